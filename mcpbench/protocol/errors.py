@@ -1,0 +1,43 @@
+"""The one error tree of mcpbench.
+
+::
+
+    McpbenchError                 anything mcpbench reports as an expected failure
+    ├── ProtocolError             a message or stream breaks the MCP / JSON-RPC rules
+    │   ├── LocalProtocolError    we were asked to send something invalid
+    │   └── RemoteProtocolError   the peer sent something invalid
+    ├── TraceError                a trace file cannot be read or written
+    ├── TargetError               a server or command cannot be reached or started
+    └── ReplayError               a replay cannot go on
+
+The command line turns any `McpbenchError` into a one-line message and a non-zero
+exit; anything else is a bug and keeps its traceback.
+"""
+
+
+class McpbenchError(Exception):
+    """Base of every expected failure; `str(err)` is the one line shown to the user."""
+
+
+class ProtocolError(McpbenchError):
+    """A message or stream breaks the rules. Abstract: raise a subclass."""
+
+
+class LocalProtocolError(ProtocolError):
+    """The caller asked the core to produce something invalid."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer produced something invalid."""
+
+
+class TraceError(McpbenchError):
+    """A trace cannot be read or written; the message names the file and line."""
+
+
+class TargetError(McpbenchError):
+    """A target (URL or command) cannot be reached, started or kept alive."""
+
+
+class ReplayError(McpbenchError):
+    """A replay cannot go on."""

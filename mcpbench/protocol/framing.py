@@ -1,0 +1,119 @@
+"""Newline framing for the stdio transport, incremental and free of I/O.
+
+MCP stdio (every version): "Messages are delimited by newlines, and MUST NOT
+contain embedded newlines." A recorder must also survive what real servers do
+anyway: CRLF endings, partial reads, huge lines and bytes that are not UTF-8.
+The framer therefore works on bytes and never decodes.
+
+    framer = LineFramer()
+    framer.receive_data(chunk)          # b"" means EOF
+    while (event := framer.next_event()) is not NEED_DATA: ...
+"""
+
+import enum
+from dataclasses import dataclass
+
+
+class Signal(enum.Enum):
+    """What `next_event()` returns when it has no event to give."""
+
+    NEED_DATA = "need data"
+    EOF = "eof"
+
+
+NEED_DATA = Signal.NEED_DATA
+EOF = Signal.EOF
+
+# A recorder keeps a whole line in memory to parse it. 256 MiB is far above any
+# real MCP message (tests send 16 MiB) yet bounds memory when a peer streams
+# bytes that never end in a newline; past it the line is reported, not kept.
+MAX_LINE_BYTES = 256 * 1024 * 1024
+
+# How much of an over-long line is kept for the report.
+OVERFLOW_HEAD_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One line without its ending (LF or CRLF). `terminated` is False only for
+    bytes left at EOF with no newline after them."""
+
+    data: bytes
+    terminated: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LineTooLong:
+    """A line longer than the framer's limit: its size and first bytes."""
+
+    size: int
+    head: bytes
+    terminated: bool = True
+
+
+class LineFramer:
+    """Splits a byte stream into lines, whatever the chunking."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+        self.max_line = max_line
+        self._buf = bytearray()
+        self._scanned = 0  # bytes at the front of _buf known to hold no LF
+        self._dropped = 0  # bytes of an over-long line already thrown away
+        self._head = b""
+        self._eof = False
+        self._done = False
+
+    def receive_data(self, data: bytes) -> None:
+        """Buffer `data`; `b""` marks the end of the stream."""
+        if not data:
+            self._eof = True
+        else:
+            self._buf += data
+
+    def next_event(self) -> Line | LineTooLong | Signal:
+        """The next complete line, `NEED_DATA`, or `EOF` once the stream has ended."""
+        buf = self._buf
+        end = buf.find(b"\n", self._scanned)
+        if end >= 0:
+            self._scanned = 0
+            if self._dropped:
+                return self._overflow(end, terminated=True)
+            line = bytes(buf[: end - 1 if end and buf[end - 1] == 13 else end])
+            del buf[: end + 1]
+            return Line(line)
+        self._scanned = len(buf)
+        if self._dropped or len(buf) > self.max_line:
+            # Keep memory bounded: remember the head, count and drop the rest.
+            if not self._dropped:
+                self._head = bytes(buf[:OVERFLOW_HEAD_BYTES])
+            self._dropped += len(buf)
+            buf.clear()
+            self._scanned = 0
+        if not self._eof:
+            return NEED_DATA
+        if self._dropped:
+            return self._overflow(len(buf), terminated=False)
+        if buf:
+            line = bytes(buf)
+            buf.clear()
+            return Line(line, terminated=False)
+        return EOF
+
+    def feed(self, data: bytes) -> list[Line | LineTooLong]:
+        """Receive `data` and return every event it completes (the hot path of the tee)."""
+        self.receive_data(data)
+        events = []
+        while not isinstance(event := self.next_event(), Signal):
+            events.append(event)
+        return events
+
+    def _overflow(self, end: int, *, terminated: bool) -> LineTooLong:
+        event = LineTooLong(size=self._dropped + end, head=self._head, terminated=terminated)
+        del self._buf[: end + 1]
+        self._dropped, self._head = 0, b""
+        return event
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an unfinished line held right now."""
+        return len(self._buf)

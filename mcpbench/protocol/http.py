@@ -1,0 +1,99 @@
+"""HTTP rules of both MCP HTTP transports, as pure functions.
+
+Streamable HTTP (2025-03-26 on) and legacy HTTP+SSE (2024-11-05). The recorder,
+the replayer and the load users all build and read HTTP through these, so a
+rule lives in one place.
+"""
+
+from urllib.parse import urljoin, urlsplit
+
+from mcpbench.protocol.jsonrpc import Message, Request
+from mcpbench.protocol.versions import NAMED_METHODS, rules
+
+# Header names, lower case: HTTP header names are case-insensitive and every
+# HTTP library here hands them over in lower case.
+SESSION_ID = "mcp-session-id"
+PROTOCOL_VERSION = "mcp-protocol-version"
+METHOD = "mcp-method"
+NAME = "mcp-name"
+LAST_EVENT_ID = "last-event-id"
+
+# Streamable HTTP, "Sending Messages to the Server": the client MUST list both.
+POST_ACCEPT = "application/json, text/event-stream"
+GET_ACCEPT = "text/event-stream"
+JSON = "application/json"
+EVENT_STREAM = "text/event-stream"
+
+
+def media_type(content_type: str | None) -> str:
+    """`text/event-stream; charset=utf-8` -> `text/event-stream`."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    return media_type(content_type) == EVENT_STREAM
+
+
+def is_json(content_type: str | None) -> bool:
+    kind = media_type(content_type)
+    return kind == JSON or kind.endswith("+json")
+
+
+def post_headers(message: Message, *, version: str | None, session_id: str | None = None) -> dict[str, str]:
+    """The MCP headers of a Streamable HTTP POST carrying `message`.
+
+    `version` is the negotiated protocol version (None before `initialize` has
+    been answered: the version header is sent from then on, 2025-06-18 on).
+    """
+    headers = {"content-type": JSON, "accept": POST_ACCEPT}
+    if session_id:
+        headers[SESSION_ID] = session_id
+    known = rules(version)
+    if known is not None and known.protocol_version_header:
+        headers[PROTOCOL_VERSION] = version
+    if known is not None and known.method_headers and (method := getattr(message, "method", None)):
+        headers[METHOD] = method
+        key = NAMED_METHODS.get(method)
+        if key and isinstance(message, Request) and message.params and isinstance(message.params.get(key), str):
+            headers[NAME] = message.params[key]
+    return headers
+
+
+def resolve_endpoint(stream_url: str, data: str) -> str:
+    """The absolute POST URL named by a legacy `endpoint` event.
+
+    2024-11-05: the event's data is a URI, relative or absolute; mcpbench treats
+    it as opaque (the session parameter may be `sessionId`, `session_id`, …).
+    """
+    return urljoin(stream_url, data.strip())
+
+
+def same_origin(a: str, b: str) -> bool:
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.netloc) == (pb.scheme, pb.netloc)
+
+
+class Failure:
+    """Failure classes shared by the load runner, the replayer and the lab."""
+
+    SESSION_NOT_FOUND = "session-not-found"
+    ANSWER_LOST = "answer-lost/timeout"
+    STREAM_CLOSED = "stream-closed"
+    HTTP_4XX = "http-4xx"
+    HTTP_5XX = "http-5xx"
+    JSONRPC_ERROR = "jsonrpc-error"
+    TOOL_ERROR = "tool-error"
+    CONNECT = "connect-failed"
+
+
+def classify_status(status: int, *, has_session: bool) -> str | None:
+    """The failure class of an HTTP status, or None for success.
+
+    A 404 on a request that carried a session id means the session is gone
+    (Streamable HTTP: "the client MUST start a new session").
+    """
+    if status < 400:
+        return None
+    if status == 404 and has_session:
+        return Failure.SESSION_NOT_FOUND
+    return Failure.HTTP_4XX if status < 500 else Failure.HTTP_5XX

@@ -1,0 +1,265 @@
+"""The MCP session lifecycle as a state machine that watches both directions.
+
+One `Session` sees every message of one session, client→server and
+server→client, and returns what it learned: answered requests (`Exchange`),
+broken rules (`Violation`) and lifecycle steps (`StateChange`). It plays no
+role: the recorder feeds it what passes by, the replayer and the load users
+feed it what they send and receive.
+
+Two rules keep it honest, as in h11's `_state.py`: every transition lives in
+the `TRANSITIONS` table below, and nothing outside `Session._advance` changes
+`Session.state`.
+
+Lifecycle (2024-11-05 … 2025-11-25, `basic/lifecycle`): the client sends
+`initialize`, the server answers, the client sends `notifications/initialized`,
+then normal operation. 2026-07-28 has no handshake: every request carries its
+version and capabilities in `params._meta`, so a session is operating from its
+first request.
+"""
+
+import enum
+from dataclasses import dataclass
+
+from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Message, Notification, Request, Response
+from mcpbench.protocol.versions import Era, META_PROTOCOL_VERSION, era_of, meta_version, rules
+
+
+class Direction(enum.Enum):
+    """Which way a message travels."""
+
+    C2S = "c2s"
+    S2C = "s2c"
+
+    @property
+    def opposite(self) -> "Direction":
+        return Direction.S2C if self is Direction.C2S else Direction.C2S
+
+
+C2S, S2C = Direction.C2S, Direction.S2C
+
+
+class SessionState(enum.Enum):
+    NEW = "new"  # nothing decisive seen yet
+    INITIALIZING = "initializing"  # initialize sent, no answer yet
+    INITIALIZED = "initialized"  # initialize answered, notifications/initialized not yet sent
+    OPERATING = "operating"
+    CLOSED = "closed"
+
+
+class Trigger(enum.Enum):
+    """The lifecycle-relevant things a message can be."""
+
+    INITIALIZE = "initialize request"
+    INITIALIZE_RESULT = "initialize result"
+    INITIALIZE_ERROR = "initialize error"
+    INITIALIZED = "initialized notification"
+    ENVELOPE_REQUEST = "request with a _meta envelope"
+    CLOSE = "close"
+
+
+NEW, INITIALIZING, INITIALIZED, OPERATING, CLOSED = SessionState
+
+# (era, state, trigger) -> new state. A trigger absent for a state leaves it unchanged.
+TRANSITIONS: dict[Era, dict[SessionState, dict[Trigger, SessionState]]] = {
+    Era.HANDSHAKE: {
+        NEW: {Trigger.INITIALIZE: INITIALIZING, Trigger.CLOSE: CLOSED},
+        INITIALIZING: {
+            Trigger.INITIALIZE_RESULT: INITIALIZED,
+            Trigger.INITIALIZE_ERROR: NEW,
+            Trigger.CLOSE: CLOSED,
+        },
+        INITIALIZED: {Trigger.INITIALIZED: OPERATING, Trigger.CLOSE: CLOSED},
+        OPERATING: {Trigger.CLOSE: CLOSED},
+        CLOSED: {},
+    },
+    Era.STATELESS: {
+        NEW: {Trigger.ENVELOPE_REQUEST: OPERATING, Trigger.CLOSE: CLOSED},
+        OPERATING: {Trigger.CLOSE: CLOSED},
+        CLOSED: {},
+    },
+}
+
+# Requests allowed before the handshake completes (lifecycle: "The client SHOULD
+# NOT send requests other than pings before the server has responded to the
+# initialize request"; the server likewise before `initialized`).
+_PRE_INIT_C2S = {"initialize", "ping", "server/discover"}
+_PRE_INIT_S2C = {"ping"}
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """A request and the answer that paired with it."""
+
+    request: Request
+    answer: Response | ErrorResponse
+    direction: Direction  # the request's direction
+    started: float
+    finished: float
+
+    @property
+    def latency(self) -> float:
+        return self.finished - self.started
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A broken rule. `code` is stable (documented in docs/trace-format.md)."""
+
+    code: str
+    detail: str
+    direction: Direction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    old: SessionState
+    new: SessionState
+    era: Era
+
+
+@dataclass(slots=True)
+class Pending:
+    request: Request
+    started: float
+
+
+SessionEvent = Exchange | Violation | StateChange
+
+
+class Session:
+    """Lifecycle, request pairing and rule checks of one MCP session.
+
+    Args:
+        version: the protocol version when the transport already knows it
+            (for example from an `MCP-Protocol-Version` header); otherwise it is
+            learned from `initialize` or from a `_meta` envelope.
+    """
+
+    def __init__(self, version: str | None = None) -> None:
+        self.state = NEW
+        self.version = version
+        self.era: Era | None = era_of(version)
+        self.requested_version: str | None = None
+        self.client_capabilities: dict | None = None
+        self.server_capabilities: dict | None = None
+        self.server_info: dict | None = None
+        self.pending: dict[tuple[Direction, object], Pending] = {}
+        self.handshake_started: float | None = None
+        self.handshake_finished: float | None = None
+
+    def observe(self, direction: Direction, message: Message, ts: float = 0.0) -> list[SessionEvent]:
+        """Take one message that travelled in `direction` at time `ts`.
+
+        Returns:
+            What the message completed or broke, in order; often empty.
+        """
+        out: list[SessionEvent] = []
+        if self.state is CLOSED:
+            out.append(Violation("message-after-close", "a message after the session closed", direction))
+        if isinstance(message, Batch):
+            known = rules(self.version)
+            if known is not None and not known.batches:
+                out.append(Violation("batch-not-allowed", f"a JSON-RPC batch in protocol version {self.version}", direction))
+            for item in message.items:
+                out.extend(self.observe(direction, item, ts))
+            return out
+        if isinstance(message, Request):
+            self._request(direction, message, ts, out)
+        elif isinstance(message, Notification):
+            if direction is C2S and message.method == "notifications/initialized":
+                self._advance(Trigger.INITIALIZED, out)
+                self.handshake_finished = ts
+        else:
+            self._answer(direction, message, ts, out)
+        return out
+
+    def close(self) -> list[SessionEvent]:
+        """The session ended (stream closed, DELETE, process exit)."""
+        out: list[SessionEvent] = []
+        if self.era is None:
+            self.era = Era.HANDSHAKE
+        self._advance(Trigger.CLOSE, out)
+        return out
+
+    @property
+    def handshake_time(self) -> float | None:
+        if self.handshake_started is None or self.handshake_finished is None:
+            return None
+        return self.handshake_finished - self.handshake_started
+
+    def _request(self, direction: Direction, request: Request, ts: float, out: list) -> None:
+        method = request.method
+        key = (direction, request.id)
+        if key in self.pending:
+            out.append(Violation("duplicate-id", f"id {request.id!r} is already in flight ({method})", direction))
+        self.pending[key] = Pending(request, ts)
+        if method.startswith("notifications/"):
+            # A malformed notification, not a request: one violation says it all.
+            out.append(Violation("notification-with-id", f"{method} carries id {request.id!r}", direction))
+            return
+        if direction is C2S:
+            if method == "initialize":
+                if self.era is Era.HANDSHAKE and self.state is not NEW:
+                    out.append(Violation("initialize-repeated", f"initialize in state {self.state.value}", direction))
+                    return
+                self._start_handshake(request, ts, out)
+                return
+            envelope_version = meta_version(request.params)
+            if envelope_version is not None and self.state is NEW and era_of(envelope_version) is Era.STATELESS:
+                self.era, self.version = Era.STATELESS, envelope_version
+                self.client_capabilities = request.params["_meta"].get("io.modelcontextprotocol/clientCapabilities")
+                self._advance(Trigger.ENVELOPE_REQUEST, out)
+                return
+            if self.era is Era.STATELESS and envelope_version is None and method != "server/discover":
+                out.append(Violation("missing-envelope", f"{method} without _meta {META_PROTOCOL_VERSION}", direction))
+            elif self.era is not Era.STATELESS and self.state in (NEW, INITIALIZING) and method not in _PRE_INIT_C2S:
+                # Without an envelope a request can only be handshake-era, however early.
+                out.append(Violation("request-before-initialized", f"{method} before the handshake completed", direction))
+        else:
+            if self.era is Era.STATELESS:
+                out.append(Violation("server-request-forbidden", f"server sent request {method} in 2026-07-28", direction))
+            elif self.era is Era.HANDSHAKE and self.state is not OPERATING and method not in _PRE_INIT_S2C:
+                out.append(Violation("request-before-initialized", f"server sent {method} before initialized", direction))
+
+    def _start_handshake(self, request: Request, ts: float, out: list) -> None:
+        params = request.params or {}
+        if self.era is not Era.HANDSHAKE:
+            # An `auto` client probes server/discover, then falls back to initialize.
+            self.era, self.state = Era.HANDSHAKE, NEW
+        self.requested_version = params.get("protocolVersion")
+        self.client_capabilities = params.get("capabilities")
+        self.handshake_started = ts
+        self._advance(Trigger.INITIALIZE, out)
+
+    def _answer(self, direction: Direction, answer: Response | ErrorResponse, ts: float, out: list) -> None:
+        if answer.id is None:
+            return  # an error about a request whose id the peer could not read
+        pending = self.pending.pop((direction.opposite, answer.id), None)
+        if pending is None:
+            out.append(Violation("unknown-answer", f"answer to id {answer.id!r}, which no request in flight has", direction))
+            return
+        request = pending.request
+        out.append(Exchange(request, answer, direction.opposite, pending.started, ts))
+        if request.method == "initialize" and direction is S2C and self.state is INITIALIZING:
+            if isinstance(answer, Response) and isinstance(answer.result, dict):
+                self.version = answer.result.get("protocolVersion") or self.requested_version
+                self.server_capabilities = answer.result.get("capabilities")
+                self.server_info = answer.result.get("serverInfo")
+                self._advance(Trigger.INITIALIZE_RESULT, out)
+            else:
+                self._advance(Trigger.INITIALIZE_ERROR, out)
+        elif request.method == "server/discover" and isinstance(answer, Response) and isinstance(answer.result, dict):
+            self.server_capabilities = answer.result.get("capabilities")
+            meta = answer.result.get("_meta") or {}
+            self.server_info = meta.get("io.modelcontextprotocol/serverInfo", self.server_info)
+
+    def _advance(self, trigger: Trigger, out: list) -> None:
+        era = self.era or Era.HANDSHAKE
+        new = TRANSITIONS[era].get(self.state, {}).get(trigger)
+        if new is None:
+            if trigger is Trigger.INITIALIZED:
+                out.append(Violation("unexpected-initialized", f"notifications/initialized in state {self.state.value}", C2S))
+            return
+        if new is not self.state:
+            out.append(StateChange(self.state, new, era))
+            self.state = new

@@ -1,0 +1,134 @@
+import pytest
+
+from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.session import (
+    C2S,
+    S2C,
+    TRANSITIONS,
+    Exchange,
+    Session,
+    SessionState,
+    StateChange,
+    Violation,
+)
+from mcpbench.protocol.versions import Era, envelope
+
+INIT = Request(id=1, method="initialize", params={"protocolVersion": "2025-11-25", "capabilities": {}})
+INIT_OK = Response(id=1, result={"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "s"}})
+INITIALIZED = Notification(method="notifications/initialized")
+
+
+def modern(id_, method, **params):
+    return Request(id=id_, method=method, params={**params, "_meta": envelope("2026-07-28")})
+
+
+def run(session, steps):
+    out = []
+    for ts, (direction, message) in enumerate(steps):
+        out += session.observe(direction, message, float(ts))
+    return out
+
+
+def codes(events):
+    return [e.code for e in events if isinstance(e, Violation)]
+
+
+def test_handshake_lifecycle_and_pairing():
+    session = Session()
+    events = run(session, [(C2S, INIT), (S2C, INIT_OK), (C2S, INITIALIZED),
+                           (C2S, Request(id=2, method="tools/list")), (S2C, Response(id=2, result={"tools": []}))])
+    changes = [(e.old, e.new) for e in events if isinstance(e, StateChange)]
+    assert changes == [(SessionState.NEW, SessionState.INITIALIZING), (SessionState.INITIALIZING, SessionState.INITIALIZED),
+                       (SessionState.INITIALIZED, SessionState.OPERATING)]
+    exchanges = [e for e in events if isinstance(e, Exchange)]
+    assert [(x.request.method, x.latency) for x in exchanges] == [("initialize", 1.0), ("tools/list", 1.0)]
+    assert session.version == "2025-06-18"  # the server's answer decides
+    assert session.handshake_time == 2.0
+    assert codes(events) == [] and not session.pending
+
+
+def test_stateless_era_from_envelope():
+    session = Session()
+    events = run(session, [(C2S, modern(1, "server/discover")), (S2C, Response(id=1, result={"capabilities": {}})),
+                           (C2S, modern(2, "tools/call", name="echo")), (S2C, Response(id=2, result={}))])
+    assert session.era is Era.STATELESS and session.state is SessionState.OPERATING
+    assert codes(events) == []
+
+
+def test_auto_client_probe_then_fallback_to_handshake():
+    session = Session()
+    events = run(session, [(C2S, modern(1, "server/discover")), (S2C, ErrorResponse(id=1, code=-32601, message="no")),
+                           (C2S, Request(id=2, method="initialize", params={"protocolVersion": "2025-11-25"})),
+                           (S2C, Response(id=2, result={"protocolVersion": "2025-11-25"})), (C2S, INITIALIZED)])
+    assert session.era is Era.HANDSHAKE and session.state is SessionState.OPERATING
+    assert codes(events) == []
+
+
+VIOLATIONS = [
+    ("request before initialization", [(C2S, Request(id=5, method="tools/list"))], ["request-before-initialized"]),
+    ("server request before initialized", [(C2S, INIT), (S2C, Request(id=9, method="sampling/createMessage"))], ["request-before-initialized"]),
+    ("notification carrying an id", [(C2S, Request(id=1, method="notifications/initialized"))], ["notification-with-id"]),
+    ("answer to an unknown id", [(S2C, Response(id=42, result={}))], ["unknown-answer"]),
+    ("duplicate id in flight", [(C2S, INIT), (C2S, Request(id=1, method="ping"))], ["duplicate-id"]),
+    ("second initialize", [(C2S, INIT), (S2C, INIT_OK), (C2S, INITIALIZED), (C2S, Request(id=3, method="initialize", params={}))], ["initialize-repeated"]),
+    ("initialized without initialize", [(C2S, INITIALIZED)], ["unexpected-initialized"]),
+    ("batch where the version has none",
+     [(C2S, INIT), (S2C, INIT_OK), (C2S, INITIALIZED), (C2S, Batch(items=(Request(id=2, method="ping"),)))], ["batch-not-allowed"]),
+    ("server request in 2026-07-28", [(C2S, modern(1, "tools/call", name="ask")), (S2C, Request(id=7, method="sampling/createMessage"))],
+     ["server-request-forbidden"]),
+    ("stateless request without envelope", [(C2S, modern(1, "tools/list")), (C2S, Request(id=2, method="tools/list"))], ["missing-envelope"]),
+]
+
+
+@pytest.mark.parametrize("name,steps,expected", VIOLATIONS, ids=[v[0] for v in VIOLATIONS])
+def test_violations(name, steps, expected):
+    assert codes(run(Session(), steps)) == expected
+
+
+def test_batch_allowed_in_2025_03_26():
+    session = Session()
+    ok = Response(id=1, result={"protocolVersion": "2025-03-26"})
+    events = run(session, [(C2S, INIT), (S2C, ok), (C2S, INITIALIZED),
+                           (C2S, Batch(items=(Request(id=2, method="ping"), Request(id=3, method="ping")))),
+                           (S2C, Batch(items=(Response(id=3, result={}), Response(id=2, result={}))))])
+    assert codes(events) == []
+    assert len([e for e in events if isinstance(e, Exchange)]) == 3
+
+
+def test_initialize_error_returns_to_new():
+    session = Session()
+    run(session, [(C2S, INIT), (S2C, ErrorResponse(id=1, code=-32602, message="bad version"))])
+    assert session.state is SessionState.NEW
+
+
+def test_close_and_message_after_close():
+    session = Session()
+    run(session, [(C2S, INIT), (S2C, INIT_OK), (C2S, INITIALIZED)])
+    assert [e.new for e in session.close()] == [SessionState.CLOSED]
+    assert codes(session.observe(C2S, Request(id=9, method="ping"))) == ["message-after-close"]
+
+
+def test_every_table_row_is_reachable():
+    """Each (era, state, trigger) row of TRANSITIONS leads to a state of that era's table."""
+    for era, table in TRANSITIONS.items():
+        for state, rows in table.items():
+            for trigger, new in rows.items():
+                assert new in table, (era, state, trigger)
+
+
+def test_client_protocol_builds_both_eras():
+    old = ClientProtocol("2025-11-25")
+    init = old.initialize()
+    assert init.params["protocolVersion"] == "2025-11-25" and init.id == 1
+    old.send(init)
+    old.receive(Response(id=1, result={"protocolVersion": "2025-11-25"}))
+    old.send(old.initialized())
+    assert old.session.state is SessionState.OPERATING
+    new = ClientProtocol("2026-07-28")
+    request = new.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert request.params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    _, events = new.send(request)
+    assert new.session.state is SessionState.OPERATING and codes(events) == []
+    with pytest.raises(ValueError):
+        ClientProtocol("1999-01-01")
