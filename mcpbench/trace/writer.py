@@ -1,0 +1,143 @@
+"""Writing traces: one `os.write` per event, so nothing written is lost on a crash.
+
+The file is created (or truncated) with O_APPEND and mode 0600 (traces hold real traffic).
+Each event is encoded whole and written with a single unbuffered `os.write`:
+after a kill -9 every event already written reads back, and at most the one
+being written is torn, which the reader reports and skips.
+"""
+
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcpbench import __version__
+from mcpbench.protocol.errors import TraceError
+from mcpbench.trace.format import FORMAT_VERSION, Kind, now
+from mcpbench.trace.redact import Redactor
+
+TRACE_DIR_ENV = "MCPBENCH_TRACE_DIR"
+DEFAULT_TRACE_DIR = Path("results") / "traces"
+
+
+def default_trace_path(label: str) -> Path:
+    """`results/traces/<UTC time>-<label>.jsonl`, or under `$MCPBENCH_TRACE_DIR`."""
+    folder = Path(os.environ.get(TRACE_DIR_ENV) or DEFAULT_TRACE_DIR)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")[:60] or "session"
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"{time.time() % 1:.6f}"[1:].replace(".", "_")
+    return folder / f"{stamp}-{safe}.jsonl"
+
+
+class TraceWriter:
+    """Appends events to a trace file.
+
+    Args:
+        path: the file to create (parent folders are made).
+        transport: the transport every event of this writer carries.
+        header: extra fields of the `trace` header line (command, upstream, …).
+        redactor: the redaction rules; the defaults when None.
+
+    Raises:
+        TraceError: the file cannot be created.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        transport: str,
+        header: dict[str, Any] | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.transport = transport
+        self.redactor = redactor or Redactor()
+        self.failed: str | None = None
+        self.events = 0
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise TraceError(f"{self.path}: cannot create trace: {exc.strerror}") from None
+        started = now()
+        self.write(
+            {
+                "kind": Kind.TRACE,
+                "session": None,
+                "dir": None,
+                "ts": started,
+                "mcpbench": __version__,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + f".{int(started % 1 * 1e6):06d}Z",
+                **(header or {}),
+            }
+        )
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Write one event; `v`, `ts` and `transport` are filled in when absent."""
+        event = dict(event)
+        head = {
+            "v": FORMAT_VERSION,
+            "ts": event.pop("ts", None) or now(),
+            "session": event.pop("session", None),
+            "transport": self.transport,
+            "dir": event.pop("dir", None),
+            "kind": event.pop("kind"),
+        }
+        self._write(orjson.dumps(head | event) + b"\n")
+
+    def message(
+        self,
+        session: str | None,
+        direction: str,
+        raw: bytes,
+        ts: float,
+        extra: dict[str, Any] | None = None,
+        obj: Any = None,
+    ) -> None:
+        """Write one JSON-RPC message whose exact JSON text is `raw`.
+
+        `raw` must already be known to be valid JSON (the caller decoded it); it
+        is spliced into the line unchanged, so the trace keeps the bytes as sent
+        (key order, number spelling) and the hot path needs no re-encoding.
+        `obj`, the parsed value, is only needed when JSON redaction rules exist.
+        """
+        if self.redactor.touches_json:
+            redacted, changed = self.redactor.json(obj if obj is not None else orjson.loads(raw))
+            if changed:
+                raw = orjson.dumps(redacted)
+        head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
+        if extra:
+            head.update(extra)
+        self._write(orjson.dumps(head)[:-1] + b',"msg":' + raw.strip() + b"}\n")
+
+    def _write(self, line: bytes) -> None:
+        if self.failed:
+            return
+        with self._lock:
+            try:
+                view = memoryview(line)
+                while view:  # a regular file takes it all at once; a pipe or full disk may not
+                    view = view[os.write(self._fd, view) :]
+                self.events += 1
+            except OSError as exc:
+                # Never break the observed session: stop recording, say so once.
+                self.failed = f"{self.path}: trace write failed: {exc.strerror}; recording stopped"
+                print(f"mcpbench: {self.failed}", file=sys.stderr)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
