@@ -33,7 +33,7 @@ MAX_LINE_BYTES = 256 * 1024 * 1024
 OVERFLOW_HEAD_BYTES = 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per line on the tee's hot path (see jsonrpc.Message)
 class Line:
     """One line without its ending (LF or CRLF). `terminated` is False only for
     bytes left at EOF with no newline after them."""
@@ -101,6 +101,11 @@ class LineFramer:
 
     def feed(self, data: bytes) -> list[Line | LineTooLong]:
         """Receive `data` and return every event it completes (the hot path of the tee)."""
+        if data and not self._buf and not self._dropped and len(data) <= self.max_line:
+            # Fast path for the common case, no unfinished line held: split once.
+            *lines, rest = data.split(b"\n")
+            self._buf += rest
+            return [Line(line[:-1] if line[-1:] == b"\r" else line) for line in lines]
         self.receive_data(data)
         events = []
         while not isinstance(event := self.next_event(), Signal):

@@ -97,3 +97,41 @@ def classify_status(status: int, *, has_session: bool) -> str | None:
     if status == 404 and has_session:
         return Failure.SESSION_NOT_FOUND
     return Failure.HTTP_4XX if status < 500 else Failure.HTTP_5XX
+
+
+def method_header_problems(message: Message, headers, *, version: str | None) -> list[tuple[str, str]]:
+    """Where a POST's `Mcp-Method` / `Mcp-Name` headers disagree with its body.
+
+    2026-07-28 (Streamable HTTP, "Request headers"): every POST carries
+    `Mcp-Method`, and `Mcp-Name` for the methods in `NAMED_METHODS`; both must
+    equal the body. Headers sent in an older version are checked for equality
+    only. `headers` is any mapping whose `.get` is case-insensitive or keyed by
+    lower-case names; `version` is the request's `_meta` version, else its
+    `MCP-Protocol-Version` header.
+
+    Returns:
+        `(code, detail)` pairs: `missing-method-header`, `method-header-mismatch`,
+        `missing-name-header`, `name-header-mismatch`; empty for answers and batches.
+    """
+    method = getattr(message, "method", None)
+    if method is None:
+        return []
+    problems: list[tuple[str, str]] = []
+    known = rules(version)
+    required = known is not None and known.method_headers
+    sent = headers.get(METHOD)
+    if sent is None:
+        if required:
+            problems.append(("missing-method-header", f"{method} without an Mcp-Method header in {version}"))
+    elif sent != method:
+        problems.append(("method-header-mismatch", f"Mcp-Method {sent!r} but the body's method is {method!r}"))
+    key = NAMED_METHODS.get(method)
+    if key is not None and isinstance(message, Request):
+        target = (message.params or {}).get(key)
+        name = headers.get(NAME)
+        if name is None:
+            if required:
+                problems.append(("missing-name-header", f"{method} without an Mcp-Name header (body names {target!r})"))
+        elif name != target:
+            problems.append(("name-header-mismatch", f"Mcp-Name {name!r} but the body names {target!r}"))
+    return problems

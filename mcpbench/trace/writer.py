@@ -1,9 +1,10 @@
 """Writing traces: one `os.write` per event, so nothing written is lost on a crash.
 
 The file is created (or truncated) with O_APPEND and mode 0600 (traces hold real traffic).
-Each event is encoded whole and written with a single unbuffered `os.write`:
-after a kill -9 every event already written reads back, and at most the one
-being written is torn, which the reader reports and skips.
+Events are encoded whole and written with unbuffered `os.write`s: one per
+event, or one for all the events of one read (the tee), made before the bytes
+they describe are forwarded. After a kill -9 every event already written reads
+back, and at most the last line is torn, which the reader reports and skips.
 """
 
 import os
@@ -60,6 +61,7 @@ class TraceWriter:
         self.failed: str | None = None
         self.events = 0
         self._lock = threading.Lock()
+        self._prefixes: dict[tuple[str | None, str], tuple[bytes, bytes]] = {}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -78,8 +80,8 @@ class TraceWriter:
             }
         )
 
-    def write(self, event: dict[str, Any]) -> None:
-        """Write one event; `v`, `ts` and `transport` are filled in when absent."""
+    def encode(self, event: dict[str, Any]) -> bytes:
+        """One event as a trace line; `v`, `ts` and `transport` are filled in when absent."""
         event = dict(event)
         head = {
             "v": FORMAT_VERSION,
@@ -89,9 +91,9 @@ class TraceWriter:
             "dir": event.pop("dir", None),
             "kind": event.pop("kind"),
         }
-        self._write(orjson.dumps(head | event) + b"\n")
+        return orjson.dumps(head | event) + b"\n"
 
-    def message(
+    def encode_message(
         self,
         session: str | None,
         direction: str,
@@ -99,8 +101,8 @@ class TraceWriter:
         ts: float,
         extra: dict[str, Any] | None = None,
         obj: Any = None,
-    ) -> None:
-        """Write one JSON-RPC message whose exact JSON text is `raw`.
+    ) -> bytes:
+        """One JSON-RPC message whose exact JSON text is `raw`, as a trace line.
 
         `raw` must already be known to be valid JSON (the caller decoded it); it
         is spliced into the line unchanged, so the trace keeps the bytes as sent
@@ -111,12 +113,34 @@ class TraceWriter:
             redacted, changed = self.redactor.json(obj if obj is not None else orjson.loads(raw))
             if changed:
                 raw = orjson.dumps(redacted)
-        head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
         if extra:
-            head.update(extra)
-        self._write(orjson.dumps(head)[:-1] + b',"msg":' + raw.strip() + b"}\n")
+            head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
+            return orjson.dumps(head | extra)[:-1] + b',"msg":' + raw.strip() + b"}\n"
+        # The hot path (the tee): everything but ts is the same for a session and direction.
+        prefix = self._prefixes.get((session, direction))
+        if prefix is None:
+            fields = orjson.dumps({"session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE})
+            prefix = self._prefixes[(session, direction)] = (b'{"v":%d,"ts":' % FORMAT_VERSION, b"," + fields[1:-1] + b',"msg":')
+        return b"%s%s%s%s}\n" % (prefix[0], orjson.dumps(ts), prefix[1], raw.strip())
 
-    def _write(self, line: bytes) -> None:
+    def write(self, event: dict[str, Any]) -> None:
+        """Write one event (see `encode`)."""
+        self.write_lines([self.encode(event)])
+
+    def message(self, session: str | None, direction: str, raw: bytes, ts: float, extra: dict[str, Any] | None = None, obj: Any = None) -> None:
+        """Write one JSON-RPC message (see `encode_message`)."""
+        self.write_lines([self.encode_message(session, direction, raw, ts, extra, obj)])
+
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Write whole encoded events with one `os.write`.
+
+        The tee hands over all events of one read at once, before it forwards
+        those bytes: each is on disk (in the kernel's page cache, which survives
+        a crash of this process) before the peer can have seen the message.
+        """
+        self._write(lines[0] if len(lines) == 1 else b"".join(lines), len(lines))
+
+    def _write(self, line: bytes, count: int = 1) -> None:
         if self.failed:
             return
         with self._lock:
@@ -124,7 +148,7 @@ class TraceWriter:
                 view = memoryview(line)
                 while view:  # a regular file takes it all at once; a pipe or full disk may not
                     view = view[os.write(self._fd, view) :]
-                self.events += 1
+                self.events += count
             except OSError as exc:
                 # Never break the observed session: stop recording, say so once.
                 self.failed = f"{self.path}: trace write failed: {exc.strerror}; recording stopped"

@@ -64,3 +64,9 @@ def test_any_chunking_gives_the_same_lines(lines, cuts, crlf):
     assert feed_all(LineFramer, data, [c for c in cuts if c < len(data)]) == whole
     expected = [line[:-1] if not crlf and line.endswith(b"\r") else line for line in lines]
     assert [e.data for e in whole] == expected
+    # feed(), the tee's fast path, agrees with receive_data()/next_event()
+    framer, fed = LineFramer(), []
+    bounds = [0, *sorted(c for c in cuts if c < len(data)), len(data)]
+    for start, end in zip(bounds, bounds[1:]):
+        fed += framer.feed(data[start:end]) if end > start else []
+    assert fed + framer.feed(b"") == whole
