@@ -1,0 +1,1 @@
+"""Analysis: from traces and load results to summaries, DataFrames and charts."""

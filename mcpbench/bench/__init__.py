@@ -1,0 +1,1 @@
+"""Benchmarks (`mcpbench bench NAME`): speed targets, measured, written under results/bench/."""

@@ -1,0 +1,123 @@
+"""`mcpbench bench tee`: what the stdio tee costs, measured against no tee in the same run.
+
+- Round trips: one request, wait for its answer, repeat; against a fast echo
+  server started directly and through `mcpbench tee` (recording on).
+- One-way throughput: 1 KiB messages pushed into `cat > /dev/null`, through a
+  plain pipe and through the tee.
+
+Targets (issue 2): ≤ 50 µs added p50 per round trip; ≥ 100,000 messages/s of 1 KiB.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mcpbench.bench.common import BENCH_DIR, summary, write_result
+
+ECHO = [sys.executable, "-m", "mcpbench.bench.echo_server"]
+SINK = ["sh", "-c", "cat > /dev/null"]
+REQUEST = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}\n'
+MESSAGE_SIZE = 1024
+WARMUP = 200
+
+
+def tee_argv(trace: Path) -> list[str]:
+    return [sys.executable, "-m", "mcpbench", "tee", "--out", str(trace), "--"]
+
+
+def round_trips(argv: list[str], count: int) -> list[float]:
+    """Latencies (µs) of `count` sequential round trips to the server `argv`."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    write, read = proc.stdin.write, proc.stdout.readline
+    samples = []
+    try:
+        for i in range(WARMUP + count):
+            start = time.perf_counter()
+            write(REQUEST % i)
+            if not read():
+                raise RuntimeError(f"{argv} closed its stdout")
+            if i >= WARMUP:
+                samples.append((time.perf_counter() - start) * 1e6)
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    return samples
+
+
+def one_way(argv: list[str], count: int) -> float:
+    """Seconds to push `count` 1 KiB messages through `argv` until it has read them all."""
+    pad = MESSAGE_SIZE - len(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":""}}\n')
+    line = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"' + b"x" * pad + b'"}}\n'
+    block = line * 256
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    start = time.perf_counter()
+    for _ in range(count // 256):
+        proc.stdin.write(block)
+    proc.stdin.close()
+    proc.wait(300)
+    return time.perf_counter() - start
+
+
+def run(quick: bool = False) -> Path:
+    rts, messages, repeats = (500, 20_000, 1) if quick else (5_000, 200_000, 3)
+    with tempfile.TemporaryDirectory(prefix="mcpbench-bench-") as tmp:
+        trace = Path(tmp) / "bench.jsonl"
+        direct = round_trips(ECHO, rts)
+        via_tee = round_trips(tee_argv(trace) + ECHO, rts)
+        flows = {"pipe": [], "tee": []}
+        for _ in range(repeats):  # alternate, so drift in machine load hits both alike
+            flows["pipe"].append(one_way(SINK, messages))
+            flows["tee"].append(one_way(tee_argv(trace) + SINK, messages))
+            trace_bytes = os.path.getsize(trace)
+    rt = {"direct_us": summary(direct), "tee_us": summary(via_tee)}
+    rt["added_p50_us"] = rt["tee_us"]["p50"] - rt["direct_us"]["p50"]
+    rt["added_p99_us"] = rt["tee_us"]["p99"] - rt["direct_us"]["p99"]
+    rt["ratio_p50"] = rt["tee_us"]["p50"] / rt["direct_us"]["p50"]
+    rt["round_trips_per_s"] = {"direct": 1e6 / rt["direct_us"]["mean"], "tee": 1e6 / rt["tee_us"]["mean"]}
+    throughput = {}
+    for name, times in flows.items():
+        best = sorted(times)[len(times) // 2]  # median of the repeats
+        throughput[name] = {"messages_per_s": messages / best, "mb_per_s": messages * MESSAGE_SIZE / best / 1e6, "seconds": times}
+    throughput["tee_vs_pipe"] = throughput["tee"]["messages_per_s"] / throughput["pipe"]["messages_per_s"]
+    data = {
+        "round_trip": rt,
+        "one_way": throughput,
+        "settings": {"round_trips": rts, "messages": messages, "message_bytes": MESSAGE_SIZE, "repeats": repeats, "trace_bytes_last": trace_bytes},
+        "targets": {"added_p50_us_max": 50, "tee_messages_per_s_min": 100_000},
+        "met": {
+            "added_p50": rt["added_p50_us"] <= 50,
+            "throughput": throughput["tee"]["messages_per_s"] >= 100_000,
+        },
+    }
+    path = write_result("tee", data)
+    _chart(path.with_suffix(".png"), rt, throughput)
+    return path
+
+
+def _chart(path: Path, rt: dict, throughput: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    labels = ["direct", "tee"]
+    p50 = [rt["direct_us"]["p50"], rt["tee_us"]["p50"]]
+    p99 = [rt["direct_us"]["p99"], rt["tee_us"]["p99"]]
+    x = range(2)
+    left.bar([i - 0.2 for i in x], p50, 0.4, label="p50")
+    left.bar([i + 0.2 for i in x], p99, 0.4, label="p99")
+    left.set_xticks(list(x), labels)
+    left.set_ylabel("µs per round trip")
+    left.set_title("Round trip latency")
+    left.legend()
+    bars = right.bar(["pipe", "tee"], [throughput["pipe"]["messages_per_s"] / 1000, throughput["tee"]["messages_per_s"] / 1000])
+    right.bar_label(bars, fmt="%.0f")
+    right.set_ylabel("thousand 1 KiB messages/s")
+    right.set_title("One-way throughput")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

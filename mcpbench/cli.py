@@ -1,0 +1,117 @@
+"""The `mcpbench` command line: thin click commands over the library.
+
+Imports stay inside commands: `mcp` is slow to import and `locust` patches the
+whole process with gevent at import time, so neither may load for `tee`.
+"""
+
+import functools
+import importlib
+import sys
+
+import click
+
+from mcpbench.protocol.errors import McpbenchError
+
+# Exit status for a command that could not be started (as shells use).
+EXIT_NOT_FOUND = 127
+
+
+def map_errors(func):
+    """Turn an expected failure into one line on stderr and exit status 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except McpbenchError as exc:
+            click.echo(f"mcpbench: {exc}", err=True)
+            sys.exit(getattr(exc, "exit_code", 2))
+
+    return wrapper
+
+
+def redact_option(func):
+    return click.option(
+        "--redact",
+        multiple=True,
+        metavar="NAME|PATH",
+        help="Also redact this header / JSON key (name) or JSON path (a.b.*.c). Repeatable.",
+    )(func)
+
+
+@click.group()
+@click.version_option(package_name="mcpbench")
+def main() -> None:
+    """Record, replay and load-test Model Context Protocol traffic."""
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<command>.jsonl).")
+@redact_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@map_errors
+def tee(out, redact, command):
+    """Run a stdio MCP server COMMAND and record its traffic, passing it through untouched.
+
+    Put it in front of the server command in a host's mcpServers config.
+
+    Example: mcpbench tee --out s.jsonl -- python -m my_server
+    """
+    from mcpbench.protocol.errors import TargetError
+    from mcpbench.stdio.tee import run_tee
+
+    try:
+        status = run_tee(list(command), out, redact)
+    except TargetError as exc:
+        click.echo(f"mcpbench: {exc}", err=True)
+        sys.exit(EXIT_NOT_FOUND)
+    sys.exit(status)
+
+
+@main.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
+@map_errors
+def inspect(trace, as_json):
+    """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
+
+    Example: mcpbench inspect results/traces/session.jsonl
+    """
+    import orjson
+
+    from mcpbench.analysis.inspect import render, summarize
+
+    report = summarize(trace)
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        click.echo(render(report))
+    if report.torn:
+        click.echo(f"mcpbench: note: {report.torn}", err=True)
+
+
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen")
+
+
+@main.command()
+@click.argument("name", type=click.Choice(BENCHMARKS))
+@click.option("--quick", is_flag=True, help="A short run (for smoke tests), not for figures.")
+@map_errors
+def bench(name, quick):
+    """Run benchmark NAME; writes results/bench/NAME.json and a chart.
+
+    Example: mcpbench bench tee
+    """
+    module = importlib.import_module(f"mcpbench.bench.{name}")
+    path = module.run(quick=quick)
+    click.echo(f"mcpbench: wrote {path}")
+
+
+def _register() -> None:
+    # Each capability owns its commands; they import their heavy parts lazily.
+    from mcpbench.lab.cli import lab
+
+    main.add_command(lab)
+
+
+_register()

@@ -1,0 +1,1 @@
+"""The stdio transport: a transparent tee between a host and a server process."""
