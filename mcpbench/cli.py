@@ -90,6 +90,22 @@ def inspect(trace, as_json):
         click.echo(f"mcpbench: note: {report.torn}", err=True)
 
 
+@main.command("run")
+@click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/run-<time>/).")
+@map_errors
+def run_main_job(out):
+    """The main job on the built-in defaults: record sessions of the reference server and show them.
+
+    Example: mcpbench run
+    """
+    from pathlib import Path
+
+    from mcpbench.pipeline import run
+
+    folder = run(Path(out) if out else None, say=click.echo)
+    click.echo(f"mcpbench: results in {folder}")
+
+
 BENCHMARKS = ("tee", "proxy", "replay", "loadgen")
 
 

@@ -30,10 +30,12 @@ def step_name(method: str, params: dict | None) -> str:
 
 
 def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:
-    """("ok" | "tool-error" | "error", detail) of an answer."""
+    """("ok" | "tool-error" | "error" | "input-required", detail) of an answer."""
     if isinstance(answer, ErrorResponse):
         return "error", f"{answer.code}: {answer.message}"
     result = answer.result
+    if isinstance(result, dict) and result.get("resultType") == "input_required":
+        return "input-required", ", ".join(sorted(result.get("inputRequests") or {}))
     if isinstance(result, dict) and result.get("isError") is True:
         texts = [c.get("text", "") for c in result.get("content") or () if isinstance(c, dict)]
         return "tool-error", " ".join(texts)[:120]
