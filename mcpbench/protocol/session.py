@@ -86,7 +86,7 @@ _PRE_INIT_C2S = {"initialize", "ping", "server/discover"}
 _PRE_INIT_S2C = {"ping"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per answer on the recorders' hot path: not frozen (see jsonrpc.Message)
 class Exchange:
     """A request and the answer that paired with it."""
 

@@ -29,8 +29,8 @@ class Kind:
 
 
 def now() -> float:
-    """Wall-clock timestamp with µs precision."""
-    return round(time.time(), 6)
+    """Wall-clock timestamp with µs precision (integer division: cheaper than round())."""
+    return time.time_ns() // 1000 / 1e6
 
 
 def text_or_b64(data: bytes) -> str | dict:
