@@ -6,12 +6,14 @@ server stdout→host, server stderr→our stderr) with blocking reads and writes
 so neither direction can stall the other.
 
 Bytes pass through unchanged, as soon as they are read: a chunk is forwarded
-whole, even mid-line. The complete lines in a chunk are recorded *before* the
-chunk is forwarded, so the trace's order is causal: a request is always in the
-file before the server can have seen it, hence before its answer.
+whole, even mid-line. Just before, a copy goes to the recorder process
+(`recorder.py`), which does the decoding and writing off the bytes' path. A
+chunk reaches the recorder before the peer can answer it, so the trace's order
+is causal.
 """
 
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -19,11 +21,9 @@ import sys
 import threading
 import uuid
 
-from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import TargetError
-from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
-from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
-from mcpbench.trace.format import Kind, now, text_or_b64
+from mcpbench.stdio import recorder
+from mcpbench.trace.format import Kind, now
 from mcpbench.trace.writer import TraceWriter
 
 # One read takes at most a pipe's default capacity on Linux: larger reads only
@@ -33,6 +33,10 @@ READ_SIZE = 64 * 1024
 # After the server exits, how long its stdout and stderr may stay open (held by
 # a grandchild, say) before we stop waiting and exit anyway.
 DRAIN_TIMEOUT = 5.0
+
+# How long the tee waits, at exit, for the recorder to write what is still in
+# the channel. Past it the recorder finishes on its own; the host need not wait.
+RECORDER_TIMEOUT = 60.0
 
 TRANSPORT = "stdio"
 
@@ -52,10 +56,11 @@ class Tee:
         self.argv = argv
         self.writer = writer
         self.session_id = uuid.uuid4().hex[:12]
-        self.session = Session()
         self.fds = (stdin, stdout, stderr)
-        self._lock = threading.Lock()  # one Session, three threads
         self.proc: subprocess.Popen | None = None
+        self._channel: int | None = None
+        self._channel_lock = threading.Lock()  # frames from three threads must not interleave
+        self._recorder_pid: int | None = None
 
     def run(self) -> int:
         """Start the server, copy until it exits, return its exit status.
@@ -63,22 +68,25 @@ class Tee:
         Raises:
             TargetError: the command cannot be started.
         """
+        stdin, stdout, stderr = self.fds
+        if self.writer is not None:
+            # Fork before any thread exists: fork copies only the calling thread.
+            self._recorder_pid, self._channel = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
         try:
             # A process group of its own: a Ctrl-C in the host's terminal then
             # reaches the server once, through us, not twice.
-            self.proc = subprocess.Popen(
+            self.proc = proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, process_group=0
             )
         except OSError as exc:
+            self._finish_recording()
             raise TargetError(f"cannot start {shlex.join(self.argv)}: {exc.strerror}") from None
-        proc = self.proc
-        self._event(Kind.PROCESS, None, event="start", argv=self.argv, pid=proc.pid)
+        self._event(kind=Kind.PROCESS, event="start", argv=self.argv, pid=proc.pid)
         previous = {sig: signal.signal(sig, self._forward_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        stdin, stdout, stderr = self.fds
         pumps = [
-            threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), C2S, proc.stdin.close), daemon=True),
-            threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, S2C, lambda: os.close(stdout)), daemon=True),
-            threading.Thread(target=self._pump_stderr, args=(proc.stderr.fileno(), stderr), daemon=True),
+            threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), recorder.C2S_DATA, proc.stdin.close), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, recorder.S2C_DATA, lambda: os.close(stdout)), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stderr.fileno(), stderr, recorder.STDERR_DATA, lambda: None), daemon=True),
         ]
         for pump in pumps:
             pump.start()
@@ -90,31 +98,22 @@ class Tee:
         for pump in pumps[1:]:  # the host's stdin may stay open: don't wait for it
             pump.join(DRAIN_TIMEOUT)
         status = 128 - code if code < 0 else code
-        with self._lock:
-            self.session.close()
-        self._event(Kind.PROCESS, None, event="exit", exit_code=status, signal=-code if code < 0 else None)
+        self._event(kind=Kind.PROCESS, event="exit", exit_code=status, signal=-code if code < 0 else None)
+        self._finish_recording()
         return status
 
     def _forward_signal(self, signum: int, frame: object) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signum)
 
-    def _pump(self, src: int, dst: int, direction: Direction, close_dst) -> None:
-        framer = LineFramer()
+    def _pump(self, src: int, dst: int, kind: int, close_dst) -> None:
         forwarding = True
         while True:
             try:
                 chunk = os.read(src, READ_SIZE)
             except OSError:
                 chunk = b""
-            ts = now()
-            events = framer.feed(chunk) if self.writer else ()
-            if events:
-                records: list[bytes] = []
-                with self._lock:
-                    for event in events:
-                        self._record_line(direction, event, ts, records)
-                self.writer.write_lines(records)
+            self._send(recorder.frame(kind, now(), chunk))  # an empty chunk tells the recorder: EOF
             if not chunk:
                 break
             if forwarding:
@@ -133,61 +132,40 @@ class Tee:
         except OSError:
             pass
 
-    def _pump_stderr(self, src: int, dst: int) -> None:
-        framer = LineFramer()
-        while True:
-            try:
-                chunk = os.read(src, READ_SIZE)
-            except OSError:
-                chunk = b""
-            ts = now()
-            if self.writer:
-                for event in framer.feed(chunk):
-                    text = event.data if isinstance(event, Line) else event.head
-                    self._event(Kind.STDERR, S2C, ts=ts, text=text_or_b64(text))
-            if not chunk:
-                return
-            try:
-                os.write(dst, chunk)
-            except OSError:
-                pass
+    def _event(self, **event: object) -> None:
+        self._send(recorder.event_frame(now(), event))
 
-    def _record_line(self, direction: Direction, event: Line | LineTooLong, ts: float, records: list[bytes]) -> None:
-        """Check one line and append its trace records to `records`."""
-        if isinstance(event, LineTooLong):
-            records.append(self._violation(direction, ts, "line-too-long", f"a line of {event.size} bytes", event.head))
+    def _send(self, pieces: list[bytes]) -> None:
+        if self._channel is None:
             return
-        data = event.data
+        with self._channel_lock:
+            try:
+                written, total = os.writev(self._channel, pieces), len(pieces[0]) + len(pieces[1])
+                if written < total:  # a signal cut the write short: send the rest
+                    rest = memoryview(b"".join(pieces))[written:]
+                    while rest:
+                        rest = rest[os.write(self._channel, rest) :]
+            except OSError as exc:
+                # Never break the observed session: stop recording, say so once.
+                print(f"mcpbench: recorder gone ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
+                os.close(self._channel)
+                self._channel = None
+
+    def _finish_recording(self) -> None:
+        """Close the channel and give the recorder time to write what it holds."""
+        with self._channel_lock:
+            if self._channel is not None:
+                os.close(self._channel)
+                self._channel = None
+        if self._recorder_pid is None:
+            return
+        pidfd = os.pidfd_open(self._recorder_pid)
         try:
-            message = jsonrpc.decode(data)
-        except jsonrpc.NotJson as exc:
-            code = "stdout-pollution" if direction is S2C else "not-json"
-            records.append(self._violation(direction, ts, code, exc.reason, data))
-            return
-        except jsonrpc.InvalidMessage as exc:
-            records.append(self._violation(direction, ts, "invalid-message", exc.reason, data))
-            return
-        records.append(self.writer.encode_message(self.session_id, direction.value, data, ts))
-        if not event.terminated:
-            records.append(self._violation(direction, ts, "unterminated-line", "the stream ended inside a line", None))
-        for item in self.session.observe(direction, message, ts):
-            if isinstance(item, Violation):
-                records.append(self._violation(item.direction, ts, item.code, item.detail, None))
-
-    def _violation(self, direction: Direction | None, ts: float, code: str, detail: str, raw: bytes | None) -> bytes:
-        fields = {"code": code, "detail": detail}
-        if raw is not None:
-            fields["raw"] = text_or_b64(raw)
-        return self._encode(Kind.VIOLATION, direction, ts, **fields)
-
-    def _encode(self, kind: str, direction: Direction | None, ts: float | None = None, **fields: object) -> bytes:
-        return self.writer.encode(
-            {"ts": ts or now(), "session": self.session_id, "dir": direction.value if direction else None, "kind": kind, **fields}
-        )
-
-    def _event(self, kind: str, direction: Direction | None, ts: float | None = None, **fields: object) -> None:
-        if self.writer:
-            self.writer.write_lines([self._encode(kind, direction, ts, **fields)])
+            select.select([pidfd], [], [], RECORDER_TIMEOUT)  # readable once the recorder has exited
+            os.waitpid(self._recorder_pid, os.WNOHANG)
+        finally:
+            os.close(pidfd)
+        self._recorder_pid = None
 
 
 def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, record: bool = True) -> int:

@@ -1,0 +1,155 @@
+"""The tee's recorder: a forked process that turns copied bytes into trace events.
+
+The tee forwards each chunk it reads and, just before, hands a copy to this
+process through a pipe (the *channel*). Decoding, session tracking and trace
+writing happen here, on the other core and off the path the bytes take, so the
+tee adds a syscall per chunk to the session, not the cost of recording.
+
+Order: the tee writes a chunk to the channel before it forwards it, so an
+answer can never reach the channel before the request that caused it: the
+trace's order is causal. Durability: when the tee dies (even by kill -9), the
+channel still holds what it sent; the recorder drains it to the trace, then
+exits at end of file. It ignores SIGINT and SIGTERM for that reason.
+
+Channel frames: a header `<B d I` (frame kind, wall-clock time, payload
+length) and the payload.
+"""
+
+import os
+import signal
+import struct
+from typing import Any
+
+import orjson
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
+from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
+from mcpbench.trace.format import Kind, text_or_b64
+from mcpbench.trace.writer import TraceWriter
+
+HEADER = struct.Struct("<BdI")
+
+# Frame kinds. Data frames carry raw bytes; an empty data frame is that stream's EOF.
+C2S_DATA, S2C_DATA, STDERR_DATA, EVENT = 1, 2, 3, 4
+
+# One read of the channel: large, since a burst of small frames then costs one syscall.
+CHANNEL_READ = 1024 * 1024
+
+
+def frame(kind: int, ts: float, payload: bytes = b"") -> list[bytes]:
+    """The pieces of one channel frame (for `os.writev`, so the payload is not copied)."""
+    return [HEADER.pack(kind, ts, len(payload)), payload]
+
+
+def event_frame(ts: float, event: dict[str, Any]) -> list[bytes]:
+    """A frame carrying a ready trace event (process start and exit)."""
+    return frame(EVENT, ts, orjson.dumps(event))
+
+
+class Recorder:
+    """Reads channel frames and writes the trace of one stdio session."""
+
+    def __init__(self, writer: TraceWriter, session_id: str) -> None:
+        self.writer = writer
+        self.session_id = session_id
+        self.session = Session()
+        self.framers = {C2S_DATA: LineFramer(), S2C_DATA: LineFramer(), STDERR_DATA: LineFramer()}
+
+    def run(self, channel: int) -> None:
+        """Record until the channel ends, then close the session."""
+        buf = bytearray()
+        while True:
+            data = os.read(channel, CHANNEL_READ)
+            if not data:
+                break
+            buf += data
+            records: list[bytes] = []
+            offset = 0
+            while len(buf) - offset >= HEADER.size:
+                kind, ts, length = HEADER.unpack_from(buf, offset)
+                end = offset + HEADER.size + length
+                if end > len(buf):
+                    break
+                self._frame(kind, ts, bytes(buf[offset + HEADER.size : end]), records)
+                offset = end
+            del buf[:offset]
+            if records:
+                self.writer.write_lines(records)
+        self.session.close()
+
+    def _frame(self, kind: int, ts: float, payload: bytes, records: list[bytes]) -> None:
+        if kind == EVENT:
+            records.append(self.writer.encode({"session": self.session_id, **orjson.loads(payload), "ts": ts}))
+            return
+        for event in self.framers[kind].feed(payload):
+            if kind == STDERR_DATA:
+                text = event.data if isinstance(event, Line) else event.head
+                records.append(self._encode(Kind.STDERR, S2C, ts, text=text_or_b64(text)))
+            else:
+                self._line(C2S if kind == C2S_DATA else S2C, event, ts, records)
+
+    def _line(self, direction: Direction, event: Line | LineTooLong, ts: float, records: list[bytes]) -> None:
+        if isinstance(event, LineTooLong):
+            records.append(self._violation(direction, ts, "line-too-long", f"a line of {event.size} bytes", event.head))
+            return
+        data = event.data
+        try:
+            message = jsonrpc.decode(data)
+        except jsonrpc.NotJson as exc:
+            code = "stdout-pollution" if direction is S2C else "not-json"
+            records.append(self._violation(direction, ts, code, exc.reason, data))
+            return
+        except jsonrpc.InvalidMessage as exc:
+            records.append(self._violation(direction, ts, "invalid-message", exc.reason, data))
+            return
+        records.append(self.writer.encode_message(self.session_id, direction.value, data, ts))
+        if not event.terminated:
+            records.append(self._violation(direction, ts, "unterminated-line", "the stream ended inside a line", None))
+        for item in self.session.observe(direction, message, ts):
+            if isinstance(item, Violation):
+                records.append(self._violation(item.direction, ts, item.code, item.detail, None))
+
+    def _violation(self, direction: Direction | None, ts: float, code: str, detail: str, raw: bytes | None) -> bytes:
+        fields: dict[str, Any] = {"code": code, "detail": detail}
+        if raw is not None:
+            fields["raw"] = text_or_b64(raw)
+        return self._encode(Kind.VIOLATION, direction, ts, **fields)
+
+    def _encode(self, kind: str, direction: Direction | None, ts: float, **fields: Any) -> bytes:
+        return self.writer.encode(
+            {"ts": ts, "session": self.session_id, "dir": direction.value if direction else None, "kind": kind, **fields}
+        )
+
+
+def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, ...] = ()) -> tuple[int, int]:
+    """Fork a recorder process; return (its pid, the channel's write end).
+
+    Call before starting any thread (fork copies only the calling thread). In
+    the child, `detach_fds` (the host's stdin and stdout) are pointed at
+    /dev/null, so a recorder still draining never holds the host's pipes open;
+    it exits when the channel ends.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read_end)
+        writer.close()  # only the recorder writes the trace
+        return pid, write_end
+    status = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.close(write_end)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in detach_fds:
+            os.dup2(null, fd)
+        Recorder(writer, session_id).run(read_end)
+        writer.close()
+    except BaseException:  # noqa: BLE001 - a child of fork must never return into the tee's code
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    finally:
+        os._exit(status)
