@@ -1,0 +1,146 @@
+"""`mcpbench bench replay`: replay throughput against a plain client loop, and trace reading speed.
+
+One run, same machine, same reference server (stdio, a fresh process each time):
+
+1. a plain client loop (`ClientProtocol` + blocking pipe I/O: send one `tools/call echo`, read its
+   answer, repeat) makes CALLS calls; its messages become a trace;
+2. the replayer replays that trace against a fresh server (answers compared on the way);
+3. steps 1 and 2 run again, and each side keeps its best round, so a noisy moment on a 2-core
+   machine does not decide the ratio;
+4. the trace is read back (`TraceReader`, then the full replay plan) and timed.
+
+Throughput counts the echo calls only, from the first call's send to the last call's answer:
+process start and the handshake are the same for both sides and are left out.
+Targets (issue 4): the replayer keeps >= 80 % of the plain loop's throughput; reading >= 200 MB/s.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mcpbench.bench.common import bar_chart, write_result
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.framing import LineFramer
+from mcpbench.protocol.versions import LATEST_HANDSHAKE
+from mcpbench.trace.format import now
+from mcpbench.trace.writer import TraceWriter
+
+CALLS = 10_000
+QUICK_CALLS = 500
+ROUNDS = 2
+KEEP_RATIO = 0.80
+READ_MB_S = 200.0
+READ_SIZE = 64 * 1024
+
+
+def server_argv() -> list[str]:
+    return [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
+
+
+def plain_loop(calls: int, trace: Path | None) -> float:
+    """Make `calls` echo calls one after the other; return calls/s (and write the trace if asked)."""
+    proc = subprocess.Popen(server_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    client = ClientProtocol(LATEST_HANDSHAKE)
+    framer = LineFramer()
+    stdin, stdout = proc.stdin.fileno(), proc.stdout.fileno()
+    log: list[tuple[str, bytes, float]] = []
+
+    def send(message: jsonrpc.Message) -> None:
+        data, _ = client.send(message)
+        log.append(("c2s", data, now()))
+        os.write(stdin, data + b"\n")
+
+    def answer() -> None:
+        while True:
+            for line in framer.feed(os.read(stdout, READ_SIZE)):
+                log.append(("s2c", line.data, now()))
+                if isinstance(jsonrpc.decode(line.data), (jsonrpc.Response, jsonrpc.ErrorResponse)):
+                    return
+
+    try:
+        send(client.initialize())
+        answer()
+        send(client.initialized())
+        started = time.perf_counter()
+        for index in range(calls):
+            send(client.request("tools/call", {"name": "echo", "arguments": {"text": f"message {index}"}}))
+            answer()
+        elapsed = time.perf_counter() - started
+    finally:
+        proc.stdin.close()
+        proc.wait(10)
+    if trace is not None:
+        with TraceWriter(trace, transport="stdio", header={"command": server_argv()}) as writer:
+            for direction, data, ts in log:
+                writer.message("bench", direction, data, ts)
+    return calls / elapsed
+
+
+def replay_once(trace: Path) -> tuple[float, int]:
+    """Replay `trace` against a fresh server; return (calls/s over the echo calls, changed calls)."""
+    from mcpbench.replay import plan as plans
+    from mcpbench.replay.compare import Rules
+    from mcpbench.replay.engine import Replayer
+    from mcpbench.replay.report import build
+    from mcpbench.target import Target
+
+    recorded = plans.load(trace)
+    run = Replayer(Target("stdio", argv=tuple(server_argv()))).run(recorded)
+    calls = [live for live in run.sessions[0].calls if live.call.method == "tools/call"]
+    started = calls[0].sent
+    finished = max(live.answered for live in calls if live.answered is not None)
+    report = build(run, Rules(), latency=None)
+    return len(calls) / (finished - started), report.counts()["changed"] + report.counts()["failed"]
+
+
+def read_speed(trace: Path) -> dict[str, float]:
+    from mcpbench.replay import plan as plans
+    from mcpbench.trace.reader import TraceReader
+
+    size = trace.stat().st_size
+    best_events = best_plan = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _event in TraceReader(trace):
+            pass
+        best_events = min(best_events, time.perf_counter() - started)
+        started = time.perf_counter()
+        plans.load(trace)
+        best_plan = min(best_plan, time.perf_counter() - started)
+    mb = size / 1e6
+    return {"bytes": size, "reader_mb_s": mb / best_events, "plan_mb_s": mb / best_plan}
+
+
+def run(quick: bool = False) -> Path:
+    calls = QUICK_CALLS if quick else CALLS
+    with tempfile.TemporaryDirectory(prefix="mcpbench-bench-replay-") as tmp:
+        trace = Path(tmp) / "calls.jsonl"
+        plain_rounds, replay_rounds, changed = [], [], 0
+        for round_ in range(ROUNDS):
+            plain_rounds.append(plain_loop(calls, trace if round_ == 0 else None))
+            rate, bad = replay_once(trace)
+            replay_rounds.append(rate)
+            changed += bad
+        reading = read_speed(trace)
+    plain, replayed = max(plain_rounds), max(replay_rounds)
+    data = {
+        "calls": calls,
+        "transport": "stdio",
+        "plain_loop_calls_per_s": plain,
+        "replay_calls_per_s": replayed,
+        "ratio": replayed / plain,
+        "rounds": {"plain": plain_rounds, "replay": replay_rounds},
+        "changed_calls": changed,
+        "trace": reading,
+        "targets": {"ratio": KEEP_RATIO, "read_mb_s": READ_MB_S},
+        "pass": {"ratio": replayed / plain >= KEEP_RATIO, "read": reading["plan_mb_s"] >= READ_MB_S},
+        "quick": quick,
+    }
+    path = write_result("replay", data)
+    bar_chart(path.with_suffix(".png"), f"Replay vs plain loop ({calls} echo calls, stdio)",
+              ["plain loop", "replay"], [plain, replayed], "calls/s")
+    return path

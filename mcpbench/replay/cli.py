@@ -1,0 +1,206 @@
+"""Click commands `replay`, `diff` and `serve-trace`: parse, call the library, report.
+
+Registered by the main CLI (`main.add_command(replay)` etc.). Expected failures
+are `McpbenchError`s, turned into one line and exit status 2 by the main CLI's
+`map_errors`.
+"""
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_CHANGED = 1
+EXIT_CANNOT_RUN = 2
+
+
+def _mapped(func):
+    """The main CLI's `map_errors`, looked up at call time (no import cycle with mcpbench.cli)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from mcpbench.cli import map_errors
+
+        return map_errors(func)(*args, **kwargs)
+
+    return wrapper
+
+
+def compare_options(func):
+    """Options shared by `replay` and `diff`: ignore rules, latency judgement, output."""
+    options = [
+        click.option("--ignore", "ignore", multiple=True, metavar="[METHOD[@NAME]:]PATH",
+                     help="Do not compare values at this JSON path (wildcards * and **). Repeatable."),
+        click.option("--ignore-file", "ignore_files", multiple=True, type=click.Path(dir_okay=False),
+                     help="Rules from a file (JSON list, {\"ignore\": [...]}, or one a line). Repeatable."),
+        click.option("--no-default-rules", is_flag=True, help="Compare UUIDs, timestamps, session ids and progress tokens too."),
+        click.option("--latency-factor", type=float, default=None, show_default=False,
+                     help="Report a call as changed when FACTOR x slower than recorded (default 3; 0 turns it off)."),
+        click.option("--latency-slack-ms", type=float, default=None,
+                     help="…and slower by more than this (default 250 ms)."),
+        click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON."),
+        click.option("--verbose", "-v", is_flag=True, help="List every call, also in long sessions."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _rules(ignore, ignore_files, no_default_rules, extra=()):
+    from mcpbench.replay.compare import Rules, load_rules
+
+    texts = list(ignore)
+    for path in ignore_files:
+        texts += load_rules(path)
+    return Rules(texts + list(extra), defaults=not no_default_rules)
+
+
+def _latency(factor, slack_ms):
+    from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK
+
+    factor = LATENCY_FACTOR if factor is None else factor
+    slack = LATENCY_SLACK if slack_ms is None else slack_ms / 1000
+    return None if factor <= 0 else (factor, slack)
+
+
+def _finish(report, report_path, verbose) -> None:
+    from mcpbench.protocol.errors import ReplayError
+    from mcpbench.replay.report import render
+
+    click.echo(render(report, verbose=verbose))
+    if report_path:
+        report.write_json(report_path)
+    if report.aborted:
+        raise ReplayError(report.aborted)
+    sys.exit(report.exit_code)
+
+
+def _failed_report(kind, trace, target, error, report_path) -> None:
+    """The report of a replay that could not start, written before the error propagates."""
+    if report_path:
+        from mcpbench.replay.report import Report
+
+        Report(kind, str(trace), str(target), [], aborted=str(error)).write_json(report_path)
+
+
+@click.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--target", "-t", "target_text", required=True,
+              help="stdio:COMMAND ARGS…, http(s)://HOST:PORT/mcp or sse+http(s)://HOST:PORT/sse.")
+@click.option("--session", "sessions", multiple=True, metavar="ID", help="Replay only this recorded session. Repeatable.")
+@click.option("--protocol-version", metavar="VERSION", help="Replay the same calls in this protocol version (e.g. 2026-07-28).")
+@click.option("--pace", default="fast", show_default=True, metavar="fast|original|xN",
+              help="Gaps between client messages: none, as recorded, or recorded divided by N.")
+@click.option("--max-gap", type=float, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the replay's own trace here.")
+@click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
+@click.option("--noise-file", type=click.Path(dir_okay=False),
+              help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
+@compare_options
+@_mapped
+def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file,
+           ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
+    """Replay the client side of TRACE against TARGET and report every answer that changed.
+
+    Sessions go in recorded order, each client message in recorded order, requests that were in
+    flight together are sent together; server requests (sampling, elicitation, roots) are answered
+    from the recording. Exit status: 0 nothing changed, 1 something changed, 2 the replay could not run.
+
+    Example: mcpbench replay s.jsonl --target "stdio:python -m my_server" --report r.json
+    """
+    from mcpbench.protocol.errors import McpbenchError
+    from mcpbench.replay import plan as plans
+    from mcpbench.replay.compare import save_rules
+    from mcpbench.replay.engine import Pace, Replayer
+    from mcpbench.replay.report import build, learn_noise as learn
+    from mcpbench.target import STDIO, parse_target
+    from mcpbench.trace.writer import TraceWriter
+
+    try:
+        target = parse_target(target_text)
+        rules = _rules(ignore, ignore_files, no_default_rules)
+        pacing = Pace.parse(pace, max_gap)
+        recorded = plans.load(trace, sessions=sessions or None)
+    except McpbenchError as exc:
+        _failed_report("replay", trace, target_text, exc, report_path)
+        raise
+
+    def run_once(writer=None):
+        return Replayer(target, protocol_version=protocol_version, pace=pacing, timeout=timeout, writer=writer).run(recorded)
+
+    if learn_noise:
+        first = run_once()
+        if first.aborted:
+            report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
+            _finish(report, report_path, verbose)
+    writer = TraceWriter(out, transport=target.transport,
+                         header={"replay_of": str(trace), "target": str(target), "protocol_version": protocol_version}) if out else None
+    try:
+        run = run_once(writer)
+    finally:
+        if writer:
+            writer.close()
+    if learn_noise and not run.aborted:
+        learned = learn(first, run, rules)
+        path = Path(noise_file) if noise_file else Path(str(trace)).with_suffix(".noise.json")
+        save_rules(path, learned, source=str(trace))
+        click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
+        rules = rules.extend(learned)
+    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
+    if writer:
+        click.echo(f"mcpbench: replay trace → {writer.path}", err=True)
+    _finish(report, report_path, verbose)
+
+
+@click.command(name="diff")
+@click.argument("trace_a", type=click.Path(dir_okay=False))
+@click.argument("trace_b", type=click.Path(dir_okay=False))
+@compare_options
+@_mapped
+def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
+    """Compare two traces call by call, without any server (sessions paired in order).
+
+    Exit status: 0 nothing changed, 1 something changed, 2 a trace could not be read.
+
+    Example: mcpbench diff build-41.jsonl build-42.jsonl --ignore 'result.content[*].text.id'
+    """
+    from mcpbench.protocol.errors import McpbenchError
+    from mcpbench.replay import plan as plans
+    from mcpbench.replay.report import diff_traces
+
+    try:
+        rules = _rules(ignore, ignore_files, no_default_rules)
+        a, b = plans.load(trace_a), plans.load(trace_b)
+    except McpbenchError as exc:
+        _failed_report("diff", trace_a, trace_b, exc, report_path)
+        raise
+    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms))
+    _finish(report, report_path, verbose)
+
+
+@click.command(name="serve-trace")
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--transport", type=click.Choice(("stdio", "sse", "streamable-http")), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (HTTP transports).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
+@click.option("--json-response", is_flag=True, help="Streamable HTTP: answer JSON bodies even where the recording had SSE.")
+@click.option("--session", "sessions", multiple=True, metavar="ID", help="Serve only this recorded session's answers. Repeatable.")
+@_mapped
+def serve_trace(trace, transport, host, port, json_response, sessions):
+    """Serve TRACE as a mock MCP server that answers exactly as recorded.
+
+    Requests match on method and params (ids and _meta ignored); repeated identical requests get
+    their answers in recorded order. An unrecorded request gets a JSON-RPC error naming the nearest
+    recorded one.
+
+    Example: mcpbench serve-trace s.jsonl --transport streamable-http --port 8765
+    """
+    from mcpbench.replay import plan as plans
+    from mcpbench.replay.mock import serve
+
+    serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response)
+
+
+COMMANDS = (replay, diff, serve_trace)

@@ -1,0 +1,574 @@
+"""The replay engine: drive a live target with a recording's client messages, in recorded order.
+
+For each recorded session (in order) the engine opens a fresh transport and
+walks the session's steps. Before each step it waits for the answers the
+recording shows had arrived before that step (so requests recorded in flight
+together go out together), then sends the step with a fresh request id. One
+thread does all the deciding; the transport's threads only feed a queue.
+
+- Ids: every request gets a new live id; answers map back to the recorded call.
+- Server→client requests (sampling, roots, elicitation) are answered from the
+  recording (`AskPool`). A 2026-07-28 `input_required` result that the
+  recording did not have (a replay in another era) is answered the same way:
+  the request is re-sent with `inputResponses` built from the recording.
+  A recorded retry carrying a `requestState` gets the live server's state.
+- Era (`protocol_version`): a handshake-era recording replayed as 2026-07-28
+  loses `initialize`, `notifications/initialized` and `ping`, and every
+  request gets the `_meta` envelope; a 2026-07-28 recording replayed in the
+  handshake era gets an `initialize` first and loses `server/discover` and
+  the envelope.
+- Pacing: "fast" sends as soon as allowed; "original" keeps the recorded gaps
+  between client messages; "xN" divides them by N; `max_gap` caps one gap.
+
+State: `Replayer.run()` returns a `ReplayRun` holding, per session, each
+recorded call with its live answer; comparing is `report.build()`'s job.
+"""
+
+import itertools
+import queue
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.errors import ReplayError, TargetError
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.session import C2S, S2C, Session
+from mcpbench.protocol.versions import (
+    LATEST_HANDSHAKE,
+    META_PROTOCOL_VERSION,
+    Era,
+    envelope,
+    era_of,
+)
+from mcpbench.replay.plan import (
+    INPUT_REQUESTS,
+    INPUT_RESPONSES,
+    REQUEST_STATE,
+    Ask,
+    Call,
+    SessionPlan,
+    TracePlan,
+    is_input_required,
+    progress_token,
+)
+from mcpbench.replay.transports import Failure, Incoming, Transport, open_transport
+from mcpbench.target import Target
+from mcpbench.trace.format import Kind, now, text_or_b64
+from mcpbench.trace.writer import TraceWriter
+
+# How long one request may wait for its answer by default: above the reference
+# server's slowest tool (30 s) would be too long for a regression run; a
+# recording's own latency is usually far below.
+DEFAULT_TIMEOUT = 30.0
+
+# 2026-07-28 allows a request several input rounds; a server that keeps asking
+# is cut off here rather than looping.
+MAX_INPUT_ROUNDS = 8
+
+# JSON-RPC error the replayer answers a server request it has no recording for.
+NOT_RECORDED = -32601
+
+# Methods a 2026-07-28 session no longer has.
+HANDSHAKE_ONLY = ("initialize", "notifications/initialized", "ping")
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How long to keep between client messages: recorded gap / `factor`, at most `max_gap`."""
+
+    factor: float | None = None  # None: as fast as allowed
+    max_gap: float | None = None
+
+    @classmethod
+    def parse(cls, text: str, max_gap: float | None = None) -> "Pace":
+        text = (text or "fast").strip().lower()
+        if text == "fast":
+            return cls(None, max_gap)
+        if text == "original":
+            return cls(1.0, max_gap)
+        if text.startswith("x"):
+            try:
+                factor = float(text[1:])
+            except ValueError:
+                factor = 0.0
+            if factor > 0:
+                return cls(factor, max_gap)
+        raise ReplayError(f"bad pace {text!r}: expected fast, original or xN (e.g. x2, x0.5)")
+
+    def gap(self, recorded: float) -> float:
+        if self.factor is None:
+            return 0.0
+        gap = max(0.0, recorded) / self.factor
+        return min(gap, self.max_gap) if self.max_gap is not None else gap
+
+
+@dataclass(slots=True)
+class LiveCall:
+    """A recorded call and what the live target did with it."""
+
+    call: Call
+    live_ids: list[Any] = field(default_factory=list)
+    sent: float | None = None
+    answer: Response | ErrorResponse | None = None
+    answered: float | None = None
+    notifications: list[dict] = field(default_factory=list)
+    failure: str | None = None
+    timed_out: bool = False
+    skipped: str | None = None  # why the call was not sent (era)
+    rounds: int = 0  # input_required rounds answered from the recording
+
+    @property
+    def done(self) -> bool:
+        return self.answer is not None or self.failure is not None or self.timed_out or self.skipped is not None
+
+    @property
+    def latency(self) -> float | None:
+        if self.sent is None or self.answered is None:
+            return None
+        return self.answered - self.sent
+
+
+@dataclass(slots=True)
+class SessionRun:
+    plan: SessionPlan
+    calls: list[LiveCall]
+    version: str | None
+    live_session: str | None = None
+    notifications: list[dict] = field(default_factory=list)
+    unrecorded_asks: list[str] = field(default_factory=list)
+    aborted: str | None = None
+    notes: list[str] = field(default_factory=list)
+    started: float = 0.0
+    finished: float = 0.0
+
+    @property
+    def era_switched(self) -> bool:
+        return era_of(self.version) is not None and era_of(self.plan.version) not in (None, era_of(self.version))
+
+
+@dataclass(slots=True)
+class ReplayRun:
+    trace: TracePlan
+    target: str
+    sessions: list[SessionRun]
+    aborted: str | None = None
+    elapsed: float = 0.0
+
+
+def _canonical(method: str, params: Any) -> bytes:
+    if isinstance(params, dict) and "_meta" in params:
+        params = {k: v for k, v in params.items() if k != "_meta"}
+    return orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
+
+
+class AskPool:
+    """The recording's answers to server→client requests, by method and params.
+
+    Each key holds a FIFO; when it runs dry the last answer for that key is
+    reused (a replay may be asked more often than the recording was), and a
+    request with no exact match takes the oldest unused answer to the same
+    method.
+    """
+
+    def __init__(self, asks: list[Ask]) -> None:
+        self._by_key: dict[bytes, deque[Ask]] = defaultdict(deque)
+        self._by_method: dict[str, deque[Ask]] = defaultdict(deque)
+        self._last: dict[bytes, Ask] = {}
+        for ask in asks:
+            if ask.answer is None:
+                continue
+            self._by_key[_canonical(ask.method, ask.params)].append(ask)
+            self._by_method[ask.method].append(ask)
+
+    def take(self, method: str, params: Any) -> dict | None:
+        key = _canonical(method, params)
+        fifo = self._by_key.get(key)
+        ask = None
+        if fifo:
+            ask = fifo.popleft()
+        else:
+            pending = self._by_method.get(method)
+            while pending and ask is None:
+                candidate = pending.popleft()
+                ckey = _canonical(candidate.method, candidate.params)
+                if candidate in self._by_key.get(ckey, ()):
+                    self._by_key[ckey].remove(candidate)
+                    ask = candidate
+            if ask is None:
+                ask = self._last.get(key)
+        if ask is None:
+            return None
+        self._last[key] = ask
+        try:
+            self._by_method[ask.method].remove(ask)
+        except ValueError:
+            pass
+        return ask.answer
+
+
+class _SessionRunner:
+    """Replays one session over one transport."""
+
+    def __init__(self, plan: SessionPlan, replayer: "Replayer") -> None:
+        self.plan = plan
+        self.r = replayer
+        self.version = replayer.protocol_version or plan.version or LATEST_HANDSHAKE
+        if era_of(self.version) is None:
+            self.version = LATEST_HANDSHAKE
+        self.era = era_of(self.version)
+        self.recorded_era = era_of(plan.version) or Era.HANDSHAKE
+        self.session = Session(self.version if self.era is Era.STATELESS else None)
+        self.run = SessionRun(plan, [LiveCall(call) for call in plan.calls], self.version)
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.ids = itertools.count(1)
+        self.by_id: dict[Any, LiveCall] = {}
+        self.synthetic: dict[Any, str] = {}  # live ids of requests the era switch added
+        self.tokens: dict[Any, LiveCall] = {}
+        self.states: dict[Any, Any] = {}  # recorded requestState -> live
+        self.pool = AskPool(plan.asks)
+        self.transport: Transport | None = None
+        self.label = plan.id
+
+    # ---- the main loop -----------------------------------------------------------------------
+
+    def execute(self) -> SessionRun:
+        run = self.run
+        run.started = time.perf_counter()
+        try:
+            self.transport = self.r.open(self.queue.put, self._stderr)
+        except TargetError as exc:
+            run.aborted = str(exc)
+            for live in run.calls:
+                live.failure = live.failure or "not sent: the target could not be reached"
+            return run
+        try:
+            if (pid := getattr(self.transport, "pid", None)) is not None:
+                self._event(Kind.PROCESS, None, event="start", argv=list(self.r.target.argv), pid=pid)
+            self._steps()
+        finally:
+            self.transport.close()
+            run.live_session = self.transport.session_id
+            self._drain(0.0)
+            run.finished = time.perf_counter()
+            if run.aborted:
+                for live in run.calls:
+                    if not live.done and live.call.answer is not None:
+                        live.failure = "not answered: " + run.aborted
+        return run
+
+    def _steps(self) -> None:
+        plan, run = self.plan, self.run
+        if self.era is Era.HANDSHAKE and self.recorded_era is Era.STATELESS:
+            self._handshake()
+        last_sent: float | None = None
+        last_ts: float | None = None
+        for step in plan.steps:
+            if run.aborted:
+                return
+            for index in step.wait_for:
+                self._await(run.calls[index])
+                if run.aborted:
+                    return
+            message = self._prepare(step.message, step.call)
+            if message is None:
+                continue
+            if last_sent is not None and last_ts is not None and (gap := self.r.pace.gap(step.ts - last_ts)) > 0:
+                self._wait_until(last_sent + gap)
+            last_ts = step.ts
+            last_sent = time.perf_counter()
+            self._send(message, run.calls[step.call.index] if step.call is not None else None)
+        for index in plan.final_wait:
+            self._await(run.calls[index])
+            if run.aborted:
+                return
+
+    def _handshake(self) -> None:
+        """Open a handshake-era session for a recording that had none (era switch)."""
+        client = ClientProtocol(self.version, capabilities=self.plan.client_capabilities or {},
+                                client_info=self.plan.client_info)
+        init = client.initialize()
+        live_id = next(self.ids)
+        self.synthetic[live_id] = "initialize"
+        self._send_raw(Request(id=live_id, method=init.method, params=init.params))
+        deadline = time.perf_counter() + self.r.timeout
+        while live_id in self.synthetic and not self.run.aborted:
+            if not self._pump(deadline):
+                self.run.aborted = f"initialize got no answer within {self.r.timeout:g} s"
+                return
+        self._send_raw(client.initialized())
+
+    def _await(self, live: LiveCall) -> None:
+        if live.done or live.sent is None:
+            return
+        deadline = live.sent + self.r.timeout
+        while not live.done and not self.run.aborted:
+            if not self._pump(deadline):
+                live.timed_out = True
+                return
+
+    def _pump(self, deadline: float) -> bool:
+        """Handle one thing from the transport; False once `deadline` has passed."""
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return False
+        try:
+            item = self.queue.get(timeout=remaining)
+        except queue.Empty:
+            return False
+        self._handle(item)
+        return True
+
+    def _drain(self, wait: float) -> None:
+        while True:
+            try:
+                item = self.queue.get(timeout=wait) if wait else self.queue.get_nowait()
+            except queue.Empty:
+                return
+            self._handle(item)
+
+    def _wait_until(self, when: float) -> None:
+        while not self.run.aborted and (remaining := when - time.perf_counter()) > 0:
+            try:
+                item = self.queue.get(timeout=remaining)
+            except queue.Empty:
+                return
+            self._handle(item)
+
+    # ---- sending -------------------------------------------------------------------------------
+
+    def _prepare(self, message: Request | Notification, call: Call | None) -> Request | Notification | None:
+        """The recorded message as this replay sends it, or None when the era drops it."""
+        live = self.run.calls[call.index] if call is not None else None
+        method, params = message.method, message.params
+        if self.era is Era.STATELESS and self.recorded_era is Era.HANDSHAKE:
+            if method in HANDSHAKE_ONLY:
+                if live is not None:
+                    live.skipped = f"{method} does not exist in {self.version}"
+                return None
+            if isinstance(message, Request):
+                params = dict(params or {})
+                meta = dict(params.get("_meta") or {})
+                meta.update(envelope(self.version, capabilities=self.plan.client_capabilities or {},
+                                     client_info=self.plan.client_info))
+                params["_meta"] = meta
+        elif self.era is Era.HANDSHAKE and self.recorded_era is Era.STATELESS:
+            if method == "server/discover":
+                if live is not None:
+                    live.skipped = f"server/discover is replaced by initialize in {self.version}"
+                return None
+            if call is not None and call.retried:
+                # The input round becomes a server request, answered from the recording,
+                # during the retry below: its final answer is the one to compare.
+                live.skipped = f"an input_required round: a server request in {self.version}"
+                return None
+            if call is not None and call.retry_of is not None and params:
+                params = {k: v for k, v in params.items() if k not in (INPUT_RESPONSES, REQUEST_STATE)}
+            if params and isinstance(params.get("_meta"), dict):
+                meta = {k: v for k, v in params["_meta"].items() if not k.startswith("io.modelcontextprotocol/")}
+                params = {k: v for k, v in params.items() if k != "_meta"}
+                if meta:
+                    params["_meta"] = meta
+        elif self.version != self.plan.version and self.r.protocol_version:
+            if method == "initialize" and params:
+                params = {**params, "protocolVersion": self.version}
+            elif params and isinstance(params.get("_meta"), dict) and META_PROTOCOL_VERSION in params["_meta"]:
+                params = {**params, "_meta": {**params["_meta"], META_PROTOCOL_VERSION: self.version}}
+        if params and REQUEST_STATE in params and params[REQUEST_STATE] in self.states:
+            params = {**params, REQUEST_STATE: self.states[params[REQUEST_STATE]]}
+        if isinstance(message, Notification):
+            if method == "notifications/cancelled" and params and "requestId" in params:
+                params = {**params, "requestId": self._live_id_of(params["requestId"])}
+            return Notification(method=method, params=params, _parsed=True)
+        return Request(id=0, method=method, params=params, _parsed=True)
+
+    def _live_id_of(self, recorded_id: Any) -> Any:
+        for live in self.run.calls:
+            if live.call.request.id == recorded_id and live.live_ids:
+                return live.live_ids[-1]
+        return recorded_id
+
+    def _send(self, message: Request | Notification, live: LiveCall | None) -> None:
+        if isinstance(message, Request):
+            live_id = next(self.ids)
+            message = Request(id=live_id, method=message.method, params=message.params, _parsed=True)
+            if live is not None:
+                self.by_id[live_id] = live
+                live.live_ids.append(live_id)
+                if live.sent is None:
+                    live.sent = time.perf_counter()
+                token = progress_token(message.params)
+                if token is not None:
+                    self.tokens[token] = live
+        self._send_raw(message)
+
+    def _send_raw(self, message: jsonrpc.Message) -> None:
+        self.session.observe(C2S, message, time.perf_counter())
+        if self.r.writer is not None:
+            self.r.writer.message(self.label, "c2s", jsonrpc.encode(message), now())
+        self.transport.send(message, version=self.session.version or (self.version if self.era is Era.STATELESS else None))
+
+    # ---- receiving -----------------------------------------------------------------------------
+
+    def _handle(self, item: Incoming | Failure) -> None:
+        if isinstance(item, Failure):
+            self._failure(item)
+            return
+        message = item.message
+        self.session.observe(S2C, message, item.ts)
+        if self.r.writer is not None:
+            extra = {"via": item.via} if item.via in ("sse", "json") else None
+            self.r.writer.message(self.label, "s2c", jsonrpc.encode(message), now(), extra)
+        if isinstance(message, (Response, ErrorResponse)):
+            self._answer(message, item.ts)
+        elif isinstance(message, Notification):
+            self._notification(message, item.request_id)
+        elif isinstance(message, Request):
+            self._server_request(message)
+
+    def _failure(self, failure: Failure) -> None:
+        self._event(Kind.ERROR, None, detail=failure.reason, status=failure.status)
+        if failure.fatal:
+            self.run.aborted = self.run.aborted or failure.reason
+            return
+        live = self.by_id.get(failure.request_id)
+        if live is not None and live.answer is None:
+            live.failure = failure.reason
+            live.answered = failure.ts or time.perf_counter()
+        elif failure.request_id in self.synthetic:
+            self.run.aborted = f"{self.synthetic.pop(failure.request_id)} failed: {failure.reason}"
+        else:
+            self.run.notes.append(failure.reason)
+
+    def _answer(self, answer: Response | ErrorResponse, ts: float) -> None:
+        if answer.id in self.synthetic:
+            method = self.synthetic.pop(answer.id)
+            if isinstance(answer, ErrorResponse):
+                self.run.aborted = f"{method} failed: {answer.message}"
+            return
+        live = self.by_id.get(answer.id)
+        if live is None:
+            self.run.notes.append(f"an answer to id {answer.id!r}, which no request in flight had")
+            return
+        recorded = live.call.answer
+        if is_input_required(answer):
+            live_state = answer.result.get(REQUEST_STATE)
+            if is_input_required(recorded):
+                rec_state = recorded.result.get(REQUEST_STATE)
+                if rec_state is not None and live_state is not None:
+                    self.states[rec_state] = live_state
+            elif live.rounds < MAX_INPUT_ROUNDS and self._retry_with_input(live, answer):
+                return
+        live.answer, live.answered = answer, ts
+
+    def _retry_with_input(self, live: LiveCall, answer: Response) -> bool:
+        """Answer a live `input_required` round from the recording and re-send the request."""
+        wanted = answer.result.get(INPUT_REQUESTS) or {}
+        responses = {}
+        for key, asked in wanted.items():
+            if not isinstance(asked, dict):
+                return False
+            found = self.pool.take(asked.get("method", ""), asked.get("params"))
+            if found is None or "result" not in found:
+                self.run.unrecorded_asks.append(str(asked.get("method")))
+                return False
+            responses[key] = found["result"]
+        request = live.call.request
+        params = dict(request.params or {})
+        params[INPUT_RESPONSES] = responses
+        if answer.result.get(REQUEST_STATE) is not None:
+            params[REQUEST_STATE] = answer.result[REQUEST_STATE]
+        message = self._prepare(Request(id=0, method=request.method, params=params, _parsed=True), live.call)
+        if message is None:
+            return False
+        live.rounds += 1
+        self._send(message, live)
+        return True
+
+    def _notification(self, note: Notification, request_id: Any) -> None:
+        entry = {"method": note.method, "params": note.params}
+        token = (note.params or {}).get("progressToken") if note.params else None
+        owner = self.tokens.get(token) if token is not None else None
+        if owner is None and request_id is not None:
+            owner = self.by_id.get(request_id)
+        (owner.notifications if owner is not None else self.run.notifications).append(entry)
+
+    def _server_request(self, request: Request) -> None:
+        found = self.pool.take(request.method, request.params)
+        if found is None:
+            self.run.unrecorded_asks.append(request.method)
+            reply: jsonrpc.Message = ErrorResponse(
+                id=request.id, code=NOT_RECORDED, message=f"mcpbench replay: no recorded answer to {request.method}"
+            )
+        elif "result" in found:
+            reply = Response(id=request.id, result=found["result"])
+        else:
+            error = found["error"]
+            reply = ErrorResponse(id=request.id, code=error.get("code", NOT_RECORDED),
+                                  message=error.get("message", ""), data=error.get("data"))
+        self._send_raw(reply)
+
+    def _stderr(self, line: bytes) -> None:
+        self._event(Kind.STDERR, S2C, text=text_or_b64(line))
+
+    def _event(self, kind: str, direction: Any, **fields: Any) -> None:
+        if self.r.writer is not None:
+            self.r.writer.write({"kind": kind, "session": self.label,
+                                 "dir": direction.value if direction else None, **fields})
+
+
+class Replayer:
+    """Replays the sessions of a trace against one target, one session at a time.
+
+    Args:
+        target: where to send.
+        protocol_version: replay in this version (and era) instead of the recorded one.
+        pace: how to space client messages.
+        timeout: how long one request may wait for its answer (seconds).
+        writer: where the replay's own trace goes, if anywhere.
+        cwd, env: for a stdio target's process.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        protocol_version: str | None = None,
+        pace: Pace | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        writer: TraceWriter | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if protocol_version is not None and era_of(protocol_version) is None:
+            raise ReplayError(f"unknown protocol version {protocol_version!r}")
+        self.target = target
+        self.target_text = str(target)
+        self.protocol_version = protocol_version
+        self.pace = pace or Pace()
+        self.timeout = timeout
+        self.writer = writer
+        self.cwd, self.env = cwd, env
+
+    def open(self, sink, on_stderr) -> Transport:
+        return open_transport(self.target, sink, on_stderr=on_stderr if self.writer else None, cwd=self.cwd, env=self.env)
+
+    def run(self, trace: TracePlan) -> ReplayRun:
+        """Replay every session of `trace`; stops at the first session the target broke off."""
+        started = time.perf_counter()
+        out = ReplayRun(trace, self.target_text, [])
+        for plan in trace.sessions:
+            session = _SessionRunner(plan, self).execute()
+            out.sessions.append(session)
+            if session.aborted:
+                out.aborted = session.aborted
+                break
+        out.elapsed = time.perf_counter() - started
+        return out
+
+
+__all__ = ["AskPool", "LiveCall", "Pace", "ReplayRun", "Replayer", "SessionRun"]

@@ -1,0 +1,413 @@
+"""`serve-trace`: a mock MCP server that answers from a recording.
+
+`TraceAnswers` is the I/O-free core: every recorded call is filed under a key,
+the canonical JSON of its method and params without `_meta` (so ids, progress
+tokens and the 2026-07-28 envelope do not matter). Each key holds a FIFO:
+repeated identical calls get their answers in recorded order, and once a key
+runs dry its last answer is reused. `initialize` and `server/discover` are
+keyed on the method alone (their params describe the client), so any client
+gets the recorded capabilities. An unrecorded request gets a JSON-RPC error
+naming the nearest recorded request (same method, most similar params).
+
+Three thin servers sit on top: stdio (newline-delimited JSON-RPC on
+stdin/stdout), Streamable HTTP (`POST /mcp`; answers recorded as SSE are
+re-emitted as SSE with their notifications and server requests, JSON ones as
+JSON) and legacy HTTP+SSE (`GET /sse` + `POST /messages/?session_id=…`).
+"""
+
+import difflib
+import http.server
+import os
+import queue
+import sys
+import threading
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol import http as mcphttp
+from mcpbench.protocol.framing import Line, LineFramer
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.sse import SseEvent
+from mcpbench.protocol.sse import encode as sse_encode
+from mcpbench.replay.plan import Ask, Call, TracePlan, call_name, progress_token
+
+# JSON-RPC error for a request the recording has no answer to (JSON-RPC "method not found"
+# fits a method never recorded; the same code keeps clients' handling simple for both cases).
+NOT_RECORDED = -32601
+
+# Requests whose params describe the client, not what it asks: matched on the method alone.
+CLIENT_DESCRIBING = frozenset({"initialize", "server/discover"})
+
+# How long the mock waits for a client to answer a recorded server request before it
+# sends the recorded final answer anyway.
+ASK_TIMEOUT = 10.0
+
+# How much of the nearest recorded params an error message shows.
+NEAREST_CHARS = 200
+
+READ_SIZE = 64 * 1024
+
+
+def match_key(method: str, params: Any) -> bytes:
+    """The key a request is matched on: method + params, without `_meta`."""
+    if method in CLIENT_DESCRIBING:
+        return orjson.dumps([method])
+    if isinstance(params, dict) and "_meta" in params:
+        params = {k: v for k, v in params.items() if k != "_meta"}
+    return orjson.dumps([method, params or None], option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass(slots=True)
+class Reply:
+    """What the mock sends for one request: notifications and server requests first, then the answer."""
+
+    answer: dict  # {"result": …} or {"error": …}
+    notifications: list[dict] = field(default_factory=list)
+    asks: list[Ask] = field(default_factory=list)
+    via: str | None = None  # how the recording carried the answer: "sse", "json", "stdio"
+
+
+class TraceAnswers:
+    """The recorded answers of a trace, by match key (thread-safe)."""
+
+    def __init__(self, trace: TracePlan, *, reuse: bool = True) -> None:
+        self.reuse = reuse
+        self._fifo: dict[bytes, deque[Call]] = defaultdict(deque)
+        self._last: dict[bytes, Call] = {}
+        self._recorded: list[Call] = []
+        self._lock = threading.Lock()
+        for session in trace.sessions:
+            for call in session.calls:
+                if call.answer is None:
+                    continue
+                self._fifo[match_key(call.method, call.request.params)].append(call)
+                self._recorded.append(call)
+
+    def lookup(self, request: Request) -> Reply | None:
+        key = match_key(request.method, request.params)
+        with self._lock:
+            fifo = self._fifo.get(key)
+            if fifo:
+                call = fifo.popleft()
+            elif self.reuse and key in self._last:
+                call = self._last[key]
+            else:
+                return None
+            self._last[key] = call
+        answer = jsonrpc.to_obj(call.answer)
+        answer.pop("jsonrpc", None)
+        answer.pop("id", None)
+        token = progress_token(request.params)
+        notes = []
+        for note in call.notifications:
+            params = note.get("params")
+            if token is not None and isinstance(params, dict) and "progressToken" in params:
+                params = {**params, "progressToken": token}
+            notes.append({"method": note["method"], "params": params})
+        return Reply(answer, notes, list(call.asks), call.via)
+
+    def nearest(self, request: Request) -> Call | None:
+        """The recorded request most like `request`: same method first, then the closest params."""
+        same = [call for call in self._recorded if call.method == request.method]
+        if not same:
+            methods = sorted({call.method for call in self._recorded})
+            close = difflib.get_close_matches(request.method, methods, n=1, cutoff=0.0)
+            same = [call for call in self._recorded if close and call.method == close[0]]
+        if not same:
+            return None
+        want = match_key(request.method, request.params).decode()
+        return max(same, key=lambda call: difflib.SequenceMatcher(
+            None, want, match_key(call.method, call.request.params).decode(), autojunk=False).ratio())
+
+    def miss(self, request: Request) -> ErrorResponse:
+        """The error an unrecorded request gets."""
+        name = call_name(request.method, request.params)
+        what = f"{request.method} {name}" if name else request.method
+        nearest = self.nearest(request)
+        if nearest is None:
+            return ErrorResponse(id=request.id, code=NOT_RECORDED,
+                                 message=f"mcpbench serve-trace: {what} is not in the recording (it has no requests)")
+        params = {k: v for k, v in (nearest.request.params or {}).items() if k != "_meta"}
+        shown = orjson.dumps(params).decode()
+        if len(shown) > NEAREST_CHARS:
+            shown = shown[: NEAREST_CHARS - 1] + "…"
+        return ErrorResponse(
+            id=request.id, code=NOT_RECORDED,
+            message=f"mcpbench serve-trace: {what} with these params is not in the recording; "
+                    f"nearest recorded request: {nearest.method} {shown}",
+            data={"nearest": {"method": nearest.method, "params": params}},
+        )
+
+
+class _Asker:
+    """Server→client requests the mock sends, and the client's answers."""
+
+    def __init__(self) -> None:
+        self._ids = iter(range(1, 1 << 62))
+        self._waiting: dict[Any, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def request(self, ask: Ask) -> tuple[Request, threading.Event]:
+        with self._lock:
+            rid = f"mcpbench-{next(self._ids)}"
+            done = self._waiting[rid] = threading.Event()
+        return Request(id=rid, method=ask.method, params=ask.params, _parsed=True), done
+
+    def answered(self, message: Response | ErrorResponse) -> None:
+        with self._lock:
+            done = self._waiting.pop(message.id, None)
+        if done is not None:
+            done.set()
+
+
+def _messages(reply: Reply, request: Request, asker: _Asker, send) -> None:
+    """Send a reply's notifications, then its server requests (each awaited), then the answer."""
+    for note in reply.notifications:
+        send(Notification(method=note["method"], params=note["params"], _parsed=True))
+    for ask in reply.asks:
+        message, done = asker.request(ask)
+        send(message)
+        done.wait(ASK_TIMEOUT)
+    send(jsonrpc.from_obj({"jsonrpc": "2.0", "id": request.id, **reply.answer}))
+
+
+def answer_for(answers: TraceAnswers, request: Request) -> Reply:
+    reply = answers.lookup(request)
+    if reply is None:
+        if request.method == "ping":
+            return Reply({"result": {}})
+        error = jsonrpc.to_obj(answers.miss(request))
+        return Reply({"error": error["error"]})
+    return reply
+
+
+# ---- stdio ------------------------------------------------------------------------------------
+
+
+def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1) -> None:
+    """Answer newline-delimited JSON-RPC on `stdin` until EOF. Each request runs on its own thread."""
+    lock = threading.Lock()
+    asker = _Asker()
+    threads: list[threading.Thread] = []
+
+    def send(message: jsonrpc.Message) -> None:
+        data = jsonrpc.encode(message) + b"\n"
+        with lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(stdout, view):]
+
+    def handle(request: Request) -> None:
+        try:
+            _messages(answer_for(answers, request), request, asker, send)
+        except OSError:
+            pass  # the client went away
+
+    framer = LineFramer()
+    while True:
+        try:
+            chunk = os.read(stdin, READ_SIZE)
+        except OSError:
+            chunk = b""
+        for event in framer.feed(chunk):
+            if not isinstance(event, Line) or not event.data.strip():
+                continue
+            try:
+                message = jsonrpc.decode(event.data)
+            except jsonrpc.InvalidMessage as exc:
+                send(ErrorResponse(id=None, code=jsonrpc.PARSE_ERROR, message=f"mcpbench serve-trace: {exc.reason}"))
+                continue
+            if isinstance(message, Request):
+                thread = threading.Thread(target=handle, args=(message,), daemon=True)
+                thread.start()
+                threads.append(thread)
+            elif isinstance(message, (Response, ErrorResponse)):
+                asker.answered(message)
+        if not chunk:
+            break
+    for thread in threads:
+        thread.join(ASK_TIMEOUT)
+
+
+# ---- HTTP -------------------------------------------------------------------------------------
+
+
+def _sse(message: jsonrpc.Message) -> bytes:
+    return sse_encode(SseEvent(event="message", data=jsonrpc.encode(message).decode()), eol=b"\r\n")
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "MockHttpServer"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _reply(self, status: int, body: bytes = b"", content_type: str | None = None, headers: dict | None = None) -> None:
+        self.send_response(status)
+        if content_type:
+            self.send_header("content-type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.server.transport == "sse" and urlsplit(self.path).path == self.server.sse_path:
+            self._legacy_stream()
+            return
+        self._reply(405, b"", headers={"allow": "POST, DELETE"})
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._reply(200 if self.server.transport == "streamable-http" else 405)
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self._body()
+        try:
+            message = jsonrpc.decode(body)
+        except jsonrpc.InvalidMessage as exc:
+            error = ErrorResponse(id=None, code=jsonrpc.PARSE_ERROR, message=f"mcpbench serve-trace: {exc.reason}")
+            self._reply(400, jsonrpc.encode(error), mcphttp.JSON)
+            return
+        if self.server.transport == "sse":
+            self._legacy_post(message)
+            return
+        if not isinstance(message, Request):
+            if isinstance(message, (Response, ErrorResponse)):
+                self.server.asker.answered(message)
+            self._reply(202)
+            return
+        reply = answer_for(self.server.answers, message)
+        headers = {}
+        if message.method == "initialize" and "result" in reply.answer:
+            headers[mcphttp.SESSION_ID] = uuid.uuid4().hex
+        elif (sid := self.headers.get(mcphttp.SESSION_ID)) is not None:
+            headers[mcphttp.SESSION_ID] = sid
+        if reply.via == "json" or self.server.json_response:
+            answer = jsonrpc.from_obj({"jsonrpc": "2.0", "id": message.id, **reply.answer})
+            self._reply(200, jsonrpc.encode(answer), mcphttp.JSON, headers)
+            return
+        # SSE: stream the notifications, server requests and answer, then close.
+        self.send_response(200)
+        self.send_header("content-type", mcphttp.EVENT_STREAM)
+        self.send_header("cache-control", "no-cache, no-transform")
+        self.send_header("x-accel-buffering", "no")
+        self.send_header("connection", "close")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.close_connection = True
+
+        def send(msg: jsonrpc.Message) -> None:
+            self.wfile.write(_sse(msg))
+            self.wfile.flush()
+
+        try:
+            _messages(reply, message, self.server.asker, send)
+        except OSError:
+            pass
+
+    # legacy HTTP+SSE
+
+    def _legacy_stream(self) -> None:
+        sid = uuid.uuid4().hex
+        outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.server.streams[sid] = outbox
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-store")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            endpoint = f"{self.server.messages_path}?session_id={sid}"
+            self.wfile.write(sse_encode(SseEvent(event="endpoint", data=endpoint), eol=b"\r\n"))
+            self.wfile.flush()
+            while not self.server.stopping.is_set():
+                try:
+                    item = outbox.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if item is None:
+                    break
+                self.wfile.write(_sse(item))
+                self.wfile.flush()
+        except OSError:
+            pass
+        finally:
+            self.server.streams.pop(sid, None)
+
+    def _legacy_post(self, message: jsonrpc.Message) -> None:
+        sid = (parse_qs(urlsplit(self.path).query).get("session_id") or [None])[0]
+        outbox = self.server.streams.get(sid)
+        if outbox is None:
+            self._reply(404, b"Could not find session", "text/plain")
+            return
+        self._reply(202, b"Accepted", "text/plain")
+        if isinstance(message, Request):
+            threading.Thread(
+                target=_messages,
+                args=(answer_for(self.server.answers, message), message, self.server.asker, outbox.put),
+                daemon=True,
+            ).start()
+        elif isinstance(message, (Response, ErrorResponse)):
+            self.server.asker.answered(message)
+
+
+class MockHttpServer(http.server.ThreadingHTTPServer):
+    """A Streamable HTTP or legacy HTTP+SSE server answering from `answers`."""
+
+    daemon_threads = True
+
+    def __init__(self, answers: TraceAnswers, *, transport: str, host: str = "127.0.0.1", port: int = 0,
+                 json_response: bool = False) -> None:
+        super().__init__((host, port), _Handler)
+        self.answers = answers
+        self.transport = transport
+        self.json_response = json_response
+        self.asker = _Asker()
+        self.streams: dict[str, queue.SimpleQueue] = {}
+        self.stopping = threading.Event()
+        self.sse_path, self.messages_path = "/sse", "/messages/"
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        path = "/sse" if self.transport == "sse" else "/mcp"
+        return f"http://{host}:{port}{path}"
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        for outbox in list(self.streams.values()):
+            outbox.put(None)
+        super().shutdown()
+
+
+def serve(trace: TracePlan, transport: str, *, host: str = "127.0.0.1", port: int = 8000,
+          json_response: bool = False) -> None:
+    """Serve `trace` on `transport` until interrupted (stdio: until stdin closes)."""
+    answers = TraceAnswers(trace)
+    if transport == "stdio":
+        serve_stdio(answers)
+        return
+    server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response)
+    print(f"mcpbench: serving {trace.path} ({transport}) on {server.url}", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stopping.set()
+        server.server_close()

@@ -1,0 +1,353 @@
+"""A trace, read into what a replay needs: per session, the client's steps in order.
+
+A recorded session becomes a `SessionPlan`:
+
+- `calls`: every client→server request with the answer it got, its latency,
+  the server notifications that belonged to it (by progress token, or by the
+  HTTP response stream that carried them) and the server→client requests
+  asked while it ran;
+- `steps`: the client's requests and notifications in recorded order. Each
+  step lists the calls whose answers had arrived, in the recording, before it
+  was sent (`wait_for`): the replayer waits for exactly those, so requests the
+  recording shows in flight together are sent together again;
+- `asks`: the server→client requests (sampling, roots, elicitation) with the
+  client's recorded answers, and the 2026-07-28 `input_required` rounds with
+  the `inputResponses` the client sent back, so a replay can answer either
+  form from the recording.
+
+Client answers to server requests are not steps: the replayer sends them
+when the live server asks.
+"""
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.errors import ReplayError
+from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.versions import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, Era, era_of, meta_version
+from mcpbench.trace.format import Kind
+from mcpbench.trace.reader import TraceReader
+
+# Methods whose target (a tool, a prompt, a resource) names a call in reports.
+NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+# 2026-07-28 multi round-trip requests (SEP-2322): a result asking the client
+# for input, and the retried request carrying the answers.
+INPUT_REQUIRED = "input_required"
+INPUT_REQUESTS = "inputRequests"
+INPUT_RESPONSES = "inputResponses"
+REQUEST_STATE = "requestState"
+
+NO_SESSION = "-"
+
+
+def call_name(method: str, params: dict | None) -> str | None:
+    """The tool, prompt or resource a request names, if any."""
+    key = NAME_KEYS.get(method)
+    if key and params and isinstance(params.get(key), str):
+        return params[key]
+    return None
+
+
+def progress_token(params: dict | None) -> Any:
+    if not params:
+        return None
+    meta = params.get("_meta")
+    return meta.get("progressToken") if isinstance(meta, dict) else None
+
+
+def answer_obj(answer: Response | ErrorResponse | None) -> dict | None:
+    """What is compared of an answer: `{"result": …}` or `{"error": …}`."""
+    if answer is None:
+        return None
+    if isinstance(answer, Response):
+        return {"result": answer.result}
+    error: dict[str, Any] = {"code": answer.code, "message": answer.message}
+    if answer.data is not None:
+        error["data"] = answer.data
+    return {"error": error}
+
+
+def is_input_required(answer: Response | ErrorResponse | None) -> bool:
+    return (
+        isinstance(answer, Response)
+        and isinstance(answer.result, dict)
+        and answer.result.get("resultType") == INPUT_REQUIRED
+    )
+
+
+@dataclass(slots=True)
+class Ask:
+    """A question the server put to the client, and the client's recorded answer.
+
+    `answer` is the JSON-RPC answer object (`{"result": …}` or `{"error": …}`).
+    """
+
+    method: str
+    params: dict | None
+    answer: dict | None = None
+    recorded_id: Any = None
+
+
+@dataclass(slots=True)
+class Call:
+    """One client→server request of the recording and what came back."""
+
+    index: int  # position among the session's calls
+    request: Request
+    sent: float
+    answer: Response | ErrorResponse | None = None
+    answered: float | None = None
+    notifications: list[dict] = field(default_factory=list)  # {"method", "params"} in arrival order
+    asks: list[Ask] = field(default_factory=list)
+    via: str | None = None  # how the answer came: "stdio", "json", "sse"
+    retry_of: int | None = None  # the input_required call this request answers (2026-07-28)
+    retried: bool = False  # a later call answers this call's input_required result
+
+    @property
+    def method(self) -> str:
+        return self.request.method
+
+    @property
+    def name(self) -> str | None:
+        return call_name(self.request.method, self.request.params)
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} {self.name}" if self.name else self.method
+
+    @property
+    def latency(self) -> float | None:
+        return None if self.answered is None else max(0.0, self.answered - self.sent)
+
+
+@dataclass(slots=True)
+class Step:
+    """One client message to send, in recorded order.
+
+    `wait_for` holds the indexes of the calls whose answers the recording shows
+    before this message left: they must be answered before it is sent.
+    """
+
+    message: Request | Notification
+    ts: float
+    wait_for: tuple[int, ...] = ()
+    call: Call | None = None  # the call a request step starts
+
+
+@dataclass(slots=True)
+class SessionPlan:
+    id: str
+    transport: str | None
+    calls: list[Call] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    asks: list[Ask] = field(default_factory=list)
+    notifications: list[dict] = field(default_factory=list)  # server notifications no call claimed
+    final_wait: tuple[int, ...] = ()
+    version: str | None = None  # the protocol version the recording spoke
+    client_capabilities: dict | None = None
+    client_info: dict | None = None
+    server_capabilities: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def era(self) -> Era | None:
+        return era_of(self.version)
+
+
+@dataclass(slots=True)
+class TracePlan:
+    path: str
+    transport: str | None
+    header: dict | None
+    sessions: list[SessionPlan]
+    torn: str | None = None
+    bytes_read: int = 0
+
+
+class _Builder:
+    """Builds one SessionPlan from its events, in file order."""
+
+    def __init__(self, session_id: str, transport: str | None) -> None:
+        self.plan = SessionPlan(session_id, transport)
+        self.open_calls: dict[Any, Call] = {}  # recorded request id -> call not yet answered
+        self.open_asks: dict[Any, Ask] = {}  # recorded server request id -> ask not yet answered
+        self.answered: list[int] = []  # answered since the last client step
+        self.tokens: dict[Any, Call] = {}  # progress token -> call
+        self.streams: dict[Any, Call] = {}  # HTTP stream key -> call
+
+    def message(self, direction: str, obj: Any, ts: float, event: dict) -> None:
+        try:
+            message = jsonrpc.from_obj(obj)
+        except jsonrpc.InvalidMessage as exc:
+            self.plan.notes.append(f"skipped an invalid {direction} message: {exc.reason}")
+            return
+        items = message.items if isinstance(message, Batch) else (message,)
+        for item in items:
+            if direction == "c2s":
+                self._client(item, ts, event)
+            elif direction == "s2c":
+                self._server(item, ts, event)
+
+    def _client(self, message: jsonrpc.Message, ts: float, event: dict) -> None:
+        plan = self.plan
+        if isinstance(message, Request):
+            call = Call(len(plan.calls), message, ts)
+            plan.calls.append(call)
+            self.open_calls[message.id] = call
+            token = progress_token(message.params)
+            if token is not None:
+                self.tokens[token] = call
+            if (key := _stream_key(event)) is not None:
+                self.streams[key] = call
+            self._learn_client(message)
+            plan.steps.append(Step(message, ts, tuple(self.answered), call))
+            self.answered.clear()
+        elif isinstance(message, Notification):
+            plan.steps.append(Step(message, ts, tuple(self.answered)))
+            self.answered.clear()
+        else:  # the client answering a server request
+            ask = self.open_asks.pop(message.id, None)
+            if ask is not None:
+                ask.answer = answer_obj(message)
+
+    def _learn_client(self, request: Request) -> None:
+        plan, params = self.plan, request.params or {}
+        if request.method == "initialize":
+            plan.version = params.get("protocolVersion") if isinstance(params.get("protocolVersion"), str) else None
+            plan.client_capabilities = params.get("capabilities")
+            plan.client_info = params.get("clientInfo")
+        elif plan.version is None and (version := meta_version(params)) is not None:
+            plan.version = version
+            meta = params.get("_meta") or {}
+            plan.client_capabilities = meta.get(META_CLIENT_CAPABILITIES)
+            plan.client_info = meta.get(META_CLIENT_INFO)
+        # A retry carrying inputResponses answers the previous input_required round.
+        responses = params.get(INPUT_RESPONSES)
+        if isinstance(responses, dict):
+            for call in reversed(self.plan.calls[:-1]):
+                if call.method == request.method and is_input_required(call.answer):
+                    call.retried = True
+                    self.plan.calls[-1].retry_of = call.index
+                    wanted = call.answer.result.get(INPUT_REQUESTS) or {}
+                    for key, asked in wanted.items():
+                        if key in responses and isinstance(asked, dict):
+                            self.plan.asks.append(
+                                Ask(asked.get("method", ""), asked.get("params"), {"result": responses[key]})
+                            )
+                    break
+
+    def _server(self, message: jsonrpc.Message, ts: float, event: dict) -> None:
+        plan = self.plan
+        if isinstance(message, Request):
+            ask = Ask(message.method, message.params, recorded_id=message.id)
+            self.open_asks[message.id] = ask
+            plan.asks.append(ask)
+            owner = self._owner(event)
+            if owner is not None:
+                owner.asks.append(ask)
+        elif isinstance(message, Notification):
+            note = {"method": message.method, "params": message.params}
+            token = (message.params or {}).get("progressToken")
+            owner = self.tokens.get(token) if token is not None else None
+            if owner is None and (key := _stream_key(event)) is not None:
+                owner = self.streams.get(key)
+            (owner.notifications if owner is not None else plan.notifications).append(note)
+        else:
+            call = self.open_calls.pop(message.id, None)
+            if call is None:
+                plan.notes.append(f"an answer to id {message.id!r}, which no recorded request had")
+                return
+            call.answer, call.answered = message, ts
+            call.via = _via(event)
+            self.answered.append(call.index)
+            if call.method == "initialize" and isinstance(message, Response) and isinstance(message.result, dict):
+                plan.server_capabilities = message.result.get("capabilities")
+                if isinstance(message.result.get("protocolVersion"), str):
+                    plan.version = message.result["protocolVersion"]
+
+    def _owner(self, event: dict) -> Call | None:
+        """The call a server request belongs to: the stream it came on, else the only call in flight."""
+        if (key := _stream_key(event)) is not None and key in self.streams:
+            return self.streams[key]
+        if len(self.open_calls) == 1:
+            return next(iter(self.open_calls.values()))
+        return None
+
+    def finish(self) -> SessionPlan:
+        self.plan.final_wait = tuple(self.answered)
+        return self.plan
+
+
+def _stream_key(event: dict) -> Any:
+    """The HTTP exchange a message travelled in, when the recorder says so."""
+    for key in ("stream", "flow", "exchange"):
+        value = event.get(key)
+        if isinstance(value, (str, int)):
+            return value
+    http = event.get("http")
+    if isinstance(http, dict):
+        for key in ("stream", "flow", "id"):
+            if isinstance(http.get(key), (str, int)):
+                return http[key]
+    return None
+
+
+def _via(event: dict) -> str | None:
+    """How an answer was carried: "sse" or "json" for HTTP traces, "stdio" otherwise."""
+    if event.get("transport") == "stdio":
+        return "stdio"
+    for key in ("via", "framing"):
+        if event.get(key) in ("sse", "json"):
+            return event[key]
+    if event.get("sse") is True or "sse" in event and isinstance(event["sse"], dict):
+        return "sse"
+    http = event.get("http")
+    content_type = event.get("content_type") or (http.get("content_type") if isinstance(http, dict) else None)
+    if isinstance(content_type, str):
+        return "sse" if "event-stream" in content_type else "json"
+    return None
+
+
+def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> TracePlan:
+    """Read the trace at `path` into per-session plans, in the order sessions first appear.
+
+    Args:
+        sessions: keep only these session ids.
+
+    Raises:
+        TraceError: the file cannot be read, is empty, or has a newer format.
+        ReplayError: the trace holds no client message to replay.
+    """
+    reader = TraceReader(path)
+    builders: dict[str, _Builder] = {}
+    transport = None
+    wanted = set(sessions) if sessions else None
+    for event in reader:
+        if event.get("kind") != Kind.MESSAGE:
+            if event.get("kind") == Kind.TRACE:
+                transport = event.get("transport")
+            continue
+        sid = event.get("session")
+        sid = NO_SESSION if sid is None else str(sid)
+        if wanted is not None and sid not in wanted:
+            continue
+        builder = builders.get(sid)
+        if builder is None:
+            builder = builders[sid] = _Builder(sid, event.get("transport"))
+        builder.message(event.get("dir"), event.get("msg"), event.get("ts") or 0.0, event)
+    plans = [builder.finish() for builder in builders.values()]
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    trace = TracePlan(str(path), transport, reader.header, plans, reader.torn, size)
+    if wanted is not None:
+        missing = sorted(wanted - {plan.id for plan in plans})
+        if missing:
+            raise ReplayError(f"{path}: no session {', '.join(missing)} in this trace")
+    if not plans:
+        raise ReplayError(f"{path}: the trace holds no MCP messages to replay")
+    if not any(plan.steps for plan in plans):
+        raise ReplayError(f"{path}: the trace holds only server messages: nothing to replay")
+    return trace

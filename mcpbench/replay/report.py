@@ -1,0 +1,382 @@
+"""Turn a replay (or two traces) into a report: data first (`Report`), then text or JSON.
+
+Each recorded call ends in one status:
+
+    identical   the live answer equals the recorded one after normalisation
+    changed     it differs (each `Change` names a path, old → new); a call much
+                slower than recorded changes at the path `latency`
+    missing     the recording has an answer, the live target gave none in time
+    extra       the live target answered a request the recording has no answer to
+    failed      no usable answer: an HTTP error, a cut stream, a dead process
+    skipped     not sent: the replay's protocol era has no such request
+    unanswered  neither side has an answer
+
+Exit status (`Report.exit_code`): 0 nothing changed, 1 something changed
+(changed, missing, extra or failed), 2 the replay could not run to its end.
+"""
+
+import difflib
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
+from mcpbench.replay.engine import ReplayRun, SessionRun
+from mcpbench.replay.plan import Call, SessionPlan, TracePlan, answer_obj
+
+STATUSES = ("identical", "changed", "missing", "extra", "failed", "skipped", "unanswered")
+COUNTED = ("identical", "changed", "missing", "extra", "failed")
+CHANGES = ("changed", "missing", "extra", "failed")
+
+# Latency regression defaults: live slower than FACTOR x recorded AND by more
+# than SLACK seconds. The slack keeps scheduler noise on a busy machine (tens
+# of ms) from reading as a regression; the factor keeps long calls honest.
+LATENCY_FACTOR = 3.0
+LATENCY_SLACK = 0.25
+
+# Beyond this many calls in a session, the text report lists only the calls
+# that did not come out identical (the JSON report always has every call).
+LIST_ALL_UP_TO = 60
+
+# How much of a value a text report shows.
+VALUE_CHARS = 90
+
+
+@dataclass(slots=True)
+class CallResult:
+    session: str
+    index: int
+    method: str
+    name: str | None
+    status: str
+    changes: list[Change] = field(default_factory=list)
+    latency_old: float | None = None  # seconds
+    latency_new: float | None = None
+    detail: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} {self.name}" if self.name else self.method
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session,
+            "index": self.index,
+            "method": self.method,
+            "name": self.name,
+            "status": self.status,
+            "changes": [change.to_json() for change in self.changes],
+            "latency_ms": _ms(self.latency_new),
+            "recorded_latency_ms": _ms(self.latency_old),
+            "detail": self.detail,
+        }
+
+
+@dataclass(slots=True)
+class SessionResult:
+    id: str
+    live_session: str | None
+    calls: list[CallResult]
+    notes: list[str] = field(default_factory=list)
+    aborted: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for call in self.calls:
+            out[call.status] += 1
+        return out
+
+
+@dataclass(slots=True)
+class Report:
+    kind: str  # "replay" or "diff"
+    source: str  # the recorded trace (A)
+    target: str  # the live target, or trace B
+    sessions: list[SessionResult]
+    rules: list[str] = field(default_factory=list)
+    aborted: str | None = None
+    elapsed: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for session in self.sessions:
+            for key, value in session.counts().items():
+                out[key] += value
+        return out
+
+    @property
+    def changed(self) -> bool:
+        counts = self.counts()
+        return any(counts[key] for key in CHANGES)
+
+    @property
+    def exit_code(self) -> int:
+        if self.aborted:
+            return 2
+        return 1 if self.changed else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "trace": self.source,
+            "target": self.target,
+            "exit_code": self.exit_code,
+            "aborted": self.aborted,
+            "elapsed_s": round(self.elapsed, 6),
+            "counts": self.counts(),
+            "rules": self.rules,
+            "notes": self.notes,
+            "sessions": [
+                {
+                    "id": session.id,
+                    "live_session": session.live_session,
+                    "aborted": session.aborted,
+                    "counts": session.counts(),
+                    "notes": session.notes,
+                    "calls": [call.to_json() for call in session.calls],
+                }
+                for session in self.sessions
+            ],
+        }
+
+    def write_json(self, path: str) -> None:
+        from pathlib import Path
+
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n")
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+def compared(answer: Any, notifications: list[dict]) -> dict | None:
+    """The object compared for one call: the answer, plus its notifications when there are any."""
+    obj = answer_obj(answer)
+    if obj is not None and notifications:
+        obj = {**obj, "notifications": notifications}
+    return obj
+
+
+def _judge(
+    session: str,
+    call: Call,
+    old: dict | None,
+    new: dict | None,
+    *,
+    rules: Rules,
+    latency_old: float | None,
+    latency_new: float | None,
+    failure: str | None = None,
+    skipped: str | None = None,
+    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
+) -> CallResult:
+    result = CallResult(session, call.index, call.method, call.name, "identical",
+                        latency_old=latency_old, latency_new=latency_new)
+    if skipped:
+        result.status, result.detail = "skipped", skipped
+        return result
+    if old is not None and new is None:
+        result.status = "failed" if failure else "missing"
+        result.detail = failure or "no answer in time"
+        return result
+    if old is None and new is None:
+        result.status = "failed" if failure else "unanswered"
+        result.detail = failure
+        return result
+    if old is None:
+        result.status = "extra"
+        result.detail = "the recording has no answer to this request"
+        return result
+    result.changes = compare(old, new, rules, method=call.method, name=call.name)
+    if latency is not None and slower(latency_old, latency_new, factor=latency[0], slack=latency[1]):
+        result.changes.append(Change("latency", "changed", _ms(latency_old), _ms(latency_new)))
+    if result.changes:
+        result.status = "changed"
+    return result
+
+
+def build(
+    run: ReplayRun,
+    rules: Rules,
+    *,
+    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
+    stdio_target: bool = False,
+) -> Report:
+    """Compare every call of a replay with its recording.
+
+    `stdio_target`: the first answer of each session includes the process
+    start, so its latency is not judged.
+    """
+    report = Report("replay", run.trace.path, run.target, [], [str(r) for r in rules.rules], run.aborted, run.elapsed)
+    if run.trace.torn:
+        report.notes.append(run.trace.torn)
+    for session in run.sessions:
+        report.sessions.append(_session_result(session, rules, latency, stdio_target))
+    return report
+
+
+def _session_result(session: SessionRun, rules: Rules, latency, stdio_target: bool) -> SessionResult:
+    era_rules = rules.extend(()) if not session.era_switched else _with_era(rules)
+    out = SessionResult(session.plan.id, session.live_session, [], list(session.plan.notes) + session.notes, session.aborted)
+    first_sent = min((live.sent for live in session.calls if live.sent is not None), default=None)
+    for live in session.calls:
+        call = live.call
+        judge_latency = latency
+        if stdio_target and live.sent is not None and live.sent == first_sent:
+            judge_latency = None
+        out.calls.append(
+            _judge(
+                session.plan.id, call,
+                compared(call.answer, call.notifications),
+                compared(live.answer, live.notifications),
+                rules=era_rules, latency_old=call.latency, latency_new=live.latency,
+                failure=live.failure or ("no answer within the timeout" if live.timed_out else None),
+                skipped=live.skipped, latency=judge_latency,
+            )
+        )
+    if session.unrecorded_asks:
+        out.notes.append("the server asked what the recording cannot answer: " + ", ".join(session.unrecorded_asks))
+    return out
+
+
+def _with_era(rules: Rules) -> Rules:
+    from mcpbench.replay.compare import ERA_RULES
+
+    return rules.extend(ERA_RULES)
+
+
+def learn_noise(first: ReplayRun, second: ReplayRun, rules: Rules) -> list[str]:
+    """Rules for every path whose value differed between two replays of the same trace."""
+    learned: set[str] = set()
+    for a, b in zip(first.sessions, second.sessions):
+        for x, y in zip(a.calls, b.calls):
+            old, new = compared(x.answer, x.notifications), compared(y.answer, y.notifications)
+            if old is None or new is None:
+                continue
+            call = x.call
+            scope = call.method + (f"@{call.name}" if call.name else "")
+            for change in compare(old, new, rules, method=call.method, name=call.name):
+                learned.add(f"{scope}:{generalise(change.path)}")
+    return sorted(learned)
+
+
+# ---- diff of two traces -----------------------------------------------------------------------
+
+
+def diff_traces(
+    a: TracePlan, b: TracePlan, rules: Rules, *, latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)
+) -> Report:
+    """Compare two traces call by call: sessions paired in order, calls aligned by method and name."""
+    report = Report("diff", a.path, b.path, [], [str(r) for r in rules.rules])
+    for note in (a.torn, b.torn):
+        if note:
+            report.notes.append(note)
+    for index in range(max(len(a.sessions), len(b.sessions))):
+        sa = a.sessions[index] if index < len(a.sessions) else None
+        sb = b.sessions[index] if index < len(b.sessions) else None
+        report.sessions.append(_diff_session(sa, sb, rules, latency))
+    return report
+
+
+def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, latency) -> SessionResult:
+    calls_a = a.calls if a else []
+    calls_b = b.calls if b else []
+    out = SessionResult(a.id if a else f"(only in B) {b.id}", b.id if b else None, [])
+    if a and b and a.era and b.era and a.era is not b.era:
+        rules = _with_era(rules)
+    keys_a = [(c.method, c.name) for c in calls_a]
+    keys_b = [(c.method, c.name) for c in calls_b]
+    matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+    sid = out.id
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for ca, cb in zip(calls_a[i1:i2], calls_b[j1:j2]):
+                result = _judge(
+                    sid, ca, compared(ca.answer, ca.notifications), compared(cb.answer, cb.notifications),
+                    rules=rules, latency_old=ca.latency, latency_new=cb.latency, latency=latency,
+                )
+                params = compare(_params(ca), _params(cb), rules, method=ca.method, name=ca.name)
+                if params:
+                    result.changes = [Change("params" + (("." + c.path) if c.path else ""), c.kind, c.old, c.new) for c in params] + result.changes
+                    result.status = "changed" if result.status == "identical" else result.status
+                out.calls.append(result)
+            continue
+        for ca in calls_a[i1:i2]:
+            out.calls.append(CallResult(sid, ca.index, ca.method, ca.name, "missing", latency_old=ca.latency,
+                                        detail="not in trace B"))
+        for cb in calls_b[j1:j2]:
+            out.calls.append(CallResult(sid, cb.index, cb.method, cb.name, "extra", latency_new=cb.latency,
+                                        detail="not in trace A"))
+    return out
+
+
+def _params(call: Call) -> dict:
+    params = call.request.params or {}
+    return {k: v for k, v in params.items() if k != "_meta"}
+
+
+# ---- text -----------------------------------------------------------------------------------------
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "∅"
+    text = orjson.dumps(value, default=str).decode() if not isinstance(value, str) else orjson.dumps(value).decode()
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
+
+
+def _fmt_ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    text = ", ".join(f"{counts[key]} {key}" for key in COUNTED)
+    extras = [f"{counts[key]} {key}" for key in ("skipped", "unanswered") if counts[key]]
+    return text + (f" ({', '.join(extras)})" if extras else "")
+
+
+def render(report: Report, *, verbose: bool = False) -> str:
+    """The human summary: per session its counts, then each call with its latency and changes."""
+    lines = []
+    counts = report.counts()
+    calls = sum(counts.values())
+    verb = "replay of" if report.kind == "replay" else "diff"
+    arrow = "→" if report.kind == "replay" else "vs"
+    lines.append(f"mcpbench {verb} {report.source} {arrow} {report.target}: "
+                 f"{len(report.sessions)} session(s), {calls} call(s)" + (f" in {report.elapsed:.2f} s" if report.elapsed else ""))
+    for session in report.sessions:
+        live = f" (live session {session.live_session})" if session.live_session and session.live_session != session.id else ""
+        lines.append(f"session {session.id}{live}: {_counts_text(session.counts())}")
+        show_all = verbose or len(session.calls) <= LIST_ALL_UP_TO
+        for call in session.calls:
+            if not show_all and call.status == "identical":
+                continue
+            latency = f"{_fmt_ms(call.latency_new)} (recorded {_fmt_ms(call.latency_old)})"
+            lines.append(f"  #{call.index:<4} {call.label:<36} {call.status:<10} {latency}")
+            if call.detail and call.status not in ("identical", "changed"):
+                lines.append(f"         {call.detail}")
+            for change in call.changes:
+                lines.append(f"         {change.path or '(whole answer)'}: {_value(change.old)} → {_value(change.new)}")
+        if not show_all:
+            live_ms = [c.latency_new for c in session.calls if c.latency_new is not None]
+            old_ms = [c.latency_old for c in session.calls if c.latency_old is not None]
+            if live_ms and old_ms:
+                lines.append(f"  latency p50 {_fmt_ms(statistics.median(live_ms))} (recorded {_fmt_ms(statistics.median(old_ms))})")
+        for note in session.notes:
+            lines.append(f"  note: {note}")
+        if session.aborted:
+            lines.append(f"  aborted: {session.aborted}")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    lines.append(f"calls: {_counts_text(counts)}")
+    if report.aborted:
+        lines.append(f"the replay could not run to its end: {report.aborted}")
+    return "\n".join(lines)
+
+
+__all__ = ["CallResult", "Report", "SessionResult", "build", "diff_traces", "learn_noise", "render"]

@@ -1,0 +1,137 @@
+"""The engine's ordering, id remapping and server-request answers, with a MockTransport (no process)."""
+
+import orjson
+
+from mcpbench.protocol.jsonrpc import Notification, Request, Response
+from mcpbench.replay import engine as engine_mod
+from mcpbench.replay import plan as plans
+from mcpbench.replay.compare import Rules
+from mcpbench.replay.engine import Pace, Replayer
+from mcpbench.replay.report import build, learn_noise
+from mcpbench.replay.transports import MockTransport
+from mcpbench.target import parse_target
+
+HEADER = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
+
+
+def trace_file(tmp_path, messages):
+    """messages: (dir, msg) pairs, written with increasing timestamps."""
+    lines = [HEADER] + [
+        {"v": 1, "ts": 10.0 + i * 0.01, "session": "s1", "transport": "stdio", "dir": d, "kind": "message", "msg": m}
+        for i, (d, m) in enumerate(messages)
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return path
+
+
+def req(id_, method, **params):
+    return {"jsonrpc": "2.0", "id": id_, "method": method, "params": params}
+
+
+def res(id_, result):
+    return {"jsonrpc": "2.0", "id": id_, "result": result}
+
+
+def replay_with(monkeypatch, path, handler):
+    """Replay `path` with `handler(message, transport)` as the server."""
+    sent = []
+
+    def fake_open(self, sink, on_stderr):
+        transport = MockTransport(lambda message: handler(message, sent), sink)
+        return transport
+
+    monkeypatch.setattr(Replayer, "open", fake_open)
+    replayer = Replayer(parse_target("http://127.0.0.1:1/mcp"), timeout=2.0)
+    return replayer.run(plans.load(path)), sent
+
+
+def test_in_flight_requests_are_sent_together_and_matched_by_id(tmp_path, monkeypatch):
+    path = trace_file(tmp_path, [
+        ("c2s", req("a", "tools/call", name="one")),
+        ("c2s", req("b", "tools/call", name="two")),  # sent before a's answer: in flight together
+        ("s2c", res("b", {"v": 2})),
+        ("s2c", res("a", {"v": 1})),
+        ("c2s", req("c", "tools/call", name="three")),  # after both answers
+        ("s2c", res("c", {"v": 3})),
+    ])
+    session = plans.load(path).sessions[0]
+    assert [step.wait_for for step in session.steps] == [(), (), (1, 0)]  # in the order the answers came
+    held = []
+
+    def server(message, sent):
+        sent.append(message)
+        if message.params["name"] == "one":
+            held.append(message)  # answer "one" only once "two" has arrived
+            return []
+        answers = [Response(id=message.id, result={"v": {"two": 2, "three": 3}[message.params["name"]]})]
+        if message.params["name"] == "two":
+            answers.insert(0, Response(id=held[0].id, result={"v": 1}))
+        return answers
+
+    run, sent = replay_with(monkeypatch, path, server)
+    assert [m.params["name"] for m in sent] == ["one", "two", "three"]
+    assert [m.id for m in sent] == [1, 2, 3]  # live ids, mapped back to a, b, c
+    report = build(run, Rules())
+    assert report.counts()["identical"] == 3 and report.exit_code == 0
+
+
+def test_a_server_request_is_answered_from_the_recording(tmp_path, monkeypatch):
+    path = trace_file(tmp_path, [
+        ("c2s", req(1, "tools/call", name="ask")),
+        ("s2c", req(7, "sampling/createMessage", maxTokens=5)),
+        ("c2s", res(7, {"text": "recorded answer"})),
+        ("s2c", res(1, {"ok": True})),
+    ])
+
+    def server(message, sent):
+        sent.append(message)
+        if isinstance(message, Request):
+            return [Request(id="srv-1", method="sampling/createMessage", params={"maxTokens": 5})]
+        if isinstance(message, Response) and message.id == "srv-1":
+            assert message.result == {"text": "recorded answer"}
+            return [Response(id=1, result={"ok": True})]
+        return []
+
+    run, sent = replay_with(monkeypatch, path, server)
+    assert build(run, Rules()).exit_code == 0
+    assert any(isinstance(m, Response) and m.id == "srv-1" for m in sent)
+
+
+def test_learn_noise_marks_what_differs_between_runs(tmp_path, monkeypatch):
+    path = trace_file(tmp_path, [("c2s", req(1, "tools/call", name="roll")), ("s2c", res(1, {"n": 0, "same": 1}))])
+    counter = iter(range(1, 100))
+
+    def server(message, sent):
+        return [Response(id=message.id, result={"n": next(counter), "same": 1})]
+
+    first, _ = replay_with(monkeypatch, path, server)
+    second, _ = replay_with(monkeypatch, path, server)
+    rules = learn_noise(first, second, Rules())
+    assert rules == ["tools/call@roll:result.n"]
+    assert build(second, Rules(rules)).exit_code == 0
+    assert build(second, Rules()).exit_code == 1
+
+
+def test_notifications_go_at_their_recorded_position_and_pace(tmp_path, monkeypatch):
+    path = trace_file(tmp_path, [
+        ("c2s", req(1, "initialize", protocolVersion="2025-11-25", capabilities={}, clientInfo={"name": "t"})),
+        ("s2c", res(1, {"protocolVersion": "2025-11-25", "capabilities": {}})),
+        ("c2s", {"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ("c2s", req(2, "ping")),
+        ("s2c", res(2, {})),
+    ])
+
+    def server(message, sent):
+        sent.append(message)
+        if isinstance(message, Request):
+            result = {"protocolVersion": "2025-11-25", "capabilities": {}} if message.method == "initialize" else {}
+            return [Response(id=message.id, result=result)]
+        return []
+
+    run, sent = replay_with(monkeypatch, path, server)
+    assert [m.method for m in sent] == ["initialize", "notifications/initialized", "ping"]
+    assert isinstance(sent[1], Notification)
+    assert Pace.parse("x2").gap(1.0) == 0.5 and Pace.parse("original", 0.1).gap(5.0) == 0.1
+    assert Pace.parse("fast").gap(5.0) == 0.0
+    assert engine_mod.AskPool([]).take("x", {}) is None

@@ -1,0 +1,99 @@
+"""`serve-trace`: the official SDK client against the mock, on every transport and in both eras."""
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.shared.exceptions import MCPError
+
+from mcpbench.protocol.jsonrpc import Request
+from mcpbench.replay import plan as plans
+from mcpbench.replay.mock import NOT_RECORDED, TraceAnswers
+from tests.replay.conftest import MODES, QUESTION, SAMPLED_PREFIX, cli, sample
+from tests.support.servers import HOST, REPO_ROOT, free_port, stdio_params, stop_process, wait_for_port
+
+TIMEOUT = 30.0
+
+
+@contextlib.contextmanager
+def mock_server(trace: Path, transport: str) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcpbench.replay", "serve-trace", str(trace), "--transport", transport, "--port", str(port)],
+        cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(HOST, port, proc=proc)
+        yield f"http://{HOST}:{port}/{'sse' if transport == 'sse' else 'mcp'}"
+    finally:
+        stop_process(proc)
+
+
+def text_of(result: types.CallToolResult) -> str:
+    assert isinstance(result.content[0], types.TextContent)
+    return result.content[0].text
+
+
+async def check_client(target: Any, mode: str) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with Client(target, mode=mode, sampling_callback=sample) as client:
+            assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+            tools = await client.list_tools()
+            assert [tool.name for tool in tools.tools] == ["echo", "add", "slow", "fail", "big", "ask"]
+            assert text_of(await client.call_tool("echo", {"text": "héllo"})) == "héllo"
+            assert (await client.call_tool("fail", {"message": "boom"})).is_error is True
+            assert text_of(await client.call_tool("ask", {"question": QUESTION})) == SAMPLED_PREFIX + QUESTION
+            with pytest.raises(MCPError) as miss:
+                await client.call_tool("echo", {"text": "never recorded"})
+            assert miss.value.error.code == NOT_RECORDED and "nearest recorded request" in miss.value.error.message
+            assert "héllo" in miss.value.error.message
+            prompt = await client.get_prompt("summarize", {"topic": "MCP"})
+            assert prompt.messages[0].content.text == "Please summarize MCP."
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http", "sse"])
+def test_sdk_client_gets_the_recorded_answers(recordings, transport, mode):
+    trace = recordings[mode]
+    if transport == "stdio":
+        argv = [sys.executable, "-m", "mcpbench.replay", "serve-trace", str(trace)]
+        anyio.run(check_client, stdio_params(argv), mode)
+        return
+    with mock_server(trace, transport) as url:
+        anyio.run(check_client, sse_client(url) if transport == "sse" else url, mode)
+
+
+def test_replaying_against_the_mock_of_the_same_trace_is_identical(recordings, tmp_path):
+    for mode in MODES:
+        with mock_server(recordings[mode], "streamable-http") as url:
+            done = cli("replay", str(recordings[mode]), "--target", url)
+            assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_repeated_identical_calls_are_answered_in_recorded_order(tmp_path):
+    import orjson
+
+    header = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
+    lines = [header]
+    for i, text in enumerate(["first", "second"]):
+        base = {"v": 1, "session": "s", "transport": "stdio", "kind": "message"}
+        lines.append({**base, "ts": 2.0 + i, "dir": "c2s",
+                      "msg": {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "clock"}}})
+        lines.append({**base, "ts": 2.5 + i, "dir": "s2c",
+                      "msg": {"jsonrpc": "2.0", "id": i + 1, "result": {"content": [{"type": "text", "text": text}]}}})
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    answers = TraceAnswers(plans.load(path))
+    ask = Request(id=99, method="tools/call", params={"name": "clock", "_meta": {"progressToken": 7}})
+    texts = [answers.lookup(ask).answer["result"]["content"][0]["text"] for _ in range(3)]
+    assert texts == ["first", "second", "second"]  # in order, then the last one again
+    miss = answers.miss(Request(id=5, method="tools/call", params={"name": "clock2"}))
+    assert miss.data["nearest"]["params"] == {"name": "clock"}
