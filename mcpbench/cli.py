@@ -126,9 +126,10 @@ def bench(name, quick):
 def _register() -> None:
     # Each capability owns its commands; they import their heavy parts lazily.
     from mcpbench.lab.cli import lab
+    from mcpbench.load.cli import load
     from mcpbench.replay.cli import diff, replay, serve_trace
 
-    for command in (lab, replay, diff, serve_trace):
+    for command in (lab, replay, diff, serve_trace, load):
         main.add_command(command)
 
 

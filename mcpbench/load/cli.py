@@ -1,0 +1,78 @@
+"""`mcpbench load`: run a scenario with Locust (register with `main.add_command(load)`)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+
+
+def _map_errors(func):
+    """The lead's `mcpbench.cli.map_errors`, looked up at call time (that module imports this one)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from mcpbench.cli import map_errors
+
+        return map_errors(func)(*args, **kwargs)
+
+    return wrapper
+
+
+@click.command("load")
+@click.argument("scenario", type=click.Path(dir_okay=False), required=False)
+@click.option("--target", help="Override the target: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
+@click.option("--users", type=click.IntRange(1), help="Concurrent users (override).")
+@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), help="Users started per second (override).")
+@click.option("--duration", help="Run time, like 30s or 2m (override).")
+@click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
+@click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")
+@click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
+@click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
+@click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
+@_map_errors
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, ui, web_port):
+    """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
+
+    Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
+    result directory, prints the summary, and exits 1 when a threshold fails
+    (2 for unusable input). Without SCENARIO, give --target and --from-trace.
+
+    Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
+    """
+    from mcpbench.load.runner import run_scenario
+    from mcpbench.load.samples import render
+    from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration
+
+    if scenario:
+        loaded = load_scenario(scenario)
+    elif target and from_trace:
+        loaded = Scenario(target=target, name="trace", source=from_trace, mix=mix_from_trace(from_trace))
+    else:
+        raise ScenarioError("give a SCENARIO file, or --target and --from-trace")
+    seconds = None
+    if duration is not None:
+        try:
+            seconds = parse_duration(duration, "--duration")
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
+        if seconds <= 0:
+            raise ScenarioError("--duration must be > 0")
+    try:
+        loaded = loaded.with_overrides(
+            target=target, users=users, spawn_rate=spawn_rate, duration=seconds,
+            mix=mix_from_trace(from_trace) if from_trace and scenario else None,
+        )
+    except ScenarioError as exc:
+        raise ScenarioError(f"{loaded.source}: {exc}") from None
+    result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
+    click.echo(render(result.summary))
+    for verdict in result.verdicts:
+        click.echo(verdict.line())
+    click.echo(f"mcpbench: results in {result.out_dir}")
+    sys.exit(result.exit_code)
+
+
+if __name__ == "__main__":  # `python -m mcpbench.load.cli …` until the command is registered in mcpbench.cli
+    load()

@@ -1,0 +1,295 @@
+"""Run a scenario with Locust in its own processes, then check thresholds.
+
+`run_scenario()` writes `<out>/scenario.json`, starts `python -m locust` on the
+generic locustfile (headless, `--csv`, `--run-time`; or a master plus N local
+workers), bounds it in time, merges the raw samples, and returns a summary with
+the threshold verdicts. Locust never loads in this process: it monkey-patches
+whatever imports it.
+
+The pre-flight check (`preflight()`) runs one real session against the target
+with the same client the users use (gevent without monkey-patching), so an
+unreachable target or an unknown tool fails with one line before any user spawns.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from mcpbench.load import samples as samples_mod
+from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
+from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.target import SSE, STDIO, parse_target
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+RESULTS_DIR = Path("results")
+# Locust's startup (imports, gevent patching) and shutdown, on top of the run time: a run that
+# takes this much longer than asked is stuck and gets killed.
+RUN_MARGIN = 90.0
+# How long workers get to connect before the master gives up.
+WORKER_WAIT = 60
+# A pre-flight check gives up after this long (a stdio server may need seconds to import).
+PREFLIGHT_TIMEOUT = 30.0
+# Pages of tools/list followed when checking tool names.
+MAX_TOOL_PAGES = 20
+
+
+class LoadRunError(McpbenchError):
+    """A load run could not be carried out (Locust failed to start, or never ended)."""
+
+
+@dataclass
+class Verdict:
+    threshold: Threshold
+    actual: float | None
+    ok: bool
+
+    def line(self) -> str:
+        shown = "no data" if self.actual is None else f"{self.actual:.4g}"
+        return f"{'PASS' if self.ok else 'FAIL'}  {self.threshold.text}  (actual {shown})"
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    summary: dict[str, Any]
+    verdicts: list[Verdict] = field(default_factory=list)
+    locust_exit: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return all(v.ok for v in self.verdicts)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+
+# --- pre-flight ---------------------------------------------------------------------------------
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+
+    def fire(self, **kw: Any) -> None:
+        self.events.append(kw)
+
+
+def preflight(scenario: Scenario) -> list[str]:
+    """Reach the target, run one session, and check the mix's tools exist; returns the tool names.
+
+    Raises:
+        TargetError: the target cannot be reached or does not speak MCP.
+        ScenarioError: the mix names a tool the server does not have.
+    """
+    target = parse_target(scenario.target)
+    if target.transport == STDIO:
+        if shutil.which(target.argv[0]) is None:
+            raise TargetError(f"cannot start {target}: command {target.argv[0]!r} not found")
+    else:
+        try:
+            with socket.create_connection((target.host, target.port), timeout=5.0):
+                pass
+        except OSError as exc:
+            raise TargetError(f"cannot reach {target}: {exc.strerror or exc}") from None
+    tools = _session_tools(scenario)
+    wanted = sorted({c.target for c in scenario.mix if c.method == "tools/call" and c.target})
+    unknown = [t for t in wanted if t not in tools]
+    if unknown and tools:
+        line = next((c.line for c in scenario.mix if c.target == unknown[0] and c.line), None)
+        raise ScenarioError(
+            f"{scenario.source}{'' if line is None else f':{line}'}: unknown tool {unknown[0]!r} (the server at {target} has: {', '.join(sorted(tools)) or 'none'})"
+        )
+    return tools
+
+
+def _session_tools(scenario: Scenario) -> list[str]:
+    import gevent
+
+    from mcpbench.load.client import McpClient
+    from mcpbench.load.transports import SseTransport, StdioTransport, StreamableHttpTransport, http_client
+
+    target = parse_target(scenario.target)
+    timeout = min(scenario.timeout, PREFLIGHT_TIMEOUT)
+    if target.transport == STDIO:
+        make = lambda: StdioTransport(list(target.argv))  # noqa: E731
+    elif target.transport == SSE:
+        make = lambda: SseTransport(target.url, http_client(target.url, timeout=timeout, concurrency=2), timeout=timeout)  # noqa: E731
+    else:
+        make = lambda: StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout))  # noqa: E731
+    events = _Collect()
+    client = McpClient(make, events, request_type=target.transport, version=scenario.versions[0], timeout=timeout)
+
+    def first_failure() -> str:
+        failed = [e for e in events.events if e.get("exception") is not None]
+        return f"{failed[-1]['name']} failed ({failed[-1]['exception']})" if failed else "no answer"
+
+    def check() -> list[str]:
+        try:
+            if not client.start_session():
+                raise TargetError(f"{target}: no MCP session: {first_failure()}")
+            names: list[str] = []
+            cursor = None
+            for _ in range(MAX_TOOL_PAGES):
+                result = client.call("tools/list", {"cursor": cursor} if cursor else None)
+                if not isinstance(result, dict):
+                    if any(c.method == "tools/call" for c in scenario.mix):
+                        raise TargetError(f"{target}: tools/list failed: {first_failure()}")
+                    return names
+                names += [t.get("name") for t in result.get("tools", []) if isinstance(t, dict)]
+                cursor = result.get("nextCursor")
+                if not cursor:
+                    break
+            return names
+        finally:
+            try:
+                client.end_session()
+            finally:
+                client.close_transport()
+
+    greenlet = gevent.spawn(check)
+    greenlet.join(timeout=PREFLIGHT_TIMEOUT + 5)
+    if not greenlet.ready():
+        greenlet.kill()
+        client.close_transport()
+        raise TargetError(f"{target}: no MCP session within {PREFLIGHT_TIMEOUT:g} s")
+    return greenlet.get()
+
+
+# --- running Locust -----------------------------------------------------------------------------
+
+
+def default_out_dir(scenario: Scenario) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in scenario.name) or "run"
+    return RESULTS_DIR / f"{stamp}-{safe}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_port: int | None = None, role: str = "standalone", master_port: int | None = None, workers: int = 0) -> list[str]:
+    """The `python -m locust …` command line for one process of the run."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
+    if role == "worker":
+        return cmd + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)]
+    cmd += [
+        "-u", str(scenario.users), "-r", f"{scenario.spawn_rate:g}", "--run-time", f"{max(1, round(scenario.duration))}s",
+        "--csv", str(out_dir / "locust"), "--exit-code-on-error", "0",
+    ]
+    if ui:
+        cmd += ["--web-host", "127.0.0.1"] + (["--web-port", str(web_port)] if web_port else [])
+    else:
+        cmd += ["--headless", "--only-summary"]
+    if role == "master":
+        cmd += ["--master", "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_WAIT),
+                "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port)]
+    return cmd
+
+
+def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # Locust writes its CSVs on SIGINT
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    proc.wait()
+
+
+def run_scenario(
+    scenario: Scenario,
+    out_dir: Path | None = None,
+    *,
+    workers: int = 0,
+    ui: bool = False,
+    web_port: int | None = None,
+    check_target: bool = True,
+    echo: Callable[[str], None] = print,
+) -> RunResult:
+    """Run `scenario` with Locust and return the summary and threshold verdicts.
+
+    Raises:
+        TargetError, ScenarioError: from the pre-flight check (nothing was started).
+        LoadRunError: Locust failed to start or did not end within the bound.
+    """
+    if check_target:
+        preflight(scenario)
+    out_dir = Path(out_dir) if out_dir else default_out_dir(scenario)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenario_path = out_dir / "scenario.json"
+    scenario_path.write_bytes(orjson.dumps(scenario.to_json(), option=orjson.OPT_INDENT_2))
+    env = dict(os.environ)
+    env.update(
+        MCPBENCH_SCENARIO=str(scenario_path.resolve()),
+        MCPBENCH_SAMPLES=str(out_dir.resolve()),
+        MCPBENCH_PROCESSES=str(max(1, workers)),
+        PYTHONUNBUFFERED="1",
+    )
+    # the package must be importable by the locust processes wherever the user runs from
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for old in out_dir.glob("samples*.jsonl"):
+        old.unlink()
+
+    deadline = time.monotonic() + scenario.duration + RUN_MARGIN + (WORKER_WAIT if workers else 0)
+    log_path = out_dir / "locust.log"
+    procs: list[subprocess.Popen] = []
+    master_port = _free_port() if workers else None
+    role = "master" if workers else "standalone"
+    with open(log_path, "wb") as log:
+        out = None if ui else log
+        try:
+            main = subprocess.Popen(
+                locust_command(scenario, out_dir, ui=ui, web_port=web_port, role=role, master_port=master_port, workers=workers),
+                env=env, stdout=out, stderr=out if not ui else None, stdin=subprocess.DEVNULL,
+            )
+            procs.append(main)
+            for _ in range(workers):
+                procs.append(subprocess.Popen(
+                    locust_command(scenario, out_dir, role="worker", master_port=master_port),
+                    env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                ))
+            if ui:
+                echo(f"mcpbench: Locust web UI on http://127.0.0.1:{web_port or 8089} (Ctrl-C to stop)")
+            try:
+                main.wait(None if ui else max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise LoadRunError(f"the locust run did not end within {scenario.duration + RUN_MARGIN:g} s; stopped (log: {log_path})") from None
+            except KeyboardInterrupt:
+                _stop(main)
+            for worker in procs[1:]:
+                try:
+                    worker.wait(15)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            for proc in procs:
+                _stop(proc)
+    locust_exit = procs[0].returncode if procs else -1
+    parts = sorted(out_dir.glob("samples.*.jsonl"))
+    merged = samples_mod.merge(parts, out_dir / "samples.jsonl")
+    summary = samples_mod.summarize(merged, scenario.duration)
+    if locust_exit not in (0, None) and summary["total"]["count"] == 0:
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
+        raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")
+    verdicts = [Verdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
+    result = RunResult(out_dir, summary, verdicts, locust_exit)
+    summary["thresholds"] = [{"threshold": v.threshold.text, "actual": v.actual, "ok": v.ok} for v in verdicts]
+    summary["locust_exit"] = locust_exit
+    (out_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return result

@@ -1,0 +1,235 @@
+"""Raw samples of a load run (JSONL) and the summary computed from them.
+
+One line per reported step, written by a listener on Locust's request event in
+every locust process (`samples.<pid>.jsonl`, merged into `samples.jsonl` by the
+runner)::
+
+    {"t": 1733131495.12, "type": "streamable-http", "step": "tools/call echo",
+     "latency_ms": 3.2, "size": 312, "failure": null, "ttfe_ms": 2.9}
+
+`failure` is the failure class (session-not-found, answer-lost/timeout,
+stream-closed, http-4xx, http-5xx, jsonrpc-error, tool-error, connect-failed)
+or null. Open-model runs add `uncorrected_ms` (latency from the actual send;
+`latency_ms` is measured from the intended start) and, once per process at the
+end, `{"open": {...}}` with scheduled/late/dropped counts.
+
+Nothing here imports Locust.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from mcpbench.bench.common import percentile
+
+# Samples are written through a buffer this large: one write per ~500 samples.
+WRITE_BUFFER = 64 * 1024
+# ... and flushed at least this often, so `tail -f` (and a test) sees a running load.
+FLUSH_INTERVAL = 1.0
+
+
+class SampleWriter:
+    """A Locust request-event listener that appends one JSON line per step."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO | None = open(self.path, "ab", buffering=WRITE_BUFFER)
+        self.count = 0
+        self._flushed = time.monotonic()
+
+    def on_request(self, request_type: str, name: str, response_time: float, response_length: int, exception: Any = None, context: Any = None, start_time: float | None = None, **_: Any) -> None:
+        if self._file is None:
+            return
+        ctx = context or {}
+        failure = None
+        if exception is not None:
+            failure = ctx.get("failure") or getattr(exception, "kind", None) or "error"
+        record: dict[str, Any] = {
+            "t": start_time, "type": request_type, "step": name,
+            "latency_ms": round(response_time, 3), "size": response_length, "failure": failure,
+        }
+        if (ttfe := ctx.get("ttfe")) is not None:
+            record["ttfe_ms"] = round(ttfe, 3)
+        if (uncorrected := ctx.get("uncorrected")) is not None:
+            record["uncorrected_ms"] = round(uncorrected, 3)
+        self._file.write(orjson.dumps(record) + b"\n")
+        self.count += 1
+        if (now := time.monotonic()) - self._flushed > FLUSH_INTERVAL:
+            self._flushed = now
+            self._file.flush()
+
+    def write_extra(self, record: dict) -> None:
+        if self._file is not None:
+            self._file.write(orjson.dumps(record) + b"\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def merge(parts: list[Path], out: Path) -> Path:
+    """Concatenate per-process sample files into `out` (sorted by start time) and remove the parts."""
+    lines: list[tuple[float, bytes]] = []
+    for part in parts:
+        with open(part, "rb") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    t = orjson.loads(line).get("t") or 0.0
+                except orjson.JSONDecodeError:
+                    continue  # a process killed mid-write leaves a torn last line
+                lines.append((t, line if line.endswith(b"\n") else line + b"\n"))
+    lines.sort(key=lambda item: item[0])
+    with open(out, "wb") as handle:
+        handle.writelines(line for _, line in lines)
+    for part in parts:
+        if part != out:
+            part.unlink()
+    return out
+
+
+def _stats(latencies: list[float]) -> dict[str, float]:
+    if not latencies:
+        return {}
+    return {
+        "p50": percentile(latencies, 50), "p90": percentile(latencies, 90), "p95": percentile(latencies, 95),
+        "p99": percentile(latencies, 99), "avg": sum(latencies) / len(latencies), "max": max(latencies),
+    }
+
+
+def summarize(path: str | Path, duration: float | None = None) -> dict[str, Any]:
+    """Per-step and overall counts, failures by class, latency percentiles (ms), rps, open-model counts."""
+    steps: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"lat": [], "ttfe": [], "unc": [], "count": 0, "failures": 0, "classes": defaultdict(int)})
+    all_lat: list[float] = []
+    all_unc: list[float] = []
+    all_corr: list[float] = []  # latency_ms of the steps that also have an uncorrected value
+    classes: dict[str, int] = defaultdict(int)
+    total = failures = 0
+    t_min, t_max = math.inf, -math.inf
+    open_stats: dict[str, float] = defaultdict(float)
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if "open" in rec:
+                for key, value in rec["open"].items():
+                    if key in ("rate", "max_lateness"):
+                        open_stats[key] = open_stats[key] + value if key == "rate" else value
+                    else:
+                        open_stats[key] += value
+                continue
+            entry = steps[(rec["type"], rec["step"])]
+            entry["count"] += 1
+            total += 1
+            latency = rec["latency_ms"]
+            entry["lat"].append(latency)
+            all_lat.append(latency)
+            if rec.get("ttfe_ms") is not None:
+                entry["ttfe"].append(rec["ttfe_ms"])
+            if rec.get("uncorrected_ms") is not None:
+                entry["unc"].append(rec["uncorrected_ms"])
+                all_unc.append(rec["uncorrected_ms"])
+                all_corr.append(latency)
+            if rec.get("failure"):
+                entry["failures"] += 1
+                entry["classes"][rec["failure"]] += 1
+                classes[rec["failure"]] += 1
+                failures += 1
+            t = rec.get("t")
+            if t is not None:
+                t_min, t_max = min(t_min, t), max(t_max, t + latency / 1000.0)
+    span = duration if duration else (t_max - t_min if total else 0.0)
+    out_steps = []
+    for (kind, step), entry in sorted(steps.items()):
+        row: dict[str, Any] = {"type": kind, "step": step, "count": entry["count"], "failures": entry["failures"], **_stats(entry["lat"])}
+        if entry["classes"]:
+            row["failure_classes"] = dict(entry["classes"])
+        if entry["ttfe"]:
+            row["ttfe"] = _stats(entry["ttfe"])
+        if entry["unc"]:
+            row["uncorrected"] = _stats(entry["unc"])
+        row["fail_ratio"] = entry["failures"] / entry["count"] if entry["count"] else 0.0
+        row["rps"] = entry["count"] / span if span else 0.0
+        out_steps.append(row)
+    summary: dict[str, Any] = {
+        "total": {"count": total, "failures": failures, "fail_ratio": failures / total if total else 0.0, "rps": total / span if span else 0.0, **_stats(all_lat)},
+        "steps": out_steps,
+        "failure_classes": dict(classes),
+        "duration_s": span,
+    }
+    if all_unc:
+        summary["total"]["uncorrected"] = _stats(all_unc)
+        summary["total"]["corrected"] = _stats(all_corr)
+    if open_stats:
+        summary["open_model"] = dict(open_stats)
+    return summary
+
+
+def metric(summary: dict[str, Any], name: str, step: str | None = None) -> float | None:
+    """The value a threshold compares: pNN/avg/max (ms), fail_ratio, rps; for one step or all."""
+    if step is None:
+        row = summary["total"]
+        if name.startswith("p") and name not in row and row.get("count"):
+            return None
+    else:
+        rows = [r for r in summary["steps"] if r["step"] == step or f"{r['type']} {r['step']}" == step]
+        if not rows:
+            return None
+        if len(rows) == 1:
+            row = rows[0]
+        else:  # the same step under several request types (an era comparison): the worst one
+            values = [metric({"total": r, "steps": []}, name) for r in rows]
+            values = [v for v in values if v is not None]
+            if not values:
+                return None
+            return min(values) if name == "rps" else max(values)
+    if name in ("fail_ratio", "rps", "avg", "max"):
+        return row.get(name)
+    if name.startswith("p"):
+        if name in row:
+            return row[name]
+        # an arbitrary percentile needs the raw values; the summary keeps the usual ones
+        return None
+    return None
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The summary as a small text table."""
+    lines = [f"{'type':<18} {'step':<28} {'count':>7} {'fail':>5} {'p50':>8} {'p95':>8} {'p99':>8} {'ttfe p50':>9}"]
+    for row in summary["steps"]:
+        ttfe = row.get("ttfe", {}).get("p50")
+        lines.append(
+            f"{row['type'][:18]:<18} {row['step'][:28]:<28} {row['count']:>7} {row['failures']:>5} "
+            f"{row.get('p50', float('nan')):>8.1f} {row.get('p95', float('nan')):>8.1f} {row.get('p99', float('nan')):>8.1f} "
+            f"{'' if ttfe is None else format(ttfe, '.1f'):>9}"
+        )
+    total = summary["total"]
+    lines.append(
+        f"{'total':<18} {'':<28} {total['count']:>7} {total['failures']:>5} {total.get('p50', float('nan')):>8.1f} "
+        f"{total.get('p95', float('nan')):>8.1f} {total.get('p99', float('nan')):>8.1f}   ({total['rps']:.1f} steps/s, ms)"
+    )
+    if summary["failure_classes"]:
+        lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["failure_classes"].items())))
+    if "uncorrected" in total:
+        unc, cor = total["uncorrected"], total["corrected"]
+        lines.append(
+            f"open model calls: corrected p50/p95/p99 {cor['p50']:.1f}/{cor['p95']:.1f}/{cor['p99']:.1f} ms, "
+            f"uncorrected {unc['p50']:.1f}/{unc['p95']:.1f}/{unc['p99']:.1f} ms"
+        )
+    if om := summary.get("open_model"):
+        lines.append(
+            f"open model: {int(om.get('scheduled', 0))} starts scheduled at {om.get('rate', 0):g}/s, "
+            f"{int(om.get('late', 0))} late, {int(om.get('dropped', 0))} dropped, {int(om.get('failed_starts', 0))} failed to connect"
+        )
+    return "\n".join(lines)

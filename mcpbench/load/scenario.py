@@ -1,0 +1,633 @@
+"""Load scenarios: YAML files checked key by key, with the line of every mistake.
+
+A scenario names a target, a session mode, an era, a weighted mix of calls,
+think time, users, spawn rate, duration and thresholds::
+
+    target: http://127.0.0.1:8000/mcp      # stdio:CMD | http(s)://…/mcp | sse+http(s)://…/sse
+    session: long_lived                    # or session_per_task
+    era: handshake                         # or 2026-07-28, or [handshake, 2026-07-28] to compare
+    calls_per_session: 5                   # session_per_task: calls between handshake and close
+    mix:
+      - call: tools/call
+        tool: echo
+        arguments: {text: "{{string 64}}"}
+        weight: 5
+      - {call: tools/list}
+    think_time: 0.1                        # seconds, or [min, max]
+    users: 5
+    spawn_rate: 5
+    duration: 10s
+    timeout: 10s                           # per call
+    thresholds: ["p95 < 200ms", "fail_ratio < 0.01"]
+    open_model: {rate: 200, max_lateness: 1s}   # constant arrival rate (optional)
+
+Argument templates (a whole string value): `{{int A B}}` a random integer in
+[A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words.
+
+Nothing here imports locust or gevent: the CLI loads and checks scenarios in its
+own process, and the locust processes rebuild them from `to_json()`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, Era, era_of
+from mcpbench.target import SSE, STDIO, Target, parse_target
+
+
+class ScenarioError(McpbenchError):
+    """A scenario file (or a command-line override) cannot be used; the message names file and line."""
+
+
+SESSION_MODES = ("long_lived", "session_per_task")
+ERA_NAMES = {"handshake": LATEST_HANDSHAKE, "2026-07-28": V2026_07_28}
+# Methods a mix entry may call, with the key that names their target.
+CALLS = {
+    "tools/call": "tool",
+    "tools/list": None,
+    "resources/read": "uri",
+    "resources/list": None,
+    "prompts/get": "prompt",
+    "prompts/list": None,
+    "ping": None,
+    "server/discover": None,
+}
+TOP_KEYS = (
+    "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
+    "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model",
+)
+MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
+OPEN_KEYS = ("rate", "max_lateness")
+
+# Defaults chosen for a short, bounded run on one machine.
+DEFAULT_DURATION = 10.0
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_MAX_LATENESS = 1.0
+# A run's duration is bounded: a scenario asking for more is a typo more often than a plan.
+MAX_DURATION = 24 * 3600.0
+# `{{string N}}` above 64 MiB would exhaust the load generator before the server.
+MAX_TEMPLATE_STRING = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Call:
+    """One entry of the mix: a method, its target (tool, uri or prompt), arguments and weight."""
+
+    method: str
+    target: str | None = None
+    arguments: Any = None
+    weight: float = 1.0
+    line: int | None = field(default=None, compare=False)  # where the scenario file defines it
+
+    @property
+    def step(self) -> str:
+        """The step name used in Locust's statistics (low cardinality, never an id)."""
+        return f"{self.method} {self.target}" if self.method == "tools/call" and self.target else self.method
+
+    def to_json(self) -> dict:
+        return {"call": self.method, "target": self.target, "arguments": self.arguments, "weight": self.weight, "line": self.line}
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """`[STEP] METRIC OP VALUE`: metric is pNN, avg, max (ms), fail_ratio or rps."""
+
+    text: str
+    metric: str
+    op: str
+    value: float
+    step: str | None = None
+
+    def check(self, actual: float | None) -> bool:
+        if actual is None or actual != actual:  # no data, or NaN
+            return False
+        return {"<": actual < self.value, "<=": actual <= self.value, ">": actual > self.value, ">=": actual >= self.value}[self.op]
+
+
+@dataclass(frozen=True)
+class OpenModel:
+    rate: float  # intended call starts per second, over all processes
+    max_lateness: float = DEFAULT_MAX_LATENESS  # a start later than this is dropped, not run
+
+
+@dataclass(frozen=True)
+class Scenario:
+    target: str
+    name: str = "scenario"
+    session: str = "long_lived"
+    versions: tuple[str, ...] = (LATEST_HANDSHAKE,)
+    calls_per_session: int = 5
+    mix: tuple[Call, ...] = (Call("tools/call", "echo", {"text": "hello"}),)
+    think_time: tuple[float, float] = (0.0, 0.0)
+    users: int = 1
+    spawn_rate: float = 1.0
+    duration: float = DEFAULT_DURATION
+    timeout: float = DEFAULT_TIMEOUT
+    thresholds: tuple[Threshold, ...] = ()
+    open_model: OpenModel | None = None
+    source: str = "<scenario>"
+
+    @property
+    def parsed_target(self) -> Target:
+        return parse_target(self.target)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name, "target": self.target, "session": self.session, "versions": list(self.versions),
+            "calls_per_session": self.calls_per_session, "mix": [c.to_json() for c in self.mix],
+            "think_time": list(self.think_time), "users": self.users, "spawn_rate": self.spawn_rate,
+            "duration": self.duration, "timeout": self.timeout, "thresholds": [t.text for t in self.thresholds],
+            "open_model": None if self.open_model is None else {"rate": self.open_model.rate, "max_lateness": self.open_model.max_lateness},
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "Scenario":
+        om = obj.get("open_model")
+        return cls(
+            target=obj["target"], name=obj["name"], session=obj["session"], versions=tuple(obj["versions"]),
+            calls_per_session=obj["calls_per_session"],
+            mix=tuple(Call(c["call"], c["target"], c["arguments"], c["weight"], c.get("line")) for c in obj["mix"]),
+            think_time=tuple(obj["think_time"]), users=obj["users"], spawn_rate=obj["spawn_rate"],
+            duration=obj["duration"], timeout=obj["timeout"],
+            thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
+            open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]), source=obj.get("source", "<json>"),
+        )
+
+    def with_overrides(self, **changes: Any) -> "Scenario":
+        changes = {k: v for k, v in changes.items() if v is not None}
+        new = replace(self, **changes)
+        check_consistency(new)
+        return new
+
+
+# --- small parsers ------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: Any, what: str = "duration") -> float:
+    """`10`, `10s`, `500ms`, `2m`, `1h` -> seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number of seconds or like 10s, 500ms, 2m")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"{what} {value!r} is not a duration (like 10s, 500ms, 2m)")
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds < 0:
+        raise ValueError(f"{what} must not be negative")
+    return seconds
+
+
+_THRESHOLD = re.compile(
+    r"^\s*(?:(?P<step>.+?)\s+)?(?P<metric>p\d+(?:\.\d+)?|avg|max|fail_ratio|rps)\s*(?P<op><=|>=|<|>)\s*"
+    r"(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>ms|s)?\s*$"
+)
+
+
+def parse_threshold(text: str) -> Threshold:
+    """`p95 < 200ms`, `fail_ratio < 0.01`, `rps > 100`, `tools/call echo p99 < 50ms`."""
+    match = _THRESHOLD.match(str(text))
+    if not match:
+        raise ValueError(
+            f"threshold {text!r} not understood (expected like 'p95 < 200ms', 'avg < 50ms', 'fail_ratio < 0.01', 'rps > 100', optionally preceded by a step name)"
+        )
+    metric, unit, value = match["metric"], match["unit"], float(match["value"])
+    if metric.startswith("p") and not 0 < float(metric[1:]) <= 100:
+        raise ValueError(f"threshold {text!r}: percentile must be in (0, 100]")
+    if metric in ("fail_ratio", "rps"):
+        if unit:
+            raise ValueError(f"threshold {text!r}: {metric} takes no unit")
+    elif unit == "s":
+        value *= 1000.0  # latencies are compared in ms
+    return Threshold(str(text), metric, match["op"], value, match["step"])
+
+
+# --- argument templates -------------------------------------------------------------------------
+
+_TEMPLATE = re.compile(r"^\{\{\s*(\w+)((?:\s+\S+)*)\s*\}\}$")
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def _template(text: str) -> Callable[[random.Random], Any] | None:
+    """A generator for a `{{…}}` template string, None for a plain string.
+
+    Raises:
+        ValueError: an unknown template or bad arguments.
+    """
+    match = _TEMPLATE.match(text)
+    if not match:
+        if "{{" in text and "}}" in text:
+            raise ValueError(f"template {text!r} must be the whole value, like '{{{{int 1 100}}}}'")
+        return None
+    kind, args = match.group(1), match.group(2).split()
+    if kind == "int":
+        if len(args) != 2 or not all(re.fullmatch(r"-?\d+", a) for a in args) or int(args[0]) > int(args[1]):
+            raise ValueError(f"template {text!r}: expected {{{{int LOW HIGH}}}} with LOW <= HIGH")
+        low, high = int(args[0]), int(args[1])
+        return lambda rng: rng.randint(low, high)
+    if kind == "string":
+        if len(args) != 1 or not args[0].isdigit() or int(args[0]) > MAX_TEMPLATE_STRING:
+            raise ValueError(f"template {text!r}: expected {{{{string N}}}} with 0 <= N <= {MAX_TEMPLATE_STRING}")
+        size = int(args[0])
+        # Random bytes per call would cost more than the call; a random slice of a fixed pool is as
+        # good against caches and costs one slice.
+        pool = "".join(random.Random(size).choice(_ALPHABET) for _ in range(4096)) * (size // 4096 + 2)
+
+        def make(rng: random.Random) -> str:
+            start = rng.randrange(4096)
+            return pool[start : start + size]
+
+        return make
+    if kind == "choice":
+        if not args:
+            raise ValueError(f"template {text!r}: expected {{{{choice A B …}}}}")
+        return lambda rng: rng.choice(args)
+    raise ValueError(f"unknown template {{{{{kind} …}}}} in {text!r} (known: int, string, choice)")
+
+
+def compile_arguments(value: Any) -> Callable[[random.Random], Any]:
+    """A function returning fresh arguments for one call; constant values are shared, not copied.
+
+    Raises:
+        ValueError: a template is malformed.
+    """
+    if isinstance(value, str):
+        gen = _template(value)
+        return gen if gen is not None else (lambda rng: value)
+    if isinstance(value, dict):
+        parts = {k: compile_arguments(v) for k, v in value.items()}
+        if all(_is_constant(value[k]) for k in value):
+            return lambda rng: value
+        return lambda rng: {k: f(rng) for k, f in parts.items()}
+    if isinstance(value, list):
+        parts_l = [compile_arguments(v) for v in value]
+        if all(_is_constant(v) for v in value):
+            return lambda rng: value
+        return lambda rng: [f(rng) for f in parts_l]
+    return lambda rng: value
+
+
+def _is_constant(value: Any) -> bool:
+    if isinstance(value, str):
+        return _TEMPLATE.match(value) is None
+    if isinstance(value, dict):
+        return all(_is_constant(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_is_constant(v) for v in value)
+    return True
+
+
+# --- YAML with line numbers ---------------------------------------------------------------------
+
+
+def _plain(node: Any) -> Any:
+    """A composed YAML node as plain Python values (via PyYAML's own constructor)."""
+    import yaml
+
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and check a scenario file.
+
+    Raises:
+        ScenarioError: naming the file and line of the first problem.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ScenarioError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return scenario_from_node(root, str(path))
+
+
+def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{source}: not valid YAML: {exc}") from None
+    return scenario_from_node(root, source)
+
+
+def _where(source: str, node: Any) -> str:
+    return f"{source}:{node.start_mark.line + 1}"
+
+
+def _mapping(node: Any, source: str, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
+    """key -> (key node, value node), rejecting unknown or repeated keys."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        raise ScenarioError(f"{_where(source, node)}: {what} must be a mapping of keys to values")
+    out: dict[str, tuple[Any, Any]] = {}
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+        if key not in allowed:
+            hint = difflib.get_close_matches(str(key), allowed, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(allowed)})"
+            raise ScenarioError(f"{_where(source, key_node)}: unknown key {key!r} in {what}{suggestion}")
+        if key in out:
+            raise ScenarioError(f"{_where(source, key_node)}: key {key!r} given twice in {what}")
+        out[key] = (key_node, value_node)
+    return out
+
+
+def scenario_from_node(root: Any, source: str) -> Scenario:
+    if root is None:
+        raise ScenarioError(f"{source}: empty scenario (a target and a mix are needed)")
+    keys = _mapping(root, source, "the scenario", TOP_KEYS)
+
+    def value(key: str, convert: Callable[[Any], Any], default: Any = None) -> Any:
+        if key not in keys:
+            return default
+        _, node = keys[key]
+        try:
+            return convert(_plain(node))
+        except (ValueError, TypeError) as exc:
+            raise ScenarioError(f"{_where(source, node)}: {key}: {exc}") from None
+
+    if "target" not in keys:
+        raise ScenarioError(f"{source}: no 'target' (stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse)")
+    target = value("target", str)
+    try:
+        parse_target(target)
+    except McpbenchError as exc:
+        raise ScenarioError(f"{_where(source, keys['target'][1])}: {exc}") from None
+
+    def positive_int(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError("must be a whole number >= 1")
+        return v
+
+    def positive_number(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise ValueError("must be a number > 0")
+        return float(v)
+
+    def session(v: Any) -> str:
+        if v not in SESSION_MODES:
+            raise ValueError(f"{v!r} is not a session mode ({' or '.join(SESSION_MODES)})")
+        return v
+
+    def eras(v: Any) -> tuple[str, ...]:
+        items = v if isinstance(v, list) else [v]
+        out = []
+        for item in items:
+            item = str(item)
+            version = ERA_NAMES.get(item, item)
+            if era_of(version) is None:
+                raise ValueError(f"unknown era {item!r} (handshake, 2026-07-28, or a handshake-era version like 2025-06-18)")
+            out.append(version)
+        if not out or len(set(out)) != len(out):
+            raise ValueError("list each era once")
+        return tuple(out)
+
+    def think(v: Any) -> tuple[float, float]:
+        if isinstance(v, list):
+            if len(v) != 2:
+                raise ValueError("give one number of seconds or [min, max]")
+            low, high = parse_duration(v[0], "think_time"), parse_duration(v[1], "think_time")
+            if low > high:
+                raise ValueError("[min, max] with min <= max")
+            return (low, high)
+        seconds = parse_duration(v, "think_time")
+        return (seconds, seconds)
+
+    def duration(v: Any) -> float:
+        seconds = parse_duration(v)
+        if not 0 < seconds <= MAX_DURATION:
+            raise ValueError(f"must be > 0 and at most {MAX_DURATION:g} s")
+        return seconds
+
+    def thresholds(v: Any) -> tuple[Threshold, ...]:
+        return tuple(parse_threshold(t) for t in (v if isinstance(v, list) else [v]))
+
+    mix: tuple[Call, ...] | None = None
+    if "mix" in keys:
+        mix = _mix(keys["mix"][1], source)
+    if "mix_from_trace" in keys:
+        if mix is not None:
+            raise ScenarioError(f"{_where(source, keys['mix_from_trace'][0])}: give either mix or mix_from_trace, not both")
+        trace = Path(value("mix_from_trace", str))
+        if not trace.is_absolute():
+            trace = Path(source).parent / trace
+        mix = mix_from_trace(trace)
+    if mix is None:
+        raise ScenarioError(f"{source}: no 'mix' (a list of calls, e.g. - call: tools/call, tool: echo)")
+
+    open_model = None
+    if "open_model" in keys:
+        om = _mapping(keys["open_model"][1], source, "open_model", OPEN_KEYS)
+        if "rate" not in om:
+            raise ScenarioError(f"{_where(source, keys['open_model'][1])}: open_model needs a rate (calls per second)")
+        try:
+            rate = positive_number(_plain(om["rate"][1]))
+        except ValueError as exc:
+            raise ScenarioError(f"{_where(source, om['rate'][1])}: rate {exc}") from None
+        lateness = DEFAULT_MAX_LATENESS
+        if "max_lateness" in om:
+            try:
+                lateness = parse_duration(_plain(om["max_lateness"][1]), "max_lateness")
+            except ValueError as exc:
+                raise ScenarioError(f"{_where(source, om['max_lateness'][1])}: {exc}") from None
+        open_model = OpenModel(rate, lateness)
+
+    scenario = Scenario(
+        target=target,
+        name=value("name", str, Path(source).stem),
+        session=value("session", session, "long_lived"),
+        versions=value("era", eras, (LATEST_HANDSHAKE,)),
+        calls_per_session=value("calls_per_session", positive_int, 5),
+        mix=mix,
+        think_time=value("think_time", think, (0.0, 0.0)),
+        users=value("users", positive_int, 1),
+        spawn_rate=value("spawn_rate", positive_number, 1.0),
+        duration=value("duration", duration, DEFAULT_DURATION),
+        timeout=value("timeout", lambda v: parse_duration(v, "timeout"), DEFAULT_TIMEOUT),
+        thresholds=value("thresholds", thresholds, ()),
+        open_model=open_model,
+        source=source,
+    )
+    try:
+        check_consistency(scenario)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+    return scenario
+
+
+def _mix(node: Any, source: str) -> tuple[Call, ...]:
+    import yaml
+
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        raise ScenarioError(f"{_where(source, node)}: mix must be a non-empty list of calls")
+    calls = []
+    for item in node.value:
+        keys = _mapping(item, source, "a mix entry", MIX_KEYS)
+        if "call" not in keys:
+            raise ScenarioError(f"{_where(source, item)}: a mix entry needs 'call' (one of {', '.join(CALLS)})")
+        method = _plain(keys["call"][1])
+        if method not in CALLS:
+            hint = difflib.get_close_matches(str(method), CALLS, n=1)
+            raise ScenarioError(
+                f"{_where(source, keys['call'][1])}: unknown call {method!r}"
+                + (f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(CALLS)})")
+            )
+        need = CALLS[method]
+        for key in ("tool", "uri", "prompt"):
+            if key in keys and key != need:
+                raise ScenarioError(f"{_where(source, keys[key][0])}: {method} takes no {key!r}")
+        if need and need not in keys:
+            raise ScenarioError(f"{_where(source, item)}: {method} needs {need!r}")
+        target = str(_plain(keys[need][1])) if need else None
+        arguments = None
+        if "arguments" in keys:
+            if method not in ("tools/call", "prompts/get"):
+                raise ScenarioError(f"{_where(source, keys['arguments'][0])}: {method} takes no arguments")
+            arguments = _plain(keys["arguments"][1])
+            if not isinstance(arguments, dict):
+                raise ScenarioError(f"{_where(source, keys['arguments'][1])}: arguments must be a mapping")
+            try:
+                compile_arguments(arguments)
+            except ValueError as exc:
+                raise ScenarioError(f"{_where(source, keys['arguments'][1])}: {exc}") from None
+        weight = 1.0
+        if "weight" in keys:
+            weight = _plain(keys["weight"][1])
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+                raise ScenarioError(f"{_where(source, keys['weight'][1])}: weight must be a number > 0")
+        calls.append(Call(method, target, arguments, float(weight), item.start_mark.line + 1))
+    return tuple(calls)
+
+
+def check_consistency(scenario: Scenario) -> None:
+    """Rules that tie keys together (also applied after command-line overrides).
+
+    Raises:
+        ScenarioError: without a line (the caller adds the file).
+    """
+    try:
+        target = parse_target(scenario.target)
+    except McpbenchError as exc:
+        raise ScenarioError(str(exc)) from None
+    if target.transport == SSE and any(era_of(v) is Era.STATELESS for v in scenario.versions):
+        raise ScenarioError("era 2026-07-28 has no legacy SSE transport (use an http(s):// target)")
+    if scenario.open_model is not None and scenario.session != "long_lived":
+        raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
+    if target.transport == STDIO and scenario.session == "session_per_task":
+        pass  # allowed: each task starts a fresh process (a stdio session is the process)
+    for call in scenario.mix:
+        if call.method == "ping" and any(era_of(v) is Era.STATELESS for v in scenario.versions):
+            raise ScenarioError("ping does not exist in 2026-07-28")
+
+
+# --- the mix, derived from a recording ----------------------------------------------------------
+
+_TRACE_METHODS = {m for m in CALLS if m not in ("ping", "server/discover")} | {"ping"}
+
+
+def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
+    """The client→server requests of a trace as a weighted mix (weight = how often each was seen).
+
+    Raises:
+        TraceError: the trace cannot be read.
+        ScenarioError: the trace holds no request a load run can repeat.
+    """
+    import orjson
+
+    from mcpbench.trace.reader import read_trace
+
+    counts: dict[bytes, int] = {}
+    calls: dict[bytes, Call] = {}
+    for event in read_trace(path):
+        if event.get("kind") != "message" or event.get("dir") != "c2s":
+            continue
+        msg = event.get("msg")
+        if not isinstance(msg, dict) or "id" not in msg or msg.get("method") not in _TRACE_METHODS:
+            continue
+        method = msg["method"]
+        params = dict(msg.get("params") or {})
+        params.pop("_meta", None)
+        key_name = CALLS[method]
+        target = None
+        if key_name:
+            target = params.get("name" if key_name in ("tool", "prompt") else "uri")
+            if not isinstance(target, str):
+                continue
+        arguments = params.get("arguments") if method in ("tools/call", "prompts/get") else None
+        key = orjson.dumps([method, target, arguments], option=orjson.OPT_SORT_KEYS)
+        counts[key] = counts.get(key, 0) + 1
+        calls.setdefault(key, Call(method, target, arguments))
+    if not calls:
+        raise ScenarioError(f"{path}: no client request in this trace can be replayed as load (tools/call, resources/read, prompts/get, …)")
+    return tuple(replace(calls[k], weight=float(counts[k])) for k in calls)
+
+
+# --- run-time helpers used by the users ---------------------------------------------------------
+
+
+@dataclass
+class Workload:
+    """The mix, compiled: `next()` returns (call, params) ready for the client."""
+
+    calls: tuple[Call, ...]
+    rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self._makers = [self._maker(c) for c in self.calls]
+        self._weights = [c.weight for c in self.calls]
+        total, acc = sum(self._weights), 0.0
+        self._cum = []
+        for w in self._weights:
+            acc += w / total
+            self._cum.append(acc)
+
+    @staticmethod
+    def _maker(call: Call) -> Callable[[random.Random], dict | None]:
+        if call.method == "tools/call":
+            args = compile_arguments(call.arguments or {})
+            name = call.target
+            return lambda rng: {"name": name, "arguments": args(rng)}
+        if call.method == "prompts/get":
+            args = compile_arguments(call.arguments or {})
+            name = call.target
+            return lambda rng: {"name": name, "arguments": args(rng)} if call.arguments else {"name": name}
+        if call.method == "resources/read":
+            params = {"uri": call.target}
+            return lambda rng: params
+        return lambda rng: None
+
+    def next(self) -> tuple[Call, dict | None]:
+        if len(self.calls) == 1:
+            index = 0
+        else:
+            x = self.rng.random()
+            index = next((i for i, c in enumerate(self._cum) if x < c), len(self._cum) - 1)
+        return self.calls[index], self._makers[index](self.rng)

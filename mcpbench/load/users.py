@@ -1,0 +1,265 @@
+"""Locust users that speak MCP themselves (the official SDK is asyncio and cannot run in a gevent user).
+
+Three layers, as in Locust's own custom-client example:
+
+1. `McpClient` (client.py) knows the protocol core and a `request_event`;
+2. `McpUser` here, abstract, builds one client per user and runs the session mode;
+3. `StdioUser`, `SseUser`, `StreamableHttpUser` (abstract too) pick the transport; write
+   your own concrete user with `@task`s, or let the generic locustfile build one from a scenario::
+
+       from locust import task
+       from mcpbench.load import StreamableHttpUser
+
+       class Echo(StreamableHttpUser):
+           host = "http://127.0.0.1:8000/mcp"
+           @task
+           def echo(self):
+               self.mcp.call_tool("echo", {"text": "hi"})
+
+Importing this module imports Locust (which monkey-patches the process with gevent).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, ClassVar
+
+import gevent
+from locust import User, task
+from locust.contrib.fasthttp import FastHttpUser
+from locust.exception import StopTest
+
+from mcpbench.load.client import McpClient
+from mcpbench.load.openmodel import ArrivalSchedule
+from mcpbench.load.scenario import Workload
+from mcpbench.load.transports import SseTransport, StdioTransport, StreamableHttpTransport, Transport, http_client
+from mcpbench.protocol.http import Failure
+from mcpbench.protocol.versions import LATEST_HANDSHAKE
+from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, parse_target
+
+LONG_LIVED = "long_lived"
+SESSION_PER_TASK = "session_per_task"
+# After a connect failure (server down, command missing) a user waits this long before trying
+# again, so a dead target costs failures, not a spinning CPU.
+RECONNECT_BACKOFF = 0.2
+
+
+class McpUser(User):
+    """Base of the MCP users: one `McpClient` in `self.mcp`, session handling per `session_mode`."""
+
+    abstract = True
+
+    transport_name: ClassVar[str] = ""
+    """Set by the transport subclasses; the default `request_type`."""
+
+    session_mode: str = LONG_LIVED
+    """`long_lived`: one session per user, re-initialised when it is lost (404, stream closed).
+    `session_per_task`: the scenario task runs handshake, calls and close each time."""
+
+    version: str = LATEST_HANDSHAKE
+    """Protocol version: a handshake-era version (2025-11-25 …) or 2026-07-28 (no handshake, `_meta` envelope)."""
+
+    timeout: float = 30.0
+    """Seconds one step may take before it fails as answer-lost/timeout."""
+
+    request_type: str | None = None
+    """`request_type` in Locust's statistics; the transport name when None."""
+
+    discover: bool = False
+    """2026-07-28 only: start each session with `server/discover`."""
+
+    def __init__(self, environment: Any) -> None:
+        super().__init__(environment)
+        self.mcp = McpClient(
+            self.make_transport,
+            environment.events.request,
+            request_type=self.request_type or self.transport_name,
+            version=self.version,
+            timeout=self.timeout,
+            discover=self.discover,
+        )
+
+    def make_transport(self) -> Transport:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_start(self) -> None:
+        if self.session_mode == LONG_LIVED:
+            self._ensure()
+
+    def on_stop(self) -> None:
+        try:
+            if self.mcp.ready and self.session_mode == LONG_LIVED:
+                self.mcp.end_session()
+        finally:
+            self.mcp.close_transport()
+
+    def _ensure(self) -> bool:
+        if self.mcp.ensure_session():
+            return True
+        gevent.sleep(RECONNECT_BACKOFF)
+        return False
+
+    # Convenience for hand-written tasks: in long_lived mode they (re)start the session first.
+    def call(self, method: str, params: dict | None = None, **kw: Any) -> Any:
+        if self.session_mode == LONG_LIVED and not self.mcp.ready and not self._ensure():
+            return None
+        return self.mcp.call(method, params, **kw)
+
+    def call_tool(self, tool: str, arguments: dict | None = None, **kw: Any) -> Any:
+        return self.call("tools/call", {"name": tool, "arguments": arguments or {}}, **kw)
+
+
+class StreamableHttpUser(FastHttpUser, McpUser):
+    """MCP over Streamable HTTP on Locust's fast HTTP client (geventhttpclient), SSE answers read incrementally.
+
+    `host` is the MCP endpoint URL (`http://host:port/mcp`). FastHttpUser's settings
+    (`network_timeout`, `connection_timeout`, `insecure`, `ssl_context_factory`, …) apply.
+    """
+
+    abstract = True
+    transport_name = STREAMABLE_HTTP
+
+    network_timeout: float = 30.0
+    """Socket timeout of FastHttpUser's client; keep it >= `timeout`."""
+    connection_timeout: float = 30.0
+
+    def make_transport(self) -> Transport:
+        url = _url(self.host, STREAMABLE_HTTP)
+        return StreamableHttpTransport(url, http_client(url, timeout=self.timeout, pool=self.client.client.clientpool))
+
+
+class SseUser(McpUser):
+    """MCP over legacy HTTP+SSE: a `GET` stream read by one greenlet per user, POST answers matched by id.
+
+    `host` is the stream URL (`http://host:port/sse` or `sse+http://…`).
+    """
+
+    abstract = True
+    transport_name = SSE
+
+    def make_transport(self) -> Transport:
+        url = _url(self.host, SSE)
+        return SseTransport(url, http_client(url, timeout=self.timeout, concurrency=2), timeout=self.timeout)
+
+
+class StdioUser(McpUser):
+    """MCP over stdio: one child process per user (gevent.subprocess).
+
+    `command` (argv list) or `host` = `stdio:CMD ARGS`. In `session_per_task` mode every task
+    starts a new process, since a stdio session lasts as long as its process.
+    """
+
+    abstract = True
+    transport_name = STDIO
+    command: list[str] | None = None
+    """The server's argv; when None, taken from `host` (`stdio:python server.py`)."""
+    env: dict[str, str] | None = None
+    """Environment of the server process (None: inherit)."""
+    cwd: str | None = None
+
+    def make_transport(self) -> Transport:
+        argv = self.command
+        if not argv:
+            if not self.host:
+                raise StopTest("StdioUser needs `command` or a host like stdio:python server.py")
+            argv = list(parse_target(self.host).argv)
+        return StdioTransport(argv, env=self.env, cwd=self.cwd)
+
+
+def _url(host: str | None, transport: str) -> str:
+    if not host:
+        raise StopTest(f"{transport} user needs a host (the MCP URL), in the class or with --host")
+    if "://" not in host:
+        raise StopTest(f"{transport} user: host {host!r} is not a URL")
+    target = parse_target(host)
+    if target.transport not in (transport, STREAMABLE_HTTP):
+        raise StopTest(f"{transport} user: host {host!r} is a {target.transport} target")
+    return target.url
+
+
+# --- users built from a scenario ----------------------------------------------------------------
+
+
+class ScenarioMixin:
+    """The task a scenario describes; mixed into one of the transport users by `build_user_class`."""
+
+    workload: ClassVar[Workload]
+    calls_per_session: ClassVar[int] = 5
+    think_time: ClassVar[tuple[float, float]] = (0.0, 0.0)
+    schedule: ClassVar[ArrivalSchedule | None] = None
+
+    def _think(self) -> None:
+        low, high = self.think_time
+        if high > 0:
+            gevent.sleep(low if low == high else random.uniform(low, high))
+
+    def _one_call(self, intended_start: float | None = None) -> None:
+        call, params = self.workload.next()
+        self.mcp.call(call.method, params, name=call.step, intended_start=intended_start)
+
+    @task
+    def scenario_task(self) -> None:
+        if self.schedule is not None:
+            self._open_model_task()
+        elif self.session_mode == SESSION_PER_TASK:
+            with self.mcp.session() as ok:
+                if ok:
+                    for index in range(self.calls_per_session):
+                        if index:
+                            self._think()
+                        if not self.mcp.ready:
+                            break
+                        self._one_call()
+                else:
+                    gevent.sleep(RECONNECT_BACKOFF if self.mcp.transport is None else 0)
+            self._think()
+        else:
+            if self._ensure():
+                self._one_call()
+            self._think()
+
+    def _open_model_task(self) -> None:
+        slot = self.schedule.claim()
+        delay = slot.intended - time.perf_counter()
+        if delay > 0:
+            gevent.sleep(delay)
+        if not self.mcp.ready and not self._ensure():
+            self.schedule.failed_start()
+            return
+        self.schedule.started(slot)
+        self._one_call(intended_start=slot.intended)
+
+
+TRANSPORT_USERS = {STDIO: StdioUser, SSE: SseUser, STREAMABLE_HTTP: StreamableHttpUser}
+
+
+def build_user_class(scenario: Any, version: str, *, label: str | None = None, weight: int = 1, schedule: ArrivalSchedule | None = None) -> type:
+    """A concrete Locust user class running `scenario` at protocol `version`."""
+    target = parse_target(scenario.target)
+    base = TRANSPORT_USERS[target.transport]
+    low, high = scenario.think_time
+    attrs: dict[str, Any] = {
+        "abstract": False,
+        "host": scenario.target if target.transport != SSE else target.url,
+        "weight": weight,
+        "session_mode": scenario.session,
+        "version": version,
+        "timeout": scenario.timeout,
+        "request_type": label,
+        "discover": False,
+        "workload": Workload(scenario.mix),
+        "calls_per_session": scenario.calls_per_session,
+        "think_time": (low, high),
+        "schedule": schedule,
+        "wait_time": lambda self: 0,
+        # Locust collects @task methods of User classes only; the mixin's task is named here.
+        "tasks": [ScenarioMixin.scenario_task],
+    }
+    if target.transport == STDIO:
+        attrs["command"] = list(target.argv)
+    name = f"{base.__name__.replace('User', '')}Scenario{version.replace('-', '')}User"
+    return type(name, (ScenarioMixin, base), attrs)
+
+
+__all__ = ["McpUser", "SseUser", "StdioUser", "StreamableHttpUser", "build_user_class", "Failure"]

@@ -1,0 +1,187 @@
+"""Short, bounded headless Locust runs against the reference server on 127.0.0.1 (real processes)."""
+
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.support.servers import REPO_ROOT, reference_server, serve_argv
+
+# Every load run is bounded: load seconds plus locust startup/shutdown, well under this.
+RUN_TIMEOUT = 90
+KNOWN_FAILURES = {
+    "session-not-found", "answer-lost/timeout", "stream-closed", "http-4xx", "http-5xx",
+    "jsonrpc-error", "tool-error", "connect-failed",
+}
+
+MIX = """\
+mix:
+  - call: tools/call
+    tool: echo
+    arguments: {text: "{{string 32}}"}
+    weight: 3
+  - call: tools/list
+  - call: resources/read
+    uri: mcpbench://greeting
+  - call: prompts/get
+    prompt: summarize
+    arguments: {topic: MCP}
+"""
+
+
+def load_cmd(*args) -> list[str]:
+    return [sys.executable, "-m", "mcpbench.load.cli", *map(str, args)]
+
+
+def run_load(tmp_path: Path, scenario: str, *args, timeout: float = RUN_TIMEOUT) -> tuple[subprocess.CompletedProcess, Path]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(scenario)
+    out = tmp_path / "out"
+    proc = subprocess.run(load_cmd(path, "--out", out, *args), cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+    return proc, out
+
+
+def stats_rows(out: Path) -> dict[tuple[str, str], dict]:
+    with open(out / "locust_stats.csv", newline="") as handle:
+        return {(r["Type"], r["Name"]): r for r in csv.DictReader(handle) if r["Name"] != "Aggregated"}
+
+
+def assert_clean_run(proc, out, request_type, steps, *, min_calls=5):
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = stats_rows(out)
+    for step in steps:
+        row = rows.get((request_type, step))
+        assert row is not None, f"{step} missing from {sorted(rows)}"
+        assert int(row["Failure Count"]) == 0, row
+        assert int(row["Request Count"]) >= 1
+    calls = sum(int(r["Request Count"]) for (t, n), r in rows.items() if t == request_type and n.startswith(("tools/", "resources/", "prompts/")))
+    assert calls >= min_calls
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["total"]["failures"] == 0
+    samples = [orjson.loads(line) for line in (out / "samples.jsonl").read_bytes().splitlines()]
+    assert len(samples) == summary["total"]["count"] == sum(int(r["Request Count"]) for r in rows.values())
+    return rows, summary
+
+
+@pytest.fixture(scope="module")
+def http_server():
+    with reference_server("streamable-http") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def sse_server():
+    with reference_server("sse") as server:
+        yield server
+
+
+CALL_STEPS = ["tools/call echo", "tools/list", "resources/read", "prompts/get"]
+
+
+def test_streamable_http_handshake_long_lived(tmp_path, http_server):
+    proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 3\nspawn_rate: 10\nduration: 3s\nthresholds: ['fail_ratio < 0.01']\n")
+    rows, summary = assert_clean_run(proc, out, "streamable-http", ["initialize", "notifications/initialized", *CALL_STEPS])
+    assert int(rows[("streamable-http", "initialize")]["Request Count"]) == 3  # one session per user
+    assert any("ttfe" in s for s in summary["steps"])  # SSE answers: time to first event reported
+    assert "PASS  fail_ratio < 0.01" in proc.stdout
+
+
+def test_streamable_http_both_eras_session_per_task(tmp_path, http_server):
+    scenario = (
+        f"target: {http_server.url}\nsession: session_per_task\ncalls_per_session: 3\nera: [handshake, 2026-07-28]\n"
+        f"{MIX}users: 4\nspawn_rate: 10\nduration: 4s\n"
+    )
+    proc, out = run_load(tmp_path, scenario)
+    rows, _ = assert_clean_run(proc, out, "streamable-http handshake", ["initialize", "notifications/initialized", "DELETE", *CALL_STEPS[:1]])
+    stateless = {n for (t, n) in rows if t == "streamable-http 2026-07-28"}
+    assert "tools/call echo" in stateless and not stateless & {"initialize", "DELETE"}
+    handshake = rows[("streamable-http handshake", "initialize")]
+    assert int(handshake["Request Count"]) >= int(rows[("streamable-http handshake", "DELETE")]["Request Count"]) >= 1
+
+
+def test_sse_session_per_task(tmp_path, sse_server):
+    scenario = f"target: sse+{sse_server.url}\nsession: session_per_task\ncalls_per_session: 4\n{MIX}  - call: ping\nusers: 3\nspawn_rate: 10\nduration: 3s\n"
+    proc, out = run_load(tmp_path, scenario)
+    assert_clean_run(proc, out, "sse", ["connect", "initialize", "notifications/initialized", "tools/call echo"])
+
+
+def test_stdio_long_lived(tmp_path):
+    argv = " ".join(serve_argv("stdio"))
+    proc, out = run_load(tmp_path, f"target: 'stdio:{argv}'\n{MIX}users: 2\nspawn_rate: 10\nduration: 10s\n")
+    rows, _ = assert_clean_run(proc, out, "stdio", ["initialize", "notifications/initialized", *CALL_STEPS])
+    assert int(rows[("stdio", "initialize")]["Request Count"]) == 2
+
+
+def test_two_workers(tmp_path, http_server):
+    proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 4\nspawn_rate: 20\nduration: 3s\n", "--workers", "2")
+    assert_clean_run(proc, out, "streamable-http", ["initialize", "tools/call echo"])
+    # samples came from both worker processes (the master runs no users) and were merged
+    assert not list(out.glob("samples.*.jsonl"))
+    assert "--expect-workers" not in proc.stderr
+
+
+def test_threshold_that_must_fail_exits_non_zero(tmp_path, http_server):
+    proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 2\nspawn_rate: 10\nduration: 2s\nthresholds: ['p50 < 0.001ms']\n")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL  p50 < 0.001ms" in proc.stdout
+    assert orjson.loads((out / "summary.json").read_bytes())["thresholds"][0]["ok"] is False
+
+
+def test_server_killed_mid_run_gives_classified_failures(tmp_path):
+    with reference_server("streamable-http") as server:
+        path = tmp_path / "scenario.yaml"
+        path.write_text(f"target: {server.url}\n{MIX}users: 3\nspawn_rate: 10\nduration: 6s\ntimeout: 2s\nthresholds: ['fail_ratio < 0.01']\n")
+        out = tmp_path / "out"
+        run = subprocess.Popen(load_cmd(path, "--out", out), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # Wait (bounded) until the samples (flushed every second) show answered calls, then kill the server.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and run.poll() is None:
+                answered = sum(p.read_bytes().count(b'"failure":null') for p in out.glob("samples.*.jsonl"))
+                if answered >= 20:
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("no calls were answered before the deadline")
+            server.proc.kill()  # dies, no graceful shutdown (uvicorn would keep serving busy connections)
+            server.proc.wait()
+            stdout, stderr = run.communicate(timeout=RUN_TIMEOUT)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    assert run.returncode == 1, stdout + stderr  # the fail_ratio threshold fails; no crash
+    assert "Traceback" not in stderr
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["total"]["failures"] > 0
+    assert set(summary["failure_classes"]) <= KNOWN_FAILURES
+    assert summary["total"]["count"] > summary["total"]["failures"]  # calls succeeded before the kill
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        ("target: http://127.0.0.1:{port}/mcp\nmix: [{{call: tools/call, tool: echo}}]\n", "cannot reach http://127.0.0.1:{port}/mcp"),
+        ("target: http://127.0.0.1:{port}/mcp\nmix:\n  - call: tools/call\n    tools: echo\n", "scenario.yaml:4: unknown key 'tools' in a mix entry (did you mean 'tool'?)"),
+        ("target: stdio:no-such-command-xyz\nmix: [{{call: tools/list}}]\n", "command 'no-such-command-xyz' not found"),
+    ],
+)
+def test_unusable_input_exits_2_with_one_line(tmp_path, scenario, expected):
+    from tests.support.servers import free_port
+
+    port = free_port()
+    proc, out = run_load(tmp_path, scenario.format(port=port), timeout=30)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected.format(port=port) in lines[0], proc.stderr
+    assert not (out / "locust_stats.csv").exists()  # failed before any user spawned
+
+
+def test_unknown_tool_exits_2(tmp_path, http_server):
+    proc, _ = run_load(tmp_path, f"target: {http_server.url}\nmix:\n  - call: tools/call\n    tool: ecko\n", timeout=30)
+    assert proc.returncode == 2
+    assert "scenario.yaml:3: unknown tool 'ecko'" in proc.stderr and "echo" in proc.stderr

@@ -1,0 +1,134 @@
+"""Scenario checking, thresholds, templates, the arrival schedule and trace-derived mixes (no processes)."""
+
+import random
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from mcpbench.load.openmodel import ArrivalSchedule
+from mcpbench.load.samples import metric, summarize
+from mcpbench.load.scenario import (
+    Scenario,
+    ScenarioError,
+    Workload,
+    compile_arguments,
+    mix_from_trace,
+    parse_threshold,
+    scenario_from_text,
+)
+from mcpbench.protocol.errors import TargetError
+from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, parse_target
+
+GOOD = """\
+target: http://127.0.0.1:9/mcp
+mix:
+  - call: tools/call
+    tool: echo
+    arguments: {text: "{{string 10}}", n: "{{int 3 4}}"}
+"""
+
+
+def test_targets():
+    assert parse_target("http://h:1/mcp").transport == STREAMABLE_HTTP
+    sse = parse_target("sse+https://h/sse")
+    assert (sse.transport, sse.url) == (SSE, "https://h/sse")
+    stdio = parse_target("stdio:python -m srv --x 'a b'")
+    assert (stdio.transport, stdio.argv) == (STDIO, ("python", "-m", "srv", "--x", "a b"))
+    for bad in ("ftp://h", "stdio:", "", "h:1/mcp", "http:///mcp"):
+        with pytest.raises(TargetError):
+            parse_target(bad)
+
+
+def test_scenario_roundtrip_and_templates():
+    scenario = scenario_from_text(GOOD, "s.yaml")
+    assert Scenario.from_json(orjson.loads(orjson.dumps(scenario.to_json()))) == scenario
+    call, params = Workload(scenario.mix, random.Random(1)).next()
+    assert call.step == "tools/call echo"
+    assert len(params["arguments"]["text"]) == 10 and params["arguments"]["n"] in (3, 4)
+    assert compile_arguments({"a": [1, "{{choice x y}}"]})(random.Random(0))["a"][1] in ("x", "y")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (GOOD.replace("tool: echo", "tol: echo"), "s.yaml:4: unknown key 'tol' in a mix entry (did you mean 'tool'?)"),
+        (GOOD + "thinktime: 1\n", "s.yaml:6: unknown key 'thinktime' in the scenario (did you mean 'think_time'?)"),
+        (GOOD.replace("http://", "gopher://"), "s.yaml:1: unknown transport scheme 'gopher'"),
+        (GOOD.replace("tools/call", "tools/cal"), "s.yaml:3: unknown call 'tools/cal' (did you mean 'tools/call'?)"),
+        (GOOD.replace("{{int 3 4}}", "{{int 4}}"), "s.yaml:5: template '{{int 4}}'"),
+        (GOOD + "duration: 5 parsecs\n", "s.yaml:6: duration:"),
+        (GOOD + "session: forever\n", "s.yaml:6: session: 'forever' is not a session mode"),
+        (GOOD + "era: 1999-01-01\n", "s.yaml:6: era: unknown era '1999-01-01'"),
+        (GOOD + "thresholds: ['p95 fast']\n", "s.yaml:6: thresholds: threshold 'p95 fast' not understood"),
+        (GOOD.replace("http://127.0.0.1:9/mcp", "sse+http://h/sse") + "era: 2026-07-28\n", "era 2026-07-28 has no legacy SSE"),
+    ],
+)
+def test_scenario_errors_name_the_line(text, expected):
+    with pytest.raises(ScenarioError) as err:
+        scenario_from_text(text, "s.yaml")
+    assert str(err.value).startswith(expected) or expected in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_thresholds():
+    assert parse_threshold("p95 < 200ms").value == 200.0
+    assert parse_threshold("avg <= 1.5s").value == 1500.0
+    step = parse_threshold("tools/call echo p99 < 50ms")
+    assert (step.step, step.metric) == ("tools/call echo", "p99")
+    assert parse_threshold("fail_ratio < 0.01").check(0.0)
+    assert not parse_threshold("rps > 100").check(50.0)
+
+
+def test_summary_and_metrics(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    rows = [{"t": 1.0 + i, "type": "stdio", "step": "ping", "latency_ms": float(i), "size": 1, "failure": None} for i in range(1, 101)]
+    rows[0]["failure"] = "stream-closed"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    summary = summarize(path, duration=10.0)
+    assert summary["total"]["count"] == 100 and summary["failure_classes"] == {"stream-closed": 1}
+    assert metric(summary, "p50") == pytest.approx(50.5)
+    assert metric(summary, "fail_ratio", "ping") == pytest.approx(0.01)
+    assert metric(summary, "rps") == pytest.approx(10.0)
+    assert metric(summary, "p95", "nope") is None
+
+
+def test_arrival_schedule_counts_late_and_dropped():
+    now = [100.0]
+    schedule = ArrivalSchedule(10.0, max_lateness=0.5, clock=lambda: now[0])
+    first = schedule.claim()
+    assert first.intended == 100.0 and not schedule.started(first)
+    assert schedule.claim().intended == pytest.approx(100.1)
+    now[0] = 100.3  # slot 2 (100.2) is 0.1 s late
+    slot = schedule.claim()
+    assert schedule.started(slot) and schedule.late == 1
+    now[0] = 102.0  # slots until 101.5 are more than 0.5 s late: dropped, not run
+    slot = schedule.claim()
+    assert slot.intended == pytest.approx(101.5) and schedule.dropped == 12
+
+
+def test_mix_from_trace(tmp_path):
+    lines = [{"v": 1, "ts": 0, "kind": "trace", "session": None, "transport": "stdio", "dir": None}]
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}, "_meta": {"x": 1}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "mcpbench://greeting"}},
+    ]
+    lines += [{"v": 1, "ts": i, "kind": "message", "session": "s", "transport": "stdio", "dir": "c2s", "msg": m} for i, m in enumerate(msgs)]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    mix = {c.step: c for c in mix_from_trace(path)}
+    assert set(mix) == {"tools/call echo", "resources/read"}
+    assert mix["tools/call echo"].weight == 2.0 and mix["tools/call echo"].arguments == {"text": "a"}
+
+
+def test_cli_process_never_imports_locust():
+    code = (
+        "import sys, mcpbench.cli, mcpbench.load, mcpbench.load.cli, mcpbench.load.runner, mcpbench.load.scenario, "
+        "mcpbench.load.samples, mcpbench.target; print('locust' in sys.modules or 'gevent.monkey' in sys.modules and "
+        "sys.modules['gevent.monkey'].is_anything_patched())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
