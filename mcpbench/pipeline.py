@@ -1,17 +1,29 @@
-"""The main job, `mcpbench run`: capture → trace → (replay, load) → report, on the built-in defaults.
+"""The main job, `mcpbench run`: record → replay → load → report, on the built-in defaults.
 
-Today it records sessions of the reference stdio server through the tee,
-driven by the official SDK client in both eras, and prints their timelines.
-Each stage is a function taking the run's folder and returning a short line
-for the final summary, so later stages (replay, load, report) slot in.
+1. record: sessions of the reference stdio server through the tee, driven by
+   the official SDK client in both eras; their timelines are printed.
+2. replay: the handshake-era recording against the same server over stdio and,
+   across transports, over Streamable HTTP and legacy SSE: nothing may change.
+3. load: a short Locust run against the reference Streamable HTTP server.
+4. report: `summary.json` in the run's folder, and the summary printed.
+
+Each stage is a function taking the run's folder and a printer, returning a
+short line for the summary, so later stages (the lab, an HTML report) slot in.
+Replay and load run as `mcpbench` subprocesses, as a user would run them
+(Locust must have a process of its own anyway).
 """
 
+import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from mcpbench.protocol.errors import TargetError
+import orjson
+
+from mcpbench.lab.servers import reference_server
+from mcpbench.protocol.errors import McpbenchError, TargetError
 
 RESULTS = Path("results")
 
@@ -46,15 +58,71 @@ def record_stdio(run_dir: Path, say: Callable[[str], None]) -> str:
     return "recorded " + "; ".join(lines)
 
 
-STAGES: list[tuple[str, Stage]] = [("record", record_stdio)]
+# Bounds for the subprocess stages: generous for a busy 2-core machine, finite.
+REPLAY_TIMEOUT = 300.0
+LOAD_SECONDS = 5
+LOAD_TIMEOUT = 180.0
+
+
+def _mcpbench(args: list[str], say: Callable[[str], None], timeout: float) -> subprocess.CompletedProcess:
+    say("$ mcpbench " + shlex.join(args))
+    proc = subprocess.run([sys.executable, "-m", "mcpbench", *args], capture_output=True, text=True, timeout=timeout)
+    for line in (proc.stdout + proc.stderr).rstrip().splitlines():
+        say("  " + line)
+    return proc
+
+
+def replay_recording(run_dir: Path, say: Callable[[str], None]) -> str:
+    """Replay the handshake-era recording on every transport; any change fails the job."""
+    trace = run_dir / "stdio-legacy.jsonl"
+    targets = {"stdio": "stdio:" + shlex.join(_server_argv())}
+    outcomes = []
+    with reference_server("streamable-http") as http, reference_server("sse") as sse:
+        targets["streamable-http"] = http.url
+        targets["sse"] = "sse+" + sse.url
+        for transport, target in targets.items():
+            say(f"== replay: {trace.name} -> {transport}")
+            report = run_dir / f"replay-{transport}.json"
+            proc = _mcpbench(["replay", str(trace), "--target", target, "--report", str(report)], say, REPLAY_TIMEOUT)
+            if proc.returncode != 0:
+                raise McpbenchError(f"replay against {target} exited {proc.returncode}; see {report}")
+            outcomes.append(transport)
+    return f"{trace.name} replayed on {', '.join(outcomes)} with no change"
+
+
+def load_run(run_dir: Path, say: Callable[[str], None]) -> str:
+    """A short load run on the reference Streamable HTTP server."""
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "streamable-http.yaml"
+    out = run_dir / "load"
+    with reference_server("streamable-http") as http:
+        say(f"== load: {scenario.name} against {http.url}, {LOAD_SECONDS} s")
+        args = ["load", str(scenario), "--target", http.url, "--users", "5", "--spawn-rate", "5", "--duration", f"{LOAD_SECONDS}s", "--out", str(out)]
+        proc = _mcpbench(args, say, LOAD_TIMEOUT)
+    if proc.returncode == 2:
+        raise McpbenchError(f"load run could not run (exit 2); see {out}")
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    verdict = "thresholds met" if proc.returncode == 0 else "a threshold failed"
+    return f"{out} ({verdict}; {_load_line(summary)})"
+
+
+def _load_line(summary: dict) -> str:
+    total = summary["total"]
+    return (
+        f"{total['count']} calls, {total['failures']} failed, {total['rps']:.0f}/s, "
+        f"p50 {total.get('p50', float('nan')):.1f} ms, p95 {total.get('p95', float('nan')):.1f} ms"
+    )
+
+
+STAGES: list[tuple[str, Stage]] = [("record", record_stdio), ("replay", replay_recording), ("load", load_run)]
 
 
 def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
     """Run every stage into `out` (default `results/run-<time>/`) and return that folder."""
     run_dir = out or RESULTS / time.strftime("run-%Y%m%dT%H%M%S", time.gmtime())
     run_dir.mkdir(parents=True, exist_ok=True)
-    summary = [f"{name}: {stage(run_dir, say)}" for name, stage in STAGES]
-    say("== summary")
-    for line in summary:
-        say(f"  {line}")
+    summary = {name: stage(run_dir, say) for name, stage in STAGES}
+    (run_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    say("== report")
+    for name, line in summary.items():
+        say(f"  {name}: {line}")
     return run_dir
