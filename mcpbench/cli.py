@@ -4,39 +4,15 @@ Imports stay inside commands: `mcp` is slow to import and `locust` patches the
 whole process with gevent at import time, so neither may load for `tee`.
 """
 
-import functools
 import importlib
 import sys
 
 import click
 
-from mcpbench.protocol.errors import McpbenchError
+from mcpbench.cliutil import map_errors, redact_option
 
 # Exit status for a command that could not be started (as shells use).
 EXIT_NOT_FOUND = 127
-
-
-def map_errors(func):
-    """Turn an expected failure into one line on stderr and exit status 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except McpbenchError as exc:
-            click.echo(f"mcpbench: {exc}", err=True)
-            sys.exit(getattr(exc, "exit_code", 2))
-
-    return wrapper
-
-
-def redact_option(func):
-    return click.option(
-        "--redact",
-        multiple=True,
-        metavar="NAME|PATH",
-        help="Also redact this header / JSON key (name) or JSON path (a.b.*.c). Repeatable.",
-    )(func)
 
 
 @click.group()

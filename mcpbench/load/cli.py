@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 
 import click
 
-
-def _map_errors(func):
-    """The lead's `mcpbench.cli.map_errors`, looked up at call time (that module imports this one)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        from mcpbench.cli import map_errors
-
-        return map_errors(func)(*args, **kwargs)
-
-    return wrapper
+from mcpbench.cliutil import map_errors
 
 
 @click.command("load")
@@ -31,7 +20,7 @@ def _map_errors(func):
 @click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
-@_map_errors
+@map_errors
 def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, ui, web_port):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 

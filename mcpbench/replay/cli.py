@@ -1,30 +1,18 @@
 """Click commands `replay`, `diff` and `serve-trace`: parse, call the library, report.
 
 Registered by the main CLI (`main.add_command(replay)` etc.). Expected failures
-are `McpbenchError`s, turned into one line and exit status 2 by the main CLI's
-`map_errors`.
+are `McpbenchError`s, turned into one line and exit status 2 by `cliutil.map_errors`.
 """
 
-import functools
 import sys
 from pathlib import Path
 
 import click
 
+from mcpbench.cliutil import map_errors
+
 EXIT_CHANGED = 1
 EXIT_CANNOT_RUN = 2
-
-
-def _mapped(func):
-    """The main CLI's `map_errors`, looked up at call time (no import cycle with mcpbench.cli)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        from mcpbench.cli import map_errors
-
-        return map_errors(func)(*args, **kwargs)
-
-    return wrapper
 
 
 def compare_options(func):
@@ -99,7 +87,7 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--noise-file", type=click.Path(dir_okay=False),
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
 @compare_options
-@_mapped
+@map_errors
 def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file,
            ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
     """Replay the client side of TRACE against TARGET and report every answer that changed.
@@ -158,7 +146,7 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
 @click.argument("trace_a", type=click.Path(dir_okay=False))
 @click.argument("trace_b", type=click.Path(dir_okay=False))
 @compare_options
-@_mapped
+@map_errors
 def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
     """Compare two traces call by call, without any server (sessions paired in order).
 
@@ -187,7 +175,7 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer JSON bodies even where the recording had SSE.")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="Serve only this recorded session's answers. Repeatable.")
-@_mapped
+@map_errors
 def serve_trace(trace, transport, host, port, json_response, sessions):
     """Serve TRACE as a mock MCP server that answers exactly as recorded.
 
