@@ -1,0 +1,762 @@
+"""A mitmproxy addon that records the MCP traffic passing through the proxy as an mcpbench trace.
+
+Load it as any mitmproxy script, in reverse mode or in regular proxy mode (clients then set
+HTTP(S)_PROXY and trust mitmproxy's CA for https upstreams)::
+
+    mitmdump --mode reverse:http://127.0.0.1:8000 -s "$(mcpbench addon-path)" --set mcpbench_out=t.jsonl
+
+`mcpbench record` runs the same addons in-process. The trace has the format of the stdio tee's
+(docs/trace-format.md, HTTP kinds in docs/trace-format-http.md): one `message` event per JSON-RPC
+message with its HTTP context, one `http` event per HTTP exchange, `stream` events when an SSE stream
+opens, ends or breaks, `sse` events for SSE comments and events that carry no message, and
+`violation` and `error` events.
+
+The observed session never breaks:
+
+- A `text/event-stream` response is streamed from `responseheaders` on (mitmproxy buffers bodies by
+  default, which holds back a legacy `/sse` stream entirely). `SseTap` parses each chunk with the
+  protocol core's incremental `SseParser` (a chunk may end anywhere), records what it completes and
+  returns the chunk unchanged. A recorder failure inside the stream callable is logged once and the
+  stream passes on unrecorded.
+- Bodies that are not JSON, broken SSE, disconnects and upstream errors pass through as they are and
+  are recorded as `violation`, `stream` or `error` events. Requests that are not MCP pass untouched
+  and are recorded as `http` events only.
+- Secrets are redacted by the trace writer's `Redactor` (Authorization and cookies by default).
+
+Session keys (the `session` field):
+
+- Streamable HTTP: the request's `Mcp-Session-Id`; for a request without one (`initialize`), the
+  `Mcp-Session-Id` its 2xx response mints; otherwise `conn-<12 hex>`, the first 12 hex digits of
+  mitmproxy's id of the client connection: sessionless traffic (2026-07-28, stateless servers) gets
+  one key per client connection.
+- Legacy HTTP+SSE: taken from the `endpoint` event of `GET /sse` (the URI is opaque): the value of the
+  query's only parameter (`/messages/?session_id=ab12` -> `ab12`), the whole query when it has
+  several, the whole URI when it has none. The stream's events before `endpoint` carry the stream's
+  `conn-…` key. POSTs to that endpoint carry the key, and so do the answers on the stream.
+
+Everything here runs on mitmproxy's event loop, one hook at a time, on the proxy's hot path: per
+request the work is one JSON decode, one session step and a few `os.write`s.
+"""
+
+import asyncio
+import logging
+from collections.abc import Iterator, Sequence
+from urllib.parse import parse_qsl, urlsplit
+
+from mitmproxy import ctx, exceptions
+from mitmproxy import version as mitmproxy_version
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.errors import RemoteProtocolError, TraceError
+from mcpbench.protocol.http import (
+    METHOD,
+    PROTOCOL_VERSION,
+    SESSION_ID,
+    is_event_stream,
+    is_json,
+    method_header_problems,
+    resolve_endpoint,
+)
+from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
+from mcpbench.protocol.sse import SseComment, SseEvent, SseParser, SseTruncated
+from mcpbench.protocol.versions import meta_version
+from mcpbench.trace.format import Kind, now, text_or_b64
+from mcpbench.trace.redact import Redactor
+from mcpbench.trace.writer import TraceWriter, default_trace_path
+
+logger = logging.getLogger(__name__)
+
+STREAMABLE = "streamable-http"
+LEGACY = "sse"
+
+# How much of a body an `http` event keeps (error statuses, bodies that are not JSON) and how much
+# raw input a `violation` keeps: enough to read an error page or see what broke, while a large
+# download does not bloat the trace. Longer bodies are cut and the full size is given.
+MAX_BODY_BYTES = 64 * 1024
+
+# Sessionless key: "conn-" + the first 12 hex digits of mitmproxy's client connection id (a UUID4:
+# 48 random bits, so keys of one recording do not collide in practice).
+CONN_PREFIX = "conn-"
+CONN_ID_HEX = 12
+
+# Lifecycle checks that a per-connection key cannot make: without a session id, a client's
+# `initialize` and its later requests may travel on different connections (the SDK opens a new one
+# after each streamed answer), so on a `conn-…` key these would be false alarms.
+CROSS_CONNECTION_CODES = frozenset({"request-before-initialized", "unexpected-initialized"})
+
+# Distinct header blocks whose redacted form is kept: a few per client and server, times the
+# sessions of a load test; the cache is simply emptied when full.
+HEADER_CACHE_SIZE = 1024
+
+# The label of a trace file written to the default folder (no `mcpbench_out`).
+DEFAULT_LABEL = "http"
+
+
+def conn_key(connection_id: str) -> str:
+    """The session key of sessionless traffic on one client connection."""
+    return CONN_PREFIX + connection_id.replace("-", "")[:CONN_ID_HEX]
+
+
+def legacy_session_key(endpoint: str) -> str:
+    """The session key named by a legacy `endpoint` event's data (an opaque URI).
+
+    `/messages/?session_id=ab12` -> `ab12` (any parameter name); a query with several parameters ->
+    the whole query; no query -> the whole URI.
+    """
+    endpoint = endpoint.strip()
+    query = urlsplit(endpoint).query
+    if not query:
+        return endpoint
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if len(pairs) == 1 and pairs[0][1]:
+        return pairs[0][1]
+    return query
+
+
+def _target(url: str) -> tuple[str, int, str]:
+    """(host, port, path?query) of a URL: what a legacy POST is matched on."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return (parts.hostname or "").lower(), port, path
+
+
+def _json_text(raw: bytes) -> bytes:
+    """`raw` (known JSON) as one line: a pretty-printed body must not split a JSONL line."""
+    if b"\n" in raw or b"\r" in raw:
+        import orjson
+
+        return orjson.dumps(orjson.loads(raw))
+    return raw
+
+
+def _fields(fields: tuple[tuple[bytes, bytes], ...]) -> Iterator[tuple[str, str]]:
+    """Raw header fields as text pairs, read once (mitmproxy's `Headers.get` rescans every field)."""
+    return ((k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for k, v in fields)
+
+
+def _url(request, path: str) -> str:
+    """The request's absolute URL (mitmproxy's `Request.url` rebuilds it at a much higher cost)."""
+    host = request.host
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{request.scheme}://{host}:{request.port}{path}"
+
+
+def _looks_json(body: bytes) -> bool:
+    return body.lstrip()[:1] in (b"{", b"[")
+
+
+def _body_fields(body: bytes, name: str = "body") -> dict:
+    if len(body) <= MAX_BODY_BYTES:
+        return {name: text_or_b64(body)}
+    return {name: text_or_b64(body[:MAX_BODY_BYTES]), f"{name}_size": len(body), f"{name}_truncated": True}
+
+
+class _Exchange:
+    """What the recorder knows about one HTTP exchange (one mitmproxy flow) while it is open."""
+
+    __slots__ = (
+        "flow_id", "conn", "method", "path", "mcp", "session", "transport", "req_headers",
+        "req_content_type", "req_raw", "req_message", "req_ts", "req_problems", "resp_headers", "resp_status",
+        "resp_content_type", "tap",
+    )
+
+    def __init__(self, flow_id: str, conn: str, method: str, path: str) -> None:
+        self.flow_id = flow_id
+        self.conn = conn
+        self.method = method
+        self.path = path
+        self.mcp = False
+        self.session: str | None = None  # None until known (see `Recording.resolve`)
+        self.transport = STREAMABLE
+        self.req_headers: dict[str, str] = {}
+        self.req_content_type: str | None = None
+        # The request body, recorded once the session key is known.
+        self.req_raw: bytes | None = None
+        self.req_message: jsonrpc.Message | None = None
+        self.req_ts = 0.0
+        self.req_problems: list[tuple[str, str, bytes | None]] = []
+        self.resp_headers: dict[str, str] | None = None
+        self.resp_status: int | None = None
+        self.resp_content_type: str | None = None
+        self.tap: "_StreamTap | None" = None
+
+
+class _StreamTap:
+    """The stream callable of one SSE response: parse, record, return the chunk unchanged."""
+
+    __slots__ = ("recording", "exchange", "request", "parser", "events", "size", "started", "closed")
+
+    def __init__(self, recording: "Recording", exchange: _Exchange, request) -> None:
+        self.recording = recording
+        self.exchange = exchange
+        self.request = request  # the stream's request: a legacy endpoint URI is relative to its URL
+        self.parser = SseParser()
+        self.events = 0
+        self.size = 0
+        self.started = False
+        self.closed = False
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if not self.closed:
+            try:
+                self.recording.stream_data(self, chunk)
+            except Exception:  # never break the observed stream
+                self.closed = True
+                logger.exception("mcpbench: recording an SSE stream failed; it passes on unrecorded")
+        return chunk
+
+
+class Recording:
+    """The state shared by the addon classes: the trace writer, sessions, open exchanges.
+
+    Not an addon itself: `SseTap`, `ExchangeRecorder` and `TraceOutput` call into it. Every entry
+    point collects its events and writes them with one `os.write` (`_flush`) before it returns, that
+    is before mitmproxy forwards what was recorded: a request is in the file before the server can
+    have answered it.
+    """
+
+    def __init__(self) -> None:
+        self.writer: TraceWriter | None = None
+        self.settings: tuple | None = None
+        self.sessions: dict[str, Session] = {}
+        self.endpoints: dict[tuple[str, int, str], str] = {}  # legacy POST target -> session key
+        self.exchanges: dict[str, _Exchange] = {}  # open exchanges by flow id
+        self.events_written = 0  # the count of the last writer closed
+        self._lines: list[bytes] = []
+        self._flush_pending = False
+        self._header_cache: dict[tuple, dict[str, str]] = {}
+
+    # ---- the trace file -------------------------------------------------------------------------
+
+    def open(self, out: str, redact: Sequence[str], header: dict) -> None:
+        """Start writing to `out` (the default folder when empty); a no-op when nothing changed.
+
+        Raises:
+            TraceError: the file cannot be created.
+        """
+        settings = (out, tuple(redact))
+        if settings == self.settings and self.writer is not None:
+            return
+        path = out or default_trace_path(DEFAULT_LABEL)
+        writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=Redactor(redact))
+        self.close_writer()
+        self.writer, self.settings = writer, settings
+        self._header_cache.clear()
+        logger.info(f"mcpbench: recording MCP traffic to {writer.path}")
+
+    def close_writer(self) -> None:
+        if self.writer is not None:
+            self._write_now()
+            self.events_written = self.writer.events
+            self.writer.close()
+            self.writer = None
+
+    def _flush(self) -> None:
+        """Write the collected events at the end of this turn of the event loop, with one `os.write`.
+
+        Deferring to `call_soon` coalesces every event of one loop turn (under load, many
+        exchanges) into one write and keeps causal order: the callback runs before the loop next
+        polls its sockets, so before any answer to what was just recorded can be read.
+        """
+        if self._lines and not self._flush_pending:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # called outside the loop (tests driving hooks directly)
+                self._write_now()
+                return
+            self._flush_pending = True
+            loop.call_soon(self._write_now)
+
+    def _write_now(self) -> None:
+        self._flush_pending = False
+        if self._lines and self.writer is not None:
+            lines, self._lines = self._lines, []
+            self.writer.write_lines(lines)
+
+    def _headers(self, headers) -> dict[str, str]:
+        """A mitmproxy `Headers` as a redacted dict with lower-case names, cached by its raw fields.
+
+        Clients and servers repeat the same header blocks; the cache skips decoding and redacting
+        them again. The dicts are shared: nothing may change them.
+        """
+        fields = headers.fields
+        cached = self._header_cache.get(fields)
+        if cached is None:
+            if len(self._header_cache) >= HEADER_CACHE_SIZE:
+                self._header_cache.clear()
+            cached = self._header_cache[fields] = self.writer.redactor.header_pairs(_fields(fields))
+        return cached
+
+    # ---- requests -------------------------------------------------------------------------------
+
+    def request(self, flow) -> None:
+        writer = self.writer
+        if writer is None:
+            return
+        request = flow.request
+        method = request.method
+        ex = _Exchange(flow.id, conn_key(flow.client_conn.id), method, request.path)
+        self.exchanges[flow.id] = ex
+        # One pass over the raw header fields; every lookup below reads this (lower-case) dict.
+        headers = ex.req_headers = self._headers(request.headers)
+        ex.req_content_type = headers.get("content-type")
+        session_id = headers.get(SESSION_ID) or None
+        if method == "POST":
+            legacy = self.endpoints.get((request.host.lower(), request.port, ex.path)) if self.endpoints else None
+            body = request.raw_content or b""
+            if body and "content-encoding" in headers:
+                body = request.get_content(strict=False) or b""
+            if legacy is not None:
+                ex.session, ex.transport = legacy, LEGACY
+            elif session_id is not None:
+                ex.session = session_id
+            ex.mcp = (
+                legacy is not None
+                or session_id is not None
+                or is_json(ex.req_content_type)
+                or PROTOCOL_VERSION in headers
+                or METHOD in headers
+                or _looks_json(body)
+            )
+            if ex.mcp:
+                self._request_body(ex, body, headers)
+        elif method == "GET":
+            # The Streamable HTTP GET stream carries a session; legacy `GET /sse` carries nothing.
+            ex.mcp = session_id is not None or "text/event-stream" in headers.get("accept", "")
+            ex.session = session_id
+        elif method == "DELETE":
+            ex.mcp = session_id is not None
+            ex.session = session_id
+        if ex.session is not None:
+            self._record_request(ex)
+            self._flush()
+
+    def _request_body(self, ex: _Exchange, body: bytes, headers: dict[str, str]) -> None:
+        ex.req_ts = now()
+        if not body:
+            ex.req_problems.append(("empty-body", f"{ex.method} {ex.path} without a body", None))
+            return
+        try:
+            message = jsonrpc.decode(body)
+        except jsonrpc.NotJson as exc:
+            ex.req_problems.append(("not-json", exc.reason, body))
+            return
+        except jsonrpc.InvalidMessage as exc:
+            ex.req_problems.append(("invalid-message", exc.reason, body))
+            return
+        ex.req_raw, ex.req_message = _json_text(body), message
+        if not isinstance(message, jsonrpc.Batch):
+            version = meta_version(getattr(message, "params", None)) or headers.get(PROTOCOL_VERSION)
+            for code, detail in method_header_problems(message, headers, version=version):
+                ex.req_problems.append((code, detail, None))
+
+    def resolve(self, ex: _Exchange, flow) -> str:
+        """The exchange's session key, deciding it now if the request did not name one."""
+        if ex.session is None:
+            response = flow.response
+            minted = None
+            if response is not None and 200 <= response.status_code < 300:
+                minted = self._resp_headers(ex, response).get(SESSION_ID)
+            ex.session = minted or ex.conn
+            self._record_request(ex)
+        return ex.session
+
+    def _record_request(self, ex: _Exchange) -> None:
+        """Record the request's message and problems, now that its session key is known."""
+        if not ex.mcp:
+            return
+        ts = ex.req_ts
+        for code, detail, raw in ex.req_problems:
+            self._violation(ex, C2S, ts, code, detail, raw)
+        ex.req_problems = []
+        message = ex.req_message
+        if message is None:
+            return
+        extra = {
+            "flow": ex.flow_id,
+            "http": {"method": ex.method, "path": ex.path, "content_type": ex.req_content_type, "headers": ex.req_headers},
+        }
+        if ex.transport != STREAMABLE:
+            extra["transport"] = ex.transport
+        self._lines.append(self.writer.encode_message(ex.session, C2S.value, ex.req_raw, ts, extra))
+        ex.req_message = ex.req_raw = None
+        self._observe(ex, C2S, message, ts)
+
+    # ---- responses ------------------------------------------------------------------------------
+
+    def response_headers(self, flow) -> None:
+        """Install the SSE tap on an event-stream response (before its body flows, or it is buffered)."""
+        ex = self.exchanges.get(flow.id)
+        if ex is None:
+            return
+        response = flow.response
+        headers = self._resp_headers(ex, response)
+        if not is_event_stream(ex.resp_content_type):
+            return
+        ex.mcp = True
+        if ex.method == "GET" and ex.session is None:
+            ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
+        self.resolve(ex, flow)
+        tap = _StreamTap(self, ex, flow.request)
+        ex.tap = tap
+        response.stream = tap
+        # Not flushed here: the first chunk (or any other exchange) writes it moments later.
+        self._event(
+            ex, Kind.STREAM, None, now(), event="open", conn=ex.conn, method=ex.method, path=ex.path,
+            status=ex.resp_status, content_type=ex.resp_content_type, headers=headers,
+        )
+
+    def stream_data(self, tap: _StreamTap, chunk: bytes) -> None:
+        ts = now()
+        tap.started = True
+        tap.size += len(chunk)
+        ex = tap.exchange
+        try:
+            events = tap.parser.feed(chunk)
+        except RemoteProtocolError as exc:
+            tap.closed = True
+            self._violation(ex, S2C, ts, "sse-line-too-long", str(exc), None)
+            events = []
+        for item in events:
+            if type(item) is SseEvent:
+                tap.events += 1
+                self._sse_event(tap, item, ts)
+            elif type(item) is SseComment:
+                self._event(ex, Kind.SSE, S2C, ts, comment=item.text)
+            elif type(item) is SseTruncated:
+                self._violation(ex, S2C, ts, "sse-truncated", "the stream ended inside an SSE event", item.pending)
+        if chunk:
+            self._flush()
+        else:  # the end: the `response` hook follows at once and writes this with the `http` event
+            tap.closed = True
+            self._event(ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path, events=tap.events, bytes=tap.size)
+
+    def _sse_event(self, tap: _StreamTap, item: SseEvent, ts: float) -> None:
+        ex = tap.exchange
+        kind, data = item.event, item.data
+        if data and (kind is None or kind == "message"):
+            raw = data.encode()
+            try:
+                message = jsonrpc.decode(raw)
+            except jsonrpc.NotJson as exc:
+                self._violation(ex, S2C, ts, "not-json", exc.reason, raw)
+                return
+            except jsonrpc.InvalidMessage as exc:
+                self._violation(ex, S2C, ts, "invalid-message", exc.reason, raw)
+                return
+            sse = {"event": kind} if item.id is None else {"event": kind, "id": item.id}
+            self._response_message(ex, _json_text(raw), message, ts, sse)
+            return
+        fields: dict = {"event": kind}
+        if item.id is not None:
+            fields["id"] = item.id
+        if item.retry is not None:
+            fields["retry"] = item.retry
+        if data is not None:
+            fields["data"] = data
+        if kind == "endpoint" and data:
+            url = resolve_endpoint(tap.request.url, data)
+            key = legacy_session_key(data)
+            self.endpoints[_target(url)] = key
+            fields["endpoint"] = url
+            fields["conn_session"] = ex.session
+            ex.session, ex.transport = key, LEGACY
+        self._event(ex, Kind.SSE, S2C, ts, **fields)
+
+    def response(self, flow) -> None:
+        ex = self.exchanges.pop(flow.id, None)
+        if ex is None:
+            return
+        response = flow.response
+        self._resp_headers(ex, response)
+        self.resolve(ex, flow)
+        tap = ex.tap
+        fields: dict = {}
+        if tap is not None:
+            if not tap.started:  # the body ended with the headers: mitmproxy never called the tap
+                tap(response.get_content(strict=False) or b"")
+                tap(b"")
+        else:
+            body = response.get_content(strict=False) or b""
+            recorded = bool(body) and ex.mcp and self._response_body(ex, body)
+            if body and (not recorded or response.status_code >= 400):
+                fields = _body_fields(body)
+        self._http(ex, flow, fields)
+        self._end(ex, response.status_code)
+        self._flush()
+
+    def _response_body(self, ex: _Exchange, body: bytes) -> bool:
+        """Record a buffered body's JSON-RPC message; False when it holds none."""
+        json_type = is_json(ex.resp_content_type)
+        if not (json_type or _looks_json(body)):
+            return False
+        ts = now()
+        try:
+            message = jsonrpc.decode(body)
+        except jsonrpc.NotJson as exc:
+            if json_type:
+                self._violation(ex, S2C, ts, "not-json", f"{ex.resp_content_type} body: {exc.reason}", body)
+            return False
+        except jsonrpc.InvalidMessage as exc:
+            self._violation(ex, S2C, ts, "invalid-message", exc.reason, body)
+            return False
+        self._response_message(ex, _json_text(body), message, ts, None)
+        return True
+
+    def _response_message(self, ex: _Exchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
+        http = {
+            "method": ex.method,
+            "path": ex.path,
+            "status": ex.resp_status,
+            "content_type": ex.resp_content_type,
+            "headers": ex.resp_headers,
+        }
+        extra: dict = {"flow": ex.flow_id, "http": http}
+        if sse is not None:
+            extra["sse"] = sse
+        if ex.transport != STREAMABLE:
+            extra["transport"] = ex.transport
+        self._lines.append(self.writer.encode_message(ex.session, S2C.value, raw, ts, extra))
+        self._observe(ex, S2C, message, ts)
+
+    def _resp_headers(self, ex: _Exchange, response) -> dict[str, str]:
+        if ex.resp_headers is None:
+            headers = ex.resp_headers = self._headers(response.headers)
+            ex.resp_status = response.status_code
+            ex.resp_content_type = headers.get("content-type")
+        return ex.resp_headers
+
+    # ---- failures and endings -------------------------------------------------------------------
+
+    def stream_error(self, flow) -> None:
+        ex = self.exchanges.get(flow.id)
+        if ex is None or ex.tap is None or ex.tap.closed:
+            return
+        tap = ex.tap
+        tap.closed = True
+        detail = flow.error.msg if flow.error else "stream broken"
+        self._event(
+            ex, Kind.STREAM, None, now(), event="error", conn=ex.conn, method=ex.method, path=ex.path,
+            events=tap.events, bytes=tap.size, error=detail,
+        )
+
+    def error(self, flow) -> None:
+        ex = self.exchanges.pop(flow.id, None)
+        if ex is None:
+            return
+        if flow.response is not None:
+            self._resp_headers(ex, flow.response)
+        self.resolve(ex, flow)
+        detail = flow.error.msg if flow.error else "unknown error"
+        if ex.tap is None:
+            self._event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
+        self._http(ex, flow, {"error": detail})
+        self._end(ex, ex.resp_status)
+        self._flush()
+
+    def _end(self, ex: _Exchange, status: int | None) -> None:
+        """Session endings: a DELETE that succeeded, a legacy stream that ended."""
+        if not ex.mcp:
+            return
+        if ex.method == "DELETE" and status is not None and 200 <= status < 300:
+            self._close_session(ex, ex.session, keep=True)
+        elif ex.method == "GET" and ex.transport == LEGACY and ex.tap is not None:
+            self._close_session(ex, ex.session, keep=False)
+            for target in [t for t, key in self.endpoints.items() if key == ex.session]:
+                del self.endpoints[target]
+
+    def client_disconnected(self, client) -> None:
+        key = conn_key(client.id)
+        if key in self.sessions and self.writer is not None:
+            self._close_session(None, key, keep=False)
+            self._flush()
+
+    def _close_session(self, ex: _Exchange | None, key: str, *, keep: bool) -> None:
+        """Close a session (violations only); `keep` it to flag messages that come after."""
+        session = self.sessions.get(key) if keep else self.sessions.pop(key, None)
+        if session is None:
+            return
+        for item in session.close():
+            if type(item) is Violation:
+                self._session_violation(ex, key, item, now())
+
+    def done(self) -> None:
+        """The proxy is stopping: end open streams and exchanges, close every session."""
+        if self.writer is None:
+            return
+        ts = now()
+        for ex in list(self.exchanges.values()):
+            if ex.session is None:
+                ex.session = ex.conn
+                self._record_request(ex)
+            if ex.tap is not None and not ex.tap.closed:
+                ex.tap.closed = True
+                self._event(
+                    ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path,
+                    events=ex.tap.events, bytes=ex.tap.size, reason="proxy stopped",
+                )
+            elif ex.mcp:
+                self._event(
+                    ex, Kind.ERROR, None, ts, detail="the proxy stopped before the exchange ended",
+                    conn=ex.conn, method=ex.method, path=ex.path,
+                )
+        self.exchanges.clear()
+        for key in list(self.sessions):
+            self._close_session(None, key, keep=False)
+        self.endpoints.clear()
+        self._write_now()
+
+    # ---- events ---------------------------------------------------------------------------------
+
+    def _observe(self, ex: _Exchange, direction: Direction, message, ts: float) -> None:
+        session = self.sessions.get(ex.session)
+        if session is None:
+            session = self.sessions[ex.session] = Session()
+        conn_keyed = ex.session.startswith(CONN_PREFIX)
+        for item in session.observe(direction, message, ts):
+            if type(item) is Violation and not (conn_keyed and item.code in CROSS_CONNECTION_CODES):
+                self._session_violation(ex, ex.session, item, ts)
+
+    def _session_violation(self, ex: _Exchange | None, key: str, item: Violation, ts: float) -> None:
+        event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}
+        if ex is not None:
+            event["flow"] = ex.flow_id
+            if ex.transport != STREAMABLE:
+                event["transport"] = ex.transport
+        event["code"], event["detail"] = item.code, item.detail
+        self._lines.append(self.writer.encode(event))
+
+    def _violation(self, ex: _Exchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
+        fields = {"code": code, "detail": detail}
+        if raw is not None:
+            fields.update(_body_fields(raw, "raw"))
+        self._event(ex, Kind.VIOLATION, direction, ts, **fields)
+
+    def _event(self, ex: _Exchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
+        event = {"ts": ts, "session": ex.session, "dir": direction.value if direction else None, "kind": kind, "flow": ex.flow_id}
+        if ex.transport != STREAMABLE:
+            event["transport"] = ex.transport
+        event.update(fields)
+        self._lines.append(self.writer.encode(event))
+
+    def _http(self, ex: _Exchange, flow, fields: dict) -> None:
+        request, response = flow.request, flow.response
+        event = {
+            "ts": now(),
+            "session": ex.session if ex.mcp else None,
+            "dir": None,
+            "kind": Kind.HTTP,
+            "flow": ex.flow_id,
+            "conn": ex.conn,
+            "mcp": ex.mcp,
+            "method": ex.method,
+            "url": _url(request, ex.path),
+            "path": ex.path,
+            "http_version": request.http_version,
+            "request_content_type": ex.req_content_type,
+            "request_headers": ex.req_headers,
+            "request_size": len(request.raw_content or b""),
+            "started": round(request.timestamp_start, 6),
+            "status": ex.resp_status,
+        }
+        if ex.mcp and ex.transport != STREAMABLE:
+            event["transport"] = ex.transport
+        if response is not None:
+            event["reason"] = response.reason
+            event["content_type"] = ex.resp_content_type
+            event["response_headers"] = ex.resp_headers
+            if response.timestamp_start:
+                event["responded"] = round(response.timestamp_start, 6)
+            if response.timestamp_end:
+                event["ended"] = round(response.timestamp_end, 6)
+            if ex.tap is not None:
+                event["streamed"] = True
+                event["response_size"] = ex.tap.size
+            else:
+                event["response_size"] = len(response.raw_content or b"")
+        event.update(fields)
+        self._lines.append(self.writer.encode(event))
+
+
+# ---- the addons ---------------------------------------------------------------------------------
+
+
+class TraceOutput:
+    """Options and the trace file: opened in `configure`, closed last in `done`."""
+
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
+
+    def load(self, loader) -> None:
+        loader.add_option(
+            "mcpbench_out", str, "",
+            "mcpbench: the trace file to write (JSON Lines); empty: results/traces/<time>-http.jsonl.",
+        )
+        loader.add_option(
+            "mcpbench_redact", Sequence[str], [],
+            "mcpbench: also redact this header / JSON key (a name) or JSON path (a.b.*.c). Repeatable.",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        if "mcpbench_out" not in updated and "mcpbench_redact" not in updated:
+            return
+        modes = list(ctx.options.mode)
+        header = {"recorder": "mitmproxy", "mitmproxy": mitmproxy_version.VERSION, "mode": modes}
+        upstreams = [mode.split(":", 1)[1] for mode in modes if mode.startswith("reverse:")]
+        if upstreams:  # what the trace header names for a tee's command (docs/trace-format.md)
+            header["upstream"] = upstreams[0] if len(upstreams) == 1 else upstreams
+        try:
+            self.recording.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
+        except TraceError as exc:
+            raise exceptions.OptionsError(str(exc)) from None
+
+    def done(self) -> None:
+        self.recording.close_writer()
+
+
+class SseTap:
+    """Streams every `text/event-stream` response through a recording callable, never buffering it."""
+
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
+
+    def responseheaders(self, flow) -> None:
+        self.recording.response_headers(flow)
+
+    def error(self, flow) -> None:
+        self.recording.stream_error(flow)
+
+
+class ExchangeRecorder:
+    """Records each HTTP exchange: the request's message, a buffered answer, the `http` event."""
+
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
+
+    def request(self, flow) -> None:
+        self.recording.request(flow)
+
+    def response(self, flow) -> None:
+        self.recording.response(flow)
+
+    def error(self, flow) -> None:
+        self.recording.error(flow)
+
+    def client_disconnected(self, client) -> None:
+        self.recording.client_disconnected(client)
+
+    def done(self) -> None:
+        self.recording.done()
+
+
+def make_addons() -> list:
+    """A fresh set of the addons, sharing one `Recording`; `TraceOutput` last, so it closes last."""
+    recording = Recording()
+    return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording)]
+
+
+addons = make_addons()

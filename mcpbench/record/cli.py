@@ -1,0 +1,69 @@
+"""`mcpbench record`, `mcpbench addon-path`, `mcpbench export`: thin commands over `mcpbench.record`.
+
+Registered in the main group by `mcpbench.cli`. mitmproxy is imported only inside `record`.
+"""
+
+import sys
+
+import click
+
+from mcpbench.cliutil import map_errors
+
+
+@click.command()
+@click.option("--upstream", required=True, metavar="URL", help="The HTTP MCP server, e.g. http://127.0.0.1:8000/mcp.")
+@click.option("--listen", default="127.0.0.1:8081", show_default=True, metavar="HOST:PORT", help="Where clients connect (port 0: any free port).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<upstream>.jsonl).")
+@click.option(
+    "--redact", multiple=True, metavar="NAME|PATH",
+    help="Also redact this header / JSON key (name) or JSON path (a.b.*.c). Repeatable.",
+)
+@map_errors
+def record(upstream, listen, out, redact):
+    """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
+
+    Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
+    legacy HTTP+SSE; SSE passes through unbuffered. Ctrl-C stops it with the trace complete.
+
+    Example: mcpbench record --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8081 --out s.jsonl
+    """
+    from mcpbench.record.proxy import run_record
+
+    run_record(upstream, listen=listen, out=out, redact=redact)
+
+
+@click.command("addon-path")
+def addon_path():
+    """Print the absolute path of the mitmproxy addon, for mitmdump/mitmproxy/mitmweb -s.
+
+    Options: --set mcpbench_out=FILE (trace file), --set mcpbench_redact=NAME (repeatable).
+
+    Example: mitmdump --mode reverse:http://127.0.0.1:8000 -s "$(mcpbench addon-path)" --set mcpbench_out=s.jsonl
+    """
+    from mcpbench.record import ADDON_PATH
+
+    click.echo(str(ADDON_PATH))
+
+
+@click.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--har", "har", is_flag=True, help="Write HAR 1.2 (opens in a browser's network panel).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False, writable=True), help="Write to this file instead of stdout.")
+@map_errors
+def export(trace, har, out):
+    """Export an HTTP TRACE (recorded by `mcpbench record` or the addon) in another format.
+
+    Example: mcpbench export --har results/traces/session.jsonl > session.har
+    """
+    if not har:
+        raise click.UsageError("choose a format: --har")
+    from mcpbench.record.har import export_har
+
+    data = export_har(trace)
+    if out:
+        with open(out, "wb") as handle:
+            handle.write(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+

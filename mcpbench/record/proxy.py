@@ -1,0 +1,163 @@
+"""`mcpbench record`: mitmproxy's reverse mode, in-process, with the recording addon.
+
+    path = run_record("http://127.0.0.1:8000/mcp", listen="127.0.0.1:8081", out="t.jsonl")
+
+runs until SIGINT or SIGTERM (Ctrl-C), then lets mitmproxy's `done` hooks end open streams and
+close the trace, so the file is complete. mitmproxy is imported only when a recording starts.
+"""
+
+import asyncio
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mcpbench.protocol.errors import TargetError, TraceError
+
+DEFAULT_LISTEN = "127.0.0.1:8081"
+
+# How long the start-up probe of the upstream may take: it only decides whether to warn.
+PROBE_TIMEOUT = 1.0
+
+
+def parse_upstream(url: str) -> tuple[str, str]:
+    """`http://host:port/mcp` -> (`http://host:port`, `/mcp`): mitmproxy's reverse spec takes no path.
+
+    Raises:
+        TargetError: not an http(s) URL with a host.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TargetError(f"--upstream {url!r}: expected an http:// or https:// URL, such as http://127.0.0.1:8000/mcp")
+    try:
+        port = parts.port
+    except ValueError:
+        raise TargetError(f"--upstream {url!r}: bad port") from None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    spec = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+    path = parts.path if parts.path not in ("", "/") else ""
+    if parts.query:
+        path += "?" + parts.query
+    return spec, path
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """`127.0.0.1:8081` -> (`127.0.0.1`, 8081); `[::1]:8081` for IPv6; port 0 picks a free one.
+
+    Raises:
+        TargetError: not HOST:PORT.
+    """
+    host, colon, port = listen.strip().rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise TargetError(f"--listen {listen!r}: expected HOST:PORT, such as {DEFAULT_LISTEN}")
+    return host.strip("[]"), int(port)
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail early, with one line, when the listen address is taken (mitmproxy would only log it)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise TargetError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def _probe(spec: str) -> str | None:
+    """Why the upstream cannot be reached right now, or None (a warning only: it may start later)."""
+    parts = urlsplit(spec)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=PROBE_TIMEOUT):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+class _Announce:
+    """Says where clients should connect once mitmproxy listens (port 0 is known only then)."""
+
+    def __init__(self, path: str, on_ready: Callable[[str], None]) -> None:
+        self.path = path
+        self.on_ready = on_ready
+
+    def running(self) -> None:
+        from mitmproxy import ctx
+
+        server = ctx.master.addons.get("proxyserver")
+        host, port = server.listen_addrs()[0][:2]
+        host = f"[{host}]" if ":" in host else host
+        self.on_ready(f"http://{host}:{port}{self.path}")
+
+
+def _default_ready(url: str) -> None:
+    print(url, flush=True)
+    print(f"mcpbench: point clients at {url} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
+
+
+async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready) -> int:
+    from mitmproxy import exceptions, options
+    from mitmproxy.addons import termlog
+    from mitmproxy.tools.dump import DumpMaster
+
+    from mcpbench.record.addon import make_addons
+
+    opts = options.Options(mode=[f"reverse:{spec}"], listen_host=host, listen_port=port)
+    master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+    master.addons.add(termlog.TermLog(out=sys.stderr))  # mitmproxy's own warnings, on stderr
+    opts.update(termlog_verbosity="warn")
+    recording_addons = make_addons()
+    master.addons.add(*recording_addons, _Announce(path, on_ready))
+    try:
+        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact))
+    except exceptions.OptionsError as exc:
+        raise TraceError(str(exc)) from None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, master.shutdown)
+    try:
+        await master.run()
+    except SystemExit:
+        raise TargetError(f"mitmproxy could not start on {host}:{port} (see its errors above)") from None
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return recording_addons[0].recording.events_written
+
+
+def run_record(
+    upstream: str,
+    *,
+    listen: str = DEFAULT_LISTEN,
+    out: str | None = None,
+    redact: Sequence[str] = (),
+    on_ready: Callable[[str], None] | None = None,
+) -> Path:
+    """Reverse-proxy `listen` to `upstream`, recording to `out`, until SIGINT/SIGTERM.
+
+    `on_ready` gets the URL clients should use (default: print it on stdout, and a hint on stderr).
+
+    Returns:
+        The trace file, complete.
+
+    Raises:
+        TargetError: bad `upstream`/`listen`, or the listen address is taken.
+        TraceError: the trace file cannot be created.
+    """
+    from mcpbench.trace.writer import default_trace_path
+
+    spec, path = parse_upstream(upstream)
+    host, port = parse_listen(listen)
+    _check_listen(host, port)
+    trace = Path(out) if out else default_trace_path(urlsplit(spec).netloc)
+    if problem := _probe(spec):
+        print(f"mcpbench: warning: {spec} does not answer now ({problem}); recording anyway", file=sys.stderr, flush=True)
+    print(f"mcpbench: recording {spec}{path} to {trace}", file=sys.stderr, flush=True)
+    events = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready))
+    print(f"mcpbench: wrote {events} events to {trace}", file=sys.stderr, flush=True)
+    return trace

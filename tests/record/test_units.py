@@ -1,0 +1,185 @@
+"""The addon's hooks driven directly (mitmproxy's test flows), HAR export, and the commands."""
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from mitmproxy import http
+from mitmproxy.test import taddons, tflow
+
+from mcpbench.record import ADDON_PATH
+from mcpbench.record.addon import conn_key, legacy_session_key, make_addons
+from mcpbench.record.cli import addon_path, export
+from mcpbench.record.har import to_har
+from mcpbench.record.proxy import parse_listen, parse_upstream
+from mcpbench.protocol.errors import TargetError
+from mcpbench.trace.reader import read_trace
+from tests.support.servers import REPO_ROOT, free_port, reference_server, stop_process
+
+SSE_BODY = (
+    b": ping - 2026-12-02 09:39:06\r\n\r\n"
+    b"id: 0\r\ndata:\r\n\r\n"  # a priming event: no message
+    b"event: message\r\nid: 1\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p\",\"progress\":1}}\r\n\r\n"
+    b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[]}}\r\n\r\n"
+)
+REQUEST = (
+    b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","_meta":{"progressToken":"p",'
+    b'"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "key"),
+    [
+        ("/messages/?session_id=ab12", "ab12"),
+        ("/messages?sessionId=XY", "XY"),
+        ("http://h:1/m?sid=1&x=2", "sid=1&x=2"),
+        ("/messages/abc", "/messages/abc"),
+        ("  /m?token=t  ", "t"),
+    ],
+)
+def test_legacy_session_key(endpoint: str, key: str) -> None:
+    assert legacy_session_key(endpoint) == key
+
+
+def test_conn_key() -> None:
+    assert conn_key("9fcd75a7-eca7-4c1b-9d2e-000000000000") == "conn-9fcd75a7eca7"
+
+
+def test_parse_upstream_and_listen() -> None:
+    assert parse_upstream("http://127.0.0.1:8000/mcp") == ("http://127.0.0.1:8000", "/mcp")
+    assert parse_upstream("https://example.org") == ("https://example.org", "")
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_listen("[::1]:8081") == ("::1", 8081)
+    for bad in ("ftp://x", "127.0.0.1:8000"):
+        with pytest.raises(TargetError):
+            parse_upstream(bad)
+    with pytest.raises(TargetError):
+        parse_listen("8081")
+
+
+def _record(tmp_path: Path, chunks: list[bytes]) -> list[dict]:
+    """Run one streamed POST through the hooks, the body cut into `chunks`; the trace's events."""
+    out = tmp_path / f"{len(chunks)}.jsonl"
+    addons = make_addons()
+    tap, exchange, output = addons
+    with taddons.context(*addons) as tctx:
+        tctx.configure(output, mcpbench_out=str(out))
+        flow = tflow.tflow()
+        flow.request = http.Request.make(
+            "POST", "http://127.0.0.1:8000/mcp", REQUEST,
+            {"content-type": "application/json", "mcp-session-id": "s1", "authorization": "Bearer hidden",
+             "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "slow"},
+        )
+        exchange.request(flow)
+        flow.response = http.Response.make(200, b"", {"content-type": "text/event-stream", "mcp-session-id": "s1"})
+        tap.responseheaders(flow)
+        for chunk in chunks:
+            assert flow.response.stream(chunk) == chunk  # passed on unchanged
+        flow.response.stream(b"")
+        exchange.response(flow)
+        exchange.done()
+        output.done()
+    return list(read_trace(out))
+
+
+def _shape(events: list[dict]) -> list[tuple]:
+    return [(e["kind"], e.get("dir"), e.get("msg"), e.get("comment"), e.get("id"), e.get("sse"), e.get("code")) for e in events[1:]]
+
+
+def test_sse_chunks_split_anywhere(tmp_path: Path) -> None:
+    whole = _record(tmp_path, [SSE_BODY])
+    bytewise = _record(tmp_path, [SSE_BODY[i : i + 1] for i in range(len(SSE_BODY))])
+    assert _shape(whole) == _shape(bytewise)
+    kinds = [e["kind"] for e in whole[1:]]
+    assert kinds == ["message", "stream", "sse", "sse", "message", "message", "stream", "http"]
+    assert whole[1]["session"] == "s1" and whole[1]["http"]["headers"]["authorization"].startswith("redacted:")
+    assert whole[5]["sse"] == {"event": "message", "id": "1"}
+    assert whole[-2]["event"] == "close" and whole[-2]["events"] == 3 and whole[-2]["bytes"] == len(SSE_BODY)
+    assert not [e for e in whole if e["kind"] == "violation"]
+
+
+def test_truncated_sse_is_a_violation(tmp_path: Path) -> None:
+    events = _record(tmp_path, [SSE_BODY + b"event: message\r\ndata: {\"jsonrpc\""])
+    broken = [e for e in events if e["kind"] == "violation"]
+    assert [e["code"] for e in broken] == ["sse-truncated"] and "jsonrpc" in broken[0]["raw"]
+
+
+def test_har_export(tmp_path: Path) -> None:
+    events = _record(tmp_path, [SSE_BODY])
+    har = to_har(iter(events))["log"]
+    assert har["version"] == "1.2" and len(har["entries"]) == 1
+    entry = har["entries"][0]
+    assert entry["request"]["method"] == "POST" and orjson.loads(entry["request"]["postData"]["text"])["id"] == 7
+    text = entry["response"]["content"]["text"]
+    assert text.count("event: message") == 2 and ": ping" in text and entry["response"]["status"] == 200
+    assert entry["_mcpbench"]["session"] == "s1"
+    trace = tmp_path / "1.jsonl"
+    result = CliRunner().invoke(export, ["--har", str(trace)])
+    assert result.exit_code == 0 and orjson.loads(result.stdout_bytes)["log"]["entries"]
+
+
+def test_export_needs_a_format_and_a_readable_trace(tmp_path: Path) -> None:
+    assert CliRunner().invoke(export, [str(tmp_path / "x.jsonl")]).exit_code == 2
+    result = CliRunner().invoke(export, ["--har", str(tmp_path / "missing.jsonl")])
+    assert result.exit_code == 2 and "cannot read trace" in result.output
+
+
+def test_addon_path() -> None:
+    result = CliRunner().invoke(addon_path)
+    assert result.exit_code == 0 and Path(result.output.strip()) == ADDON_PATH and ADDON_PATH.is_file()
+
+
+def test_record_command(tmp_path: Path) -> None:
+    """`mcpbench record` prints the URL to use; Ctrl-C ends it with the trace complete."""
+    import anyio
+    from mcp import Client
+
+    out = tmp_path / "t.jsonl"
+    with reference_server("streamable-http") as server:
+        argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", server.url,
+                "--listen", f"127.0.0.1:{free_port()}", "--out", str(out)]
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            url = proc.stdout.readline().decode().strip()  # printed once mitmproxy listens
+            assert url.endswith("/mcp"), proc.stderr.read()
+
+            async def main():
+                with anyio.fail_after(30):
+                    async with Client(url, mode="legacy") as client:
+                        return (await client.call_tool("echo", {"text": "hi"})).content[0].text
+
+            assert anyio.run(main) == "hi"
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(15) == 0
+            assert b"wrote" in proc.stderr.read()
+        finally:
+            stop_process(proc)
+    events = list(read_trace(out))
+    assert any(e["kind"] == "message" and e["msg"].get("method") == "tools/call" for e in events)
+    assert any(e["kind"] == "http" and e["method"] == "DELETE" for e in events)
+
+
+def test_record_command_rejects_a_bad_upstream() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcpbench", "record", "--upstream", "ftp://x"],
+        cwd=REPO_ROOT, capture_output=True, timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1 and b"Traceback" not in proc.stderr
+
+
+def test_method_header_problems() -> None:
+    from mcpbench.protocol.http import method_header_problems
+    from mcpbench.protocol.jsonrpc import Request
+
+    call = Request(id=1, method="tools/call", params={"name": "echo"})
+    assert method_header_problems(call, {"mcp-method": "tools/call", "mcp-name": "echo"}, version="2026-07-28") == []
+    assert [c for c, _ in method_header_problems(call, {}, version="2026-07-28")] == ["missing-method-header", "missing-name-header"]
+    assert method_header_problems(call, {}, version="2025-11-25") == []
+    assert [c for c, _ in method_header_problems(call, {"mcp-method": "tools/list", "mcp-name": "x"}, version=None)] == [
+        "method-header-mismatch", "name-header-mismatch"
+    ]
