@@ -103,9 +103,10 @@ def _register() -> None:
     # Each capability owns its commands; they import their heavy parts lazily.
     from mcpbench.lab.cli import lab
     from mcpbench.load.cli import load
+    from mcpbench.record.cli import addon_path, export, record
     from mcpbench.replay.cli import diff, replay, serve_trace
 
-    for command in (lab, replay, diff, serve_trace, load):
+    for command in (lab, record, addon_path, export, replay, diff, serve_trace, load):
         main.add_command(command)
 
 

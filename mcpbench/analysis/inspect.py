@@ -166,8 +166,14 @@ def _take(report: SessionReport, event: dict[str, Any]) -> None:
         status = event.get("status")
         if status is not None and status >= 400:
             report.entries.append(Entry(ts, direction, "http", f"{event.get('method')} {event.get('path')}", outcome=str(status)))
-    elif kind in (Kind.ERROR, Kind.STREAM):
-        report.entries.append(Entry(ts, direction, kind, event.get("event") or event.get("code") or kind, detail=event.get("detail", "")))
+    elif kind == Kind.STREAM:
+        step = event.get("event", "?")
+        if event.get("method") == "POST" and step in ("open", "close"):
+            return  # one per SSE answer: the request line already shows it
+        name = f"{event.get('method', '')} {event.get('path', '')} stream {step}".strip()
+        report.entries.append(Entry(ts, direction, kind, name, detail=event.get("error") or event.get("reason") or ""))
+    elif kind == Kind.ERROR:
+        report.entries.append(Entry(ts, direction, kind, event.get("code") or kind, detail=event.get("detail") or event.get("error") or ""))
 
 
 def _message(report: SessionReport, message: jsonrpc.Message, direction: Direction, ts: float) -> None:
@@ -216,6 +222,8 @@ def render(report: Report) -> str:
                 lines.append(f"  {at}   stderr: {entry.detail[:160]}")
             elif entry.kind == "process":
                 lines.append(f"  {at}   process {entry.name}: {entry.detail}")
+            elif entry.kind == "stream":
+                lines.append(f"  {at}   {entry.name}" + (f": {entry.detail}" if entry.detail else ""))
             else:
                 lines.append(f"  {at} {arrow} {entry.kind} {entry.name} {entry.outcome} {entry.detail}".rstrip())
         outcomes = Counter(e.outcome for e in calls)

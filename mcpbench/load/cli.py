@@ -62,6 +62,3 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     click.echo(f"mcpbench: results in {result.out_dir}")
     sys.exit(result.exit_code)
 
-
-if __name__ == "__main__":  # `python -m mcpbench.load.cli …` until the command is registered in mcpbench.cli
-    load()

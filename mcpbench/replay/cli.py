@@ -191,4 +191,3 @@ def serve_trace(trace, transport, host, port, json_response, sessions):
     serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response)
 
 
-COMMANDS = (replay, diff, serve_trace)

@@ -107,21 +107,24 @@ class TraceWriter:
         `raw` must already be known to be valid JSON (the caller decoded it); it
         is spliced into the line unchanged, so the trace keeps the bytes as sent
         (key order, number spelling) and the hot path needs no re-encoding.
+        Whitespace around it, if any, is valid JSON inside the line too.
         `obj`, the parsed value, is only needed when JSON redaction rules exist.
         """
         if self.redactor.touches_json:
             redacted, changed = self.redactor.json(obj if obj is not None else orjson.loads(raw))
             if changed:
                 raw = orjson.dumps(redacted)
+        if b"\n" in raw or b"\r" in raw:  # pretty-printed (an HTTP body): one line it must be
+            raw = orjson.dumps(orjson.loads(raw))
         if extra:
             head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
-            return orjson.dumps(head | extra)[:-1] + b',"msg":' + raw.strip() + b"}\n"
+            return orjson.dumps(head | extra)[:-1] + b',"msg":' + raw + b"}\n"
         # The hot path (the tee): everything but ts is the same for a session and direction.
         prefix = self._prefixes.get((session, direction))
         if prefix is None:
             fields = orjson.dumps({"session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE})
             prefix = self._prefixes[(session, direction)] = (b'{"v":%d,"ts":' % FORMAT_VERSION, b"," + fields[1:-1] + b',"msg":')
-        return b"%s%s%s%s}\n" % (prefix[0], orjson.dumps(ts), prefix[1], raw.strip())
+        return b"%s%s%s%s}\n" % (prefix[0], orjson.dumps(ts), prefix[1], raw)
 
     def write(self, event: dict[str, Any]) -> None:
         """Write one event (see `encode`)."""

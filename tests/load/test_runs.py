@@ -34,7 +34,7 @@ mix:
 
 
 def load_cmd(*args) -> list[str]:
-    return [sys.executable, "-m", "mcpbench.load.cli", *map(str, args)]
+    return [sys.executable, "-m", "mcpbench", "load", *map(str, args)]
 
 
 def run_load(tmp_path: Path, scenario: str, *args, timeout: float = RUN_TIMEOUT) -> tuple[subprocess.CompletedProcess, Path]:

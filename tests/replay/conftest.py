@@ -97,7 +97,7 @@ def variant_target(mode: str) -> str:
 
 
 def cli(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess:
-    """Run `python -m mcpbench.replay ARGS` (the commands as the main CLI registers them)."""
+    """Run `python -m mcpbench ARGS`."""
     return subprocess.run(
-        [sys.executable, "-m", "mcpbench.replay", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "mcpbench", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
     )

@@ -27,7 +27,7 @@ TIMEOUT = 30.0
 def mock_server(trace: Path, transport: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcpbench.replay", "serve-trace", str(trace), "--transport", transport, "--port", str(port)],
+        [sys.executable, "-m", "mcpbench", "serve-trace", str(trace), "--transport", transport, "--port", str(port)],
         cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -64,7 +64,7 @@ async def check_client(target: Any, mode: str) -> None:
 def test_sdk_client_gets_the_recorded_answers(recordings, transport, mode):
     trace = recordings[mode]
     if transport == "stdio":
-        argv = [sys.executable, "-m", "mcpbench.replay", "serve-trace", str(trace)]
+        argv = [sys.executable, "-m", "mcpbench", "serve-trace", str(trace)]
         anyio.run(check_client, stdio_params(argv), mode)
         return
     with mock_server(trace, transport) as url:
