@@ -161,6 +161,27 @@ def from_obj(obj: Any) -> Message:
     Raises:
         InvalidMessage: with the reason the value is not a valid message.
     """
+    if type(obj) is not dict:  # the rare cases first, so the common one pays one check
+        return _from_other(obj)
+    if obj.get("jsonrpc") != JSONRPC_VERSION:
+        raise InvalidMessage('"jsonrpc" must be "2.0"')
+    method = obj.get("method")
+    if method is not None:
+        if type(method) is not str:
+            raise InvalidMessage("method must be a string")
+        params = obj.get("params")
+        if params is not None and type(params) is not dict:
+            raise InvalidMessage(_check_params(params))
+        if "id" not in obj:
+            return Notification(method=method, params=params, _parsed=True)
+        if reason := _check_id(obj["id"]):
+            raise InvalidMessage(reason)
+        return Request(id=obj["id"], method=method, params=params, _parsed=True)
+    return _from_answer(obj)
+
+
+def _from_other(obj: Any) -> Message:
+    """A batch, or a reason why `obj` is no message."""
     if isinstance(obj, list):
         if not obj:
             raise InvalidMessage("empty batch")
@@ -173,22 +194,13 @@ def from_obj(obj: Any) -> Message:
             except InvalidMessage as exc:
                 raise InvalidMessage(f"batch item {index}: {exc.reason}") from None
         return Batch(items=tuple(items))
-    if not isinstance(obj, dict):
-        raise InvalidMessage(f"not a JSON-RPC object: a JSON {type(obj).__name__}")
-    if obj.get("jsonrpc") != JSONRPC_VERSION:
-        raise InvalidMessage('"jsonrpc" must be "2.0"')
-    method = obj.get("method")
-    if method is not None:
-        if not isinstance(method, str):
-            raise InvalidMessage("method must be a string")
-        params = obj.get("params")
-        if reason := _check_params(params):
-            raise InvalidMessage(reason)
-        if "id" not in obj:
-            return Notification(method=method, params=params, _parsed=True)
-        if reason := _check_id(obj["id"]):
-            raise InvalidMessage(reason)
-        return Request(id=obj["id"], method=method, params=params, _parsed=True)
+    if isinstance(obj, dict):  # a dict subclass: not from a JSON parser, but valid
+        return from_obj(dict(obj))
+    raise InvalidMessage(f"not a JSON-RPC object: a JSON {type(obj).__name__}")
+
+
+def _from_answer(obj: dict) -> Message:
+    """A response or error response (an object without `method`)."""
     has_result, error = "result" in obj, obj.get("error")
     if has_result and error is not None:
         raise InvalidMessage("a response must not carry both result and error")

@@ -15,6 +15,7 @@ Channel frames: a header `<B d I` (frame kind, wall-clock time, payload
 length) and the payload.
 """
 
+import fcntl
 import os
 import signal
 import struct
@@ -35,6 +36,12 @@ C2S_DATA, S2C_DATA, STDERR_DATA, EVENT = 1, 2, 3, 4
 
 # One read of the channel: large, since a burst of small frames then costs one syscall.
 CHANNEL_READ = 1024 * 1024
+
+# Linux pipes hold 64 KiB by default: one tee read. A deeper channel (fcntl
+# F_SETPIPE_SZ) lets the tee run ahead while the recorder works through a
+# burst, instead of the two taking turns. 1 MiB is the unprivileged maximum.
+CHANNEL_BYTES = 1024 * 1024
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 def frame(kind: int, ts: float, payload: bytes = b"") -> list[bytes]:
@@ -131,6 +138,10 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
     it exits when the channel ends.
     """
     read_end, write_end = os.pipe()
+    try:
+        fcntl.fcntl(write_end, F_SETPIPE_SZ, CHANNEL_BYTES)
+    except OSError:
+        pass  # not Linux, or a lower system limit: the default pipe works, only slower
     pid = os.fork()
     if pid:
         os.close(read_end)

@@ -58,6 +58,7 @@ class TraceWriter:
         self.path = Path(path)
         self.transport = transport
         self.redactor = redactor or Redactor()
+        self._redact_json = self.redactor.touches_json  # read once: the rules do not change
         self.failed: str | None = None
         self.events = 0
         self._lock = threading.Lock()
@@ -110,11 +111,11 @@ class TraceWriter:
         Whitespace around it, if any, is valid JSON inside the line too.
         `obj`, the parsed value, is only needed when JSON redaction rules exist.
         """
-        if self.redactor.touches_json:
+        if self._redact_json:
             redacted, changed = self.redactor.json(obj if obj is not None else orjson.loads(raw))
             if changed:
                 raw = orjson.dumps(redacted)
-        if b"\n" in raw or b"\r" in raw:  # pretty-printed (an HTTP body): one line it must be
+        if raw.find(b"\n") >= 0:  # pretty-printed (an HTTP body): a trace line must stay one line
             raw = orjson.dumps(orjson.loads(raw))
         if extra:
             head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
@@ -124,7 +125,7 @@ class TraceWriter:
         if prefix is None:
             fields = orjson.dumps({"session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE})
             prefix = self._prefixes[(session, direction)] = (b'{"v":%d,"ts":' % FORMAT_VERSION, b"," + fields[1:-1] + b',"msg":')
-        return b"%s%s%s%s}\n" % (prefix[0], orjson.dumps(ts), prefix[1], raw)
+        return b"".join((prefix[0], orjson.dumps(ts), prefix[1], raw, b"}\n"))
 
     def write(self, event: dict[str, Any]) -> None:
         """Write one event (see `encode`)."""
