@@ -140,6 +140,35 @@ def read_until(stream, marker, limit=100):
     return seen
 
 
+def forked_children(pid):
+    """Children of `pid` running the same program as it (the tee's recorder, not its server)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        children = [int(child) for child in handle.read().split()]
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        ours = handle.read()
+    same = []
+    for child in children:
+        with open(f"/proc/{child}/cmdline", "rb") as handle:
+            if handle.read() == ours:
+                same.append(child)
+    return same
+
+
+def wait_for_exit(pid, timeout):
+    """Wait, bounded, for a process that is not our child to exit."""
+    import select
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        assert ready, f"process {pid} still running after {timeout} s"
+    finally:
+        os.close(fd)
+
+
 def test_kill_9_mid_session_loses_nothing_written(tmp_path):
     trace = tmp_path / "t.jsonl"
     proc = subprocess.Popen(TEE + ["--out", str(trace), "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -153,11 +182,15 @@ def test_kill_9_mid_session_loses_nothing_written(tmp_path):
                     assert proc.stdout.readline()
                 received = i
             if i == 1500:
+                recorders = forked_children(proc.pid)
                 os.kill(proc.pid, signal.SIGKILL)
                 break
     finally:
         proc.kill()
         proc.wait()
+    # The recorder outlives the tee: it drains what the tee sent, then exits.
+    assert len(recorders) == 1
+    wait_for_exit(recorders[0], WAIT)
     reader = TraceReader(trace)
     events = list(reader)  # every complete line reads back
     echoed = [e for e in events if e["kind"] == "message" and e["dir"] == "s2c"]
