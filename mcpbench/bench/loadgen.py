@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import orjson
 
 from mcpbench.bench.common import bar_chart, machine, write_result
+from mcpbench.lab.servers import free_port, serve_argv, start_listening, stop_process
 
 BENCH_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "bench_locustfile.py"
 ROOT = Path(__file__).resolve().parents[2]
 # Seconds of load per measurement (full / quick).
 DURATION, QUICK_DURATION = 10, 3
 USERS = 20
-STARTUP_TIMEOUT = 30.0
 
 
 # --- the fast server ----------------------------------------------------------------------------
@@ -95,45 +93,6 @@ def serve(port: int) -> None:
 # --- helpers ------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    proc.wait()
-
-
-def _start(argv: list[str], port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_port(port, proc)
-    except BaseException:
-        _stop(proc)
-        raise
-    return proc
-
-
 def _locust(kind: str, url: str, duration: int, users: int, workers: int = 0) -> dict:
     """Run the bench locustfile; returns summed calls, failures, CPU seconds and wall seconds of the load processes."""
     with tempfile.TemporaryDirectory(prefix="mcpbench-loadgen-") as tmp:
@@ -143,7 +102,7 @@ def _locust(kind: str, url: str, duration: int, users: int, workers: int = 0) ->
         procs = []
         try:
             if workers:
-                port = _free_port()
+                port = free_port()
                 procs.append(subprocess.Popen(
                     base + run + ["--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)],
                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -160,7 +119,7 @@ def _locust(kind: str, url: str, duration: int, users: int, workers: int = 0) ->
                 proc.wait(30)
         finally:
             for proc in procs:
-                _stop(proc)
+                stop_process(proc)
         parts = [orjson.loads(p.read_bytes()) for p in Path(tmp).glob("*.json")]
     if not parts:
         raise RuntimeError(f"locust run ({kind}, workers={workers}) reported nothing")
@@ -198,8 +157,8 @@ def run(quick: bool = False) -> Path:
     duration = QUICK_DURATION if quick else DURATION
     result: dict = {"duration_s": duration, "users": USERS}
 
-    port = _free_port()
-    fast = _start([sys.executable, "-m", "mcpbench.bench.loadgen", "serve", str(port)], port)
+    port = free_port()
+    fast = start_listening([sys.executable, "-m", "mcpbench.bench.loadgen", "serve", str(port)], port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         raw = _locust("raw", url, duration, USERS)
@@ -207,7 +166,7 @@ def run(quick: bool = False) -> Path:
         one = _locust("mcp", url, duration, USERS, workers=1)
         two = _locust("mcp", url, duration, USERS, workers=2)
     finally:
-        _stop(fast)
+        stop_process(fast)
     raw_cpu = raw["cpu_s"] / max(raw["calls"], 1)
     mcp_cpu = mcp["cpu_s"] / max(mcp["calls"], 1)
     result["cpu_per_call"] = {
@@ -221,14 +180,14 @@ def run(quick: bool = False) -> Path:
     }
 
 
-    ref_port = _free_port()
-    ref = _start([sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "streamable-http", "--host", "127.0.0.1", "--port", str(ref_port)], ref_port)
+    ref_port = free_port()
+    ref = start_listening(serve_argv("streamable-http", port=ref_port), ref_port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ref_url = f"http://127.0.0.1:{ref_port}/mcp"
     try:
         sdk = _sdk_loop(ref_url, duration)
         ours = _locust("mcp", ref_url, duration, 1)
     finally:
-        _stop(ref)
+        stop_process(ref)
     sdk_per_core = sdk["calls"] / sdk["cpu_s"]
     ours_per_core = ours["calls"] / ours["cpu_s"]
     result["per_core_vs_sdk"] = {

@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcpbench.bench.common import BENCH_DIR, summary, write_result
+from mcpbench.analysis.stats import summary
+from mcpbench.bench.common import write_result
 
 ECHO = [sys.executable, "-m", "mcpbench.bench.echo_server"]
 SINK = ["sh", "-c", "cat > /dev/null"]

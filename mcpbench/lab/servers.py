@@ -72,6 +72,17 @@ def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
     proc.wait()
 
 
+def start_listening(argv: Sequence[str], port: int, **popen: object) -> subprocess.Popen:
+    """Start `argv` and return once it accepts on 127.0.0.1:`port`; stop it if it never does."""
+    proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, stdin=subprocess.DEVNULL, **popen)
+    try:
+        wait_for_port(HOST, port, proc=proc)
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc
+
+
 def serve_argv(
     transport: str,
     *,

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from mcpbench.bench.common import percentile
+from mcpbench.analysis.stats import percentile
 
 # Samples are written through a buffer this large: one write per ~500 samples.
 WRITE_BUFFER = 64 * 1024

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import orjson
@@ -14,7 +13,7 @@ import pytest
 
 from mcpbench.trace import TraceReader, read_trace
 from tests.support.mcp_client import run_session
-from tests.support.servers import REPO_ROOT, serve_argv, stdio_params
+from tests.support.servers import serve_argv, stdio_params
 
 TEE = [sys.executable, "-m", "mcpbench", "tee"]
 SPY = [sys.executable, str(Path(__file__).parents[1] / "support" / "spy.py")]
