@@ -170,24 +170,35 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
 
 @click.command(name="serve-trace")
 @click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("forward_url", metavar="[URL]", required=False)
 @click.option("--transport", type=click.Choice(("stdio", "sse", "streamable-http")), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (HTTP transports).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer JSON bodies even where the recording had SSE.")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="Serve only this recorded session's answers. Repeatable.")
+@click.option("--on-miss", type=click.Choice(("error", "forward")), default="error", show_default=True,
+              help="An unrecorded request gets an error naming the nearest recorded one, or (forward URL) the "
+                   "answer of the live server at URL: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
 @map_errors
-def serve_trace(trace, transport, host, port, json_response, sessions):
+def serve_trace(trace, forward_url, transport, host, port, json_response, sessions, on_miss):
     """Serve TRACE as a mock MCP server that answers exactly as recorded.
 
     Requests match on method and params (ids and _meta ignored); repeated identical requests get
     their answers in recorded order. An unrecorded request gets a JSON-RPC error naming the nearest
-    recorded one.
+    recorded one, or with `--on-miss forward URL` the answer of a live server (one upstream session
+    per client session, opened on its first miss).
 
-    Example: mcpbench serve-trace s.jsonl --transport streamable-http --port 8765
+    Example: mcpbench serve-trace s.jsonl --transport streamable-http --on-miss forward http://127.0.0.1:8101/mcp
     """
     from mcpbench.replay import plan as plans
+    from mcpbench.replay.forward import Forwarder
     from mcpbench.replay.mock import serve
+    from mcpbench.target import parse_target
 
-    serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response)
-
-
+    if on_miss == "forward" and not forward_url:
+        raise click.UsageError("--on-miss forward needs the live server's URL: --on-miss forward URL")
+    if on_miss != "forward" and forward_url:
+        raise click.UsageError(f"unexpected argument {forward_url!r} (a URL goes after --on-miss forward)")
+    forward = Forwarder(parse_target(forward_url)) if forward_url else None
+    serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response,
+          forward=forward)

@@ -76,6 +76,12 @@ NOT_RECORDED = -32601
 # Methods a 2026-07-28 session no longer has.
 HANDSHAKE_ONLY = ("initialize", "notifications/initialized", "ping")
 
+# At the end of a session that listens on a GET stream, how long to wait for
+# server messages the recording had outside any call and the replay has not
+# seen yet: that stream races the last answer, and loopback delivery takes
+# milliseconds; a server that no longer sends them costs this once a session.
+UNSOLICITED_GRACE = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class Pace:
@@ -232,6 +238,7 @@ class _SessionRunner:
         self.states: dict[Any, Any] = {}  # recorded requestState -> live
         self.pool = AskPool(plan.asks)
         self.transport: Transport | None = None
+        self.listening = False  # a GET stream was asked for
         self.label = plan.id
 
     # ---- the main loop -----------------------------------------------------------------------
@@ -282,10 +289,23 @@ class _SessionRunner:
             last_ts = step.ts
             last_sent = time.perf_counter()
             self._send(message, run.calls[step.call.index] if step.call is not None else None)
+            if message.method == "notifications/initialized":
+                self._listen()
         for index in plan.final_wait:
             self._await(run.calls[index])
             if run.aborted:
                 return
+        if self.listening:
+            deadline = time.perf_counter() + UNSOLICITED_GRACE
+            while len(run.notifications) < len(plan.notifications) and not run.aborted and self._pump(deadline):
+                pass
+
+    def _listen(self) -> None:
+        """Open the transport's GET stream when the recording shows the server speaking outside any call."""
+        listen = getattr(self.transport, "listen", None)
+        if self.plan.listens and self.era is Era.HANDSHAKE and listen is not None:
+            listen()
+            self.listening = True
 
     def _handshake(self) -> None:
         """Open a handshake-era session for a recording that had none (era switch)."""
@@ -301,6 +321,7 @@ class _SessionRunner:
                 self.run.aborted = f"initialize got no answer within {self.r.timeout:g} s"
                 return
         self._send_raw(client.initialized())
+        self._listen()
 
     def _await(self, live: LiveCall) -> None:
         if live.done or live.sent is None:
@@ -421,7 +442,7 @@ class _SessionRunner:
         message = item.message
         self.session.observe(S2C, message, item.ts)
         if self.r.writer is not None:
-            extra = {"via": item.via} if item.via in ("sse", "json") else None
+            extra = {"via": item.via} if item.via in ("sse", "json", "get") else None
             self.r.writer.message(self.label, "s2c", jsonrpc.encode(message), now(), extra)
         if isinstance(message, (Response, ErrorResponse)):
             self._answer(message, item.ts)

@@ -7,7 +7,8 @@ repeated identical calls get their answers in recorded order, and once a key
 runs dry its last answer is reused. `initialize` and `server/discover` are
 keyed on the method alone (their params describe the client), so any client
 gets the recorded capabilities. An unrecorded request gets a JSON-RPC error
-naming the nearest recorded request (same method, most similar params).
+naming the nearest recorded request (same method, most similar params), or,
+with a `Forwarder` (`--on-miss forward URL`), the answer of a live server.
 
 Three thin servers sit on top: stdio (newline-delimited JSON-RPC on
 stdin/stdout), Streamable HTTP (`POST /mcp`; answers recorded as SSE are
@@ -23,6 +24,7 @@ import sys
 import threading
 import uuid
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -35,6 +37,7 @@ from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.sse import SseEvent
 from mcpbench.protocol.sse import encode as sse_encode
+from mcpbench.replay.forward import Forwarder
 from mcpbench.replay.plan import Ask, Call, TracePlan, call_name, progress_token
 
 # JSON-RPC error for a request the recording has no answer to (JSON-RPC "method not found"
@@ -52,6 +55,9 @@ ASK_TIMEOUT = 10.0
 NEAREST_CHARS = 200
 
 READ_SIZE = 64 * 1024
+
+# The one client session a stdio mock serves, as a `Forwarder` session key.
+STDIO_SESSION = "stdio"
 
 
 def match_key(method: str, params: Any) -> bytes:
@@ -71,6 +77,7 @@ class Reply:
     notifications: list[dict] = field(default_factory=list)
     asks: list[Ask] = field(default_factory=list)
     via: str | None = None  # how the recording carried the answer: "sse", "json", "stdio"
+    relay: Callable | None = None  # not recorded: `relay(request, send, ask)` answers live instead
 
 
 class TraceAnswers:
@@ -150,47 +157,73 @@ class _Asker:
 
     def __init__(self) -> None:
         self._ids = iter(range(1, 1 << 62))
-        self._waiting: dict[Any, threading.Event] = {}
+        self._waiting: dict[Any, tuple[threading.Event, list]] = {}
         self._lock = threading.Lock()
 
-    def request(self, ask: Ask) -> tuple[Request, threading.Event]:
+    def ask(self, send, method: str, params: Any) -> Response | ErrorResponse | None:
+        """Send a request to the client; its answer, or None after `ASK_TIMEOUT`."""
         with self._lock:
             rid = f"mcpbench-{next(self._ids)}"
-            done = self._waiting[rid] = threading.Event()
-        return Request(id=rid, method=ask.method, params=ask.params, _parsed=True), done
+            done, box = self._waiting[rid] = (threading.Event(), [])
+        try:
+            send(Request(id=rid, method=method, params=params, _parsed=True))
+            done.wait(ASK_TIMEOUT)
+        finally:
+            with self._lock:
+                self._waiting.pop(rid, None)
+        return box[0] if box else None
 
     def answered(self, message: Response | ErrorResponse) -> None:
         with self._lock:
-            done = self._waiting.pop(message.id, None)
-        if done is not None:
-            done.set()
+            waiting = self._waiting.pop(message.id, None)
+        if waiting is not None:
+            waiting[1].append(message)
+            waiting[0].set()
 
 
 def _messages(reply: Reply, request: Request, asker: _Asker, send) -> None:
     """Send a reply's notifications, then its server requests (each awaited), then the answer."""
+    if reply.relay is not None:
+        reply.relay(request, send, lambda method, params: asker.ask(send, method, params))
+        return
     for note in reply.notifications:
         send(Notification(method=note["method"], params=note["params"], _parsed=True))
     for ask in reply.asks:
-        message, done = asker.request(ask)
-        send(message)
-        done.wait(ASK_TIMEOUT)
+        asker.ask(send, ask.method, ask.params)
     send(jsonrpc.from_obj({"jsonrpc": "2.0", "id": request.id, **reply.answer}))
 
 
-def answer_for(answers: TraceAnswers, request: Request) -> Reply:
+def answer_for(answers: TraceAnswers, request: Request, forward: Forwarder | None = None, session: Any = None) -> Reply:
+    """The recorded reply to `request`; when there is none, a live one (`forward`) or an error.
+
+    `session` is the client session's key for `forward`.
+    """
+    if forward is not None:
+        forward.remember(session, request)
     reply = answers.lookup(request)
     if reply is None:
         if request.method == "ping":
             return Reply({"result": {}})
+        if forward is not None:
+            return Reply({}, relay=lambda req, send, ask: forward.forward(session, req, send, ask))
         error = jsonrpc.to_obj(answers.miss(request))
         return Reply({"error": error["error"]})
     return reply
 
 
+def _final_answer(reply: Reply, request: Request) -> jsonrpc.Message:
+    """Just the answer of `reply` (a JSON body has room for nothing else)."""
+    if reply.relay is None:
+        return jsonrpc.from_obj({"jsonrpc": "2.0", "id": request.id, **reply.answer})
+    sent: list[jsonrpc.Message] = []
+    reply.relay(request, sent.append, lambda method, params: None)
+    return sent[-1]
+
+
 # ---- stdio ------------------------------------------------------------------------------------
 
 
-def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1) -> None:
+def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1, *, forward: Forwarder | None = None) -> None:
     """Answer newline-delimited JSON-RPC on `stdin` until EOF. Each request runs on its own thread."""
     lock = threading.Lock()
     asker = _Asker()
@@ -205,7 +238,7 @@ def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1) -> None:
 
     def handle(request: Request) -> None:
         try:
-            _messages(answer_for(answers, request), request, asker, send)
+            _messages(answer_for(answers, request, forward, STDIO_SESSION), request, asker, send)
         except OSError:
             pass  # the client went away
 
@@ -233,6 +266,8 @@ def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1) -> None:
             break
     for thread in threads:
         thread.join(ASK_TIMEOUT)
+    if forward is not None:
+        forward.close()
 
 
 # ---- HTTP -------------------------------------------------------------------------------------
@@ -271,6 +306,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._reply(405, b"", headers={"allow": "POST, DELETE"})
 
     def do_DELETE(self) -> None:  # noqa: N802
+        if self.server.forward is not None and (sid := self.headers.get(mcphttp.SESSION_ID)):
+            self.server.forward.end(sid)
         self._reply(200 if self.server.transport == "streamable-http" else 405)
 
     def do_POST(self) -> None:  # noqa: N802
@@ -289,14 +326,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.server.asker.answered(message)
             self._reply(202)
             return
-        reply = answer_for(self.server.answers, message)
+        sid = uuid.uuid4().hex if message.method == "initialize" else self.headers.get(mcphttp.SESSION_ID)
+        reply = answer_for(self.server.answers, message, self.server.forward, sid)
         headers = {}
-        if message.method == "initialize" and "result" in reply.answer:
-            headers[mcphttp.SESSION_ID] = uuid.uuid4().hex
-        elif (sid := self.headers.get(mcphttp.SESSION_ID)) is not None:
+        if sid is not None and (message.method != "initialize" or "result" in reply.answer or reply.relay):
             headers[mcphttp.SESSION_ID] = sid
         if reply.via == "json" or self.server.json_response:
-            answer = jsonrpc.from_obj({"jsonrpc": "2.0", "id": message.id, **reply.answer})
+            answer = _final_answer(reply, message)
             self._reply(200, jsonrpc.encode(answer), mcphttp.JSON, headers)
             return
         # SSE: stream the notifications, server requests and answer, then close.
@@ -348,6 +384,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             pass
         finally:
             self.server.streams.pop(sid, None)
+            if self.server.forward is not None:
+                self.server.forward.end(sid)
 
     def _legacy_post(self, message: jsonrpc.Message) -> None:
         sid = (parse_qs(urlsplit(self.path).query).get("session_id") or [None])[0]
@@ -359,7 +397,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if isinstance(message, Request):
             threading.Thread(
                 target=_messages,
-                args=(answer_for(self.server.answers, message), message, self.server.asker, outbox.put),
+                args=(answer_for(self.server.answers, message, self.server.forward, sid), message,
+                      self.server.asker, outbox.put),
                 daemon=True,
             ).start()
         elif isinstance(message, (Response, ErrorResponse)):
@@ -372,9 +411,10 @@ class MockHttpServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, answers: TraceAnswers, *, transport: str, host: str = "127.0.0.1", port: int = 0,
-                 json_response: bool = False) -> None:
+                 json_response: bool = False, forward: Forwarder | None = None) -> None:
         super().__init__((host, port), _Handler)
         self.answers = answers
+        self.forward = forward
         self.transport = transport
         self.json_response = json_response
         self.asker = _Asker()
@@ -396,13 +436,17 @@ class MockHttpServer(http.server.ThreadingHTTPServer):
 
 
 def serve(trace: TracePlan, transport: str, *, host: str = "127.0.0.1", port: int = 8000,
-          json_response: bool = False) -> None:
-    """Serve `trace` on `transport` until interrupted (stdio: until stdin closes)."""
+          json_response: bool = False, forward: Forwarder | None = None) -> None:
+    """Serve `trace` on `transport` until interrupted (stdio: until stdin closes).
+
+    With `forward`, unrecorded requests are answered by its live server.
+    """
     answers = TraceAnswers(trace)
     if transport == "stdio":
-        serve_stdio(answers)
+        serve_stdio(answers, forward=forward)
         return
-    server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response)
+    server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response,
+                            forward=forward)
     print(f"mcpbench: serving {trace.path} ({transport}) on {server.url}", file=sys.stderr, flush=True)
     try:
         server.serve_forever(poll_interval=0.2)
@@ -411,3 +455,5 @@ def serve(trace: TracePlan, transport: str, *, host: str = "127.0.0.1", port: in
     finally:
         server.stopping.set()
         server.server_close()
+        if forward is not None:
+            forward.close()

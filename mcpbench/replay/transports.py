@@ -64,8 +64,8 @@ DELETE_TIMEOUT = 2.0
 class Incoming:
     """A message from the server.
 
-    `via` says how it came ("stdio", "json", "sse", "stream" for a legacy SSE
-    stream); `request_id` is the live id of the request whose HTTP response
+    `via` says how it came ("stdio", "json", "sse", "get" for the Streamable
+    HTTP GET stream, "stream" for a legacy SSE stream); `request_id` is the live id of the request whose HTTP response
     carried it, when one did.
     """
 
@@ -296,6 +296,8 @@ class StreamableHttpTransport(Transport):
         self._refused = False
         self._pool = ThreadPoolExecutor(HTTP_WORKERS, thread_name_prefix="mcpbench-http")
         self._version: str | None = None
+        self._listener: threading.Thread | None = None
+        self._get_conn: http.client.HTTPConnection | None = None
 
     def send(self, message: Message, *, version: str | None = None) -> None:
         if version:
@@ -390,11 +392,68 @@ class StreamableHttpTransport(Transport):
             self.sink(Incoming(item, ts, data, via, request_id, status))
         return answered
 
+    def listen(self) -> None:
+        """Open the optional GET stream, for server messages sent outside any request (idempotent).
+
+        Call after the handshake: the stream belongs to the session. A server
+        without one answers 405, which is not a failure; other refusals are
+        reported as non-fatal `Failure`s without a request id.
+        """
+        if self._listener is not None or self._closing or not self.session_id:
+            return
+        self._listener = threading.Thread(target=self._listen, name="mcpbench-http-get", daemon=True)
+        self._listener.start()
+
+    def _listen(self) -> None:
+        headers = {"accept": mcphttp.GET_ACCEPT, mcphttp.SESSION_ID: self.session_id}
+        if self._version:
+            headers[mcphttp.PROTOCOL_VERSION] = self._version
+        conn = _connection(self.url, CONNECT_TIMEOUT)  # connecting and the answer's headers are bounded
+        try:
+            conn.connect()
+            with self._lock:
+                if self._closing:
+                    conn.close()
+                    return
+                self._get_conn = conn  # from now on close() can cut the stream short
+            conn.request("GET", self.path, headers=headers)
+            resp = conn.getresponse()
+            status, content_type = resp.status, resp.getheader("content-type")
+            if status == 405:
+                return  # Streamable HTTP: "the server MUST ... return HTTP 405" when it offers no stream
+            if status >= 300 or not mcphttp.is_event_stream(content_type):
+                body = resp.read(200).decode("utf-8", "replace").strip()
+                self.sink(Failure(f"GET stream refused: HTTP {status} {content_type!r} {body!r}",
+                                  status=status, ts=time.perf_counter()))
+                return
+            conn.sock.settimeout(None)  # the stream may stay silent for long: close() ends it
+            parser = SseParser()
+            while chunk := resp.read1(READ_SIZE):
+                ts = time.perf_counter()
+                for event in parser.feed(chunk):
+                    if isinstance(event, SseEvent) and event.data:
+                        self._deliver(event.data.encode(), ts, "get", None, status)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            # ValueError: http.client reading from a connection close() has just shut
+            if not self._closing:
+                self.sink(Failure(f"GET stream: {_connect_failure(self.url, exc)}", ts=time.perf_counter()))
+        finally:
+            conn.close()
+
     def close(self) -> None:
         if self._closing:
             return
         self._closing = True
         self._pool.shutdown(wait=True, cancel_futures=False)
+        with self._lock:
+            stream = self._get_conn
+        if stream is not None and stream.sock is not None:
+            try:
+                stream.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked on a silent stream
+            except OSError:
+                pass
+        if self._listener is not None:
+            self._listener.join(EXIT_GRACE)
         if self.session_id:
             try:
                 conn = _connection(self.url, DELETE_TIMEOUT)

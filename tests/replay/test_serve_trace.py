@@ -24,10 +24,11 @@ TIMEOUT = 30.0
 
 
 @contextlib.contextmanager
-def mock_server(trace: Path, transport: str) -> Iterator[str]:
+def mock_server(trace: Path, transport: str, *extra: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcpbench", "serve-trace", str(trace), "--transport", transport, "--port", str(port)],
+        [sys.executable, "-m", "mcpbench", "serve-trace", str(trace), "--transport", transport, "--port", str(port),
+         *extra],
         cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -1,0 +1,235 @@
+"""`serve-trace --on-miss forward URL`: requests the recording lacks go to a live server.
+
+A `Forwarder` keeps one upstream session per client session of the mock. The
+upstream session is opened on the client session's first miss, over the
+replayer's transports, with `initialize` + `notifications/initialized` when the
+client speaks a handshake-era version (the client's own `initialize` params,
+when the mock saw them), and closed when the client session ends. While a
+forwarded request runs, what the server sends for it (progress, logging,
+sampling and other server requests) is relayed to the client; the answer goes
+back under the client's id.
+"""
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of, meta_version
+from mcpbench.replay.plan import progress_token
+from mcpbench.replay.transports import Failure, Incoming, Transport, open_transport
+from mcpbench.target import Target
+
+# How long one forwarded request (or the upstream handshake) may wait for its
+# answer: the replayer's default, far above a healthy server's latency.
+FORWARD_TIMEOUT = 30.0
+
+# JSON-RPC error a client gets when the upstream server cannot answer
+# (JSON-RPC's "internal error": the mock itself could not do its job).
+FORWARD_FAILED = -32603
+
+# JSON-RPC error the upstream gets for a server request no client call can take.
+NO_CLIENT = -32601
+
+Send = Callable[[jsonrpc.Message], None]
+# Relays one server→client request to the client: (method, params) -> the client's answer or None.
+AskClient = Callable[[str, Any], "Response | ErrorResponse | None"]
+
+
+class _Upstream:
+    """One live session: requests in flight, each with the inbox its server messages go to."""
+
+    def __init__(self, target: Target, *, hello: dict | None, version: str | None, timeout: float) -> None:
+        self.timeout = timeout
+        self.version = version
+        self.init_result: dict | None = None  # the upstream's initialize result (handshake era)
+        self._ids = itertools.count(1)
+        self._inboxes: dict[int, queue.SimpleQueue] = {}
+        self._tokens: dict[Any, int] = {}  # progress token -> upstream id
+        self._lock = threading.Lock()
+        self.transport: Transport = open_transport(target, self._sink)
+        if era_of(version) is not Era.STATELESS:
+            try:
+                self._handshake(hello)
+            except BaseException:
+                self.transport.close()
+                raise
+
+    def _handshake(self, hello: dict | None) -> None:
+        params = hello or ClientProtocol(self.version or LATEST_HANDSHAKE).initialize().params
+        answer = None
+        for item in self.exchange("initialize", params):
+            if isinstance(item, Failure):
+                raise TargetError(f"upstream initialize failed: {item.reason}")
+            if isinstance(item, (Response, ErrorResponse)):
+                answer = item
+        if not isinstance(answer, Response) or not isinstance(answer.result, dict):
+            reason = answer.message if isinstance(answer, ErrorResponse) else "no answer"
+            raise TargetError(f"upstream initialize failed: {reason}")
+        self.init_result = answer.result
+        self.version = answer.result.get("protocolVersion") or params.get("protocolVersion")
+        self.transport.send(Notification(method="notifications/initialized"), version=self.version)
+
+    def exchange(self, method: str, params: Any) -> Iterator[jsonrpc.Message | Failure]:
+        """Send a request; yield what the server sends for it, ending with the answer or a `Failure`."""
+        uid = next(self._ids)
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        token = progress_token(params)
+        with self._lock:
+            self._inboxes[uid] = inbox
+            if token is not None:
+                self._tokens[token] = uid
+        deadline = time.monotonic() + self.timeout
+        try:
+            self.transport.send(Request(id=uid, method=method, params=params, _parsed=True), version=self.version)
+            while True:
+                try:
+                    item = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    yield Failure(f"no answer within {self.timeout:g} s")
+                    return
+                if isinstance(item, Failure):
+                    yield item
+                    return
+                yield item.message
+                if isinstance(item.message, (Response, ErrorResponse)):
+                    return
+        finally:
+            with self._lock:
+                self._inboxes.pop(uid, None)
+                if token is not None:
+                    self._tokens.pop(token, None)
+
+    def answer(self, message: Response | ErrorResponse) -> None:
+        self.transport.send(message, version=self.version)
+
+    def _sink(self, item: Incoming | Failure) -> None:
+        """From the transport's threads: route each item to the request it belongs to."""
+        with self._lock:
+            if isinstance(item, Failure):
+                inboxes = list(self._inboxes.values()) if item.fatal else [self._inboxes.get(item.request_id)]
+                for inbox in inboxes:
+                    if inbox is not None:
+                        inbox.put(item)
+                return
+            message = item.message
+            if isinstance(message, (Response, ErrorResponse)):
+                uid = message.id
+            else:
+                token = (message.params or {}).get("progressToken") if isinstance(message.params, dict) else None
+                uid = self._tokens.get(token, item.request_id)
+                if uid is None and len(self._inboxes) == 1:
+                    uid = next(iter(self._inboxes))  # stdio: the only request in flight
+            inbox = self._inboxes.get(uid)
+        if inbox is not None:
+            inbox.put(item)
+        elif isinstance(message, Request):
+            self.answer(ErrorResponse(id=message.id, code=NO_CLIENT,
+                                      message="mcpbench serve-trace: no client request in flight to ask"))
+        # An unsolicited notification has no client request to travel with: dropped.
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class Forwarder:
+    """Forwards unrecorded requests to `target`, one upstream session per client session (thread-safe).
+
+    Args:
+        target: the live server (`mcpbench.target.parse_target`).
+        timeout: how long a forwarded request may wait for its answer.
+    """
+
+    def __init__(self, target: Target, *, timeout: float = FORWARD_TIMEOUT) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._upstreams: dict[Any, _Upstream] = {}
+        self._hello: dict[Any, dict] = {}  # client session -> its initialize params
+        self._lock = threading.Lock()
+        self._opening: dict[Any, threading.Lock] = {}
+
+    def remember(self, session: Any, request: Request) -> None:
+        """Note a client's `initialize`, so its upstream session opens with the same params."""
+        if request.method == "initialize" and isinstance(request.params, dict):
+            with self._lock:
+                self._hello[session] = request.params
+
+    def forward(self, session: Any, request: Request, send: Send, ask: AskClient) -> None:
+        """Answer `request` from the live server: relay its messages to `send`, the answer last.
+
+        `ask` relays a server request to the client and returns the client's answer.
+        """
+        try:
+            if request.method == "initialize":
+                self.remember(session, request)
+            upstream = self._upstream(session, request)
+            if request.method == "initialize":
+                if upstream.init_result is None:
+                    raise TargetError(f"{self.target} speaks {upstream.version}, which has no initialize")
+                send(Response(id=request.id, result=upstream.init_result))
+                return
+        except TargetError as exc:
+            send(self._error(request, str(exc)))
+            return
+        for item in upstream.exchange(request.method, request.params):
+            if isinstance(item, Failure):
+                send(self._error(request, item.reason))
+            elif isinstance(item, Response):
+                send(Response(id=request.id, result=item.result))
+            elif isinstance(item, ErrorResponse):
+                send(ErrorResponse(id=request.id, code=item.code, message=item.message, data=item.data))
+            elif isinstance(item, Request):
+                reply = ask(item.method, item.params)
+                if reply is None:
+                    reply = ErrorResponse(id=None, code=NO_CLIENT, message="mcpbench serve-trace: the client did not answer")
+                upstream.answer(_with_id(reply, item.id))
+            else:
+                send(item)
+
+    def _upstream(self, session: Any, request: Request) -> _Upstream:
+        with self._lock:
+            upstream = self._upstreams.get(session)
+            if upstream is not None:
+                return upstream
+            opening = self._opening.setdefault(session, threading.Lock())
+        with opening:  # concurrent first misses of one session open one upstream session
+            with self._lock:
+                if (upstream := self._upstreams.get(session)) is not None:
+                    return upstream
+                hello = self._hello.get(session)
+            version = meta_version(request.params) or (hello or {}).get("protocolVersion")
+            upstream = _Upstream(self.target, hello=hello, version=version, timeout=self.timeout)
+            with self._lock:
+                self._upstreams[session] = upstream
+            return upstream
+
+    def _error(self, request: Request, reason: str) -> ErrorResponse:
+        return ErrorResponse(id=request.id, code=FORWARD_FAILED,
+                             message=f"mcpbench serve-trace: forwarding to {self.target} failed: {reason}")
+
+    def end(self, session: Any) -> None:
+        """The client session ended: close its upstream session, if it has one."""
+        with self._lock:
+            upstream = self._upstreams.pop(session, None)
+            self._hello.pop(session, None)
+            self._opening.pop(session, None)
+        if upstream is not None:
+            upstream.close()
+
+    def close(self) -> None:
+        with self._lock:
+            sessions = list(self._upstreams)
+        for session in sessions:
+            self.end(session)
+
+
+def _with_id(message: Response | ErrorResponse, new_id: Any) -> Response | ErrorResponse:
+    if isinstance(message, Response):
+        return Response(id=new_id, result=message.result)
+    return ErrorResponse(id=new_id, code=message.code, message=message.message, data=message.data)
