@@ -9,6 +9,7 @@ Targets (issue 2): ≤ 50 µs added p50 per round trip; ≥ 100,000 messages/s o
 """
 
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ SINK = ["sh", "-c", "cat > /dev/null"]
 REQUEST = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}\n'
 MESSAGE_SIZE = 1024
 WARMUP = 200
+READY_TIMEOUT = 30.0
 
 
 def tee_argv(trace: Path) -> list[str]:
@@ -48,18 +50,32 @@ def round_trips(argv: list[str], count: int) -> list[float]:
     return samples
 
 
-def one_way(argv: list[str], count: int) -> float:
-    """Seconds to push `count` 1 KiB messages through `argv` until it has read them all."""
+def one_way(argv: list[str], count: int, *, ready_line: bool = False) -> float:
+    """Seconds to push `count` 1 KiB messages through `argv` until it has read them all.
+
+    With `ready_line`, timing starts once the process has printed its first
+    stderr line (the tee's "recording to …"): interpreter start-up is not
+    throughput. The tee's exit, which waits for its recorder, ends the timing,
+    so every message was both forwarded and recorded.
+    """
     pad = MESSAGE_SIZE - len(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":""}}\n')
     line = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"' + b"x" * pad + b'"}}\n'
     block = line * 256
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE if ready_line else subprocess.DEVNULL)
+    if ready_line:
+        ready, _, _ = select.select([proc.stderr], [], [], READY_TIMEOUT)
+        if not ready or not proc.stderr.readline():
+            proc.kill()
+            raise RuntimeError(f"{argv} printed nothing within {READY_TIMEOUT} s")
     start = time.perf_counter()
     for _ in range(count // 256):
         proc.stdin.write(block)
     proc.stdin.close()
     proc.wait(300)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    if ready_line:
+        proc.stderr.close()
+    return elapsed
 
 
 def run(quick: bool = False) -> Path:
@@ -71,7 +87,7 @@ def run(quick: bool = False) -> Path:
         flows = {"pipe": [], "tee": []}
         for _ in range(repeats):  # alternate, so drift in machine load hits both alike
             flows["pipe"].append(one_way(SINK, messages))
-            flows["tee"].append(one_way(tee_argv(trace) + SINK, messages))
+            flows["tee"].append(one_way(tee_argv(trace) + SINK, messages, ready_line=True))
             trace_bytes = os.path.getsize(trace)
     rt = {"direct_us": summary(direct), "tee_us": summary(via_tee)}
     rt["added_p50_us"] = rt["tee_us"]["p50"] - rt["direct_us"]["p50"]
