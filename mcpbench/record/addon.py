@@ -14,10 +14,11 @@ opens, ends or breaks, `sse` events for SSE comments and events that carry no me
 The observed session never breaks:
 
 - A `text/event-stream` response is streamed from `responseheaders` on (mitmproxy buffers bodies by
-  default, which holds back a legacy `/sse` stream entirely). `SseTap` parses each chunk with the
-  protocol core's incremental `SseParser` (a chunk may end anywhere), records what it completes and
-  returns the chunk unchanged. A recorder failure inside the stream callable is logged once and the
-  stream passes on unrecorded.
+  default, which holds back a legacy `/sse` stream entirely). `SseTap` returns each chunk unchanged
+  and, once mitmproxy has forwarded it (later in the same event-loop turn), parses it with the
+  protocol core's incremental `SseParser` (a chunk may end anywhere) and records what it completes,
+  so recording adds nothing to an event's way to the client. A recorder failure while recording a
+  stream is logged once and the stream passes on unrecorded.
 - Bodies that are not JSON, broken SSE, disconnects and upstream errors pass through as they are and
   are recorded as `violation`, `stream` or `error` events. Requests that are not MCP pass untouched
   and are recorded as `http` events only.
@@ -40,6 +41,7 @@ request the work is one JSON decode, one session step and a few `os.write`s.
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Iterator, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
@@ -186,7 +188,13 @@ class _Exchange:
 
 
 class _StreamTap:
-    """The stream callable of one SSE response: parse, record, return the chunk unchanged."""
+    """The stream callable of one SSE response: return the chunk unchanged, record it right after.
+
+    mitmproxy calls it and then writes what it returns to the client in the same turn of the event
+    loop, so the chunk is queued (`Recording.defer_chunk`) and parsed and recorded once it has been
+    forwarded: the recorder's work (SSE parsing, JSON decoding, the session step, encoding) stays
+    off the event's way to the client.
+    """
 
     __slots__ = ("recording", "exchange", "request", "parser", "events", "size", "started", "closed")
 
@@ -202,11 +210,7 @@ class _StreamTap:
 
     def __call__(self, chunk: bytes) -> bytes:
         if not self.closed:
-            try:
-                self.recording.stream_data(self, chunk)
-            except Exception:  # never break the observed stream
-                self.closed = True
-                logger.exception("mcpbench: recording an SSE stream failed; it passes on unrecorded")
+            self.recording.defer_chunk(self, chunk)
         return chunk
 
 
@@ -214,9 +218,11 @@ class Recording:
     """The state shared by the addon classes: the trace writer, sessions, open exchanges.
 
     Not an addon itself: `SseTap`, `ExchangeRecorder` and `TraceOutput` call into it. Every entry
-    point collects its events and writes them with one `os.write` (`_flush`) before it returns, that
-    is before mitmproxy forwards what was recorded: a request is in the file before the server can
-    have answered it.
+    point collects its events and has them written with one `os.write` (`_flush`) at the end of the
+    event loop's turn, before the loop reads its sockets again: a request is in the file before the
+    server's answer can be read. SSE chunks are recorded just after mitmproxy has forwarded them
+    (`defer_chunk`), in the same turn too; every other entry point first records the chunks still
+    queued (`settle`), so the trace keeps the order in which things happened.
     """
 
     def __init__(self) -> None:
@@ -228,6 +234,8 @@ class Recording:
         self.events_written = 0  # the count of the last writer closed
         self._lines: list[bytes] = []
         self._flush_pending = False
+        self._chunks: deque[tuple[_StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
+        self._settle_pending = False
         self._header_cache: dict[tuple, dict[str, str]] = {}
 
     # ---- the trace file -------------------------------------------------------------------------
@@ -249,6 +257,7 @@ class Recording:
         logger.info(f"mcpbench: recording MCP traffic to {writer.path}")
 
     def close_writer(self) -> None:
+        self.settle()
         if self.writer is not None:
             self._write_now()
             self.events_written = self.writer.events
@@ -270,6 +279,36 @@ class Recording:
                 return
             self._flush_pending = True
             loop.call_soon(self._write_now)
+
+    def defer_chunk(self, tap: _StreamTap, chunk: bytes) -> None:
+        """Record `chunk` of `tap`'s stream once mitmproxy has forwarded it (later in this loop turn).
+
+        Outside a running loop (tests driving the hooks directly) it is recorded at once.
+        """
+        self._chunks.append((tap, chunk, now()))
+        if self._settle_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.settle()
+            return
+        self._settle_pending = True
+        loop.call_soon(self.settle)
+
+    def settle(self) -> None:
+        """Record the queued SSE chunks, in order. A recorder failure closes that tap only."""
+        self._settle_pending = False
+        chunks = self._chunks
+        while chunks:
+            tap, chunk, ts = chunks.popleft()
+            if tap.closed:
+                continue
+            try:
+                self.stream_data(tap, chunk, ts)
+            except Exception:  # never break the observed stream
+                tap.closed = True
+                logger.exception("mcpbench: recording an SSE stream failed; it passes on unrecorded")
 
     def _write_now(self) -> None:
         self._flush_pending = False
@@ -294,6 +333,7 @@ class Recording:
     # ---- requests -------------------------------------------------------------------------------
 
     def request(self, flow) -> None:
+        self.settle()
         writer = self.writer
         if writer is None:
             return
@@ -390,6 +430,7 @@ class Recording:
 
     def response_headers(self, flow) -> None:
         """Install the SSE tap on an event-stream response (before its body flows, or it is buffered)."""
+        self.settle()
         ex = self.exchanges.get(flow.id)
         if ex is None:
             return
@@ -410,8 +451,8 @@ class Recording:
             status=ex.resp_status, content_type=ex.resp_content_type, headers=headers,
         )
 
-    def stream_data(self, tap: _StreamTap, chunk: bytes) -> None:
-        ts = now()
+    def stream_data(self, tap: _StreamTap, chunk: bytes, ts: float) -> None:
+        """Parse and record one chunk of an SSE stream that arrived at `ts` (b"": the stream's end)."""
         tap.started = True
         tap.size += len(chunk)
         ex = tap.exchange
@@ -468,6 +509,7 @@ class Recording:
         self._event(ex, Kind.SSE, S2C, ts, **fields)
 
     def response(self, flow) -> None:
+        self.settle()
         ex = self.exchanges.pop(flow.id, None)
         if ex is None:
             return
@@ -480,6 +522,7 @@ class Recording:
             if not tap.started:  # the body ended with the headers: mitmproxy never called the tap
                 tap(response.get_content(strict=False) or b"")
                 tap(b"")
+                self.settle()
         else:
             body = response.get_content(strict=False) or b""
             recorded = bool(body) and ex.mcp and self._response_body(ex, body)
@@ -533,6 +576,7 @@ class Recording:
     # ---- failures and endings -------------------------------------------------------------------
 
     def stream_error(self, flow) -> None:
+        self.settle()
         ex = self.exchanges.get(flow.id)
         if ex is None or ex.tap is None or ex.tap.closed:
             return
@@ -545,6 +589,7 @@ class Recording:
         )
 
     def error(self, flow) -> None:
+        self.settle()
         ex = self.exchanges.pop(flow.id, None)
         if ex is None:
             return
@@ -570,6 +615,7 @@ class Recording:
                 del self.endpoints[target]
 
     def client_disconnected(self, client) -> None:
+        self.settle()
         key = conn_key(client.id)
         if key in self.sessions and self.writer is not None:
             self._close_session(None, key, keep=False)
@@ -586,6 +632,7 @@ class Recording:
 
     def done(self) -> None:
         """The proxy is stopping: end open streams and exchanges, close every session."""
+        self.settle()
         if self.writer is None:
             return
         ts = now()

@@ -1,5 +1,6 @@
 """The addon's hooks driven directly (mitmproxy's test flows), HAR export, and the commands."""
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -62,8 +63,11 @@ def test_parse_upstream_and_listen() -> None:
         parse_listen("8081")
 
 
-def _record(tmp_path: Path, chunks: list[bytes]) -> list[dict]:
-    """Run one streamed POST through the hooks, the body cut into `chunks`; the trace's events."""
+def _record(tmp_path: Path, chunks: list[bytes], on_chunk=None) -> list[dict]:
+    """Run one streamed POST through the hooks, the body cut into `chunks`; the trace's events.
+
+    `on_chunk(recording)` runs after each chunk has been passed on.
+    """
     out = tmp_path / f"{len(chunks)}.jsonl"
     addons = make_addons()
     tap, exchange, output = addons
@@ -80,6 +84,8 @@ def _record(tmp_path: Path, chunks: list[bytes]) -> list[dict]:
         tap.responseheaders(flow)
         for chunk in chunks:
             assert flow.response.stream(chunk) == chunk  # passed on unchanged
+            if on_chunk is not None:
+                on_chunk(tap.recording)
         flow.response.stream(b"")
         exchange.response(flow)
         exchange.done()
@@ -101,6 +107,23 @@ def test_sse_chunks_split_anywhere(tmp_path: Path) -> None:
     assert whole[5]["sse"] == {"event": "message", "id": "1"}
     assert whole[-2]["event"] == "close" and whole[-2]["events"] == 3 and whole[-2]["bytes"] == len(SSE_BODY)
     assert not [e for e in whole if e["kind"] == "violation"]
+
+
+def test_sse_chunks_are_recorded_after_they_are_passed_on(tmp_path: Path) -> None:
+    """On mitmproxy's event loop a chunk is recorded in a callback of the same loop turn, once
+    mitmproxy has forwarded it; any later hook records what is still queued first, so the trace is
+    the same as when every chunk is recorded at once."""
+    chunks = [SSE_BODY[:70], SSE_BODY[70:150], SSE_BODY[150:]]
+    queued = []
+
+    async def on_the_loop() -> list[dict]:
+        return _record(tmp_path / "loop", chunks, lambda recording: queued.append(len(recording._chunks)))
+
+    (tmp_path / "loop").mkdir()
+    deferred = asyncio.run(on_the_loop())
+    assert queued == [1, 2, 3]  # nothing recorded in the stream callable itself
+    assert _shape(deferred) == _shape(_record(tmp_path, chunks))
+    assert [e["kind"] for e in deferred[1:]] == ["message", "stream", "sse", "sse", "message", "message", "stream", "http"]
 
 
 def test_truncated_sse_is_a_violation(tmp_path: Path) -> None:
