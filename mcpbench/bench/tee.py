@@ -1,7 +1,8 @@
 """`mcpbench bench tee`: what the stdio tee costs, measured against no tee in the same run.
 
 - Round trips: one request, wait for its answer, repeat; against a fast echo
-  server started directly and through `mcpbench tee` (recording on).
+  server started directly and through `mcpbench tee` (recording on), the two
+  taking turns every 100 round trips.
 - One-way throughput: 1 KiB messages pushed into `cat > /dev/null`, through a
   plain pipe and through the tee.
 
@@ -24,6 +25,7 @@ SINK = ["sh", "-c", "cat > /dev/null"]
 REQUEST = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}\n'
 MESSAGE_SIZE = 1024
 WARMUP = 200
+TURN = 100  # round trips per server before the other takes its turn
 READY_TIMEOUT = 30.0
 
 
@@ -31,22 +33,32 @@ def tee_argv(trace: Path) -> list[str]:
     return [sys.executable, "-m", "mcpbench", "tee", "--out", str(trace), "--"]
 
 
-def round_trips(argv: list[str], count: int) -> list[float]:
-    """Latencies (µs) of `count` sequential round trips to the server `argv`."""
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-    write, read = proc.stdin.write, proc.stdout.readline
-    samples = []
+def round_trips(argvs: dict[str, list[str]], count: int) -> dict[str, list[float]]:
+    """Latencies (µs) of `count` sequential round trips to each server, interleaved.
+
+    The servers run side by side and take turns every `TURN` round trips, so
+    drift in this machine's speed (a shared VM) hits each of them alike.
+    """
+    procs = {
+        name: subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        for name, argv in argvs.items()
+    }
+    samples: dict[str, list[float]] = {name: [] for name in argvs}
     try:
-        for i in range(WARMUP + count):
-            start = time.perf_counter()
-            write(REQUEST % i)
-            if not read():
-                raise RuntimeError(f"{argv} closed its stdout")
-            if i >= WARMUP:
-                samples.append((time.perf_counter() - start) * 1e6)
+        for turn in range(-(-(WARMUP + count) // TURN)):
+            for name, proc in procs.items():
+                write, read = proc.stdin.write, proc.stdout.readline
+                for i in range(turn * TURN, min((turn + 1) * TURN, WARMUP + count)):
+                    start = time.perf_counter()
+                    write(REQUEST % i)
+                    if not read():
+                        raise RuntimeError(f"{argvs[name]} closed its stdout")
+                    if i >= WARMUP:
+                        samples[name].append((time.perf_counter() - start) * 1e6)
     finally:
-        proc.stdin.close()
-        proc.wait(30)
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait(30)
     return samples
 
 
@@ -82,8 +94,8 @@ def run(quick: bool = False) -> Path:
     rts, messages, repeats = (500, 20_000, 1) if quick else (5_000, 200_000, 3)
     with tempfile.TemporaryDirectory(prefix="mcpbench-bench-") as tmp:
         trace = Path(tmp) / "bench.jsonl"
-        direct = round_trips(ECHO, rts)
-        via_tee = round_trips(tee_argv(trace) + ECHO, rts)
+        latencies = round_trips({"direct": ECHO, "tee": tee_argv(trace) + ECHO}, rts)
+        direct, via_tee = latencies["direct"], latencies["tee"]
         flows = {"pipe": [], "tee": []}
         for _ in range(repeats):  # alternate, so drift in machine load hits both alike
             flows["pipe"].append(one_way(SINK, messages))
