@@ -43,6 +43,9 @@ CHANNEL_READ = 1024 * 1024
 CHANNEL_BYTES = 1024 * 1024
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
+# How much lower the recorder's scheduling priority is than the tee's.
+RECORDER_NICENESS = 10
+
 
 def frame(kind: int, ts: float, payload: bytes = b"") -> list[bytes]:
     """The pieces of one channel frame (for `os.writev`, so the payload is not copied)."""
@@ -157,6 +160,9 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # Recording is background work: when the session's processes (host,
+        # tee, server) want a core, they go first; the channel absorbs bursts.
+        os.nice(RECORDER_NICENESS)
         os.close(write_end)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in detach_fds:
