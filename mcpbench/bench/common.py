@@ -1,4 +1,4 @@
-"""What every benchmark shares: percentiles, machine facts, writing JSON and a chart."""
+"""What every benchmark shares: machine facts, writing JSON and a chart (percentiles: analysis.stats)."""
 
 import os
 import platform
@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
-from mcpbench.analysis.stats import percentile, summary  # noqa: F401 (re-exported for benchmarks)
 
 BENCH_DIR = Path("results") / "bench"
 

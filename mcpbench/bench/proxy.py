@@ -63,7 +63,9 @@ import threading
 import time
 from pathlib import Path
 
-from mcpbench.bench.common import bar_chart, summary, write_result
+from mcpbench.analysis.stats import summary
+from mcpbench.bench.common import bar_chart, write_result
+from mcpbench.lab.servers import free_port, start_listening, stop_process
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import ClientProtocol
 from mcpbench.protocol.http import SESSION_ID, is_event_stream, post_headers
@@ -104,8 +106,6 @@ TARGET_TTFE_EXTRA_MS = 5.0
 SLOW_ARGS = {"seconds": 0.2, "steps": 4}
 # How long to wait for a first event before calling it lost (bare mitmdump never delivers `/sse`).
 TTFE_TIMEOUT = 2.0
-STARTUP_TIMEOUT = 30.0
-STOP_TIMEOUT = 5.0
 
 
 def _bin(name: str) -> str:
@@ -114,45 +114,9 @@ def _bin(name: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = STARTUP_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before port {port} opened")
-        try:
-            with socket.create_connection((HOST, port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"nothing listens on {HOST}:{port} after {timeout:g} s") from None
-        time.sleep(0.02)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    proc.wait()
-
-
 def _start(argv: list[str], port: int, log: Path) -> subprocess.Popen:
     with open(log, "wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        _wait_port(port, proc)
-    except BaseException:
-        _stop(proc)
-        raise
-    return proc
+        return start_listening(argv, port, stdout=subprocess.DEVNULL, stderr=err)
 
 
 class _Client:
@@ -388,12 +352,12 @@ def run(quick: bool = False) -> Path:
         procs: list[subprocess.Popen] = []
         try:
             ports = {}
-            ports["server"] = _free_port()
+            ports["server"] = free_port()
             procs.append(_start(
                 [python, "-m", "mcpbench", "lab", "serve", "--transport", "streamable-http", "--host", HOST, "--port", str(ports["server"])],
                 ports["server"], tmpdir / "server.log",
             ))
-            ports["legacy"] = _free_port()
+            ports["legacy"] = free_port()
             procs.append(_start(
                 [python, "-m", "mcpbench", "lab", "serve", "--transport", "sse", "--host", HOST, "--port", str(ports["legacy"])],
                 ports["legacy"], tmpdir / "legacy.log",
@@ -403,7 +367,7 @@ def run(quick: bool = False) -> Path:
             proxy_procs = {}
             for upstream in ("server", "legacy"):
                 for kind in PROXIES:
-                    port = ports[f"{kind}-{upstream}"] = _free_port()
+                    port = ports[f"{kind}-{upstream}"] = free_port()
                     argv = [mitmdump, "-q", "--mode", f"reverse:http://{HOST}:{ports[upstream]}", "--listen-host", HOST, "-p", str(port)]
                     if kind == "stream":
                         argv += ["-s", str(stream_only)]
@@ -435,11 +399,11 @@ def run(quick: bool = False) -> Path:
             first = _first_events(slow_targets, legacy_targets, config["ttfe_samples"])
             procs_to_stop = procs  # the addon's trace is complete once its mitmdump has stopped
             for proc in reversed(procs_to_stop):
-                _stop(proc)
+                stop_process(proc)
             trace_events = sum(1 for _ in open(tmpdir / "server.jsonl", "rb")) if (tmpdir / "server.jsonl").exists() else 0
         finally:
             for proc in reversed(procs):
-                _stop(proc)
+                stop_process(proc)
 
     medians = {
         name: {key: statistics.median(r[name][key] for r in rounds) for key in rounds[0][name]} for name in PATHS
