@@ -168,7 +168,8 @@ class Session:
         elif isinstance(message, Notification):
             if direction is C2S and message.method == "notifications/initialized":
                 self._advance(Trigger.INITIALIZED, out)
-                self.handshake_finished = ts
+                if self.state is OPERATING and self.handshake_finished is None:
+                    self.handshake_finished = ts
         else:
             self._answer(direction, message, ts, out)
         return out

@@ -96,6 +96,15 @@ def test_batch_allowed_in_2025_03_26():
     assert len([e for e in events if isinstance(e, Exchange)]) == 3
 
 
+def test_handshake_time_only_from_a_completed_handshake():
+    session = Session()
+    run(session, [(C2S, INIT), (C2S, INITIALIZED)])  # initialized before the answer: no handshake yet
+    assert session.handshake_time is None
+    session.observe(S2C, INIT_OK, 5.0)
+    session.observe(C2S, INITIALIZED, 7.0)
+    assert session.handshake_time == 7.0 and session.state is SessionState.OPERATING
+
+
 def test_initialize_error_returns_to_new():
     session = Session()
     run(session, [(C2S, INIT), (S2C, ErrorResponse(id=1, code=-32602, message="bad version"))])
