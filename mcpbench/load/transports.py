@@ -127,6 +127,29 @@ def _discard(resp: Any) -> None:
         resp._pool = None
 
 
+def _short_exchange(client: Any, method: str, uri: str, body: bytes, headers: dict[str, str] | None,
+                    *, has_session: bool, also_ok: tuple[int, ...] = ()) -> int:
+    """One request whose answer is only a status (202, 200 to DELETE, …): its body size.
+
+    Raises:
+        McpFailure: an HTTP error status (not in `also_ok`), classified, or a socket failure.
+    """
+    try:
+        resp = client.request(method, uri, body=body, headers=headers)
+    except _SOCKET_ERRORS as exc:
+        raise _socket_failure(exc, connected=False) from None
+    try:
+        status = resp.status_code
+        if status >= 400 and status not in also_ok:
+            raise McpFailure(classify_status(status, has_session=has_session), _error_detail(resp, status))
+        return len(resp.read())
+    except _SOCKET_ERRORS as exc:
+        raise _socket_failure(exc, connected=True) from None
+    finally:
+        if resp._sock is not None:
+            _discard(resp)
+
+
 def _error_detail(resp: Any, status: int) -> str:
     """`HTTP 404` plus the JSON-RPC error message in the body, if short."""
     try:
@@ -286,35 +309,12 @@ class StreamableHttpTransport(Transport):
             pass
 
     def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
-        resp = self._post(data, headers)
-        try:
-            status = resp.status_code
-            if status >= 400:
-                raise McpFailure(classify_status(status, has_session=bool(headers and SESSION_ID in headers)), _error_detail(resp, status))
-            body = resp.read()
-            return len(body)
-        except _SOCKET_ERRORS as exc:
-            raise _socket_failure(exc, connected=True) from None
-        finally:
-            if resp._sock is not None:
-                _discard(resp)
+        has_session = bool(headers and SESSION_ID in headers)
+        return _short_exchange(self._client, "POST", self._uri, data, headers, has_session=has_session)
 
     def end_session(self, headers: dict[str, str]) -> int | None:
-        try:
-            resp = self._client.request("DELETE", self._uri, body=b"", headers=headers)
-        except _SOCKET_ERRORS as exc:
-            raise _socket_failure(exc, connected=False) from None
-        try:
-            status = resp.status_code
-            # Streamable HTTP: "The server MAY respond to this request with HTTP 405".
-            if status >= 400 and status != 405:
-                raise McpFailure(classify_status(status, has_session=True), _error_detail(resp, status))
-            return len(resp.read())
-        except _SOCKET_ERRORS as exc:
-            raise _socket_failure(exc, connected=True) from None
-        finally:
-            if resp._sock is not None:
-                _discard(resp)
+        # Streamable HTTP: "The server MAY respond to this request with HTTP 405".
+        return _short_exchange(self._client, "DELETE", self._uri, b"", headers, has_session=True, also_ok=(405,))
 
 
 # --- legacy HTTP+SSE ----------------------------------------------------------------------------
@@ -429,21 +429,8 @@ class SseTransport(Transport):
         return self._post(data)
 
     def _post(self, data: bytes) -> int:
-        try:
-            resp = self._post_client.request("POST", self._endpoint_uri, body=data, headers={"content-type": "application/json"})
-        except _SOCKET_ERRORS as exc:
-            raise _socket_failure(exc, connected=False) from None
-        try:
-            status = resp.status_code
-            if status >= 400:
-                # The endpoint URI carries the session: a 404 there means the session is gone.
-                raise McpFailure(classify_status(status, has_session=True), _error_detail(resp, status))
-            return len(resp.read())
-        except _SOCKET_ERRORS as exc:
-            raise _socket_failure(exc, connected=True) from None
-        finally:
-            if resp._sock is not None:
-                _discard(resp)
+        # The endpoint URI carries the session: a 404 there means the session is gone.
+        return _short_exchange(self._post_client, "POST", self._endpoint_uri, data, {"content-type": "application/json"}, has_session=True)
 
     def close(self) -> None:
         if self._closed is None:
