@@ -141,6 +141,8 @@ class Batch(Message):
 
 Answer = Response | ErrorResponse
 
+_new = object.__new__
+
 
 def decode(data: bytes | bytearray | memoryview | str) -> Message:
     """Parse one JSON-RPC message (or batch) from its JSON text.
@@ -172,11 +174,17 @@ def from_obj(obj: Any) -> Message:
         params = obj.get("params")
         if params is not None and type(params) is not dict:
             raise InvalidMessage(_check_params(params))
+        # Already checked: build without the dataclass constructor, which costs
+        # half a microsecond more per message on the tee's hot path.
         if "id" not in obj:
-            return Notification(method=method, params=params, _parsed=True)
+            message = _new(Notification)
+            message.method, message.params, message._parsed = method, params, True
+            return message
         if reason := _check_id(obj["id"]):
             raise InvalidMessage(reason)
-        return Request(id=obj["id"], method=method, params=params, _parsed=True)
+        message = _new(Request)
+        message.id, message.method, message.params, message._parsed = obj["id"], method, params, True
+        return message
     return _from_answer(obj)
 
 
@@ -207,7 +215,9 @@ def _from_answer(obj: dict) -> Message:
     if has_result:
         if reason := _check_id(obj.get("id")):
             raise InvalidMessage(f"response {reason}")
-        return Response(id=obj["id"], result=obj["result"], _parsed=True)
+        message = _new(Response)
+        message.id, message.result, message._parsed = obj["id"], obj["result"], True
+        return message
     if error is not None:
         if not isinstance(error, dict):
             raise InvalidMessage("error must be an object")

@@ -120,12 +120,27 @@ class TraceWriter:
         if extra:
             head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
             return orjson.dumps(head | extra)[:-1] + b',"msg":' + raw + b"}\n"
-        # The hot path (the tee): everything but ts is the same for a session and direction.
+        return self._head(session, direction, ts) + raw + b"}\n"
+
+    def encode_messages(self, session: str | None, direction: str, raws: list[bytes], ts: float) -> bytes:
+        """Several messages read at the same time `ts`, as trace lines in one bytes.
+
+        The stdio recorder's hot path: every line but its `msg` is the same, so
+        one join builds them all. Each raw must be valid JSON without a newline,
+        as `LineFramer.lines` gives them once decoded (`encode_message` says why).
+        """
+        if self._redact_json:
+            return b"".join([self.encode_message(session, direction, raw, ts) for raw in raws])
+        head = self._head(session, direction, ts)
+        return head + (b"}\n" + head).join(raws) + b"}\n"
+
+    def _head(self, session: str | None, direction: str, ts: float) -> bytes:
+        """A message line up to its `msg` value: everything but ts is the same per session and direction."""
         prefix = self._prefixes.get((session, direction))
         if prefix is None:
             fields = orjson.dumps({"session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE})
             prefix = self._prefixes[(session, direction)] = (b'{"v":%d,"ts":' % FORMAT_VERSION, b"," + fields[1:-1] + b',"msg":')
-        return b"".join((prefix[0], orjson.dumps(ts), prefix[1], raw, b"}\n"))
+        return prefix[0] + orjson.dumps(ts) + prefix[1]
 
     def write(self, event: dict[str, Any]) -> None:
         """Write one event (see `encode`)."""

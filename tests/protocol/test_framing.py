@@ -15,6 +15,14 @@ def test_lines_split_on_lf_and_crlf():
     assert feed_all(LineFramer, b"a\rb\n") == [Line(b"a\rb")]
 
 
+def test_lines_gives_bytes_for_complete_lines_and_objects_for_the_rest():
+    framer = LineFramer(max_line=8)
+    assert framer.lines(b'{"a":1}\r\nab') == [b'{"a":1}']
+    assert framer.lines(b"c\n" + b"x" * 20) == [b"abc"]
+    assert framer.lines(b"\ntail") == [LineTooLong(size=20, head=b"x" * 20)]
+    assert framer.lines(b"") == [Line(b"tail", terminated=False)]
+
+
 def test_need_data_then_eof_with_unterminated_tail():
     framer = LineFramer()
     framer.receive_data(b"abc")

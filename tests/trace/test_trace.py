@@ -92,6 +92,15 @@ def test_json_rules_by_key_and_path():
     assert Redactor().json(obj) == (obj, False)
 
 
+@pytest.mark.parametrize("rules", [(), ("password",)])
+def test_messages_of_one_read_encode_as_each_would_alone(tmp_path, rules):
+    raws = [b'{"jsonrpc":"2.0","id":1,"method":"ping"}', b' {"jsonrpc":"2.0","method":"x","params":{"password":"p"}} ']
+    with TraceWriter(tmp_path / "t.jsonl", transport="stdio", redactor=Redactor(rules)) as writer:
+        together = writer.encode_messages("s", "s2c", raws, 2.25)
+        assert together == b"".join(writer.encode_message("s", "s2c", raw, 2.25) for raw in raws)
+    assert together.count(b"\n") == 2 and (b'"p"' in together) == (not rules)
+
+
 def test_writer_applies_json_redaction(tmp_path):
     path = tmp_path / "t.jsonl"
     with TraceWriter(path, transport="stdio", redactor=Redactor(["password"])) as writer:
