@@ -107,20 +107,29 @@ class Tee:
             self.proc.send_signal(signum)
 
     def _pump(self, src: int, dst: int, kind: int, close_dst) -> None:
+        # The loop runs once per message in an interactive session, with the
+        # peer waiting: names are bound once and the common case takes one
+        # `writev` to the recorder and one `write` onward.
+        read, write, pack, clock, lock = os.read, os.write, recorder.HEADER.pack, now, self._channel_lock
         forwarding = True
         while True:
             try:
-                chunk = os.read(src, READ_SIZE)
+                chunk = read(src, READ_SIZE)
             except OSError:
                 chunk = b""
-            self._send(recorder.frame(kind, now(), chunk))  # an empty chunk tells the recorder: EOF
+            if self._channel is not None:  # an empty chunk tells the recorder: EOF
+                header = pack(kind, clock(), len(chunk))
+                with lock:
+                    self._send_locked(header, chunk)
             if not chunk:
                 break
             if forwarding:
                 try:
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(dst, view) :]
+                    written = write(dst, chunk)
+                    if written < len(chunk):  # a full pipe took part of it
+                        view = memoryview(chunk)[written:]
+                        while view:
+                            view = view[write(dst, view) :]
                 except OSError:
                     # The reader is gone (server exited, host closed): keep
                     # draining so the other side never blocks on a full pipe.
@@ -133,23 +142,26 @@ class Tee:
             pass
 
     def _event(self, **event: object) -> None:
-        self._send(recorder.event_frame(now(), event))
-
-    def _send(self, pieces: list[bytes]) -> None:
-        if self._channel is None:
-            return
+        header, payload = recorder.event_frame(now(), event)
         with self._channel_lock:
-            try:
-                written, total = os.writev(self._channel, pieces), len(pieces[0]) + len(pieces[1])
-                if written < total:  # a signal cut the write short: send the rest
-                    rest = memoryview(b"".join(pieces))[written:]
-                    while rest:
-                        rest = rest[os.write(self._channel, rest) :]
-            except OSError as exc:
-                # Never break the observed session: stop recording, say so once.
-                print(f"mcpbench: recorder gone ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
-                os.close(self._channel)
-                self._channel = None
+            self._send_locked(header, payload)
+
+    def _send_locked(self, header: bytes, payload: bytes) -> None:
+        """One frame to the recorder; the caller holds the channel lock, so frames never interleave."""
+        channel = self._channel
+        if channel is None:
+            return
+        try:
+            written = os.writev(channel, (header, payload))
+            if written < len(header) + len(payload):  # a signal cut the write short: send the rest
+                rest = memoryview(header + payload)[written:]
+                while rest:
+                    rest = rest[os.write(channel, rest) :]
+        except OSError as exc:
+            # Never break the observed session: stop recording, say so once.
+            print(f"mcpbench: recorder gone ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
+            os.close(channel)
+            self._channel = None
 
     def _finish_recording(self) -> None:
         """Close the channel and give the recorder time to write what it holds."""
