@@ -110,13 +110,26 @@ class LineFramer:
         is a tenth of what it spends on a small message. Only the rare events
         (a line cut off by EOF, a line over the limit) come as objects.
         """
-        if data and not self._buf and not self._dropped and len(data) <= self.max_line:
-            # Fast path for the common case, no unfinished line held: split once.
+        if data and not self._dropped and len(data) <= self.max_line:
+            # Fast path: split once. A line begun in an earlier chunk is finished first.
+            first: list[bytes] = []
+            if self._buf:
+                end = data.find(b"\n")
+                if end < 0 or len(self._buf) + end > self.max_line:
+                    return self._slow_lines(data)
+                self._buf += data[:end]
+                first = [bytes(self._buf[:-1] if self._buf[-1:] == b"\r" else self._buf)]
+                self._buf.clear()
+                self._scanned = 0
+                data = data[end + 1 :]
             *lines, rest = data.split(b"\n")
             self._buf += rest
-            if data.find(b"\r") < 0:
-                return lines
-            return [line[:-1] if line[-1:] == b"\r" else line for line in lines]
+            if data.find(b"\r") >= 0:
+                lines = [line[:-1] if line[-1:] == b"\r" else line for line in lines]
+            return first + lines if first else lines
+        return self._slow_lines(data)
+
+    def _slow_lines(self, data: bytes) -> list[bytes | Line | LineTooLong]:
         self.receive_data(data)
         events: list[bytes | Line | LineTooLong] = []
         while not isinstance(event := self.next_event(), Signal):
