@@ -250,7 +250,12 @@ class Recording:
         if settings == self.settings and self.writer is not None:
             return
         path = out or default_trace_path(DEFAULT_LABEL)
-        writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=Redactor(redact))
+        redactor = Redactor(redact)
+        if isinstance(header.get("upstream"), str):
+            header = header | {"upstream": redactor.url(header["upstream"])}
+        elif isinstance(header.get("upstream"), list):
+            header = header | {"upstream": [redactor.url(url) for url in header["upstream"]]}
+        writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=redactor)
         self.close_writer()
         self.writer, self.settings = writer, settings
         self._header_cache.clear()
@@ -339,14 +344,15 @@ class Recording:
             return
         request = flow.request
         method = request.method
-        ex = _Exchange(flow.id, conn_key(flow.client_conn.id), method, request.path)
+        # The recorded path has secret query values redacted; matching uses the real one.
+        ex = _Exchange(flow.id, conn_key(flow.client_conn.id), method, writer.redactor.url(request.path))
         self.exchanges[flow.id] = ex
         # One pass over the raw header fields; every lookup below reads this (lower-case) dict.
         headers = ex.req_headers = self._headers(request.headers)
         ex.req_content_type = headers.get("content-type")
         session_id = headers.get(SESSION_ID) or None
         if method == "POST":
-            legacy = self.endpoints.get((request.host.lower(), request.port, ex.path)) if self.endpoints else None
+            legacy = self.endpoints.get((request.host.lower(), request.port, request.path)) if self.endpoints else None
             body = request.raw_content or b""
             if body and "content-encoding" in headers:
                 body = request.get_content(strict=False) or b""

@@ -104,6 +104,7 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
     from mcpbench.replay.engine import Pace, Replayer
     from mcpbench.replay.report import build, learn_noise as learn
     from mcpbench.target import STDIO, parse_target
+    from mcpbench.trace.redact import Redactor
     from mcpbench.trace.writer import TraceWriter
 
     try:
@@ -123,8 +124,9 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         if first.aborted:
             report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
             _finish(report, report_path, verbose)
-    writer = TraceWriter(out, transport=target.transport,
-                         header={"replay_of": str(trace), "target": str(target), "protocol_version": protocol_version}) if out else None
+    redactor = Redactor()
+    writer = TraceWriter(out, transport=target.transport, redactor=redactor,
+                         header={"replay_of": str(trace), "target": redactor.url(str(target)), "protocol_version": protocol_version}) if out else None
     try:
         run = run_once(writer)
     finally:

@@ -5,14 +5,25 @@ so two equal secrets stay comparable in a trace without being readable.
 
 Rules are header names (case-insensitive) and JSON paths into a message:
 `params.arguments.api_key` (dot-separated), `*` matching any one key or list
-index, and a bare name such as `password` matching that key at any depth.
+index, and a bare name such as `password` matching that key at any depth. A
+bare name also names a URL query parameter: hosted MCP servers often take an
+API key in the URL (`/mcp?api_key=…`), so common secret parameters are
+redacted by default too.
 """
 
 import hashlib
 from typing import Any, Iterable
+from urllib.parse import unquote_plus
 
 DEFAULT_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"}
+)
+
+# Query parameters (case-insensitive) that carry secrets in MCP server URLs,
+# OAuth redirects and signed links.
+DEFAULT_QUERY = frozenset(
+    {"access_token", "api_key", "apikey", "api-key", "auth", "client_secret", "code", "key", "password",
+     "secret", "sig", "signature", "token"}
 )
 
 # A fixed salt keeps generic precomputed tables of SHA-256 digests from working;
@@ -38,6 +49,7 @@ class Redactor:
 
     def __init__(self, rules: Iterable[str] = (), *, defaults: bool = True) -> None:
         self.headers = set(DEFAULT_HEADERS if defaults else ())
+        self.query = set(DEFAULT_QUERY if defaults else ())
         self.keys: set[str] = set()
         self.paths: list[tuple[str, ...]] = []
         for rule in rules:
@@ -48,6 +60,7 @@ class Redactor:
                 self.paths.append(tuple(rule.removeprefix("$.").split(".")))
             else:
                 self.headers.add(rule.lower())
+                self.query.add(rule.lower())
                 self.keys.add(rule)
 
     @property
@@ -67,6 +80,24 @@ class Redactor:
                 value = fingerprint(value)
             out[name] = f"{out[name]}, {value}" if name in out else value
         return out
+
+    def url(self, url: str) -> str:
+        """`url` (absolute, or a path with its query) with secret query values replaced.
+
+        Everything else stays as written, percent-encoding included: the
+        recorded path must still show what the client sent.
+        """
+        start = url.find("?")
+        if start < 0:
+            return url
+        end = url.find("#", start)
+        end = len(url) if end < 0 else end
+        params = url[start + 1 : end].split("&")
+        for index, param in enumerate(params):
+            name, eq, value = param.partition("=")
+            if eq and unquote_plus(name).lower() in self.query:
+                params[index] = f"{name}={fingerprint(unquote_plus(value))}"
+        return url[: start + 1] + "&".join(params) + url[end:]
 
     def json(self, obj: Any) -> tuple[Any, bool]:
         """A copy of `obj` with matching values replaced, and whether any was."""

@@ -34,6 +34,7 @@ from tests.support.servers import reference_server
 # Per SDK call through the proxy on a busy 2-core machine: generous, but a hang still fails fast.
 CALL_TIMEOUT = 20.0
 SECRET = "s3cr3t-bearer-7f3a9c"
+QUERY_SECRET = "k3y-in-the-url-91be"
 
 
 @pytest.fixture(scope="module")
@@ -300,20 +301,23 @@ def test_client_disconnect_mid_stream(sse_answers, tmp_path: Path) -> None:
     assert any(e["msg"].get("result", {}).get("content", [{}])[0].get("text") == "after" for e in messages(trace, "s2c"))
 
 
-def test_bearer_token_never_reaches_the_trace(sse_answers, tmp_path: Path) -> None:
+def test_bearer_token_and_url_key_never_reach_the_trace(sse_answers, tmp_path: Path) -> None:
     capture = Capture()
     with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
         async def main():
-            client, http = captured_client(proxy.url("/mcp"), "legacy", capture, headers={"authorization": f"Bearer {SECRET}"})
+            url = proxy.url(f"/mcp?api_key={QUERY_SECRET}&profile=dev")
+            client, http = captured_client(url, "legacy", capture, headers={"authorization": f"Bearer {SECRET}"})
             async with http, client:
                 await client.call_tool("echo", {"text": "hi"})
 
         run(main)
     raw = proxy.trace.read_bytes()
-    assert SECRET.encode() not in raw
+    assert SECRET.encode() not in raw and QUERY_SECRET.encode() not in raw
     trace = events(proxy.trace)
     requests = messages(trace, "c2s")
     assert requests and all(e["http"]["headers"]["authorization"] == fingerprint(f"Bearer {SECRET}") for e in requests)
+    # the query's secret is fingerprinted in place; the rest of the path is as sent
+    assert {e["http"]["path"] for e in requests} == {f"/mcp?api_key={fingerprint(QUERY_SECRET)}&profile=dev"}
 
 
 def test_errors_and_non_mcp_requests(sse_answers, tmp_path: Path) -> None:

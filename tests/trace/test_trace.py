@@ -79,6 +79,16 @@ def test_headers_redacted_by_default_and_comparable():
     assert headers["cookie"].startswith("redacted:") and headers["x-api-key"].startswith("redacted:")
 
 
+def test_secret_query_parameters_redacted_and_the_rest_kept_as_written():
+    redactor = Redactor(["profile"])
+    assert redactor.url("/messages?sessionId=abc") == "/messages?sessionId=abc"
+    assert redactor.url("/mcp?API_KEY=a+b&x=1%202&profile=p#top") == (
+        f"/mcp?API_KEY={fingerprint('a b')}&x=1%202&profile={fingerprint('p')}#top"
+    )
+    assert redactor.url("https://h:1/mcp") == "https://h:1/mcp"
+    assert Redactor(defaults=False).url("/mcp?token=t") == "/mcp?token=t"
+
+
 def test_json_rules_by_key_and_path():
     redactor = Redactor(["api_key", "params.arguments.*.token", "X-Tenant"])
     assert "x-tenant" in redactor.headers
