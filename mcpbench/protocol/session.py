@@ -147,6 +147,19 @@ class Session:
         self.handshake_started: float | None = None
         self.handshake_finished: float | None = None
 
+    @classmethod
+    def joined(cls, version: str | None = None) -> "Session":
+        """A session first seen after its handshake: it starts operating.
+
+        For a recorder that began mid-session, or dropped an idle session's
+        state: its next request must not read as one sent before `initialize`.
+        A session with a session id is handshake-era unless `version` says otherwise.
+        """
+        session = cls(version)
+        session.era = session.era or Era.HANDSHAKE
+        session.state = OPERATING
+        return session
+
     def observe(self, direction: Direction, message: Message, ts: float = 0.0) -> list[SessionEvent]:
         """Take one message that travelled in `direction` at time `ts`.
 

@@ -41,7 +41,7 @@ request the work is one JSON decode, one session step and a few `os.write`s.
 
 import asyncio
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
@@ -79,6 +79,10 @@ MAX_BODY_BYTES = 64 * 1024
 # Sessionless key: "conn-" + the first 12 hex digits of mitmproxy's client connection id (a UUID4:
 # 48 random bits, so keys of one recording do not collide in practice).
 CONN_PREFIX = "conn-"
+
+# Sessions whose state the addon keeps at once (a few KiB each), the least
+# recently active dropped first.
+MAX_LIVE_SESSIONS = 10_000
 CONN_ID_HEX = 12
 
 # Lifecycle checks that a per-connection key cannot make: without a session id, a client's
@@ -228,7 +232,7 @@ class Recording:
     def __init__(self) -> None:
         self.writer: TraceWriter | None = None
         self.settings: tuple | None = None
-        self.sessions: dict[str, Session] = {}
+        self.sessions: OrderedDict[str, Session] = OrderedDict()  # least recently active first
         self.endpoints: dict[tuple[str, int, str], str] = {}  # legacy POST target -> session key
         self.exchanges: dict[str, _Exchange] = {}  # open exchanges by flow id
         self.events_written = 0  # the count of the last writer closed
@@ -666,10 +670,23 @@ class Recording:
     # ---- events ---------------------------------------------------------------------------------
 
     def _observe(self, ex: _Exchange, direction: Direction, message, ts: float) -> None:
-        session = self.sessions.get(ex.session)
-        if session is None:
-            session = self.sessions[ex.session] = Session()
+        sessions = self.sessions
+        session = sessions.get(ex.session)
         conn_keyed = ex.session.startswith(CONN_PREFIX)
+        if session is not None:
+            sessions.move_to_end(ex.session)
+        else:
+            opening = type(message) is jsonrpc.Request and message.method == "initialize"
+            if conn_keyed or ex.transport == LEGACY or opening:
+                session = Session()
+            else:  # a session id we never saw minted: recording began mid-session, or it was dropped
+                session = Session.joined(ex.req_headers.get(PROTOCOL_VERSION))
+            sessions[ex.session] = session
+            if len(sessions) > MAX_LIVE_SESSIONS:
+                # Keep memory bounded over long recordings: clients often leave
+                # without DELETE. The least recently active session's state goes;
+                # if it comes back, it is picked up as joined.
+                sessions.popitem(last=False)
         for item in session.observe(direction, message, ts):
             if type(item) is Violation and not (conn_keyed and item.code in CROSS_CONNECTION_CODES):
                 self._session_violation(ex, ex.session, item, ts)

@@ -111,6 +111,15 @@ def test_initialize_error_returns_to_new():
     assert session.state is SessionState.NEW
 
 
+def test_a_session_joined_mid_way_is_operating():
+    call = Request(id=7, method="tools/call", params={"name": "echo"})
+    steps = [(C2S, call), (S2C, Response(id=7, result={}))]
+    assert codes(run(Session(), steps)) == ["request-before-initialized"]
+    joined = Session.joined("2025-06-18")
+    assert codes(run(joined, steps)) == [] and joined.era is Era.HANDSHAKE and joined.version == "2025-06-18"
+    assert Session.joined().state is SessionState.OPERATING
+
+
 def test_close_and_message_after_close():
     session = Session()
     run(session, [(C2S, INIT), (S2C, INIT_OK), (C2S, INITIALIZED)])

@@ -320,6 +320,33 @@ def test_bearer_token_and_url_key_never_reach_the_trace(sse_answers, tmp_path: P
     assert {e["http"]["path"] for e in requests} == {f"/mcp?api_key={fingerprint(QUERY_SECRET)}&profile=dev"}
 
 
+def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: Path) -> None:
+    """A session initialised before the proxy saw it: its calls through the proxy are not 'before initialize'."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+               "mcp-protocol-version": "2025-11-25"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "late"}}}
+
+    async def main(proxy_url):
+        async with httpx2.AsyncClient(timeout=CALL_TIMEOUT) as http:
+            direct = f"http://127.0.0.1:{sse_answers.port}/mcp"
+            opened = await http.post(direct, content=orjson.dumps(init), headers=headers)
+            session = opened.headers["mcp-session-id"]
+            headers["mcp-session-id"] = session
+            await http.post(direct, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}', headers=headers)
+            answer = await http.post(proxy_url, content=orjson.dumps(call), headers=headers)
+            return session, answer.status_code, answer.text
+
+    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+        session, status, body = run(lambda: main(proxy.url("/mcp")))
+    assert status == 200 and "late" in body
+    trace = events(proxy.trace)
+    assert [e["msg"]["method"] for e in messages(trace, "c2s")] == ["tools/call"]
+    assert {e["session"] for e in messages(trace)} == {session}
+    assert kinds(trace, "violation") == []
+
+
 def test_errors_and_non_mcp_requests(sse_answers, tmp_path: Path) -> None:
     """Error statuses pass through with their bodies; non-MCP requests are http events only."""
     with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:

@@ -13,6 +13,7 @@ from mitmproxy import http
 from mitmproxy.test import taddons, tflow
 
 from mcpbench.record import ADDON_PATH
+from mcpbench.record import addon
 from mcpbench.record.addon import conn_key, legacy_session_key, make_addons
 from mcpbench.record.cli import addon_path, export
 from mcpbench.record.har import to_har
@@ -130,6 +131,36 @@ def test_truncated_sse_is_a_violation(tmp_path: Path) -> None:
     events = _record(tmp_path, [SSE_BODY + b"event: message\r\ndata: {\"jsonrpc\""])
     broken = [e for e in events if e["kind"] == "violation"]
     assert [e["code"] for e in broken] == ["sse-truncated"] and "jsonrpc" in broken[0]["raw"]
+
+
+def test_least_recently_active_session_state_is_dropped_and_picked_up_again(tmp_path: Path, monkeypatch) -> None:
+    """Sessions never DELETEd must not grow the addon's memory without bound; one that comes back after
+    its state was dropped reads as joined, not as a request before initialize."""
+    monkeypatch.setattr(addon, "MAX_LIVE_SESSIONS", 2)
+    out = tmp_path / "t.jsonl"
+    addons = make_addons()
+    tap, exchange, output = addons
+    seen = []
+    with taddons.context(*addons) as tctx:
+        tctx.configure(output, mcpbench_out=str(out))
+        for n, sid in enumerate(["a", "b", "c", "a"], 1):
+            flow = tflow.tflow()
+            body = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}' % n
+            flow.request = http.Request.make(
+                "POST", "http://127.0.0.1:8000/mcp", body,
+                {"content-type": "application/json", "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"},
+            )
+            exchange.request(flow)
+            flow.response = http.Response.make(200, b'{"jsonrpc":"2.0","id":%d,"result":{}}' % n, {"content-type": "application/json"})
+            tap.responseheaders(flow)
+            exchange.response(flow)
+            seen.append(list(tap.recording.sessions))
+        exchange.done()
+        output.done()
+    assert seen == [["a"], ["a", "b"], ["b", "c"], ["c", "a"]]
+    trace = list(read_trace(out))
+    assert len([e for e in trace if e["kind"] == "message"]) == 8
+    assert [e for e in trace if e["kind"] == "violation"] == []
 
 
 def test_har_export(tmp_path: Path) -> None:
