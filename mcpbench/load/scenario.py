@@ -41,7 +41,7 @@ from typing import Any
 
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, Era, era_of
-from mcpbench.target import SSE, STDIO, Target, parse_target
+from mcpbench.target import SSE, Target, parse_target
 
 
 class ScenarioError(McpbenchError):
@@ -541,8 +541,7 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError("era 2026-07-28 has no legacy SSE transport (use an http(s):// target)")
     if scenario.open_model is not None and scenario.session != "long_lived":
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
-    if target.transport == STDIO and scenario.session == "session_per_task":
-        pass  # allowed: each task starts a fresh process (a stdio session is the process)
+    # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).
     for call in scenario.mix:
         if call.method == "ping" and any(era_of(v) is Era.STATELESS for v in scenario.versions):
             raise ScenarioError("ping does not exist in 2026-07-28")

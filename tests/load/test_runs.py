@@ -116,6 +116,18 @@ def test_stdio_long_lived(tmp_path):
     assert int(rows[("stdio", "initialize")]["Request Count"]) == 2
 
 
+def test_stdio_session_per_task(tmp_path):
+    """Each task starts a server process, does the handshake and its calls, and ends the process."""
+    argv = " ".join(serve_argv("stdio"))
+    scenario = f"target: 'stdio:{argv}'\nsession: session_per_task\ncalls_per_session: 2\n{MIX}users: 2\nspawn_rate: 10\nduration: 8s\n"
+    proc, out = run_load(tmp_path, scenario)
+    rows, _ = assert_clean_run(proc, out, "stdio", ["initialize", "notifications/initialized"], min_calls=4)
+    sessions = int(rows[("stdio", "initialize")]["Request Count"])
+    assert sessions > 2  # more sessions than users: each task had its own
+    calls = sum(int(r["Request Count"]) for (t, n), r in rows.items() if n.startswith(("tools/", "resources/", "prompts/")))
+    assert calls <= 2 * sessions
+
+
 def test_two_workers(tmp_path, http_server):
     proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 4\nspawn_rate: 20\nduration: 3s\n", "--workers", "2")
     assert_clean_run(proc, out, "streamable-http", ["initialize", "tools/call echo"])
