@@ -5,6 +5,8 @@ the replayer and the load users all build and read HTTP through these, so a
 rule lives in one place.
 """
 
+import zlib
+from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
 from mcpbench.protocol.jsonrpc import Message, Request
@@ -37,6 +39,60 @@ def is_event_stream(content_type: str | None) -> bool:
 def is_json(content_type: str | None) -> bool:
     kind = media_type(content_type)
     return kind == JSON or kind.endswith("+json")
+
+
+def stream_decoder(encoding: str | None) -> Callable[[bytes], bytes] | None:
+    """An incremental decoder for a body sent with `Content-Encoding: encoding`.
+
+    Feed it the body's chunks as they come and `b""` at the end; it returns the
+    decoded bytes each time. A compressing proxy in front of a server can send
+    an event stream gzip'd: the stream still passes through untouched, and the
+    recorder decodes its copy. Identity gives a pass-through; an encoding this
+    Python cannot decode (zstd before 3.14, say) gives None.
+    """
+    codings = [c.strip().lower() for c in (encoding or "").split(",") if c.strip() and c.strip().lower() != "identity"]
+    steps = []
+    for coding in reversed(codings):  # the last applied is listed last: undo it first
+        if coding in ("gzip", "x-gzip", "deflate"):
+            # wbits 47: gzip or zlib header, whichever comes. Raw deflate, which
+            # some servers send for "deflate", is retried on the first chunk.
+            steps.append(_ZlibStream().feed)
+        elif coding == "br":
+            try:
+                import brotli  # a dependency of mitmproxy
+            except ImportError:
+                return None
+            decompressor = brotli.Decompressor()
+            steps.append(lambda chunk, d=decompressor: d.process(chunk) if chunk else b"")
+        else:
+            return None
+    if not steps:
+        return lambda chunk: chunk
+
+    def decode(chunk: bytes) -> bytes:
+        end = not chunk
+        for step in steps:  # at the end, each step takes what the one before let out, then flushes
+            chunk = (step(chunk) if chunk else b"") + (step(b"") if end else b"")
+        return chunk
+
+    return decode
+
+
+class _ZlibStream:
+    def __init__(self) -> None:
+        self._decompressor = zlib.decompressobj(47)
+        self._started = False
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not chunk:
+            return self._decompressor.flush()
+        if not self._started:
+            self._started = True
+            try:
+                return self._decompressor.decompress(chunk)
+            except zlib.error:
+                self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._decompressor.decompress(chunk)
 
 
 def post_headers(message: Message, *, version: str | None, session_id: str | None = None) -> dict[str, str]:

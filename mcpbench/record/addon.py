@@ -58,6 +58,7 @@ from mcpbench.protocol.http import (
     is_json,
     method_header_problems,
     resolve_endpoint,
+    stream_decoder,
 )
 from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
 from mcpbench.protocol.sse import SseComment, SseEvent, SseParser, SseTruncated
@@ -200,13 +201,14 @@ class _StreamTap:
     off the event's way to the client.
     """
 
-    __slots__ = ("recording", "exchange", "request", "parser", "events", "size", "started", "closed")
+    __slots__ = ("recording", "exchange", "request", "parser", "decode", "events", "size", "started", "closed")
 
-    def __init__(self, recording: "Recording", exchange: _Exchange, request) -> None:
+    def __init__(self, recording: "Recording", exchange: _Exchange, request, decode=None) -> None:
         self.recording = recording
         self.exchange = exchange
         self.request = request  # the stream's request: a legacy endpoint URI is relative to its URL
         self.parser = SseParser()
+        self.decode = decode  # for a compressed stream: its incremental decoder (`stream_decoder`)
         self.events = 0
         self.size = 0
         self.started = False
@@ -452,7 +454,9 @@ class Recording:
         if ex.method == "GET" and ex.session is None:
             ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
         self.resolve(ex, flow)
-        tap = _StreamTap(self, ex, flow.request)
+        encoding = headers.get("content-encoding")
+        decode = stream_decoder(encoding) if encoding else None
+        tap = _StreamTap(self, ex, flow.request, decode)
         ex.tap = tap
         response.stream = tap
         # Not flushed here: the first chunk (or any other exchange) writes it moments later.
@@ -460,6 +464,9 @@ class Recording:
             ex, Kind.STREAM, None, now(), event="open", conn=ex.conn, method=ex.method, path=ex.path,
             status=ex.resp_status, content_type=ex.resp_content_type, headers=headers,
         )
+        if encoding and decode is None:
+            tap.closed = True  # passed through untouched, but its events cannot be read
+            self._violation(ex, S2C, now(), "sse-undecodable", f"an event stream with Content-Encoding {encoding}, which this recorder cannot decode", None)
 
     def stream_data(self, tap: _StreamTap, chunk: bytes, ts: float) -> None:
         """Parse and record one chunk of an SSE stream that arrived at `ts` (b"": the stream's end)."""
@@ -467,7 +474,13 @@ class Recording:
         tap.size += len(chunk)
         ex = tap.exchange
         try:
-            events = tap.parser.feed(chunk)
+            if tap.decode is None:
+                events = tap.parser.feed(chunk)
+            else:  # b"" tells the parser the stream ended: only once the decoder is drained
+                data = self._decoded(tap, chunk, ts)
+                events = tap.parser.feed(data) if data else []
+                if not chunk:
+                    events += tap.parser.feed(b"")
         except RemoteProtocolError as exc:
             tap.closed = True
             self._violation(ex, S2C, ts, "sse-line-too-long", str(exc), None)
@@ -485,6 +498,16 @@ class Recording:
         else:  # the end: the `response` hook follows at once and writes this with the `http` event
             tap.closed = True
             self._event(ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path, events=tap.events, bytes=tap.size)
+
+    def _decoded(self, tap: _StreamTap, chunk: bytes, ts: float) -> bytes:
+        """A compressed stream's chunk, decoded; a stream that fails to decode is recorded no further."""
+        try:
+            data = tap.decode(chunk)
+        except Exception as exc:  # noqa: BLE001 - zlib.error, brotli.error: the codecs share no base class
+            self._violation(tap.exchange, S2C, ts, "sse-undecodable", f"the compressed event stream failed to decode: {exc}", None)
+            tap.decode = lambda _chunk: b""
+            return b""
+        return data
 
     def _sse_event(self, tap: _StreamTap, item: SseEvent, ts: float) -> None:
         ex = tap.exchange

@@ -1,11 +1,14 @@
 """The addon's hooks driven directly (mitmproxy's test flows), HAR export, and the commands."""
 
 import asyncio
+import gzip
 import signal
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
+import brotli
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -64,12 +67,13 @@ def test_parse_upstream_and_listen() -> None:
         parse_listen("8081")
 
 
-def _record(tmp_path: Path, chunks: list[bytes], on_chunk=None) -> list[dict]:
+def _record(tmp_path: Path, chunks: list[bytes], on_chunk=None, encoding: str | None = None) -> list[dict]:
     """Run one streamed POST through the hooks, the body cut into `chunks`; the trace's events.
 
-    `on_chunk(recording)` runs after each chunk has been passed on.
+    `on_chunk(recording)` runs after each chunk has been passed on; `encoding` is the response's
+    Content-Encoding.
     """
-    out = tmp_path / f"{len(chunks)}.jsonl"
+    out = tmp_path / (f"{len(chunks)}.jsonl" if encoding is None else f"{len(chunks)}-{encoding}.jsonl")
     addons = make_addons()
     tap, exchange, output = addons
     with taddons.context(*addons) as tctx:
@@ -81,7 +85,10 @@ def _record(tmp_path: Path, chunks: list[bytes], on_chunk=None) -> list[dict]:
              "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "slow"},
         )
         exchange.request(flow)
-        flow.response = http.Response.make(200, b"", {"content-type": "text/event-stream", "mcp-session-id": "s1"})
+        headers = {"content-type": "text/event-stream", "mcp-session-id": "s1"}
+        if encoding:
+            headers["content-encoding"] = encoding
+        flow.response = http.Response.make(200, b"", headers)
         tap.responseheaders(flow)
         for chunk in chunks:
             assert flow.response.stream(chunk) == chunk  # passed on unchanged
@@ -125,6 +132,21 @@ def test_sse_chunks_are_recorded_after_they_are_passed_on(tmp_path: Path) -> Non
     assert queued == [1, 2, 3]  # nothing recorded in the stream callable itself
     assert _shape(deferred) == _shape(_record(tmp_path, chunks))
     assert [e["kind"] for e in deferred[1:]] == ["message", "stream", "sse", "sse", "message", "message", "stream", "http"]
+
+
+@pytest.mark.parametrize(("encoding", "compress"), [("gzip", gzip.compress), ("deflate", zlib.compress), ("br", brotli.compress)])
+def test_compressed_sse_is_passed_on_untouched_and_recorded_decoded(tmp_path: Path, encoding, compress) -> None:
+    packed = compress(SSE_BODY)
+    step = max(1, len(packed) // 7)
+    recorded = _record(tmp_path, [packed[i : i + step] for i in range(0, len(packed), step)], encoding=encoding)
+    assert _shape(recorded) == _shape(_record(tmp_path, [SSE_BODY]))
+    assert [e["bytes"] for e in recorded if e.get("event") == "close"] == [len(packed)]  # bytes on the wire
+
+
+def test_sse_in_an_unknown_encoding_is_a_violation(tmp_path: Path) -> None:
+    recorded = _record(tmp_path, [b"\x28\xb5\x2f\xfd whatever"], encoding="zstd")
+    assert [e["code"] for e in recorded if e["kind"] == "violation"] == ["sse-undecodable"]
+    assert not [e for e in recorded if e["kind"] == "message" and e["dir"] == "s2c"]
 
 
 def test_truncated_sse_is_a_violation(tmp_path: Path) -> None:
