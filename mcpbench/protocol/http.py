@@ -1,4 +1,4 @@
-"""HTTP rules of both MCP HTTP transports, as pure functions.
+"""HTTP rules of both MCP HTTP transports, as pure functions, and the reading of a POST's answer.
 
 Streamable HTTP (2025-03-26 on) and legacy HTTP+SSE (2024-11-05). The recorder,
 the replayer and the load users all build and read HTTP through these, so a
@@ -7,9 +7,11 @@ rule lives in one place.
 
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from mcpbench.protocol.jsonrpc import Message, Request
+from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, MessageId, Request, Response, decode
+from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
 from mcpbench.protocol.versions import NAMED_METHODS, rules
 
 # Header names, lower case: HTTP header names are case-insensitive and every
@@ -191,3 +193,105 @@ def method_header_problems(message: Message, headers, *, version: str | None) ->
         elif name != target:
             problems.append(("name-header-mismatch", f"Mcp-Name {name!r} but the body names {target!r}"))
     return problems
+
+
+# --- the answer to a POST --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Carried:
+    """One JSON-RPC message an HTTP answer carried (a batch's items come one by one)."""
+
+    message: Message
+    raw: bytes  # the JSON text it came in: an SSE event's data or the whole body
+    via: str  # "sse" or "json"
+
+
+@dataclass(slots=True)
+class Problem:
+    """Something wrong with an HTTP answer: a `Failure` class and what happened."""
+
+    failure: str
+    detail: str
+
+
+class PostAnswer:
+    """What the HTTP answer to one POSTed message carries, read as it arrives (no I/O).
+
+    Streamable HTTP answers a POST with a JSON body, an SSE stream (with
+    notifications and server requests before the answer), or a bare status
+    (202 for a notification). The replayer, the load users and the lab all read
+    answers through this, so "what did the server say" has one meaning.
+
+        answer = PostAnswer(request_id, status, content_type, has_session=...)
+        for chunk in body: items = answer.feed(chunk)    # Carried and Problem
+        items = answer.feed(b"")                         # the body's end
+
+    `failure` is the HTTP status's failure class (None below 400): a load user
+    counts it whatever the body says, a replayer compares the body's answer.
+    `answer` is the response to `request_id`, once it has come; an error
+    response with a null id (the server could not read the request) counts as
+    that answer.
+    """
+
+    # Of an error body, at most this much text goes into a problem's detail.
+    DETAIL_CHARS = 200
+
+    def __init__(self, request_id: MessageId | None, status: int, content_type: str | None, *, has_session: bool) -> None:
+        self.request_id = request_id
+        self.status = status
+        self.failure = classify_status(status, has_session=has_session)
+        self.streamed = status < 300 and is_event_stream(content_type)
+        self.json_body = is_json(content_type)
+        self.answer: Response | ErrorResponse | None = None
+        self.events = 0  # SSE events seen, of any type
+        self.size = 0  # body bytes
+        self._parser = SseParser() if self.streamed else None
+        self._body = bytearray()
+
+    def feed(self, chunk: bytes) -> list[Carried | Problem]:
+        """The messages and problems `chunk` completes; `b""` marks the body's end."""
+        self.size += len(chunk)
+        if self._parser is None:
+            if chunk:
+                self._body += chunk
+                return []
+            return self._body_end(bytes(self._body))
+        out: list[Carried | Problem] = []
+        for event in self._parser.feed(chunk):
+            if type(event) is SseEvent:
+                self.events += 1
+                if event.data and event.type == "message":
+                    self._carry(event.data.encode(), "sse", out)
+            elif type(event) is SseTruncated:
+                out.append(Problem(Failure.STREAM_CLOSED, "the answer stream ended inside an SSE event"))
+        if not chunk and self.answer is None and self.request_id is not None:
+            out.append(Problem(Failure.STREAM_CLOSED, "the answer stream closed without an answer"))
+        return out
+
+    def _body_end(self, data: bytes) -> list[Carried | Problem]:
+        out: list[Carried | Problem] = []
+        if data.strip() and (self.json_body or data.lstrip()[:1] in (b"{", b"[")):
+            self._carry(data, "json", out)
+        if self.answer is not None or any(type(item) is Problem for item in out):
+            return out
+        if self.failure:
+            text = data.decode("utf-8", "replace").strip().replace("\n", " ")[: self.DETAIL_CHARS]
+            out.append(Problem(self.failure, f"HTTP {self.status}{': ' + text if text else ''}"))
+        elif self.request_id is not None:
+            out.append(Problem(Failure.ANSWER_LOST, f"HTTP {self.status} without an answer"))
+        return out
+
+    def _carry(self, data: bytes, via: str, out: list[Carried | Problem]) -> None:
+        try:
+            message = decode(data)
+        except InvalidMessage as exc:
+            out.append(Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({exc.reason})"))
+            return
+        for item in message.items if type(message) is Batch else (message,):
+            if type(item) is ErrorResponse and item.id is None and self.request_id is not None and self.answer is None:
+                # An error about a request the server could not read: it is this one's.
+                item = ErrorResponse(id=self.request_id, code=item.code, message=item.message, data=item.data)
+            if type(item) in (Response, ErrorResponse) and item.id == self.request_id and self.request_id is not None:
+                self.answer = item
+            out.append(Carried(item, data, via))

@@ -8,7 +8,8 @@ got no usable answer (HTTP status, stream cut) or for the whole transport
 (`fatal`: the process exited, the connection was refused).
 
 The transports are thin shells around the protocol core: `LineFramer` (stdio),
-`SseParser`, `post_headers`, `resolve_endpoint` and `jsonrpc`.
+`PostAnswer` (what a Streamable HTTP answer carries), `SseParser`,
+`post_headers`, `resolve_endpoint` and `jsonrpc`.
 
 ::
 
@@ -37,7 +38,7 @@ from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
 from mcpbench.protocol.jsonrpc import Message, Request
-from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
+from mcpbench.protocol.sse import SseEvent, SseParser
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 # One read takes at most a pipe's default capacity (stdio) or a typical socket
@@ -343,54 +344,27 @@ class StreamableHttpTransport(Transport):
                 self.sink(Failure(_connect_failure(self.url, exc), request_id, fatal=not reused, ts=time.perf_counter()))
                 return
         status = resp.status
-        content_type = resp.getheader("content-type")
         sid = resp.getheader(mcphttp.SESSION_ID)
         if status < 300 and sid and isinstance(message, Request) and message.method == "initialize":
             self.session_id = sid  # before the answer reaches the engine: its next POST needs it
-        answered = False
-        if mcphttp.is_event_stream(content_type) and status < 300:
-            parser = SseParser()
-            while True:
-                chunk = resp.read1(READ_SIZE)
-                ts = time.perf_counter()
-                for event in parser.feed(chunk):
-                    if isinstance(event, SseEvent) and event.data:
-                        answered |= self._deliver(event.data.encode(), ts, "sse", request_id, status)
-                    elif isinstance(event, SseTruncated):
-                        self.sink(Failure("the answer stream ended inside an SSE event", request_id, ts=ts, status=status))
-                if not chunk:
-                    break
-            if request_id is not None and not answered:
-                self.sink(Failure("the answer stream closed without an answer", request_id, ts=time.perf_counter(), status=status))
-            return
-        data = resp.read()
-        ts = time.perf_counter()
-        if data.strip() and (mcphttp.is_json(content_type) or data.lstrip()[:1] in (b"{", b"[")):
-            answered = self._deliver(data, ts, "json", request_id, status)
-        if status >= 300 and not answered:
-            kind = mcphttp.classify_status(status, has_session=bool(headers.get(mcphttp.SESSION_ID))) or "http"
-            text = data.decode("utf-8", "replace").strip().replace("\n", " ")[:200]
-            self.sink(Failure(f"HTTP {status} ({kind}){': ' + text if text else ''}", request_id, ts=ts, status=status))
-        elif request_id is not None and not answered and status < 300:
-            self.sink(Failure(f"HTTP {status} without an answer", request_id, ts=ts, status=status))
+        answer = mcphttp.PostAnswer(request_id, status, resp.getheader("content-type"),
+                                    has_session=bool(headers.get(mcphttp.SESSION_ID)))
+        self._read_answer(resp, answer, "sse")
 
-    def _deliver(self, data: bytes, ts: float, via: str, request_id: Any, status: int) -> bool:
-        """Decode and deliver one body or event; True when it answers `request_id`."""
-        try:
-            message = jsonrpc.decode(data)
-        except jsonrpc.InvalidMessage as exc:
-            self.sink(Failure(f"the server sent an invalid message ({exc.reason})", request_id, ts=ts, status=status))
-            return False
-        items = message.items if isinstance(message, jsonrpc.Batch) else (message,)
-        answered = False
-        for item in items:
-            if isinstance(item, (jsonrpc.Response, jsonrpc.ErrorResponse)):
-                if item.id is None and request_id is not None:
-                    # An error about a request the server could not read: it is this one's.
-                    item = jsonrpc.ErrorResponse(id=request_id, code=item.code, message=item.message, data=item.data)
-                answered |= item.id == request_id
-            self.sink(Incoming(item, ts, data, via, request_id, status))
-        return answered
+    def _read_answer(self, resp: http.client.HTTPResponse, answer: mcphttp.PostAnswer, via_stream: str) -> None:
+        """Hand every message and problem of `resp`'s body to the sink as it arrives."""
+        request_id, status = answer.request_id, answer.status
+        while True:
+            chunk = resp.read1(READ_SIZE) if answer.streamed else resp.read()
+            ts = time.perf_counter()
+            for item in answer.feed(chunk):
+                if type(item) is mcphttp.Carried:
+                    via = via_stream if item.via == "sse" else item.via
+                    self.sink(Incoming(item.message, ts, item.raw, via, request_id, status))
+                elif not self._closing:  # a stream cut by close() is no failure
+                    self.sink(Failure(f"{item.detail} ({item.failure})", request_id, ts=ts, status=status))
+            if not chunk:
+                return
 
     def listen(self) -> None:
         """Open the optional GET stream, for server messages sent outside any request (idempotent).
@@ -427,12 +401,7 @@ class StreamableHttpTransport(Transport):
                                   status=status, ts=time.perf_counter()))
                 return
             conn.sock.settimeout(None)  # the stream may stay silent for long: close() ends it
-            parser = SseParser()
-            while chunk := resp.read1(READ_SIZE):
-                ts = time.perf_counter()
-                for event in parser.feed(chunk):
-                    if isinstance(event, SseEvent) and event.data:
-                        self._deliver(event.data.encode(), ts, "get", None, status)
+            self._read_answer(resp, mcphttp.PostAnswer(None, status, content_type, has_session=True), "get")
         except (OSError, ValueError, http.client.HTTPException) as exc:
             # ValueError: http.client reading from a connection close() has just shut
             if not self._closing:

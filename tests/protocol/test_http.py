@@ -1,0 +1,84 @@
+"""Reading the answer to a POST: every form Streamable HTTP allows, however the body is cut."""
+
+import gzip
+
+import pytest
+
+from mcpbench.protocol.http import Carried, Failure, PostAnswer, Problem, stream_decoder
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+
+SSE = (
+    b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\r\n\r\n"
+    b": keep-alive\r\n\r\n"
+    b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"sampling/createMessage\",\"params\":{}}\r\n\r\n"
+    b"event: other\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"wrong\":true}}\r\n\r\n"
+    b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"ok\":true}}\r\n\r\n"
+)
+
+
+def read(answer: PostAnswer, body: bytes, step: int) -> list:
+    items = []
+    for start in range(0, len(body), step):
+        items += answer.feed(body[start : start + step])
+    return items + answer.feed(b"")
+
+
+@pytest.mark.parametrize("step", [1, 7, len(SSE)])
+def test_an_sse_answer_with_what_comes_before_it(step):
+    answer = PostAnswer(7, 200, "text/event-stream", has_session=True)
+    items = read(answer, SSE, step)
+    kinds = [type(item.message) for item in items]
+    assert kinds == [Notification, Request, Response]  # an event not of type "message" carries nothing
+    assert all(type(item) is Carried and item.via == "sse" for item in items)
+    assert answer.answer == Response(id=7, result={"ok": True}) and answer.failure is None
+    assert answer.events == 4 and answer.size == len(SSE)
+
+
+def test_a_stream_that_ends_without_the_answer_or_inside_an_event():
+    answer = PostAnswer(7, 200, "text/event-stream", has_session=False)
+    items = read(answer, SSE[:40], 40)
+    assert [(item.failure, item.detail) for item in items] == [
+        (Failure.STREAM_CLOSED, "the answer stream ended inside an SSE event"),
+        (Failure.STREAM_CLOSED, "the answer stream closed without an answer"),
+    ]
+
+
+def test_json_answers_batches_and_a_notifications_202():
+    answer = PostAnswer(3, 200, "application/json", has_session=True)
+    items = read(answer, b'[{"jsonrpc":"2.0","id":3,"result":{}},{"jsonrpc":"2.0","method":"n"}]', 5)
+    assert [type(item.message) for item in items] == [Response, Notification] and items[0].via == "json"
+    assert answer.answer == Response(id=3, result={})
+    assert read(PostAnswer(None, 202, None, has_session=True), b"", 1) == []
+
+
+@pytest.mark.parametrize(
+    ("status", "has_session", "body", "expected"),
+    [
+        (404, True, b"Session not found", Problem(Failure.SESSION_NOT_FOUND, "HTTP 404: Session not found")),
+        (404, False, b"", Problem(Failure.HTTP_4XX, "HTTP 404")),
+        (503, True, b"<html>\nbusy</html>", Problem(Failure.HTTP_5XX, "HTTP 503: <html> busy</html>")),
+        (200, True, b"", Problem(Failure.ANSWER_LOST, "HTTP 200 without an answer")),
+        (200, True, b"{not json", Problem(Failure.JSONRPC_ERROR, "the server sent an invalid message (not JSON")),
+    ],
+)
+def test_what_goes_wrong_is_one_problem(status, has_session, body, expected):
+    answer = PostAnswer(1, status, "text/plain" if body[:1] != b"{" else "application/json", has_session=has_session)
+    (problem,) = read(answer, body, 3)
+    assert type(problem) is Problem and problem.failure == expected.failure and problem.detail.startswith(expected.detail)
+    assert answer.answer is None
+
+
+def test_an_error_about_an_unreadable_request_is_its_answer_and_the_status_still_counts():
+    answer = PostAnswer(5, 400, "application/json", has_session=False)
+    items = read(answer, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"bad"}}', 9)
+    assert [item.message for item in items] == [ErrorResponse(id=5, code=-32600, message="bad")]
+    assert answer.answer == ErrorResponse(id=5, code=-32600, message="bad") and answer.failure == Failure.HTTP_4XX
+
+
+@pytest.mark.parametrize("step", [1, 5, 64])
+def test_a_gzip_stream_decodes_whatever_the_chunking(step):
+    packed = gzip.compress(SSE)
+    decode = stream_decoder("gzip")
+    out = b"".join(decode(packed[i : i + step]) for i in range(0, len(packed), step)) + decode(b"")
+    assert out == SSE
+    assert stream_decoder("identity")(b"x") == b"x" and stream_decoder("zstd") is None
