@@ -36,12 +36,14 @@ from mcpbench.protocol.http import (
     GET_ACCEPT,
     SESSION_ID,
     Failure,
+    PostAnswer,
+    Problem,
     classify_status,
     is_event_stream,
     resolve_endpoint,
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, Message, Request, Response
-from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
+from mcpbench.protocol.sse import SseEvent, SseParser
 
 # One recv: large enough that a typical answer arrives in one call.
 READ_SIZE = 64 * 1024
@@ -243,23 +245,26 @@ class StreamableHttpTransport(Transport):
         resp = self._post(data, headers)
         try:
             status = resp.status_code
-            session_id = resp.get(SESSION_ID)
-            if status >= 400:
-                raise McpFailure(classify_status(status, has_session=bool(headers and SESSION_ID in headers)), _error_detail(resp, status))
-            ctype = resp.get("content-type")
-            if is_event_stream(ctype):
-                answer, size, first = self._read_stream(resp, request.id)
-                return Reply(answer, size, first, session_id)
-            body = resp.read()
-            if not body:
-                raise McpFailure(Failure.ANSWER_LOST, f"HTTP {status} with an empty body")
-            try:
-                answer = jsonrpc.decode(body)
-            except jsonrpc.InvalidMessage as exc:
-                raise McpFailure(Failure.JSONRPC_ERROR, f"unreadable answer: {exc.reason[:60]}") from None
-            if not isinstance(answer, (Response, ErrorResponse)):
-                raise McpFailure(Failure.JSONRPC_ERROR, "the body is not an answer")
-            return Reply(answer, len(body), None, session_id)
+            answer = PostAnswer(request.id, status, resp.get("content-type"), has_session=bool(headers and SESSION_ID in headers))
+            if answer.failure:  # the status decides, whatever the body says (a 404 is the lost session)
+                raise McpFailure(answer.failure, _error_detail(resp, status))
+            first, problem = None, None
+            while answer.answer is None:
+                chunk = _read_some(resp) if answer.streamed else resp.read()
+                for item in answer.feed(chunk):
+                    if type(item) is Problem:
+                        problem = item  # the last one sums up: the stream's end comes last
+                    # progress notifications and server requests are seen and let go
+                if first is None and answer.events:
+                    first = time.perf_counter()  # time to first event
+                if not chunk:
+                    break
+            if answer.answer is None:
+                failure = problem or Problem(Failure.ANSWER_LOST, f"HTTP {status} without an answer")
+                raise McpFailure(failure.failure, failure.detail)
+            if answer.streamed:
+                self._drain(resp)
+            return Reply(answer.answer, answer.size, first, resp.get(SESSION_ID))
         except _SOCKET_ERRORS as exc:
             raise _socket_failure(exc, connected=True) from None
         finally:
@@ -272,33 +277,9 @@ class StreamableHttpTransport(Transport):
         except _SOCKET_ERRORS as exc:
             raise _socket_failure(exc, connected=False) from None
 
-    def _read_stream(self, resp: Any, want: Any) -> tuple[Response | ErrorResponse, int, float | None]:
-        parser = SseParser()
-        size = 0
-        first = None
-        while True:
-            chunk = _read_some(resp)
-            size += len(chunk)
-            events = parser.feed(chunk)
-            for event in events:
-                if first is None and isinstance(event, SseEvent):
-                    first = time.perf_counter()
-                if isinstance(event, SseEvent) and event.data and event.type == "message":
-                    try:
-                        msg = jsonrpc.decode(event.data)
-                    except jsonrpc.InvalidMessage:
-                        continue
-                    if isinstance(msg, (Response, ErrorResponse)) and msg.id == want:
-                        self._drain(resp, parser)
-                        return msg, size, first
-                    # progress notifications and server requests are seen and let go
-                elif isinstance(event, SseTruncated):
-                    raise McpFailure(Failure.STREAM_CLOSED, "SSE stream ended inside an event")
-            if not chunk:
-                raise McpFailure(Failure.STREAM_CLOSED, "SSE stream ended before the answer")
-
     @staticmethod
-    def _drain(resp: Any, parser: SseParser) -> None:
+    def _drain(resp: Any) -> None:
+        """Read what follows the answer, so the connection can carry the next request."""
         if resp.message_complete or resp._sock is None:
             return
         try:
