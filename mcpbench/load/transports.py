@@ -35,15 +35,16 @@ from mcpbench.protocol.http import (
     EVENT_STREAM,
     GET_ACCEPT,
     SESSION_ID,
+    Carried,
+    Endpoint,
     Failure,
+    LegacyStream,
     PostAnswer,
     Problem,
     classify_status,
     is_event_stream,
-    resolve_endpoint,
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, Message, Request, Response
-from mcpbench.protocol.sse import SseEvent, SseParser
 
 # One recv: large enough that a typical answer arrives in one call.
 READ_SIZE = 64 * 1024
@@ -356,25 +357,22 @@ class SseTransport(Transport):
         return time.perf_counter()
 
     def _read_loop(self) -> None:
-        parser = SseParser()
+        stream = LegacyStream(self.url)
         reason = "server closed the SSE stream"
         try:
             while True:
                 chunk = _read_some(self._stream)
-                for event in parser.feed(chunk):
-                    if not isinstance(event, SseEvent) or event.data is None:
-                        continue
-                    if event.type == "endpoint":
-                        self._endpoint.set(resolve_endpoint(self.url, event.data))
-                    elif event.type == "message":
-                        try:
-                            msg = jsonrpc.decode(event.data)
-                        except jsonrpc.InvalidMessage:
-                            continue
-                        if isinstance(msg, (Response, ErrorResponse)):
-                            waiter = self._pending.pop(msg.id, None)
+                for item in stream.feed(chunk):
+                    if type(item) is Carried:
+                        if type(item.message) in (Response, ErrorResponse):
+                            waiter = self._pending.pop(item.message.id, None)
                             if waiter is not None:
-                                waiter.set(msg)
+                                waiter.set(item.message)
+                    elif type(item) is Endpoint:
+                        self._endpoint.set(item.url)
+                    elif not self._endpoint.ready():  # an endpoint we must not use
+                        self._endpoint.set(McpFailure(item.failure, item.detail))
+                    # an unreadable message: its caller's timeout counts it
                 if not chunk:
                     break
         except McpFailure as exc:

@@ -295,3 +295,55 @@ class PostAnswer:
             if type(item) in (Response, ErrorResponse) and item.id == self.request_id and self.request_id is not None:
                 self.answer = item
             out.append(Carried(item, data, via))
+
+
+# --- the legacy server stream ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Endpoint:
+    """The legacy stream's `endpoint` event: the absolute URL to POST client messages to."""
+
+    url: str
+
+
+class LegacyStream:
+    """The legacy HTTP+SSE server stream (`GET /sse`), read as it arrives (no I/O).
+
+    2024-11-05: the first event, `endpoint`, names where to POST; every server
+    message then comes on this stream as a `message` event, answers included.
+
+        stream = LegacyStream(url)
+        for chunk in body: items = stream.feed(chunk)    # Endpoint, Carried, Problem
+
+    An endpoint on another origin than the stream's is refused (a Problem):
+    the client would otherwise post its messages wherever the stream says.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.endpoint: str | None = None
+        self._parser = SseParser()
+
+    def feed(self, chunk: bytes) -> list[Endpoint | Carried | Problem]:
+        """What `chunk` completes; `b""` marks the stream's end."""
+        out: list[Endpoint | Carried | Problem] = []
+        for event in self._parser.feed(chunk):
+            if type(event) is not SseEvent or event.data is None:
+                continue
+            if event.type == "endpoint":
+                url = resolve_endpoint(self.url, event.data)
+                if same_origin(url, self.url):
+                    self.endpoint = url
+                    out.append(Endpoint(url))
+                else:
+                    out.append(Problem(Failure.CONNECT, f"the endpoint event names another origin: {url}"))
+            elif event.type == "message":
+                raw = event.data.encode()
+                try:
+                    message = decode(raw)
+                except InvalidMessage as exc:
+                    out.append(Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({exc.reason})"))
+                    continue
+                out.extend(Carried(item, raw, "stream") for item in (message.items if type(message) is Batch else (message,)))
+        return out

@@ -8,8 +8,8 @@ got no usable answer (HTTP status, stream cut) or for the whole transport
 (`fatal`: the process exited, the connection was refused).
 
 The transports are thin shells around the protocol core: `LineFramer` (stdio),
-`PostAnswer` (what a Streamable HTTP answer carries), `SseParser`,
-`post_headers`, `resolve_endpoint` and `jsonrpc`.
+`PostAnswer` (what a Streamable HTTP answer carries), `LegacyStream` (the
+legacy server stream), `post_headers` and `jsonrpc`.
 
 ::
 
@@ -38,7 +38,6 @@ from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
 from mcpbench.protocol.jsonrpc import Message, Request
-from mcpbench.protocol.sse import SseEvent, SseParser
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 # One read takes at most a pipe's default capacity (stdio) or a typical socket
@@ -480,7 +479,7 @@ class LegacySseTransport(Transport):
         self.session_id = query.split("=", 1)[1] if "=" in query else query or None
 
     def _read(self) -> None:
-        parser = SseParser()
+        stream = mcphttp.LegacyStream(self.url)
         try:
             while True:
                 try:
@@ -488,23 +487,17 @@ class LegacySseTransport(Transport):
                 except Exception:  # noqa: BLE001 - closing the socket under http.client raises odd things
                     chunk = b""
                 ts = time.perf_counter()
-                for event in parser.feed(chunk):
-                    if not isinstance(event, SseEvent) or event.data is None:
-                        continue
-                    if event.type == "endpoint":
-                        endpoint = mcphttp.resolve_endpoint(self.url, event.data)
-                        if not mcphttp.same_origin(endpoint, self.url):
-                            self._error = f"the endpoint event names another origin: {endpoint}"
-                        else:
-                            self.endpoint = endpoint
+                for item in stream.feed(chunk):
+                    if type(item) is mcphttp.Carried:
+                        self.sink(Incoming(item.message, ts, item.raw, item.via))
+                    elif type(item) is mcphttp.Endpoint:
+                        self.endpoint = item.url
                         self._ready.set()
-                    elif event.type == "message":
-                        try:
-                            message = jsonrpc.decode(event.data)
-                        except jsonrpc.InvalidMessage as exc:
-                            self.sink(Failure(f"the server sent an invalid message ({exc.reason})", ts=ts))
-                            continue
-                        self.sink(Incoming(message, ts, event.data.encode(), "stream"))
+                    elif self.endpoint is None:  # no usable endpoint: the constructor reports it
+                        self._error = item.detail
+                        self._ready.set()
+                    else:
+                        self.sink(Failure(item.detail, ts=ts))
                 if not chunk:
                     break
         finally:

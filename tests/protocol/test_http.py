@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from mcpbench.protocol.http import Carried, Failure, PostAnswer, Problem, stream_decoder
+from mcpbench.protocol.http import Carried, Endpoint, Failure, LegacyStream, PostAnswer, Problem, stream_decoder
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 
 SSE = (
@@ -82,3 +82,30 @@ def test_a_gzip_stream_decodes_whatever_the_chunking(step):
     out = b"".join(decode(packed[i : i + step]) for i in range(0, len(packed), step)) + decode(b"")
     assert out == SSE
     assert stream_decoder("identity")(b"x") == b"x" and stream_decoder("zstd") is None
+
+
+LEGACY = (
+    b": ping\n\n"
+    b"event: endpoint\ndata: /messages/?session_id=ab12\n\n"
+    b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
+    b"event: message\ndata: [not json\n\n"
+)
+
+
+@pytest.mark.parametrize("step", [1, 9, len(LEGACY)])
+def test_the_legacy_stream_names_its_endpoint_then_carries_messages(step):
+    stream = LegacyStream("http://127.0.0.1:8000/sse")
+    items = []
+    for start in range(0, len(LEGACY), step):
+        items += stream.feed(LEGACY[start : start + step])
+    items += stream.feed(b"")
+    endpoint, answer, bad = items
+    assert endpoint == Endpoint("http://127.0.0.1:8000/messages/?session_id=ab12") and stream.endpoint == endpoint.url
+    assert answer.message == Response(id=1, result={}) and answer.via == "stream"
+    assert type(bad) is Problem and bad.failure == Failure.JSONRPC_ERROR
+
+
+def test_an_endpoint_on_another_origin_is_refused():
+    stream = LegacyStream("http://127.0.0.1:8000/sse")
+    (problem,) = stream.feed(b"event: endpoint\ndata: http://elsewhere.example:80/messages\n\n")
+    assert problem.failure == Failure.CONNECT and "another origin" in problem.detail and stream.endpoint is None
