@@ -24,16 +24,7 @@ The observed session never breaks:
   and are recorded as `http` events only.
 - Secrets are redacted by the trace writer's `Redactor` (Authorization and cookies by default).
 
-Session keys (the `session` field):
-
-- Streamable HTTP: the request's `Mcp-Session-Id`; for a request without one (`initialize`), the
-  `Mcp-Session-Id` its 2xx response mints; otherwise `conn-<12 hex>`, the first 12 hex digits of
-  mitmproxy's id of the client connection: sessionless traffic (2026-07-28, stateless servers) gets
-  one key per client connection.
-- Legacy HTTP+SSE: taken from the `endpoint` event of `GET /sse` (the URI is opaque): the value of the
-  query's only parameter (`/messages/?session_id=ab12` -> `ab12`), the whole query when it has
-  several, the whole URI when it has none. The stream's events before `endpoint` carry the stream's
-  `conn-…` key. POSTs to that endpoint carry the key, and so do the answers on the stream.
+Session keys (the `session` field) and the per-session state live in `sessions.py`.
 
 Everything here runs on mitmproxy's event loop, one hook at a time, on the proxy's hot path: per
 request the work is one JSON decode, one session step and a few `os.write`s.
@@ -41,9 +32,8 @@ request the work is one JSON decode, one session step and a few `os.write`s.
 
 import asyncio
 import logging
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterator, Sequence
-from urllib.parse import parse_qsl, urlsplit
 
 from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
@@ -60,9 +50,10 @@ from mcpbench.protocol.http import (
     resolve_endpoint,
     stream_decoder,
 )
-from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
+from mcpbench.protocol.session import C2S, S2C, Direction, Violation
 from mcpbench.protocol.sse import SseComment, SseEvent, SseParser, SseTruncated
 from mcpbench.protocol.versions import meta_version
+from mcpbench.record.sessions import SessionBook, conn_key, legacy_session_key
 from mcpbench.trace.format import Kind, now, text_or_b64
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
@@ -77,57 +68,12 @@ LEGACY = "sse"
 # download does not bloat the trace. Longer bodies are cut and the full size is given.
 MAX_BODY_BYTES = 64 * 1024
 
-# Sessionless key: "conn-" + the first 12 hex digits of mitmproxy's client connection id (a UUID4:
-# 48 random bits, so keys of one recording do not collide in practice).
-CONN_PREFIX = "conn-"
-
-# Sessions whose state the addon keeps at once (a few KiB each), the least
-# recently active dropped first.
-MAX_LIVE_SESSIONS = 10_000
-CONN_ID_HEX = 12
-
-# Lifecycle checks that a per-connection key cannot make: without a session id, a client's
-# `initialize` and its later requests may travel on different connections (the SDK opens a new one
-# after each streamed answer), so on a `conn-…` key these would be false alarms.
-CROSS_CONNECTION_CODES = frozenset({"request-before-initialized", "unexpected-initialized"})
-
 # Distinct header blocks whose redacted form is kept: a few per client and server, times the
 # sessions of a load test; the cache is simply emptied when full.
 HEADER_CACHE_SIZE = 1024
 
 # The label of a trace file written to the default folder (no `mcpbench_out`).
 DEFAULT_LABEL = "http"
-
-
-def conn_key(connection_id: str) -> str:
-    """The session key of sessionless traffic on one client connection."""
-    return CONN_PREFIX + connection_id.replace("-", "")[:CONN_ID_HEX]
-
-
-def legacy_session_key(endpoint: str) -> str:
-    """The session key named by a legacy `endpoint` event's data (an opaque URI).
-
-    `/messages/?session_id=ab12` -> `ab12` (any parameter name); a query with several parameters ->
-    the whole query; no query -> the whole URI.
-    """
-    endpoint = endpoint.strip()
-    query = urlsplit(endpoint).query
-    if not query:
-        return endpoint
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if len(pairs) == 1 and pairs[0][1]:
-        return pairs[0][1]
-    return query
-
-
-def _target(url: str) -> tuple[str, int, str]:
-    """(host, port, path?query) of a URL: what a legacy POST is matched on."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    return (parts.hostname or "").lower(), port, path
 
 
 def _json_text(raw: bytes) -> bytes:
@@ -234,8 +180,7 @@ class Recording:
     def __init__(self) -> None:
         self.writer: TraceWriter | None = None
         self.settings: tuple | None = None
-        self.sessions: OrderedDict[str, Session] = OrderedDict()  # least recently active first
-        self.endpoints: dict[tuple[str, int, str], str] = {}  # legacy POST target -> session key
+        self.book = SessionBook()
         self.exchanges: dict[str, _Exchange] = {}  # open exchanges by flow id
         self.events_written = 0  # the count of the last writer closed
         self._lines: list[bytes] = []
@@ -358,7 +303,7 @@ class Recording:
         ex.req_content_type = headers.get("content-type")
         session_id = headers.get(SESSION_ID) or None
         if method == "POST":
-            legacy = self.endpoints.get((request.host.lower(), request.port, request.path)) if self.endpoints else None
+            legacy = self.book.endpoint_session(request.host, request.port, request.path)
             body = request.raw_content or b""
             if body and "content-encoding" in headers:
                 body = request.get_content(strict=False) or b""
@@ -535,7 +480,7 @@ class Recording:
         if kind == "endpoint" and data:
             url = resolve_endpoint(tap.request.url, data)
             key = legacy_session_key(data)
-            self.endpoints[_target(url)] = key
+            self.book.add_endpoint(url, key)
             fields["endpoint"] = url
             fields["conn_session"] = ex.session
             ex.session, ex.transport = key, LEGACY
@@ -644,24 +589,19 @@ class Recording:
             self._close_session(ex, ex.session, keep=True)
         elif ex.method == "GET" and ex.transport == LEGACY and ex.tap is not None:
             self._close_session(ex, ex.session, keep=False)
-            for target in [t for t, key in self.endpoints.items() if key == ex.session]:
-                del self.endpoints[target]
+            self.book.forget_endpoints(ex.session)
 
     def client_disconnected(self, client) -> None:
         self.settle()
         key = conn_key(client.id)
-        if key in self.sessions and self.writer is not None:
+        if key in self.book and self.writer is not None:
             self._close_session(None, key, keep=False)
             self._flush()
 
     def _close_session(self, ex: _Exchange | None, key: str, *, keep: bool) -> None:
         """Close a session (violations only); `keep` it to flag messages that come after."""
-        session = self.sessions.get(key) if keep else self.sessions.pop(key, None)
-        if session is None:
-            return
-        for item in session.close():
-            if type(item) is Violation:
-                self._session_violation(ex, key, item, now())
+        for item in self.book.close(key, keep=keep):
+            self._session_violation(ex, key, item, now())
 
     def done(self) -> None:
         """The proxy is stopping: end open streams and exchanges, close every session."""
@@ -685,34 +625,17 @@ class Recording:
                     conn=ex.conn, method=ex.method, path=ex.path,
                 )
         self.exchanges.clear()
-        for key in list(self.sessions):
+        for key in self.book.keys():
             self._close_session(None, key, keep=False)
-        self.endpoints.clear()
+        self.book.clear_endpoints()
         self._write_now()
 
     # ---- events ---------------------------------------------------------------------------------
 
     def _observe(self, ex: _Exchange, direction: Direction, message, ts: float) -> None:
-        sessions = self.sessions
-        session = sessions.get(ex.session)
-        conn_keyed = ex.session.startswith(CONN_PREFIX)
-        if session is not None:
-            sessions.move_to_end(ex.session)
-        else:
-            opening = type(message) is jsonrpc.Request and message.method == "initialize"
-            if conn_keyed or ex.transport == LEGACY or opening:
-                session = Session()
-            else:  # a session id we never saw minted: recording began mid-session, or it was dropped
-                session = Session.joined(ex.req_headers.get(PROTOCOL_VERSION))
-            sessions[ex.session] = session
-            if len(sessions) > MAX_LIVE_SESSIONS:
-                # Keep memory bounded over long recordings: clients often leave
-                # without DELETE. The least recently active session's state goes;
-                # if it comes back, it is picked up as joined.
-                sessions.popitem(last=False)
-        for item in session.observe(direction, message, ts):
-            if type(item) is Violation and not (conn_keyed and item.code in CROSS_CONNECTION_CODES):
-                self._session_violation(ex, ex.session, item, ts)
+        version = ex.req_headers.get(PROTOCOL_VERSION)
+        for item in self.book.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
+            self._session_violation(ex, ex.session, item, ts)
 
     def _session_violation(self, ex: _Exchange | None, key: str, item: Violation, ts: float) -> None:
         event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}

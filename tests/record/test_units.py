@@ -16,8 +16,9 @@ from mitmproxy import http
 from mitmproxy.test import taddons, tflow
 
 from mcpbench.record import ADDON_PATH
-from mcpbench.record import addon
-from mcpbench.record.addon import conn_key, legacy_session_key, make_addons
+from mcpbench.record import sessions
+from mcpbench.record.addon import make_addons
+from mcpbench.record.sessions import conn_key, legacy_session_key
 from mcpbench.record.cli import addon_path, export
 from mcpbench.record.har import to_har
 from mcpbench.record.proxy import parse_listen, parse_upstream
@@ -158,7 +159,7 @@ def test_truncated_sse_is_a_violation(tmp_path: Path) -> None:
 def test_least_recently_active_session_state_is_dropped_and_picked_up_again(tmp_path: Path, monkeypatch) -> None:
     """Sessions never DELETEd must not grow the addon's memory without bound; one that comes back after
     its state was dropped reads as joined, not as a request before initialize."""
-    monkeypatch.setattr(addon, "MAX_LIVE_SESSIONS", 2)
+    monkeypatch.setattr(sessions, "MAX_LIVE_SESSIONS", 2)
     out = tmp_path / "t.jsonl"
     addons = make_addons()
     tap, exchange, output = addons
@@ -176,7 +177,7 @@ def test_least_recently_active_session_state_is_dropped_and_picked_up_again(tmp_
             flow.response = http.Response.make(200, b'{"jsonrpc":"2.0","id":%d,"result":{}}' % n, {"content-type": "application/json"})
             tap.responseheaders(flow)
             exchange.response(flow)
-            seen.append(list(tap.recording.sessions))
+            seen.append(tap.recording.book.keys())
         exchange.done()
         output.done()
     assert seen == [["a"], ["a", "b"], ["b", "c"], ["c", "a"]]
