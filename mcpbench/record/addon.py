@@ -33,7 +33,7 @@ request the work is one JSON decode, one session step and a few `os.write`s.
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
@@ -51,22 +51,25 @@ from mcpbench.protocol.http import (
     stream_decoder,
 )
 from mcpbench.protocol.session import C2S, S2C, Direction, Violation
-from mcpbench.protocol.sse import SseComment, SseEvent, SseParser, SseTruncated
+from mcpbench.protocol.sse import SseComment, SseEvent, SseTruncated
 from mcpbench.protocol.versions import meta_version
+from mcpbench.record.exchange import (
+    LEGACY,
+    STREAMABLE,
+    Exchange,
+    StreamTap,
+    body_fields,
+    header_fields,
+    json_text,
+    looks_json,
+    url_of,
+)
 from mcpbench.record.sessions import SessionBook, conn_key, legacy_session_key
-from mcpbench.trace.format import Kind, now, text_or_b64
+from mcpbench.trace.format import Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
 
 logger = logging.getLogger(__name__)
-
-STREAMABLE = "streamable-http"
-LEGACY = "sse"
-
-# How much of a body an `http` event keeps (error statuses, bodies that are not JSON) and how much
-# raw input a `violation` keeps: enough to read an error page or see what broke, while a large
-# download does not bloat the trace. Longer bodies are cut and the full size is given.
-MAX_BODY_BYTES = 64 * 1024
 
 # Distinct header blocks whose redacted form is kept: a few per client and server, times the
 # sessions of a load test; the cache is simply emptied when full.
@@ -74,96 +77,6 @@ HEADER_CACHE_SIZE = 1024
 
 # The label of a trace file written to the default folder (no `mcpbench_out`).
 DEFAULT_LABEL = "http"
-
-
-def _json_text(raw: bytes) -> bytes:
-    """`raw` (known JSON) as one line: a pretty-printed body must not split a JSONL line."""
-    if b"\n" in raw or b"\r" in raw:
-        import orjson
-
-        return orjson.dumps(orjson.loads(raw))
-    return raw
-
-
-def _fields(fields: tuple[tuple[bytes, bytes], ...]) -> Iterator[tuple[str, str]]:
-    """Raw header fields as text pairs, read once (mitmproxy's `Headers.get` rescans every field)."""
-    return ((k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for k, v in fields)
-
-
-def _url(request, path: str) -> str:
-    """The request's absolute URL (mitmproxy's `Request.url` rebuilds it at a much higher cost)."""
-    host = request.host
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{request.scheme}://{host}:{request.port}{path}"
-
-
-def _looks_json(body: bytes) -> bool:
-    return body.lstrip()[:1] in (b"{", b"[")
-
-
-def _body_fields(body: bytes, name: str = "body") -> dict:
-    if len(body) <= MAX_BODY_BYTES:
-        return {name: text_or_b64(body)}
-    return {name: text_or_b64(body[:MAX_BODY_BYTES]), f"{name}_size": len(body), f"{name}_truncated": True}
-
-
-class _Exchange:
-    """What the recorder knows about one HTTP exchange (one mitmproxy flow) while it is open."""
-
-    __slots__ = (
-        "flow_id", "conn", "method", "path", "mcp", "session", "transport", "req_headers",
-        "req_content_type", "req_raw", "req_message", "req_ts", "req_problems", "resp_headers", "resp_status",
-        "resp_content_type", "tap",
-    )
-
-    def __init__(self, flow_id: str, conn: str, method: str, path: str) -> None:
-        self.flow_id = flow_id
-        self.conn = conn
-        self.method = method
-        self.path = path
-        self.mcp = False
-        self.session: str | None = None  # None until known (see `Recording.resolve`)
-        self.transport = STREAMABLE
-        self.req_headers: dict[str, str] = {}
-        self.req_content_type: str | None = None
-        # The request body, recorded once the session key is known.
-        self.req_raw: bytes | None = None
-        self.req_message: jsonrpc.Message | None = None
-        self.req_ts = 0.0
-        self.req_problems: list[tuple[str, str, bytes | None]] = []
-        self.resp_headers: dict[str, str] | None = None
-        self.resp_status: int | None = None
-        self.resp_content_type: str | None = None
-        self.tap: "_StreamTap | None" = None
-
-
-class _StreamTap:
-    """The stream callable of one SSE response: return the chunk unchanged, record it right after.
-
-    mitmproxy calls it and then writes what it returns to the client in the same turn of the event
-    loop, so the chunk is queued (`Recording.defer_chunk`) and parsed and recorded once it has been
-    forwarded: the recorder's work (SSE parsing, JSON decoding, the session step, encoding) stays
-    off the event's way to the client.
-    """
-
-    __slots__ = ("recording", "exchange", "request", "parser", "decode", "events", "size", "started", "closed")
-
-    def __init__(self, recording: "Recording", exchange: _Exchange, request, decode=None) -> None:
-        self.recording = recording
-        self.exchange = exchange
-        self.request = request  # the stream's request: a legacy endpoint URI is relative to its URL
-        self.parser = SseParser()
-        self.decode = decode  # for a compressed stream: its incremental decoder (`stream_decoder`)
-        self.events = 0
-        self.size = 0
-        self.started = False
-        self.closed = False
-
-    def __call__(self, chunk: bytes) -> bytes:
-        if not self.closed:
-            self.recording.defer_chunk(self, chunk)
-        return chunk
 
 
 class Recording:
@@ -181,11 +94,11 @@ class Recording:
         self.writer: TraceWriter | None = None
         self.settings: tuple | None = None
         self.book = SessionBook()
-        self.exchanges: dict[str, _Exchange] = {}  # open exchanges by flow id
+        self.exchanges: dict[str, Exchange] = {}  # open exchanges by flow id
         self.events_written = 0  # the count of the last writer closed
         self._lines: list[bytes] = []
         self._flush_pending = False
-        self._chunks: deque[tuple[_StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
+        self._chunks: deque[tuple[StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
         self._settle_pending = False
         self._header_cache: dict[tuple, dict[str, str]] = {}
 
@@ -236,7 +149,7 @@ class Recording:
             self._flush_pending = True
             loop.call_soon(self._write_now)
 
-    def defer_chunk(self, tap: _StreamTap, chunk: bytes) -> None:
+    def defer_chunk(self, tap: StreamTap, chunk: bytes) -> None:
         """Record `chunk` of `tap`'s stream once mitmproxy has forwarded it (later in this loop turn).
 
         Outside a running loop (tests driving the hooks directly) it is recorded at once.
@@ -283,7 +196,7 @@ class Recording:
         if cached is None:
             if len(self._header_cache) >= HEADER_CACHE_SIZE:
                 self._header_cache.clear()
-            cached = self._header_cache[fields] = self.writer.redactor.header_pairs(_fields(fields))
+            cached = self._header_cache[fields] = self.writer.redactor.header_pairs(header_fields(fields))
         return cached
 
     # ---- requests -------------------------------------------------------------------------------
@@ -296,7 +209,7 @@ class Recording:
         request = flow.request
         method = request.method
         # The recorded path has secret query values redacted; matching uses the real one.
-        ex = _Exchange(flow.id, conn_key(flow.client_conn.id), method, writer.redactor.url(request.path))
+        ex = Exchange(flow.id, conn_key(flow.client_conn.id), method, writer.redactor.url(request.path))
         self.exchanges[flow.id] = ex
         # One pass over the raw header fields; every lookup below reads this (lower-case) dict.
         headers = ex.req_headers = self._headers(request.headers)
@@ -317,7 +230,7 @@ class Recording:
                 or is_json(ex.req_content_type)
                 or PROTOCOL_VERSION in headers
                 or METHOD in headers
-                or _looks_json(body)
+                or looks_json(body)
             )
             if ex.mcp:
                 self._request_body(ex, body, headers)
@@ -332,7 +245,7 @@ class Recording:
             self._record_request(ex)
             self._flush()
 
-    def _request_body(self, ex: _Exchange, body: bytes, headers: dict[str, str]) -> None:
+    def _request_body(self, ex: Exchange, body: bytes, headers: dict[str, str]) -> None:
         ex.req_ts = now()
         if not body:
             ex.req_problems.append(("empty-body", f"{ex.method} {ex.path} without a body", None))
@@ -345,13 +258,13 @@ class Recording:
         except jsonrpc.InvalidMessage as exc:
             ex.req_problems.append(("invalid-message", exc.reason, body))
             return
-        ex.req_raw, ex.req_message = _json_text(body), message
+        ex.req_raw, ex.req_message = json_text(body), message
         if not isinstance(message, jsonrpc.Batch):
             version = meta_version(getattr(message, "params", None)) or headers.get(PROTOCOL_VERSION)
             for code, detail in method_header_problems(message, headers, version=version):
                 ex.req_problems.append((code, detail, None))
 
-    def resolve(self, ex: _Exchange, flow) -> str:
+    def resolve(self, ex: Exchange, flow) -> str:
         """The exchange's session key, deciding it now if the request did not name one."""
         if ex.session is None:
             response = flow.response
@@ -362,7 +275,7 @@ class Recording:
             self._record_request(ex)
         return ex.session
 
-    def _record_request(self, ex: _Exchange) -> None:
+    def _record_request(self, ex: Exchange) -> None:
         """Record the request's message and problems, now that its session key is known."""
         if not ex.mcp:
             return
@@ -401,7 +314,7 @@ class Recording:
         self.resolve(ex, flow)
         encoding = headers.get("content-encoding")
         decode = stream_decoder(encoding) if encoding else None
-        tap = _StreamTap(self, ex, flow.request, decode)
+        tap = StreamTap(self, ex, flow.request, decode)
         ex.tap = tap
         response.stream = tap
         # Not flushed here: the first chunk (or any other exchange) writes it moments later.
@@ -413,7 +326,7 @@ class Recording:
             tap.closed = True  # passed through untouched, but its events cannot be read
             self._violation(ex, S2C, now(), "sse-undecodable", f"an event stream with Content-Encoding {encoding}, which this recorder cannot decode", None)
 
-    def stream_data(self, tap: _StreamTap, chunk: bytes, ts: float) -> None:
+    def stream_data(self, tap: StreamTap, chunk: bytes, ts: float) -> None:
         """Parse and record one chunk of an SSE stream that arrived at `ts` (b"": the stream's end)."""
         tap.started = True
         tap.size += len(chunk)
@@ -444,7 +357,7 @@ class Recording:
             tap.closed = True
             self._event(ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path, events=tap.events, bytes=tap.size)
 
-    def _decoded(self, tap: _StreamTap, chunk: bytes, ts: float) -> bytes:
+    def _decoded(self, tap: StreamTap, chunk: bytes, ts: float) -> bytes:
         """A compressed stream's chunk, decoded; a stream that fails to decode is recorded no further."""
         try:
             data = tap.decode(chunk)
@@ -454,7 +367,7 @@ class Recording:
             return b""
         return data
 
-    def _sse_event(self, tap: _StreamTap, item: SseEvent, ts: float) -> None:
+    def _sse_event(self, tap: StreamTap, item: SseEvent, ts: float) -> None:
         ex = tap.exchange
         kind, data = item.event, item.data
         if data and (kind is None or kind == "message"):
@@ -468,7 +381,7 @@ class Recording:
                 self._violation(ex, S2C, ts, "invalid-message", exc.reason, raw)
                 return
             sse = {"event": kind} if item.id is None else {"event": kind, "id": item.id}
-            self._response_message(ex, _json_text(raw), message, ts, sse)
+            self._response_message(ex, json_text(raw), message, ts, sse)
             return
         fields: dict = {"event": kind}
         if item.id is not None:
@@ -505,15 +418,15 @@ class Recording:
             body = response.get_content(strict=False) or b""
             recorded = bool(body) and ex.mcp and self._response_body(ex, body)
             if body and (not recorded or response.status_code >= 400):
-                fields = _body_fields(body)
+                fields = body_fields(body)
         self._http(ex, flow, fields)
         self._end(ex, response.status_code)
         self._flush()
 
-    def _response_body(self, ex: _Exchange, body: bytes) -> bool:
+    def _response_body(self, ex: Exchange, body: bytes) -> bool:
         """Record a buffered body's JSON-RPC message; False when it holds none."""
         json_type = is_json(ex.resp_content_type)
-        if not (json_type or _looks_json(body)):
+        if not (json_type or looks_json(body)):
             return False
         ts = now()
         try:
@@ -525,10 +438,10 @@ class Recording:
         except jsonrpc.InvalidMessage as exc:
             self._violation(ex, S2C, ts, "invalid-message", exc.reason, body)
             return False
-        self._response_message(ex, _json_text(body), message, ts, None)
+        self._response_message(ex, json_text(body), message, ts, None)
         return True
 
-    def _response_message(self, ex: _Exchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
+    def _response_message(self, ex: Exchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
         http = {
             "method": ex.method,
             "path": ex.path,
@@ -544,7 +457,7 @@ class Recording:
         self._lines.append(self.writer.encode_message(ex.session, S2C.value, raw, ts, extra))
         self._observe(ex, S2C, message, ts)
 
-    def _resp_headers(self, ex: _Exchange, response) -> dict[str, str]:
+    def _resp_headers(self, ex: Exchange, response) -> dict[str, str]:
         if ex.resp_headers is None:
             headers = ex.resp_headers = self._headers(response.headers)
             ex.resp_status = response.status_code
@@ -581,7 +494,7 @@ class Recording:
         self._end(ex, ex.resp_status)
         self._flush()
 
-    def _end(self, ex: _Exchange, status: int | None) -> None:
+    def _end(self, ex: Exchange, status: int | None) -> None:
         """Session endings: a DELETE that succeeded, a legacy stream that ended."""
         if not ex.mcp:
             return
@@ -598,7 +511,7 @@ class Recording:
             self._close_session(None, key, keep=False)
             self._flush()
 
-    def _close_session(self, ex: _Exchange | None, key: str, *, keep: bool) -> None:
+    def _close_session(self, ex: Exchange | None, key: str, *, keep: bool) -> None:
         """Close a session (violations only); `keep` it to flag messages that come after."""
         for item in self.book.close(key, keep=keep):
             self._session_violation(ex, key, item, now())
@@ -632,12 +545,12 @@ class Recording:
 
     # ---- events ---------------------------------------------------------------------------------
 
-    def _observe(self, ex: _Exchange, direction: Direction, message, ts: float) -> None:
+    def _observe(self, ex: Exchange, direction: Direction, message, ts: float) -> None:
         version = ex.req_headers.get(PROTOCOL_VERSION)
         for item in self.book.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
             self._session_violation(ex, ex.session, item, ts)
 
-    def _session_violation(self, ex: _Exchange | None, key: str, item: Violation, ts: float) -> None:
+    def _session_violation(self, ex: Exchange | None, key: str, item: Violation, ts: float) -> None:
         event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}
         if ex is not None:
             event["flow"] = ex.flow_id
@@ -646,20 +559,20 @@ class Recording:
         event["code"], event["detail"] = item.code, item.detail
         self._lines.append(self.writer.encode(event))
 
-    def _violation(self, ex: _Exchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
+    def _violation(self, ex: Exchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
         fields = {"code": code, "detail": detail}
         if raw is not None:
-            fields.update(_body_fields(raw, "raw"))
+            fields.update(body_fields(raw, "raw"))
         self._event(ex, Kind.VIOLATION, direction, ts, **fields)
 
-    def _event(self, ex: _Exchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
+    def _event(self, ex: Exchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
         event = {"ts": ts, "session": ex.session, "dir": direction.value if direction else None, "kind": kind, "flow": ex.flow_id}
         if ex.transport != STREAMABLE:
             event["transport"] = ex.transport
         event.update(fields)
         self._lines.append(self.writer.encode(event))
 
-    def _http(self, ex: _Exchange, flow, fields: dict) -> None:
+    def _http(self, ex: Exchange, flow, fields: dict) -> None:
         request, response = flow.request, flow.response
         event = {
             "ts": now(),
@@ -670,7 +583,7 @@ class Recording:
             "conn": ex.conn,
             "mcp": ex.mcp,
             "method": ex.method,
-            "url": _url(request, ex.path),
+            "url": url_of(request, ex.path),
             "path": ex.path,
             "http_version": request.http_version,
             "request_content_type": ex.req_content_type,

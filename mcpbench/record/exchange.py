@@ -1,0 +1,113 @@
+"""One HTTP exchange as the recording addon follows it, and the stream callable of an SSE answer.
+
+Helpers here turn mitmproxy's raw request and response parts into what a trace holds (header pairs,
+URLs, bodies cut to `MAX_BODY_BYTES`), at the least cost: they run for every proxied request.
+"""
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import orjson
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.sse import SseParser
+from mcpbench.trace.format import text_or_b64
+
+if TYPE_CHECKING:
+    from mcpbench.record.addon import Recording
+
+STREAMABLE = "streamable-http"
+LEGACY = "sse"
+
+# How much of a body an `http` event keeps (error statuses, bodies that are not JSON) and how much
+# raw input a `violation` keeps: enough to read an error page or see what broke, while a large
+# download does not bloat the trace. Longer bodies are cut and the full size is given.
+MAX_BODY_BYTES = 64 * 1024
+
+
+def json_text(raw: bytes) -> bytes:
+    """`raw` (known JSON) as one line: a pretty-printed body must not split a JSONL line."""
+    if b"\n" in raw or b"\r" in raw:
+        return orjson.dumps(orjson.loads(raw))
+    return raw
+
+
+def header_fields(fields: tuple[tuple[bytes, bytes], ...]) -> Iterator[tuple[str, str]]:
+    """Raw header fields as text pairs, read once (mitmproxy's `Headers.get` rescans every field)."""
+    return ((k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for k, v in fields)
+
+
+def url_of(request, path: str) -> str:
+    """The request's absolute URL (mitmproxy's `Request.url` rebuilds it at a much higher cost)."""
+    host = request.host
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{request.scheme}://{host}:{request.port}{path}"
+
+
+def looks_json(body: bytes) -> bool:
+    return body.lstrip()[:1] in (b"{", b"[")
+
+
+def body_fields(body: bytes, name: str = "body") -> dict:
+    if len(body) <= MAX_BODY_BYTES:
+        return {name: text_or_b64(body)}
+    return {name: text_or_b64(body[:MAX_BODY_BYTES]), f"{name}_size": len(body), f"{name}_truncated": True}
+
+
+class Exchange:
+    """What the recorder knows about one HTTP exchange (one mitmproxy flow) while it is open."""
+
+    __slots__ = (
+        "flow_id", "conn", "method", "path", "mcp", "session", "transport", "req_headers",
+        "req_content_type", "req_raw", "req_message", "req_ts", "req_problems", "resp_headers", "resp_status",
+        "resp_content_type", "tap",
+    )
+
+    def __init__(self, flow_id: str, conn: str, method: str, path: str) -> None:
+        self.flow_id = flow_id
+        self.conn = conn
+        self.method = method
+        self.path = path
+        self.mcp = False
+        self.session: str | None = None  # None until known (see `Recording.resolve`)
+        self.transport = STREAMABLE
+        self.req_headers: dict[str, str] = {}
+        self.req_content_type: str | None = None
+        # The request body, recorded once the session key is known.
+        self.req_raw: bytes | None = None
+        self.req_message: jsonrpc.Message | None = None
+        self.req_ts = 0.0
+        self.req_problems: list[tuple[str, str, bytes | None]] = []
+        self.resp_headers: dict[str, str] | None = None
+        self.resp_status: int | None = None
+        self.resp_content_type: str | None = None
+        self.tap: "StreamTap | None" = None
+
+
+class StreamTap:
+    """The stream callable of one SSE response: return the chunk unchanged, record it right after.
+
+    mitmproxy calls it and then writes what it returns to the client in the same turn of the event
+    loop, so the chunk is queued (`Recording.defer_chunk`) and parsed and recorded once it has been
+    forwarded: the recorder's work (SSE parsing, JSON decoding, the session step, encoding) stays
+    off the event's way to the client.
+    """
+
+    __slots__ = ("recording", "exchange", "request", "parser", "decode", "events", "size", "started", "closed")
+
+    def __init__(self, recording: "Recording", exchange: Exchange, request, decode=None) -> None:
+        self.recording = recording
+        self.exchange = exchange
+        self.request = request  # the stream's request: a legacy endpoint URI is relative to its URL
+        self.parser = SseParser()
+        self.decode = decode  # for a compressed stream: its incremental decoder (`stream_decoder`)
+        self.events = 0
+        self.size = 0
+        self.started = False
+        self.closed = False
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if not self.closed:
+            self.recording.defer_chunk(self, chunk)
+        return chunk
