@@ -123,7 +123,7 @@ def run(quick: bool = False) -> Path:
             flows["pipe"].append(one_way(SINK, messages))
             flows["tee"].append(one_way(tee_argv(trace) + SINK, messages, ready_line=True))
             trace_bytes = os.path.getsize(trace)
-    rt = {"direct_us": summary(direct), "tee_us": summary(via_tee)}
+    rt = {"direct_us": summary(direct), "tee_unrecorded_us": summary(sum(turns["tee unrecorded"], [])), "tee_us": summary(via_tee)}
     rt["added_p50_us"] = paired_added_p50(turns["direct"], turns["tee"])
     rt["added_p50_pooled_us"] = rt["tee_us"]["p50"] - rt["direct_us"]["p50"]
     # The same tee copying without recording: how much of the cost is the copy itself.
@@ -157,11 +157,12 @@ def _chart(path: Path, rt: dict, throughput: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
-    labels = ["direct", "tee"]
-    p50 = [rt["direct_us"]["p50"], rt["tee_us"]["p50"]]
-    p99 = [rt["direct_us"]["p99"], rt["tee_us"]["p99"]]
-    x = range(2)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    keys = {"direct": "direct_us", "tee, not recording": "tee_unrecorded_us", "tee": "tee_us"}
+    labels = list(keys)
+    p50 = [rt[key]["p50"] for key in keys.values()]
+    p99 = [rt[key]["p99"] for key in keys.values()]
+    x = range(len(keys))
     left.bar([i - 0.2 for i in x], p50, 0.4, label="p50")
     left.bar([i + 0.2 for i in x], p99, 0.4, label="p99")
     left.set_xticks(list(x), labels)
