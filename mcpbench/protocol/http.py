@@ -56,8 +56,6 @@ def stream_decoder(encoding: str | None) -> Callable[[bytes], bytes] | None:
     steps = []
     for coding in reversed(codings):  # the last applied is listed last: undo it first
         if coding in ("gzip", "x-gzip", "deflate"):
-            # wbits 47: gzip or zlib header, whichever comes. Raw deflate, which
-            # some servers send for "deflate", is retried on the first chunk.
             steps.append(_ZlibStream().feed)
         elif coding == "br":
             try:
@@ -81,7 +79,11 @@ def stream_decoder(encoding: str | None) -> Callable[[bytes], bytes] | None:
 
 
 class _ZlibStream:
+    """gzip or zlib-wrapped deflate, incrementally; raw deflate when the first chunk says so."""
+
     def __init__(self) -> None:
+        # wbits 47: a gzip or a zlib header, whichever comes. Some servers send raw deflate
+        # for "deflate": the first chunk then fails to decode and is tried again as that.
         self._decompressor = zlib.decompressobj(47)
         self._started = False
 
@@ -220,8 +222,8 @@ class PostAnswer:
 
     Streamable HTTP answers a POST with a JSON body, an SSE stream (with
     notifications and server requests before the answer), or a bare status
-    (202 for a notification). The replayer, the load users and the lab all read
-    answers through this, so "what did the server say" has one meaning.
+    (202 for a notification). The replayer and the load users (and the lab, to
+    come) read answers through this, so "what did the server say" has one meaning.
 
         answer = PostAnswer(request_id, status, content_type, has_session=...)
         for chunk in body: items = answer.feed(chunk)    # Carried and Problem
