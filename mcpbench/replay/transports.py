@@ -370,14 +370,19 @@ class StreamableHttpTransport(Transport):
 
         Call after the handshake: the stream belongs to the session. A server
         without one answers 405, which is not a failure; other refusals are
-        reported as non-fatal `Failure`s without a request id.
+        reported as non-fatal `Failure`s without a request id. Returns once the
+        server has answered the GET (or `CONNECT_TIMEOUT` has passed), so what
+        the replay sends next can already be answered on the stream, as in the
+        recording.
         """
         if self._listener is not None or self._closing or not self.session_id:
             return
-        self._listener = threading.Thread(target=self._listen, name="mcpbench-http-get", daemon=True)
+        answered = threading.Event()
+        self._listener = threading.Thread(target=self._listen, args=(answered,), name="mcpbench-http-get", daemon=True)
         self._listener.start()
+        answered.wait(CONNECT_TIMEOUT)
 
-    def _listen(self) -> None:
+    def _listen(self, answered: threading.Event) -> None:
         headers = {"accept": mcphttp.GET_ACCEPT, mcphttp.SESSION_ID: self.session_id}
         if self._version:
             headers[mcphttp.PROTOCOL_VERSION] = self._version
@@ -391,6 +396,7 @@ class StreamableHttpTransport(Transport):
                 self._get_conn = conn  # from now on close() can cut the stream short
             conn.request("GET", self.path, headers=headers)
             resp = conn.getresponse()
+            answered.set()
             status, content_type = resp.status, resp.getheader("content-type")
             if status == 405:
                 return  # Streamable HTTP: "the server MUST ... return HTTP 405" when it offers no stream
@@ -406,6 +412,7 @@ class StreamableHttpTransport(Transport):
             if not self._closing:
                 self.sink(Failure(f"GET stream: {_connect_failure(self.url, exc)}", ts=time.perf_counter()))
         finally:
+            answered.set()
             conn.close()
 
     def close(self) -> None:
