@@ -46,18 +46,22 @@ def test_stdio_replay_of_same_server_is_identical(recordings, tmp_path, mode):
     assert diffed.returncode == 0, diffed.stdout
 
 
+URL_SECRET = "k3y-0f-the-url-5a1"
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
 def test_cross_transport_replay_and_http_traces(recordings, tmp_path, mode, transport, http_server, sse_server):
     """A stdio recording replayed over Streamable HTTP and legacy SSE: zero changes; the replay's HTTP
     trace, replayed again against the same server, also has zero changes."""
     server = http_server if transport == "streamable-http" else sse_server
-    target = server.url if transport == "streamable-http" else "sse+" + server.url
+    # A key in the URL, as hosted servers take one: it must not reach the replay's trace.
+    target = f"{server.url}?api_key={URL_SECRET}" if transport == "streamable-http" else "sse+" + server.url
     out = tmp_path / "http.jsonl"
     done = cli("replay", str(recordings[mode]), "--target", target, "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     header = orjson.loads(out.read_bytes().split(b"\n", 1)[0])
-    assert header["transport"] == transport
+    assert header["transport"] == transport and URL_SECRET.encode() not in out.read_bytes()
     again = cli("replay", str(out), "--target", target, "--report", str(tmp_path / "r.json"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert report_of(tmp_path / "r.json")["counts"]["identical"] >= 9
