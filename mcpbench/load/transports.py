@@ -19,6 +19,7 @@ import errno
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -174,6 +175,41 @@ def _error_detail(resp: Any, status: int) -> str:
     return detail
 
 
+class _Waiting:
+    """Requests awaiting answers that a reader greenlet finds on a stream (legacy SSE, stdio)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[Any, gevent.event.AsyncResult] = {}
+
+    def call(self, request_id: Any, send: Callable[[], Any]) -> tuple[Response | ErrorResponse, Any]:
+        """Run `send`, then wait for the answer to `request_id`: (the answer, what `send` returned).
+
+        Raises:
+            McpFailure: the stream ended first (`fail_all`).
+        """
+        waiter = gevent.event.AsyncResult()
+        self._waiters[request_id] = waiter
+        try:
+            sent = send()
+            answer = waiter.get()  # the caller's per-call timeout bounds the wait
+        finally:
+            self._waiters.pop(request_id, None)
+        if isinstance(answer, McpFailure):
+            raise answer
+        return answer, sent
+
+    def answer(self, message: Response | ErrorResponse) -> None:
+        """Wake the request `message` answers, if one waits."""
+        waiter = self._waiters.pop(message.id, None)
+        if waiter is not None:
+            waiter.set(message)
+
+    def fail_all(self, failure: McpFailure) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.set(failure)
+
+
 class Reply:
     """What one request got back."""
 
@@ -316,7 +352,7 @@ class SseTransport(Transport):
         self._reader: gevent.Greenlet | None = None
         self._endpoint: gevent.event.AsyncResult = gevent.event.AsyncResult()
         self._endpoint_uri: str | None = None
-        self._pending: dict[Any, gevent.event.AsyncResult] = {}
+        self._waiting = _Waiting()
         self._closed: str | None = None
 
     @property
@@ -365,9 +401,7 @@ class SseTransport(Transport):
                 for item in stream.feed(chunk):
                     if type(item) is Carried:
                         if type(item.message) in (Response, ErrorResponse):
-                            waiter = self._pending.pop(item.message.id, None)
-                            if waiter is not None:
-                                waiter.set(item.message)
+                            self._waiting.answer(item.message)
                     elif type(item) is Endpoint:
                         self._endpoint.set(item.url)
                     elif not self._endpoint.ready():  # an endpoint we must not use
@@ -384,22 +418,12 @@ class SseTransport(Transport):
             failure = McpFailure(Failure.STREAM_CLOSED, "SSE stream closed")
             if not self._endpoint.ready():
                 self._endpoint.set(failure)
-            pending, self._pending = self._pending, {}
-            for waiter in pending.values():
-                waiter.set(failure)
+            self._waiting.fail_all(failure)
 
     def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
         if self._closed is not None or self._endpoint_uri is None:
             raise McpFailure(Failure.STREAM_CLOSED, "SSE stream closed")
-        waiter = gevent.event.AsyncResult()
-        self._pending[request.id] = waiter
-        try:
-            size = self._post(data)
-            answer = waiter.get()  # the caller's per-call timeout bounds the wait
-        finally:
-            self._pending.pop(request.id, None)
-        if isinstance(answer, McpFailure):
-            raise answer
+        answer, size = self._waiting.call(request.id, lambda: self._post(data))
         return Reply(answer, size + len(data))
 
     def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
@@ -438,7 +462,7 @@ class StdioTransport(Transport):
         self.proc: gevent.subprocess.Popen | None = None
         self._reader: gevent.Greenlet | None = None
         self._stderr_reader: gevent.Greenlet | None = None
-        self._pending: dict[Any, gevent.event.AsyncResult] = {}
+        self._waiting = _Waiting()
         self._closed: str | None = None
         self.stderr_tail = b""
 
@@ -485,10 +509,7 @@ class StdioTransport(Transport):
             pass
         finally:
             self._closed = self._closed or "the server process closed its stdout"
-            failure = McpFailure(Failure.STREAM_CLOSED, "server process exited")
-            pending, self._pending = self._pending, {}
-            for waiter in pending.values():
-                waiter.set(failure)
+            self._waiting.fail_all(McpFailure(Failure.STREAM_CLOSED, "server process exited"))
 
     def _dispatch(self, line: bytes) -> None:
         try:
@@ -496,9 +517,7 @@ class StdioTransport(Transport):
         except jsonrpc.InvalidMessage:
             return  # stdout pollution: not ours to judge here
         if isinstance(msg, (Response, ErrorResponse)):
-            waiter = self._pending.pop(msg.id, None)
-            if waiter is not None:
-                waiter.set(msg)
+            self._waiting.answer(msg)
         elif isinstance(msg, Request):
             # A server request (handshake era): answer ping, refuse the rest, so the server never waits.
             reply: Message = (
@@ -519,15 +538,7 @@ class StdioTransport(Transport):
     def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
         if self._closed is not None or self.proc is None:
             raise McpFailure(Failure.STREAM_CLOSED, "server process exited")
-        waiter = gevent.event.AsyncResult()
-        self._pending[request.id] = waiter
-        try:
-            self._write(data + b"\n")
-            answer = waiter.get()
-        finally:
-            self._pending.pop(request.id, None)
-        if isinstance(answer, McpFailure):
-            raise answer
+        answer, _ = self._waiting.call(request.id, lambda: self._write(data + b"\n"))
         return Reply(answer, len(data))
 
     def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
