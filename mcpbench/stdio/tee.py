@@ -40,6 +40,9 @@ RECORDER_TIMEOUT = 60.0
 
 TRANSPORT = "stdio"
 
+# Signals the tee passes on to the server instead of acting on them itself.
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 class Tee:
     """One server process behind a recording tee.
@@ -82,14 +85,25 @@ class Tee:
             self._finish_recording()
             raise TargetError(f"cannot start {shlex.join(self.argv)}: {exc.strerror}") from None
         self._event(kind=Kind.PROCESS, event="start", argv=self.argv, pid=proc.pid)
-        previous = {sig: signal.signal(sig, self._forward_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        # The host may have started us with these blocked (the server, already
+        # started, keeps the host's mask); we must see them to forward them.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+        previous = {sig: signal.signal(sig, self._forward_signal) for sig in FORWARDED_SIGNALS}
         pumps = [
             threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), recorder.C2S_DATA, proc.stdin.close), daemon=True),
             threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, recorder.S2C_DATA, lambda: os.close(stdout)), daemon=True),
             threading.Thread(target=self._pump, args=(proc.stderr.fileno(), stderr, recorder.STDERR_DATA, lambda: None), daemon=True),
         ]
-        for pump in pumps:
-            pump.start()
+        # Only the main thread may take the forwarded signals: one that lands on
+        # a pump thread, blocked in read(), leaves the main thread blocked in
+        # waitpid() until the server exits on its own. Threads inherit the mask
+        # of the thread that starts them.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+        try:
+            for pump in pumps:
+                pump.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile is handled now
         try:
             code = proc.wait()
         finally:

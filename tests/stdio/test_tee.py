@@ -116,17 +116,28 @@ def test_exit_code_and_missing_command(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_sigterm_is_forwarded_to_the_server(tmp_path):
+@pytest.mark.parametrize("host_blocks_sigterm", [False, True], ids=["plain", "host-blocks-sigterm"])
+def test_sigterm_is_forwarded_to_the_server(tmp_path, host_blocks_sigterm):
     trace = tmp_path / "t.jsonl"
-    server = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\nprint('ready', file=sys.stderr, flush=True)\ntime.sleep(60)\n"
-    proc = subprocess.Popen(TEE + ["--out", str(trace), "--", sys.executable, "-c", server], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The server reports the signal mask it started with (the host's, not the
+    # tee's), then takes SIGTERM whatever that mask was.
+    server = (
+        "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        "blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})\n"
+        "print('ready', signal.SIGTERM in blocked, file=sys.stderr, flush=True)\ntime.sleep(60)\n"
+    )
+    block = (lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})) if host_blocks_sigterm else None
+    proc = subprocess.Popen(
+        TEE + ["--out", str(trace), "--", sys.executable, "-c", server], stdin=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=block
+    )
     try:
-        assert b"ready" in read_until(proc.stderr, b"ready")
+        assert f"ready {host_blocks_sigterm}".encode() in read_until(proc.stderr, b"ready")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(WAIT) == 7
     finally:
         proc.kill()
         proc.wait()
+    assert [e["exit_code"] for e in read_trace(trace) if e["kind"] == "process" and e["event"] == "exit"] == [7]
 
 
 def read_until(stream, marker, limit=100):
