@@ -391,10 +391,14 @@ class Recording:
         if data is not None:
             fields["data"] = data
         if kind == "endpoint" and data:
+            # POSTs go to the endpoint as sent; the trace (its data, and the
+            # session key taken from it) gets it with secret query values fingerprinted.
             url = resolve_endpoint(tap.request.url, data)
-            key = legacy_session_key(data)
+            redact = self.writer.redactor.url if self.writer is not None else str
+            fields["data"] = redact(data)
+            key = legacy_session_key(fields["data"])
             self.book.add_endpoint(url, key)
-            fields["endpoint"] = url
+            fields["endpoint"] = redact(url)
             fields["conn_session"] = ex.session
             ex.session, ex.transport = key, LEGACY
         self._event(ex, Kind.SSE, S2C, ts, **fields)

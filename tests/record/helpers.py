@@ -133,9 +133,11 @@ class Capture(httpx2.AsyncBaseTransport):
         self.inner = httpx2.AsyncHTTPTransport()
         self.sent: list[bytes] = []
         self.received: list[bytes] = []
+        self.post_urls: list[httpx2.URL] = []
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method == "POST":
+            self.post_urls.append(request.url)
             body = await request.aread()
             if body.lstrip()[:1] in (b"{", b"["):
                 self.sent.append(canonical(orjson.loads(body)))

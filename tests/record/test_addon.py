@@ -320,6 +320,29 @@ def test_bearer_token_and_url_key_never_reach_the_trace(sse_answers, tmp_path: P
     assert {e["http"]["path"] for e in requests} == {f"/mcp?api_key={fingerprint(QUERY_SECRET)}&profile=dev"}
 
 
+def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(legacy_sse, tmp_path: Path) -> None:
+    """A query parameter named with --redact is fingerprinted in the endpoint event, its session key and the POSTs."""
+    capture = Capture()
+    with mitmdump(legacy_sse.port, tmp_path / "t.jsonl", extra=["--set", "mcpbench_redact=session_id"]) as proxy:
+        async def session():
+            def factory(headers=None, timeout=None, auth=None):
+                return httpx2.AsyncClient(transport=capture, headers=headers, timeout=timeout, auth=auth)
+
+            async with Client(sse_client(proxy.url("/sse"), httpx_client_factory=factory), mode="legacy") as client:
+                await client.call_tool("echo", {"text": "hi"})
+
+        run(session)
+    posted = {url.params["session_id"] for url in capture.post_urls}
+    assert len(posted) == 1
+    secret = posted.pop()
+    assert secret.encode() not in proxy.trace.read_bytes()
+    trace = events(proxy.trace)
+    endpoint = [e for e in kinds(trace, "sse") if e.get("event") == "endpoint"][-1]
+    assert endpoint["data"].endswith(f"session_id={fingerprint(secret)}") and endpoint["session"] == fingerprint(secret)
+    # the POSTs are still told apart as that session
+    assert {e["session"] for e in messages(trace)} == {fingerprint(secret)}
+
+
 def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: Path) -> None:
     """A session initialised before the proxy saw it: its calls through the proxy are not 'before initialize'."""
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
