@@ -8,8 +8,15 @@ when the mock saw them), and closed when the client session ends. While a
 forwarded request runs, what the server sends for it (progress, logging,
 sampling and other server requests) is relayed to the client; the answer goes
 back under the client's id.
+
+Notifications the server sends outside any forwarded request (on its Streamable
+HTTP GET stream, which the upstream session opens, or between calls on stdio
+and legacy SSE) go to the client's stream outside calls, where the mock has one
+(`Forwarder.attach`): stdio's stdout, the legacy SSE stream, or the client's
+Streamable HTTP GET stream. With none, they are dropped, as a server would.
 """
 
+import functools
 import itertools
 import queue
 import threading
@@ -45,8 +52,9 @@ AskClient = Callable[[str, Any], "Response | ErrorResponse | None"]
 class _Upstream:
     """One live session: requests in flight, each with the inbox its server messages go to."""
 
-    def __init__(self, target: Target, *, hello: dict | None, version: str | None, timeout: float) -> None:
+    def __init__(self, target: Target, *, hello: dict | None, version: str | None, timeout: float, unsolicited: Send) -> None:
         self.timeout = timeout
+        self.unsolicited = unsolicited
         self.version = version
         self.init_result: dict | None = None  # the upstream's initialize result (handshake era)
         self._ids = itertools.count(1)
@@ -57,6 +65,8 @@ class _Upstream:
         if era_of(version) is not Era.STATELESS:
             try:
                 self._handshake(hello)
+                if (listen := getattr(self.transport, "listen", None)) is not None:
+                    listen()  # Streamable HTTP: the GET stream, for what the server sends outside requests
             except BaseException:
                 self.transport.close()
                 raise
@@ -124,15 +134,16 @@ class _Upstream:
             else:
                 token = (message.params or {}).get("progressToken") if isinstance(message.params, dict) else None
                 uid = self._tokens.get(token, item.request_id)
-                if uid is None and len(self._inboxes) == 1:
-                    uid = next(iter(self._inboxes))  # stdio: the only request in flight
+                if uid is None and item.via != "get" and len(self._inboxes) == 1:
+                    uid = next(iter(self._inboxes))  # stdio, legacy SSE: the only request in flight
             inbox = self._inboxes.get(uid)
         if inbox is not None:
             inbox.put(item)
         elif isinstance(message, Request):
             self.answer(ErrorResponse(id=message.id, code=NO_CLIENT,
                                       message="mcpbench serve-trace: no client request in flight to ask"))
-        # An unsolicited notification has no client request to travel with: dropped.
+        else:
+            self.unsolicited(message)
 
     def close(self) -> None:
         self.transport.close()
@@ -153,6 +164,28 @@ class Forwarder:
         self._hello: dict[Any, dict] = {}  # client session -> its initialize params
         self._lock = threading.Lock()
         self._opening: dict[Any, threading.Lock] = {}
+        self._streams: dict[Any, Send] = {}  # client session -> its stream outside calls
+
+    def attach(self, session: Any, push: Send) -> None:
+        """`push` delivers to the client of `session` outside any call (its stream for server messages)."""
+        with self._lock:
+            self._streams[session] = push
+
+    def detach(self, session: Any, push: Send) -> None:
+        """That stream is gone (a newer one of the same session stays)."""
+        with self._lock:
+            if self._streams.get(session) == push:
+                del self._streams[session]
+
+    def _unsolicited(self, session: Any, message: jsonrpc.Message) -> None:
+        with self._lock:
+            push = self._streams.get(session)
+        if push is None:
+            return  # the client has no stream outside calls: a server would drop it too
+        try:
+            push(message)
+        except OSError:
+            pass  # the client went away
 
     def remember(self, session: Any, request: Request) -> None:
         """Note a client's `initialize`, so its upstream session opens with the same params."""
@@ -204,7 +237,8 @@ class Forwarder:
                     return upstream
                 hello = self._hello.get(session)
             version = meta_version(request.params) or (hello or {}).get("protocolVersion")
-            upstream = _Upstream(self.target, hello=hello, version=version, timeout=self.timeout)
+            upstream = _Upstream(self.target, hello=hello, version=version, timeout=self.timeout,
+                                 unsolicited=functools.partial(self._unsolicited, session))
             with self._lock:
                 self._upstreams[session] = upstream
             return upstream
@@ -219,6 +253,7 @@ class Forwarder:
             upstream = self._upstreams.pop(session, None)
             self._hello.pop(session, None)
             self._opening.pop(session, None)
+            self._streams.pop(session, None)
         if upstream is not None:
             upstream.close()
 

@@ -242,6 +242,8 @@ def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1, *, forwa
         except OSError:
             pass  # the client went away
 
+    if forward is not None:
+        forward.attach(STDIO_SESSION, send)
     framer = LineFramer()
     while True:
         try:
@@ -303,7 +305,52 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.server.transport == "sse" and urlsplit(self.path).path == self.server.sse_path:
             self._legacy_stream()
             return
+        if self.server.transport == "streamable-http" and self.server.forward is not None:
+            # Only a forwarded live session has anything to send outside calls.
+            if not (sid := self.headers.get(mcphttp.SESSION_ID)):
+                self._reply(400, b"Mcp-Session-Id required", "text/plain")
+                return
+            self._open_stream("text/event-stream", {"cache-control": "no-cache, no-transform", mcphttp.SESSION_ID: sid})
+            self._stream_out(sid)
+            return
         self._reply(405, b"", headers={"allow": "POST, DELETE"})
+
+    def _open_stream(self, content_type: str, headers: dict[str, str]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _stream_out(self, sid: str, first: bytes = b"") -> None:
+        """Write `first`, then what reaches the session's outbox, as SSE until the stream or the server ends."""
+        outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.server.streams[sid] = outbox
+        forward = self.server.forward
+        if forward is not None:
+            forward.attach(sid, outbox.put)
+        try:
+            if first:
+                self.wfile.write(first)
+                self.wfile.flush()
+            while not self.server.stopping.is_set():
+                try:
+                    item = outbox.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if item is None:
+                    break
+                self.wfile.write(_sse(item))
+                self.wfile.flush()
+        except OSError:
+            pass
+        finally:
+            if self.server.streams.get(sid) is outbox:
+                del self.server.streams[sid]
+            if forward is not None:
+                forward.detach(sid, outbox.put)
 
     def do_DELETE(self) -> None:  # noqa: N802
         if self.server.forward is not None and (sid := self.headers.get(mcphttp.SESSION_ID)):
@@ -359,33 +406,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _legacy_stream(self) -> None:
         sid = uuid.uuid4().hex
-        outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.server.streams[sid] = outbox
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-store")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        self._open_stream("text/event-stream; charset=utf-8", {"cache-control": "no-store"})
+        endpoint = f"{self.server.messages_path}?session_id={sid}"
         try:
-            endpoint = f"{self.server.messages_path}?session_id={sid}"
-            self.wfile.write(sse_encode(SseEvent(event="endpoint", data=endpoint), eol=b"\r\n"))
-            self.wfile.flush()
-            while not self.server.stopping.is_set():
-                try:
-                    item = outbox.get(timeout=0.5)
-                except queue.Empty:
-                    continue
-                if item is None:
-                    break
-                self.wfile.write(_sse(item))
-                self.wfile.flush()
-        except OSError:
-            pass
+            self._stream_out(sid, sse_encode(SseEvent(event="endpoint", data=endpoint), eol=b"\r\n"))
         finally:
-            self.server.streams.pop(sid, None)
             if self.server.forward is not None:
-                self.server.forward.end(sid)
+                self.server.forward.end(sid)  # a legacy session lasts as long as its stream
 
     def _legacy_post(self, message: jsonrpc.Message) -> None:
         sid = (parse_qs(urlsplit(self.path).query).get("session_id") or [None])[0]

@@ -7,10 +7,13 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.client.sse import sse_client
 
+from tests.record.helpers import peer_server
 from tests.replay.conftest import MODES, QUESTION, SAMPLED_PREFIX, cli, sample
+from tests.replay.test_get_stream import LIST_CHANGED, notify_trace
 from tests.replay.test_serve_trace import TIMEOUT, mock_server, text_of
-from tests.support.servers import stdio_params
+from tests.support.servers import HOST, stdio_params
 
 # The recorded echo answer is rewritten, so an answer from the trace cannot pass for a live one.
 RECORDED = "recorded héllo"
@@ -56,3 +59,40 @@ def test_a_bad_forward_url_is_one_line_and_exit_2(recordings, url):
     done = cli("serve-trace", str(recordings["legacy"]), "--on-miss", "forward", url, timeout=30)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("mcpbench: "), done.stderr
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_server_messages_outside_calls_reach_the_client(tmp_path, transport):
+    """The live server's notification sent outside any request reaches the client of the mock.
+
+    The peer's `notify` tool sends tools/list_changed unrelated to any request. The mock
+    holds only the handshake, so `notify` is forwarded. Streamable HTTP: the upstream
+    session opens the peer's GET stream, and the mock passes the notification on to the
+    client's GET stream. Legacy SSE has one stream: the notification comes while the call
+    runs and travels with it.
+    """
+    header_and_handshake = notify_trace(tmp_path / "notify.jsonl").read_bytes().splitlines()[:4]
+    trace = tmp_path / "handshake.jsonl"
+    trace.write_bytes(b"\n".join(header_and_handshake) + b"\n")
+    seen: list[str] = []
+
+    async def check(url: str) -> None:
+        arrived = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            method = getattr(getattr(message, "root", message), "method", None)
+            if method is not None:
+                seen.append(method)
+                if method == LIST_CHANGED:
+                    arrived.set()
+
+        with anyio.fail_after(TIMEOUT):
+            target = sse_client(url) if transport == "sse" else url
+            async with Client(target, mode="legacy", message_handler=on_message) as client:
+                assert text_of(await client.call_tool("notify", {})) == "sent"
+                await arrived.wait()
+
+    upstream = f"http://{HOST}:{{port}}/mcp" if transport == "streamable-http" else f"sse+http://{HOST}:{{port}}/sse"
+    with peer_server(transport) as peer, mock_server(trace, transport, "--on-miss", "forward", upstream.format(port=peer.port)) as url:
+        anyio.run(check, url)
+    assert seen.count(LIST_CHANGED) == 1
