@@ -85,10 +85,11 @@ class Tee:
             self._finish_recording()
             raise TargetError(f"cannot start {shlex.join(self.argv)}: {exc.strerror}") from None
         self._event(kind=Kind.PROCESS, event="start", argv=self.argv, pid=proc.pid)
+        previous = {sig: signal.signal(sig, self._forward_signal) for sig in FORWARDED_SIGNALS}
         # The host may have started us with these blocked (the server, already
         # started, keeps the host's mask); we must see them to forward them.
+        # After the handlers are set: one pending since before is forwarded too.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
-        previous = {sig: signal.signal(sig, self._forward_signal) for sig in FORWARDED_SIGNALS}
         pumps = [
             threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), recorder.C2S_DATA, proc.stdin.close), daemon=True),
             threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, recorder.S2C_DATA, lambda: os.close(stdout)), daemon=True),
