@@ -16,6 +16,7 @@ from tests.support.mcp_client import run_session
 from tests.support.servers import serve_argv, stdio_params
 
 TEE = [sys.executable, "-m", "mcpbench", "tee"]
+BLOCK_SIGTERM_AND_EXEC = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM}); os.execv(sys.argv[1], sys.argv[1:])"
 SPY = [sys.executable, str(Path(__file__).parents[1] / "support" / "spy.py")]
 # A bound for any one wait in these tests; none of them is a timing assertion.
 WAIT = 60.0
@@ -126,9 +127,10 @@ def test_sigterm_is_forwarded_to_the_server(tmp_path, host_blocks_sigterm):
         "blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})\n"
         "print('ready', signal.SIGTERM in blocked, file=sys.stderr, flush=True)\ntime.sleep(60)\n"
     )
-    block = (lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})) if host_blocks_sigterm else None
+    # A host that blocks SIGTERM: a mask survives exec (no preexec_fn, which is unsafe with threads).
+    host = [sys.executable, "-c", BLOCK_SIGTERM_AND_EXEC] if host_blocks_sigterm else []
     proc = subprocess.Popen(
-        TEE + ["--out", str(trace), "--", sys.executable, "-c", server], stdin=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=block
+        host + TEE + ["--out", str(trace), "--", sys.executable, "-c", server], stdin=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         assert f"ready {host_blocks_sigterm}".encode() in read_until(proc.stderr, b"ready")
