@@ -285,12 +285,11 @@ class PostAnswer:
         return out
 
     def _carry(self, data: bytes, via: str, out: list[Carried | Problem]) -> None:
-        try:
-            message = decode(data)
-        except InvalidMessage as exc:
-            out.append(Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({exc.reason})"))
+        items = _server_messages(data)
+        if type(items) is Problem:
+            out.append(items)
             return
-        for item in message.items if type(message) is Batch else (message,):
+        for item in items:
             if type(item) is ErrorResponse and item.id is None and self.request_id is not None and self.answer is None:
                 # An error about a request the server could not read: it is this one's.
                 item = ErrorResponse(id=self.request_id, code=item.code, message=item.message, data=item.data)
@@ -342,10 +341,18 @@ class LegacyStream:
                     out.append(Problem(Failure.CONNECT, f"the endpoint event names another origin: {url}"))
             elif event.type == "message":
                 raw = event.data.encode()
-                try:
-                    message = decode(raw)
-                except InvalidMessage as exc:
-                    out.append(Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({exc.reason})"))
-                    continue
-                out.extend(Carried(item, raw, "stream") for item in (message.items if type(message) is Batch else (message,)))
+                items = _server_messages(raw)
+                if type(items) is Problem:
+                    out.append(items)
+                else:
+                    out.extend(Carried(item, raw, "stream") for item in items)
         return out
+
+
+def _server_messages(data: bytes) -> tuple[Message, ...] | Problem:
+    """The messages in one JSON text the server sent (a batch's items one by one), or why there are none."""
+    try:
+        message = decode(data)
+    except InvalidMessage as exc:
+        return Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({exc.reason})")
+    return message.items if type(message) is Batch else (message,)
