@@ -394,7 +394,7 @@ class Recording:
             # POSTs go to the endpoint as sent; the trace (its data, and the
             # session key taken from it) gets it with secret query values fingerprinted.
             url = resolve_endpoint(tap.request.url, data)
-            redact = self.writer.redactor.url if self.writer is not None else str
+            redact = self.writer.redactor.url
             fields["data"] = redact(data)
             key = legacy_session_key(fields["data"])
             self.book.add_endpoint(url, key)
