@@ -74,6 +74,14 @@ def captured_client(url: str, mode: str, capture: Capture, headers: dict | None 
     return Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs), http
 
 
+def captured_legacy_client(url: str, capture: Capture) -> Client:
+    """An SDK client on the legacy transport whose HTTP goes through `capture`."""
+    def factory(headers=None, timeout=None, auth=None):
+        return httpx2.AsyncClient(transport=capture, headers=headers, timeout=timeout, auth=auth)
+
+    return Client(sse_client(url, httpx_client_factory=factory), mode="legacy")
+
+
 async def exercise(client: Client) -> None:
     """A bit of everything the reference server offers."""
     assert (await client.call_tool("echo", {"text": "hi"})).content[0].text == "hi"
@@ -200,10 +208,7 @@ def test_legacy_sse(legacy_sse, tmp_path: Path) -> None:
         capture = Capture()
 
         async def session():
-            def factory(headers=None, timeout=None, auth=None):
-                return httpx2.AsyncClient(transport=capture, headers=headers, timeout=timeout, auth=auth)
-
-            async with Client(sse_client(proxy.url("/sse"), httpx_client_factory=factory), mode="legacy") as client:
+            async with captured_legacy_client(proxy.url("/sse"), capture) as client:
                 await exercise(client)
 
         run(session)
@@ -325,10 +330,7 @@ def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(legacy_sse, tmp_pat
     capture = Capture()
     with mitmdump(legacy_sse.port, tmp_path / "t.jsonl", extra=["--set", "mcpbench_redact=session_id"]) as proxy:
         async def session():
-            def factory(headers=None, timeout=None, auth=None):
-                return httpx2.AsyncClient(transport=capture, headers=headers, timeout=timeout, auth=auth)
-
-            async with Client(sse_client(proxy.url("/sse"), httpx_client_factory=factory), mode="legacy") as client:
+            async with captured_legacy_client(proxy.url("/sse"), capture) as client:
                 await client.call_tool("echo", {"text": "hi"})
 
         run(session)
