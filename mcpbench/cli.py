@@ -67,7 +67,7 @@ def inspect(trace, as_json):
 
 
 @main.command("run")
-@click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/run-<time>/).")
+@click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/<time>-run/).")
 @map_errors
 def run_main_job(out):
     """The main job on the built-in defaults: record sessions of the reference server and show them.

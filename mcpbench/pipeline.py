@@ -16,13 +16,13 @@ Replay and load run as `mcpbench` subprocesses, as a user would run them
 import shlex
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
 from mcpbench.lab.servers import reference_server
+from mcpbench.outputs import new_run_folder
 from mcpbench.protocol.errors import McpbenchError, TargetError
 
 RESULTS = Path("results")
@@ -117,9 +117,12 @@ STAGES: list[tuple[str, Stage]] = [("record", record_stdio), ("replay", replay_r
 
 
 def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
-    """Run every stage into `out` (default `results/run-<time>/`) and return that folder."""
-    run_dir = out or RESULTS / time.strftime("run-%Y%m%dT%H%M%S", time.gmtime())
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Run every stage into `out` (default `results/<time>-run/`) and return that folder."""
+    if out is None:
+        run_dir = new_run_folder(RESULTS, "run")
+    else:
+        run_dir = out
+        run_dir.mkdir(parents=True, exist_ok=True)
     summary = {name: stage(run_dir, say) for name, stage in STAGES}
     (run_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     say("== report")

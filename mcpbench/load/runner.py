@@ -28,6 +28,7 @@ import orjson
 
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
+from mcpbench.outputs import new_run_folder
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.target import SSE, STDIO, parse_target
 
@@ -171,9 +172,8 @@ def _session_tools(scenario: Scenario) -> list[str]:
 
 
 def default_out_dir(scenario: Scenario) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in scenario.name) or "run"
-    return RESULTS_DIR / f"{stamp}-{safe}"
+    """A new folder of its own under results/, even for two runs started in the same second."""
+    return new_run_folder(RESULTS_DIR, scenario.name)
 
 
 def _free_port() -> int:

@@ -1,0 +1,54 @@
+"""Where whole-file outputs go: a fresh folder per run, and files that appear whole or not at all.
+
+Two runs started in the same second get two folders (`mkdir` without `exist_ok` is the lock), and a
+report, chart or summary is written beside its final name and renamed into place, so a reader never
+sees half a file and a crash never leaves one where a good one was.
+"""
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+# More runs than this with the same label in the same second means something is looping.
+MAX_SAME_SECOND: Final = 1000
+
+
+def new_run_folder(parent: Path, label: str) -> Path:
+    """Create and return `parent/<UTC time>-<label>`, suffixed `-2`, `-3`, … if that exists."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in label) or "run"
+    parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, MAX_SAME_SECOND + 1):
+        folder = parent / (f"{stamp}-{safe}" if n == 1 else f"{stamp}-{safe}-{n}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(f"{parent}: {MAX_SAME_SECOND} run folders named {stamp}-{safe} already")
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success rename it onto `path`, on failure remove it.
+
+    Example: `with atomic_path(out / "chart.png") as tmp: figure.savefig(tmp, format="png")`
+    (pass the format: the temporary name's suffix is not the final one).
+    """
+    final = Path(path)
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_atomic(path: Path | str, data: bytes) -> None:
+    """Write `data` to `path` whole: readers see the old file or the new one, never a part."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
