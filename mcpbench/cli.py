@@ -82,6 +82,23 @@ def run_main_job(out):
     click.echo(f"mcpbench: results in {folder}")
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="The HTML file (default: report.html beside the first PATH, or in it when it is a folder).")
+@map_errors
+def report(paths, out):
+    """Write one self-contained report.html from PATHS: traces, load runs, replay reports, lab runs, run folders.
+
+    Example: mcpbench report results/20261203T120000-run
+    """
+    from mcpbench.analysis.report import write_report
+
+    path, lines = write_report(list(paths), out)
+    for line in lines:
+        click.echo(line)
+    click.echo(f"mcpbench: wrote {path}")
+
+
 BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis")
 
 

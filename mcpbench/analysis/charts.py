@@ -6,6 +6,7 @@ more than one series, so it reads without the code. Nothing here opens files.
 
 from typing import Any
 
+import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 
@@ -41,11 +42,13 @@ def plot_latency_over_time(frame: pd.DataFrame, ax: Any, time: str = "start", by
     for label, part in _groups(data, list(by)):
         ax.plot(part[time], part[column], marker=".", linestyle="none", markersize=3, alpha=0.6, label=label)
     ax.set_yscale("log")
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     ax.set_xlabel("time (UTC)")
     ax.set_ylabel("latency (ms)")
     ax.set_title("latency over time")
     ax.legend(title=" / ".join(by), fontsize=8, loc="upper right")
-    ax.tick_params(axis="x", labelrotation=20)
     return ax
 
 
@@ -87,7 +90,7 @@ def plot_sticky(sticky: pd.DataFrame, ax: Any) -> Any:
     return ax
 
 
-def plot_replay_changes(calls: pd.DataFrame, ax: Any) -> Any:
+def plot_replay_changes(calls: pd.DataFrame, ax: Any, title: str = "replay: calls per step by status") -> Any:
     """Replayed calls per step, stacked by status (identical, changed, missing, extra, failed, …)."""
     table = calls.groupby(["step", "status"], observed=True).size().unstack(fill_value=0)
     order = [s for s in ("identical", *FAILED_STATUSES, "skipped", "unanswered") if s in table.columns]
@@ -99,6 +102,6 @@ def plot_replay_changes(calls: pd.DataFrame, ax: Any) -> Any:
         left += table[status].to_numpy()
     ax.set_xlabel("calls")
     ax.set_ylabel("step")
-    ax.set_title("replay: calls per step by status")
+    ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
     return ax
