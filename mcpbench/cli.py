@@ -70,7 +70,7 @@ def inspect(trace, as_json):
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/<time>-run/).")
 @map_errors
 def run_main_job(out):
-    """The main job on the built-in defaults: record sessions of the reference server and show them.
+    """The main job on the built-in defaults: record, replay, load and report; ends with report.html's path.
 
     Example: mcpbench run
     """
@@ -78,8 +78,7 @@ def run_main_job(out):
 
     from mcpbench.pipeline import run
 
-    folder = run(Path(out) if out else None, say=click.echo)
-    click.echo(f"mcpbench: results in {folder}")
+    run(Path(out) if out else None, say=click.echo)
 
 
 @main.command()

@@ -105,10 +105,11 @@ def headlines(inputs: Inputs) -> list[str]:
     if inputs.traces is not None:
         calls = inputs.traces.calls
         latency = calls["latency_ms"].dropna()
-        failed = int(calls["outcome"].isin(["error", "tool-error", "http-error", "unanswered"]).sum())
+        outcomes = calls["outcome"].value_counts()
+        not_ok = ", ".join(f"{n} {k}" for k, n in outcomes.items() if k != "ok" and n) or "none"
         lines.append(
             f"traces: {len(inputs.trace_files)} files, {len(inputs.traces.sessions)} sessions, {len(calls)} calls "
-            f"(p50 {_ms(latency.quantile(0.5))}, p95 {_ms(latency.quantile(0.95))}), {failed} not ok, "
+            f"(p50 {_ms(latency.quantile(0.5))}, p95 {_ms(latency.quantile(0.95))}), not ok: {not_ok}, "
             f"{len(inputs.traces.violations)} violations"
         )
     if inputs.loads:
@@ -230,18 +231,21 @@ def _load_sections(loads: list[LoadRun]) -> list[str]:
 
 
 def _replay_sections(replays: list[ReplayReport]) -> list[str]:
+    """One table of every replay's counts; a chart and the changed paths for each replay where something changed."""
     from mcpbench.analysis.charts import plot_replay_changes
 
-    out = []
-    for report in replays:
-        counts = pd.DataFrame([report.counts])
-        parts = [f"<p>{html.escape(report.trace)} → {html.escape(report.target)} (exit {report.exit_code})</p>", _table(counts, index=False)]
+    table = pd.DataFrame(
+        [{"report": r.path.name, "trace": Path(r.trace).name, "target": r.target, "exit": r.exit_code, **r.counts} for r in replays]
+    )
+    changed = [r for r in replays if (r.calls["status"] != "identical").any()] or replays[:1]
+    parts = [_table(table, index=False)]
+    for report in changed:
+        parts.append(f"<h3>{html.escape(report.path.name)}: {html.escape(Path(report.trace).name)} → {html.escape(report.target)}</h3>")
         if len(report.calls):
-            parts.append(_chart(lambda ax, r=report: plot_replay_changes(r.calls, ax, f"replay of {Path(r.trace).name}: calls per step by status")))
+            parts.append(_chart(lambda ax, r=report: plot_replay_changes(r.calls, ax, f"replay of {Path(r.trace).name} ({r.path.name}): calls per step by status")))
         if len(report.changes):
-            parts.append("<h3>changed calls</h3>" + _table(report.changes, index=False))
-        out.append(_section(f"Replay: {report.path.name}", *parts))
-    return out
+            parts.append("<h4>changed calls</h4>" + _table(report.changes, index=False))
+    return [_section("Replays", *parts)]
 
 
 def _lab_sections(labs: list[LabRun]) -> list[str]:

@@ -2,40 +2,17 @@
 (the tee, the record proxy on both HTTP transports, a replay's --out), a replay report, a short
 load run, and a lab folder with a sticky.csv that follows the lab's column contract."""
 
-import contextlib
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.servers import HOST, REPO_ROOT, free_port, reference_server, serve_argv, stdio_params, stop_process, wait_for_port
+from mcpbench.pipeline import recording_proxy
+from tests.support.servers import REPO_ROOT, reference_server, serve_argv, stdio_params
 
 MCPBENCH = [sys.executable, "-m", "mcpbench"]
-# A record proxy writes its trace whole once it has stopped; SIGINT is how a user stops it.
-STOP_TIMEOUT = 30.0
 LOAD_TIMEOUT = 180.0
-
-
-@contextlib.contextmanager
-def record_proxy(upstream: str, trace: Path) -> Iterator[str]:
-    """`mcpbench record` in front of `upstream`; yields the proxy's base URL; the trace is complete after."""
-    port = free_port()
-    log = trace.with_suffix(".log").open("wb")
-    proc = subprocess.Popen(
-        [*MCPBENCH, "record", "--upstream", upstream, "--listen", f"{HOST}:{port}", "--out", str(trace)],
-        cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-    )
-    try:
-        wait_for_port(HOST, port, proc=proc)
-        yield f"http://{HOST}:{port}"
-        proc.send_signal(signal.SIGINT)
-        proc.wait(STOP_TIMEOUT)
-    finally:
-        stop_process(proc)
-        log.close()
 
 
 def _make_captures(folder: Path) -> Path:
@@ -47,10 +24,10 @@ def _make_captures(folder: Path) -> Path:
         drive(stdio_params(argv), mode)
     with reference_server("streamable-http") as http:
         for mode in ("legacy", "auto"):
-            with record_proxy(http.url, folder / f"http-{mode}.jsonl") as base:
+            with recording_proxy(http.url, folder / f"http-{mode}.jsonl") as base:
                 drive(base + "/mcp", mode)
     with reference_server("sse") as sse:
-        with record_proxy(sse.url, folder / "sse.jsonl") as base:
+        with recording_proxy(sse.url, folder / "sse.jsonl") as base:
             drive(sdk_target(base + "/sse", "sse"), "legacy")
     target = "stdio:" + " ".join(server)
     subprocess.run(
