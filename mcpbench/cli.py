@@ -70,7 +70,7 @@ def inspect(trace, as_json):
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/<time>-run/).")
 @map_errors
 def run_main_job(out):
-    """The main job on the built-in defaults: record sessions of the reference server and show them.
+    """The main job on the built-in defaults: record, replay, load and report; ends with report.html's path.
 
     Example: mcpbench run
     """
@@ -78,11 +78,27 @@ def run_main_job(out):
 
     from mcpbench.pipeline import run
 
-    folder = run(Path(out) if out else None, say=click.echo)
-    click.echo(f"mcpbench: results in {folder}")
+    run(Path(out) if out else None, say=click.echo)
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen")
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="The HTML file (default: report.html beside the first PATH, or in it when it is a folder).")
+@map_errors
+def report(paths, out):
+    """Write one self-contained report.html from PATHS: traces, load runs, replay reports, lab runs, run folders.
+
+    Example: mcpbench report results/20261203T120000-run
+    """
+    from mcpbench.analysis.report import write_report
+
+    path, lines = write_report(list(paths), out)
+    for line in lines:
+        click.echo(line)
+    click.echo(f"mcpbench: wrote {path}")
+
+
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis")
 
 
 @main.command()

@@ -1,108 +1,208 @@
-"""The main job, `mcpbench run`: record → replay → load → report, on the built-in defaults.
+"""The main job, `mcpbench run`: the whole story on the built-in defaults, in a few minutes.
 
-1. record: sessions of the reference stdio server through the tee, driven by
-   the official SDK client in both eras; their timelines are printed.
-2. replay: the handshake-era recording against the same server over stdio and,
-   across transports, over Streamable HTTP and legacy SSE: nothing may change.
-3. load: a short Locust run against the reference Streamable HTTP server.
-4. report: `summary.json` in the run's folder, and the summary printed.
+1. servers: the reference servers (Streamable HTTP, legacy SSE) start once for the whole run.
+2. record: official SDK sessions in both eras through the tee (stdio) and through the record
+   proxy (Streamable HTTP), plus a legacy HTTP+SSE session through the proxy.
+3. replay: the stdio recording against the same server on all three transports (nothing may
+   change), then against a modified server (`lab/variant_server.py`: the change must show).
+4. load: short Locust runs on Streamable HTTP (both eras in one run), legacy SSE and stdio.
+5. (the sticky-session experiment slots in here: see `STAGES`)
+6. report: `report.html` from everything in the run's folder, and three headline lines.
 
-Each stage is a function taking the run's folder and a printer, returning a
-short line for the summary, so later stages (the lab, an HTML report) slot in.
-Replay and load run as `mcpbench` subprocesses, as a user would run them
-(Locust must have a process of its own anyway).
+Each stage takes the run's folder and a `Progress`, returns a short line for `summary.json`.
+Replay, load and the proxy run as `mcpbench` subprocesses, as a user would run them (Locust must
+have a process of its own anyway); a subprocess that runs long prints a heartbeat line.
 """
 
+import contextlib
 import shlex
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
 
-from mcpbench.lab.servers import reference_server
-from mcpbench.outputs import new_run_folder
+from mcpbench.lab.servers import HOST, free_port, reference_server, stop_process, wait_for_port
+from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import McpbenchError, TargetError
 
 RESULTS = Path("results")
+REPO = Path(__file__).resolve().parents[1]
 
-Stage = Callable[[Path, Callable[[str], None]], str]
+# Bounds for the subprocess stages: generous for a busy 2-core machine, finite.
+REPLAY_TIMEOUT = 300.0
+# (users, seconds) per load run. A stdio user starts a server process of its own (a Python start and
+# the SDK's imports, seconds of CPU on a busy 2-core machine): fewer users, longer.
+LOAD_HTTP = (4, 4)
+LOAD_STDIO = (2, 8)
+LOAD_TIMEOUT = 180.0
+PROXY_STOP_TIMEOUT = 30.0
+# A subprocess running longer than this gets a "still running" line, so the job never looks stuck.
+HEARTBEAT = 10.0
+
+
+class Progress:
+    """Prints each line with the elapsed time and the current stage: `[ 12.3s 2/5 record] …`."""
+
+    def __init__(self, say: Callable[[str], None], stages: int) -> None:
+        self.say, self.stages = say, stages
+        self.started = time.monotonic()
+        self.stage, self.number = "", 0
+        self.headlines: list[str] = []  # the report stage's headline figures
+
+    def begin(self, name: str) -> None:
+        self.number += 1
+        self.stage = name
+        self(f"== {name}")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, line: str) -> None:
+        prefix = f"[{self.elapsed():6.1f}s {self.number}/{self.stages} {self.stage}]"
+        for part in line.splitlines() or [""]:
+            self.say(f"{prefix} {part}")
+
+
+Stage = Callable[[Path, Progress, dict], str]
 
 
 def _server_argv() -> list[str]:
     return [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
 
 
-def record_stdio(run_dir: Path, say: Callable[[str], None]) -> str:
-    """Record one SDK session per era through the tee; print each timeline."""
-    from mcp import StdioServerParameters
-
-    from mcpbench.analysis.inspect import render, summarize
-    from mcpbench.lab.drive import drive
-
-    lines = []
-    for mode, label in (("legacy", "handshake era"), ("auto", "2026-07-28 if both sides speak it")):
-        trace = run_dir / f"stdio-{mode}.jsonl"
-        argv = [sys.executable, "-m", "mcpbench", "tee", "--out", str(trace), "--", *_server_argv()]
-        say(f"== record: official SDK client ({mode} mode, {label}) -> mcpbench tee -> reference stdio server")
-        try:
-            results = drive(StdioServerParameters(command=argv[0], args=argv[1:]), mode)
-        except Exception as exc:  # the SDK raises many kinds; the one line is what matters
-            raise TargetError(f"session with the reference stdio server failed: {exc}") from None
-        report = summarize(trace)
-        say(render(report))
-        say("")
-        calls = sum(len(s.calls) for s in report.sessions)
-        lines.append(f"{trace} ({results['protocol_version']}, {calls} requests)")
-    return "recorded " + "; ".join(lines)
+def _variant_argv(mode: str) -> list[str]:
+    return [sys.executable, "-m", "mcpbench.lab.variant_server", mode]
 
 
-# Bounds for the subprocess stages: generous for a busy 2-core machine, finite.
-REPLAY_TIMEOUT = 300.0
-LOAD_SECONDS = 5
-LOAD_TIMEOUT = 180.0
-
-
-def _mcpbench(args: list[str], say: Callable[[str], None], timeout: float) -> subprocess.CompletedProcess:
+def _mcpbench(args: list[str], say: Progress, timeout: float) -> subprocess.CompletedProcess:
+    """Run `mcpbench ARGS`, printing its output indented and a heartbeat while it runs."""
     say("$ mcpbench " + shlex.join(args))
-    proc = subprocess.run([sys.executable, "-m", "mcpbench", *args], capture_output=True, text=True, timeout=timeout)
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        started = time.monotonic()
+        while not done.wait(HEARTBEAT):
+            say(f"  … still running: mcpbench {args[0]} ({time.monotonic() - started:.0f} s)")
+
+    beat = threading.Thread(target=heartbeat, daemon=True)
+    beat.start()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mcpbench", *args], capture_output=True, text=True, timeout=timeout)
+    finally:
+        done.set()
+        beat.join()
     for line in (proc.stdout + proc.stderr).rstrip().splitlines():
         say("  " + line)
     return proc
 
 
-def replay_recording(run_dir: Path, say: Callable[[str], None]) -> str:
-    """Replay the handshake-era recording on every transport; any change fails the job."""
+@contextlib.contextmanager
+def recording_proxy(upstream: str, trace: Path) -> Iterator[str]:
+    """`mcpbench record` in front of `upstream`; yields its base URL; the trace is whole afterwards (SIGINT)."""
+    port = free_port()
+    log_path = trace.with_suffix(".record.log")
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:{port}", "--out", str(trace)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        )
+    try:
+        wait_for_port(HOST, port, proc=proc)
+        yield f"http://{HOST}:{port}"
+        proc.send_signal(signal.SIGINT)
+        proc.wait(PROXY_STOP_TIMEOUT)
+    finally:
+        stop_process(proc)
+
+
+def _session(target: object, mode: str, what: str) -> dict:
+    from mcpbench.lab.drive import drive
+
+    try:
+        return drive(target, mode)
+    except Exception as exc:  # the SDK raises many kinds; the one line is what matters
+        raise TargetError(f"{what} failed: {exc}") from None
+
+
+def record(run_dir: Path, say: Progress, servers: dict) -> str:
+    """SDK sessions in both eras through the tee and through the proxy; one legacy SSE session."""
+    from mcp import StdioServerParameters
+
+    from mcpbench.analysis.inspect import summarize
+    from mcpbench.lab.drive import sdk_target
+
+    lines = []
+    for mode in ("legacy", "auto"):
+        trace = run_dir / f"stdio-{mode}.jsonl"
+        argv = [sys.executable, "-m", "mcpbench", "tee", "--out", str(trace), "--", *_server_argv()]
+        say(f"SDK client ({mode}) -> mcpbench tee -> reference stdio server")
+        results = _session(StdioServerParameters(command=argv[0], args=argv[1:]), mode, "session through the tee")
+        lines.append(f"{trace.name} ({results['protocol_version']})")
+    for mode in ("legacy", "auto"):
+        trace = run_dir / f"http-{mode}.jsonl"
+        say(f"SDK client ({mode}) -> mcpbench record -> reference Streamable HTTP server")
+        with recording_proxy(servers["streamable-http"], trace) as base:
+            results = _session(base + "/mcp", mode, "session through the record proxy")
+        lines.append(f"{trace.name} ({results['protocol_version']})")
+    trace = run_dir / "sse-legacy.jsonl"
+    say("SDK client (legacy) -> mcpbench record -> reference legacy HTTP+SSE server")
+    with recording_proxy(servers["sse"], trace) as base:
+        results = _session(sdk_target(base + "/sse", "sse"), "legacy", "legacy SSE session through the record proxy")
+    lines.append(f"{trace.name} ({results['protocol_version']})")
+    calls = sum(len(s.calls) for name in ("stdio-legacy", "stdio-auto", "http-legacy", "http-auto", "sse-legacy") for s in summarize(run_dir / f"{name}.jsonl").sessions)
+    say(f"recorded {calls} requests in 5 traces")
+    return "recorded " + ", ".join(lines)
+
+
+def replay(run_dir: Path, say: Progress, servers: dict) -> str:
+    """The stdio recording on all three transports (no change), then against a modified server."""
     trace = run_dir / "stdio-legacy.jsonl"
-    targets = {"stdio": "stdio:" + shlex.join(_server_argv())}
-    outcomes = []
-    with reference_server("streamable-http") as http, reference_server("sse") as sse:
-        targets["streamable-http"] = http.url
-        targets["sse"] = "sse+" + sse.url
-        for transport, target in targets.items():
-            say(f"== replay: {trace.name} -> {transport}")
-            report = run_dir / f"replay-{transport}.json"
-            proc = _mcpbench(["replay", str(trace), "--target", target, "--report", str(report)], say, REPLAY_TIMEOUT)
-            if proc.returncode != 0:
-                raise McpbenchError(f"replay against {target} exited {proc.returncode}; see {report}")
-            outcomes.append(transport)
-    return f"{trace.name} replayed on {', '.join(outcomes)} with no change"
+    targets = {
+        "stdio": "stdio:" + shlex.join(_server_argv()),
+        "streamable-http": servers["streamable-http"],
+        "sse": "sse+" + servers["sse"],
+    }
+    for transport, target in targets.items():
+        say(f"replay {trace.name} on {transport} (nothing may change)")
+        report = run_dir / f"replay-{transport}.json"
+        proc = _mcpbench(["replay", str(trace), "--target", target, "--report", str(report)], say, REPLAY_TIMEOUT)
+        if proc.returncode != 0:
+            raise McpbenchError(f"replay against {target} exited {proc.returncode}; see {report}")
+    variant = "stdio:" + shlex.join(_variant_argv("echo-text"))
+    say(f"replay {trace.name} against a modified server (echo answers changed): the change must show")
+    report = run_dir / "replay-modified.json"
+    proc = _mcpbench(["replay", str(trace), "--target", variant, "--report", str(report)], say, REPLAY_TIMEOUT)
+    if proc.returncode != 1:
+        raise McpbenchError(f"replay against the modified server exited {proc.returncode}, not 1 (changed); see {report}")
+    counts = orjson.loads(report.read_bytes())["counts"]
+    return f"{trace.name} replayed on {', '.join(targets)} with no change; against the modified server {counts['changed']} changed"
 
 
-def load_run(run_dir: Path, say: Callable[[str], None]) -> str:
-    """A short load run on the reference Streamable HTTP server."""
-    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "streamable-http.yaml"
-    out = run_dir / "load"
-    with reference_server("streamable-http") as http:
-        say(f"== load: {scenario.name} against {http.url}, {LOAD_SECONDS} s")
-        args = ["load", str(scenario), "--target", http.url, "--users", "5", "--spawn-rate", "5", "--duration", f"{LOAD_SECONDS}s", "--out", str(out)]
+def load(run_dir: Path, say: Progress, servers: dict) -> str:
+    """Short load runs: Streamable HTTP in both eras (one run), legacy SSE, stdio."""
+    scenarios = REPO / "scenarios"
+    runs = [
+        ("streamable-http", scenarios / "era-comparison.yaml", servers["streamable-http"], LOAD_HTTP),
+        ("sse", scenarios / "sse.yaml", "sse+" + servers["sse"], LOAD_HTTP),
+        ("stdio", scenarios / "stdio.yaml", "stdio:" + shlex.join(_server_argv()), LOAD_STDIO),
+    ]
+    lines = []
+    for name, scenario, target, (users, seconds) in runs:
+        out = run_dir / f"load-{name}"
+        say(f"load {scenario.name} on {name}: {users} users, {seconds} s")
+        args = ["load", str(scenario), "--target", target, "--users", str(users), "--spawn-rate", str(users), "--duration", f"{seconds}s", "--out", str(out)]
         proc = _mcpbench(args, say, LOAD_TIMEOUT)
-    if proc.returncode == 2:
-        raise McpbenchError(f"load run could not run (exit 2); see {out}")
-    summary = orjson.loads((out / "summary.json").read_bytes())
-    verdict = "thresholds met" if proc.returncode == 0 else "a threshold failed"
-    return f"{out} ({verdict}; {_load_line(summary)})"
+        if proc.returncode == 2 or not (out / "summary.json").is_file():
+            raise McpbenchError(f"load run on {name} could not run (exit {proc.returncode}); see {out}")
+        summary = orjson.loads((out / "summary.json").read_bytes())
+        verdict = "thresholds met" if proc.returncode == 0 else "a threshold failed"
+        lines.append(f"{name}: {_load_line(summary)} ({verdict})")
+    return "; ".join(lines)
 
 
 def _load_line(summary: dict) -> str:
@@ -113,7 +213,27 @@ def _load_line(summary: dict) -> str:
     )
 
 
-STAGES: list[tuple[str, Stage]] = [("record", record_stdio), ("replay", replay_recording), ("load", load_run)]
+def report(run_dir: Path, say: Progress, servers: dict) -> str:
+    """`report.html` from everything in the run's folder."""
+    from mcpbench.analysis.report import write_report
+
+    say(f"mcpbench report {run_dir}")
+    path, lines = write_report([run_dir])
+    say.headlines = lines
+    return str(path)
+
+
+# The stages in order. The sticky-session experiment (3 instances behind a balancer, `mcpbench lab
+# run`) goes between "load" and "report", writing its sticky.csv into `run_dir / "lab"`, where the
+# report finds it.
+STAGES: list[tuple[str, Stage]] = [("record", record), ("replay", replay), ("load", load), ("report", report)]
+
+
+@contextlib.contextmanager
+def _servers(say: Progress) -> Iterator[dict]:
+    with reference_server("streamable-http") as http, reference_server("sse") as sse:
+        say(f"reference servers: Streamable HTTP {http.url}, legacy SSE {sse.url}, stdio per session")
+        yield {"streamable-http": http.url, "sse": sse.url}
 
 
 def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
@@ -123,9 +243,19 @@ def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
     else:
         run_dir = out
         run_dir.mkdir(parents=True, exist_ok=True)
-    summary = {name: stage(run_dir, say) for name, stage in STAGES}
-    (run_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    say("== report")
-    for name, line in summary.items():
-        say(f"  {name}: {line}")
+    progress = Progress(say, len(STAGES) + 1)
+    progress.begin("servers")
+    progress(f"run folder: {run_dir}")
+    summary: dict[str, str] = {}
+    with _servers(progress) as servers:
+        for name, stage in STAGES:
+            progress.begin(name)
+            summary[name] = stage(run_dir, progress, servers)
+            progress(summary[name])
+    summary["elapsed_s"] = f"{progress.elapsed():.1f}"
+    write_atomic(run_dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    say("")
+    say(f"report: {summary['report']}")
+    for line in progress.headlines[:3]:
+        say(f"  {line}")
     return run_dir

@@ -1,49 +1,11 @@
-"""The reference server with one change, for replay regression tests. Run: python variant_server.py MODE
-
-Modes: `echo-text` (echo answers with a suffix), `no-fail` (tool `fail` removed), `slow-add` (`add` takes
-ADD_DELAY seconds longer).
-"""
+"""The replay tests' modified server: `mcpbench.lab.variant_server`, runnable by path. Run: python variant_server.py MODE"""
 
 import sys
-import time
 from pathlib import Path
-from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mcpbench.lab.reference_server import build_server  # noqa: E402
-
-ECHO_SUFFIX: Final = " (v2)"
-# Far above the latency slack (250 ms) and 3x any loopback call, well under a test's budget.
-ADD_DELAY: Final = 1.0
-
-
-def _replace_fn(server, name, fn) -> None:
-    """Swap a tool's function in place, so tools/list (order, schema) stays exactly as recorded.
-
-    Uses the SDK's private tool manager: the public remove/add would move the tool to the end.
-    """
-    server._tool_manager.get_tool(name).fn = fn
-
-
-def main(mode: str) -> None:
-    server = build_server()
-    if mode == "echo-text":
-        _replace_fn(server, "echo", lambda text: text + ECHO_SUFFIX)
-
-    elif mode == "no-fail":
-        server.remove_tool("fail")
-    elif mode == "slow-add":
-        def add(a: int, b: int) -> int:
-            time.sleep(ADD_DELAY)
-            return a + b
-
-        _replace_fn(server, "add", add)
-
-    else:
-        raise SystemExit(f"unknown mode {mode!r}")
-    server.run(transport="stdio")
-
+from mcpbench.lab.variant_server import main  # noqa: E402
 
 if __name__ == "__main__":
     main(sys.argv[1])

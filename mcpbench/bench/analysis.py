@@ -1,0 +1,209 @@
+"""`mcpbench bench analysis`: a big trace into the `calls` frame, and reading beside a replay.
+
+1. A synthetic trace of realistic traffic (EVENTS events: sessions of a handshake,
+   then mostly small tool calls, a few large results, progress notifications
+   and stderr lines) is loaded with `load_trace(..., events=False)`; the time
+   and the peak memory (tracemalloc's peak of Python's allocations, which numpy
+   reports to it, and the peak resident size a fresh process adds while
+   loading; the larger counts) are compared with the file's size.
+2. A trace recorded by a plain client loop (bench replay's) is replayed against
+   the reference stdio server and, separately, loaded with `load_trace`: the
+   loading time as a share of the replay's wall time.
+
+Targets (issue 13): 1,000,000 events into `calls` in <= 10 s, peak memory
+<= 3x the file's size; reading <= 5 % of a replay's wall time.
+"""
+
+import gc
+import random
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import orjson
+
+from mcpbench.bench.common import write_result
+from mcpbench.trace.writer import TraceWriter
+
+EVENTS = 1_000_000
+QUICK_EVENTS = 20_000
+LOAD_SECONDS = 10.0
+MEMORY_FACTOR = 3.0
+READ_SHARE = 0.05
+REPLAY_CALLS = 2_000
+QUICK_REPLAY_CALLS = 200
+
+# The traffic mix: most calls small, a few with large results (a file read, a search).
+CALLS_PER_SESSION = 200
+LARGE_SHARE = 0.01
+LARGE_BYTES = 32 * 1024
+PROGRESS_SHARE = 0.05
+TOOL_ERROR_SHARE = 0.01
+LINES_PER_WRITE = 5000
+
+
+def synthetic_trace(path: Path, events: int, seed: int = 13) -> Path:
+    """Write a stdio trace of about `events` events of realistic traffic."""
+    rng = random.Random(seed)
+    big_text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(LARGE_BYTES))
+    ts = 1_796_000_000.0
+    written = 0
+    with TraceWriter(path, transport="stdio", header={"command": ["synthetic"]}) as writer:
+        session_no = 0
+        while written < events:
+            session_no += 1
+            session = f"s{session_no:06d}"
+            lines: list[bytes] = []
+
+            def put(direction: str, obj: dict) -> None:
+                nonlocal ts
+                ts += rng.uniform(0.0002, 0.003)
+                lines.append(writer.encode_message(session, direction, orjson.dumps(obj), round(ts, 6)))
+
+            put("c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench-client", "version": "1.0"}}})
+            put("s2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "bench-server", "version": "2.0"}}})
+            put("c2s", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            for call in range(1, CALLS_PER_SESSION + 1):
+                draw = rng.random()
+                if draw < LARGE_SHARE:
+                    put("c2s", {"jsonrpc": "2.0", "id": call, "method": "tools/call", "params": {"name": "big", "arguments": {"size": LARGE_BYTES}}})
+                    put("s2c", {"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": big_text}], "isError": False}})
+                    continue
+                if draw < LARGE_SHARE + PROGRESS_SHARE:
+                    put("c2s", {"jsonrpc": "2.0", "id": call, "method": "tools/call", "params": {"name": "slow", "arguments": {"steps": 2}, "_meta": {"progressToken": call}}})
+                    for step in (1, 2):
+                        put("s2c", {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": call, "progress": step, "total": 2}})
+                    put("s2c", {"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": "done"}], "isError": False}})
+                    continue
+                text = f"message {call} of session {session_no}"
+                put("c2s", {"jsonrpc": "2.0", "id": call, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": text}}})
+                failed = rng.random() < TOOL_ERROR_SHARE
+                put("s2c", {"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": "boom" if failed else text}], "isError": failed}})
+            lines.append(writer.encode({"kind": "stderr", "session": session, "dir": "s2c", "ts": round(ts, 6), "text": "INFO session done"}))
+            for start in range(0, len(lines), LINES_PER_WRITE):
+                writer.write_lines(lines[start : start + LINES_PER_WRITE])
+            written += len(lines)
+    return path
+
+
+def measure_load(trace: Path) -> dict:
+    """Time and peak memory of `load_trace(trace, events=False)`, and the rows it made."""
+    from mcpbench.analysis import load_trace
+
+    gc.collect()
+    started = time.perf_counter()
+    frames = load_trace(trace, events=False)
+    seconds = time.perf_counter() - started
+    rows = len(frames.calls)
+    del frames
+    gc.collect()
+    tracemalloc.start()
+    load_trace(trace, events=False)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    size = trace.stat().st_size
+    rss = peak_rss(trace)
+    return {
+        "bytes": size, "seconds": seconds, "calls": rows, "peak_bytes": peak, "peak_over_size": peak / size,
+        "rss_added_bytes": rss, "rss_added_over_size": rss / size,
+    }
+
+
+# VmHWM (peak resident size of this process image), not ru_maxrss: a child started by a
+# big parent inherits the parent's ru_maxrss across fork and exec.
+RSS_PROBE = """
+import sys
+from mcpbench.analysis.traces import load_trace
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+before = peak()
+load_trace(sys.argv[1], events=False)
+print(peak() - before)
+"""
+
+
+def peak_rss(trace: Path) -> int:
+    """The peak resident memory `load_trace` adds, in a fresh process (bytes), beyond what its imports use."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", RSS_PROBE, str(trace)], capture_output=True, text=True, check=True)
+    return int(proc.stdout.strip())
+
+
+def measure_share(folder: Path, calls: int) -> dict:
+    """A replay's wall time and `load_trace`'s time on the same recorded trace."""
+    from mcpbench.analysis import load_trace
+    from mcpbench.bench.replay import plain_loop, server_argv
+    from mcpbench.replay import plan as plans
+    from mcpbench.replay.engine import Replayer
+    from mcpbench.target import Target
+
+    trace = folder / "recorded.jsonl"
+    plain_loop(calls, trace)
+    started = time.perf_counter()
+    Replayer(Target("stdio", argv=tuple(server_argv()))).run(plans.load(trace))
+    replay_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    load_trace(trace)
+    read_seconds = time.perf_counter() - started
+    return {"calls": calls, "bytes": trace.stat().st_size, "replay_seconds": replay_seconds, "load_seconds": read_seconds, "share": read_seconds / replay_seconds}
+
+
+def run(quick: bool = False) -> Path:
+    events = QUICK_EVENTS if quick else EVENTS
+    with tempfile.TemporaryDirectory(prefix="mcpbench-bench-analysis-") as tmp:
+        folder = Path(tmp)
+        started = time.perf_counter()
+        trace = synthetic_trace(folder / "traffic.jsonl", events)
+        made = time.perf_counter() - started
+        load = measure_load(trace)
+        trace.unlink()
+        share = measure_share(folder, QUICK_REPLAY_CALLS if quick else REPLAY_CALLS)
+    data = {
+        "events": events,
+        "trace_written_seconds": made,
+        "load": load,
+        "read_vs_replay": share,
+        "targets": {"load_seconds": LOAD_SECONDS, "peak_over_size": MEMORY_FACTOR, "read_share": READ_SHARE},
+        "pass": {
+            "load_seconds": load["seconds"] <= LOAD_SECONDS,
+            "peak_memory": max(load["peak_over_size"], load["rss_added_over_size"]) <= MEMORY_FACTOR,
+            "read_share": share["share"] <= READ_SHARE,
+        },
+        "quick": quick,
+    }
+    path = write_result("analysis", data)
+    _chart(path.with_suffix(".png"), data)
+    return path
+
+
+def _chart(path: Path, data: dict) -> Path:
+    """Three measured figures beside their targets, each on its own scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    load, share = data["load"], data["read_vs_replay"]
+    panels = [
+        (f"{data['events']:,} events -> calls", "seconds", load["seconds"], LOAD_SECONDS),
+        ("peak memory / file size", "ratio", max(load["peak_over_size"], load["rss_added_over_size"]), MEMORY_FACTOR),
+        ("load_trace / replay wall time", "share (%)", share["share"] * 100, READ_SHARE * 100),
+    ]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+    for ax, (title, unit, value, target) in zip(axes, panels):
+        bars = ax.bar(["measured"], [value], color="#4c72b0", label="measured")
+        ax.bar_label(bars, fmt="%.3g")
+        ax.axhline(target, color="#c44e52", linestyle="--", label=f"target <= {target:g}")
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        ax.legend(loc="upper right", fontsize=8)
+    fig.suptitle("bench analysis (busy 2-core machine figures are noisy)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,112 @@
+import pandas as pd
+import pytest
+
+from mcpbench.analysis import load_lab, load_replay, load_run, load_samples, load_trace
+from mcpbench.analysis.results import ResultsError
+from mcpbench.analysis.tables import latency_table, outcome_table
+from mcpbench.analysis.traces import CALL_COLUMNS, EVENT_COLUMNS, SESSION_COLUMNS, VIOLATION_COLUMNS
+from mcpbench.trace import TraceWriter
+
+import orjson
+
+
+def make_trace(path):
+    with TraceWriter(path, transport="stdio") as writer:
+        steps = [
+            ("c2s", b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"host","version":"1"}}}', 10.0),
+            ("s2c", b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","serverInfo":{"name":"srv","version":"2"}}}', 10.5),
+            ("c2s", b'{"jsonrpc":"2.0","method":"notifications/initialized"}', 10.6),
+            ("c2s", b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}', 11.0),
+            ("s2c", b'{"jsonrpc":"2.0","id":2,"result":{"content":[],"isError":true}}', 11.002),
+            ("c2s", b'{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"summarize"}}', 11.5),
+            ("s2c", b'{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"no such prompt"}}', 11.504),
+            ("c2s", b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}', 12.0),
+        ]
+        for direction, raw, ts in steps:
+            writer.message("s1", direction, raw, ts)
+        writer.write({"kind": "violation", "session": "s1", "dir": "s2c", "ts": 12.5, "code": "stdout-pollution", "detail": "not JSON: hi"})
+    return path
+
+
+def test_calls_pair_requests_with_typed_columns(tmp_path):
+    frames = load_trace(make_trace(tmp_path / "t.jsonl"))
+    calls = frames.calls
+    assert list(calls.columns) == CALL_COLUMNS
+    assert list(calls["step"]) == ["initialize", "tools/call echo", "prompts/get summarize", "tools/list"]
+    assert calls["latency_ms"].round(3).tolist()[:3] == [500.0, 2.0, 4.0]
+    assert calls["latency_ms"].isna().tolist() == [False, False, False, True]
+    assert list(calls["outcome"]) == ["ok", "tool-error", "error", "unanswered"]
+    assert calls["error_code"].tolist()[2] == -32602 and calls["error_code"].isna().sum() == 3
+    assert calls["tool"].tolist()[1] == "echo"
+    assert isinstance(calls["start"].dtype, pd.DatetimeTZDtype) and str(calls["start"].dt.tz) == "UTC" and calls["start"].iloc[0] == pd.Timestamp(10.0, unit="s", tz="UTC")
+    for column in ("method", "tool", "transport", "era", "outcome"):
+        assert isinstance(calls[column].dtype, pd.CategoricalDtype), column
+    assert set(calls["era"]) == {"handshake"} and calls["request_bytes"].iloc[0] > 80
+    session = frames.sessions.iloc[0]
+    assert (session["client"], session["server"], session["version"]) == ("host", "srv", "2025-11-25")
+    assert session["handshake_ms"] == pytest.approx(600.0)
+    assert (session["calls"], session["errors"], session["tool_errors"], session["unanswered"], session["violations"]) == (4, 1, 1, 1, 1)
+    assert list(frames.violations["code"]) == ["stdout-pollution"]
+    assert len(frames.events) == 9 and list(frames.events.columns) == EVENT_COLUMNS
+    table = latency_table(calls)
+    assert list(table.index) == ["tools/call echo", "prompts/get summarize", "initialize"]
+    assert outcome_table(calls).loc["tools/list", "unanswered"] == 1
+
+
+def test_same_frames_from_every_capture_path(captures):
+    paths = {name: captures / f"{name}.jsonl" for name in ("stdio-legacy", "stdio-auto", "http-legacy", "http-auto", "sse", "replay")}
+    dtypes = None
+    for name, path in paths.items():
+        frames = load_trace(path)
+        for frame, columns in ((frames.calls, CALL_COLUMNS), (frames.sessions, SESSION_COLUMNS), (frames.violations, VIOLATION_COLUMNS), (frames.events, EVENT_COLUMNS)):
+            assert list(frame.columns) == columns, name
+        calls = frames.calls
+        current = [str(t) for t in calls.dtypes]
+        assert dtypes is None or current == dtypes, name
+        dtypes = current
+        tools = calls.loc[calls["method"] == "tools/call"]
+        # every tool the SDK session called was paired with its answer, with a latency
+        assert {"echo", "add", "fail", "big", "slow"} <= set(tools["tool"].astype(str)), name
+        assert tools["latency_ms"].notna().all() and (tools["latency_ms"] >= 0).all(), name
+        assert tools.loc[tools["tool"] == "fail", "outcome"].astype(str).tolist() == ["tool-error"], name
+        assert tools.loc[tools["tool"] == "big", "answer_bytes"].iloc[0] > 100_000, name
+        assert frames.sessions["calls"].sum() == len(calls), name
+    both = load_trace([paths["stdio-legacy"], paths["stdio-auto"]])
+    eras = both.calls.groupby("trace", observed=True)["era"].agg(lambda s: set(s.astype(str)))
+    assert eras["stdio-legacy.jsonl"] == {"handshake"} and eras["stdio-auto.jsonl"] == {"stateless"}
+    http = load_trace(paths["http-legacy"]).calls
+    answered_by_sse = http.loc[http["ttfe_ms"].notna()]
+    assert len(answered_by_sse) and (answered_by_sse["ttfe_ms"] <= answered_by_sse["latency_ms"] + 1e-6).all()
+    assert load_trace(paths["sse"]).calls["transport"].astype(str).unique().tolist() == ["sse"]
+
+
+def test_load_samples_skips_counters(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    rows = [
+        {"t": 1.0, "type": "stdio", "step": "ping", "latency_ms": 1.5, "size": 10, "failure": None},
+        {"open": {"scheduled": 3}},
+        {"t": 2.0, "type": "stdio", "step": "ping", "latency_ms": 2.5, "size": 10, "failure": "tool-error"},
+    ]
+    path.write_bytes(b"\n".join(orjson.dumps(row) for row in rows) + b"\n{\"t\": 3")
+    frame = load_samples(path)
+    assert len(frame) == 2 and frame["latency_ms"].sum() == 4.0
+    assert latency_table(frame).loc["ping", "count"] == 2
+    assert frame["failure"].astype(str).tolist()[1] == "tool-error"
+
+
+def test_load_run_lab_and_replay(load_folder, lab_folder, captures, tmp_path):
+    run = load_run(load_folder)
+    assert len(run.samples) > 0 and run.summary["total"]["count"] == len(run.samples)
+    assert "Name" in run.stats and "Timestamp" in run.history
+    assert str(run.samples["t"].dtype).endswith("UTC]")
+    lab = load_lab(lab_folder)
+    assert len(lab.sticky) == 6 and lab.reconnect is None
+    failed = lab.sticky_failures.set_index(["mode", "policy"])["failed_sessions"]
+    assert failed[("stateful-sse", "round-robin")] == 20 and failed[("stateful-sse", "sticky-header")] == 0
+    report = load_replay(captures / "replay.json")
+    assert report.exit_code == 0 and report.counts["identical"] == len(report.calls.query("status == 'identical'")) > 0
+    assert report.changes.empty
+    with pytest.raises(ResultsError, match="not a lab run"):
+        load_lab(tmp_path)
+    with pytest.raises(ResultsError, match="not a load run"):
+        load_run(tmp_path)
