@@ -20,6 +20,7 @@ think time, users, spawn rate, duration and thresholds::
     timeout: 10s                           # per call
     thresholds: ["p95 < 200ms", "fail_ratio < 0.01"]
     open_model: {rate: 200, max_lateness: 1s}   # constant arrival rate (optional)
+    distinct_sources: true                 # loopback targets: each user binds its own 127.0.0.N
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words.
@@ -41,7 +42,7 @@ from typing import Any
 
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, Era, era_of
-from mcpbench.target import SSE, Target, parse_target
+from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
 
 class ScenarioError(McpbenchError):
@@ -63,7 +64,7 @@ CALLS = {
 }
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
-    "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model",
+    "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
 )
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
@@ -134,6 +135,7 @@ class Scenario:
     timeout: float = DEFAULT_TIMEOUT
     thresholds: tuple[Threshold, ...] = ()
     open_model: OpenModel | None = None
+    distinct_sources: bool = False  # each user connects from its own 127.0.0.N (source-affinity balancers)
     source: str = "<scenario>"
 
     @property
@@ -147,7 +149,7 @@ class Scenario:
             "think_time": list(self.think_time), "users": self.users, "spawn_rate": self.spawn_rate,
             "duration": self.duration, "timeout": self.timeout, "thresholds": [t.text for t in self.thresholds],
             "open_model": None if self.open_model is None else {"rate": self.open_model.rate, "max_lateness": self.open_model.max_lateness},
-            "source": self.source,
+            "distinct_sources": self.distinct_sources, "source": self.source,
         }
 
     @classmethod
@@ -160,7 +162,8 @@ class Scenario:
             think_time=tuple(obj["think_time"]), users=obj["users"], spawn_rate=obj["spawn_rate"],
             duration=obj["duration"], timeout=obj["timeout"],
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
-            open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]), source=obj.get("source", "<json>"),
+            open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]),
+            distinct_sources=obj.get("distinct_sources", False), source=obj.get("source", "<json>"),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -427,6 +430,11 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
             raise ValueError(f"must be > 0 and at most {MAX_DURATION:g} s")
         return seconds
 
+    def flag(v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise ValueError("must be true or false")
+        return v
+
     def thresholds(v: Any) -> tuple[Threshold, ...]:
         return tuple(parse_threshold(t) for t in (v if isinstance(v, list) else [v]))
 
@@ -474,6 +482,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         timeout=value("timeout", lambda v: parse_duration(v, "timeout"), DEFAULT_TIMEOUT),
         thresholds=value("thresholds", thresholds, ()),
         open_model=open_model,
+        distinct_sources=value("distinct_sources", flag, False),
         source=source,
     )
     try:
@@ -539,12 +548,18 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError(str(exc)) from None
     if target.transport == SSE and any(era_of(v) is Era.STATELESS for v in scenario.versions):
         raise ScenarioError("era 2026-07-28 has no legacy SSE transport (use an http(s):// target)")
+    if scenario.distinct_sources and (target.transport not in (SSE, STREAMABLE_HTTP) or not _loopback(target.host)):
+        raise ScenarioError("distinct_sources needs an HTTP target on loopback (127.x.x.x or localhost)")
     if scenario.open_model is not None and scenario.session != "long_lived":
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
     # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).
     for call in scenario.mix:
         if call.method == "ping" and any(era_of(v) is Era.STATELESS for v in scenario.versions):
             raise ScenarioError("ping does not exist in 2026-07-28")
+
+
+def _loopback(host: str | None) -> bool:
+    return host == "localhost" or (host or "").startswith("127.")
 
 
 # --- the mix, derived from a recording ----------------------------------------------------------

@@ -21,6 +21,7 @@ Importing this module imports Locust (which monkey-patches the process with geve
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from typing import Any, ClassVar
@@ -43,6 +44,9 @@ SESSION_PER_TASK = "session_per_task"
 # After a connect failure (server down, command missing) a user waits this long before trying
 # again, so a dead target costs failures, not a spinning CPU.
 RECONNECT_BACKOFF = 0.2
+# Distinct loopback source addresses: 127.0.0.2 … 127.0.0.254, then again (users of one process).
+FIRST_SOURCE, SOURCES = 2, 253
+_source_numbers = itertools.count()
 
 
 class McpUser(User):
@@ -69,8 +73,17 @@ class McpUser(User):
     discover: bool = False
     """2026-07-28 only: start each session with `server/discover`."""
 
+    distinct_sources: bool = False
+    """HTTP on loopback: this user's sockets bind their own 127.0.0.N (`source_address`), so that a
+    balancer with client address affinity tells the users apart."""
+
+    source_address: str | None = None
+    """The local address this user's sockets bind; set per user when `distinct_sources`."""
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
+        if self.distinct_sources and self.source_address is None:
+            self.source_address = f"127.0.0.{FIRST_SOURCE + next(_source_numbers) % SOURCES}"
         self.mcp = McpClient(
             self.make_transport,
             environment.events.request,
@@ -126,7 +139,7 @@ class StreamableHttpUser(FastHttpUser, McpUser):
 
     def make_transport(self) -> Transport:
         url = _url(self.host, STREAMABLE_HTTP)
-        return StreamableHttpTransport(url, http_client(url, timeout=self.timeout, pool=self.client.client.clientpool))
+        return StreamableHttpTransport(url, http_client(url, timeout=self.timeout, pool=self.client.client.clientpool, source=self.source_address))
 
 
 class SseUser(McpUser):
@@ -140,7 +153,10 @@ class SseUser(McpUser):
 
     def make_transport(self) -> Transport:
         url = _url(self.host, SSE)
-        return SseTransport(url, http_client(url, timeout=self.timeout, concurrency=2), timeout=self.timeout)
+        return SseTransport(
+            url, http_client(url, timeout=self.timeout, concurrency=2, source=self.source_address),
+            timeout=self.timeout, source=self.source_address,
+        )
 
 
 class StdioUser(McpUser):
@@ -248,6 +264,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "timeout": scenario.timeout,
         "request_type": label,
         "discover": False,
+        "distinct_sources": scenario.distinct_sources,
         "workload": Workload(scenario.mix),
         "calls_per_session": scenario.calls_per_session,
         "think_time": (low, high),
