@@ -82,7 +82,7 @@ def run_main_job(out):
     click.echo(f"mcpbench: results in {folder}")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "balancer")
 
 
 @main.command()

@@ -92,7 +92,7 @@ class StickyPlan:
 class CellResult:
     """One row of sticky.csv."""
 
-    cell: Cell
+    cell: Cell | None  # None for a probe of a user's deployment
     sessions: int = 0
     calls: int = 0
     failed_calls: int = 0
@@ -215,8 +215,11 @@ def read_samples(path: Path) -> Iterator[dict]:
                 yield record
 
 
-def cell_stats(cell: Cell, records: Iterable[dict]) -> CellResult:
-    """One cell's row from its step records (those without a session tag are not counted)."""
+def cell_stats(cell: Cell | None, records: Iterable[dict]) -> CellResult:
+    """One cell's row from its step records (those without a session tag are not counted).
+
+    `cell` None: the sessions of a probe (`mcpbench load` with a `sessions` scenario).
+    """
     sessions: dict[str, list[dict]] = defaultdict(list)
     for record in records:
         if record.get("session"):
@@ -273,6 +276,18 @@ def csv_text(results: Iterable[CellResult]) -> str:
     for result in results:
         writer.writerow(result.row())
     return out.getvalue()
+
+
+def render_sessions(result: CellResult) -> str:
+    """A probe's session table: sessions, calls, failures by class with the forms seen, where sessions landed."""
+    lines = [f"{'sessions':>8} {'broken':>8} {'calls':>6} {'failed':>6} {'1st instance':>12}"]
+    share = "" if result.first_instance_share is None else f"{result.first_instance_share:.2f}"
+    lines.append(f"{result.sessions:>8} {result.failed_sessions:>8} {result.calls:>6} {result.failed_calls:>6} {share:>12}")
+    for name in ordered_classes(result.sessions_by_class):
+        lines.append(f"  {name}: {result.sessions_by_class[name]} session(s)")
+    for form, count in result.forms.most_common(3):
+        lines.append(f"  seen: {form} ×{count}")
+    return "\n".join(lines)
 
 
 def render(results: Iterable[CellResult]) -> str:

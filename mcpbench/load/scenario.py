@@ -21,6 +21,7 @@ think time, users, spawn rate, duration and thresholds::
     thresholds: ["p95 < 200ms", "fail_ratio < 0.01"]
     open_model: {rate: 200, max_lateness: 1s}   # constant arrival rate (optional)
     distinct_sources: true                 # loopback targets: each user binds its own 127.0.0.N
+    sessions: 50                           # session_per_task: end after this many sessions, with a verdict
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words.
@@ -65,6 +66,7 @@ CALLS = {
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
+    "sessions",
 )
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
@@ -136,6 +138,7 @@ class Scenario:
     thresholds: tuple[Threshold, ...] = ()
     open_model: OpenModel | None = None
     distinct_sources: bool = False  # each user connects from its own 127.0.0.N (source-affinity balancers)
+    sessions: int | None = None  # session_per_task: how many sessions in all (per load process), then stop
     source: str = "<scenario>"
 
     @property
@@ -149,7 +152,7 @@ class Scenario:
             "think_time": list(self.think_time), "users": self.users, "spawn_rate": self.spawn_rate,
             "duration": self.duration, "timeout": self.timeout, "thresholds": [t.text for t in self.thresholds],
             "open_model": None if self.open_model is None else {"rate": self.open_model.rate, "max_lateness": self.open_model.max_lateness},
-            "distinct_sources": self.distinct_sources, "source": self.source,
+            "distinct_sources": self.distinct_sources, "sessions": self.sessions, "source": self.source,
         }
 
     @classmethod
@@ -163,7 +166,8 @@ class Scenario:
             duration=obj["duration"], timeout=obj["timeout"],
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
             open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]),
-            distinct_sources=obj.get("distinct_sources", False), source=obj.get("source", "<json>"),
+            distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"),
+            source=obj.get("source", "<json>"),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -483,6 +487,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         thresholds=value("thresholds", thresholds, ()),
         open_model=open_model,
         distinct_sources=value("distinct_sources", flag, False),
+        sessions=value("sessions", positive_int, None),
         source=source,
     )
     try:
@@ -550,6 +555,8 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError("era 2026-07-28 has no legacy SSE transport (use an http(s):// target)")
     if scenario.distinct_sources and (target.transport not in (SSE, STREAMABLE_HTTP) or not _loopback(target.host)):
         raise ScenarioError("distinct_sources needs an HTTP target on loopback (127.x.x.x or localhost)")
+    if scenario.sessions is not None and scenario.session != "session_per_task":
+        raise ScenarioError("sessions counts whole sessions: it needs session: session_per_task")
     if scenario.open_model is not None and scenario.session != "long_lived":
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
     # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).

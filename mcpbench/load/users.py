@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import gevent
 from locust import User, task
 from locust.contrib.fasthttp import FastHttpUser
-from locust.exception import StopTest
+from locust.exception import StopTest, StopUser
 
 from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
@@ -204,6 +204,20 @@ class ScenarioMixin:
     calls_per_session: ClassVar[int] = 5
     think_time: ClassVar[tuple[float, float]] = (0.0, 0.0)
     schedule: ClassVar[ArrivalSchedule | None] = None
+    max_sessions: ClassVar[int | None] = None
+    """session_per_task: sessions this process runs in all; then the users stop and the run ends."""
+
+    def _claim_session(self) -> bool:
+        """Whether another session may start; when none may, stop this user (the last one ends the run)."""
+        if self.max_sessions is None:
+            return True
+        if _quota.started < self.max_sessions:
+            _quota.started += 1
+            return True
+        if _quota.running == 0 and not _quota.ending:
+            _quota.ending = True
+            gevent.spawn(self.environment.runner.quit)  # every session has ended: so does the run
+        raise StopUser()
 
     def _think(self) -> None:
         low, high = self.think_time
@@ -219,21 +233,29 @@ class ScenarioMixin:
         if self.schedule is not None:
             self._open_model_task()
         elif self.session_mode == SESSION_PER_TASK:
-            with self.mcp.session() as ok:
-                if ok:
-                    for index in range(self.calls_per_session):
-                        if index:
-                            self._think()
-                        if not self.mcp.ready:
-                            break
-                        self._one_call()
-                else:
-                    gevent.sleep(RECONNECT_BACKOFF if self.mcp.transport is None else 0)
+            self._claim_session()
+            _quota.running += 1
+            try:
+                self._session_task()
+            finally:
+                _quota.running -= 1
             self._think()
         else:
             if self._ensure():
                 self._one_call()
             self._think()
+
+    def _session_task(self) -> None:
+        with self.mcp.session() as ok:
+            if ok:
+                for index in range(self.calls_per_session):
+                    if index:
+                        self._think()
+                    if not self.mcp.ready:
+                        break
+                    self._one_call()
+            else:
+                gevent.sleep(RECONNECT_BACKOFF if self.mcp.transport is None else 0)
 
     def _open_model_task(self) -> None:
         slot = self.schedule.claim()
@@ -245,6 +267,17 @@ class ScenarioMixin:
             return
         self.schedule.started(slot)
         self._one_call(intended_start=slot.intended)
+
+
+class _Quota:
+    """Sessions started and running in this process, for `max_sessions` (users are greenlets of one thread)."""
+
+    started = 0
+    running = 0
+    ending = False
+
+
+_quota = _Quota()
 
 
 TRANSPORT_USERS = {STDIO: StdioUser, SSE: SseUser, STREAMABLE_HTTP: StreamableHttpUser}
@@ -265,6 +298,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "request_type": label,
         "discover": False,
         "distinct_sources": scenario.distinct_sources,
+        "max_sessions": scenario.sessions,
         "workload": Workload(scenario.mix),
         "calls_per_session": scenario.calls_per_session,
         "think_time": (low, high),
