@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -135,6 +136,8 @@ def running_balancer(
     if policy not in POLICIES:
         raise LabError(f"unknown policy {policy!r} ({', '.join(POLICIES)})")
     folder.mkdir(parents=True, exist_ok=True)
+    if port is not None:
+        _check_free(port)  # else a connect to whoever holds it would pass for the balancer's
     for attempt in range(1, START_ATTEMPTS + 1):
         chosen = port or free_port()
         argv, config = balancer_argv(kind, policy, transport, servers, port=chosen, folder=folder)
@@ -158,6 +161,14 @@ def running_balancer(
             stop_process(proc)
 
 
+def _check_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError as exc:
+            raise LabError(f"{HOST}:{port} is not free for the balancer ({exc.strerror})") from None
+
+
 @contextlib.contextmanager
 def running_lab(
     count: int,
@@ -173,6 +184,8 @@ def running_lab(
     """`count` instances and a balancer in front of them, for the duration of the block."""
     if balancer == "haproxy" and haproxy_path() is None:
         raise LabError("haproxy is not on PATH (install it, e.g. apt-get install haproxy, or use --balancer builtin)")
+    if port is not None:
+        _check_free(port)  # before the instances start: a lab that cannot listen need not start them
     with running_instances(count, transport, json_response=json_response, stateless=stateless) as servers:
         with running_balancer(balancer, policy, transport, servers, folder=folder, port=port) as front:
             yield Lab(transport, servers, front, folder, instance_names(count))

@@ -111,3 +111,19 @@ def test_detach_then_down(tmp_path):
         for stray in [pid, *kids]:  # only if the test failed half-way
             if stray is not None and _alive(stray):
                 os.kill(stray, signal.SIGKILL)
+
+
+def test_a_busy_port_or_a_missing_haproxy_is_one_line_and_status_3(tmp_path):
+    from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, assert_clean_failure, run
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = run(["lab", "up", "--instances", "1", "--port", str(port)], cwd=tmp_path)
+    assert_clean_failure(taken, EXIT_ENVIRONMENT, f"127.0.0.1:{port}")
+    missing = run(["lab", "up", "--balancer", "haproxy"], cwd=tmp_path, env={"PATH": str(tmp_path)})
+    assert_clean_failure(missing, EXIT_ENVIRONMENT, "haproxy is not on PATH")
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text("modes: [legacy-sse]\npolicies: [sticky]\ninstances: [0]\nmix:\n  - {call: tools/list}\n")
+    assert_clean_failure(run(["lab", "run", str(scenario)], cwd=tmp_path), EXIT_INPUT, "bad.yaml:3")
