@@ -98,7 +98,7 @@ def report(paths, out):
     click.echo(f"mcpbench: wrote {path}")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer")
 
 
 @main.command()

@@ -2,6 +2,8 @@
 
 import click
 
+from mcpbench.cliutil import map_errors
+
 # Mirrors mcpbench.lab.reference_server.TRANSPORTS, which cannot be imported here without `mcp`.
 TRANSPORTS = ("stdio", "sse", "streamable-http")
 # The path each HTTP transport serves, for the startup line.
@@ -41,3 +43,84 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
         run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
+
+
+# Mirror mcpbench.lab.cluster's lists (importing it here would be cheap, but keeps the CLI's help
+# independent of the lab's modules).
+LAB_TRANSPORTS = ("sse", "streamable-http")
+POLICIES = ("random", "round-robin", "sticky", "source")
+BALANCERS = ("builtin", "haproxy")
+
+
+@lab.command()
+@click.option("--instances", type=click.IntRange(1, 16), default=3, show_default=True, help="Reference-server instances.")
+@click.option("--transport", type=click.Choice(LAB_TRANSPORTS), default="streamable-http", show_default=True)
+@click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
+@click.option("--stateless", is_flag=True, help="Streamable HTTP: no sessions (stateless_http).")
+@click.option("--policy", type=click.Choice(POLICIES), default="round-robin", show_default=True)
+@click.option("--balancer", type=click.Choice(BALANCERS), default="builtin", show_default=True, help="mitmproxy with mcpbench's addon, or HAProxy.")
+@click.option("--port", type=click.IntRange(1, 65535), help="The balancer's port on 127.0.0.1 (default: an ephemeral one).")
+@click.option("--detach", is_flag=True, help="Run in the background; stop with `mcpbench lab down`.")
+@map_errors
+def up(instances, transport, json_response, stateless, policy, balancer, port, detach):
+    """Start N reference-server instances behind a balancer on 127.0.0.1, until Ctrl-C or SIGTERM.
+
+    Prints the URL to use and each instance's URL. Every response names the instance that served
+    it in an X-Mcpbench-Instance header.
+
+    Example: mcpbench lab up --instances 3 --transport sse --policy sticky --balancer haproxy
+    """
+    import sys
+
+    from mcpbench.lab.up import run_detached, run_foreground
+
+    if transport != "streamable-http" and (json_response or stateless):
+        raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
+    if detach:
+        argv = ["--instances", str(instances), "--transport", transport, "--policy", policy, "--balancer", balancer]
+        argv += ["--json-response"] * json_response + ["--stateless"] * stateless
+        argv += ["--port", str(port)] if port else []
+        sys.exit(run_detached(argv, click.echo))
+    sys.exit(run_foreground(
+        instances=instances, transport=transport, policy=policy, balancer=balancer, json_response=json_response,
+        stateless=stateless, port=port, say=lambda line: click.echo(line, err=line.startswith("mcpbench: lab process")),
+    ))
+
+
+@lab.command()
+@map_errors
+def down():
+    """Stop every lab started with `mcpbench lab up --detach` (from this folder).
+
+    Example: mcpbench lab down
+    """
+    import sys
+
+    from mcpbench.lab.up import down as stop_all
+
+    sys.exit(stop_all(click.echo))
+
+
+@lab.command("run")
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/<time>-sticky/).")
+@map_errors
+def run_experiment(scenario, out):
+    """Run the sticky-session matrix of SCENARIO: each cell a load run through a balancer.
+
+    Writes sticky.csv (one row per cell) and sticky.png (failed sessions per cell by failure
+    class) and prints the table.
+
+    Example: mcpbench lab run scenarios/sticky-sessions.yaml
+    """
+    from pathlib import Path
+
+    from mcpbench.lab.sticky import load_plan, render, run_plan
+    from mcpbench.outputs import new_run_folder
+
+    plan = load_plan(scenario)
+    folder = Path(out) if out else new_run_folder(Path("results"), "sticky")
+    folder.mkdir(parents=True, exist_ok=True)
+    results = run_plan(plan, folder, say=click.echo)
+    click.echo(render(results))
+    click.echo(f"mcpbench: results in {folder}")

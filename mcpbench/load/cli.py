@@ -59,6 +59,14 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     click.echo(render(result.summary))
     for verdict in result.verdicts:
         click.echo(verdict.line())
+    status = result.exit_code
+    if loaded.sessions is not None:  # a session probe (scenarios/sticky-probe.yaml): were sessions kept?
+        from mcpbench.lab.sticky import cell_stats, read_samples, render_sessions, verdict
+
+        sessions = cell_stats(None, read_samples(result.out_dir / "samples.jsonl"))
+        click.echo(render_sessions(sessions))
+        click.echo(verdict(sessions))
+        status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)
     click.echo(f"mcpbench: results in {result.out_dir}")
-    sys.exit(result.exit_code)
+    sys.exit(status)
 

@@ -9,13 +9,16 @@
                   tools/call <tool>, resources/read, prompts/get, ping, DELETE, …
     response_time ms from the intended start (open model) or the send, to the final answer
     exception     McpFailure(kind) when the step failed, else None
-    context       {"failure": kind, "ttfe": ms to the first SSE event, "uncorrected": ms, "late": bool}
+    context       {"failure": kind, "ttfe": ms to the first SSE event, "uncorrected": ms, "late": bool,
+                   "session": the client session's tag, "instance": the server instance a lab balancer named}
 
 It never imports Locust; gevent only through the transport.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +31,10 @@ from mcpbench.protocol.client import ClientProtocol
 from mcpbench.protocol.http import SESSION_ID, Failure, post_headers
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS
+
+# Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
+# grouped by session (the lab's sticky-session analysis).
+_SESSION_TAGS = itertools.count(1)
 
 STEP_CONNECT = "connect"
 STEP_DELETE = "DELETE"
@@ -72,6 +79,7 @@ class McpClient:
         self.transport: Transport | None = None
         self.session_id: str | None = None
         self.ready = False  # a session is set up and usable
+        self.session_tag: str | None = None
         self._headers: dict[tuple[str, str | None], dict[str, str]] = {}
 
     # --- reporting ----------------------------------------------------------------------------
@@ -82,6 +90,10 @@ class McpClient:
         ctx = context if context is not None else {}
         if failure is not None:
             ctx["failure"] = failure.kind
+        if self.session_tag is not None:
+            ctx["session"] = self.session_tag
+        if self.transport is not None and self.transport.instance is not None:
+            ctx["instance"], self.transport.instance = self.transport.instance, None
         self.request_event.fire(
             request_type=self.request_type,
             name=name,
@@ -130,6 +142,7 @@ class McpClient:
             whether the session is usable.
         """
         self.ready = False
+        self.session_tag = f"{os.getpid()}-{next(_SESSION_TAGS)}"
         if self.transport is None or not self.transport.alive:
             if not self.connect():
                 return False

@@ -9,7 +9,9 @@ runner)::
 
 `failure` is the failure class (session-not-found, answer-lost/timeout,
 stream-closed, http-4xx, http-5xx, jsonrpc-error, tool-error, connect-failed)
-or null. Open-model runs add `uncorrected_ms` (latency from the actual send;
+or null, with `detail` (like "HTTP 404 JSON-RPC -32600 Session not found") when
+it failed. `session` tags the client session a step belongs to, and `instance`
+names the server instance that answered when a lab balancer said so. Open-model runs add `uncorrected_ms` (latency from the actual send;
 `latency_ms` is measured from the intended start) and, once per process at the
 end, `{"open": {...}}` with scheduled/late/dropped counts.
 
@@ -55,6 +57,12 @@ class SampleWriter:
             "t": start_time, "type": request_type, "step": name,
             "latency_ms": round(response_time, 3), "size": response_length, "failure": failure,
         }
+        if failure is not None and (detail := getattr(exception, "detail", None)):
+            record["detail"] = detail
+        if (session := ctx.get("session")) is not None:
+            record["session"] = session
+        if (instance := ctx.get("instance")) is not None:
+            record["instance"] = instance
         if (ttfe := ctx.get("ttfe")) is not None:
             record["ttfe_ms"] = round(ttfe, 3)
         if (uncorrected := ctx.get("uncorrected")) is not None:

@@ -20,6 +20,8 @@ think time, users, spawn rate, duration and thresholds::
     timeout: 10s                           # per call
     thresholds: ["p95 < 200ms", "fail_ratio < 0.01"]
     open_model: {rate: 200, max_lateness: 1s}   # constant arrival rate (optional)
+    distinct_sources: true                 # loopback targets: each user binds its own 127.0.0.N
+    sessions: 50                           # session_per_task: end after this many sessions, with a verdict
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words.
@@ -41,7 +43,7 @@ from typing import Any
 
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, Era, era_of
-from mcpbench.target import SSE, Target, parse_target
+from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
 
 class ScenarioError(McpbenchError):
@@ -63,7 +65,8 @@ CALLS = {
 }
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
-    "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model",
+    "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
+    "sessions",
 )
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
@@ -134,6 +137,8 @@ class Scenario:
     timeout: float = DEFAULT_TIMEOUT
     thresholds: tuple[Threshold, ...] = ()
     open_model: OpenModel | None = None
+    distinct_sources: bool = False  # each user connects from its own 127.0.0.N (source-affinity balancers)
+    sessions: int | None = None  # session_per_task: how many sessions in all (per load process), then stop
     source: str = "<scenario>"
 
     @property
@@ -147,7 +152,7 @@ class Scenario:
             "think_time": list(self.think_time), "users": self.users, "spawn_rate": self.spawn_rate,
             "duration": self.duration, "timeout": self.timeout, "thresholds": [t.text for t in self.thresholds],
             "open_model": None if self.open_model is None else {"rate": self.open_model.rate, "max_lateness": self.open_model.max_lateness},
-            "source": self.source,
+            "distinct_sources": self.distinct_sources, "sessions": self.sessions, "source": self.source,
         }
 
     @classmethod
@@ -160,7 +165,9 @@ class Scenario:
             think_time=tuple(obj["think_time"]), users=obj["users"], spawn_rate=obj["spawn_rate"],
             duration=obj["duration"], timeout=obj["timeout"],
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
-            open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]), source=obj.get("source", "<json>"),
+            open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]),
+            distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"),
+            source=obj.get("source", "<json>"),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -427,6 +434,11 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
             raise ValueError(f"must be > 0 and at most {MAX_DURATION:g} s")
         return seconds
 
+    def flag(v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise ValueError("must be true or false")
+        return v
+
     def thresholds(v: Any) -> tuple[Threshold, ...]:
         return tuple(parse_threshold(t) for t in (v if isinstance(v, list) else [v]))
 
@@ -474,6 +486,8 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         timeout=value("timeout", lambda v: parse_duration(v, "timeout"), DEFAULT_TIMEOUT),
         thresholds=value("thresholds", thresholds, ()),
         open_model=open_model,
+        distinct_sources=value("distinct_sources", flag, False),
+        sessions=value("sessions", positive_int, None),
         source=source,
     )
     try:
@@ -539,12 +553,20 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError(str(exc)) from None
     if target.transport == SSE and any(era_of(v) is Era.STATELESS for v in scenario.versions):
         raise ScenarioError("era 2026-07-28 has no legacy SSE transport (use an http(s):// target)")
+    if scenario.distinct_sources and (target.transport not in (SSE, STREAMABLE_HTTP) or not _loopback(target.host)):
+        raise ScenarioError("distinct_sources needs an HTTP target on loopback (127.x.x.x or localhost)")
+    if scenario.sessions is not None and scenario.session != "session_per_task":
+        raise ScenarioError("sessions counts whole sessions: it needs session: session_per_task")
     if scenario.open_model is not None and scenario.session != "long_lived":
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
     # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).
     for call in scenario.mix:
         if call.method == "ping" and any(era_of(v) is Era.STATELESS for v in scenario.versions):
             raise ScenarioError("ping does not exist in 2026-07-28")
+
+
+def _loopback(host: str | None) -> bool:
+    return host == "localhost" or (host or "").startswith("127.")
 
 
 # --- the mix, derived from a recording ----------------------------------------------------------

@@ -35,6 +35,7 @@ from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
 from mcpbench.protocol.http import (
     EVENT_STREAM,
     GET_ACCEPT,
+    INSTANCE,
     SESSION_ID,
     Carried,
     Endpoint,
@@ -51,6 +52,8 @@ from mcpbench.protocol.jsonrpc import ErrorResponse, Message, Request, Response
 READ_SIZE = 64 * 1024
 # An HTTP error body is read only to show a short detail; never more than this.
 MAX_ERROR_BODY = 64 * 1024
+# Of a plain-text error body, this much goes into the detail (it names the error's form, not an id).
+ERROR_TEXT = 80
 # After the final answer a Streamable HTTP server should end the SSE body; we wait this long for the
 # end (so the connection can be reused) before closing the connection instead.
 DRAIN_TIMEOUT = 1.0
@@ -132,8 +135,10 @@ def _discard(resp: Any) -> None:
 
 
 def _short_exchange(client: Any, method: str, uri: str, body: bytes, headers: dict[str, str] | None,
-                    *, has_session: bool, also_ok: tuple[int, ...] = ()) -> int:
+                    *, has_session: bool, also_ok: tuple[int, ...] = (), seen: "Transport | None" = None) -> int:
     """One request whose answer is only a status (202, 200 to DELETE, …): its body size.
+
+    `seen` notes the instance that answered (`Transport.note_instance`).
 
     Raises:
         McpFailure: an HTTP error status (not in `also_ok`), classified, or a socket failure.
@@ -142,6 +147,8 @@ def _short_exchange(client: Any, method: str, uri: str, body: bytes, headers: di
         resp = client.request(method, uri, body=body, headers=headers)
     except _SOCKET_ERRORS as exc:
         raise _socket_failure(exc, connected=False) from None
+    if seen is not None:
+        seen.note_instance(resp)
     try:
         status = resp.status_code
         if status >= 400 and status not in also_ok:
@@ -169,9 +176,12 @@ def _error_detail(resp: Any, status: int) -> str:
     try:
         msg = jsonrpc.decode(body)
         if isinstance(msg, ErrorResponse):
-            detail += f" {msg.message[:80]}"
+            detail += f" JSON-RPC {msg.code} {msg.message[:80]}"
     except jsonrpc.InvalidMessage:
-        pass
+        # A plain-text error (the SDK's legacy "Could not find session"): its first line, short.
+        text = body[:ERROR_TEXT].decode("utf-8", "replace").strip().splitlines()
+        if text and text[0].isprintable():
+            detail += f" {text[0]}"
     return detail
 
 
@@ -227,6 +237,13 @@ class Transport:
 
     name = "transport"
     has_session_header = False
+    instance: str | None = None
+    """The server instance that answered the last exchange, as a lab balancer names it
+    (`X-Mcpbench-Instance`); the client reads and clears it after each step."""
+
+    def note_instance(self, resp: Any) -> None:
+        if (name := resp.get(INSTANCE)) is not None:
+            self.instance = name
 
     def open(self) -> float | None:
         """Connect; returns the perf_counter time the transport became ready, or None if instant."""
@@ -259,11 +276,39 @@ class Transport:
 # --- Streamable HTTP ----------------------------------------------------------------------------
 
 
-def http_client(url: str, *, timeout: float, concurrency: int = 1, pool: Any = None, **kw: Any) -> HTTPClient:
-    """A geventhttpclient client for `url`'s origin (from Locust's pool when given)."""
+def http_client(url: str, *, timeout: float, concurrency: int = 1, pool: Any = None, source: str | None = None, **kw: Any) -> HTTPClient:
+    """A geventhttpclient client for `url`'s origin (from Locust's pool when given).
+
+    `source`: the local address its sockets bind before connecting (distinct loopback clients).
+    """
     if pool is not None:
-        return pool.get_client(URL(url))
-    return HTTPClient.from_url(url, concurrency=concurrency, network_timeout=timeout, connection_timeout=timeout, insecure=True, **kw)
+        client = pool.get_client(URL(url))
+    else:
+        client = HTTPClient.from_url(url, concurrency=concurrency, network_timeout=timeout, connection_timeout=timeout, insecure=True, **kw)
+    if source is not None:
+        bind_source(client, source)
+    return client
+
+
+def bind_source(client: HTTPClient, address: str) -> None:
+    """Make `client`'s new sockets bind `address` before connecting.
+
+    geventhttpclient has no source-address setting; its pool's socket factory is the documented
+    place to set socket options ("might be overridden"), so it is wrapped here.
+    """
+    pool = client._connection_pool
+    if getattr(pool, "_mcpbench_source", None) == address:
+        return  # a pooled client seen before: already bound
+    pool._mcpbench_source = address
+    create = pool._create_tcp_socket
+
+    def create_bound(family: int, socktype: int, protocol: int) -> Any:
+        sock = create(family, socktype, protocol)
+        if family == socket.AF_INET:
+            sock.bind((address, 0))
+        return sock
+
+    pool._create_tcp_socket = create_bound
 
 
 class StreamableHttpTransport(Transport):
@@ -280,6 +325,7 @@ class StreamableHttpTransport(Transport):
 
     def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
         resp = self._post(data, headers)
+        self.note_instance(resp)
         try:
             status = resp.status_code
             answer = PostAnswer(request.id, status, resp.get("content-type"), has_session=bool(headers and SESSION_ID in headers))
@@ -328,11 +374,11 @@ class StreamableHttpTransport(Transport):
 
     def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
         has_session = bool(headers and SESSION_ID in headers)
-        return _short_exchange(self._client, "POST", self._uri, data, headers, has_session=has_session)
+        return _short_exchange(self._client, "POST", self._uri, data, headers, has_session=has_session, seen=self)
 
     def end_session(self, headers: dict[str, str]) -> int | None:
         # Streamable HTTP: "The server MAY respond to this request with HTTP 405".
-        return _short_exchange(self._client, "DELETE", self._uri, b"", headers, has_session=True, also_ok=(405,))
+        return _short_exchange(self._client, "DELETE", self._uri, b"", headers, has_session=True, also_ok=(405,), seen=self)
 
 
 # --- legacy HTTP+SSE ----------------------------------------------------------------------------
@@ -343,10 +389,11 @@ class SseTransport(Transport):
 
     name = "sse"
 
-    def __init__(self, url: str, post_client: HTTPClient, *, timeout: float) -> None:
+    def __init__(self, url: str, post_client: HTTPClient, *, timeout: float, source: str | None = None) -> None:
         self.url = url
         self._post_client = post_client
         self._timeout = timeout
+        self._source = source
         self._stream_client: HTTPClient | None = None
         self._stream: Any = None
         self._reader: gevent.Greenlet | None = None
@@ -363,6 +410,8 @@ class SseTransport(Transport):
         # Its own single-connection client: the stream holds that connection for the session.
         # No socket timeout on it: an idle stream is normal (the SDK pings every 15 s).
         self._stream_client = HTTPClient.from_url(self.url, concurrency=1, network_timeout=None, connection_timeout=self._timeout, insecure=True)
+        if self._source is not None:
+            bind_source(self._stream_client, self._source)
         try:
             with gevent.Timeout(self._timeout, CallTimeout):
                 self._stream = self._stream_client.request("GET", URL(self.url).request_uri, headers={"accept": GET_ACCEPT})
@@ -372,6 +421,7 @@ class SseTransport(Transport):
         except _SOCKET_ERRORS as exc:
             self.close()
             raise _socket_failure(exc, connected=False) from None
+        self.note_instance(self._stream)
         status = self._stream.status_code
         if status >= 400:
             detail = _error_detail(self._stream, status)
@@ -423,7 +473,14 @@ class SseTransport(Transport):
     def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
         if self._closed is not None or self._endpoint_uri is None:
             raise McpFailure(Failure.STREAM_CLOSED, "SSE stream closed")
-        answer, size = self._waiting.call(request.id, lambda: self._post(data))
+        posted: list[int] = []
+        try:
+            answer, size = self._waiting.call(request.id, lambda: posted.append(self._post(data)) or posted[0])
+        except CallTimeout:
+            if not posted:
+                raise
+            # The POST was accepted (an error status would have raised): the answer never came on the stream.
+            raise McpFailure(Failure.ANSWER_LOST, "POST accepted, no answer on the stream") from None
         return Reply(answer, size + len(data))
 
     def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
@@ -433,7 +490,7 @@ class SseTransport(Transport):
 
     def _post(self, data: bytes) -> int:
         # The endpoint URI carries the session: a 404 there means the session is gone.
-        return _short_exchange(self._post_client, "POST", self._endpoint_uri, data, {"content-type": "application/json"}, has_session=True)
+        return _short_exchange(self._post_client, "POST", self._endpoint_uri, data, {"content-type": "application/json"}, has_session=True, seen=self)
 
     def close(self) -> None:
         if self._closed is None:

@@ -21,6 +21,7 @@ Importing this module imports Locust (which monkey-patches the process with geve
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from typing import Any, ClassVar
@@ -28,7 +29,7 @@ from typing import Any, ClassVar
 import gevent
 from locust import User, task
 from locust.contrib.fasthttp import FastHttpUser
-from locust.exception import StopTest
+from locust.exception import StopTest, StopUser
 
 from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
@@ -43,6 +44,9 @@ SESSION_PER_TASK = "session_per_task"
 # After a connect failure (server down, command missing) a user waits this long before trying
 # again, so a dead target costs failures, not a spinning CPU.
 RECONNECT_BACKOFF = 0.2
+# Distinct loopback source addresses: 127.0.0.2 … 127.0.0.254, then again (users of one process).
+FIRST_SOURCE, SOURCES = 2, 253
+_source_numbers = itertools.count()
 
 
 class McpUser(User):
@@ -69,8 +73,17 @@ class McpUser(User):
     discover: bool = False
     """2026-07-28 only: start each session with `server/discover`."""
 
+    distinct_sources: bool = False
+    """HTTP on loopback: this user's sockets bind their own 127.0.0.N (`source_address`), so that a
+    balancer with client address affinity tells the users apart."""
+
+    source_address: str | None = None
+    """The local address this user's sockets bind; set per user when `distinct_sources`."""
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
+        if self.distinct_sources and self.source_address is None:
+            self.source_address = f"127.0.0.{FIRST_SOURCE + next(_source_numbers) % SOURCES}"
         self.mcp = McpClient(
             self.make_transport,
             environment.events.request,
@@ -126,7 +139,7 @@ class StreamableHttpUser(FastHttpUser, McpUser):
 
     def make_transport(self) -> Transport:
         url = _url(self.host, STREAMABLE_HTTP)
-        return StreamableHttpTransport(url, http_client(url, timeout=self.timeout, pool=self.client.client.clientpool))
+        return StreamableHttpTransport(url, http_client(url, timeout=self.timeout, pool=self.client.client.clientpool, source=self.source_address))
 
 
 class SseUser(McpUser):
@@ -140,7 +153,10 @@ class SseUser(McpUser):
 
     def make_transport(self) -> Transport:
         url = _url(self.host, SSE)
-        return SseTransport(url, http_client(url, timeout=self.timeout, concurrency=2), timeout=self.timeout)
+        return SseTransport(
+            url, http_client(url, timeout=self.timeout, concurrency=2, source=self.source_address),
+            timeout=self.timeout, source=self.source_address,
+        )
 
 
 class StdioUser(McpUser):
@@ -188,6 +204,20 @@ class ScenarioMixin:
     calls_per_session: ClassVar[int] = 5
     think_time: ClassVar[tuple[float, float]] = (0.0, 0.0)
     schedule: ClassVar[ArrivalSchedule | None] = None
+    max_sessions: ClassVar[int | None] = None
+    """session_per_task: sessions this process runs in all; then the users stop and the run ends."""
+
+    def _claim_session(self) -> bool:
+        """Whether another session may start; when none may, stop this user (the last one ends the run)."""
+        if self.max_sessions is None:
+            return True
+        if _quota.started < self.max_sessions:
+            _quota.started += 1
+            return True
+        if _quota.running == 0 and not _quota.ending:
+            _quota.ending = True
+            gevent.spawn(self.environment.runner.quit)  # every session has ended: so does the run
+        raise StopUser()
 
     def _think(self) -> None:
         low, high = self.think_time
@@ -203,21 +233,29 @@ class ScenarioMixin:
         if self.schedule is not None:
             self._open_model_task()
         elif self.session_mode == SESSION_PER_TASK:
-            with self.mcp.session() as ok:
-                if ok:
-                    for index in range(self.calls_per_session):
-                        if index:
-                            self._think()
-                        if not self.mcp.ready:
-                            break
-                        self._one_call()
-                else:
-                    gevent.sleep(RECONNECT_BACKOFF if self.mcp.transport is None else 0)
+            self._claim_session()
+            _quota.running += 1
+            try:
+                self._session_task()
+            finally:
+                _quota.running -= 1
             self._think()
         else:
             if self._ensure():
                 self._one_call()
             self._think()
+
+    def _session_task(self) -> None:
+        with self.mcp.session() as ok:
+            if ok:
+                for index in range(self.calls_per_session):
+                    if index:
+                        self._think()
+                    if not self.mcp.ready:
+                        break
+                    self._one_call()
+            else:
+                gevent.sleep(RECONNECT_BACKOFF if self.mcp.transport is None else 0)
 
     def _open_model_task(self) -> None:
         slot = self.schedule.claim()
@@ -229,6 +267,17 @@ class ScenarioMixin:
             return
         self.schedule.started(slot)
         self._one_call(intended_start=slot.intended)
+
+
+class _Quota:
+    """Sessions started and running in this process, for `max_sessions` (users are greenlets of one thread)."""
+
+    started = 0
+    running = 0
+    ending = False
+
+
+_quota = _Quota()
 
 
 TRANSPORT_USERS = {STDIO: StdioUser, SSE: SseUser, STREAMABLE_HTTP: StreamableHttpUser}
@@ -248,6 +297,8 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "timeout": scenario.timeout,
         "request_type": label,
         "discover": False,
+        "distinct_sources": scenario.distinct_sources,
+        "max_sessions": scenario.sessions,
         "workload": Workload(scenario.mix),
         "calls_per_session": scenario.calls_per_session,
         "think_time": (low, high),

@@ -21,6 +21,8 @@ PROTOCOL_VERSION = "mcp-protocol-version"
 METHOD = "mcp-method"
 NAME = "mcp-name"
 LAST_EVENT_ID = "last-event-id"
+# Not MCP: set by the lab's balancers (mcpbench's addon, HAProxy) to name the instance that served a request.
+INSTANCE = "x-mcpbench-instance"
 
 # Streamable HTTP, "Sending Messages to the Server": the client MUST list both.
 POST_ACCEPT = "application/json, text/event-stream"

@@ -1,0 +1,112 @@
+"""`mcpbench bench balancer`: what the built-in balancer costs against bare mitmdump and HAProxy.
+
+Three reference-server instances (Streamable HTTP, stateful, JSON answers, so no path streams and
+every path does the same work per exchange) and, in front of them, in one run:
+
+- `direct`: the client talks to instance s1 (the floor);
+- `bare`: `mitmdump` in reverse mode to s1, no addon;
+- `builtin`: `mitmdump` with `lab/balancer.py`, policy `sticky` over the three instances (sticky,
+  so that sessions hold; its `request` hook reads the session header and the responses teach it);
+- `haproxy`: HAProxy with the sticky stick-table configuration (skipped when not on PATH).
+
+For each path: sequential calls on one session (latency p50/p99) and a few concurrent sessions
+(calls/s), in turns, round after round, medians over rounds; and the balancer process's CPU time
+per exchange (psutil), which a busy machine disturbs less than wall-clock figures.
+
+Targets (issue 11): built-in CPU per exchange <= bare mitmdump's + 10 %; p50 added <= 0.5 ms over
+bare mitmdump.
+"""
+
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from mcpbench.analysis.stats import summary
+from mcpbench.bench.common import bar_chart, write_result
+from mcpbench.bench.proxy import _cpu, _latency, _throughput
+from mcpbench.lab.cluster import haproxy_path, mitmdump_path, running_balancer, running_instances
+from mcpbench.lab.servers import HOST, free_port, start_listening, stop_process
+
+NAME = "balancer"
+INSTANCES = 3
+# Same sizes as `bench proxy`: about a minute per round set on 2 cores; --quick is a smoke run.
+FULL = {"rounds": 3, "latency_calls": 300, "sessions": 4, "calls_per_session": 200}
+QUICK = {"rounds": 1, "latency_calls": 30, "sessions": 2, "calls_per_session": 20}
+TARGET_CPU_RATIO = 1.10
+TARGET_ADDED_P50_MS = 0.5
+
+
+def run(quick: bool = False) -> Path:
+    """Measure direct, bare mitmdump, the built-in balancer and HAProxy; write results/bench/balancer.json."""
+    config = QUICK if quick else FULL
+    paths = ["direct", "bare", "builtin"] + (["haproxy"] if haproxy_path() else [])
+    with tempfile.TemporaryDirectory(prefix="mcpbench-bench-balancer-") as tmp, contextlib.ExitStack() as stack:
+        folder = Path(tmp)
+        servers = stack.enter_context(running_instances(INSTANCES, "streamable-http", json_response=True))
+        ports = {"direct": servers[0].port}
+        procs = {}
+        bare_port = free_port()
+        with open(folder / "bare.log", "wb") as log:
+            bare = start_listening(
+                [mitmdump_path(), "-q", "--mode", f"reverse:http://{HOST}:{servers[0].port}", "--listen-host", HOST, "-p", str(bare_port)],
+                bare_port, stdout=log, stderr=log,
+            )
+        stack.callback(stop_process, bare)
+        ports["bare"], procs["bare"] = bare_port, bare
+        for kind in paths[2:]:
+            front = stack.enter_context(running_balancer(kind, "sticky", "streamable-http", servers, folder=folder))
+            ports[kind], procs[kind] = front.port, front.proc
+        exchanges = 3 + config["latency_calls"] + config["sessions"] * (2 + config["calls_per_session"])
+        rounds = []
+        for number in range(config["rounds"]):
+            figures = {}
+            for name in paths:
+                cpu = _cpu(procs.get(name))
+                samples = _latency(ports[name], config["latency_calls"])
+                rate = _throughput(ports[name], config["sessions"], config["calls_per_session"])
+                figures[name] = {"calls_per_s": rate, **{f"{k}_ms": v for k, v in summary(samples).items() if k != "count"}}
+                if name in procs:
+                    figures[name]["balancer_cpu_us_per_exchange"] = (_cpu(procs[name]) - cpu) / exchanges * 1e6
+            rounds.append(figures)
+            print(f"mcpbench: round {number + 1}/{config['rounds']}: "
+                  + ", ".join(f"{n} {f['calls_per_s']:.0f}/s p50 {f['p50_ms']:.2f} ms" for n, f in figures.items()),
+                  file=sys.stderr, flush=True)
+    medians = {name: {key: statistics.median(r[name][key] for r in rounds) for key in rounds[0][name]} for name in paths}
+    ratios = {
+        "builtin_vs_bare_cpu": medians["builtin"]["balancer_cpu_us_per_exchange"] / medians["bare"]["balancer_cpu_us_per_exchange"],
+        "builtin_minus_bare_p50_ms": medians["builtin"]["p50_ms"] - medians["bare"]["p50_ms"],
+        "builtin_vs_bare_throughput": medians["builtin"]["calls_per_s"] / medians["bare"]["calls_per_s"],
+    }
+    if "haproxy" in medians:
+        ratios["haproxy_vs_builtin_throughput"] = medians["haproxy"]["calls_per_s"] / medians["builtin"]["calls_per_s"]
+    data = {
+        "quick": quick,
+        "workload": {
+            "instances": f"{INSTANCES} x mcpbench lab serve --transport streamable-http --json-response (stateful)",
+            "call": "tools/call echo",
+            "policy": "sticky (builtin and haproxy); bare mitmdump and direct go to instance s1",
+            **config,
+        },
+        "note": "measured on a shared, busy 2-core machine: wall-clock figures are noisy; CPU per exchange less so",
+        "load_average_after": os.getloadavg(),
+        "medians": medians,
+        "ratios": ratios,
+        "targets": {"cpu_ratio_max": TARGET_CPU_RATIO, "added_p50_ms_max": TARGET_ADDED_P50_MS},
+        "met": {
+            "cpu": ratios["builtin_vs_bare_cpu"] <= TARGET_CPU_RATIO,
+            "added_p50": ratios["builtin_minus_bare_p50_ms"] <= TARGET_ADDED_P50_MS,
+        },
+        "rounds": rounds,
+    }
+    path = write_result(NAME, data)
+    bar_chart(
+        path.with_suffix(".png"),
+        "tools/call echo through 3 instances: direct vs mitmdump vs built-in balancer vs HAProxy",
+        paths,
+        [medians[name]["calls_per_s"] for name in paths],
+        "calls/s",
+    )
+    return path

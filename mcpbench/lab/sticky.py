@@ -1,0 +1,407 @@
+"""The sticky-session experiment: a matrix of transports, policies and instance counts, measured.
+
+A sticky scenario is a load scenario without a target, plus the lab's lists::
+
+    modes: [legacy-sse, stateful-sse, stateful-json, stateless, 2026-07-28]
+    policies: [round-robin, sticky, source]
+    instances: [1, 3]
+    balancers: [builtin, haproxy]
+    calls_per_session: 4           # and any other load scenario key (mix, users, duration, timeout …)
+
+Each cell (mode × policy × balancer × instance count) is a bounded load run of many short sessions
+(`session_per_task`, every user on its own loopback source address) by the load users in their
+own Locust process (`load.runner.run_scenario`), through a balancer in front of the mode's
+instances. The samples say which session every step belongs to and which instance answered it
+(`X-Mcpbench-Instance`); `cell_stats` turns them into one row of `sticky.csv`.
+
+Failure classes (of a step; a session's is that of its first failed step):
+
+    session-not-found  the instance did not know the session (the form seen is kept: status and error)
+    answer-lost        the POST was accepted, the answer never came (on the legacy stream, or in the body)
+    stream-closed      the stream or connection closed under the session
+    timeout            no answer within the scenario's timeout
+    …                  any other load failure class (http-4xx, http-5xx, jsonrpc-error, connect-failed)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, scenario_from_node
+from mcpbench.protocol.http import Failure
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28
+
+# mode -> (transport, json_response, stateless, protocol version)
+MODES: Final = {
+    "legacy-sse": ("sse", False, False, LATEST_HANDSHAKE),
+    "stateful-sse": ("streamable-http", False, False, LATEST_HANDSHAKE),
+    "stateful-json": ("streamable-http", True, False, LATEST_HANDSHAKE),
+    "stateless": ("streamable-http", False, True, LATEST_HANDSHAKE),
+    # 2026-07-28 has no sessions: a stateful server shows that it needs none.
+    "2026-07-28": ("streamable-http", False, False, V2026_07_28),
+}
+POLICIES: Final = ("random", "round-robin", "sticky", "source")
+BALANCERS: Final = ("builtin", "haproxy")
+TRANSPORT_TITLES: Final = {"sse": "legacy HTTP+SSE", "streamable-http": "Streamable HTTP"}
+LAB_KEYS: Final = ("modes", "policies", "instances", "balancers")
+CLASS_ORDER: Final = ("session-not-found", "answer-lost", "stream-closed", "timeout")
+# The placeholder target of the scenario part; every cell sets its balancer's URL.
+PLACEHOLDER_TARGET: Final = "http://127.0.0.1:9/mcp"
+# Steps that are not MCP calls: the legacy stream's GET.
+NOT_CALLS: Final = frozenset({"connect"})
+CSV_BASE: Final = (
+    "transport", "mode", "policy", "balancer", "instances", "sessions", "calls", "failed_calls",
+    "failed_sessions", "first_instance_share",
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    mode: str
+    policy: str
+    balancer: str
+    instances: int
+
+    @property
+    def transport(self) -> str:
+        return MODES[self.mode][0]
+
+    @property
+    def slug(self) -> str:
+        return f"{self.mode}-{self.policy}-{self.balancer}-{self.instances}"
+
+
+@dataclass(frozen=True)
+class StickyPlan:
+    """A parsed sticky scenario: the cells and the load scenario each one runs."""
+
+    cells: tuple[Cell, ...]
+    scenario: Any  # mcpbench.load.scenario.Scenario, with a placeholder target
+
+
+@dataclass
+class CellResult:
+    """One row of sticky.csv."""
+
+    cell: Cell | None  # None for a probe of a user's deployment
+    sessions: int = 0
+    calls: int = 0
+    failed_calls: int = 0
+    failed_sessions: int = 0
+    first_instance_share: float | None = None
+    calls_by_class: Counter = field(default_factory=Counter)
+    sessions_by_class: Counter = field(default_factory=Counter)
+    forms: Counter = field(default_factory=Counter)  # "class: detail" of failed steps
+    first_failure_at: Counter = field(default_factory=Counter)  # (class, index of the call) of broken sessions
+
+    def row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "transport": self.cell.transport, "mode": self.cell.mode, "policy": self.cell.policy,
+            "balancer": self.cell.balancer, "instances": self.cell.instances, "sessions": self.sessions,
+            "calls": self.calls, "failed_calls": self.failed_calls, "failed_sessions": self.failed_sessions,
+            "first_instance_share": "" if self.first_instance_share is None else round(self.first_instance_share, 4),
+        }
+        for name in ordered_classes(self.calls_by_class | self.sessions_by_class):
+            row[f"failed_calls:{name}"] = self.calls_by_class.get(name, 0)
+            row[f"failed_sessions:{name}"] = self.sessions_by_class.get(name, 0)
+        return row
+
+
+def ordered_classes(names: Iterable[str]) -> list[str]:
+    """Failure classes in a stable order: the lab's four first, then the others by name."""
+    names = set(names)
+    return [c for c in CLASS_ORDER if c in names] + sorted(names - set(CLASS_ORDER))
+
+
+# --- the scenario -------------------------------------------------------------------------------
+
+
+def load_plan(path: str | Path) -> StickyPlan:
+    """Read a sticky scenario.
+
+    Raises:
+        ScenarioError: naming the file and line of the first problem.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ScenarioError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return plan_from_node(root, str(path))
+
+
+def plan_from_node(root: Any, source: str) -> StickyPlan:
+    import yaml
+
+    if not isinstance(root, yaml.MappingNode):
+        raise ScenarioError(f"{source}: a sticky scenario is a mapping (modes, policies, instances, mix, …)")
+    lab_nodes = [(k, v) for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value in LAB_KEYS]
+    rest = [(k, v) for k, v in root.value if not (isinstance(k, yaml.ScalarNode) and k.value in LAB_KEYS)]
+    if any(isinstance(k, yaml.ScalarNode) and k.value in ("target", "session") for k, _ in rest):
+        key = next(k for k, _ in rest if isinstance(k, yaml.ScalarNode) and k.value in ("target", "session"))
+        raise ScenarioError(f"{_where(source, key)}: a sticky scenario sets no {key.value!r}: the lab sets it for each cell")
+    keys = _mapping(yaml.MappingNode(root.tag, lab_nodes, root.start_mark, root.end_mark), source, "the lab's lists", LAB_KEYS)
+
+    def names(key: str, allowed: Iterable[str], default: list) -> list:
+        if key not in keys:
+            return default
+        node = keys[key][1]
+        value = _plain(node)
+        items = value if isinstance(value, list) else [value]
+        if not items or len(set(map(str, items))) != len(items):
+            raise ScenarioError(f"{_where(source, node)}: {key}: list each value once")
+        for item in items:
+            if allowed and str(item) not in allowed:
+                raise ScenarioError(f"{_where(source, node)}: {key}: unknown {item!r} (one of {', '.join(allowed)})")
+            if not allowed and (isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 16):
+                raise ScenarioError(f"{_where(source, node)}: {key}: {item!r} is not a count from 1 to 16")
+        return [item if not allowed else str(item) for item in items]
+
+    modes = names("modes", MODES, list(MODES))
+    policies = names("policies", POLICIES, ["round-robin", "sticky", "source"])
+    counts = names("instances", (), [1, 3])
+    balancers = names("balancers", BALANCERS, ["builtin"])
+    tag = "tag:yaml.org,2002:str"
+    mark = root.start_mark
+    rest += [
+        (yaml.ScalarNode(tag, "target", mark, mark), yaml.ScalarNode(tag, PLACEHOLDER_TARGET, mark, mark)),
+        (yaml.ScalarNode(tag, "session", mark, mark), yaml.ScalarNode(tag, "session_per_task", mark, mark)),
+    ]
+    scenario = scenario_from_node(yaml.MappingNode(root.tag, rest, root.start_mark, root.end_mark), source)
+    if any(c.method == "ping" for c in scenario.mix) and "2026-07-28" in modes:
+        raise ScenarioError(f"{source}: ping does not exist in 2026-07-28 (drop it from the mix or the mode)")
+    cells = tuple(Cell(m, p, b, n) for m, p, b, n in itertools.product(modes, policies, balancers, counts))
+    return StickyPlan(cells, scenario)
+
+
+# --- the measurements ---------------------------------------------------------------------------
+
+
+def failure_class(failure: str, detail: str | None) -> str:
+    """The lab's class of a load failure (`answer-lost/timeout` split by what happened)."""
+    if failure == Failure.ANSWER_LOST:
+        text = detail or ""
+        if "POST accepted" in text or "without an answer" in text:
+            return "answer-lost"
+        return "timeout"
+    return failure
+
+
+def read_samples(path: Path) -> Iterator[dict]:
+    """The step records of a samples.jsonl (a torn last line is skipped)."""
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and "step" in record:
+                yield record
+
+
+def cell_stats(cell: Cell | None, records: Iterable[dict]) -> CellResult:
+    """One cell's row from its step records (those without a session tag are not counted).
+
+    `cell` None: the sessions of a probe (`mcpbench load` with a `sessions` scenario).
+    """
+    sessions: dict[str, list[dict]] = defaultdict(list)
+    for record in records:
+        if record.get("session"):
+            sessions[record["session"]].append(record)
+    result = CellResult(cell)
+    shares: list[float] = []
+    for steps in sessions.values():
+        steps.sort(key=lambda r: r.get("t") or 0.0)
+        result.sessions += 1
+        instances = [r["instance"] for r in steps if r.get("instance")]
+        if instances:
+            shares.append(instances.count(instances[0]) / len(instances))
+        first: tuple[str, int] | None = None
+        calls = 0
+        for record in steps:
+            is_call = record["step"] not in NOT_CALLS
+            if record.get("failure"):
+                name = failure_class(record["failure"], record.get("detail"))
+                result.forms[f"{name}: {record.get('detail') or record['failure']}"] += 1
+                if is_call:
+                    result.failed_calls += 1
+                    result.calls_by_class[name] += 1
+                if first is None:
+                    first = (name, calls)
+            calls += is_call
+        result.calls += calls
+        if first is not None:
+            result.failed_sessions += 1
+            result.sessions_by_class[first[0]] += 1
+            result.first_failure_at[first] += 1
+    result.first_instance_share = sum(shares) / len(shares) if shares else None
+    return result
+
+
+def verdict(result: CellResult) -> str:
+    """One line: "sessions kept: 50/50" or "sessions broken: 31/50, session-not-found after the first call"."""
+    if not result.failed_sessions:
+        return f"sessions kept: {result.sessions}/{result.sessions}"
+    (name, index), _ = result.first_failure_at.most_common(1)[0]
+    where = "on the first call" if index == 0 else "after the first call" if index == 1 else f"after {index} calls"
+    return f"sessions broken: {result.failed_sessions}/{result.sessions}, {name} {where}"
+
+
+# --- outputs ------------------------------------------------------------------------------------
+
+
+def csv_text(results: Iterable[CellResult]) -> str:
+    results = list(results)
+    classes = ordered_classes(itertools.chain.from_iterable(r.calls_by_class | r.sessions_by_class for r in results))
+    columns = list(CSV_BASE) + [f"{kind}:{name}" for name in classes for kind in ("failed_calls", "failed_sessions")]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, restval=0, lineterminator="\n")
+    writer.writeheader()
+    for result in results:
+        writer.writerow(result.row())
+    return out.getvalue()
+
+
+def render_sessions(result: CellResult) -> str:
+    """A probe's session table: sessions, calls, failures by class with the forms seen, where sessions landed."""
+    lines = [f"{'sessions':>8} {'broken':>8} {'calls':>6} {'failed':>6} {'1st instance':>12}"]
+    share = "" if result.first_instance_share is None else f"{result.first_instance_share:.2f}"
+    lines.append(f"{result.sessions:>8} {result.failed_sessions:>8} {result.calls:>6} {result.failed_calls:>6} {share:>12}")
+    for name in ordered_classes(result.sessions_by_class):
+        lines.append(f"  {name}: {result.sessions_by_class[name]} session(s)")
+    for form, count in result.forms.most_common(3):
+        lines.append(f"  seen: {form} ×{count}")
+    return "\n".join(lines)
+
+
+def render(results: Iterable[CellResult]) -> str:
+    """The table printed at the end of a run."""
+    lines = [f"{'transport':<16} {'mode':<14} {'policy':<12} {'balancer':<8} {'inst':>4} {'sessions':>8} {'failed':>13} {'calls':>6} {'failed':>6} {'1st inst':>8}  failures"]
+    for r in results:
+        rate = f"{r.failed_sessions} ({100 * r.failed_sessions / r.sessions:.0f}%)" if r.sessions else "-"
+        share = "" if r.first_instance_share is None else f"{r.first_instance_share:.2f}"
+        forms = "; ".join(f"{form} ×{n}" for form, n in r.forms.most_common(2))
+        lines.append(
+            f"{r.cell.transport:<16} {r.cell.mode:<14} {r.cell.policy:<12} {r.cell.balancer:<8} {r.cell.instances:>4} "
+            f"{r.sessions:>8} {rate:>13} {r.calls:>6} {r.failed_calls:>6} {share:>8}  {forms}"
+        )
+    return "\n".join(lines)
+
+
+def plot(results: list[CellResult], ax: Any) -> Any:
+    """Failed sessions per cell (%), bars split by failure class, cells grouped by transport."""
+    colors = {"session-not-found": "#c44e52", "answer-lost": "#dd8452", "stream-closed": "#8172b3", "timeout": "#937860"}
+    classes = ordered_classes(itertools.chain.from_iterable(r.sessions_by_class for r in results))
+    ordered = sorted(results, key=lambda r: (r.cell.transport != "sse", r.cell.transport))
+    positions, labels, x, previous = [], [], 0.0, None
+    for r in ordered:
+        if previous is not None and r.cell.transport != previous:
+            x += 1.0  # a gap between transport groups
+        previous = r.cell.transport
+        positions.append(x)
+        labels.append(f"{r.cell.mode}\n{r.cell.policy}\n{r.cell.balancer} ×{r.cell.instances}")
+        x += 1.0
+    bottoms = [0.0] * len(ordered)
+    for name in classes:
+        heights = [100.0 * r.sessions_by_class.get(name, 0) / r.sessions if r.sessions else 0.0 for r in ordered]
+        ax.bar(positions, heights, 0.8, bottom=bottoms, label=name, color=colors.get(name))
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    for pos, total, r in zip(positions, bottoms, ordered):
+        ax.text(pos, total + 1.5, f"{total:.0f}%\nn={r.sessions}", ha="center", va="bottom", fontsize=7)
+    for transport in dict.fromkeys(r.cell.transport for r in ordered):
+        group = [p for p, r in zip(positions, ordered) if r.cell.transport == transport]
+        ax.text((group[0] + group[-1]) / 2, 118, TRANSPORT_TITLES.get(transport, transport), ha="center", fontsize=10, fontweight="bold")
+    ax.set_xticks(positions, labels, fontsize=7)
+    ax.set_xlim(min(positions, default=0) - 0.7, max(positions, default=0) + 0.7)
+    ax.set_ylim(0, 128)
+    ax.set_ylabel("failed sessions (% of sessions in the cell)")
+    ax.set_xlabel("cell: mode / balancer policy / balancer × instances")
+    ax.set_title("Sessions behind a balancer: failures by class")
+    if classes:
+        ax.legend(title="first failure of a session", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no session failed", transform=ax.transAxes, ha="center")
+    return ax
+
+
+def write_chart(results: list[CellResult], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mcpbench.outputs import atomic_path
+
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.75 * len(results) + 3), 6))
+    plot(results, ax)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def run_plan(
+    plan: StickyPlan,
+    folder: Path,
+    *,
+    say: Callable[[str], None] = print,
+) -> list[CellResult]:
+    """Run every cell of `plan`, writing `sticky.csv`, `sticky.png` and the cells' load results into `folder`.
+
+    Cells on HAProxy are skipped (with a line said) when `haproxy` is not on PATH.
+    """
+    from mcpbench.lab.cluster import haproxy_path, running_balancer, running_instances
+    from mcpbench.load.runner import run_scenario
+    from mcpbench.outputs import write_atomic
+
+    cells = list(plan.cells)
+    if haproxy_path() is None and any(c.balancer == "haproxy" for c in cells):
+        say("mcpbench: haproxy is not on PATH: its cells are skipped")
+        cells = [c for c in cells if c.balancer != "haproxy"]
+    results: list[CellResult] = []
+    groups: dict[tuple, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        groups[MODES[cell.mode][:3]].append(cell)
+    for (transport, json_response, stateless), group in groups.items():
+        most = max(c.instances for c in group)
+        with running_instances(most, transport, json_response=json_response, stateless=stateless) as servers:
+            for cell in group:
+                cell_dir = folder / "cells" / cell.slug
+                with running_balancer(cell.balancer, cell.policy, transport, servers[: cell.instances], folder=cell_dir) as front:
+                    scenario = plan.scenario.with_overrides(
+                        target=_target(front.url, transport), versions=(MODES[cell.mode][3],),
+                        distinct_sources=True, name=cell.slug,
+                    )
+                    run_scenario(scenario, cell_dir, check_target=False, echo=say)
+                result = cell_stats(cell, read_samples(cell_dir / "samples.jsonl"))
+                results.append(result)
+                say(f"mcpbench: {cell.slug}: {verdict(result)}")
+    write_atomic(folder / "sticky.csv", csv_text(results).encode())
+    if results:
+        write_chart(results, folder / "sticky.png")
+    return results
+
+
+def _target(url: str, transport: str) -> str:
+    return f"sse+{url}" if transport == "sse" else url
+
