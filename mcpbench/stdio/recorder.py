@@ -26,6 +26,7 @@ import orjson
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
+from mcpbench.protocol.rules import STDIO
 from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
 from mcpbench.trace.format import Kind, text_or_b64
 from mcpbench.trace.writer import TraceWriter
@@ -77,7 +78,7 @@ class Recorder:
     def __init__(self, writer: TraceWriter, session_id: str) -> None:
         self.writer = writer
         self.session_id = session_id
-        self.session = Session()
+        self.session = Session(transport=STDIO)
         self.framers = {C2S_DATA: LineFramer(), S2C_DATA: LineFramer(), STDERR_DATA: LineFramer()}
 
     def run(self, channel: int) -> None:

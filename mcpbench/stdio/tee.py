@@ -22,6 +22,7 @@ import threading
 import uuid
 
 from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.rules import STDIO
 from mcpbench.stdio import recorder
 from mcpbench.trace.format import Kind, now
 from mcpbench.trace.writer import TraceWriter
@@ -38,7 +39,7 @@ DRAIN_TIMEOUT = 5.0
 # the channel. Past it the recorder finishes on its own; the host need not wait.
 RECORDER_TIMEOUT = 60.0
 
-TRANSPORT = "stdio"
+TRANSPORT = STDIO
 
 # Signals the tee passes on to the server instead of acting on them itself.
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -70,6 +70,26 @@ def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), a
         stop_process(proc)
 
 
+@contextlib.contextmanager
+def record_proxy(upstream: str, trace: Path, **popen) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`mcpbench record --upstream upstream` on an ephemeral port: yields (the URL to use, the process).
+
+    Stopped with SIGTERM (which completes the trace) when the block exits, unless already ended.
+    """
+    argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:0", "--out", str(trace)]
+    log = trace.with_suffix(".record.log")
+    with log.open("wb") as err:
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, **popen)
+    try:
+        url = proc.stdout.readline().decode().strip()  # printed once mitmproxy listens
+        if not url:
+            raise ServerStartError(f"mcpbench record printed no URL\n{log.read_text(errors='replace')}")
+        yield url, proc
+    finally:
+        stop_process(proc)
+        proc.stdout.close()
+
+
 @dataclass(frozen=True, slots=True)
 class Peer:
     port: int
