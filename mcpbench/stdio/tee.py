@@ -6,10 +6,11 @@ server stdout→host, server stderr→our stderr) with blocking reads and writes
 so neither direction can stall the other.
 
 Bytes pass through unchanged, as soon as they are read: a chunk is forwarded
-whole, even mid-line. Just before, a copy goes to the recorder process
-(`recorder.py`), which does the decoding and writing off the bytes' path. A
-chunk reaches the recorder before the peer can answer it, so the trace's order
-is causal.
+whole, even mid-line. Just before, it is appended to the trace's spool file,
+which the recorder process (`recorder.py`) turns into events off the bytes'
+path. A chunk is in the spool (in the kernel) before the peer can answer it, so
+the trace's order is causal and a kill of the whole process tree loses nothing
+that was forwarded.
 """
 
 import os
@@ -36,7 +37,7 @@ READ_SIZE = 64 * 1024
 DRAIN_TIMEOUT = 5.0
 
 # How long the tee waits, at exit, for the recorder to write what is still in
-# the channel. Past it the recorder finishes on its own; the host need not wait.
+# the spool. Past it the recorder finishes on its own; the host need not wait.
 RECORDER_TIMEOUT = 60.0
 
 TRANSPORT = STDIO
@@ -62,8 +63,9 @@ class Tee:
         self.session_id = uuid.uuid4().hex[:12]
         self.fds = (stdin, stdout, stderr)
         self.proc: subprocess.Popen | None = None
-        self._channel: int | None = None
-        self._channel_lock = threading.Lock()  # frames from three threads must not interleave
+        self._channel: int | None = None  # the spool, appended to
+        self._channel_lock = threading.Lock()  # the channel is not closed under a thread writing to it
+        self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
 
     def run(self) -> int:
@@ -75,7 +77,7 @@ class Tee:
         stdin, stdout, stderr = self.fds
         if self.writer is not None:
             # Fork before any thread exists: fork copies only the calling thread.
-            self._recorder_pid, self._channel = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
+            self._recorder_pid, self._channel, self._alive = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
         try:
             # A process group of its own: a Ctrl-C in the host's terminal then
             # reaches the server once, through us, not twice.
@@ -174,17 +176,20 @@ class Tee:
                 while rest:
                     rest = rest[os.write(channel, rest) :]
         except OSError as exc:
-            # Never break the observed session: stop recording, say so once.
-            print(f"mcpbench: recorder gone ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
+            # Never break the observed session (a full disk, say): stop recording, say so once.
+            print(f"mcpbench: cannot append to the spool ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
             os.close(channel)
             self._channel = None
 
     def _finish_recording(self) -> None:
-        """Close the channel and give the recorder time to write what it holds."""
+        """Close the spool, tell the recorder, and give it time to write what it has not yet."""
         with self._channel_lock:
             if self._channel is not None:
                 os.close(self._channel)
                 self._channel = None
+            if self._alive is not None:
+                os.close(self._alive)
+                self._alive = None
         if self._recorder_pid is None:
             return
         pidfd = os.pidfd_open(self._recorder_pid)

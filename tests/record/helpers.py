@@ -46,10 +46,11 @@ class Proxy:
 
 
 @contextlib.contextmanager
-def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), addon: bool = True) -> Iterator[Proxy]:
+def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), addon: bool = True, **popen) -> Iterator[Proxy]:
     """mitmdump in reverse mode to 127.0.0.1:`upstream_port` (regular proxy mode when None).
 
     Stopped with SIGTERM, which runs the addon's `done` hooks, so the trace is complete afterwards.
+    `popen`: more arguments for `subprocess.Popen` (`start_new_session`, say).
     """
     port = free_port()
     mode = f"reverse:http://{HOST}:{upstream_port}" if upstream_port else "regular"
@@ -59,7 +60,7 @@ def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), a
     argv += list(extra)
     log = trace.with_suffix(".mitmdump.log")
     with log.open("wb") as err:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err, **popen)
     try:
         try:
             wait_for_port(HOST, port, proc=proc)
