@@ -17,8 +17,8 @@ for that reason. When the tee, the server and this process are killed together
 and `recover` (run by the trace reader) finishes the trace from it. A spool is
 deleted once its trace is complete.
 
-Spool frames: a header `<B d I` (frame kind, wall-clock time, payload length)
-and the payload. The first frame (`START`) names the session and the redaction
+Spool frames: a header `<B q I` (frame kind, wall-clock time in integer µs,
+payload length) and the payload. The first frame (`START`) names the session and the redaction
 rules, so that a recovery encodes exactly what this process would have.
 """
 
@@ -42,7 +42,7 @@ from mcpbench.trace.redact import Redactor
 from mcpbench.trace.spool import spool_path
 from mcpbench.trace.writer import TraceWriter
 
-HEADER = struct.Struct("<BdI")
+HEADER = struct.Struct("<BqI")
 
 # Frame kinds. Data frames carry raw bytes; an empty data frame is that stream's EOF.
 C2S_DATA, S2C_DATA, STDERR_DATA, EVENT, START = 1, 2, 3, 4, 5
@@ -67,12 +67,12 @@ IDLE_PAUSE_SECONDS = 0.1
 SMALL_READ = 16 * 1024
 
 
-def frame(kind: int, ts: float, payload: bytes = b"") -> list[bytes]:
+def frame(kind: int, ts: int, payload: bytes = b"") -> list[bytes]:
     """The pieces of one channel frame (for `os.writev`, so the payload is not copied)."""
     return [HEADER.pack(kind, ts, len(payload)), payload]
 
 
-def event_frame(ts: float, event: dict[str, Any]) -> list[bytes]:
+def event_frame(ts: int, event: dict[str, Any]) -> list[bytes]:
     """A frame carrying a ready trace event (process start and exit)."""
     return frame(EVENT, ts, orjson.dumps(event))
 
@@ -127,11 +127,11 @@ class Recorder:
         unpack = HEADER.unpack_from
         offset = 0
         while filled - offset >= HEADER.size:
-            kind, ts, length = unpack(buf, offset)
+            kind, us, length = unpack(buf, offset)
             end = offset + HEADER.size + length
             if end > filled:
                 break
-            self._frame(kind, ts, bytes(buf[offset + HEADER.size : end]), records)
+            self._frame(kind, us / 1e6, bytes(buf[offset + HEADER.size : end]), records)
             offset = end
         return offset, records
 
@@ -241,7 +241,7 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
         raise TraceError(f"{spool}: cannot create the trace's spool: {exc.strerror}") from None
     fcntl.flock(spool_fd, fcntl.LOCK_SH)
     start = orjson.dumps({"session": session_id, "redact": redaction_rules(writer.redactor)})
-    os.writev(spool_fd, frame(START, 0.0, start))
+    os.writev(spool_fd, frame(START, 0, start))
     alive_read, alive_write = os.pipe()
     pid = os.fork()
     if pid:

@@ -13,6 +13,7 @@ the trace's order is causal and a kill of the whole process tree loses nothing
 that was forwarded.
 """
 
+import errno
 import os
 import select
 import shlex
@@ -20,12 +21,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.rules import STDIO
 from mcpbench.stdio import recorder
-from mcpbench.trace.format import Kind, now
+from mcpbench.trace.format import Kind
 from mcpbench.trace.writer import TraceWriter
 
 # One read takes at most a pipe's default capacity on Linux: larger reads only
@@ -64,7 +66,7 @@ class Tee:
         self.fds = (stdin, stdout, stderr)
         self.proc: subprocess.Popen | None = None
         self._channel: int | None = None  # the spool, appended to
-        self._channel_lock = threading.Lock()  # the channel is not closed under a thread writing to it
+        self._channel_lock = threading.Lock()  # for stopping: never taken on the bytes' path
         self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
 
@@ -117,7 +119,7 @@ class Tee:
             pump.join(DRAIN_TIMEOUT)
         status = 128 - code if code < 0 else code
         self._event(kind=Kind.PROCESS, event="exit", exit_code=status, signal=-code if code < 0 else None)
-        self._finish_recording()
+        self._finish_recording(pumps)
         return status
 
     def _forward_signal(self, signum: int, frame: object) -> None:
@@ -127,18 +129,25 @@ class Tee:
     def _pump(self, src: int, dst: int, kind: int, close_dst) -> None:
         # The loop runs once per message in an interactive session, with the
         # peer waiting: names are bound once and the common case takes one
-        # `writev` to the recorder and one `write` onward.
-        read, write, pack, clock, lock = os.read, os.write, recorder.HEADER.pack, now, self._channel_lock
+        # `write` to the spool and one `write` onward. No lock: the spool is
+        # opened O_APPEND, so each thread's `write` of a whole frame lands whole.
+        # One `write` of header + chunk beats a `writev` of the two for the
+        # small chunks an MCP session is made of (the copy costs less than the
+        # iovec); the time is packed as integer µs, converted by the recorder.
+        read, write, pack, clock = os.read, os.write, recorder.HEADER.pack, time.time_ns
+        spool, overhead = self._channel, recorder.HEADER.size
         forwarding = True
         while True:
             try:
                 chunk = read(src, READ_SIZE)
             except OSError:
                 chunk = b""
-            if self._channel is not None:  # an empty chunk tells the recorder: EOF
-                header = pack(kind, clock(), len(chunk))
-                with lock:
-                    self._send_locked(header, chunk)
+            if spool is not None:  # an empty chunk tells the recorder: EOF
+                try:
+                    if write(spool, pack(kind, clock() // 1000, len(chunk)) + chunk) < overhead + len(chunk):
+                        raise OSError(errno.ENOSPC, "short write (disk full?)")
+                except OSError as exc:
+                    spool = self._spool_failed(exc)
             if not chunk:
                 break
             if forwarding:
@@ -160,36 +169,33 @@ class Tee:
             pass
 
     def _event(self, **event: object) -> None:
-        header, payload = recorder.event_frame(now(), event)
-        with self._channel_lock:
-            self._send_locked(header, payload)
+        spool = self._channel
+        if spool is not None:
+            try:
+                os.writev(spool, recorder.event_frame(time.time_ns() // 1000, event))
+            except OSError as exc:
+                self._spool_failed(exc)
 
-    def _send_locked(self, header: bytes, payload: bytes) -> None:
-        """One frame to the recorder; the caller holds the channel lock, so frames never interleave."""
-        channel = self._channel
-        if channel is None:
-            return
-        try:
-            written = os.writev(channel, (header, payload))
-            if written < len(header) + len(payload):  # a signal cut the write short: send the rest
-                rest = memoryview(header + payload)[written:]
-                while rest:
-                    rest = rest[os.write(channel, rest) :]
-        except OSError as exc:
-            # Never break the observed session (a full disk, say): stop recording, say so once.
-            print(f"mcpbench: cannot append to the spool ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
-            os.close(channel)
-            self._channel = None
-
-    def _finish_recording(self) -> None:
-        """Close the spool, tell the recorder, and give it time to write what it has not yet."""
+    def _spool_failed(self, exc: OSError) -> None:
+        """Never break the observed session (a full disk, say): stop recording, say so once."""
         with self._channel_lock:
             if self._channel is not None:
+                print(f"mcpbench: cannot append to the spool ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
+                self._channel = None  # not closed: another pump may still write to it; it closes at exit
+
+    def _finish_recording(self, pumps: list[threading.Thread] = ()) -> None:
+        """Tell the recorder we are done and give it time to write what it has not yet.
+
+        The spool is closed only once no pump can write to it any more (the
+        host may keep our stdin open past the server's exit); else at our exit.
+        """
+        with self._channel_lock:
+            if self._alive is not None:
+                os.close(self._alive)  # the recorder now drains the spool to its end
+                self._alive = None
+            if self._channel is not None and not any(pump.is_alive() for pump in pumps):
                 os.close(self._channel)
                 self._channel = None
-            if self._alive is not None:
-                os.close(self._alive)
-                self._alive = None
         if self._recorder_pid is None:
             return
         pidfd = os.pidfd_open(self._recorder_pid)

@@ -16,13 +16,13 @@ def killed_recording(tmp_path, recorded_frames: int):
     """A trace and its spool as a kill leaves them: the recorder wrote `recorded_frames` data frames and half a line."""
     trace = tmp_path / "t.jsonl"
     writer = TraceWriter(trace, transport="stdio", redactor=Redactor(["token"]))
-    frames = [frame(START, 0.0, orjson.dumps({"session": "s1", "redact": redaction_rules(writer.redactor)}))]
+    frames = [frame(START, 0, orjson.dumps({"session": "s1", "redact": redaction_rules(writer.redactor)}))]
     for n in range(6):  # pings both ways, split mid-line across frames
         line = b'{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"token":"%s"}}\n' % (n, SECRET)
         kind = C2S_DATA if n % 2 == 0 else S2C_DATA
-        frames += [frame(kind, 1.0 + n, line[:20]), frame(kind, 1.5 + n, line[20:])]
+        frames += [frame(kind, 1_000_000 * (n + 1), line[:20]), frame(kind, 500_000 + 1_000_000 * (n + 1), line[20:])]
     data = b"".join(b"".join(pieces) for pieces in frames)
-    torn_frame = b"".join(frame(C2S_DATA, 9.0, b'{"jsonrpc":"2.0","id":99,"method":"ping"}\n'))[:-7]
+    torn_frame = b"".join(frame(C2S_DATA, 9_000_000, b'{"jsonrpc":"2.0","id":99,"method":"ping"}\n'))[:-7]
     spool_path(trace).write_bytes(data + torn_frame)  # the tee was killed inside its last writev
     done = b"".join(b"".join(pieces) for pieces in frames[: 1 + recorded_frames])
     _, records = Recorder(writer, "s1").take(done, len(done))
