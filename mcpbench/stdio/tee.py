@@ -65,7 +65,8 @@ class Tee:
         self.session_id = uuid.uuid4().hex[:12]
         self.fds = (stdin, stdout, stderr)
         self.proc: subprocess.Popen | None = None
-        self._channel: int | None = None  # the spool, appended to
+        self._channel: int | None = None  # the spool while recording; None once stopped
+        self._spool: int | None = None  # the spool's descriptor, to close
         self._channel_lock = threading.Lock()  # for stopping: never taken on the bytes' path
         self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
@@ -79,7 +80,8 @@ class Tee:
         stdin, stdout, stderr = self.fds
         if self.writer is not None:
             # Fork before any thread exists: fork copies only the calling thread.
-            self._recorder_pid, self._channel, self._alive = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
+            self._recorder_pid, self._spool, self._alive = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
+            self._channel = self._spool
         try:
             # A process group of its own: a Ctrl-C in the host's terminal then
             # reaches the server once, through us, not twice.
@@ -134,20 +136,20 @@ class Tee:
         # One `write` of header + chunk beats a `writev` of the two for the
         # small chunks an MCP session is made of (the copy costs less than the
         # iovec); the time is packed as integer µs, converted by the recorder.
-        read, write, pack, clock = os.read, os.write, recorder.HEADER.pack, time.time_ns
-        spool, overhead = self._channel, recorder.HEADER.size
+        read, write, pack, clock, overhead = os.read, os.write, recorder.HEADER.pack, time.time_ns, recorder.HEADER.size
         forwarding = True
         while True:
             try:
                 chunk = read(src, READ_SIZE)
             except OSError:
                 chunk = b""
+            spool = self._channel  # read each time: once one pump fails, none appends any more
             if spool is not None:  # an empty chunk tells the recorder: EOF
                 try:
                     if write(spool, pack(kind, clock() // 1000, len(chunk)) + chunk) < overhead + len(chunk):
                         raise OSError(errno.ENOSPC, "short write (disk full?)")
                 except OSError as exc:
-                    spool = self._spool_failed(exc)
+                    self._spool_failed(exc)
             if not chunk:
                 break
             if forwarding:
@@ -181,7 +183,7 @@ class Tee:
         with self._channel_lock:
             if self._channel is not None:
                 print(f"mcpbench: cannot append to the spool ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
-                self._channel = None  # not closed: another pump may still write to it; it closes at exit
+                self._channel = None  # not closed: another pump may be writing to it
 
     def _finish_recording(self, pumps: list[threading.Thread] = ()) -> None:
         """Tell the recorder we are done and give it time to write what it has not yet.
@@ -193,9 +195,9 @@ class Tee:
             if self._alive is not None:
                 os.close(self._alive)  # the recorder now drains the spool to its end
                 self._alive = None
-            if self._channel is not None and not any(pump.is_alive() for pump in pumps):
-                os.close(self._channel)
-                self._channel = None
+            if self._spool is not None and not any(pump.is_alive() for pump in pumps):
+                os.close(self._spool)
+                self._channel = self._spool = None
         if self._recorder_pid is None:
             return
         pidfd = os.pidfd_open(self._recorder_pid)
