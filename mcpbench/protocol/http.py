@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, MessageId, Request, Response, decode
+from mcpbench.protocol.rules import STREAMABLE_HTTP, applies
 from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
 from mcpbench.protocol.versions import NAMED_METHODS, rules
 
@@ -161,15 +162,16 @@ def classify_status(status: int, *, has_session: bool) -> str | None:
     return Failure.HTTP_4XX if status < 500 else Failure.HTTP_5XX
 
 
-def method_header_problems(message: Message, headers, *, version: str | None) -> list[tuple[str, str]]:
+def method_header_problems(message: Message, headers, *, version: str | None, transport: str = STREAMABLE_HTTP) -> list[tuple[str, str]]:
     """Where a POST's `Mcp-Method` / `Mcp-Name` headers disagree with its body.
 
     2026-07-28 (Streamable HTTP, "Request headers"): every POST carries
     `Mcp-Method`, and `Mcp-Name` for the methods in `NAMED_METHODS`; both must
     equal the body. Headers sent in an older version are checked for equality
-    only. `headers` is any mapping whose `.get` is case-insensitive or keyed by
-    lower-case names; `version` is the request's `_meta` version, else its
-    `MCP-Protocol-Version` header.
+    only; a legacy HTTP+SSE POST (`transport` "sse") has no such rules, whatever
+    its version (`rules.RULES` says where each holds). `headers` is any mapping
+    whose `.get` is case-insensitive or keyed by lower-case names; `version` is
+    the request's `_meta` version, else its `MCP-Protocol-Version` header.
 
     Returns:
         `(code, detail)` pairs: `missing-method-header`, `method-header-mismatch`,
@@ -179,22 +181,21 @@ def method_header_problems(message: Message, headers, *, version: str | None) ->
     if method is None:
         return []
     problems: list[tuple[str, str]] = []
-    known = rules(version)
-    required = known is not None and known.method_headers
+    known = rules(version) is not None  # a missing header is a fault only in a version that requires it
     sent = headers.get(METHOD)
     if sent is None:
-        if required:
+        if known and applies("missing-method-header", transport, version):
             problems.append(("missing-method-header", f"{method} without an Mcp-Method header in {version}"))
-    elif sent != method:
+    elif sent != method and applies("method-header-mismatch", transport, version):
         problems.append(("method-header-mismatch", f"Mcp-Method {sent!r} but the body's method is {method!r}"))
     key = NAMED_METHODS.get(method)
     if key is not None and isinstance(message, Request):
         target = (message.params or {}).get(key)
         name = headers.get(NAME)
         if name is None:
-            if required:
+            if known and applies("missing-name-header", transport, version):
                 problems.append(("missing-name-header", f"{method} without an Mcp-Name header (body names {target!r})"))
-        elif name != target:
+        elif name != target and applies("name-header-mismatch", transport, version):
             problems.append(("name-header-mismatch", f"Mcp-Name {name!r} but the body names {target!r}"))
     return problems
 

@@ -21,6 +21,7 @@ import enum
 from dataclasses import dataclass
 
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Message, Notification, Request, Response
+from mcpbench.protocol.rules import applies
 from mcpbench.protocol.versions import Era, META_PROTOCOL_VERSION, era_of, meta_version, rules
 
 
@@ -133,11 +134,15 @@ class Session:
         version: the protocol version when the transport already knows it
             (for example from an `MCP-Protocol-Version` header); otherwise it is
             learned from `initialize` or from a `_meta` envelope.
+        transport: the transport the session runs on ("stdio", "sse",
+            "streamable-http"); a violation is reported only where its rule
+            holds (`rules.RULES`). None: any.
     """
 
-    def __init__(self, version: str | None = None) -> None:
+    def __init__(self, version: str | None = None, transport: str | None = None) -> None:
         self.state = NEW
         self.version = version
+        self.transport = transport
         self.era: Era | None = era_of(version)
         self.requested_version: str | None = None
         self.client_capabilities: dict | None = None
@@ -148,14 +153,14 @@ class Session:
         self.handshake_finished: float | None = None
 
     @classmethod
-    def joined(cls, version: str | None = None) -> "Session":
+    def joined(cls, version: str | None = None, transport: str | None = None) -> "Session":
         """A session first seen after its handshake: it starts operating.
 
         For a recorder that began mid-session, or dropped an idle session's
         state: its next request must not read as one sent before `initialize`.
         A session with a session id is handshake-era unless `version` says otherwise.
         """
-        session = cls(version)
+        session = cls(version, transport)
         session.era = session.era or Era.HANDSHAKE
         session.state = OPERATING
         return session
@@ -166,6 +171,12 @@ class Session:
         Returns:
             What the message completed or broke, in order; often empty.
         """
+        out = self._observe(direction, message, ts)
+        if out:  # each rule names where it holds: one filter for every check below
+            out = [item for item in out if type(item) is not Violation or applies(item.code, self.transport, self.version)]
+        return out
+
+    def _observe(self, direction: Direction, message: Message, ts: float) -> list[SessionEvent]:
         out: list[SessionEvent] = []
         if self.state is CLOSED:
             out.append(Violation("message-after-close", "a message after the session closed", direction))
@@ -174,7 +185,7 @@ class Session:
             if known is not None and not known.batches:
                 out.append(Violation("batch-not-allowed", f"a JSON-RPC batch in protocol version {self.version}", direction))
             for item in message.items:
-                out.extend(self.observe(direction, item, ts))
+                out.extend(self._observe(direction, item, ts))
             return out
         if isinstance(message, Request):
             self._request(direction, message, ts, out)

@@ -261,7 +261,7 @@ class Recording:
         ex.req_raw, ex.req_message = json_text(body), message
         if not isinstance(message, jsonrpc.Batch):
             version = meta_version(getattr(message, "params", None)) or headers.get(PROTOCOL_VERSION)
-            for code, detail in method_header_problems(message, headers, version=version):
+            for code, detail in method_header_problems(message, headers, version=version, transport=ex.transport):
                 ex.req_problems.append((code, detail, None))
 
     def resolve(self, ex: Exchange, flow) -> str:

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 import orjson
 
 from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.sse import SseParser
 from mcpbench.trace.format import text_or_b64
 
 if TYPE_CHECKING:
     from mcpbench.record.addon import Recording
 
-STREAMABLE = "streamable-http"
-LEGACY = "sse"
+STREAMABLE, LEGACY = STREAMABLE_HTTP, LEGACY_SSE  # the names the protocol core's rule table uses
 
 # How much of a body an `http` event keeps (error statuses, bodies that are not JSON) and how much
 # raw input a `violation` keeps: enough to read an error page or see what broke, while a large

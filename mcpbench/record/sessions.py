@@ -15,6 +15,7 @@ from collections import OrderedDict
 from urllib.parse import parse_qsl, urlsplit
 
 from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP, whole_session_codes
 from mcpbench.protocol.session import Direction, Session, Violation
 
 # Sessionless key: "conn-" + the first 12 hex digits of mitmproxy's client connection id (a UUID4:
@@ -25,7 +26,7 @@ CONN_ID_HEX = 12
 # Lifecycle checks that a per-connection key cannot make: without a session id, a client's
 # `initialize` and its later requests may travel on different connections (the SDK opens a new one
 # after each streamed answer), so on a `conn-…` key these would be false alarms.
-CROSS_CONNECTION_CODES = frozenset({"request-before-initialized", "unexpected-initialized"})
+CROSS_CONNECTION_CODES = whole_session_codes()
 
 # Sessions whose state is kept at once (a few KiB each), the least recently active dropped first:
 # over a long recording, clients often leave without DELETE.
@@ -85,7 +86,8 @@ class SessionBook:
             sessions.move_to_end(key)
         else:
             opening = type(message) is jsonrpc.Request and message.method == "initialize"
-            session = Session() if conn_keyed or legacy or opening else Session.joined(version)
+            transport = LEGACY_SSE if legacy else STREAMABLE_HTTP
+            session = Session(transport=transport) if conn_keyed or legacy or opening else Session.joined(version, transport)
             sessions[key] = session
             if len(sessions) > MAX_LIVE_SESSIONS:
                 sessions.popitem(last=False)

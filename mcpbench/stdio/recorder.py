@@ -1,72 +1,78 @@
 """The tee's recorder: a forked process that turns copied bytes into trace events.
 
-The tee forwards each chunk it reads and, just before, hands a copy to this
-process through a pipe (the *channel*). Decoding, session tracking and trace
-writing happen here, on the other core and off the path the bytes take, so the
-tee adds a syscall per chunk to the session, not the cost of recording.
+The tee appends each chunk it reads, and just after forwards it, to the
+*spool*: a file beside the trace (`<trace>.spool`, mode 0600) of raw frames.
+This process reads the spool as it grows and does the decoding, session
+tracking and trace writing, on the other core and off the path the bytes take,
+so the tee adds one `writev` to a file per chunk to the session, not the cost
+of recording (and never wakes this process: it polls).
 
-Order: the tee writes a chunk to the channel before it forwards it, so an
-answer can never reach the channel before the request that caused it: the
-trace's order is causal. Durability: when the tee dies (even by kill -9), the
-channel still holds what it sent; the recorder drains it to the trace, then
-exits at end of file. It ignores SIGINT and SIGTERM for that reason.
+Order: the tee writes a chunk to the spool before it forwards it, so an answer
+can never be in the spool before the request that caused it: the trace's
+order is causal. Durability: a chunk is in the kernel (the spool's page cache)
+before the peer can have it. When the tee dies alone (even by kill -9), this
+process drains the spool to the trace and exits; it ignores SIGINT and SIGTERM
+for that reason. When the tee, the server and this process are killed together
+(a host killing its process group, the OOM killer), the spool is left behind
+and `recover` (run by the trace reader) finishes the trace from it. A spool is
+deleted once its trace is complete.
 
-Channel frames: a header `<B d I` (frame kind, wall-clock time, payload
-length) and the payload.
+Spool frames: a header `<B q I` (frame kind, wall-clock time in integer µs,
+payload length) and the payload. The first frame (`START`) names the session and the redaction
+rules, so that a recovery encodes exactly what this process would have.
 """
 
 import fcntl
 import os
+import select
 import signal
 import struct
-import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.errors import TraceError
 from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
+from mcpbench.protocol.rules import STDIO
 from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
 from mcpbench.trace.format import Kind, text_or_b64
+from mcpbench.trace.redact import Redactor
+from mcpbench.trace.spool import spool_path
 from mcpbench.trace.writer import TraceWriter
 
-HEADER = struct.Struct("<BdI")
+HEADER = struct.Struct("<BqI")
 
 # Frame kinds. Data frames carry raw bytes; an empty data frame is that stream's EOF.
-C2S_DATA, S2C_DATA, STDERR_DATA, EVENT = 1, 2, 3, 4
+C2S_DATA, S2C_DATA, STDERR_DATA, EVENT, START = 1, 2, 3, 4, 5
 
-# One read of the channel: large, since a burst of small frames then costs one syscall.
-CHANNEL_READ = 1024 * 1024
-
-# Linux pipes hold 64 KiB by default: one tee read. A deeper channel (fcntl
-# F_SETPIPE_SZ) lets the tee run ahead while the recorder works through a
-# burst, instead of the two taking turns. 1 MiB is the unprivileged maximum.
-CHANNEL_BYTES = 1024 * 1024
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+# One read of the spool: large, since a burst of small frames then costs one syscall.
+SPOOL_READ = 1024 * 1024
 
 # How much lower the recorder's scheduling priority is than the tee's.
 RECORDER_NICENESS = 10
 
 # After a read that brought little (an interactive session: a message or two),
-# the recorder sleeps this long before reading again, so the messages of the
-# next 10 ms arrive in one read. Without the pause the tee's every write to the
-# channel wakes the recorder, and on a VM waking a process on an idle core costs
-# the tee tens of µs, on the session's path: measured p50 round trip +40-55 µs
-# with a 1 ms pause, +55-75 µs without. Every wake-up of the recorder costs the
-# session too (timers and a context switch on a shared core): side by side,
-# 10 ms gave 5-15 µs less than 1 ms in each of 6 paired runs. A quiet session
-# still costs nothing: the read after the pause blocks. The channel holds 1 MiB,
-# 10 ms of traffic at 100 MB/s, and a read of SMALL_READ or more skips the pause.
+# the recorder waits this long before reading again, so the messages of the
+# next 10 ms come in one read. Each wake-up of the recorder costs the session
+# (timers and a context switch on a shared core): measured with the earlier
+# pipe hand-off, 10 ms gave 5-15 µs less p50 than 1 ms in each of 6 paired
+# runs. The tee never wakes the recorder (it appends to a file), so the pause
+# bounds only how far the trace lags the session; durability does not depend
+# on it. A read of SMALL_READ or more skips the pause; with nothing new the
+# pause doubles up to IDLE_PAUSE_SECONDS, so an idle session costs ~10 wake-ups/s.
 PAUSE_SECONDS = 0.01
+IDLE_PAUSE_SECONDS = 0.1
 SMALL_READ = 16 * 1024
 
 
-def frame(kind: int, ts: float, payload: bytes = b"") -> list[bytes]:
+def frame(kind: int, ts: int, payload: bytes = b"") -> list[bytes]:
     """The pieces of one channel frame (for `os.writev`, so the payload is not copied)."""
     return [HEADER.pack(kind, ts, len(payload)), payload]
 
 
-def event_frame(ts: float, event: dict[str, Any]) -> list[bytes]:
+def event_frame(ts: int, event: dict[str, Any]) -> list[bytes]:
     """A frame carrying a ready trace event (process start and exit)."""
     return frame(EVENT, ts, orjson.dumps(event))
 
@@ -77,44 +83,61 @@ class Recorder:
     def __init__(self, writer: TraceWriter, session_id: str) -> None:
         self.writer = writer
         self.session_id = session_id
-        self.session = Session()
+        self.session = Session(transport=STDIO)
         self.framers = {C2S_DATA: LineFramer(), S2C_DATA: LineFramer(), STDERR_DATA: LineFramer()}
 
-    def run(self, channel: int) -> None:
-        """Record until the channel ends, then close the session."""
+    def run(self, spool: int, alive: int) -> None:
+        """Record what the spool holds and gets until `alive` ends (the tee is done or dead), then close the session."""
         # Reads go into one buffer made once: `os.read(fd, 1 MiB)` allocates
         # (and the allocator maps and unmaps) 1 MiB per call, ~20 µs even when
         # the read brings one small message, as it does in an interactive session.
-        buf = bytearray(CHANNEL_READ)
+        buf = bytearray(SPOOL_READ)
         filled = 0
-        unpack = HEADER.unpack_from
+        pause = PAUSE_SECONDS
+        ending = False
         while True:
             with memoryview(buf) as view:
-                got = os.readv(channel, [view[filled:]])
-            if not got:
-                break
-            filled += got
-            records: list[bytes] = []
-            offset = 0
-            while filled - offset >= HEADER.size:
-                kind, ts, length = unpack(buf, offset)
-                end = offset + HEADER.size + length
-                if end > filled:
-                    if end - offset > len(buf):  # a frame larger than the buffer: make room for it
-                        buf.extend(bytes(end - offset - len(buf)))
-                    break
-                self._frame(kind, ts, bytes(buf[offset + HEADER.size : end]), records)
-                offset = end
-            if offset:  # keep the unfinished frame's start at the front
-                buf[: filled - offset] = buf[offset:filled]
-                filled -= offset
-            if records:
-                self.writer.write_lines(records)
-            if got < SMALL_READ:
-                time.sleep(PAUSE_SECONDS)
+                got = os.readv(spool, [view[filled:]])
+            if got:
+                filled += got
+                offset, records = self.take(buf, filled)
+                if offset:  # keep the unfinished frame's start at the front
+                    buf[: filled - offset] = buf[offset:filled]
+                    filled -= offset
+                if filled == len(buf):  # a frame larger than the buffer: make room for it
+                    length = HEADER.unpack_from(buf)[2]
+                    buf.extend(bytes(HEADER.size + length - len(buf)))
+                if records:
+                    self.writer.write_lines(records)
+                pause = PAUSE_SECONDS
+                if got >= SMALL_READ:
+                    continue
+            elif ending:
+                break  # the tee is gone and the spool is read to its end
+            else:
+                pause = min(pause * 2, IDLE_PAUSE_SECONDS)
+            if not ending:
+                # `alive` turns readable (end of file) when the tee closes it or dies: then drain.
+                ending = bool(select.select([alive], [], [], pause)[0])
         self.session.close()
 
+    def take(self, buf: bytes | bytearray, filled: int) -> tuple[int, list[bytes]]:
+        """Decode the whole frames at the start of `buf[:filled]`: (bytes they took, the trace lines they make)."""
+        records: list[bytes] = []
+        unpack = HEADER.unpack_from
+        offset = 0
+        while filled - offset >= HEADER.size:
+            kind, us, length = unpack(buf, offset)
+            end = offset + HEADER.size + length
+            if end > filled:
+                break
+            self._frame(kind, us / 1e6, bytes(buf[offset + HEADER.size : end]), records)
+            offset = end
+        return offset, records
+
     def _frame(self, kind: int, ts: float, payload: bytes, records: list[bytes]) -> None:
+        if kind == START:
+            return  # read by `recover`; the running recorder was told the same at fork
         if kind == EVENT:
             records.append(self.writer.encode({"session": self.session_id, **orjson.loads(payload), "ts": ts}))
             return
@@ -193,37 +216,55 @@ class Recorder:
         )
 
 
-def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, ...] = ()) -> tuple[int, int]:
-    """Fork a recorder process; return (its pid, the channel's write end).
+def redaction_rules(redactor: Redactor) -> list[str]:
+    """The `--redact` rules that make a `Redactor` equal to `redactor` (its defaults aside)."""
+    return sorted(redactor.keys) + [".".join(path) for path in redactor.paths]
 
-    Call before starting any thread (fork copies only the calling thread). In
-    the child, `detach_fds` (the host's stdin and stdout) are pointed at
-    /dev/null, so a recorder still draining never holds the host's pipes open;
-    it exits when the channel ends.
+
+def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, ...] = ()) -> tuple[int, int, int]:
+    """Create the spool, fork a recorder process; return (its pid, the spool to append to, the liveness pipe).
+
+    Call before starting any thread (fork copies only the calling thread). The
+    caller appends frames to the spool (O_APPEND: one `writev` lands whole)
+    and closes both fds when done; the recorder drains the spool at the
+    liveness pipe's end. In the child, `detach_fds` (the host's stdin and
+    stdout) are pointed at /dev/null, so a recorder still draining never holds
+    the host's pipes open.
+
+    The tee's and the recorder's spool descriptors each hold a shared `flock`:
+    `recover` takes it exclusively, so it never touches a live recording.
     """
-    read_end, write_end = os.pipe()
+    spool = spool_path(writer.path)
     try:
-        fcntl.fcntl(write_end, F_SETPIPE_SZ, CHANNEL_BYTES)
-    except OSError:
-        pass  # not Linux, or a lower system limit: the default pipe works, only slower
+        spool_fd = os.open(spool, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise TraceError(f"{spool}: cannot create the trace's spool: {exc.strerror}") from None
+    fcntl.flock(spool_fd, fcntl.LOCK_SH)
+    start = orjson.dumps({"session": session_id, "redact": redaction_rules(writer.redactor)})
+    os.writev(spool_fd, frame(START, 0, start))
+    alive_read, alive_write = os.pipe()
     pid = os.fork()
     if pid:
-        os.close(read_end)
+        os.close(alive_read)
         writer.close()  # only the recorder writes the trace
-        return pid, write_end
+        return pid, spool_fd, alive_write
     status = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         # Recording is background work: when the session's processes (host,
-        # tee, server) want a core, they go first; the channel absorbs bursts.
+        # tee, server) want a core, they go first; the spool absorbs bursts.
         os.nice(RECORDER_NICENESS)
-        os.close(write_end)
+        os.close(alive_write)
+        os.close(spool_fd)  # the tee's description keeps its lock; ours is our own
+        reader = os.open(spool, os.O_RDONLY | os.O_CLOEXEC)
+        fcntl.flock(reader, fcntl.LOCK_SH)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in detach_fds:
             os.dup2(null, fd)
-        Recorder(writer, session_id).run(read_end)
+        Recorder(writer, session_id).run(reader, alive_read)
         writer.close()
+        os.unlink(spool)  # the trace is complete: the raw copy goes (before our lock does)
     except BaseException:  # noqa: BLE001 - a child of fork must never return into the tee's code
         import traceback
 
@@ -231,3 +272,44 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
         status = 1
     finally:
         os._exit(status)
+
+
+def recover(trace: Path, spool: Path) -> bool:
+    """Finish `trace` from the spool its recorder left (killed with its tee); True if it was finished.
+
+    Re-decodes the whole spool as the recorder would have, checks that the
+    trace's events are the beginning of the result, and appends the rest (a
+    torn last line is replaced). Leaves both files alone while a tee or its
+    recorder still holds the spool, or when the trace is not the spool's.
+    A torn last frame (its writer killed inside the `writev`) was never
+    forwarded, so dropping it loses nothing that crossed the tee.
+    """
+    try:
+        fd = os.open(spool, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False  # finished meanwhile
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live recording
+        data = handle.read()
+        if len(data) < HEADER.size or HEADER.unpack_from(data)[0] != START:
+            return False
+        length = HEADER.unpack_from(data)[2]
+        start = orjson.loads(data[HEADER.size : HEADER.size + length])
+        encoder = TraceWriter(os.devnull, transport=STDIO, redactor=Redactor(start["redact"]))
+        encoder.close()  # only its encoding is used
+        _, records = Recorder(encoder, start["session"]).take(data, len(data))
+        wanted = b"".join(records).split(b"\n")[:-1]
+        with open(trace, "r+b") as out:
+            have = out.read()
+            whole = have.rfind(b"\n") + 1  # past the last complete line
+            lines = have[:whole].split(b"\n")[1:-1]  # the recorder's lines, after the tee's header line
+            if lines != wanted[: len(lines)]:
+                return False
+            out.truncate(whole)
+            out.seek(whole)
+            out.write(b"".join(line + b"\n" for line in wanted[len(lines) :]))
+        os.unlink(spool)
+    return True

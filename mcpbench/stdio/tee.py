@@ -6,12 +6,14 @@ server stdout→host, server stderr→our stderr) with blocking reads and writes
 so neither direction can stall the other.
 
 Bytes pass through unchanged, as soon as they are read: a chunk is forwarded
-whole, even mid-line. Just before, a copy goes to the recorder process
-(`recorder.py`), which does the decoding and writing off the bytes' path. A
-chunk reaches the recorder before the peer can answer it, so the trace's order
-is causal.
+whole, even mid-line. Just before, it is appended to the trace's spool file,
+which the recorder process (`recorder.py`) turns into events off the bytes'
+path. A chunk is in the spool (in the kernel) before the peer can answer it, so
+the trace's order is causal and a kill of the whole process tree loses nothing
+that was forwarded.
 """
 
+import errno
 import os
 import select
 import shlex
@@ -19,11 +21,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 
 from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.rules import STDIO
 from mcpbench.stdio import recorder
-from mcpbench.trace.format import Kind, now
+from mcpbench.trace.format import Kind
 from mcpbench.trace.writer import TraceWriter
 
 # One read takes at most a pipe's default capacity on Linux: larger reads only
@@ -35,10 +39,10 @@ READ_SIZE = 64 * 1024
 DRAIN_TIMEOUT = 5.0
 
 # How long the tee waits, at exit, for the recorder to write what is still in
-# the channel. Past it the recorder finishes on its own; the host need not wait.
+# the spool. Past it the recorder finishes on its own; the host need not wait.
 RECORDER_TIMEOUT = 60.0
 
-TRANSPORT = "stdio"
+TRANSPORT = STDIO
 
 # Signals the tee passes on to the server instead of acting on them itself.
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -61,8 +65,10 @@ class Tee:
         self.session_id = uuid.uuid4().hex[:12]
         self.fds = (stdin, stdout, stderr)
         self.proc: subprocess.Popen | None = None
-        self._channel: int | None = None
-        self._channel_lock = threading.Lock()  # frames from three threads must not interleave
+        self._channel: int | None = None  # the spool while recording; None once stopped
+        self._spool: int | None = None  # the spool's descriptor, to close
+        self._channel_lock = threading.Lock()  # for stopping: never taken on the bytes' path
+        self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
 
     def run(self) -> int:
@@ -74,7 +80,8 @@ class Tee:
         stdin, stdout, stderr = self.fds
         if self.writer is not None:
             # Fork before any thread exists: fork copies only the calling thread.
-            self._recorder_pid, self._channel = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
+            self._recorder_pid, self._spool, self._alive = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
+            self._channel = self._spool
         try:
             # A process group of its own: a Ctrl-C in the host's terminal then
             # reaches the server once, through us, not twice.
@@ -114,7 +121,7 @@ class Tee:
             pump.join(DRAIN_TIMEOUT)
         status = 128 - code if code < 0 else code
         self._event(kind=Kind.PROCESS, event="exit", exit_code=status, signal=-code if code < 0 else None)
-        self._finish_recording()
+        self._finish_recording(pumps)
         return status
 
     def _forward_signal(self, signum: int, frame: object) -> None:
@@ -124,18 +131,25 @@ class Tee:
     def _pump(self, src: int, dst: int, kind: int, close_dst) -> None:
         # The loop runs once per message in an interactive session, with the
         # peer waiting: names are bound once and the common case takes one
-        # `writev` to the recorder and one `write` onward.
-        read, write, pack, clock, lock = os.read, os.write, recorder.HEADER.pack, now, self._channel_lock
+        # `write` to the spool and one `write` onward. No lock: the spool is
+        # opened O_APPEND, so each thread's `write` of a whole frame lands whole.
+        # One `write` of header + chunk beats a `writev` of the two for the
+        # small chunks an MCP session is made of (the copy costs less than the
+        # iovec); the time is packed as integer µs, converted by the recorder.
+        read, write, pack, clock, overhead = os.read, os.write, recorder.HEADER.pack, time.time_ns, recorder.HEADER.size
         forwarding = True
         while True:
             try:
                 chunk = read(src, READ_SIZE)
             except OSError:
                 chunk = b""
-            if self._channel is not None:  # an empty chunk tells the recorder: EOF
-                header = pack(kind, clock(), len(chunk))
-                with lock:
-                    self._send_locked(header, chunk)
+            spool = self._channel  # read each time: once one pump fails, none appends any more
+            if spool is not None:  # an empty chunk tells the recorder: EOF
+                try:
+                    if write(spool, pack(kind, clock() // 1000, len(chunk)) + chunk) < overhead + len(chunk):
+                        raise OSError(errno.ENOSPC, "short write (disk full?)")
+                except OSError as exc:
+                    self._spool_failed(exc)
             if not chunk:
                 break
             if forwarding:
@@ -157,33 +171,33 @@ class Tee:
             pass
 
     def _event(self, **event: object) -> None:
-        header, payload = recorder.event_frame(now(), event)
-        with self._channel_lock:
-            self._send_locked(header, payload)
+        spool = self._channel
+        if spool is not None:
+            try:
+                os.writev(spool, recorder.event_frame(time.time_ns() // 1000, event))
+            except OSError as exc:
+                self._spool_failed(exc)
 
-    def _send_locked(self, header: bytes, payload: bytes) -> None:
-        """One frame to the recorder; the caller holds the channel lock, so frames never interleave."""
-        channel = self._channel
-        if channel is None:
-            return
-        try:
-            written = os.writev(channel, (header, payload))
-            if written < len(header) + len(payload):  # a signal cut the write short: send the rest
-                rest = memoryview(header + payload)[written:]
-                while rest:
-                    rest = rest[os.write(channel, rest) :]
-        except OSError as exc:
-            # Never break the observed session: stop recording, say so once.
-            print(f"mcpbench: recorder gone ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
-            os.close(channel)
-            self._channel = None
-
-    def _finish_recording(self) -> None:
-        """Close the channel and give the recorder time to write what it holds."""
+    def _spool_failed(self, exc: OSError) -> None:
+        """Never break the observed session (a full disk, say): stop recording, say so once."""
         with self._channel_lock:
             if self._channel is not None:
-                os.close(self._channel)
-                self._channel = None
+                print(f"mcpbench: cannot append to the spool ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
+                self._channel = None  # not closed: another pump may be writing to it
+
+    def _finish_recording(self, pumps: list[threading.Thread] = ()) -> None:
+        """Tell the recorder we are done and give it time to write what it has not yet.
+
+        The spool is closed only once no pump can write to it any more (the
+        host may keep our stdin open past the server's exit); else at our exit.
+        """
+        with self._channel_lock:
+            if self._alive is not None:
+                os.close(self._alive)  # the recorder now drains the spool to its end
+                self._alive = None
+            if self._spool is not None and not any(pump.is_alive() for pump in pumps):
+                os.close(self._spool)
+                self._channel = self._spool = None
         if self._recorder_pid is None:
             return
         pidfd = os.pidfd_open(self._recorder_pid)

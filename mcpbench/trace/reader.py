@@ -25,6 +25,7 @@ import orjson
 
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace.format import FORMAT_VERSION, Kind
+from mcpbench.trace import spool
 
 REQUIRED = ("v", "ts", "kind")
 
@@ -61,6 +62,7 @@ class TraceReader:
         self.lines = 0
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        spool.finish(self.path)  # a recording killed with its recorder: complete it first
         try:
             handle = open(self.path, "rb")
         except OSError as exc:

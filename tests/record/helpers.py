@@ -46,10 +46,11 @@ class Proxy:
 
 
 @contextlib.contextmanager
-def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), addon: bool = True) -> Iterator[Proxy]:
+def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), addon: bool = True, **popen) -> Iterator[Proxy]:
     """mitmdump in reverse mode to 127.0.0.1:`upstream_port` (regular proxy mode when None).
 
     Stopped with SIGTERM, which runs the addon's `done` hooks, so the trace is complete afterwards.
+    `popen`: more arguments for `subprocess.Popen` (`start_new_session`, say).
     """
     port = free_port()
     mode = f"reverse:http://{HOST}:{upstream_port}" if upstream_port else "regular"
@@ -59,7 +60,7 @@ def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), a
     argv += list(extra)
     log = trace.with_suffix(".mitmdump.log")
     with log.open("wb") as err:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err, **popen)
     try:
         try:
             wait_for_port(HOST, port, proc=proc)
@@ -68,6 +69,26 @@ def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), a
         yield Proxy(port=port, base=f"http://{HOST}:{port}", trace=trace, proc=proc, log=log)
     finally:
         stop_process(proc)
+
+
+@contextlib.contextmanager
+def record_proxy(upstream: str, trace: Path, **popen) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`mcpbench record --upstream upstream` on an ephemeral port: yields (the URL to use, the process).
+
+    Stopped with SIGTERM (which completes the trace) when the block exits, unless already ended.
+    """
+    argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:0", "--out", str(trace)]
+    log = trace.with_suffix(".record.log")
+    with log.open("wb") as err:
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, **popen)
+    try:
+        url = proc.stdout.readline().decode().strip()  # printed once mitmproxy listens
+        if not url:
+            raise ServerStartError(f"mcpbench record printed no URL\n{log.read_text(errors='replace')}")
+        yield url, proc
+    finally:
+        stop_process(proc)
+        proc.stdout.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,141 @@
+"""Nothing that crossed a recorder is lost when its whole process tree is killed with SIGKILL.
+
+A host killing its process group, or the OOM killer, takes the tee, its recorder and the server
+at once, right after the last answer went out. Every message the client saw must be in the trace
+(read back with the trace reader, as every command does), in every try.
+"""
+
+import http.client
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from mcpbench.trace import TraceReader
+from mcpbench.trace.spool import spool_path
+from tests.record.helpers import mitmdump, record_proxy
+from tests.stdio.test_tee import wait_for_exit
+from tests.support.servers import HOST, reference_server
+
+TEE = [sys.executable, "-m", "mcpbench", "tee"]
+TEE_TRIES = 20
+# An HTTP try starts a proxy (1-3 s on a busy machine): fewer tries keep the test's time bounded.
+HTTP_TRIES = 10
+REQUESTS = 5
+WAIT = 60.0  # a bound for any one wait; never a timing assertion
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+def kill_tree(pids: list[int]) -> None:
+    """SIGKILL every process group and process in `pids` back to back, then wait until all are gone."""
+    for pid in pids:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for pid in pids:
+        wait_for_exit(pid, WAIT)
+
+
+def recorded(trace: Path) -> tuple[list[dict], str | None]:
+    reader = TraceReader(trace)
+    return [e for e in reader if e["kind"] == "message"], reader.torn
+
+
+def test_tee_tree_killed_right_after_the_last_answer(tmp_path: Path) -> None:
+    kept = []
+    for attempt in range(TEE_TRIES):
+        trace = tmp_path / f"{attempt}.jsonl"
+        proc = subprocess.Popen(
+            TEE + ["--out", str(trace), "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+        )
+        try:
+            tree = []
+            for n in range(REQUESTS):
+                line = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}\n' % n
+                proc.stdin.write(line)
+                proc.stdin.flush()
+                assert proc.stdout.readline() == line  # `cat` answers with the request itself
+                if n == 0:
+                    tree = [proc.pid, *children(proc.pid)]  # the recorder, and cat in its own group
+            kill_tree(tree)  # right after the last answer
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
+        messages, torn = recorded(trace)
+        both = [sum(1 for e in messages if e["dir"] == d) for d in ("c2s", "s2c")]
+        kept.append(sum(both))
+        # All that crossed is there; only a torn last line may be missing.
+        assert both == [REQUESTS, REQUESTS] or (torn and sum(both) == 2 * REQUESTS - 1), (attempt, both, torn)
+        assert [e["msg"]["id"] for e in messages if e["dir"] == "s2c"][:REQUESTS] == list(range(REQUESTS))[: both[1]]
+        assert not spool_path(trace).exists()  # the reader completed the trace and removed the spool
+    assert kept == [2 * REQUESTS] * TEE_TRIES
+
+
+def post(conn: http.client.HTTPConnection, path: str, message: dict, headers: dict) -> tuple[dict, bytes]:
+    conn.request("POST", path, orjson.dumps(message), {"content-type": "application/json", "accept": "application/json, text/event-stream", **headers})
+    response = conn.getresponse()
+    return dict(response.getheaders()), response.read()
+
+
+def session(url: str) -> int:
+    """A handshake and calls against `url` (SSE answers), read to the end; the messages that crossed."""
+    parts = url.split("/", 3)
+    conn = http.client.HTTPConnection(parts[2], timeout=WAIT)
+    path = "/" + parts[3]
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    headers, body = post(conn, path, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, {})
+    assert b'"result"' in body
+    ids = {"mcp-session-id": {k.lower(): v for k, v in headers.items()}["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    post(conn, path, {"jsonrpc": "2.0", "method": "notifications/initialized"}, ids)
+    for n in range(1, REQUESTS + 1):
+        call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": str(n)}}}
+        _, body = post(conn, path, call, ids)
+        assert b'"result"' in body
+    conn.close()
+    return 2 * (REQUESTS + 1) + 1  # requests and their answers, and `initialized`
+
+
+@pytest.fixture(scope="module")
+def server():
+    with reference_server("streamable-http") as running:
+        yield running
+
+
+def http_try(trace: Path, start) -> int:
+    """One killed HTTP recording: the messages the trace kept (after asserting they are all there)."""
+    with start(trace) as (url, proc):
+        crossed = session(url)
+        kill_tree([proc.pid])  # right after the last answer
+    messages, torn = recorded(trace)
+    assert len(messages) == crossed or (torn and len(messages) == crossed - 1), (len(messages), crossed, torn)
+    return len(messages)
+
+
+def test_mcpbench_record_killed_right_after_the_last_answer(tmp_path: Path, server) -> None:
+    upstream = f"http://{HOST}:{server.port}/mcp"
+    kept = [http_try(tmp_path / f"{n}.jsonl", lambda trace: record_proxy(upstream, trace, start_new_session=True)) for n in range(HTTP_TRIES)]
+    assert len(kept) == HTTP_TRIES
+
+
+def test_mitmdump_with_the_addon_killed_right_after_the_last_answer(tmp_path: Path, server) -> None:
+    import contextlib
+
+    @contextlib.contextmanager
+    def start(trace):
+        with mitmdump(server.port, trace, start_new_session=True) as proxy:
+            yield proxy.url("/mcp"), proxy.proc
+
+    kept = [http_try(tmp_path / f"{n}.jsonl", start) for n in range(HTTP_TRIES)]
+    assert len(kept) == HTTP_TRIES
