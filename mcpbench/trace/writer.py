@@ -19,6 +19,7 @@ import orjson
 
 from mcpbench import __version__
 from mcpbench.protocol.errors import TraceError
+from mcpbench.trace.compact import Compactor
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 
@@ -63,6 +64,8 @@ class TraceWriter:
         self.events = 0
         self._lock = threading.Lock()
         self._prefixes: dict[tuple[str | None, str], tuple[bytes, bytes]] = {}
+        # Events of an HTTP flow leave out what earlier lines said (format v2, `trace/compact.py`).
+        self._compactor = Compactor({"transport": transport, **(header or {})})
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -92,7 +95,10 @@ class TraceWriter:
             "dir": event.pop("dir", None),
             "kind": event.pop("kind"),
         }
-        return orjson.dumps(head | event) + b"\n"
+        event = head | event
+        if "flow" in event:
+            event = self._compactor.compact(event)
+        return orjson.dumps(event) + b"\n"
 
     def encode_message(
         self,
@@ -118,8 +124,10 @@ class TraceWriter:
         if raw.find(b"\n") >= 0:  # pretty-printed (an HTTP body): a trace line must stay one line
             raw = orjson.dumps(orjson.loads(raw))
         if extra:
-            head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
-            return orjson.dumps(head | extra)[:-1] + b',"msg":' + raw + b"}\n"
+            event = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE} | extra
+            if "flow" in event:
+                event = self._compactor.compact(event)
+            return orjson.dumps(event)[:-1] + b',"msg":' + raw + b"}\n"
         return self._head(session, direction, ts) + raw + b"}\n"
 
     def encode_messages(self, session: str | None, direction: str, raws: list[bytes], ts: float) -> bytes:
