@@ -25,6 +25,7 @@ import orjson
 
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace.compact import Expander
+from mcpbench.trace.compress import read_blocks
 from mcpbench.trace.format import FORMAT_VERSION, Kind
 
 REQUIRED = ("v", "ts", "kind")
@@ -69,8 +70,9 @@ class TraceReader:
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot read trace: {exc.strerror}") from None
         with handle:
+            blocks, notes = read_blocks(handle, READ_BYTES, self.path)  # decompressed: `.gz`, `.zst`
             pieces: list[bytes] = []  # the start of a line that has not ended yet
-            while block := handle.read(READ_BYTES):
+            for block in blocks:
                 cut = block.rfind(b"\n") + 1
                 if not cut:
                     pieces.append(block)
@@ -95,6 +97,8 @@ class TraceReader:
                 else:
                     self.lines += 1
                     yield self._expand(self._check(event, self.lines), self.lines)
+            if notes:
+                self.torn = "; ".join(([self.torn] if self.torn else []) + notes)
         if self.lines == 0:
             raise TraceError(f"{self.path}: empty trace")
 
