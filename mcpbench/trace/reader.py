@@ -24,6 +24,8 @@ from typing import Any
 import orjson
 
 from mcpbench.protocol.errors import TraceError
+from mcpbench.trace.compact import Expander
+from mcpbench.trace.compress import read_blocks
 from mcpbench.trace.format import FORMAT_VERSION, Kind
 from mcpbench.trace import spool
 
@@ -39,7 +41,7 @@ READ_BYTES = 1024 * 1024
 BATCH_BYTES = 32 * 1024
 
 _VERSION = itemgetter("v")
-_CURRENT = {FORMAT_VERSION}
+_KNOWN = frozenset(range(1, FORMAT_VERSION + 1))
 
 
 class TraceReader:
@@ -60,6 +62,8 @@ class TraceReader:
         self.header: dict[str, Any] | None = None
         self.torn: str | None = None
         self.lines = 0
+        # Version 2 leaves out of HTTP events what earlier lines said: restored here (`trace/compact.py`).
+        self._expander: Expander | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         spool.finish(self.path)  # a recording killed with its recorder: complete it first
@@ -68,8 +72,9 @@ class TraceReader:
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot read trace: {exc.strerror}") from None
         with handle:
+            blocks, notes = read_blocks(handle, READ_BYTES, self.path)  # decompressed: `.gz`, `.zst`
             pieces: list[bytes] = []  # the start of a line that has not ended yet
-            while block := handle.read(READ_BYTES):
+            for block in blocks:
                 cut = block.rfind(b"\n") + 1
                 if not cut:
                     pieces.append(block)
@@ -93,7 +98,9 @@ class TraceReader:
                     )
                 else:
                     self.lines += 1
-                    yield self._check(event, self.lines)
+                    yield self._expand(self._check(event, self.lines), self.lines)
+            if notes:
+                self.torn = "; ".join(([self.torn] if self.torn else []) + notes)
         if self.lines == 0:
             raise TraceError(f"{self.path}: empty trace")
 
@@ -111,12 +118,16 @@ class TraceReader:
                 events = events[1:]
                 first += 1
             if _well_formed(events):
-                yield from events
+                if self._expander is None or not any(map(contains, events, repeat("flow"))):
+                    yield from events
+                    return
+                for number, event in enumerate(events, first):
+                    yield self._expand(event, number)
                 return
             for number, event in enumerate(events, first):
-                if type(event) is not dict or "kind" not in event or "ts" not in event or event.get("v") != FORMAT_VERSION:
+                if type(event) is not dict or "kind" not in event or "ts" not in event or event.get("v") not in _KNOWN:
                     self._check(event, number)  # raises with the reason
-                yield event
+                yield self._expand(event, number)
             return
         for number, line in enumerate(data.split(b"\n")[:-1], first):
             self.lines = number
@@ -126,7 +137,7 @@ class TraceReader:
                 event = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise TraceError(f"{self.path}:{number}: not JSON: {exc}") from None
-            yield self._check(event, number)
+            yield self._expand(self._check(event, number), number)
 
     def _check(self, event: Any, number: int) -> dict[str, Any]:
         where = f"{self.path}:{number}"
@@ -141,13 +152,25 @@ class TraceReader:
             )
         if event["kind"] == Kind.TRACE and self.header is None:
             self.header = event
+            if event["v"] >= 2:
+                self._expander = Expander(event)
         elif number == 1:
             raise TraceError(f"{where}: no trace header: the first line must have kind 'trace'")
         return event
 
 
+    def _expand(self, event: dict[str, Any], number: int) -> dict[str, Any]:
+        """A version-2 event of an HTTP flow, complete again (other events as they are)."""
+        if self._expander is None or "flow" not in event:
+            return event
+        try:
+            return self._expander.expand(event)
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            raise TraceError(f"{self.path}:{number}: bad version-2 event: {exc}") from None
+
+
 def _well_formed(events: list[Any]) -> bool:
-    """Whether every event is an object with `kind`, `ts` and the current `v` (one C-level pass each)."""
+    """Whether every event is an object with `kind`, `ts` and a known `v` (one C-level pass each)."""
     if not events:
         return True
     if set(map(type, events)) != {dict}:
@@ -157,7 +180,7 @@ def _well_formed(events: list[Any]) -> bool:
     except KeyError:
         return False
     return (
-        versions == _CURRENT
+        versions <= _KNOWN
         and all(map(contains, events, repeat("kind")))
         and all(map(contains, events, repeat("ts")))
     )

@@ -5,6 +5,8 @@ Events are encoded whole and written with unbuffered `os.write`s: one per
 event, or one for all the events of one read (the tee), made before the bytes
 they describe are forwarded. After a kill -9 every event already written reads
 back, and at most the last line is torn, which the reader reports and skips.
+A path ending in `.gz` or `.zst` is written compressed, flushed at every write
+(`trace/compress.py`), with the same guarantee.
 """
 
 import os
@@ -12,6 +14,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,8 @@ import orjson
 
 from mcpbench import __version__
 from mcpbench.protocol.errors import TraceError
+from mcpbench.trace.compact import Compactor
+from mcpbench.trace.compress import compressor_for
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 
@@ -32,6 +37,19 @@ def default_trace_path(label: str) -> Path:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")[:60] or "session"
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"{time.time() % 1:.6f}"[1:].replace(".", "_")
     return folder / f"{stamp}-{safe}.jsonl"
+
+
+# Compressed writers of this process. After a fork (the tee hands its writer to the recorder it
+# forks), the child writes on: the parent closing its copy must not end the stream under it.
+_COMPRESSING: "weakref.WeakSet[TraceWriter]" = weakref.WeakSet()
+
+
+def _handed_over_after_fork() -> None:
+    for writer in list(_COMPRESSING):
+        writer._handed_over = True
+
+
+os.register_at_fork(after_in_parent=_handed_over_after_fork)
 
 
 class TraceWriter:
@@ -63,6 +81,13 @@ class TraceWriter:
         self.events = 0
         self._lock = threading.Lock()
         self._prefixes: dict[tuple[str | None, str], tuple[bytes, bytes]] = {}
+        # Events of an HTTP flow leave out what earlier lines said (format v2, `trace/compact.py`).
+        self._compactor = Compactor({"transport": transport, **(header or {})})
+        # `.gz` / `.zst`: compressed and flushed at every write (`trace/compress.py`).
+        self._compressor = compressor_for(self.path)
+        self._handed_over = False  # forked: the child writes on, so this process must not end the stream
+        if self._compressor is not None:
+            _COMPRESSING.add(self)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -92,7 +117,10 @@ class TraceWriter:
             "dir": event.pop("dir", None),
             "kind": event.pop("kind"),
         }
-        return orjson.dumps(head | event) + b"\n"
+        event = head | event
+        if "flow" in event:
+            event = self._compactor.compact(event)
+        return orjson.dumps(event) + b"\n"
 
     def encode_message(
         self,
@@ -118,8 +146,10 @@ class TraceWriter:
         if raw.find(b"\n") >= 0:  # pretty-printed (an HTTP body): a trace line must stay one line
             raw = orjson.dumps(orjson.loads(raw))
         if extra:
-            head = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE}
-            return orjson.dumps(head | extra)[:-1] + b',"msg":' + raw + b"}\n"
+            event = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE} | extra
+            if "flow" in event:
+                event = self._compactor.compact(event)
+            return orjson.dumps(event)[:-1] + b',"msg":' + raw + b"}\n"
         return self._head(session, direction, ts) + raw + b"}\n"
 
     def encode_messages(self, session: str | None, direction: str, raws: list[bytes], ts: float) -> bytes:
@@ -164,6 +194,9 @@ class TraceWriter:
             return
         with self._lock:
             try:
+                if self._compressor is not None:
+                    line = self._compressor.data(line)
+                    self._handed_over = False  # this process writes: it owns the stream's end
                 view = memoryview(line)
                 while view:  # a regular file takes it all at once; a pipe or full disk may not
                     view = view[os.write(self._fd, view) :]
@@ -176,6 +209,11 @@ class TraceWriter:
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
+                if self._compressor is not None and not self._handed_over and not self.failed:
+                    try:
+                        os.write(self._fd, self._compressor.end())
+                    except OSError:
+                        pass  # the stream stays unended: a reader still reads every line
                 os.close(self._fd)
                 self._fd = -1
 

@@ -117,6 +117,23 @@ def peer_server(transport: str = "streamable-http", *, json_response: bool = Fal
             stop_process(proc)
 
 
+@contextlib.contextmanager
+def record_command(upstream: str, out: Path, *extra: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`mcpbench record --upstream URL --out OUT` on an ephemeral port: (the process, the URL it printed).
+
+    Stopped when the block exits (the block itself may SIGINT it and check how it ended).
+    """
+    argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream,
+            "--listen", f"{HOST}:{free_port()}", "--out", str(out), *extra]
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = proc.stdout.readline().decode().strip()  # printed once mitmproxy listens
+        assert url.endswith("/mcp"), proc.stderr.read()
+        yield proc, url
+    finally:
+        stop_process(proc)
+
+
 def canonical(obj: Any) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
 

@@ -24,7 +24,8 @@ from mcpbench.record.har import to_har
 from mcpbench.record.proxy import parse_listen, parse_upstream
 from mcpbench.protocol.errors import TargetError
 from mcpbench.trace.reader import read_trace
-from tests.support.servers import REPO_ROOT, free_port, reference_server, stop_process
+from tests.record.helpers import record_command
+from tests.support.servers import REPO_ROOT, reference_server
 
 SSE_BODY = (
     b": ping - 2026-12-02 09:39:06\r\n\r\n"
@@ -217,25 +218,17 @@ def test_record_command(tmp_path: Path) -> None:
     from mcp import Client
 
     out = tmp_path / "t.jsonl"
-    with reference_server("streamable-http") as server:
-        argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", server.url,
-                "--listen", f"127.0.0.1:{free_port()}", "--out", str(out)]
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            url = proc.stdout.readline().decode().strip()  # printed once mitmproxy listens
-            assert url.endswith("/mcp"), proc.stderr.read()
+    with reference_server("streamable-http") as server, record_command(server.url, out) as (proc, url):
 
-            async def main():
-                with anyio.fail_after(30):
-                    async with Client(url, mode="legacy") as client:
-                        return (await client.call_tool("echo", {"text": "hi"})).content[0].text
+        async def main():
+            with anyio.fail_after(30):
+                async with Client(url, mode="legacy") as client:
+                    return (await client.call_tool("echo", {"text": "hi"})).content[0].text
 
-            assert anyio.run(main) == "hi"
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(15) == 0
-            assert b"wrote" in proc.stderr.read()
-        finally:
-            stop_process(proc)
+        assert anyio.run(main) == "hi"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) == 0
+        assert b"wrote" in proc.stderr.read()
     events = list(read_trace(out))
     assert any(e["kind"] == "message" and e["msg"].get("method") == "tools/call" for e in events)
     assert any(e["kind"] == "http" and e["method"] == "DELETE" for e in events)

@@ -24,7 +24,7 @@ def test_round_trip_keeps_message_bytes_and_mode_0600(tmp_path):
     assert [e["kind"] for e in events] == ["trace", "message", "stderr"]
     header, message, stderr = events
     assert header["command"] == ["srv"] and header["session"] is None
-    assert message == {"v": 1, "ts": 1.5, "session": "s1", "transport": "stdio", "dir": "c2s", "kind": "message",
+    assert message == {"v": 2, "ts": 1.5, "session": "s1", "transport": "stdio", "dir": "c2s", "kind": "message",
                        "msg": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}
     assert set(stderr) >= {"v", "ts", "session", "transport", "dir", "kind"}
     # the message is spliced byte for byte, key order included

@@ -1,0 +1,444 @@
+"""Trace format v2: what an HTTP event shares with its flow and session is written once.
+
+An HTTP recording repeats itself: every event of one exchange (a mitmproxy flow) names the same
+session, connection, method and path; each message of an SSE answer repeats the answer's status
+and headers; the `http` event repeats them all; and a client sends nearly the same headers on
+every request of a session. Version 2 leaves out of each event what a reader can restore from
+the lines before it (docs/trace-format-http.md, "Version 2"), and `Expander` restores it, so every
+consumer of `TraceReader` gets the events version 1 wrote.
+
+`Compactor` (the writer's side) and `Expander` (the reader's) hold the same state, moved on by
+the same function (`_State.update`) from each full event, in file order; a field is left out only
+when it equals the default the reader computes (`_State.defaults`, shared). Only events with a
+`flow` are touched: stdio traces are written as in version 1.
+"""
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from http import HTTPStatus
+from typing import Any
+
+from mcpbench.trace.format import Kind
+
+# Flows and sessions whose state is kept at once, the least recently used dropped first (writer and
+# reader drop the same ones). Events of a flow come within moments of each other (a long GET stream
+# keeps its flow alive by its events); 10,000 covers the open exchanges of a large load test.
+MAX_FLOWS = 10_000
+MAX_SESSIONS = 10_000
+
+# Where a version-2 event lists the fields it does not have although the reader would restore them.
+ABSENT = "_absent"
+
+_MISSING = object()
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+_SSE_MESSAGE = {"event": "message"}
+_TIMES = ("started", "responded", "ended")  # an `http` event's times, written as offsets from its `ts`
+_HEAD_DIRS = {Kind.HTTP: None, Kind.STREAM: None, Kind.ERROR: None, Kind.SSE: "s2c"}
+# Header blocks of an event, by kind: (field, side); `side` is "req" or "resp" (messages: by `dir`).
+_BLOCKS = {
+    Kind.STREAM: (("headers", "resp"),),
+    Kind.HTTP: (("request_headers", "req"), ("response_headers", "resp")),
+}
+
+
+class Flow:
+    """What the events of one flow so far said once (the full values)."""
+
+    __slots__ = ("id", "session", "transport", "conn", "method", "path", "status", "req", "resp", "streamed", "stream_bytes", "stream_error")
+
+    def __init__(self, flow_id: Any, state: "_State") -> None:
+        self.id = flow_id
+        self.session = state.last_session
+        self.transport = None
+        self.conn = state.last_conn
+        self.method = state.last_method
+        self.path = state.last_path
+        self.status = _MISSING
+        self.req: dict | None = None
+        self.resp: dict | None = None
+        self.streamed = False
+        self.stream_bytes = _MISSING
+        self.stream_error = _MISSING
+
+
+def _content_length(headers: Any) -> int:
+    if isinstance(headers, dict):
+        value = headers.get("content-length")
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    return 0
+
+
+def _content_type(headers: Any) -> Any:
+    return headers.get("content-type") if isinstance(headers, dict) else _MISSING
+
+
+def header_delta(base: dict, block: dict) -> list:
+    """The v2 delta that makes `block` from `base`, order included (see `apply_delta`).
+
+    Names after the longest run that both keep in the same order are removed and set again, so
+    they come back in `block`'s order.
+    """
+    names = list(block)
+    kept = [name for name in base if name in block]
+    same = 0
+    for name, other in zip(kept, names):
+        if name != other:
+            break
+        same += 1
+    removed = [name for name in base if name not in block] + kept[same:]
+    changed = {name: block[name] for name in names[:same] if base[name] != block[name]}
+    changed.update((name, block[name]) for name in names[same:])
+    return [changed, removed] if removed else [changed]
+
+
+def apply_delta(base: dict, delta: list) -> dict:
+    """A header block from `base` and a v2 delta `[set]` or `[set, removed names]`."""
+    block = dict(base)
+    if len(delta) > 1:
+        for name in delta[1]:
+            block.pop(name, None)
+    block.update(delta[0])
+    return block
+
+
+class _State:
+    """The state both sides keep; `update` moves it on from one full event."""
+
+    def __init__(self, header: dict) -> None:
+        self.transport = header.get("transport")
+        upstream = header.get("upstream")
+        self.upstream = upstream.rstrip("/") if isinstance(upstream, str) else None
+        self.flows: OrderedDict[Any, Flow] = OrderedDict()  # by flow id (writer) or ordinal (reader)
+        self.next_ordinal = 1
+        self.session_blocks: OrderedDict[Any, dict[tuple, dict]] = OrderedDict()
+        self.last_blocks: dict[tuple, dict] = {}
+        self.last_session: Any = None
+        self.last_conn: Any = _MISSING
+        self.last_method: Any = _MISSING
+        self.last_path: Any = _MISSING
+
+    def _new_flow(self, key: Any, flow_id: Any) -> Flow:
+        """A flow named for the first time; it takes the next ordinal, its alias in later lines."""
+        # A new flow's session, connection, method and path default to the last ones named: one
+        # client's exchanges follow each other.
+        flow = self.flows[key] = Flow(flow_id, self)
+        self.next_ordinal += 1
+        if len(self.flows) > MAX_FLOWS:
+            self.flows.popitem(last=False)
+        return flow
+
+    def base(self, side: str, kind: str, flow: Flow, session: Any) -> dict | None:
+        """The block a delta is taken against: the flow's of that side, else the last one in its
+        slot (`_slot`) in the session, else in the file."""
+        inherited = flow.req if side == "req" else flow.resp
+        if inherited is not None:
+            return inherited
+        slot = _slot(side, kind)
+        blocks = self.session_blocks.get(session)
+        if blocks is not None and slot in blocks:
+            return blocks[slot]
+        return self.last_blocks.get(slot)
+
+    def defaults(self, kind: str, event: dict, flow: Flow) -> Iterator[tuple[str, Any]]:
+        """Top-level fields the reader restores when absent, with their values, in restoring order.
+
+        A generator: the reader restores each before the next is computed, so a default may read
+        fields restored before it (or blocks, restored first).
+        """
+        yield "session", flow.session
+        yield "transport", flow.transport if flow.transport is not None else self.transport
+        if kind in _HEAD_DIRS:
+            yield "dir", _HEAD_DIRS[kind]
+        if kind == Kind.MESSAGE and flow.streamed and event.get("dir") == "s2c":
+            yield "sse", _SSE_MESSAGE  # a message in an SSE answer: `event: message`, no id
+        if kind not in (Kind.HTTP, Kind.STREAM, Kind.ERROR):
+            return
+        yield "conn", flow.conn
+        yield "method", flow.method
+        yield "path", flow.path
+        if kind == Kind.STREAM:
+            if event.get("event") == "open":
+                yield "status", flow.status
+                yield "content_type", _content_type(event.get("headers"))
+        elif kind == Kind.HTTP:
+            yield "mcp", True
+            yield "http_version", "HTTP/1.1"
+            path = event.get("path")
+            yield "url", self.upstream + path if self.upstream is not None and isinstance(path, str) else _MISSING
+            yield "request_content_type", _content_type(event.get("request_headers"))
+            yield "request_size", _content_length(event.get("request_headers"))
+            yield "status", flow.status
+            response = event.get("response_headers")
+            if isinstance(response, dict):
+                status = event.get("status")
+                yield "content_type", response.get("content-type")
+                yield "reason", _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING
+                if flow.streamed:
+                    yield "streamed", True
+                    yield "response_size", flow.stream_bytes
+                else:
+                    yield "response_size", _content_length(response)
+            yield "error", flow.stream_error  # a broken stream: the exchange failed the same way
+
+    def http_defaults(self, direction: Any, http: dict, flow: Flow) -> Iterator[tuple[str, Any]]:
+        """The same for a message's `http` object."""
+        yield "method", flow.method
+        yield "path", flow.path
+        if direction == "s2c":
+            yield "status", flow.status
+        yield "content_type", _content_type(http.get("headers"))
+
+    def update(self, event: dict, flow: Flow) -> None:
+        """Move the state on from one full event of `flow`."""
+        kind = event.get("kind")
+        session = event.get("session")
+        flow.session = self.last_session = session
+        flow.transport = event.get("transport")
+        for name in ("conn", "method", "path"):
+            if name in event:
+                setattr(flow, name, event[name])
+        http = event.get("http") if kind == Kind.MESSAGE else None
+        if isinstance(http, dict):
+            if "method" in http:
+                flow.method = http["method"]
+            if "path" in http:
+                flow.path = http["path"]
+        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
+        if kind == Kind.MESSAGE:
+            if isinstance(http, dict):
+                if "status" in http:
+                    flow.status = http["status"]
+                if isinstance(http.get("headers"), dict):
+                    self._block(session, _side(event), kind, http["headers"], flow)
+        elif kind in _BLOCKS:
+            if "status" in event:
+                flow.status = event["status"]
+            for field, side in _BLOCKS[kind]:
+                if isinstance(event.get(field), dict):
+                    self._block(session, side, kind, event[field], flow)
+            if kind == Kind.STREAM:
+                if event.get("event") == "open":
+                    flow.streamed = True
+                if "bytes" in event:
+                    flow.stream_bytes = event["bytes"]
+                if event.get("event") == "error":
+                    flow.stream_error = event.get("error", _MISSING)
+
+    def _block(self, session: Any, side: str, kind: str, block: dict, flow: Flow) -> None:
+        if side == "req":
+            flow.req = block
+        else:
+            flow.resp = block
+        slot = _slot(side, kind)
+        self.last_blocks[slot] = block
+        blocks = self.session_blocks.get(session)
+        if blocks is None:
+            blocks = self.session_blocks[session] = {}
+            if len(self.session_blocks) > MAX_SESSIONS:
+                self.session_blocks.popitem(last=False)
+        else:
+            self.session_blocks.move_to_end(session)
+        blocks[slot] = block
+
+
+def _times_as_offsets(event: dict) -> None:
+    """An `http` event's times as `[µs after ts]` (negative: before) when they read back exactly."""
+    ts = event["ts"]
+    for name in _TIMES:
+        value = event.get(name)
+        if type(value) is float:
+            offset = round((value - ts) * 1e6)
+            if round(ts + offset / 1e6, 6) == value:
+                event[name] = [offset]
+
+
+def _times_from_offsets(event: dict) -> None:
+    ts = event["ts"]
+    for name in _TIMES:
+        value = event.get(name)
+        if type(value) is list:
+            event[name] = round(ts + value[0] / 1e6, 6)
+
+
+def _slot(side: str, kind: str) -> tuple:
+    """Where the last block of a side is kept: a client sends much the same request headers on
+    every exchange, while a server's headers differ by answer (JSON, SSE, a bare status)."""
+    return (side,) if side == "req" else (side, kind)
+
+
+def _side(event: dict) -> str:
+    """Which header block a message's `http.headers` is: the request's (c2s) or the response's."""
+    return "req" if event.get("dir") == "c2s" else "resp"
+
+
+def _blocks(kind: Any, event: dict) -> tuple[tuple[str, str], ...]:
+    if kind == Kind.MESSAGE:
+        return (("headers", _side(event)),)
+    if kind == Kind.STREAM and event.get("event") != "open":
+        return ()
+    return _BLOCKS.get(kind, ())
+
+
+class Compactor(_State):
+    """The writer's side: `compact(event)` gives the v2 form of a full event (the same object when it has no flow)."""
+
+    def __init__(self, header: dict) -> None:
+        super().__init__(header)
+        # (id(base), id(block)) -> (base, block, delta): the addon shares block dicts between
+        # exchanges with the same raw headers, so a delta is computed once per pair.
+        self._deltas: dict[tuple[int, int], tuple] = {}
+
+    def compact(self, event: dict) -> dict:
+        flow_id = event.get("flow")
+        if flow_id is None:
+            return event
+        out = dict(event)
+        flow = self.flows.get(flow_id)
+        if flow is None:
+            flow = self._new_flow(flow_id, self.next_ordinal)  # the writer's `id`: the alias it writes
+        else:
+            self.flows.move_to_end(flow_id)
+            out["flow"] = flow.id
+        kind = event.get("kind")
+        session = event.get("session")
+        absent: list[str] = []
+        if kind == Kind.MESSAGE:
+            http = event.get("http")
+            if isinstance(http, dict):
+                small = dict(http)
+                http_absent = self._compact_blocks(small, http, kind, _blocks(kind, event), flow, session)
+                http_absent += self._omit(small, http, self.http_defaults(event.get("dir"), http, flow))
+                if http_absent:
+                    small[ABSENT] = http_absent
+                if small:
+                    out["http"] = small
+                else:
+                    del out["http"]
+            else:
+                absent.append("http")
+        else:
+            absent += self._compact_blocks(out, event, kind, _blocks(kind, event), flow, session)
+            if kind == Kind.HTTP:
+                _times_as_offsets(out)
+        absent += self._omit(out, event, self.defaults(kind, event, flow))
+        if absent:
+            out[ABSENT] = absent
+        self.update(event, flow)
+        return out
+
+    @staticmethod
+    def _omit(out: dict, full: dict, defaults: Iterator[tuple[str, Any]]) -> list[str]:
+        """Drop from `out` what equals its default; the names of defaults `full` does not have."""
+        absent = []
+        for name, value in defaults:
+            if value is _MISSING:
+                continue
+            if name in full:
+                if full[name] == value and type(full[name]) is type(value):
+                    del out[name]
+            else:
+                absent.append(name)
+        return absent
+
+    def _compact_blocks(self, out: dict, full: dict, kind: str, fields, flow: Flow, session: Any) -> list[str]:
+        """Leave out the header blocks the flow had; write the others as deltas when that reads back exactly."""
+        absent = []
+        for field, side in fields:
+            block = full.get(field, _MISSING)
+            base = self.base(side, kind, flow, session)
+            if type(block) is not dict:
+                if block is _MISSING and base is not None:
+                    absent.append(field)
+                continue
+            if base is None:
+                continue
+            if base is block or base == block:
+                del out[field]
+                continue
+            key = (id(base), id(block))
+            cached = self._deltas.get(key)
+            if cached is None or cached[0] is not base or cached[1] is not block:
+                delta = header_delta(base, block)
+                if list(apply_delta(base, delta).items()) != list(block.items()):
+                    delta = None  # cannot happen (header_delta keeps order); the full block then
+                if len(self._deltas) >= MAX_SESSIONS:
+                    self._deltas.clear()
+                cached = self._deltas[key] = (base, block, delta)
+            if cached[2] is not None:
+                out[field] = cached[2]
+        return absent
+
+
+class Expander(_State):
+    """The reader's side: `expand(event)` gives back the full (v1-shaped) event of a v2 event.
+
+    Raises:
+        ValueError: the event names a flow or a header base that no line before it had.
+    """
+
+    def expand(self, event: dict) -> dict:
+        ref = event.get("flow")
+        if ref is None:
+            return event
+        if type(ref) is int:
+            flow = self.flows.get(ref)
+            if flow is None:
+                raise ValueError(f"flow #{ref} was not named before (or too long ago)")
+            self.flows.move_to_end(ref)
+        else:
+            flow = self._new_flow(self.next_ordinal, ref)
+        full = dict(event)
+        full["flow"] = flow.id
+        kind = full.get("kind")
+        session = full.get("session", flow.session)
+        absent = full.pop(ABSENT, ())
+        if kind == Kind.MESSAGE:
+            if "http" not in absent:
+                http = full["http"] = dict(full.get("http") or {})
+                http_absent = http.pop(ABSENT, ())
+                self._expand_blocks(http, kind, _blocks(kind, full), flow, session, http_absent)
+                self._restore(http, self.http_defaults(full.get("dir"), http, flow), http_absent)
+        else:
+            self._expand_blocks(full, kind, _blocks(kind, full), flow, session, absent)
+            if kind == Kind.HTTP:
+                _times_from_offsets(full)
+        self._restore(full, self.defaults(kind, full, flow), absent)
+        self.update(full, flow)
+        return _detached(full)
+
+    @staticmethod
+    def _restore(full: dict, defaults: Iterator[tuple[str, Any]], absent) -> None:
+        # Written as it goes: a default may read fields restored before it.
+        for name, value in defaults:
+            if value is not _MISSING and name not in full and name not in absent:
+                full[name] = value
+
+    def _expand_blocks(self, full: dict, kind: str, fields, flow: Flow, session: Any, absent) -> None:
+        for field, side in fields:
+            value = full.get(field, _MISSING)
+            if value is _MISSING:
+                base = self.base(side, kind, flow, session)
+                if base is not None and field not in absent:
+                    full[field] = base
+            elif type(value) is list:
+                base = self.base(side, kind, flow, session)
+                if base is None or not value or not isinstance(value[0], dict):
+                    raise ValueError(f"{field}: a header delta without a block before it")
+                full[field] = apply_delta(base, value)
+
+
+def _detached(event: dict) -> dict:
+    """`event` with its own copies of the dicts the state keeps (header blocks, `http`, `sse`).
+
+    A consumer may change the events it gets; the state read by later lines must not change.
+    """
+    for name in ("headers", "request_headers", "response_headers", "sse"):
+        if type(event.get(name)) is dict:
+            event[name] = dict(event[name])
+    http = event.get("http")
+    if type(http) is dict:
+        http = event["http"] = dict(http)
+        if type(http.get("headers")) is dict:
+            http["headers"] = dict(http["headers"])
+    return event

@@ -1,0 +1,98 @@
+"""Trace format v2: HTTP events written lean read back as the events version 1 wrote.
+
+The v1 files in `data/` are real recordings made by the v1 writer (mcpbench record, official SDK
+client in `legacy` and `auto` mode against the reference server, with JSON and with SSE answers).
+"""
+
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcpbench.protocol.errors import TraceError
+from mcpbench.trace import FORMAT_VERSION, TraceReader, TraceWriter
+from mcpbench.trace.compact import apply_delta, header_delta
+
+DATA = Path(__file__).with_name("data")
+V1_FILES = sorted(DATA.glob("v1-http-*.jsonl"))
+HEAD = ("v", "ts", "session", "transport", "dir", "kind", "mcpbench", "started")
+
+# The goal of issue 15: an HTTP trace takes at most this many bytes per JSON-RPC message.
+MAX_BYTES_PER_MESSAGE = 600
+
+
+def rewrite_as_v2(v1: Path, out: Path) -> list[dict]:
+    """Write the events of a v1 file with today's writer; returns the v1 events."""
+    events = [orjson.loads(line) for line in v1.read_bytes().splitlines()]
+    header = events[0]
+    with TraceWriter(out, transport=header["transport"], header={k: v for k, v in header.items() if k not in HEAD}) as writer:
+        for event in events[1:]:
+            writer.write({k: v for k, v in event.items() if k != "v"})
+    return events
+
+
+@pytest.mark.parametrize("v1", V1_FILES, ids=lambda p: p.stem)
+def test_v1_files_still_read(v1: Path) -> None:
+    reader = TraceReader(v1)
+    events = list(reader)
+    assert {e["v"] for e in events} == {1} and reader.torn is None
+    assert events == [orjson.loads(line) for line in v1.read_bytes().splitlines()]
+
+
+@pytest.mark.parametrize("v1", V1_FILES, ids=lambda p: p.stem)
+def test_v2_reads_back_the_events_v1_wrote_in_half_the_bytes(v1: Path, tmp_path: Path) -> None:
+    out = tmp_path / "v2.jsonl"
+    before = rewrite_as_v2(v1, out)
+    after = list(TraceReader(out))
+    assert FORMAT_VERSION == 2 and {e["v"] for e in after} == {2}
+    assert len(after) == len(before)
+    for old, new in zip(before[1:], after[1:]):
+        assert new == old | {"v": 2}
+    messages = sum(1 for e in before if e["kind"] == "message")
+    assert out.stat().st_size / messages <= MAX_BYTES_PER_MESSAGE < v1.stat().st_size / messages
+    assert out.stat().st_size * 2 < v1.stat().st_size
+
+
+def test_a_consumer_changing_an_event_does_not_change_the_next(tmp_path: Path) -> None:
+    out = tmp_path / "v2.jsonl"
+    before = rewrite_as_v2(V1_FILES[0], out)
+    after = []
+    for event in TraceReader(out):
+        after.append(orjson.loads(orjson.dumps(event)))
+        for value in (event.get("http"), event.get("request_headers"), event.get("response_headers"), event.get("headers")):
+            if isinstance(value, dict):
+                value.clear()
+    assert after[1:] == [e | {"v": 2} for e in before[1:]]
+
+
+def test_stdio_lines_are_unchanged_but_for_the_version(tmp_path: Path) -> None:
+    with TraceWriter(tmp_path / "t.jsonl", transport="stdio") as writer:
+        writer.message("s1", "c2s", b'{"jsonrpc":"2.0","id":1,"method":"ping"}', 1.5)
+    line = (tmp_path / "t.jsonl").read_bytes().splitlines()[1]
+    assert line == b'{"v":2,"ts":1.5,"session":"s1","transport":"stdio","dir":"c2s","kind":"message","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}'
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b'{"v":2,"ts":2,"kind":"http","flow":7}', ":2: bad version-2 event: flow #7 was not named before"),
+        (b'{"v":2,"ts":2,"kind":"stream","flow":"f","event":"open","headers":[{"a":"b"}]}', ":2: bad version-2 event: headers: a header delta"),
+    ],
+)
+def test_bad_v2_lines_name_file_and_line(tmp_path: Path, line: bytes, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"v":2,"ts":1,"kind":"trace","transport":"streamable-http"}\n' + line + b"\n")
+    with pytest.raises(TraceError) as info:
+        list(TraceReader(path))
+    assert str(path) in str(info.value) and message in str(info.value)
+
+
+NAMES = st.sampled_from(["host", "accept", "content-type", "content-length", "mcp-session-id", "date", "x"])
+BLOCKS = st.dictionaries(NAMES, st.sampled_from(["1", "2", "application/json"]), max_size=7)
+
+
+@given(BLOCKS, BLOCKS)
+def test_a_header_delta_rebuilds_the_block_in_its_order(base: dict, block: dict) -> None:
+    assert list(apply_delta(base, header_delta(base, block)).items()) == list(block.items())
