@@ -110,3 +110,19 @@ def test_load_run_lab_and_replay(load_folder, lab_folder, captures, tmp_path):
         load_lab(tmp_path)
     with pytest.raises(ResultsError, match="not a load run"):
         load_run(tmp_path)
+
+
+def test_public_api_is_lazy_and_complete():
+    import subprocess
+    import sys
+
+    import mcpbench.analysis as analysis
+
+    assert sorted(analysis.__all__) == sorted(["load_trace", "TraceFrames", "load_run", "load_lab", "load_replay", "load_samples"])
+    for name in analysis.__all__:
+        assert callable(getattr(analysis, name)), name
+    with pytest.raises(AttributeError):
+        analysis.no_such_loader  # noqa: B018
+    # `mcpbench inspect` and the recorders import the package without paying for pandas
+    probe = "import sys, mcpbench.analysis, mcpbench.analysis.inspect; print('pandas' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
