@@ -126,3 +126,16 @@ def test_public_api_is_lazy_and_complete():
     # `mcpbench inspect` and the recorders import the package without paying for pandas
     probe = "import sys, mcpbench.analysis, mcpbench.analysis.inspect; print('pandas' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_bench_traffic_loads_as_the_mix_says(tmp_path):
+    from mcpbench.bench.analysis import CALLS_PER_SESSION, LARGE_BYTES, synthetic_trace
+
+    frames = load_trace(synthetic_trace(tmp_path / "t.jsonl", 3000), events=False)
+    calls = frames.calls
+    assert len(frames.sessions) == len(calls) // (CALLS_PER_SESSION + 1) and calls["latency_ms"].notna().all()
+    tools = calls["tool"].astype(str).value_counts()
+    assert tools["echo"] > 10 * tools["big"] > 0 and tools["slow"] > 0
+    assert (calls.loc[calls["tool"] == "big", "answer_bytes"] > LARGE_BYTES).all()
+    assert set(calls["outcome"].astype(str)) == {"ok", "tool-error"}
+    assert (frames.sessions["handshake_ms"] > 0).all() and set(frames.sessions["server"].astype(str)) == {"bench-server"}
