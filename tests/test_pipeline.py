@@ -11,6 +11,7 @@ import pytest
 from mcpbench.analysis import load_trace
 
 
+@pytest.mark.timeout(600)  # the whole job: at most 3 minutes, more on a busy machine
 def test_main_job_records_replays_loads_and_reports(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -49,6 +50,7 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_the_main_job_cleanly(tmp_path, signum, status):
     proc = subprocess.Popen([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

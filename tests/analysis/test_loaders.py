@@ -53,6 +53,7 @@ def test_calls_pair_requests_with_typed_columns(tmp_path):
     assert outcome_table(calls).loc["tools/list", "unanswered"] == 1
 
 
+@pytest.mark.timeout(300)  # makes the captures when it runs first
 def test_same_frames_from_every_capture_path(captures):
     paths = {name: captures / f"{name}.jsonl" for name in ("stdio-legacy", "stdio-auto", "http-legacy", "http-auto", "sse", "replay")}
     dtypes = None
@@ -94,6 +95,7 @@ def test_load_samples_skips_counters(tmp_path):
     assert frame["failure"].astype(str).tolist()[1] == "tool-error"
 
 
+@pytest.mark.timeout(300)
 def test_load_run_lab_and_replay(load_folder, lab_folder, captures, tmp_path):
     run = load_run(load_folder)
     assert len(run.samples) > 0 and run.summary["total"]["count"] == len(run.samples)

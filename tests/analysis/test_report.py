@@ -29,6 +29,7 @@ def run_folder(tmp_path_factory, captures, load_folder, lab_folder) -> Path:
     return folder
 
 
+@pytest.mark.timeout(300)  # the first test to need the captures and the load run makes them
 def test_report_renders_in_chromium(run_folder):
     proc = report_command(str(run_folder))
     assert proc.returncode == 0, proc.stderr
@@ -63,6 +64,7 @@ def test_report_renders_in_chromium(run_folder):
     assert rendered.screenshot.startswith(b"\x89PNG") and len(rendered.screenshot) > 10_000
 
 
+@pytest.mark.timeout(300)
 def test_report_of_one_trace_and_bad_paths(captures, tmp_path):
     out = tmp_path / "one.html"
     proc = report_command(str(captures / "http-auto.jsonl"), "--out", str(out))
