@@ -141,3 +141,14 @@ def test_bench_traffic_loads_as_the_mix_says(tmp_path):
     assert (calls.loc[calls["tool"] == "big", "answer_bytes"] > LARGE_BYTES).all()
     assert set(calls["outcome"].astype(str)) == {"ok", "tool-error"}
     assert (frames.sessions["handshake_ms"] > 0).all() and set(frames.sessions["server"].astype(str)) == {"bench-server"}
+
+
+def test_a_message_the_core_cannot_read_is_a_violation_and_an_event(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(path, transport="stdio") as writer:
+        writer.write({"kind": "message", "session": "s", "dir": "c2s", "ts": 1.0, "msg": {"jsonrpc": "1.0", "id": 1}})
+        writer.message("s", "c2s", b'{"jsonrpc":"2.0","id":1,"method":"ping"}', 1.1)
+    frames = load_trace(path)
+    assert frames.events["name"].astype(str).tolist() == ["invalid-message", "ping"]
+    assert frames.violations["detail"].tolist() == ['"jsonrpc" must be "2.0"']
+    assert frames.calls["step"].tolist() == ["ping"] and frames.sessions["violations"].tolist() == [1]
