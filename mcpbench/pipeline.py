@@ -236,13 +236,46 @@ def _servers(say: Progress) -> Iterator[dict]:
         yield {"streamable-http": http.url, "sse": sse.url}
 
 
+class Interrupted(McpbenchError):
+    """SIGINT or SIGTERM stopped the job; its exit status is 128 + the signal's number (130, 143)."""
+
+    def __init__(self, signum: int, run_dir: Path) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}; what was done so far is in {run_dir}")
+        self.exit_code = 128 + signum
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler so every `with` block on the way out stops its processes."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
 def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
-    """Run every stage into `out` (default `results/<time>-run/`) and return that folder."""
+    """Run every stage into `out` (default `results/<time>-run/`) and return that folder.
+
+    Raises:
+        McpbenchError: a stage failed (one line); `Interrupted` on SIGINT/SIGTERM, after every
+            server and subprocess the job started has been stopped.
+    """
     if out is None:
         run_dir = new_run_folder(RESULTS, "run")
     else:
         run_dir = out
         run_dir.mkdir(parents=True, exist_ok=True)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _run(run_dir, say)
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT, run_dir) from None
+    except _Terminated:
+        raise Interrupted(signal.SIGTERM, run_dir) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(run_dir: Path, say: Callable[[str], None]) -> Path:
     progress = Progress(say, len(STAGES) + 1)
     progress.begin("servers")
     progress(f"run folder: {run_dir}")

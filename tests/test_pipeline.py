@@ -1,13 +1,17 @@
 """The main job end to end, as `./dev run` runs it."""
 
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import orjson
+import pytest
 
 from mcpbench.analysis import load_trace
 
 
+@pytest.mark.timeout(600)  # the whole job: at most 3 minutes, more on a busy machine
 def test_main_job_records_replays_loads_and_reports(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -31,3 +35,40 @@ def test_main_job_records_replays_loads_and_reports(tmp_path):
     assert [line.split(":")[0].strip() for line in lines[-3:]] == ["traces", "load", "replay"]
     assert all(line.startswith("[") for line in lines[:-5])  # every progress line carries elapsed time and stage
     assert "4/5 load]" in proc.stdout and "5/5 report]" in proc.stdout
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(cmdline)
+    return found
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_main_job_cleanly(tmp_path, signum, status):
+    proc = subprocess.Popen([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in proc.stdout:  # ends when the job does: bounded by the job's own stages
+            seen.append(line)
+            if "2/5 record] SDK client (auto) -> mcpbench record" in line:
+                break
+        assert seen and "record]" in seen[-1], "".join(seen)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == status, err
+    assert err.strip().splitlines()[-1] == f"mcpbench: stopped by {signal.Signals(signum).name}; what was done so far is in {tmp_path}"
+    assert "Traceback" not in err
+    assert _processes_mentioning(str(tmp_path)) == []  # the record proxy and the tee are gone
+    assert (tmp_path / "stdio-legacy.jsonl").stat().st_size > 0  # what was recorded is kept

@@ -32,6 +32,7 @@ TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 SCAN_DEPTH = 2
 # Tables longer than this show their first rows and say how many were left out.
 MAX_ROWS = 40
+# Charts are 9 x 4 inches: 100 dpi gives 900 px, the page's width, sharp without bloating the file.
 CHART_DPI = 100
 
 
@@ -215,7 +216,7 @@ def _load_sections(loads: list[LoadRun]) -> list[str]:
         _section(
             "Load runs: latency per step (ms)",
             "<p>" + ", ".join(html.escape(str(run.folder)) for run in loads) + "</p>",
-            _table(latency_table(samples, by=["type", "step"])),
+            _table(latency_table(samples, by=["type", "step"]).sort_index()),
         ),
         _section("Load runs: failure classes", _table(classes.groupby(["type", "failure"], observed=True).size().rename("failed").to_frame() if len(classes) else pd.DataFrame())),
     ]
@@ -268,7 +269,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:
 h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 ul.headline li{font-size:1.05em;margin:.2em 0}
 table.data{border-collapse:collapse;font-size:12px;margin:.5em 0;display:block;overflow-x:auto}
-table.data th,table.data td{border:1px solid #ddd;padding:2px 6px;text-align:right}
+table.data th,table.data td{border:1px solid #ddd;padding:2px 6px;text-align:right;overflow-wrap:anywhere}
 table.data td:first-child,table.data th:first-child{text-align:left}
 figure{margin:1em 0}img{max-width:100%;height:auto}p.note,p.none{color:#777}
 """

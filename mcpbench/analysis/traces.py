@@ -158,10 +158,11 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
             try:
                 message = from_obj(obj)
             except InvalidMessage as exc:
-                _violation(vio, state, ts, direction, "invalid-message", exc.reason)
-                continue
-            size = len(dumps(obj))
-            label = _message(state, message, DIRECTIONS.get(direction, Direction.C2S), ts, size, flow, calls, observe_ok)
+                label = "invalid-message"
+                _violation(vio, state, ts, direction, label, exc.reason)
+            else:
+                size = len(dumps(obj))
+                label = _message(state, message, DIRECTIONS.get(direction, Direction.C2S), ts, size, flow, calls, observe_ok)
         elif kind == Kind.VIOLATION:
             label = event.get("code") or "?"
             _violation(vio, state, ts, direction, label, event.get("detail") or "")

@@ -29,6 +29,7 @@ def run_folder(tmp_path_factory, captures, load_folder, lab_folder) -> Path:
     return folder
 
 
+@pytest.mark.timeout(300)  # the first test to need the captures and the load run makes them
 def test_report_renders_in_chromium(run_folder):
     proc = report_command(str(run_folder))
     assert proc.returncode == 0, proc.stderr
@@ -63,6 +64,7 @@ def test_report_renders_in_chromium(run_folder):
     assert rendered.screenshot.startswith(b"\x89PNG") and len(rendered.screenshot) > 10_000
 
 
+@pytest.mark.timeout(300)
 def test_report_of_one_trace_and_bad_paths(captures, tmp_path):
     out = tmp_path / "one.html"
     proc = report_command(str(captures / "http-auto.jsonl"), "--out", str(out))
@@ -74,3 +76,7 @@ def test_report_of_one_trace_and_bad_paths(captures, tmp_path):
     proc = report_command(str(tmp_path / "empty"))
     assert proc.returncode == 2 and "not a trace, load run, replay report, lab run or run folder" in proc.stderr
     assert "Traceback" not in proc.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"v":1,"ts":1.0,"session":null,"transport":"stdio","dir":null,"kind":"trace"}\nnot json\n{"v":1}\n')
+    proc = report_command(str(bad))
+    assert proc.returncode == 2 and proc.stderr.startswith(f"mcpbench: {bad}:2: not JSON") and "Traceback" not in proc.stderr

@@ -23,7 +23,7 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--remote-debugging-pipe", "--window-size=1200,900",
+    "--disable-dev-shm-usage", "--remote-debugging-pipe", "--window-size=1200,900",
 ]
 # A busy 2-core machine can take many seconds to start a browser and lay out a page.
 STEP_TIMEOUT = 60.0
