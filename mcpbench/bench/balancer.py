@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from mcpbench.analysis.stats import summary
-from mcpbench.bench.common import bar_chart, write_result
+from mcpbench.bench.common import write_result
 from mcpbench.bench.proxy import _cpu, _latency, _throughput
 from mcpbench.lab.cluster import haproxy_path, mitmdump_path, running_balancer, running_instances
 from mcpbench.lab.servers import HOST, free_port, start_listening, stop_process
@@ -102,11 +102,33 @@ def run(quick: bool = False) -> Path:
         "rounds": rounds,
     }
     path = write_result(NAME, data)
-    bar_chart(
-        path.with_suffix(".png"),
-        "tools/call echo through 3 instances: direct vs mitmdump vs built-in balancer vs HAProxy",
-        paths,
-        [medians[name]["calls_per_s"] for name in paths],
-        "calls/s",
-    )
+    chart(medians, path.with_suffix(".png"))
+    return path
+
+
+def chart(medians: dict, path: Path) -> Path:
+    """Two panels: calls/s per path, and the balancer process's CPU per exchange."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mcpbench.outputs import atomic_path
+
+    names = list(medians)
+    proxies = [n for n in names if "balancer_cpu_us_per_exchange" in medians[n]]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    bars = left.bar(names, [medians[n]["calls_per_s"] for n in names], color="#4c72b0")
+    left.bar_label(bars, fmt="%.0f")
+    left.set_ylabel("calls/s (4 concurrent sessions)")
+    left.set_title("throughput")
+    bars = right.bar(proxies, [medians[n]["balancer_cpu_us_per_exchange"] for n in proxies], color="#dd8452")
+    right.bar_label(bars, fmt="%.0f")
+    right.set_ylabel("balancer CPU per exchange (µs)")
+    right.set_title("balancer CPU")
+    fig.suptitle("tools/call echo, 3 instances: direct, bare mitmdump, built-in balancer, HAProxy (medians)")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
     return path

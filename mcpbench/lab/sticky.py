@@ -305,38 +305,43 @@ def render(results: Iterable[CellResult]) -> str:
 
 
 def plot(results: list[CellResult], ax: Any) -> Any:
-    """Failed sessions per cell (%), bars split by failure class, cells grouped by transport."""
+    """Failed sessions per cell (%), horizontal bars split by failure class, cells grouped by transport.
+
+    Horizontal, so that a matrix of dozens of cells keeps readable labels (one line per cell).
+    """
     colors = {"session-not-found": "#c44e52", "answer-lost": "#dd8452", "stream-closed": "#8172b3", "timeout": "#937860"}
     classes = ordered_classes(itertools.chain.from_iterable(r.sessions_by_class for r in results))
-    ordered = sorted(results, key=lambda r: (r.cell.transport != "sse", r.cell.transport))
-    positions, labels, x, previous = [], [], 0.0, None
+    ordered = sorted(results, key=lambda r: r.cell.transport != "sse")  # stable: the plan's order within a transport
+    positions, labels, y, previous, groups = [], [], 0.0, None, {}
     for r in ordered:
-        if previous is not None and r.cell.transport != previous:
-            x += 1.0  # a gap between transport groups
+        if r.cell.transport != previous:
+            y += 0.0 if previous is None else 0.8  # a gap, then the group's title row
+            groups[r.cell.transport] = y
+            y += 1.0
         previous = r.cell.transport
-        positions.append(x)
-        labels.append(f"{r.cell.mode}\n{r.cell.policy}\n{r.cell.balancer} ×{r.cell.instances}")
-        x += 1.0
-    bottoms = [0.0] * len(ordered)
+        positions.append(y)
+        labels.append(f"{r.cell.mode} · {r.cell.policy} · {r.cell.balancer} ×{r.cell.instances}")
+        y += 1.0
+    lefts = [0.0] * len(ordered)
     for name in classes:
-        heights = [100.0 * r.sessions_by_class.get(name, 0) / r.sessions if r.sessions else 0.0 for r in ordered]
-        ax.bar(positions, heights, 0.8, bottom=bottoms, label=name, color=colors.get(name))
-        bottoms = [b + h for b, h in zip(bottoms, heights)]
-    for pos, total, r in zip(positions, bottoms, ordered):
-        ax.text(pos, total + 1.5, f"{total:.0f}%\nn={r.sessions}", ha="center", va="bottom", fontsize=7)
-    for transport in dict.fromkeys(r.cell.transport for r in ordered):
-        group = [p for p, r in zip(positions, ordered) if r.cell.transport == transport]
-        ax.text((group[0] + group[-1]) / 2, 118, TRANSPORT_TITLES.get(transport, transport), ha="center", fontsize=10, fontweight="bold")
-    ax.set_xticks(positions, labels, fontsize=7)
-    ax.set_xlim(min(positions, default=0) - 0.7, max(positions, default=0) + 0.7)
-    ax.set_ylim(0, 128)
-    ax.set_ylabel("failed sessions (% of sessions in the cell)")
-    ax.set_xlabel("cell: mode / balancer policy / balancer × instances")
-    ax.set_title("Sessions behind a balancer: failures by class")
+        widths = [100.0 * r.sessions_by_class.get(name, 0) / r.sessions if r.sessions else 0.0 for r in ordered]
+        ax.barh(positions, widths, 0.75, left=lefts, label=name, color=colors.get(name))
+        lefts = [a + w for a, w in zip(lefts, widths)]
+    for pos, total, r in zip(positions, lefts, ordered):
+        ax.text(total + 1, pos, f"{total:.0f}% of {r.sessions}", va="center", fontsize=7)
+    for transport, pos in groups.items():
+        ax.text(0, pos, TRANSPORT_TITLES.get(transport, transport), va="center", fontsize=10, fontweight="bold")
+    ax.set_yticks(positions, labels, fontsize=8)
+    ax.set_ylim(y - 0.4, -0.6)  # first cell on top
+    ax.set_xlim(0, 118)
+    ax.set_xlabel("failed sessions (% of the cell's sessions)")
+    ax.set_ylabel("cell: mode · balancer policy · balancer × instances")
+    ax.set_title("Sessions behind a balancer: failed sessions per cell, by failure class")
+    ax.grid(axis="x", alpha=0.3)
     if classes:
-        ax.legend(title="first failure of a session", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+        ax.legend(title="first failure of a session", loc="lower right", fontsize=8)
     else:
-        ax.text(0.5, 0.5, "no session failed", transform=ax.transAxes, ha="center")
+        ax.text(50, y / 2, "no session failed", ha="center")
     return ax
 
 
@@ -348,7 +353,7 @@ def write_chart(results: list[CellResult], path: Path) -> Path:
 
     from mcpbench.outputs import atomic_path
 
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.75 * len(results) + 3), 6))
+    fig, ax = plt.subplots(figsize=(11, max(4.0, 0.24 * len(results) + 2.0)))
     plot(results, ax)
     fig.tight_layout()
     with atomic_path(path) as tmp:

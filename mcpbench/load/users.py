@@ -207,13 +207,18 @@ class ScenarioMixin:
     max_sessions: ClassVar[int | None] = None
     """session_per_task: sessions this process runs in all; then the users stop and the run ends."""
 
-    def _claim_session(self) -> bool:
-        """Whether another session may start; when none may, stop this user (the last one ends the run)."""
+    def _claim_session(self) -> None:
+        """Count a new session; once `max_sessions` have started, stop this user instead (the last
+        user to find every session ended ends the run).
+
+        Raises:
+            StopUser: no session is left to start.
+        """
         if self.max_sessions is None:
-            return True
+            return
         if _quota.started < self.max_sessions:
             _quota.started += 1
-            return True
+            return
         if _quota.running == 0 and not _quota.ending:
             _quota.ending = True
             gevent.spawn(self.environment.runner.quit)  # every session has ended: so does the run

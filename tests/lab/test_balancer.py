@@ -158,3 +158,18 @@ def test_sticky_scenario_errors_name_the_line():
         plan_from_node(yaml.compose("target: http://x/mcp\nmix:\n  - {call: tools/list}\n"), "s.yaml")
     plan = plan_from_node(yaml.compose("modes: [stateless]\ninstances: [1, 3]\nmix:\n  - {call: tools/list}\n"), "s.yaml")
     assert [c.slug for c in plan.cells][:2] == ["stateless-round-robin-builtin-1", "stateless-round-robin-builtin-3"]
+
+
+def test_session_scenario_keys_are_checked():
+    from mcpbench.load.scenario import scenario_from_text
+
+    base = "session: session_per_task\nmix:\n  - {call: tools/list}\n"
+    probe = scenario_from_text(f"target: http://127.0.0.1:1/mcp\nsessions: 7\ndistinct_sources: true\n{base}", "p.yaml")
+    assert (probe.sessions, probe.distinct_sources) == (7, True)
+    assert type(probe).from_json(probe.to_json()) == probe
+    with pytest.raises(ScenarioError, match="distinct_sources needs an HTTP target on loopback"):
+        scenario_from_text(f"target: http://example.com/mcp\ndistinct_sources: true\n{base}", "p.yaml")
+    with pytest.raises(ScenarioError, match="sessions counts whole sessions"):
+        scenario_from_text("target: http://127.0.0.1:1/mcp\nsessions: 3\nmix:\n  - {call: tools/list}\n", "p.yaml")
+    with pytest.raises(ScenarioError, match=r"p\.yaml:2: sessions: must be a whole number"):
+        scenario_from_text(f"target: http://127.0.0.1:1/mcp\nsessions: 0\n{base}", "p.yaml")
