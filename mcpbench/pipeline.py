@@ -6,7 +6,8 @@
 3. replay: the stdio recording against the same server on all three transports (nothing may
    change), then against a modified server (`lab/variant_server.py`: the change must show).
 4. load: short Locust runs on Streamable HTTP (both eras in one run), legacy SSE and stdio.
-5. (the sticky-session experiment slots in here: see `STAGES`)
+5. sticky: `mcpbench lab run scenarios/sticky-short.yaml`, 3 instances behind the built-in balancer,
+   which modes need sticky sessions (`lab/sticky.csv`, `lab/sticky.png`).
 6. report: `report.html` from everything in the run's folder, and three headline lines.
 
 Each stage takes the run's folder and a `Progress`, returns a short line for `summary.json`.
@@ -40,13 +41,15 @@ REPLAY_TIMEOUT = 300.0
 LOAD_HTTP = (4, 4)
 LOAD_STDIO = (2, 8)
 LOAD_TIMEOUT = 180.0
+# 8 cells of a 2 s load each, plus Locust's and the instances' start-up on a busy machine.
+STICKY_TIMEOUT = 300.0
 PROXY_STOP_TIMEOUT = 30.0
 # A subprocess running longer than this gets a "still running" line, so the job never looks stuck.
 HEARTBEAT = 10.0
 
 
 class Progress:
-    """Prints each line with the elapsed time and the current stage: `[ 12.3s 2/5 record] …`."""
+    """Prints each line with the elapsed time and the current stage: `[ 12.3s 2/6 record] …`."""
 
     def __init__(self, say: Callable[[str], None], stages: int) -> None:
         self.say, self.stages = say, stages
@@ -213,6 +216,20 @@ def _load_line(summary: dict) -> str:
     )
 
 
+def sticky(run_dir: Path, say: Progress, servers: dict) -> str:
+    """The short sticky-session experiment, into `run_dir / "lab"` where the report finds it."""
+    out = run_dir / "lab"
+    proc = _mcpbench(["lab", "run", str(REPO / "scenarios" / "sticky-short.yaml"), "--out", str(out)], say, STICKY_TIMEOUT)
+    if proc.returncode != 0 or not (out / "sticky.csv").is_file():
+        raise McpbenchError(f"the sticky-session experiment exited {proc.returncode}; see {out}")
+    from mcpbench.analysis import load_lab
+
+    cells = load_lab(out).sticky
+    broken = cells[cells.failed_sessions > 0]
+    names = ", ".join(f"{row.mode} {row.policy}" for row in broken.itertuples()) or "none"
+    return f"{len(cells)} cells on 3 instances; sessions broken in: {names}"
+
+
 def report(run_dir: Path, say: Progress, servers: dict) -> str:
     """`report.html` from everything in the run's folder."""
     from mcpbench.analysis.report import write_report
@@ -223,10 +240,9 @@ def report(run_dir: Path, say: Progress, servers: dict) -> str:
     return str(path)
 
 
-# The stages in order. The sticky-session experiment (3 instances behind a balancer, `mcpbench lab
-# run`) goes between "load" and "report", writing its sticky.csv into `run_dir / "lab"`, where the
-# report finds it.
-STAGES: list[tuple[str, Stage]] = [("record", record), ("replay", replay), ("load", load), ("report", report)]
+STAGES: list[tuple[str, Stage]] = [
+    ("record", record), ("replay", replay), ("load", load), ("sticky", sticky), ("report", report),
+]
 
 
 @contextlib.contextmanager
