@@ -34,6 +34,11 @@ from mcpbench.trace.writer import TraceWriter
 # allocate more for the common small message.
 READ_SIZE = 64 * 1024
 
+# Chunks below this size are appended to the spool as one joined `bytes`;
+# larger ones with `writev`, which spares copying them (measured on small
+# chunks: joined 0.9-1.0 µs, writev 1.3-1.6 µs per append).
+COPY_LIMIT = 16 * 1024
+
 # After the server exits, how long its stdout and stderr may stay open (held by
 # a grandchild, say) before we stop waiting and exit anyway.
 DRAIN_TIMEOUT = 5.0
@@ -135,8 +140,10 @@ class Tee:
         # opened O_APPEND, so each thread's `write` of a whole frame lands whole.
         # One `write` of header + chunk beats a `writev` of the two for the
         # small chunks an MCP session is made of (the copy costs less than the
-        # iovec); the time is packed as integer µs, converted by the recorder.
-        read, write, pack, clock, overhead = os.read, os.write, recorder.HEADER.pack, time.time_ns, recorder.HEADER.size
+        # iovec), a `writev` saves copying a large one; the time is packed as
+        # integer µs, converted by the recorder.
+        read, write, writev, pack, clock = os.read, os.write, os.writev, recorder.HEADER.pack, time.time_ns
+        overhead = recorder.HEADER.size
         forwarding = True
         while True:
             try:
@@ -146,7 +153,10 @@ class Tee:
             spool = self._channel  # read each time: once one pump fails, none appends any more
             if spool is not None:  # an empty chunk tells the recorder: EOF
                 try:
-                    if write(spool, pack(kind, clock() // 1000, len(chunk)) + chunk) < overhead + len(chunk):
+                    size = len(chunk)
+                    header = pack(kind, clock() // 1000, size)
+                    written = write(spool, header + chunk) if size < COPY_LIMIT else writev(spool, (header, chunk))
+                    if written < overhead + size:
                         raise OSError(errno.ENOSPC, "short write (disk full?)")
                 except OSError as exc:
                     self._spool_failed(exc)
