@@ -68,7 +68,7 @@ SMALL_READ = 16 * 1024
 
 
 def frame(kind: int, ts: int, payload: bytes = b"") -> list[bytes]:
-    """The pieces of one channel frame (for `os.writev`, so the payload is not copied)."""
+    """The pieces of one spool frame (for `os.writev`, so the payload is not copied)."""
     return [HEADER.pack(kind, ts, len(payload)), payload]
 
 
@@ -78,7 +78,7 @@ def event_frame(ts: int, event: dict[str, Any]) -> list[bytes]:
 
 
 class Recorder:
-    """Reads channel frames and writes the trace of one stdio session."""
+    """Reads spool frames and writes the trace of one stdio session."""
 
     def __init__(self, writer: TraceWriter, session_id: str) -> None:
         self.writer = writer
