@@ -143,7 +143,7 @@ class Tee:
         # iovec), a `writev` saves copying a large one; the time is packed as
         # integer µs, converted by the recorder.
         read, write, writev, pack, clock = os.read, os.write, os.writev, recorder.HEADER.pack, time.time_ns
-        overhead = recorder.HEADER.size
+        overhead, copy_limit = recorder.HEADER.size, COPY_LIMIT
         forwarding = True
         while True:
             try:
@@ -155,7 +155,7 @@ class Tee:
                 try:
                     size = len(chunk)
                     header = pack(kind, clock() // 1000, size)
-                    written = write(spool, header + chunk) if size < COPY_LIMIT else writev(spool, (header, chunk))
+                    written = write(spool, header + chunk) if size < copy_limit else writev(spool, (header, chunk))
                     if written < overhead + size:
                         raise OSError(errno.ENOSPC, "short write (disk full?)")
                 except OSError as exc:
