@@ -171,12 +171,6 @@ class Session:
         Returns:
             What the message completed or broke, in order; often empty.
         """
-        out = self._observe(direction, message, ts)
-        if out:  # each rule names where it holds: one filter for every check below
-            out = [item for item in out if type(item) is not Violation or applies(item.code, self.transport, self.version)]
-        return out
-
-    def _observe(self, direction: Direction, message: Message, ts: float) -> list[SessionEvent]:
         out: list[SessionEvent] = []
         if self.state is CLOSED:
             out.append(Violation("message-after-close", "a message after the session closed", direction))
@@ -185,8 +179,8 @@ class Session:
             if known is not None and not known.batches:
                 out.append(Violation("batch-not-allowed", f"a JSON-RPC batch in protocol version {self.version}", direction))
             for item in message.items:
-                out.extend(self._observe(direction, item, ts))
-            return out
+                out.extend(self.observe(direction, item, ts))
+            return self._holding(out)
         if isinstance(message, Request):
             self._request(direction, message, ts, out)
         elif isinstance(message, Notification):
@@ -196,7 +190,11 @@ class Session:
                     self.handshake_finished = ts
         else:
             self._answer(direction, message, ts, out)
-        return out
+        return self._holding(out) if out else out
+
+    def _holding(self, out: list[SessionEvent]) -> list[SessionEvent]:
+        """`out` without the violations of rules that do not hold here: one filter for every check."""
+        return [item for item in out if type(item) is not Violation or applies(item.code, self.transport, self.version)]
 
     def close(self) -> list[SessionEvent]:
         """The session ended (stream closed, DELETE, process exit)."""

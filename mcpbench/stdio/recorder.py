@@ -1,10 +1,10 @@
 """The tee's recorder: a forked process that turns copied bytes into trace events.
 
-The tee appends each chunk it reads, and just after forwards it, to the
-*spool*: a file beside the trace (`<trace>.spool`, mode 0600) of raw frames.
+The tee appends each chunk it reads to the *spool*, a file of raw frames
+beside the trace (`<trace>.spool`, mode 0600), and only then forwards it.
 This process reads the spool as it grows and does the decoding, session
 tracking and trace writing, on the other core and off the path the bytes take,
-so the tee adds one `writev` to a file per chunk to the session, not the cost
+so the tee adds one `write` to a file per chunk to the session, not the cost
 of recording (and never wakes this process: it polls).
 
 Order: the tee writes a chunk to the spool before it forwards it, so an answer
@@ -18,8 +18,9 @@ and `recover` (run by the trace reader) finishes the trace from it. A spool is
 deleted once its trace is complete.
 
 Spool frames: a header `<B q I` (frame kind, wall-clock time in integer µs,
-payload length) and the payload. The first frame (`START`) names the session and the redaction
-rules, so that a recovery encodes exactly what this process would have.
+payload length) and the payload. The first frame (`START`) names the session
+and the redaction rules, so that a recovery encodes exactly what this process
+would have.
 """
 
 import fcntl
@@ -68,7 +69,7 @@ SMALL_READ = 16 * 1024
 
 
 def frame(kind: int, ts: int, payload: bytes = b"") -> list[bytes]:
-    """The pieces of one channel frame (for `os.writev`, so the payload is not copied)."""
+    """The pieces of one spool frame (for `os.writev`, so the payload is not copied)."""
     return [HEADER.pack(kind, ts, len(payload)), payload]
 
 
@@ -78,7 +79,7 @@ def event_frame(ts: int, event: dict[str, Any]) -> list[bytes]:
 
 
 class Recorder:
-    """Reads channel frames and writes the trace of one stdio session."""
+    """Reads spool frames and writes the trace of one stdio session."""
 
     def __init__(self, writer: TraceWriter, session_id: str) -> None:
         self.writer = writer

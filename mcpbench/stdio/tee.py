@@ -34,6 +34,11 @@ from mcpbench.trace.writer import TraceWriter
 # allocate more for the common small message.
 READ_SIZE = 64 * 1024
 
+# Chunks below this size are appended to the spool as one joined `bytes`;
+# larger ones with `writev`, which spares copying them (measured on small
+# chunks: joined 0.9-1.0 µs, writev 1.3-1.6 µs per append).
+COPY_LIMIT = 16 * 1024
+
 # After the server exits, how long its stdout and stderr may stay open (held by
 # a grandchild, say) before we stop waiting and exit anyway.
 DRAIN_TIMEOUT = 5.0
@@ -65,9 +70,9 @@ class Tee:
         self.session_id = uuid.uuid4().hex[:12]
         self.fds = (stdin, stdout, stderr)
         self.proc: subprocess.Popen | None = None
-        self._channel: int | None = None  # the spool while recording; None once stopped
+        self._appending: int | None = None  # the spool while recording; None once appending failed
         self._spool: int | None = None  # the spool's descriptor, to close
-        self._channel_lock = threading.Lock()  # for stopping: never taken on the bytes' path
+        self._stop_lock = threading.Lock()  # for stopping: never taken on the bytes' path
         self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
 
@@ -81,7 +86,7 @@ class Tee:
         if self.writer is not None:
             # Fork before any thread exists: fork copies only the calling thread.
             self._recorder_pid, self._spool, self._alive = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
-            self._channel = self._spool
+            self._appending = self._spool
         try:
             # A process group of its own: a Ctrl-C in the host's terminal then
             # reaches the server once, through us, not twice.
@@ -135,18 +140,23 @@ class Tee:
         # opened O_APPEND, so each thread's `write` of a whole frame lands whole.
         # One `write` of header + chunk beats a `writev` of the two for the
         # small chunks an MCP session is made of (the copy costs less than the
-        # iovec); the time is packed as integer µs, converted by the recorder.
-        read, write, pack, clock, overhead = os.read, os.write, recorder.HEADER.pack, time.time_ns, recorder.HEADER.size
+        # iovec), a `writev` saves copying a large one; the time is packed as
+        # integer µs, converted by the recorder.
+        read, write, writev, pack, clock = os.read, os.write, os.writev, recorder.HEADER.pack, time.time_ns
+        overhead, copy_limit = recorder.HEADER.size, COPY_LIMIT
         forwarding = True
         while True:
             try:
                 chunk = read(src, READ_SIZE)
             except OSError:
                 chunk = b""
-            spool = self._channel  # read each time: once one pump fails, none appends any more
+            spool = self._appending  # read each time: once one pump fails, none appends any more
             if spool is not None:  # an empty chunk tells the recorder: EOF
                 try:
-                    if write(spool, pack(kind, clock() // 1000, len(chunk)) + chunk) < overhead + len(chunk):
+                    size = len(chunk)
+                    header = pack(kind, clock() // 1000, size)
+                    written = write(spool, header + chunk) if size < copy_limit else writev(spool, (header, chunk))
+                    if written < overhead + size:
                         raise OSError(errno.ENOSPC, "short write (disk full?)")
                 except OSError as exc:
                     self._spool_failed(exc)
@@ -171,7 +181,7 @@ class Tee:
             pass
 
     def _event(self, **event: object) -> None:
-        spool = self._channel
+        spool = self._appending
         if spool is not None:
             try:
                 os.writev(spool, recorder.event_frame(time.time_ns() // 1000, event))
@@ -180,10 +190,10 @@ class Tee:
 
     def _spool_failed(self, exc: OSError) -> None:
         """Never break the observed session (a full disk, say): stop recording, say so once."""
-        with self._channel_lock:
-            if self._channel is not None:
+        with self._stop_lock:
+            if self._appending is not None:
                 print(f"mcpbench: cannot append to the spool ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
-                self._channel = None  # not closed: another pump may be writing to it
+                self._appending = None  # not closed: another pump may be writing to it
 
     def _finish_recording(self, pumps: list[threading.Thread] = ()) -> None:
         """Tell the recorder we are done and give it time to write what it has not yet.
@@ -191,13 +201,13 @@ class Tee:
         The spool is closed only once no pump can write to it any more (the
         host may keep our stdin open past the server's exit); else at our exit.
         """
-        with self._channel_lock:
+        with self._stop_lock:
             if self._alive is not None:
                 os.close(self._alive)  # the recorder now drains the spool to its end
                 self._alive = None
             if self._spool is not None and not any(pump.is_alive() for pump in pumps):
                 os.close(self._spool)
-                self._channel = self._spool = None
+                self._appending = self._spool = None
         if self._recorder_pid is None:
             return
         pidfd = os.pidfd_open(self._recorder_pid)
