@@ -34,6 +34,7 @@ _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 _SSE_MESSAGE = {"event": "message"}
 _TIMES = ("started", "responded", "ended")  # an `http` event's times, written as offsets from its `ts`
 _HEAD_DIRS = {Kind.HTTP: None, Kind.STREAM: None, Kind.ERROR: None, Kind.SSE: "s2c"}
+_CONN_KINDS = frozenset({Kind.HTTP, Kind.STREAM, Kind.ERROR})  # events that carry conn, method, path
 # Header blocks of an event, by kind: (field, side); `side` is "req" or "resp" (messages: by `dir`).
 _BLOCKS = {
     Kind.STREAM: (("headers", "resp"),),
@@ -80,6 +81,8 @@ def header_delta(base: dict, block: dict) -> list:
     they come back in `block`'s order.
     """
     names = list(block)
+    if names == list(base):  # the usual case: the same names in the same order, some values new
+        return [{name: value for name, value in block.items() if base[name] != value}]
     kept = [name for name in base if name in block]
     same = 0
     for name, other in zip(kept, names):
@@ -140,54 +143,59 @@ class _State:
             return blocks[slot]
         return self.last_blocks.get(slot)
 
-    def defaults(self, kind: str, event: dict, flow: Flow) -> Iterator[tuple[str, Any]]:
-        """Top-level fields the reader restores when absent, with their values, in restoring order.
+    def defaults(self, kind: str, event: dict, flow: Flow) -> list[tuple[str, Any]]:
+        """Top-level fields the reader restores when absent, with their values.
 
-        A generator: the reader restores each before the next is computed, so a default may read
-        fields restored before it (or blocks, restored first).
+        Computed from the flow's state before this event and the event's header blocks (which the
+        reader restores first); a field that depends on another left-out field reads the flow's
+        value when the event lacks it, which is what the reader restores.
         """
-        yield "session", flow.session
-        yield "transport", flow.transport if flow.transport is not None else self.transport
+        transport = flow.transport if flow.transport is not None else self.transport
+        if kind == Kind.MESSAGE:
+            if flow.streamed and event.get("dir") == "s2c":
+                # a message in an SSE answer: `event: message`, no id
+                return [("session", flow.session), ("transport", transport), ("sse", _SSE_MESSAGE)]
+            return [("session", flow.session), ("transport", transport)]
+        out = [("session", flow.session), ("transport", transport)]
         if kind in _HEAD_DIRS:
-            yield "dir", _HEAD_DIRS[kind]
-        if kind == Kind.MESSAGE and flow.streamed and event.get("dir") == "s2c":
-            yield "sse", _SSE_MESSAGE  # a message in an SSE answer: `event: message`, no id
-        if kind not in (Kind.HTTP, Kind.STREAM, Kind.ERROR):
-            return
-        yield "conn", flow.conn
-        yield "method", flow.method
-        yield "path", flow.path
+            out.append(("dir", _HEAD_DIRS[kind]))
+        if kind not in _CONN_KINDS:
+            return out
+        out += (("conn", flow.conn), ("method", flow.method), ("path", flow.path))
         if kind == Kind.STREAM:
             if event.get("event") == "open":
-                yield "status", flow.status
-                yield "content_type", _content_type(event.get("headers"))
+                out += (("status", flow.status), ("content_type", _content_type(event.get("headers"))))
         elif kind == Kind.HTTP:
-            yield "mcp", True
-            yield "http_version", "HTTP/1.1"
-            path = event.get("path")
-            yield "url", self.upstream + path if self.upstream is not None and isinstance(path, str) else _MISSING
-            yield "request_content_type", _content_type(event.get("request_headers"))
-            yield "request_size", _content_length(event.get("request_headers"))
-            yield "status", flow.status
+            path = event.get("path", flow.path)
+            request = event.get("request_headers")
+            out += (
+                ("mcp", True),
+                ("http_version", "HTTP/1.1"),
+                ("url", self.upstream + path if self.upstream is not None and type(path) is str else _MISSING),
+                ("request_content_type", _content_type(request)),
+                ("request_size", _content_length(request)),
+                ("status", flow.status),
+                ("error", flow.stream_error),  # a broken stream: the exchange failed the same way
+            )
             response = event.get("response_headers")
-            if isinstance(response, dict):
-                status = event.get("status")
-                yield "content_type", response.get("content-type")
-                yield "reason", _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING
+            if type(response) is dict:
+                status = event.get("status", flow.status)
+                out += (
+                    ("content_type", response.get("content-type")),
+                    ("reason", _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING),
+                )
                 if flow.streamed:
-                    yield "streamed", True
-                    yield "response_size", flow.stream_bytes
+                    out += (("streamed", True), ("response_size", flow.stream_bytes))
                 else:
-                    yield "response_size", _content_length(response)
-            yield "error", flow.stream_error  # a broken stream: the exchange failed the same way
+                    out.append(("response_size", _content_length(response)))
+        return out
 
-    def http_defaults(self, direction: Any, http: dict, flow: Flow) -> Iterator[tuple[str, Any]]:
+    @staticmethod
+    def http_defaults(direction: Any, http: dict, flow: Flow) -> list[tuple[str, Any]]:
         """The same for a message's `http` object."""
-        yield "method", flow.method
-        yield "path", flow.path
         if direction == "s2c":
-            yield "status", flow.status
-        yield "content_type", _content_type(http.get("headers"))
+            return [("method", flow.method), ("path", flow.path), ("status", flow.status), ("content_type", _content_type(http.get("headers")))]
+        return [("method", flow.method), ("path", flow.path), ("content_type", _content_type(http.get("headers")))]
 
     def update(self, event: dict, flow: Flow) -> None:
         """Move the state on from one full event of `flow`."""
@@ -288,61 +296,163 @@ class Compactor(_State):
         # (id(base), id(block)) -> (base, block, delta): the addon shares block dicts between
         # exchanges with the same raw headers, so a delta is computed once per pair.
         self._deltas: dict[tuple[int, int], tuple] = {}
+        self.fast = True  # the straight-line paths for the addon's common events (tests turn them off to compare)
 
     def compact(self, event: dict) -> dict:
+        """The v2 form of `event`, made in place: the caller hands over a dict of its own."""
         flow_id = event.get("flow")
         if flow_id is None:
             return event
-        out = dict(event)
         flow = self.flows.get(flow_id)
         if flow is None:
             flow = self._new_flow(flow_id, self.next_ordinal)  # the writer's `id`: the alias it writes
+            alias = None
         else:
             self.flows.move_to_end(flow_id)
-            out["flow"] = flow.id
+            alias = flow.id
         kind = event.get("kind")
-        session = event.get("session")
+        if kind == Kind.MESSAGE and self.fast and self._message(event, flow):
+            if alias is not None:
+                event["flow"] = alias
+            return event
         absent: list[str] = []
+        drop: list[str] = []
+        small = None
         if kind == Kind.MESSAGE:
             http = event.get("http")
-            if isinstance(http, dict):
+            if type(http) is dict:
                 small = dict(http)
-                http_absent = self._compact_blocks(small, http, kind, _blocks(kind, event), flow, session)
-                http_absent += self._omit(small, http, self.http_defaults(event.get("dir"), http, flow))
+                http_absent = self._compact_blocks(small, http, kind, (("headers", _side(event)),), flow, event.get("session"))
+                if small.get("headers") is _MISSING:
+                    del small["headers"]
+                self._omit(http, self.http_defaults(event.get("dir"), http, flow), small, http_absent)
                 if http_absent:
                     small[ABSENT] = http_absent
-                if small:
-                    out["http"] = small
-                else:
-                    del out["http"]
             else:
                 absent.append("http")
         else:
-            absent += self._compact_blocks(out, event, kind, _blocks(kind, event), flow, session)
-            if kind == Kind.HTTP:
-                _times_as_offsets(out)
-        absent += self._omit(out, event, self.defaults(kind, event, flow))
-        if absent:
-            out[ABSENT] = absent
+            fields = _blocks(kind, event)
+            if fields:
+                small = {}
+                absent += self._compact_blocks(small, event, kind, fields, flow, event.get("session"))
+        self._omit(event, self.defaults(kind, event, flow), drop, absent)
         self.update(event, flow)
-        return out
+        # Only now the event loses fields: `update` read the full values.
+        for name in drop:
+            del event[name]
+        if kind == Kind.MESSAGE:
+            if small:
+                event["http"] = small
+            elif small is not None:
+                del event["http"]
+        elif small:
+            for field, value in small.items():
+                if value is _MISSING:
+                    del event[field]
+                else:
+                    event[field] = value
+        if kind == Kind.HTTP:
+            _times_as_offsets(event)
+        if alias is not None:
+            event["flow"] = alias
+        if absent:
+            event[ABSENT] = absent
+        return event
+
+    def _message(self, event: dict, flow: Flow) -> bool:
+        """`compact` for a message as the addon writes it, in straight lines (its hot path).
+
+        The same decisions as the general path (a test holds them equal); False, and nothing
+        changed, for a message of another shape.
+        """
+        http = event.get("http")
+        direction = event.get("dir")
+        if type(http) is not dict or len(http) != (4 if direction == "c2s" else 5 if direction == "s2c" else 0):
+            return False
+        headers = http.get("headers")
+        if type(headers) is not dict or "method" not in http or "path" not in http or "content_type" not in http:
+            return False
+        if direction == "s2c":
+            if "status" not in http:
+                return False
+            side, status_default = "resp", flow.status
+        else:
+            side, status_default = "req", _MISSING
+        session = event.get("session", _MISSING)
+        transport = event.get("transport", _MISSING)
+        if session is _MISSING or transport is _MISSING:
+            return False
+        base = self.base(side, Kind.MESSAGE, flow, session)
+        small = {}
+        for name, value in http.items():
+            if name == "headers":
+                if base is None:
+                    small[name] = value
+                elif base is not value and base != value:
+                    small[name] = self._delta(base, value)
+                continue
+            if name == "method":
+                default = flow.method
+            elif name == "path":
+                default = flow.path
+            elif name == "status":
+                default = status_default
+            else:
+                default = headers.get("content-type")
+            if not (value is default or (value == default and type(value) is type(default))):
+                small[name] = value
+        drop_session = session is flow.session or (session == flow.session and type(session) is type(flow.session))
+        default_transport = flow.transport if flow.transport is not None else self.transport
+        drop_transport = transport is default_transport or (transport == default_transport and type(transport) is type(default_transport))
+        sse = _MISSING
+        if flow.streamed and direction == "s2c":
+            sse = event.get("sse", _MISSING)
+            if sse is _MISSING:
+                return False  # the general path notes it `_absent`
+        self.update(event, flow)
+        if drop_session:
+            del event["session"]
+        if drop_transport:
+            del event["transport"]
+        if small:
+            event["http"] = small
+        else:
+            del event["http"]
+        if sse is not _MISSING and sse == _SSE_MESSAGE and type(sse) is dict:
+            del event["sse"]
+        return True
+
+    def _delta(self, base: dict, block: dict) -> Any:
+        """`block` as written against `base`: a delta (cached per pair), or the block itself."""
+        key = (id(base), id(block))
+        cached = self._deltas.get(key)
+        if cached is None or cached[0] is not base or cached[1] is not block:
+            if len(self._deltas) >= MAX_SESSIONS:
+                self._deltas.clear()
+            # header_delta keeps the order exactly (tests/trace/test_compact.py holds it to that)
+            cached = self._deltas[key] = (base, block, header_delta(base, block))
+        return cached[2]
 
     @staticmethod
-    def _omit(out: dict, full: dict, defaults: Iterator[tuple[str, Any]]) -> list[str]:
-        """Drop from `out` what equals its default; the names of defaults `full` does not have."""
-        absent = []
+    def _omit(full: dict, defaults: list[tuple[str, Any]], out, absent: list[str]) -> None:
+        """Note what equals its default: removed from `out` (a dict) or listed in it (a list);
+        the names of defaults `full` does not have go to `absent`."""
         for name, value in defaults:
             if value is _MISSING:
                 continue
-            if name in full:
-                if full[name] == value and type(full[name]) is type(value):
+            have = full.get(name, _MISSING)
+            if have is _MISSING:
+                if name not in full:
+                    absent.append(name)
+            elif have == value and (have is value or type(have) is type(value)):
+                if type(out) is list:
+                    out.append(name)
+                else:
                     del out[name]
-            else:
-                absent.append(name)
-        return absent
 
     def _compact_blocks(self, out: dict, full: dict, kind: str, fields, flow: Flow, session: Any) -> list[str]:
-        """Leave out the header blocks the flow had; write the others as deltas when that reads back exactly."""
+        """The header blocks as written: in `out`, `_MISSING` for a block left out (it equals its
+        base), a delta where that reads back exactly; the names of blocks `full` lacks returned."""
         absent = []
         for field, side in fields:
             block = full.get(field, _MISSING)
@@ -354,19 +464,9 @@ class Compactor(_State):
             if base is None:
                 continue
             if base is block or base == block:
-                del out[field]
+                out[field] = _MISSING
                 continue
-            key = (id(base), id(block))
-            cached = self._deltas.get(key)
-            if cached is None or cached[0] is not base or cached[1] is not block:
-                delta = header_delta(base, block)
-                if list(apply_delta(base, delta).items()) != list(block.items()):
-                    delta = None  # cannot happen (header_delta keeps order); the full block then
-                if len(self._deltas) >= MAX_SESSIONS:
-                    self._deltas.clear()
-                cached = self._deltas[key] = (base, block, delta)
-            if cached[2] is not None:
-                out[field] = cached[2]
+            out[field] = self._delta(base, block)
         return absent
 
 
@@ -408,8 +508,8 @@ class Expander(_State):
         return _detached(full)
 
     @staticmethod
-    def _restore(full: dict, defaults: Iterator[tuple[str, Any]], absent) -> None:
-        # Written as it goes: a default may read fields restored before it.
+    def _restore(full: dict, defaults: list[tuple[str, Any]], absent) -> None:
+        # Defaults are computed before any is restored (`defaults` says how dependencies read).
         for name, value in defaults:
             if value is not _MISSING and name not in full and name not in absent:
                 full[name] = value

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace import FORMAT_VERSION, TraceReader, TraceWriter
-from mcpbench.trace.compact import apply_delta, header_delta
+from mcpbench.trace.compact import Compactor, apply_delta, header_delta
 
 DATA = Path(__file__).with_name("data")
 V1_FILES = sorted(DATA.glob("v1-http-*.jsonl"))
@@ -96,3 +96,12 @@ BLOCKS = st.dictionaries(NAMES, st.sampled_from(["1", "2", "application/json"]),
 @given(BLOCKS, BLOCKS)
 def test_a_header_delta_rebuilds_the_block_in_its_order(base: dict, block: dict) -> None:
     assert list(apply_delta(base, header_delta(base, block)).items()) == list(block.items())
+
+
+@pytest.mark.parametrize("v1", V1_FILES, ids=lambda p: p.stem)
+def test_the_fast_paths_write_what_the_general_one_writes(v1: Path) -> None:
+    events = [orjson.loads(line) for line in v1.read_bytes().splitlines()]
+    fast, general = Compactor(events[0]), Compactor(events[0])
+    general.fast = False
+    for event in events[1:]:
+        assert orjson.dumps(fast.compact(orjson.loads(orjson.dumps(event)))) == orjson.dumps(general.compact(orjson.loads(orjson.dumps(event))))
