@@ -1,7 +1,8 @@
 """`mcpbench bench proxy`: what recording through mitmproxy costs.
 
 One run measures four paths to the same reference server (Streamable HTTP, SSE answers,
-handshake era, `tools/call echo`):
+handshake era, `tools/call echo`), and three more to a reference server that answers with JSON
+bodies (`--json-response`): `json_direct`, `json_bare`, `json_addon`:
 
 - `direct`: the client talks to the server;
 - `bare`: through `mitmdump` in reverse mode without any addon;
@@ -41,7 +42,8 @@ callable passes each chunk on before recording it, so its chunk path equals the 
 
 Targets (issue 3): the addon keeps >= 90 % of bare mitmdump's throughput, adds <= 0.5 ms p50, and
 the first SSE event through it arrives <= 5 ms after the direct one (warm connections; checked for
-both events).
+both events). Issue 15: the mitmdump process's CPU per exchange with the addon is at most bare
+mitmdump's + 10 %, with JSON answers (`cpu_json`) and with SSE answers (`cpu_sse`).
 
 Wall-clock figures on a shared 2-core machine are noisy, so the run also reports the CPU time the
 mitmdump process spends per exchange (`proxy_cpu_us_per_exchange`, from psutil): the addon's cost
@@ -70,10 +72,14 @@ from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import ClientProtocol
 from mcpbench.protocol.http import SESSION_ID, is_event_stream, post_headers
 from mcpbench.protocol.sse import SseEvent, SseParser
+from mcpbench.trace.reader import TraceReader
 
 HOST = "127.0.0.1"
 NAME = "proxy"
 PATHS = ("direct", "bare", "stream", "addon")
+# The same calls to a server answering with JSON bodies (no streaming on any path).
+JSON_PATHS = ("json_direct", "json_bare", "json_addon")
+ALL_PATHS = PATHS + JSON_PATHS
 # mitmdump set-ups; `bare_slb` (bare mitmdump with `stream_large_bodies=1`: mitmproxy's own streaming,
 # no addon at all) is only timed for first events.
 PROXIES = ("bare", "bare_slb", "stream", "addon")
@@ -100,6 +106,8 @@ QUICK = {"rounds": 1, "latency_calls": 30, "sessions": 2, "calls_per_session": 2
 TARGET_THROUGHPUT_RATIO = 0.90
 TARGET_ADDED_P50_MS = 0.5
 TARGET_TTFE_EXTRA_MS = 5.0
+# Issue 15: the addon's process CPU per exchange over bare mitmdump's.
+TARGET_CPU_RATIO = 1.10
 
 # `slow` with 4 steps over 0.2 s: the first progress event comes after ~50 ms, the answer after
 # ~200 ms, so a buffering proxy shows as ~150 ms extra.
@@ -357,6 +365,12 @@ def run(quick: bool = False) -> Path:
                 [python, "-m", "mcpbench", "lab", "serve", "--transport", "streamable-http", "--host", HOST, "--port", str(ports["server"])],
                 ports["server"], tmpdir / "server.log",
             ))
+            ports["json"] = free_port()
+            procs.append(_start(
+                [python, "-m", "mcpbench", "lab", "serve", "--transport", "streamable-http", "--json-response",
+                 "--host", HOST, "--port", str(ports["json"])],
+                ports["json"], tmpdir / "json.log",
+            ))
             ports["legacy"] = free_port()
             procs.append(_start(
                 [python, "-m", "mcpbench", "lab", "serve", "--transport", "sse", "--host", HOST, "--port", str(ports["legacy"])],
@@ -365,8 +379,8 @@ def run(quick: bool = False) -> Path:
             stream_only = tmpdir / "stream_only.py"
             stream_only.write_text(STREAM_ONLY_ADDON)
             proxy_procs = {}
-            for upstream in ("server", "legacy"):
-                for kind in PROXIES:
+            for upstream in ("server", "legacy", "json"):
+                for kind in PROXIES if upstream != "json" else ("bare", "addon"):
                     port = ports[f"{kind}-{upstream}"] = free_port()
                     argv = [mitmdump, "-q", "--mode", f"reverse:http://{HOST}:{ports[upstream]}", "--listen-host", HOST, "-p", str(port)]
                     if kind == "stream":
@@ -378,7 +392,10 @@ def run(quick: bool = False) -> Path:
                     procs.append(_start(argv, port, tmpdir / f"{kind}-{upstream}.log"))
                     if upstream == "server":
                         proxy_procs[kind] = procs[-1]
+                    elif upstream == "json":
+                        proxy_procs[f"json_{kind}"] = procs[-1]
             targets = {name: ports["server"] if name == "direct" else ports[f"{name}-server"] for name in PATHS}
+            targets |= {"json_direct": ports["json"], "json_bare": ports["bare-json"], "json_addon": ports["addon-json"]}
             slow_targets = {name: ports["server"] if name == "direct" else ports[f"{name}-server"] for name in TTFE_PATHS}
             legacy_targets = {name: ports["legacy"] if name == "direct" else ports[f"{name}-legacy"] for name in TTFE_PATHS}
             exchanges = 3 + config["latency_calls"] + config["sessions"] * (2 + config["calls_per_session"])
@@ -401,12 +418,17 @@ def run(quick: bool = False) -> Path:
             for proc in reversed(procs_to_stop):
                 stop_process(proc)
             trace_events = sum(1 for _ in open(tmpdir / "server.jsonl", "rb")) if (tmpdir / "server.jsonl").exists() else 0
+            trace_bytes_per_message = {}
+            for upstream, answers in (("server", "sse"), ("json", "json")):
+                trace = tmpdir / f"{upstream}.jsonl"
+                messages = sum(1 for e in TraceReader(trace) if e["kind"] == "message") if trace.exists() else 0
+                trace_bytes_per_message[answers] = trace.stat().st_size / messages if messages else None
         finally:
             for proc in reversed(procs):
                 stop_process(proc)
 
     medians = {
-        name: {key: statistics.median(r[name][key] for r in rounds) for key in rounds[0][name]} for name in PATHS
+        name: {key: statistics.median(r[name][key] for r in rounds) for key in rounds[0][name]} for name in ALL_PATHS
     }
     load = os.getloadavg()
     first_ms = {
@@ -430,6 +452,12 @@ def run(quick: bool = False) -> Path:
         "addon_vs_stream_throughput": medians["addon"]["calls_per_s"] / medians["stream"]["calls_per_s"],
         "addon_minus_stream_p50_ms": medians["addon"]["p50_ms"] - medians["stream"]["p50_ms"],
         "addon_minus_stream_cpu_us_per_exchange": medians["addon"]["proxy_cpu_us_per_exchange"] - medians["stream"]["proxy_cpu_us_per_exchange"],
+        # Issue 15: CPU per exchange, mitmdump + addon over bare mitmdump, per answer kind.
+        "addon_vs_bare_cpu_sse": medians["addon"]["proxy_cpu_us_per_exchange"] / medians["bare"]["proxy_cpu_us_per_exchange"],
+        "addon_vs_bare_cpu_json": medians["json_addon"]["proxy_cpu_us_per_exchange"] / medians["json_bare"]["proxy_cpu_us_per_exchange"],
+        "json_addon_cpu_us_per_exchange": medians["json_addon"]["proxy_cpu_us_per_exchange"] - medians["json_bare"]["proxy_cpu_us_per_exchange"],
+        "json_addon_vs_bare_throughput": medians["json_addon"]["calls_per_s"] / medians["json_bare"]["calls_per_s"],
+        "json_addon_minus_bare_p50_ms": medians["json_addon"]["p50_ms"] - medians["json_bare"]["p50_ms"],
     }
     # First events, warm connections (the target's measure): what mitmproxy's streaming costs by
     # itself (`bare_slb`: no addon; `stream`: a pass-through callable) and what the addon adds.
@@ -441,6 +469,8 @@ def run(quick: bool = False) -> Path:
     met = {
         "throughput": ratios["addon_vs_bare_throughput"] >= TARGET_THROUGHPUT_RATIO,
         "added_p50": ratios["addon_minus_bare_p50_ms"] <= TARGET_ADDED_P50_MS,
+        "cpu_sse": ratios["addon_vs_bare_cpu_sse"] <= TARGET_CPU_RATIO,
+        "cpu_json": ratios["addon_vs_bare_cpu_json"] <= TARGET_CPU_RATIO,
     }
     for kind, short in (("slow_progress", "ttfe"), ("legacy_endpoint", "legacy_endpoint")):
         added = ratios[f"{short}_addon_minus_direct_ms"]
@@ -450,7 +480,8 @@ def run(quick: bool = False) -> Path:
     data = {
         "quick": quick,
         "workload": {
-            "server": "mcpbench lab serve --transport streamable-http (SSE answers, handshake era)",
+            "server": "mcpbench lab serve --transport streamable-http (SSE answers, handshake era); "
+            "json_* paths: the same with --json-response (JSON answers)",
             "call": "tools/call echo",
             **config,
             "slow_args": SLOW_ARGS,
@@ -460,6 +491,7 @@ def run(quick: bool = False) -> Path:
             "warm: on a keep-alive connection that has carried an exchange (through the proxy too); "
             "new_connection: the clock starts before connect",
             "addon_trace_events": trace_events,
+            "addon_trace_bytes_per_message": trace_bytes_per_message,
         },
         "load_average_after": load,
         "medians": medians,
@@ -474,6 +506,7 @@ def run(quick: bool = False) -> Path:
             "throughput_ratio_min": TARGET_THROUGHPUT_RATIO,
             "added_p50_ms_max": TARGET_ADDED_P50_MS,
             "first_event_extra_ms_max": TARGET_TTFE_EXTRA_MS,
+            "addon_vs_bare_cpu_max": TARGET_CPU_RATIO,
         },
         "met": met,
         "rounds": rounds,
@@ -482,8 +515,8 @@ def run(quick: bool = False) -> Path:
     bar_chart(
         path.with_suffix(".png"),
         "tools/call echo throughput: direct vs mitmdump vs mitmdump + mcpbench addon",
-        list(PATHS),
-        [medians[name]["calls_per_s"] for name in PATHS],
+        list(ALL_PATHS),
+        [medians[name]["calls_per_s"] for name in ALL_PATHS],
         "calls/s",
     )
     return path
