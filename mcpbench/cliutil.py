@@ -23,7 +23,8 @@ def map_errors(func):
         try:
             return func(*args, **kwargs)
         except McpbenchError as exc:
-            click.echo(f"mcpbench: {exc}", err=True)
+            if not getattr(exc, "reported", False):  # else it was said when it happened
+                click.echo(f"mcpbench: {exc}", err=True)
             sys.exit(getattr(exc, "exit_code", EXIT_FAILURE))
 
     return wrapper

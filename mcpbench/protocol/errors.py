@@ -7,6 +7,7 @@
     │   ├── LocalProtocolError    we were asked to send something invalid
     │   └── RemoteProtocolError   the peer sent something invalid
     ├── TraceError                a trace file cannot be read or written
+    │   └── TraceWriteError       the trace stopped being written (disk full, file removed); exit 3
     ├── TargetError               a server or command cannot be reached or started
     └── ReplayError               a replay cannot go on
 
@@ -33,6 +34,20 @@ class RemoteProtocolError(ProtocolError):
 
 class TraceError(McpbenchError):
     """A trace cannot be read or written; the message names the file and line."""
+
+
+class TraceWriteError(TraceError):
+    """Recording stopped: the trace could not be written any more. The session went on.
+
+    `reported` is set when the reason was already shown, as it happened: the command then only
+    ends with `exit_code`.
+    """
+
+    exit_code = 3  # the environment (disk, file system), not the input
+
+    def __init__(self, message: str, *, reported: bool = False) -> None:
+        super().__init__(message)
+        self.reported = reported
 
 
 class TargetError(McpbenchError):

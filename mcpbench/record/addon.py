@@ -39,7 +39,7 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.errors import RemoteProtocolError, TraceError
+from mcpbench.protocol.errors import RemoteProtocolError, TraceError, TraceWriteError
 from mcpbench.protocol.http import (
     METHOD,
     PROTOCOL_VERSION,
@@ -96,6 +96,8 @@ class Recording:
         self.book = SessionBook()
         self.exchanges: dict[str, Exchange] = {}  # open exchanges by flow id
         self.events_written = 0  # the count of the last writer closed
+        self.failed: str | None = None  # why the last writer stopped recording (said on stderr), or None
+        self.open_error: TraceError | None = None  # why the trace could not be created
         self._lines: list[bytes] = []
         self._flush_pending = False
         self._chunks: deque[tuple[StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
@@ -131,6 +133,7 @@ class Recording:
             self._write_now()
             self.events_written = self.writer.events
             self.writer.close()
+            self.failed = self.writer.failed
             self.writer = None
 
     def _flush(self) -> None:
@@ -621,8 +624,9 @@ class Recording:
 class TraceOutput:
     """Options and the trace file: opened in `configure`, closed last in `done`."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, *, exit_on_failure: bool = False) -> None:
         self.recording = recording
+        self.exit_on_failure = exit_on_failure
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -635,6 +639,12 @@ class TraceOutput:
         )
 
     def configure(self, updated: set[str]) -> None:
+        if updated & {"connection_strategy", "mcpbench_out"} and getattr(ctx.options, "connection_strategy", None) == "eager":
+            # Eager connects upstream when a client connects, before any request: an upstream that
+            # refuses or resets then drops the client with no answer and no flow to record. Lazy
+            # connects per request, so the client gets mitmproxy's 502 naming the cause and the
+            # trace gets the exchange's `error` event.
+            ctx.options.update(connection_strategy="lazy")
         if "mcpbench_out" not in updated and "mcpbench_redact" not in updated:
             return
         modes = list(ctx.options.mode)
@@ -645,10 +655,15 @@ class TraceOutput:
         try:
             self.recording.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
         except TraceError as exc:
+            self.recording.open_error = exc
             raise exceptions.OptionsError(str(exc)) from None
 
     def done(self) -> None:
         self.recording.close_writer()
+        if self.recording.failed and self.exit_on_failure:
+            # In mitmdump, as its own save addon does: the reason was said when it happened; the
+            # proxy kept serving, and now ends non-zero.
+            raise SystemExit(TraceWriteError.exit_code)
 
 
 class SseTap:
@@ -686,10 +701,14 @@ class ExchangeRecorder:
         self.recording.done()
 
 
-def make_addons() -> list:
-    """A fresh set of the addons, sharing one `Recording`; `TraceOutput` last, so it closes last."""
+def make_addons(*, exit_on_failure: bool = False) -> list:
+    """A fresh set of the addons, sharing one `Recording`; `TraceOutput` last, so it closes last.
+
+    `exit_on_failure`: end the process non-zero at `done` when the trace could not be written to
+    the end (for mitmdump; `mcpbench record` reads `Recording.failed` itself).
+    """
     recording = Recording()
-    return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording)]
+    return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording, exit_on_failure=exit_on_failure)]
 
 
-addons = make_addons()
+addons = make_addons(exit_on_failure=True)

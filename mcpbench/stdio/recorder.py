@@ -32,6 +32,9 @@ from mcpbench.trace.writer import TraceWriter
 
 HEADER = struct.Struct("<BdI")
 
+# The recorder's exit status when the trace could not be written to the end (the tee reads it).
+RECORDING_FAILED = 3
+
 # Frame kinds. Data frames carry raw bytes; an empty data frame is that stream's EOF.
 C2S_DATA, S2C_DATA, STDERR_DATA, EVENT = 1, 2, 3, 4
 
@@ -224,6 +227,8 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
             os.dup2(null, fd)
         Recorder(writer, session_id).run(read_end)
         writer.close()
+        if writer.failed:  # said on stderr when it happened; the tee ends non-zero
+            status = RECORDING_FAILED
     except BaseException:  # noqa: BLE001 - a child of fork must never return into the tee's code
         import traceback
 

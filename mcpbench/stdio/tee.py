@@ -21,7 +21,7 @@ import sys
 import threading
 import uuid
 
-from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.stdio import recorder
 from mcpbench.trace.format import Kind, now
 from mcpbench.trace.writer import TraceWriter
@@ -64,6 +64,8 @@ class Tee:
         self._channel: int | None = None
         self._channel_lock = threading.Lock()  # frames from three threads must not interleave
         self._recorder_pid: int | None = None
+        # Why the trace is incomplete (said on stderr when it happened), or None.
+        self.recording_failed: str | None = None
 
     def run(self) -> int:
         """Start the server, copy until it exits, return its exit status.
@@ -174,7 +176,8 @@ class Tee:
                     rest = rest[os.write(channel, rest) :]
         except OSError as exc:
             # Never break the observed session: stop recording, say so once.
-            print(f"mcpbench: recorder gone ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
+            self.recording_failed = f"recorder gone ({exc.strerror}); recording stopped, traffic still passes"
+            print(f"mcpbench: {self.recording_failed}", file=sys.stderr, flush=True)
             os.close(channel)
             self._channel = None
 
@@ -189,14 +192,20 @@ class Tee:
         pidfd = os.pidfd_open(self._recorder_pid)
         try:
             select.select([pidfd], [], [], RECORDER_TIMEOUT)  # readable once the recorder has exited
-            os.waitpid(self._recorder_pid, os.WNOHANG)
+            pid, status = os.waitpid(self._recorder_pid, os.WNOHANG)
+            if pid and status and not self.recording_failed:  # the recorder said why on stderr
+                self.recording_failed = f"the recorder ended with status {os.waitstatus_to_exitcode(status)}"
         finally:
             os.close(pidfd)
         self._recorder_pid = None
 
 
 def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, record: bool = True) -> int:
-    """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status."""
+    """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status.
+
+    Raises:
+        TraceWriteError: the server ended well but the trace could not be written to the end.
+    """
     from mcpbench.trace.redact import Redactor
     from mcpbench.trace.writer import default_trace_path
 
@@ -205,11 +214,14 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
         path = out or default_trace_path(os.path.basename(argv[0]) if argv else "session")
         writer = TraceWriter(path, transport=TRANSPORT, header={"command": argv}, redactor=Redactor(redact))
         print(f"mcpbench: recording to {writer.path}", file=sys.stderr, flush=True)
+    tee = Tee(argv, writer)
     try:
-        status = Tee(argv, writer).run()
+        status = tee.run()
     finally:
         if writer:
             writer.close()
     if status != 0:
         print(f"mcpbench: {shlex.join(argv)} exited with status {status}", file=sys.stderr, flush=True)
+    elif tee.recording_failed:  # the server did fine; the recording did not
+        raise TraceWriteError(tee.recording_failed, reported=True)
     return status

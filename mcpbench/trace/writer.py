@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from mcpbench import __version__
-from mcpbench.protocol.errors import TraceError
+from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 
@@ -59,7 +59,8 @@ class TraceWriter:
         self.transport = transport
         self.redactor = redactor or Redactor()
         self._redact_json = self.redactor.touches_json  # read once: the rules do not change
-        self.failed: str | None = None
+        self.failed: str | None = None  # why recording stopped (said on stderr once), or None
+        self._error: str | None = None
         self.events = 0
         self._lock = threading.Lock()
         self._prefixes: dict[tuple[str | None, str], tuple[bytes, bytes]] = {}
@@ -80,6 +81,9 @@ class TraceWriter:
                 **(header or {}),
             }
         )
+        if self.failed:  # not even the header fits (a full disk, /dev/full): nothing to record into
+            self.close()
+            raise TraceWriteError(f"{self.path}: cannot write trace: {self._error}")
 
     def encode(self, event: dict[str, Any]) -> bytes:
         """One event as a trace line; `v`, `ts` and `transport` are filled in when absent."""
@@ -169,13 +173,21 @@ class TraceWriter:
                     view = view[os.write(self._fd, view) :]
                 self.events += count
             except OSError as exc:
+                self._error = exc.strerror
                 # Never break the observed session: stop recording, say so once.
-                self.failed = f"{self.path}: trace write failed: {exc.strerror}; recording stopped"
-                print(f"mcpbench: {self.failed}", file=sys.stderr)
+                self._fail(f"trace write failed: {exc.strerror}; recording stopped, traffic still passes")
+
+    def _fail(self, reason: str) -> None:
+        """Note why the trace is incomplete and say so once, at once (the command ends non-zero later)."""
+        self.failed = f"{self.path}: {reason}"
+        if self.events:  # a header that cannot be written is reported by the caller, as an exception
+            print(f"mcpbench: {self.failed}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
+                if not self.failed and os.fstat(self._fd).st_nlink == 0:
+                    self._fail("the trace file was removed while recording; its events are lost")
                 os.close(self._fd)
                 self._fd = -1
 
