@@ -81,7 +81,8 @@ class Recorder:
         self.writer = writer
         self.session_id = session_id
         self.session = Session()
-        self.framers = {C2S_DATA: LineFramer(), S2C_DATA: LineFramer(), STDERR_DATA: LineFramer()}
+        # CRs kept: a line that is not a message (junk, stderr) is recorded byte for byte.
+        self.framers = {kind: LineFramer(keep_cr=True) for kind in (C2S_DATA, S2C_DATA, STDERR_DATA)}
 
     def run(self, channel: int) -> None:
         """Record until the channel ends, then close the session."""
@@ -145,7 +146,7 @@ class Recorder:
                 except (orjson.JSONDecodeError, jsonrpc.InvalidMessage):
                     pass  # the odd line's path below says why
                 else:
-                    run.append(item)
+                    run.append(item[:-1] if item[-1:] == b"\r" else item)  # a trace line holds no CR
                     if found := observe(direction, message, ts):
                         self._flush(direction, run, ts, records)
                         self._session_violations(found, ts, records)
@@ -165,19 +166,22 @@ class Recorder:
             records.append(self._violation(direction, ts, "line-too-long", f"a line of {item.size} bytes", item.head))
             return
         data = item if type(item) is bytes else item.data
+        torn = type(item) is Line and not item.terminated
         try:
             message = jsonrpc.decode(data)
         except jsonrpc.NotJson as exc:
             code = "stdout-pollution" if direction is S2C else "not-json"
             records.append(self._violation(direction, ts, code, exc.reason, data))
-            return
+            message = None
         except jsonrpc.InvalidMessage as exc:
             records.append(self._violation(direction, ts, "invalid-message", exc.reason, data))
-            return
-        records.append(self.writer.encode_message(self.session_id, direction.value, data, ts))
-        if type(item) is Line and not item.terminated:
+            message = None
+        else:
+            records.append(self.writer.encode_message(self.session_id, direction.value, data.removesuffix(b"\r"), ts))
+        if torn:  # junk or not, a last line without its newline is reported as torn
             records.append(self._violation(direction, ts, "unterminated-line", "the stream ended inside a line", None))
-        self._session_violations(self.session.observe(direction, message, ts), ts, records)
+        if message is not None:
+            self._session_violations(self.session.observe(direction, message, ts), ts, records)
 
     def _session_violations(self, found: list, ts: float, records: list[bytes]) -> None:
         for item in found:

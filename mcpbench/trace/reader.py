@@ -80,20 +80,23 @@ class TraceReader:
                     yield from self._block(data[start:end])
                     start = end
             tail = b"".join(pieces)
-            if tail:
-                # Only the file's last line can lack a newline.
+            if tail.strip():
+                # Only the file's last line can lack a newline. Unless it is a whole event, it is what
+                # a writer stopped mid-write leaves (or junk appended later): reported, never an event.
                 try:
                     event = orjson.loads(tail)
                 except orjson.JSONDecodeError:
+                    event = None
+                if type(event) is dict and all(key in event for key in REQUIRED):
+                    self.lines += 1
+                    yield self._check(event, self.lines)
+                else:
                     self.torn = (
                         f"{self.path}:{self.lines + 1}: torn last line skipped "
                         f"({len(tail)} bytes, no newline: the writer stopped mid-write)"
                     )
-                else:
-                    self.lines += 1
-                    yield self._check(event, self.lines)
         if self.lines == 0:
-            raise TraceError(f"{self.path}: empty trace")
+            raise TraceError(f"{self.path}: empty trace" + (" (only a torn line)" if self.torn else ""))
 
     def _block(self, data: bytes) -> Iterator[dict[str, Any]]:
         """The events of whole lines `data` (ending in a newline)."""
