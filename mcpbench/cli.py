@@ -5,6 +5,7 @@ whole process with gevent at import time, so neither may load for `tee`.
 """
 
 import importlib
+import os
 import sys
 
 import click
@@ -33,9 +34,13 @@ def tee(out, redact, command):
 
     Example: mcpbench tee --out s.jsonl -- python -m my_server
     """
+    from mcpbench.outputs import refuse_overwrite
     from mcpbench.protocol.errors import TargetError
     from mcpbench.stdio.tee import run_tee
 
+    # `tee --out s.jsonl -- mcpbench serve-trace s.jsonl` would empty the recording it serves.
+    files = [part.partition("=")[2] if part.startswith("-") else part for part in command[1:]]
+    refuse_overwrite([("--out", out)], [("a file the server command names", name) for name in files if os.path.isfile(name)])
     try:
         status = run_tee(list(command), out, redact)
     except TargetError as exc:

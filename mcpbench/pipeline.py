@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 
 from mcpbench.lab.servers import reference_server
-from mcpbench.outputs import new_run_folder
+from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import McpbenchError, TargetError
 
 RESULTS = Path("results")
@@ -124,7 +124,7 @@ def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
         run_dir = out
         run_dir.mkdir(parents=True, exist_ok=True)
     summary = {name: stage(run_dir, say) for name, stage in STAGES}
-    (run_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_atomic(run_dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     say("== report")
     for name, line in summary.items():
         say(f"  {name}: {line}")

@@ -9,6 +9,7 @@
     ├── TraceError                a trace file cannot be read or written
     │   └── TraceWriteError       the trace stopped being written (disk full, file removed); exit 3
     ├── TargetError               a server or command cannot be reached or started
+    ├── OutputError               an output would overwrite an input (or another output)
     └── ReplayError               a replay cannot go on
 
 The command line turns any `McpbenchError` into a one-line message and a non-zero
@@ -52,6 +53,10 @@ class TraceWriteError(TraceError):
 
 class TargetError(McpbenchError):
     """A target (URL or command) cannot be reached, started or kept alive."""
+
+
+class OutputError(McpbenchError):
+    """An output path names an input (or another output): writing it would destroy user data."""
 
 
 class ReplayError(McpbenchError):

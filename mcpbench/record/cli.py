@@ -57,12 +57,13 @@ def export(trace, har, out):
     """
     if not har:
         raise click.UsageError("choose a format: --har")
+    from mcpbench.outputs import refuse_overwrite, write_atomic
     from mcpbench.record.har import export_har
 
+    refuse_overwrite([("--out", out)], [("the trace being exported", trace)])
     data = export_har(trace)
     if out:
-        with open(out, "wb") as handle:
-            handle.write(data)
+        write_atomic(out, data)  # a failed export leaves no half file where a good one was
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from mcpbench.cliutil import map_errors
+from mcpbench.outputs import refuse_overwrite
 
 EXIT_CHANGED = 1
 EXIT_CANNOT_RUN = 2
@@ -107,6 +108,11 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
     from mcpbench.trace.redact import Redactor
     from mcpbench.trace.writer import TraceWriter
 
+    noise_path = (noise_file or Path(str(trace)).with_suffix(".noise.json")) if learn_noise else None
+    refuse_overwrite(
+        [("--out", out), ("--report", report_path), ("--noise-file", noise_path)],
+        [("the trace being replayed", trace), *(("--ignore-file", name) for name in ignore_files)],
+    )
     try:
         target = parse_target(target_text)
         rules = _rules(ignore, ignore_files, no_default_rules)
@@ -134,7 +140,7 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
             writer.close()
     if learn_noise and not run.aborted:
         learned = learn(first, run, rules)
-        path = Path(noise_file) if noise_file else Path(str(trace)).with_suffix(".noise.json")
+        path = Path(noise_path)
         save_rules(path, learned, source=str(trace))
         click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
         rules = rules.extend(learned)
@@ -160,6 +166,10 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
     from mcpbench.replay import plan as plans
     from mcpbench.replay.report import diff_traces
 
+    refuse_overwrite(
+        [("--report", report_path)],
+        [("TRACE_A", trace_a), ("TRACE_B", trace_b), *(("--ignore-file", name) for name in ignore_files)],
+    )
     try:
         rules = _rules(ignore, ignore_files, no_default_rules)
         a, b = plans.load(trace_a), plans.load(trace_b)

@@ -145,9 +145,11 @@ class Report:
     def write_json(self, path: str) -> None:
         from pathlib import Path
 
+        from mcpbench.outputs import write_atomic
+
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n")
+        write_atomic(out, orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n")
 
 
 def _ms(seconds: float | None) -> float | None:
