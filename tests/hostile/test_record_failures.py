@@ -123,6 +123,7 @@ def resetting_upstream() -> Iterator[int]:
         yield listener.getsockname()[1]
     finally:
         stopping.set()
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
         listener.close()
         thread.join(WAIT)
 
@@ -165,6 +166,46 @@ def test_upstream_failure_answers_502_and_is_recorded(tmp_path: Path, kind: str,
     (entry,) = orjson.loads(har.stdout)["log"]["entries"]
     assert entry["response"]["status"] == 0 and cause in entry["comment"]  # HAR's "no response"
     assert orjson.loads(entry["request"]["postData"]["text"])["method"] == "initialize"
+
+
+@contextlib.contextmanager
+def silent_upstream() -> Iterator[int]:
+    """A TCP server that accepts and reads requests but never answers."""
+    listener = socket.create_server((HOST, 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
+        listener.close()
+        for conn in held:
+            conn.close()
+        thread.join(WAIT)
+
+
+@pytest.mark.parametrize("kind", ["record", "mitmdump"])
+def test_upstream_that_never_answers_is_recorded_when_the_client_gives_up(tmp_path: Path, kind: str) -> None:
+    trace = tmp_path / "t.jsonl"
+    with silent_upstream() as port, recorder(kind, port, trace) as proxy:
+        with pytest.raises(httpx2.ReadTimeout):
+            httpx2.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=httpx2.Timeout(WAIT, read=1.0))
+    assert_stopped_cleanly(proxy.result)
+    events = list(TraceReader(trace))
+    (request,) = [e for e in events if e["kind"] == "message"]
+    (error,) = [e for e in events if e["kind"] == "error"]
+    assert request["msg"]["method"] == "initialize" and error["flow"] == request["flow"]  # neither lost
+    assert [e["error"] for e in events if e["kind"] == "http"] == [error["detail"]]
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
