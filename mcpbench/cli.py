@@ -44,7 +44,9 @@ def tee(out, redact, command):
     try:
         status = run_tee(list(command), out, redact)
     except TargetError as exc:
-        click.echo(f"mcpbench: {exc}", err=True)
+        from mcpbench.trace.redact import Redactor
+
+        click.echo(f"mcpbench: {Redactor(redact).text(str(exc))}", err=True)
         sys.exit(EXIT_NOT_FOUND)
     sys.exit(status)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
+from mcpbench.trace.redact import Redactor
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
 
@@ -97,7 +98,8 @@ class _Announce:
 
 def _default_ready(url: str) -> None:
     print(url, flush=True)
-    print(f"mcpbench: point clients at {url} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
+    hint = Redactor().url(url)  # stdout has the URL as given; the log line hides its secrets
+    print(f"mcpbench: point clients at {hint} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
 
 
 async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready):
@@ -158,7 +160,7 @@ def run_record(
     trace = Path(out) if out else default_trace_path(urlsplit(spec).netloc)
     if problem := _probe(spec):
         print(f"mcpbench: warning: {spec} does not answer now ({problem}); recording anyway", file=sys.stderr, flush=True)
-    print(f"mcpbench: recording {spec}{path} to {trace}", file=sys.stderr, flush=True)
+    print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
     recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready))
     if recording.failed:  # said on stderr when it happened; the proxy kept serving
         raise TraceWriteError(recording.failed, reported=True)

@@ -25,6 +25,7 @@ import orjson
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import Call, SessionPlan, TracePlan, answer_obj
+from mcpbench.trace.redact import Redactor
 
 STATUSES = ("identical", "changed", "missing", "extra", "failed", "skipped", "unanswered")
 COUNTED = ("identical", "changed", "missing", "extra", "failed")
@@ -149,7 +150,8 @@ class Report:
 
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(out, orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n")
+        data = orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+        write_atomic(out, Redactor().raw(data))  # a target URL, an error or a live answer may quote a secret
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -378,7 +380,7 @@ def render(report: Report, *, verbose: bool = False) -> str:
     lines.append(f"calls: {_counts_text(counts)}")
     if report.aborted:
         lines.append(f"the replay could not run to its end: {report.aborted}")
-    return "\n".join(lines)
+    return Redactor().text("\n".join(lines))  # a target URL, an error or a live answer may quote a secret
 
 
 __all__ = ["CallResult", "Report", "SessionResult", "build", "diff_traces", "learn_noise", "render"]

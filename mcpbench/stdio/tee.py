@@ -221,7 +221,8 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
         if writer:
             writer.close()
     if status != 0:
-        print(f"mcpbench: {shlex.join(argv)} exited with status {status}", file=sys.stderr, flush=True)
+        command = shlex.join(Redactor(redact).argv(argv))
+        print(f"mcpbench: {command} exited with status {status}", file=sys.stderr, flush=True)
     elif tee.recording_failed:  # the server did fine; the recording did not
         raise TraceWriteError(tee.recording_failed, reported=True)
     return status

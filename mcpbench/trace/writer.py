@@ -88,6 +88,7 @@ class TraceWriter:
     def encode(self, event: dict[str, Any]) -> bytes:
         """One event as a trace line; `v`, `ts` and `transport` are filled in when absent."""
         event = dict(event)
+        self.redactor.event_text(event)  # bodies, comments, lines, command lines: secrets by shape
         head = {
             "v": FORMAT_VERSION,
             "ts": event.pop("ts", None) or now(),
