@@ -32,6 +32,7 @@ request the work is one JSON decode, one session step and a few `os.write`s.
 
 import asyncio
 import logging
+import sys
 from collections import deque
 from collections.abc import Sequence
 
@@ -74,6 +75,9 @@ logger = logging.getLogger(__name__)
 # Distinct header blocks whose redacted form is kept: a few per client and server, times the
 # sessions of a load test; the cache is simply emptied when full.
 HEADER_CACHE_SIZE = 1024
+
+# mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
+EXIT_INPUT = 2
 
 # The label of a trace file written to the default folder (no `mcpbench_out`).
 DEFAULT_LABEL = "http"
@@ -627,6 +631,10 @@ class TraceOutput:
     def __init__(self, recording: Recording, *, exit_on_failure: bool = False) -> None:
         self.recording = recording
         self.exit_on_failure = exit_on_failure
+        self.running_ = False  # mitmproxy has started (options set now are changes, not start-up)
+
+    def running(self) -> None:
+        self.running_ = True
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -656,6 +664,12 @@ class TraceOutput:
             self.recording.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
         except TraceError as exc:
             self.recording.open_error = exc
+            if self.exit_on_failure and not self.running_:
+                # At mitmdump's start an exception here is logged with a traceback and mitmdump
+                # exits 1: say it in one line and end with our exit status instead. Later (an
+                # option changed in a running mitmproxy) the OptionsError rejects the change.
+                print(f"mcpbench: {exc}", file=sys.stderr, flush=True)
+                raise SystemExit(getattr(exc, "exit_code", EXIT_INPUT)) from None
             raise exceptions.OptionsError(str(exc)) from None
 
     def done(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import map_errors, redact_option
 from mcpbench.outputs import refuse_overwrite
 
 EXIT_CHANGED = 1
@@ -53,8 +53,8 @@ def _latency(factor, slack_ms):
     return None if factor <= 0 else (factor, slack)
 
 
-def _finish(report, report_path, verbose) -> None:
-    from mcpbench.protocol.errors import ReplayError
+def _finish(report, report_path, verbose, recording_failed=None) -> None:
+    from mcpbench.protocol.errors import ReplayError, TraceWriteError
     from mcpbench.replay.report import render
 
     click.echo(render(report, verbose=verbose))
@@ -62,6 +62,8 @@ def _finish(report, report_path, verbose) -> None:
         report.write_json(report_path)
     if report.aborted:
         raise ReplayError(report.aborted)
+    if recording_failed:  # the replay ran, its own trace is incomplete (said when it happened)
+        raise TraceWriteError(recording_failed, reported=True)
     sys.exit(report.exit_code)
 
 
@@ -87,9 +89,10 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
+@redact_option
 @compare_options
 @map_errors
-def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file,
+def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, redact,
            ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
     """Replay the client side of TRACE against TARGET and report every answer that changed.
 
@@ -130,7 +133,7 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         if first.aborted:
             report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
             _finish(report, report_path, verbose)
-    redactor = Redactor()
+    redactor = Redactor(redact)
     writer = TraceWriter(out, transport=target.transport, redactor=redactor,
                          header={"replay_of": str(trace), "target": redactor.url(str(target)), "protocol_version": protocol_version}) if out else None
     try:
@@ -145,9 +148,9 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
         rules = rules.extend(learned)
     report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
-    if writer:
+    if writer and not writer.failed:
         click.echo(f"mcpbench: replay trace → {writer.path}", err=True)
-    _finish(report, report_path, verbose)
+    _finish(report, report_path, verbose, writer.failed if writer else None)
 
 
 @click.command(name="diff")

@@ -28,7 +28,7 @@ import pytest
 
 from mcpbench.record import ADDON_PATH
 from mcpbench.trace.reader import TraceReader
-from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_OK, MCPBENCH, assert_clean_failure, log_stderr, run
+from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, log_stderr, run
 from tests.record.helpers import MITMDUMP, peer_server
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
@@ -288,3 +288,66 @@ def test_tee_trace_removed_mid_session_ends_3(tmp_path: Path) -> None:
     assert rest == LINE  # the session went on
     result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, str(trace), "removed while recording")
+
+
+def start_argv(kind: str, out: str) -> list[str]:
+    """A recorder that must fail before serving (its upstream is never contacted)."""
+    if kind == "record":
+        return ["record", "--upstream", f"http://{HOST}:{free_port()}/mcp", "--listen", f"{HOST}:0", "--out", out]
+    return ["--mode", f"reverse:http://{HOST}:{free_port()}", "--listen-host", HOST, "-p", "0",
+            "-s", str(ADDON_PATH), "--set", f"mcpbench_out={out}"]
+
+
+def run_recorder(kind: str, args: list[str]) -> subprocess.CompletedProcess:
+    if kind == "record":
+        return run(args)
+    proc = subprocess.run([MITMDUMP, "-q", *args], capture_output=True, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, timeout=WAIT)
+    log_stderr(proc.stderr.decode(errors="replace"))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "", proc.stderr.decode(errors="replace"))
+
+
+@pytest.mark.parametrize("kind", ["record", "mitmdump"])
+def test_recorder_on_a_full_device_ends_3_at_start(kind: str) -> None:
+    result = run_recorder(kind, start_argv(kind, "/dev/full"))
+    assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, "/dev/full", "No space left on device")
+
+
+def test_mitmdump_with_a_trace_that_cannot_be_created_ends_2(tmp_path: Path) -> None:
+    out = tmp_path / "not-a-folder"
+    out.write_text("a file")
+    result = run_recorder("mitmdump", start_argv("mitmdump", str(out / "t.jsonl")))
+    assert_clean_failure(result, EXIT_INPUT, str(out), "cannot create trace")
+    assert out.read_text() == "a file"
+
+
+def test_replay_whose_own_trace_fills_up_reports_and_ends_3(tmp_path: Path) -> None:
+    from tests.replay.conftest import record, stdio_target
+
+    recording = record(tmp_path / "rec.jsonl", "legacy")
+    before = recording.read_bytes()
+    out = tmp_path / "replay.jsonl"
+    proc = subprocess.run(
+        [*MCPBENCH, "replay", str(recording), "--target", stdio_target(), "--out", str(out)], capture_output=True,
+        cwd=REPO_ROOT, timeout=WAIT * 2, preexec_fn=limit_file_size(FSIZE_LIMIT),
+    )
+    stderr = proc.stderr.decode(errors="replace")
+    log_stderr(stderr)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), stderr)
+    assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, str(out), "File too large", "recording stopped")
+    assert "1 session(s)" in result.stdout.splitlines()[0]  # the replay ran to its end and was reported
+    assert recording.read_bytes() == before
+    events = list(TraceReader(out))  # what was written reads back
+    assert events[0]["kind"] == "trace" and any(e["kind"] == "message" for e in events)
+
+
+def test_replay_onto_a_full_device_ends_3_before_replaying(tmp_path: Path) -> None:
+    recording = tmp_path / "rec.jsonl"
+    header = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
+    message = {"v": 1, "ts": 2.0, "session": "s", "transport": "stdio", "dir": "c2s", "kind": "message",
+               "msg": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}
+    recording.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(message) + b"\n")
+    marker = tmp_path / "started"
+    target = f"stdio:{sys.executable} -c \"open({str(marker)!r}, 'w')\""
+    result = run(["replay", str(recording), "--target", target, "--out", "/dev/full"])
+    assert_clean_failure(result, EXIT_ENVIRONMENT, "/dev/full", "No space left on device")
+    assert not marker.exists()  # nothing replayed
