@@ -351,3 +351,49 @@ def test_replay_onto_a_full_device_ends_3_before_replaying(tmp_path: Path) -> No
     result = run(["replay", str(recording), "--target", target, "--out", "/dev/full"])
     assert_clean_failure(result, EXIT_ENVIRONMENT, "/dev/full", "No space left on device")
     assert not marker.exists()  # nothing replayed
+
+
+@pytest.mark.parametrize("kind", ["record", "mitmdump"])
+def test_trace_removed_while_recording_ends_3(tmp_path: Path, kind: str) -> None:
+    trace = tmp_path / "t.jsonl"
+    with peer_server(json_response=True) as peer, recorder(kind, peer.port, trace) as proxy:
+        with httpx2.Client(timeout=WAIT) as client:
+            first = client.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS).status_code
+            trace.unlink()
+            second = client.post(proxy.base + "/mcp", json=INITIALIZE | {"id": 2}, headers=MCP_HEADERS).status_code
+    assert (first, second) == (200, 200)  # the session went on
+    assert_clean_failure(without_banners(proxy.result), EXIT_ENVIRONMENT, str(trace), "removed while recording")
+
+
+def children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_tee_whose_recorder_dies_passes_everything_and_ends_3(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen(
+        [*MCPBENCH, "tee", "--out", str(trace), "--", *ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=REPO_ROOT,
+    )
+    try:
+        proc.stdin.write(LINE)
+        proc.stdin.flush()
+        assert proc.stdout.readline() == LINE
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        (recorder_pid,) = [pid for pid in children(proc.pid) if Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline]
+        os.kill(recorder_pid, signal.SIGKILL)  # the tee's forked recorder, not the server
+        for _ in range(3):
+            proc.stdin.write(LINE)
+            proc.stdin.flush()
+            assert proc.stdout.readline() == LINE  # each exchange still goes through
+        proc.stdin.close()
+        proc.wait(WAIT)
+    finally:
+        stop_process(proc)
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    proc.stdout.close()
+    log_stderr(stderr)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
+    assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, "recorder gone", "traffic still passes")
+    assert list(TraceReader(trace))[0]["kind"] == "trace"  # what it wrote before is kept
