@@ -61,10 +61,13 @@ def export(trace, har, out):
     from mcpbench.record.har import export_har
 
     refuse_overwrite([("--out", out)], [("the trace being exported", trace)])
-    data = export_har(trace)
+    notes: list[str] = []
+    data = export_har(trace, notes)
     if out:
         write_atomic(out, data)  # a failed export leaves no half file where a good one was
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
+    for note in notes:
+        click.echo(f"mcpbench: note: {note}", err=True)
 

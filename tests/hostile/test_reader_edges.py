@@ -6,6 +6,7 @@ it is read. A stdio peer's last line without a newline is recorded, junk or not,
 `unterminated-line`; lines that are not messages keep their bytes exactly, a CR included.
 """
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,29 @@ def test_stdio_stderr_lines_keep_their_crs(tmp_path: Path) -> None:
     proc, events = tee(tmp_path, "import sys; sys.stderr.write('50%\\r100%\\r\\ndone\\n')")
     assert proc.returncode == EXIT_OK and proc.stderr.endswith(b"50%\r100%\r\ndone\n")
     assert [e["text"] for e in events if e["kind"] == "stderr"] == ["50%\r100%\r", "done"]
+
+
+def test_export_says_a_torn_last_line_was_skipped(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    http = {"v": 1, "ts": 2.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "http", "flow": "f",
+            "method": "GET", "url": "http://127.0.0.1:1/", "status": 200}
+    trace.write_bytes(orjson.dumps(HEADER | {"transport": "streamable-http"}) + b"\n" + orjson.dumps(http) + b"\n" + b'{"v":1,"ts":3')
+    result = run(["export", "--har", str(trace)])
+    assert_clean_failure(result, EXIT_OK, f"{trace}:3", "torn last line")
+    log = orjson.loads(result.stdout)["log"]
+    assert len(log["entries"]) == 1 and "torn last line" in log["comment"]
+
+
+@pytest.mark.parametrize("command", ["diff", "replay"])
+def test_diff_and_replay_say_a_torn_last_line_was_skipped(tmp_path: Path, command: str) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(WHOLE + b'{"v":1,"ts":4.0,"session":"s1","transport":"stdio","dir":"c2s","kind":"mess')
+    if command == "diff":
+        result = run(["diff", str(trace), str(trace)])
+    else:  # a server that answers tools/list with no tools, as recorded
+        server = tmp_path / "server.py"
+        server.write_text(f"import sys\nfor line in sys.stdin:\n    print({orjson.dumps(ANSWER['msg']).decode()!r}, flush=True)\n")
+        result = run(["replay", str(trace), "--target", f"stdio:{shlex.join([sys.executable, str(server)])}"])
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == EXIT_OK, result.stdout + result.stderr  # the calls before it replay unchanged
+    assert f"{trace}:4: torn last line" in result.stdout + result.stderr
