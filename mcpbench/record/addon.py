@@ -484,6 +484,15 @@ class Recording:
             return
         tap = ex.tap
         tap.closed = True
+        ts = now()
+        if tap.decode is None:  # the bytes of an event the break cut short are kept, not lost
+            try:
+                ends = tap.parser.feed(b"")
+            except RemoteProtocolError:
+                ends = []
+            for item in ends:
+                if type(item) is SseTruncated:
+                    self._violation(ex, S2C, ts, "sse-truncated", "the stream broke inside an SSE event", item.pending)
         detail = flow.error.msg if flow.error else "stream broken"
         self._event(
             ex, Kind.STREAM, None, now(), event="error", conn=ex.conn, method=ex.method, path=ex.path,

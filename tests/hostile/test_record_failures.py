@@ -11,6 +11,7 @@ EFBIG; Python ignores SIGXFSZ) and with /dev/full (ENOSPC): no root, no mounts.
 """
 
 import contextlib
+import html
 import os
 import resource
 import signal
@@ -101,9 +102,17 @@ def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = 
         running.result = subprocess.CompletedProcess(argv, proc.returncode, "", stderr)
 
 
+# What a broken upstream sends after reading a request (then it closes); None: a reset (RST).
+REPLIES = {
+    "reset": None,
+    "garbage": b"garbage, not HTTP\r\n\r\n",
+    "short-body": b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\":",
+}
+
+
 @contextlib.contextmanager
-def resetting_upstream() -> Iterator[int]:
-    """A TCP server that reads a request and resets the connection (RST, no answer)."""
+def broken_upstream(reply: bytes | None) -> Iterator[int]:
+    """A TCP server that reads a request, sends `reply` and closes (None: resets the connection)."""
     listener = socket.create_server((HOST, 0))
     stopping = threading.Event()
 
@@ -115,7 +124,10 @@ def resetting_upstream() -> Iterator[int]:
                 return
             with conn:
                 conn.recv(65536)
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, (1).to_bytes(4, "little") + (0).to_bytes(4, "little"))
+                if reply is None:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, (1).to_bytes(4, "little") + (0).to_bytes(4, "little"))
+                else:
+                    conn.sendall(reply)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -140,17 +152,25 @@ def upstream(case: str) -> Iterator[int]:
     if case == "refused":
         yield free_port()  # nothing listens there
     else:
-        with resetting_upstream() as port:
+        with broken_upstream(REPLIES[case]) as port:
             yield port
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
-@pytest.mark.parametrize("case, cause", [("refused", "Connect call failed"), ("reset", "server closed connection")])
-def test_upstream_failure_answers_502_and_is_recorded(tmp_path: Path, kind: str, case: str, cause: str) -> None:
+@pytest.mark.parametrize(
+    "case, cause, status",  # status: what the trace says the upstream answered (None: nothing)
+    [
+        ("refused", "Connect call failed", None),
+        ("reset", "server closed connection", None),
+        ("garbage", "Bad HTTP response line", None),
+        ("short-body", "received 11 bytes, expected 100", 200),
+    ],
+)
+def test_upstream_failure_answers_502_and_is_recorded(tmp_path: Path, kind: str, case: str, cause: str, status: int | None) -> None:
     trace = tmp_path / "t.jsonl"
     with upstream(case) as port, recorder(kind, port, trace) as proxy:
         answer = httpx2.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=WAIT)
-    assert answer.status_code == 502 and cause in answer.text  # the client learns why
+    assert answer.status_code == 502 and html.escape(cause) in answer.text  # the client learns why
     assert_stopped_cleanly(proxy.result)
 
     events = list(TraceReader(trace))
@@ -159,12 +179,12 @@ def test_upstream_failure_answers_502_and_is_recorded(tmp_path: Path, kind: str,
     http = [e for e in events if e["kind"] == "http"]
     assert [e["msg"]["method"] for e in request] == ["initialize"]  # the request is kept
     assert len(errors) == 1 and cause in errors[0]["detail"] and errors[0]["flow"] == request[0]["flow"]
-    assert len(http) == 1 and http[0]["status"] is None and cause in http[0]["error"]
+    assert len(http) == 1 and http[0]["status"] == status and cause in http[0]["error"]
 
     har = run(["export", "--har", str(trace)])
     assert har.returncode == EXIT_OK and har.stderr == "", har.stderr
     (entry,) = orjson.loads(har.stdout)["log"]["entries"]
-    assert entry["response"]["status"] == 0 and cause in entry["comment"]  # HAR's "no response"
+    assert entry["response"]["status"] == (status or 0) and cause in entry["comment"]  # 0: HAR's "no response"
     assert orjson.loads(entry["request"]["postData"]["text"])["method"] == "initialize"
 
 
@@ -397,3 +417,21 @@ def test_tee_whose_recorder_dies_passes_everything_and_ends_3(tmp_path: Path) ->
     result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, "recorder gone", "traffic still passes")
     assert list(TraceReader(trace))[0]["kind"] == "trace"  # what it wrote before is kept
+
+
+def test_sse_stream_cut_mid_event_keeps_the_bytes_it_had(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    events = b'data: {"jsonrpc":"2.0","method":"notifications/message","params":{}}\n\ndata: {"jsonrpc":"2.0","id":1,'
+    reply = head + b"%x\r\n" % len(events) + events + b"\r\n"  # then the connection closes: no last chunk
+    with broken_upstream(reply) as port, recorder("mitmdump", port, trace) as proxy:
+        with pytest.raises(httpx2.RemoteProtocolError):
+            httpx2.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=WAIT).read()
+    assert_stopped_cleanly(proxy.result)
+    recorded = list(TraceReader(trace))
+    (notification,) = [e for e in recorded if e["kind"] == "message" and e["dir"] == "s2c"]
+    (cut,) = [e for e in recorded if e["kind"] == "violation"]
+    (broke,) = [e for e in recorded if e["kind"] == "stream" and e["event"] == "error"]
+    assert notification["msg"]["method"] == "notifications/message"  # the whole event before the break
+    assert cut["code"] == "sse-truncated" and cut["raw"] == 'data: {"jsonrpc":"2.0","id":1,'  # and the part after
+    assert broke["bytes"] == len(events)
