@@ -34,6 +34,24 @@ def default_trace_path(label: str) -> Path:
     return folder / f"{stamp}-{safe}.jsonl"
 
 
+# How a file a trace may replace begins: a trace's header line, or a compressed stream (gzip, zstd).
+TRACE_STARTS = (b'{"v":', b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+
+
+def is_replaceable(path: Path) -> bool:
+    """Whether a new trace may be written over `path`: nothing there, an empty file, a device or
+    pipe, or an earlier trace. Anything else is user data a mistyped `--out` must not destroy.
+    """
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) == 0:  # never open a FIFO: it would block
+            return True
+        with open(path, "rb") as handle:
+            start = handle.read(len(TRACE_STARTS[0]))
+    except OSError:
+        return True  # unreadable: creating it will say why
+    return start.startswith(TRACE_STARTS)
+
+
 class TraceWriter:
     """Appends events to a trace file.
 
@@ -64,6 +82,8 @@ class TraceWriter:
         self.events = 0
         self._lock = threading.Lock()
         self._prefixes: dict[tuple[str | None, str], tuple[bytes, bytes]] = {}
+        if not is_replaceable(self.path):
+            raise TraceError(f"{self.path}: exists and is not a trace: refusing to overwrite it; choose another path")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)

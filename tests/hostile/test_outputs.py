@@ -128,3 +128,31 @@ def test_a_failed_whole_file_write_leaves_the_old_file(tmp_path: Path) -> None:
 def test_a_whole_file_write_onto_a_device_writes_in_place() -> None:
     write_atomic("/dev/null", b"discarded")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # never replaced by a regular file
+
+
+@pytest.mark.parametrize("command", ["tee", "record", "replay"])
+def test_a_trace_is_never_written_over_a_file_that_is_not_one(trace: Path, tmp_path: Path, command: str) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# my notes\n")
+    message = {"v": 1, "ts": 2.0, "session": "s", "transport": "stdio", "dir": "c2s", "kind": "message",
+               "msg": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}
+    trace.write_bytes(orjson.dumps(HEADER | {"transport": "stdio"}) + b"\n" + orjson.dumps(message) + b"\n")
+    args = {
+        "tee": ["tee", "--out", str(notes), "--", sys.executable, "-c", "pass"],
+        "record": ["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:0", "--out", str(notes)],
+        "replay": ["replay", str(trace), "--target", TARGET, "--out", str(notes)],
+    }[command]
+    result = run(args)
+    kept = [line for line in result.stderr.splitlines() if not line.startswith(("mcpbench: recording ", "mcpbench: warning: "))]
+    result.stderr = "\n".join(kept)
+    assert_clean_failure(result, EXIT_INPUT, str(notes), "is not a trace")
+    assert notes.read_text() == "# my notes\n"
+
+
+def test_a_new_recording_replaces_an_earlier_trace(tmp_path: Path) -> None:
+    out = tmp_path / "t.jsonl"
+    out.write_bytes(TRACE_BYTES)  # last run's trace, at the path a host's config always gives
+    result = run(["tee", "--out", str(out), "--", sys.executable, "-c", "pass"])
+    assert result.returncode == EXIT_OK and "Traceback" not in result.stderr
+    kinds = [orjson.loads(line)["kind"] for line in out.read_bytes().splitlines()]
+    assert kinds == ["trace", "process", "process"]
