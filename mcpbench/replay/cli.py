@@ -147,7 +147,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         save_rules(path, learned, source=str(trace))
         click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
         rules = rules.extend(learned)
-    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
+    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO,
+                   redactor=redactor if redact else None)
     if writer and not writer.failed:
         click.echo(f"mcpbench: replay trace → {writer.path}", err=True)
     _finish(report, report_path, verbose, writer.failed if writer else None)

@@ -251,3 +251,27 @@ def test_load_results_keep_no_secret_of_the_target(tmp_path: Path) -> None:
     assert orjson.loads((out / "summary.json").read_bytes())["total"]["count"] > 0  # the real target was used
     for path in out.iterdir():
         assert_no_secret(path.name, path.read_bytes())
+
+
+def test_replay_with_the_recordings_rules_compares_fingerprints_and_shows_no_live_secret(tmp_path: Path) -> None:
+    from mcpbench.trace.redact import fingerprint
+
+    value = secret("live-answer")
+    trace = tmp_path / "rec.jsonl"
+    header = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
+    call = rpc("tools/call", 1, {"name": "login", "arguments": {}})
+    events = [header, {"v": 1, "ts": 2.0, "session": "s", "transport": "stdio", "dir": "c2s", "kind": "message", "msg": call},
+              {"v": 1, "ts": 3.0, "session": "s", "transport": "stdio", "dir": "s2c", "kind": "message",
+               "msg": {"jsonrpc": "2.0", "id": 1, "result": {"password": fingerprint(value)}}}]  # recorded with --redact password
+    trace.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    server = tmp_path / "server.py"
+    answer = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"password": value}}).decode()
+    server.write_text(f"import sys\nfor line in sys.stdin:\n    print({answer!r}, flush=True)\n")
+    report = tmp_path / "report.json"
+    out = tmp_path / "replay.jsonl"
+    result = run(["replay", str(trace), "--target", f"stdio:{sys.executable} {server}", "--redact", "password",
+                  "--report", str(report), "--out", str(out), "-v"])
+    assert result.returncode == 0, result.stdout + result.stderr  # the same secret: nothing changed
+    assert "Traceback" not in result.stderr
+    for name, data in (("stdout", result.stdout + result.stderr), ("report", report.read_bytes()), ("replay trace", out.read_bytes())):
+        assert_no_secret(name, data)
