@@ -34,8 +34,10 @@ def default_trace_path(label: str) -> Path:
     return folder / f"{stamp}-{safe}.jsonl"
 
 
-# How a file a trace may replace begins: a trace's header line, or a compressed stream (gzip, zstd).
-TRACE_STARTS = (b'{"v":', b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+# The magic numbers of compressed streams (gzip, zstd): a compressed trace may be replaced too.
+COMPRESSED_STARTS = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+# How much of a file is read to find its first line (a trace header is far shorter).
+HEADER_PEEK_BYTES = 64 * 1024
 
 
 def is_replaceable(path: Path) -> bool:
@@ -46,10 +48,16 @@ def is_replaceable(path: Path) -> bool:
         if not os.path.isfile(path) or os.path.getsize(path) == 0:  # never open a FIFO: it would block
             return True
         with open(path, "rb") as handle:
-            start = handle.read(len(TRACE_STARTS[0]))
+            start = handle.read(HEADER_PEEK_BYTES)
     except OSError:
         return True  # unreadable: creating it will say why
-    return start.startswith(TRACE_STARTS)
+    if start.startswith(COMPRESSED_STARTS) or start.startswith(b'{"v":'):  # the latter: even a torn header
+        return True
+    try:
+        first = orjson.loads(start.split(b"\n", 1)[0])
+    except orjson.JSONDecodeError:
+        return False
+    return type(first) is dict and first.get("kind") == Kind.TRACE
 
 
 class TraceWriter:
