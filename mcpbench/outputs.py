@@ -64,29 +64,31 @@ def write_atomic(path: Path | str, data: bytes) -> None:
 
 def refuse_overwrite(
     outputs: Iterable[tuple[str, str | os.PathLike | None]],
-    inputs: Iterable[tuple[str, str | os.PathLike | None]] = (),
+    inputs: Iterable[tuple[str, str | os.PathLike | int | None]] = (),
 ) -> None:
     """Refuse, before anything is written, an output that names an input or another output.
 
-    Each entry is (what the user called it, path); None paths are skipped. Paths are compared as
-    files (hard links and symlinks included) when they exist, else by their resolved names.
+    Each entry is (what the user called it, path); None paths are skipped; an input may be an open
+    file descriptor (the session's own stdout). Paths are compared as files (hard links and symlinks
+    included) when they exist, else by their resolved names.
 
     Raises:
         OutputError: naming both options and the path.
     """
-    inputs = [(name, path) for name, path in inputs if path]
+    inputs = [(name, path) for name, path in inputs if path is not None and path != ""]
     seen: list[tuple[str, str | os.PathLike]] = []
     for name, path in outputs:
         if not path:
             continue
         for other_name, other in (*inputs, *seen):
             if _same_file(path, other):
-                raise OutputError(f"{name} {path} is also {other_name}: writing it would destroy that file; choose another path")
+                raise OutputError(f"{name} {path} is also {other_name}: refusing to write over it; choose another path")
         seen.append((name, path))
 
 
-def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+def _same_file(a: str | os.PathLike, b: str | os.PathLike | int) -> bool:
+    """Whether `a` names the file `b` is (a path, or an open file descriptor)."""
     try:
-        return os.path.samefile(a, b)
+        return os.path.samestat(os.stat(a), os.stat(b))
     except OSError:  # one of them does not exist (yet)
-        return Path(a).resolve() == Path(b).resolve()
+        return not isinstance(b, int) and Path(a).resolve() == Path(b).resolve()

@@ -156,3 +156,21 @@ def test_a_new_recording_replaces_an_earlier_trace(tmp_path: Path) -> None:
     assert result.returncode == EXIT_OK and "Traceback" not in result.stderr
     kinds = [orjson.loads(line)["kind"] for line in out.read_bytes().splitlines()]
     assert kinds == ["trace", "process", "process"]
+
+
+@pytest.mark.parametrize("out", ["/dev/stdout", "redirected"])
+def test_tee_refuses_to_record_into_the_session_stream(tmp_path: Path, out: str) -> None:
+    import subprocess
+
+    from tests.hostile.helpers import MCPBENCH, log_stderr
+    from tests.support.servers import REPO_ROOT
+
+    target = tmp_path / "stream.out"
+    path = "/dev/stdout" if out == "/dev/stdout" else str(target)  # `> stream.out` with --out stream.out
+    with target.open("wb") as stdout:
+        proc = subprocess.run([*MCPBENCH, "tee", "--out", path, "--", sys.executable, "-c", "print('served')"],
+                              input=b"{}\n", stdout=stdout, stderr=subprocess.PIPE, cwd=REPO_ROOT, timeout=60)
+    log_stderr(proc.stderr.decode())
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, "", proc.stderr.decode())
+    assert_clean_failure(result, EXIT_INPUT, path, "the session's stdout")
+    assert target.read_bytes() == b""  # neither a trace nor the server's output went into the stream
