@@ -641,6 +641,7 @@ class TraceOutput:
         self.recording = recording
         self.exit_on_failure = exit_on_failure
         self.running_ = False  # mitmproxy has started (options set now are changes, not start-up)
+        self.rolling_back = False  # an OptionsError was raised: mitmproxy's next configure undoes the change
 
     def running(self) -> None:
         self.running_ = True
@@ -664,6 +665,9 @@ class TraceOutput:
             ctx.options.update(connection_strategy="lazy")
         if "mcpbench_out" not in updated and "mcpbench_redact" not in updated:
             return
+        if self.rolling_back:  # mitmproxy restoring the options before a refused change: keep as is
+            self.rolling_back = False  # (at start that is an empty mcpbench_out: no stray default trace)
+            return
         modes = list(ctx.options.mode)
         header = {"recorder": "mitmproxy", "mitmproxy": mitmproxy_version.VERSION, "mode": modes}
         upstreams = [mode.split(":", 1)[1] for mode in modes if mode.startswith("reverse:")]
@@ -679,6 +683,7 @@ class TraceOutput:
                 # option changed in a running mitmproxy) the OptionsError rejects the change.
                 print(f"mcpbench: {exc}", file=sys.stderr, flush=True)
                 raise SystemExit(getattr(exc, "exit_code", EXIT_INPUT)) from None
+            self.rolling_back = True
             raise exceptions.OptionsError(str(exc)) from None
 
     def done(self) -> None:

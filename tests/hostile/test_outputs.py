@@ -142,11 +142,13 @@ def test_a_trace_is_never_written_over_a_file_that_is_not_one(trace: Path, tmp_p
         "record": ["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:0", "--out", str(notes)],
         "replay": ["replay", str(trace), "--target", TARGET, "--out", str(notes)],
     }[command]
-    result = run(args)
+    default = tmp_path / "default-traces"  # where a recorder puts a trace it was given no path for
+    result = run(args, env={"MCPBENCH_TRACE_DIR": str(default)})
     kept = [line for line in result.stderr.splitlines() if not line.startswith(("mcpbench: recording ", "mcpbench: warning: "))]
     result.stderr = "\n".join(kept)
     assert_clean_failure(result, EXIT_INPUT, str(notes), "is not a trace")
     assert notes.read_text() == "# my notes\n"
+    assert not default.exists()  # and no stray trace elsewhere instead
 
 
 def test_a_new_recording_replaces_an_earlier_trace(tmp_path: Path) -> None:

@@ -318,24 +318,28 @@ def start_argv(kind: str, out: str) -> list[str]:
             "-s", str(ADDON_PATH), "--set", f"mcpbench_out={out}"]
 
 
-def run_recorder(kind: str, args: list[str]) -> subprocess.CompletedProcess:
+def run_recorder(kind: str, args: list[str], default: Path) -> subprocess.CompletedProcess:
+    """Run a recorder to its end; `default` is where it would put a trace it was given no path for."""
+    env = {"MCPBENCH_TRACE_DIR": str(default)}
     if kind == "record":
-        return run(args)
-    proc = subprocess.run([MITMDUMP, "-q", *args], capture_output=True, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, timeout=WAIT)
+        return run(args, env=env)
+    proc = subprocess.run([MITMDUMP, "-q", *args], capture_output=True, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, timeout=WAIT,
+                          env={**os.environ, **env})
     log_stderr(proc.stderr.decode(errors="replace"))
     return subprocess.CompletedProcess(proc.args, proc.returncode, "", proc.stderr.decode(errors="replace"))
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
-def test_recorder_on_a_full_device_ends_3_at_start(kind: str) -> None:
-    result = run_recorder(kind, start_argv(kind, "/dev/full"))
+def test_recorder_on_a_full_device_ends_3_at_start(tmp_path: Path, kind: str) -> None:
+    result = run_recorder(kind, start_argv(kind, "/dev/full"), tmp_path / "default")
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, "/dev/full", "No space left on device")
+    assert not (tmp_path / "default").exists()  # no stray trace elsewhere instead
 
 
 def test_mitmdump_with_a_trace_that_cannot_be_created_ends_2(tmp_path: Path) -> None:
     out = tmp_path / "not-a-folder"
     out.write_text("a file")
-    result = run_recorder("mitmdump", start_argv("mitmdump", str(out / "t.jsonl")))
+    result = run_recorder("mitmdump", start_argv("mitmdump", str(out / "t.jsonl")), tmp_path / "default")
     assert_clean_failure(result, EXIT_INPUT, str(out), "cannot create trace")
     assert out.read_text() == "a file"
 
