@@ -125,6 +125,8 @@ class Recording:
             header = header | {"upstream": redactor.url(header["upstream"])}
         elif isinstance(header.get("upstream"), list):
             header = header | {"upstream": [redactor.url(url) for url in header["upstream"]]}
+        if isinstance(header.get("mode"), list):  # `upstream:http://user:password@proxy:8080`
+            header = header | {"mode": [redactor.url(mode) for mode in header["mode"]]}
         writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=redactor)
         self.close_writer()
         self.writer, self.settings = writer, settings

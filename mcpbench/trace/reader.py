@@ -28,6 +28,9 @@ from mcpbench.trace.format import FORMAT_VERSION, Kind
 
 REQUIRED = ("v", "ts", "kind")
 
+# The UTF-8 byte order mark some editors put at the start of a text file.
+BOM = b"\xef\xbb\xbf"
+
 # One read from the file: few system calls, and the memory held at once (one
 # read, plus a line longer than that while it is gathered).
 READ_BYTES = 1024 * 1024
@@ -66,6 +69,8 @@ class TraceReader:
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot read trace: {exc.strerror}") from None
         with handle:
+            if handle.read(len(BOM)) != BOM:  # an editor may have saved the trace with one
+                handle.seek(0)
             pieces: list[bytes] = []  # the start of a line that has not ended yet
             while block := handle.read(READ_BYTES):
                 cut = block.rfind(b"\n") + 1

@@ -20,6 +20,7 @@ import orjson
 from mcpbench import __version__
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
+from mcpbench.trace.reader import BOM
 from mcpbench.trace.redact import Redactor
 
 TRACE_DIR_ENV = "MCPBENCH_TRACE_DIR"
@@ -48,7 +49,7 @@ def is_replaceable(path: Path) -> bool:
         if not os.path.isfile(path) or os.path.getsize(path) == 0:  # never open a FIFO: it would block
             return True
         with open(path, "rb") as handle:
-            start = handle.read(HEADER_PEEK_BYTES)
+            start = handle.read(HEADER_PEEK_BYTES).removeprefix(BOM)
     except OSError:
         return True  # unreadable: creating it will say why
     if start.startswith(COMPRESSED_STARTS) or start.startswith(b'{"v":'):  # the latter: even a torn header

@@ -161,3 +161,11 @@ def test_diff_and_replay_say_a_torn_last_line_was_skipped(tmp_path: Path, comman
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == EXIT_OK, result.stdout + result.stderr  # the calls before it replay unchanged
     assert f"{trace}:4: torn last line" in result.stdout + result.stderr
+
+
+def test_a_trace_saved_with_a_byte_order_mark_reads_whole(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(b"\xef\xbb\xbf" + WHOLE.replace(b"\n", b"\r\n"))  # as a Windows editor saves it
+    reader = TraceReader(trace)
+    assert [e["ts"] for e in reader] == [1.0, 2.0, 3.0] and reader.torn is None
+    assert inspected_requests(trace) == 1
