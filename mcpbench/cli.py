@@ -5,6 +5,7 @@ whole process with gevent at import time, so neither may load for `tee`.
 """
 
 import importlib
+import os
 import sys
 
 import click
@@ -33,15 +34,36 @@ def tee(out, redact, command):
 
     Example: mcpbench tee --out s.jsonl -- python -m my_server
     """
+    from mcpbench.outputs import refuse_overwrite
     from mcpbench.protocol.errors import TargetError
     from mcpbench.stdio.tee import run_tee
 
+    # `tee --out s.jsonl -- mcpbench serve-trace s.jsonl` would empty the recording it serves.
+    files = [part.partition("=")[2] if part.startswith("-") else part for part in command[1:]]
+    refuse_overwrite(
+        [("--out", out)],
+        # The trace in the host's stream (`--out /dev/stdout`) would break the session it records.
+        [*((f"the session's {name}", fd) for name, fd in (("stdin", 0), ("stdout", 1)) if not _is_device(fd)),
+         *(("a file the server command names", name) for name in files if os.path.isfile(name))],
+    )
     try:
         status = run_tee(list(command), out, redact)
     except TargetError as exc:
-        click.echo(f"mcpbench: {exc}", err=True)
+        from mcpbench.trace.redact import Redactor
+
+        click.echo(f"mcpbench: {Redactor(redact).text(str(exc))}", err=True)
         sys.exit(EXIT_NOT_FOUND)
     sys.exit(status)
+
+
+def _is_device(fd: int) -> bool:
+    """Whether `fd` is a terminal or /dev/null (not a stream a trace could corrupt), or closed."""
+    import stat
+
+    try:
+        return stat.S_ISCHR(os.fstat(fd).st_mode)
+    except OSError:
+        return True
 
 
 @main.command()

@@ -10,6 +10,7 @@ import sys
 import click
 
 from mcpbench.protocol.errors import McpbenchError
+from mcpbench.trace.redact import Redactor
 
 # Exit status for unusable input or a failure to run.
 EXIT_FAILURE = 2
@@ -23,7 +24,9 @@ def map_errors(func):
         try:
             return func(*args, **kwargs)
         except McpbenchError as exc:
-            click.echo(f"mcpbench: {exc}", err=True)
+            if not getattr(exc, "reported", False):  # else it was said when it happened
+                # A message may quote a URL or command line given with a secret in it.
+                click.echo(f"mcpbench: {Redactor().text(str(exc))}", err=True)
             sys.exit(getattr(exc, "exit_code", EXIT_FAILURE))
 
     return wrapper

@@ -8,9 +8,11 @@ sees half a file and a crash never leaves one where a good one was.
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
+
+from mcpbench.protocol.errors import OutputError
 
 # More runs than this with the same label in the same second means something is looping.
 MAX_SAME_SECOND: Final = 1000
@@ -37,8 +39,14 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
 
     Example: `with atomic_path(out / "chart.png") as tmp: figure.savefig(tmp, format="png")`
     (pass the format: the temporary name's suffix is not the final one).
+
+    A symlink is followed (its target is replaced, the link stays); a path that is not a regular
+    file (/dev/stdout, a FIFO) is written in place: renaming onto it would replace the device.
     """
-    final = Path(path)
+    final = Path(os.path.realpath(path))
+    if final.exists() and not final.is_file():
+        yield final
+        return
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
     try:
         yield tmp
@@ -52,3 +60,35 @@ def write_atomic(path: Path | str, data: bytes) -> None:
     """Write `data` to `path` whole: readers see the old file or the new one, never a part."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+
+
+def refuse_overwrite(
+    outputs: Iterable[tuple[str, str | os.PathLike | None]],
+    inputs: Iterable[tuple[str, str | os.PathLike | int | None]] = (),
+) -> None:
+    """Refuse, before anything is written, an output that names an input or another output.
+
+    Each entry is (what the user called it, path); None paths are skipped; an input may be an open
+    file descriptor (the session's own stdout). Paths are compared as files (hard links and symlinks
+    included) when they exist, else by their resolved names.
+
+    Raises:
+        OutputError: naming both options and the path.
+    """
+    inputs = [(name, path) for name, path in inputs if path is not None and path != ""]
+    seen: list[tuple[str, str | os.PathLike]] = []
+    for name, path in outputs:
+        if not path:
+            continue
+        for other_name, other in (*inputs, *seen):
+            if _same_file(path, other):
+                raise OutputError(f"{name} {path} is also {other_name}: refusing to write over it; choose another path")
+        seen.append((name, path))
+
+
+def _same_file(a: str | os.PathLike, b: str | os.PathLike | int) -> bool:
+    """Whether `a` names the file `b` is (a path, or an open file descriptor)."""
+    try:
+        return os.path.samestat(os.stat(a), os.stat(b))
+    except OSError:  # one of them does not exist (yet)
+        return not isinstance(b, int) and Path(a).resolve() == Path(b).resolve()

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from mcpbench.outputs import atomic_path, write_atomic
+
 BENCH_DIR = Path("results") / "bench"
 
 
@@ -26,7 +28,7 @@ def write_result(name: str, data: dict[str, Any], out_dir: Path | None = None) -
     folder = out_dir or BENCH_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
-    path.write_bytes(orjson.dumps({"benchmark": name, "machine": machine(), **data}, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    write_atomic(path, orjson.dumps({"benchmark": name, "machine": machine(), **data}, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     return path
 
 
@@ -43,6 +45,7 @@ def bar_chart(path: Path, title: str, labels: list[str], values: list[float], un
     ax.set_title(title)
     ax.set_ylabel(unit)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
     return path

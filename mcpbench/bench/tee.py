@@ -26,6 +26,7 @@ from pathlib import Path
 
 from mcpbench.analysis.stats import percentile, summary
 from mcpbench.bench.common import write_result
+from mcpbench.outputs import atomic_path
 
 ECHO = [sys.executable, "-m", "mcpbench.bench.echo_server"]
 SINK = ["sh", "-c", "cat > /dev/null"]
@@ -202,5 +203,6 @@ def _chart(path: Path, rt: dict, throughput: dict) -> None:
     right.set_ylabel("thousand 1 KiB messages/s")
     right.set_title("One-way throughput")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)

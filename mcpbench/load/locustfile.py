@@ -1,6 +1,7 @@
 """The generic locustfile: builds the users of the scenario named in the environment.
 
     MCPBENCH_SCENARIO   path of the scenario as JSON (written by `mcpbench load`)
+    MCPBENCH_TARGET     the target as given, when the scenario file's has its secrets redacted
     MCPBENCH_SAMPLES    directory for raw samples (samples.<pid>.jsonl); unset: none
     MCPBENCH_PROCESSES  how many load processes share the open-model rate (default 1)
 
@@ -37,6 +38,8 @@ def _build() -> tuple[dict[str, type], ArrivalSchedule | None]:
     if not path:
         raise SystemExit("mcpbench locustfile: set MCPBENCH_SCENARIO to a scenario JSON (mcpbench load writes one)")
     scenario = Scenario.from_json(orjson.loads(Path(path).read_bytes()))
+    if target := os.environ.get("MCPBENCH_TARGET"):  # the scenario file has it with secrets redacted
+        scenario = scenario.with_overrides(target=target)
     transport = parse_target(scenario.target).transport
     processes = max(1, int(os.environ.get("MCPBENCH_PROCESSES", "1")))
     schedule = None

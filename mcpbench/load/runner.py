@@ -28,9 +28,10 @@ import orjson
 
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
-from mcpbench.outputs import new_run_folder
+from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.target import SSE, STDIO, parse_target
+from mcpbench.trace.redact import Redactor
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 RESULTS_DIR = Path("results")
@@ -234,9 +235,13 @@ def run_scenario(
     out_dir = Path(out_dir) if out_dir else default_out_dir(scenario)
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario_path = out_dir / "scenario.json"
-    scenario_path.write_bytes(orjson.dumps(scenario.to_json(), option=orjson.OPT_INDENT_2))
+    # Results get shared: the target's secrets (`?api_key=`) stay out of the file, the processes get
+    # the target as given through their environment.
+    public = scenario.to_json() | {"target": Redactor().text(scenario.target)}
+    write_atomic(scenario_path, orjson.dumps(public, option=orjson.OPT_INDENT_2))
     env = dict(os.environ)
     env.update(
+        MCPBENCH_TARGET=scenario.target,
         MCPBENCH_SCENARIO=str(scenario_path.resolve()),
         MCPBENCH_SAMPLES=str(out_dir.resolve()),
         MCPBENCH_PROCESSES=str(max(1, workers)),
@@ -293,5 +298,5 @@ def run_scenario(
     result = RunResult(out_dir, summary, verdicts, locust_exit)
     summary["thresholds"] = [{"threshold": v.threshold.text, "actual": v.actual, "ok": v.ok} for v in verdicts]
     summary["locust_exit"] = locust_exit
-    (out_dir / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    write_atomic(out_dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return result

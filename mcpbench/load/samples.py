@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from mcpbench.analysis.stats import percentile
+from mcpbench.outputs import atomic_path
 
 # Samples are written through a buffer this large: one write per ~500 samples.
 WRITE_BUFFER = 64 * 1024
@@ -97,7 +98,7 @@ def merge(parts: list[Path], out: Path) -> Path:
                     continue  # a process killed mid-write leaves a torn last line
                 lines.append((t, line if line.endswith(b"\n") else line + b"\n"))
     lines.sort(key=lambda item: item[0])
-    with open(out, "wb") as handle:
+    with atomic_path(out) as tmp, open(tmp, "wb") as handle:
         handle.writelines(line for _, line in lines)
     for part in parts:
         if part != out:

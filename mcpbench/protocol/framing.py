@@ -52,10 +52,15 @@ class LineTooLong:
 
 
 class LineFramer:
-    """Splits a byte stream into lines, whatever the chunking."""
+    """Splits a byte stream into lines, whatever the chunking.
 
-    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
+    `keep_cr` keeps the CR of a CRLF ending in the line: a recorder keeps the bytes of a line that
+    is not a message exactly as sent (JSON ignores the CR as whitespace).
+    """
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES, *, keep_cr: bool = False) -> None:
         self.max_line = max_line
+        self.keep_cr = keep_cr
         self._buf = bytearray()
         self._scanned = 0  # bytes at the front of _buf known to hold no LF
         self._dropped = 0  # bytes of an over-long line already thrown away
@@ -78,7 +83,7 @@ class LineFramer:
             self._scanned = 0
             if self._dropped:
                 return self._overflow(end, terminated=True)
-            line = bytes(buf[: end - 1 if end and buf[end - 1] == 13 else end])
+            line = bytes(buf[: end - 1 if end and buf[end - 1] == 13 and not self.keep_cr else end])
             del buf[: end + 1]
             return Line(line)
         self._scanned = len(buf)
@@ -118,13 +123,13 @@ class LineFramer:
                 if end < 0 or len(self._buf) + end > self.max_line:
                     return self._slow_lines(data)
                 self._buf += data[:end]
-                first = [bytes(self._buf[:-1] if self._buf[-1:] == b"\r" else self._buf)]
+                first = [bytes(self._buf[:-1] if self._buf[-1:] == b"\r" and not self.keep_cr else self._buf)]
                 self._buf.clear()
                 self._scanned = 0
                 data = data[end + 1 :]
             *lines, rest = data.split(b"\n")
             self._buf += rest
-            if data.find(b"\r") >= 0:
+            if not self.keep_cr and data.find(b"\r") >= 0:
                 lines = [line[:-1] if line[-1:] == b"\r" else line for line in lines]
             return first + lines if first else lines
         return self._slow_lines(data)

@@ -32,6 +32,7 @@ request the work is one JSON decode, one session step and a few `os.write`s.
 
 import asyncio
 import logging
+import sys
 from collections import deque
 from collections.abc import Sequence
 
@@ -39,7 +40,7 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.errors import RemoteProtocolError, TraceError
+from mcpbench.protocol.errors import RemoteProtocolError, TraceError, TraceWriteError
 from mcpbench.protocol.http import (
     METHOD,
     PROTOCOL_VERSION,
@@ -75,6 +76,9 @@ logger = logging.getLogger(__name__)
 # sessions of a load test; the cache is simply emptied when full.
 HEADER_CACHE_SIZE = 1024
 
+# mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
+EXIT_INPUT = 2
+
 # The label of a trace file written to the default folder (no `mcpbench_out`).
 DEFAULT_LABEL = "http"
 
@@ -96,6 +100,8 @@ class Recording:
         self.book = SessionBook()
         self.exchanges: dict[str, Exchange] = {}  # open exchanges by flow id
         self.events_written = 0  # the count of the last writer closed
+        self.failed: str | None = None  # why the last writer stopped recording (said on stderr), or None
+        self.open_error: TraceError | None = None  # why the trace could not be created
         self._lines: list[bytes] = []
         self._flush_pending = False
         self._chunks: deque[tuple[StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
@@ -119,6 +125,8 @@ class Recording:
             header = header | {"upstream": redactor.url(header["upstream"])}
         elif isinstance(header.get("upstream"), list):
             header = header | {"upstream": [redactor.url(url) for url in header["upstream"]]}
+        if isinstance(header.get("mode"), list):  # `upstream:http://user:password@proxy:8080`
+            header = header | {"mode": [redactor.url(mode) for mode in header["mode"]]}
         writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=redactor)
         self.close_writer()
         self.writer, self.settings = writer, settings
@@ -131,6 +139,7 @@ class Recording:
             self._write_now()
             self.events_written = self.writer.events
             self.writer.close()
+            self.failed = self.writer.failed
             self.writer = None
 
     def _flush(self) -> None:
@@ -477,6 +486,15 @@ class Recording:
             return
         tap = ex.tap
         tap.closed = True
+        ts = now()
+        if tap.decode is None:  # the bytes of an event the break cut short are kept, not lost
+            try:
+                ends = tap.parser.feed(b"")
+            except RemoteProtocolError:
+                ends = []
+            for item in ends:
+                if type(item) is SseTruncated:
+                    self._violation(ex, S2C, ts, "sse-truncated", "the stream broke inside an SSE event", item.pending)
         detail = flow.error.msg if flow.error else "stream broken"
         self._event(
             ex, Kind.STREAM, None, now(), event="error", conn=ex.conn, method=ex.method, path=ex.path,
@@ -621,8 +639,14 @@ class Recording:
 class TraceOutput:
     """Options and the trace file: opened in `configure`, closed last in `done`."""
 
-    def __init__(self, recording: Recording) -> None:
+    def __init__(self, recording: Recording, *, exit_on_failure: bool = False) -> None:
         self.recording = recording
+        self.exit_on_failure = exit_on_failure
+        self.running_ = False  # mitmproxy has started (options set now are changes, not start-up)
+        self.rolling_back = False  # an OptionsError was raised: mitmproxy's next configure undoes the change
+
+    def running(self) -> None:
+        self.running_ = True
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -635,7 +659,16 @@ class TraceOutput:
         )
 
     def configure(self, updated: set[str]) -> None:
+        if updated & {"connection_strategy", "mcpbench_out"} and getattr(ctx.options, "connection_strategy", None) == "eager":
+            # Eager connects upstream when a client connects, before any request: an upstream that
+            # refuses or resets then drops the client with no answer and no flow to record. Lazy
+            # connects per request, so the client gets mitmproxy's 502 naming the cause and the
+            # trace gets the exchange's `error` event.
+            ctx.options.update(connection_strategy="lazy")
         if "mcpbench_out" not in updated and "mcpbench_redact" not in updated:
+            return
+        if self.rolling_back:  # mitmproxy restoring the options before a refused change: keep as is
+            self.rolling_back = False  # (at start that is an empty mcpbench_out: no stray default trace)
             return
         modes = list(ctx.options.mode)
         header = {"recorder": "mitmproxy", "mitmproxy": mitmproxy_version.VERSION, "mode": modes}
@@ -645,10 +678,22 @@ class TraceOutput:
         try:
             self.recording.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
         except TraceError as exc:
+            self.recording.open_error = exc
+            if self.exit_on_failure and not self.running_:
+                # At mitmdump's start an exception here is logged with a traceback and mitmdump
+                # exits 1: say it in one line and end with our exit status instead. Later (an
+                # option changed in a running mitmproxy) the OptionsError rejects the change.
+                print(f"mcpbench: {exc}", file=sys.stderr, flush=True)
+                raise SystemExit(getattr(exc, "exit_code", EXIT_INPUT)) from None
+            self.rolling_back = True
             raise exceptions.OptionsError(str(exc)) from None
 
     def done(self) -> None:
         self.recording.close_writer()
+        if self.recording.failed and self.exit_on_failure:
+            # In mitmdump, as its own save addon does: the reason was said when it happened; the
+            # proxy kept serving, and now ends non-zero.
+            raise SystemExit(TraceWriteError.exit_code)
 
 
 class SseTap:
@@ -686,10 +731,14 @@ class ExchangeRecorder:
         self.recording.done()
 
 
-def make_addons() -> list:
-    """A fresh set of the addons, sharing one `Recording`; `TraceOutput` last, so it closes last."""
+def make_addons(*, exit_on_failure: bool = False) -> list:
+    """A fresh set of the addons, sharing one `Recording`; `TraceOutput` last, so it closes last.
+
+    `exit_on_failure`: end the process non-zero at `done` when the trace could not be written to
+    the end (for mitmdump; `mcpbench record` reads `Recording.failed` itself).
+    """
     recording = Recording()
-    return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording)]
+    return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording, exit_on_failure=exit_on_failure)]
 
 
-addons = make_addons()
+addons = make_addons(exit_on_failure=True)

@@ -57,13 +57,17 @@ def export(trace, har, out):
     """
     if not har:
         raise click.UsageError("choose a format: --har")
+    from mcpbench.outputs import refuse_overwrite, write_atomic
     from mcpbench.record.har import export_har
 
-    data = export_har(trace)
+    refuse_overwrite([("--out", out)], [("the trace being exported", trace)])
+    notes: list[str] = []
+    data = export_har(trace, notes)
     if out:
-        with open(out, "wb") as handle:
-            handle.write(data)
+        write_atomic(out, data)  # a failed export leaves no half file where a good one was
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
+    for note in notes:
+        click.echo(f"mcpbench: note: {note}", err=True)
 

@@ -157,10 +157,20 @@ def to_har(events: Iterable[dict]) -> dict:
     return {"log": log}
 
 
-def export_har(trace: str | os.PathLike) -> bytes:
+def export_har(trace: str | os.PathLike, notes: list[str] | None = None) -> bytes:
     """The HAR document of the trace file `trace`, as JSON bytes.
+
+    `notes`, when given, gets what the user should know (a torn last line skipped); the HAR's
+    log comment says it too.
 
     Raises:
         TraceError: the trace cannot be read.
     """
-    return orjson.dumps(to_har(TraceReader(trace)), option=orjson.OPT_INDENT_2) + b"\n"
+    reader = TraceReader(trace)
+    har = to_har(reader)
+    if reader.torn:
+        log = har["log"]
+        log["comment"] = f"{log['comment']}; {reader.torn}" if "comment" in log else reader.torn
+        if notes is not None:
+            notes.append(reader.torn)
+    return orjson.dumps(har, option=orjson.OPT_INDENT_2) + b"\n"

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mcpbench.protocol.errors import TargetError, TraceError
+from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
+from mcpbench.trace.redact import Redactor
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
 
@@ -97,10 +98,11 @@ class _Announce:
 
 def _default_ready(url: str) -> None:
     print(url, flush=True)
-    print(f"mcpbench: point clients at {url} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
+    hint = Redactor().url(url)  # stdout has the URL as given; the log line hides its secrets
+    print(f"mcpbench: point clients at {hint} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
 
 
-async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready) -> int:
+async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready):
     from mitmproxy import exceptions, options
     from mitmproxy.addons import termlog
     from mitmproxy.tools.dump import DumpMaster
@@ -116,7 +118,7 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     try:
         opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact))
     except exceptions.OptionsError as exc:
-        raise TraceError(str(exc)) from None
+        raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, master.shutdown)
@@ -127,7 +129,7 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-    return recording_addons[0].recording.events_written
+    return recording_addons[0].recording
 
 
 def run_record(
@@ -148,6 +150,7 @@ def run_record(
     Raises:
         TargetError: bad `upstream`/`listen`, or the listen address is taken.
         TraceError: the trace file cannot be created.
+        TraceWriteError: the trace could not be written to the end (the proxy served on).
     """
     from mcpbench.trace.writer import default_trace_path
 
@@ -157,7 +160,9 @@ def run_record(
     trace = Path(out) if out else default_trace_path(urlsplit(spec).netloc)
     if problem := _probe(spec):
         print(f"mcpbench: warning: {spec} does not answer now ({problem}); recording anyway", file=sys.stderr, flush=True)
-    print(f"mcpbench: recording {spec}{path} to {trace}", file=sys.stderr, flush=True)
-    events = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready))
-    print(f"mcpbench: wrote {events} events to {trace}", file=sys.stderr, flush=True)
+    print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
+    recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready))
+    if recording.failed:  # said on stderr when it happened; the proxy kept serving
+        raise TraceWriteError(recording.failed, reported=True)
+    print(f"mcpbench: wrote {recording.events_written} events to {trace}", file=sys.stderr, flush=True)
     return trace

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import map_errors, redact_option
+from mcpbench.outputs import refuse_overwrite
 
 EXIT_CHANGED = 1
 EXIT_CANNOT_RUN = 2
@@ -52,8 +53,8 @@ def _latency(factor, slack_ms):
     return None if factor <= 0 else (factor, slack)
 
 
-def _finish(report, report_path, verbose) -> None:
-    from mcpbench.protocol.errors import ReplayError
+def _finish(report, report_path, verbose, recording_failed=None) -> None:
+    from mcpbench.protocol.errors import ReplayError, TraceWriteError
     from mcpbench.replay.report import render
 
     click.echo(render(report, verbose=verbose))
@@ -61,6 +62,8 @@ def _finish(report, report_path, verbose) -> None:
         report.write_json(report_path)
     if report.aborted:
         raise ReplayError(report.aborted)
+    if recording_failed:  # the replay ran, its own trace is incomplete (said when it happened)
+        raise TraceWriteError(recording_failed, reported=True)
     sys.exit(report.exit_code)
 
 
@@ -86,9 +89,10 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
+@redact_option
 @compare_options
 @map_errors
-def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file,
+def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, redact,
            ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
     """Replay the client side of TRACE against TARGET and report every answer that changed.
 
@@ -107,6 +111,11 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
     from mcpbench.trace.redact import Redactor
     from mcpbench.trace.writer import TraceWriter
 
+    noise_path = (noise_file or Path(str(trace)).with_suffix(".noise.json")) if learn_noise else None
+    refuse_overwrite(
+        [("--out", out), ("--report", report_path), ("--noise-file", noise_path)],
+        [("the trace being replayed", trace), *(("--ignore-file", name) for name in ignore_files)],
+    )
     try:
         target = parse_target(target_text)
         rules = _rules(ignore, ignore_files, no_default_rules)
@@ -124,7 +133,7 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         if first.aborted:
             report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
             _finish(report, report_path, verbose)
-    redactor = Redactor()
+    redactor = Redactor(redact)
     writer = TraceWriter(out, transport=target.transport, redactor=redactor,
                          header={"replay_of": str(trace), "target": redactor.url(str(target)), "protocol_version": protocol_version}) if out else None
     try:
@@ -134,14 +143,15 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
             writer.close()
     if learn_noise and not run.aborted:
         learned = learn(first, run, rules)
-        path = Path(noise_file) if noise_file else Path(str(trace)).with_suffix(".noise.json")
+        path = Path(noise_path)
         save_rules(path, learned, source=str(trace))
         click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
         rules = rules.extend(learned)
-    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
-    if writer:
+    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO,
+                   redactor=redactor if redact else None)
+    if writer and not writer.failed:
         click.echo(f"mcpbench: replay trace → {writer.path}", err=True)
-    _finish(report, report_path, verbose)
+    _finish(report, report_path, verbose, writer.failed if writer else None)
 
 
 @click.command(name="diff")
@@ -160,6 +170,10 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
     from mcpbench.replay import plan as plans
     from mcpbench.replay.report import diff_traces
 
+    refuse_overwrite(
+        [("--report", report_path)],
+        [("TRACE_A", trace_a), ("TRACE_B", trace_b), *(("--ignore-file", name) for name in ignore_files)],
+    )
     try:
         rules = _rules(ignore, ignore_files, no_default_rules)
         a, b = plans.load(trace_a), plans.load(trace_b)

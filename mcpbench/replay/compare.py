@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from mcpbench.outputs import write_atomic
 from mcpbench.protocol.errors import ReplayError
 
 UUID_RE = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b|\b[0-9a-f]{32}\b")
@@ -197,7 +198,7 @@ def save_rules(path: str | os.PathLike, rules: Iterable[str], *, source: str | N
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     body = {"ignore": sorted(set(rules)), "learned_from": source}
-    out.write_bytes(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+    write_atomic(out, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
     return out
 
 

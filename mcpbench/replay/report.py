@@ -25,6 +25,7 @@ import orjson
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import Call, SessionPlan, TracePlan, answer_obj
+from mcpbench.trace.redact import Redactor
 
 STATUSES = ("identical", "changed", "missing", "extra", "failed", "skipped", "unanswered")
 COUNTED = ("identical", "changed", "missing", "extra", "failed")
@@ -145,9 +146,12 @@ class Report:
     def write_json(self, path: str) -> None:
         from pathlib import Path
 
+        from mcpbench.outputs import write_atomic
+
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n")
+        data = orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+        write_atomic(out, Redactor().raw(data))  # a target URL, an error or a live answer may quote a secret
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -206,21 +210,24 @@ def build(
     *,
     latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
     stdio_target: bool = False,
+    redactor: Redactor | None = None,
 ) -> Report:
     """Compare every call of a replay with its recording.
 
     `stdio_target`: the first answer of each session includes the process
-    start, so its latency is not judged.
+    start, so its latency is not judged. `redactor`: the recording's redaction
+    rules, applied to live answers before they are compared (equal secrets then
+    compare equal, and no live secret reaches the report).
     """
     report = Report("replay", run.trace.path, run.target, [], [str(r) for r in rules.rules], run.aborted, run.elapsed)
     if run.trace.torn:
         report.notes.append(run.trace.torn)
     for session in run.sessions:
-        report.sessions.append(_session_result(session, rules, latency, stdio_target))
+        report.sessions.append(_session_result(session, rules, latency, stdio_target, redactor))
     return report
 
 
-def _session_result(session: SessionRun, rules: Rules, latency, stdio_target: bool) -> SessionResult:
+def _session_result(session: SessionRun, rules: Rules, latency, stdio_target: bool, redactor: Redactor | None = None) -> SessionResult:
     era_rules = rules.extend(()) if not session.era_switched else _with_era(rules)
     out = SessionResult(session.plan.id, session.live_session, [], list(session.plan.notes) + session.notes, session.aborted)
     first_sent = min((live.sent for live in session.calls if live.sent is not None), default=None)
@@ -229,11 +236,14 @@ def _session_result(session: SessionRun, rules: Rules, latency, stdio_target: bo
         judge_latency = latency
         if stdio_target and live.sent is not None and live.sent == first_sent:
             judge_latency = None
+        new = compared(live.answer, live.notifications)
+        if redactor is not None and new is not None:
+            new = redactor.json(new)[0]
         out.calls.append(
             _judge(
                 session.plan.id, call,
                 compared(call.answer, call.notifications),
-                compared(live.answer, live.notifications),
+                new,
                 rules=era_rules, latency_old=call.latency, latency_new=live.latency,
                 failure=live.failure or ("no answer within the timeout" if live.timed_out else None),
                 skipped=live.skipped, latency=judge_latency,
@@ -376,7 +386,7 @@ def render(report: Report, *, verbose: bool = False) -> str:
     lines.append(f"calls: {_counts_text(counts)}")
     if report.aborted:
         lines.append(f"the replay could not run to its end: {report.aborted}")
-    return "\n".join(lines)
+    return Redactor().text("\n".join(lines))  # a target URL, an error or a live answer may quote a secret
 
 
 __all__ = ["CallResult", "Report", "SessionResult", "build", "diff_traces", "learn_noise", "render"]

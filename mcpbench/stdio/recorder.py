@@ -45,6 +45,9 @@ from mcpbench.trace.writer import TraceWriter
 
 HEADER = struct.Struct("<BqI")
 
+# The recorder's exit status when the trace could not be written to the end (the tee reads it).
+RECORDING_FAILED = 3
+
 # Frame kinds. Data frames carry raw bytes; an empty data frame is that stream's EOF.
 C2S_DATA, S2C_DATA, STDERR_DATA, EVENT, START = 1, 2, 3, 4, 5
 
@@ -85,7 +88,8 @@ class Recorder:
         self.writer = writer
         self.session_id = session_id
         self.session = Session(transport=STDIO)
-        self.framers = {C2S_DATA: LineFramer(), S2C_DATA: LineFramer(), STDERR_DATA: LineFramer()}
+        # CRs kept: a line that is not a message (junk, stderr) is recorded byte for byte.
+        self.framers = {kind: LineFramer(keep_cr=True) for kind in (C2S_DATA, S2C_DATA, STDERR_DATA)}
 
     def run(self, spool: int, alive: int) -> None:
         """Record what the spool holds and gets until `alive` ends (the tee is done or dead), then close the session."""
@@ -166,7 +170,7 @@ class Recorder:
                 except (orjson.JSONDecodeError, jsonrpc.InvalidMessage):
                     pass  # the odd line's path below says why
                 else:
-                    run.append(item)
+                    run.append(item[:-1] if item[-1:] == b"\r" else item)  # a trace line holds no CR
                     if found := observe(direction, message, ts):
                         self._flush(direction, run, ts, records)
                         self._session_violations(found, ts, records)
@@ -186,19 +190,22 @@ class Recorder:
             records.append(self._violation(direction, ts, "line-too-long", f"a line of {item.size} bytes", item.head))
             return
         data = item if type(item) is bytes else item.data
+        torn = type(item) is Line and not item.terminated
         try:
             message = jsonrpc.decode(data)
         except jsonrpc.NotJson as exc:
             code = "stdout-pollution" if direction is S2C else "not-json"
             records.append(self._violation(direction, ts, code, exc.reason, data))
-            return
+            message = None
         except jsonrpc.InvalidMessage as exc:
             records.append(self._violation(direction, ts, "invalid-message", exc.reason, data))
-            return
-        records.append(self.writer.encode_message(self.session_id, direction.value, data, ts))
-        if type(item) is Line and not item.terminated:
+            message = None
+        else:
+            records.append(self.writer.encode_message(self.session_id, direction.value, data.removesuffix(b"\r"), ts))
+        if torn:  # junk or not, a last line without its newline is reported as torn
             records.append(self._violation(direction, ts, "unterminated-line", "the stream ended inside a line", None))
-        self._session_violations(self.session.observe(direction, message, ts), ts, records)
+        if message is not None:
+            self._session_violations(self.session.observe(direction, message, ts), ts, records)
 
     def _session_violations(self, found: list, ts: float, records: list[bytes]) -> None:
         for item in found:
@@ -265,7 +272,10 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
             os.dup2(null, fd)
         Recorder(writer, session_id).run(reader, alive_read)
         writer.close()
-        os.unlink(spool)  # the trace is complete: the raw copy goes (before our lock does)
+        if writer.failed:  # said on stderr when it happened; the tee ends non-zero
+            status = RECORDING_FAILED  # the spool stays: a later read finishes the trace from it
+        else:
+            os.unlink(spool)  # the trace is complete: the raw copy goes (before our lock does)
     except BaseException:  # noqa: BLE001 - a child of fork must never return into the tee's code
         import traceback
 

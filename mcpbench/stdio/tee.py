@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 
-from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
 from mcpbench.stdio import recorder
 from mcpbench.trace.format import Kind
@@ -75,6 +75,8 @@ class Tee:
         self._stop_lock = threading.Lock()  # for stopping: never taken on the bytes' path
         self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
+        # Why the trace is incomplete (said on stderr when it happened), or None.
+        self.recording_failed: str | None = None
 
     def run(self) -> int:
         """Start the server, copy until it exits, return its exit status.
@@ -156,8 +158,10 @@ class Tee:
                     size = len(chunk)
                     header = pack(kind, clock() // 1000, size)
                     written = write(spool, header + chunk) if size < copy_limit else writev(spool, (header, chunk))
-                    if written < overhead + size:
-                        raise OSError(errno.ENOSPC, "short write (disk full?)")
+                    if written < overhead + size:  # rare: finish the frame, or meet the real error (ENOSPC, EFBIG)
+                        rest = memoryview(header + chunk)[written:]
+                        while rest:
+                            rest = rest[write(spool, rest) :]
                 except OSError as exc:
                     self._spool_failed(exc)
             if not chunk:
@@ -192,7 +196,8 @@ class Tee:
         """Never break the observed session (a full disk, say): stop recording, say so once."""
         with self._stop_lock:
             if self._appending is not None:
-                print(f"mcpbench: cannot append to the spool ({exc.strerror}); recording stopped, traffic still passes", file=sys.stderr)
+                self.recording_failed = f"{self.writer.path}: cannot append to its spool ({exc.strerror}); recording stopped, traffic still passes"
+                print(f"mcpbench: {self.recording_failed}", file=sys.stderr, flush=True)
                 self._appending = None  # not closed: another pump may be writing to it
 
     def _finish_recording(self, pumps: list[threading.Thread] = ()) -> None:
@@ -213,14 +218,20 @@ class Tee:
         pidfd = os.pidfd_open(self._recorder_pid)
         try:
             select.select([pidfd], [], [], RECORDER_TIMEOUT)  # readable once the recorder has exited
-            os.waitpid(self._recorder_pid, os.WNOHANG)
+            pid, status = os.waitpid(self._recorder_pid, os.WNOHANG)
+            if pid and status and not self.recording_failed:  # the recorder said why on stderr
+                self.recording_failed = f"the recorder ended with status {os.waitstatus_to_exitcode(status)}"
         finally:
             os.close(pidfd)
         self._recorder_pid = None
 
 
 def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, record: bool = True) -> int:
-    """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status."""
+    """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status.
+
+    Raises:
+        TraceWriteError: the server ended well but the trace could not be written to the end.
+    """
     from mcpbench.trace.redact import Redactor
     from mcpbench.trace.writer import default_trace_path
 
@@ -229,11 +240,15 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
         path = out or default_trace_path(os.path.basename(argv[0]) if argv else "session")
         writer = TraceWriter(path, transport=TRANSPORT, header={"command": argv}, redactor=Redactor(redact))
         print(f"mcpbench: recording to {writer.path}", file=sys.stderr, flush=True)
+    tee = Tee(argv, writer)
     try:
-        status = Tee(argv, writer).run()
+        status = tee.run()
     finally:
         if writer:
             writer.close()
     if status != 0:
-        print(f"mcpbench: {shlex.join(argv)} exited with status {status}", file=sys.stderr, flush=True)
+        command = shlex.join(Redactor(redact).argv(argv))
+        print(f"mcpbench: {command} exited with status {status}", file=sys.stderr, flush=True)
+    elif tee.recording_failed:  # the server did fine; the recording did not
+        raise TraceWriteError(tee.recording_failed, reported=True)
     return status

@@ -31,6 +31,9 @@ from mcpbench.trace import spool
 
 REQUIRED = ("v", "ts", "kind")
 
+# The UTF-8 byte order mark some editors put at the start of a text file.
+BOM = b"\xef\xbb\xbf"
+
 # One read from the file: few system calls, and the memory held at once (one
 # read, plus a line longer than that while it is gathered).
 READ_BYTES = 1024 * 1024
@@ -72,6 +75,8 @@ class TraceReader:
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot read trace: {exc.strerror}") from None
         with handle:
+            if handle.read(len(BOM)) != BOM:  # an editor may have saved the trace with one
+                handle.seek(0)
             blocks, notes = read_blocks(handle, READ_BYTES, self.path)  # decompressed: `.gz`, `.zst`
             pieces: list[bytes] = []  # the start of a line that has not ended yet
             for block in blocks:
@@ -87,22 +92,25 @@ class TraceReader:
                     yield from self._block(data[start:end])
                     start = end
             tail = b"".join(pieces)
-            if tail:
-                # Only the file's last line can lack a newline.
+            if tail.strip():
+                # Only the file's last line can lack a newline. Unless it is a whole event, it is what
+                # a writer stopped mid-write leaves (or junk appended later): reported, never an event.
                 try:
                     event = orjson.loads(tail)
                 except orjson.JSONDecodeError:
+                    event = None
+                if type(event) is dict and all(key in event for key in REQUIRED):
+                    self.lines += 1
+                    yield self._expand(self._check(event, self.lines), self.lines)
+                else:
                     self.torn = (
                         f"{self.path}:{self.lines + 1}: torn last line skipped "
                         f"({len(tail)} bytes, no newline: the writer stopped mid-write)"
                     )
-                else:
-                    self.lines += 1
-                    yield self._expand(self._check(event, self.lines), self.lines)
             if notes:
                 self.torn = "; ".join(([self.torn] if self.torn else []) + notes)
         if self.lines == 0:
-            raise TraceError(f"{self.path}: empty trace")
+            raise TraceError(f"{self.path}: empty trace" + (" (only a torn line)" if self.torn else ""))
 
     def _block(self, data: bytes) -> Iterator[dict[str, Any]]:
         """The events of whole lines `data` (ending in a newline)."""

@@ -21,10 +21,11 @@ from typing import Any
 import orjson
 
 from mcpbench import __version__
-from mcpbench.protocol.errors import TraceError
+from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.trace.compact import Compactor
 from mcpbench.trace.compress import compressor_for
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
+from mcpbench.trace.reader import BOM
 from mcpbench.trace.redact import Redactor
 
 TRACE_DIR_ENV = "MCPBENCH_TRACE_DIR"
@@ -52,6 +53,32 @@ def _handed_over_after_fork() -> None:
 os.register_at_fork(after_in_parent=_handed_over_after_fork)
 
 
+# The magic numbers of compressed streams (gzip, zstd): a compressed trace may be replaced too.
+COMPRESSED_STARTS = (b"\x1f\x8b", b"\x28\xb5\x2f\xfd")
+# How much of a file is read to find its first line (a trace header is far shorter).
+HEADER_PEEK_BYTES = 64 * 1024
+
+
+def is_replaceable(path: Path) -> bool:
+    """Whether a new trace may be written over `path`: nothing there, an empty file, a device or
+    pipe, or an earlier trace. Anything else is user data a mistyped `--out` must not destroy.
+    """
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) == 0:  # never open a FIFO: it would block
+            return True
+        with open(path, "rb") as handle:
+            start = handle.read(HEADER_PEEK_BYTES).removeprefix(BOM)
+    except OSError:
+        return True  # unreadable: creating it will say why
+    if start.startswith(COMPRESSED_STARTS) or start.startswith(b'{"v":'):  # the latter: even a torn header
+        return True
+    try:
+        first = orjson.loads(start.split(b"\n", 1)[0])
+    except orjson.JSONDecodeError:
+        return False
+    return type(first) is dict and first.get("kind") == Kind.TRACE
+
+
 class TraceWriter:
     """Appends events to a trace file.
 
@@ -77,10 +104,13 @@ class TraceWriter:
         self.transport = transport
         self.redactor = redactor or Redactor()
         self._redact_json = self.redactor.touches_json  # read once: the rules do not change
-        self.failed: str | None = None
+        self.failed: str | None = None  # why recording stopped (said on stderr once), or None
+        self._error: str | None = None
         self.events = 0
         self._lock = threading.Lock()
         self._prefixes: dict[tuple[str | None, str], tuple[bytes, bytes]] = {}
+        if not is_replaceable(self.path):
+            raise TraceError(f"{self.path}: exists and is not a trace: refusing to overwrite it; choose another path")
         # Events of an HTTP flow leave out what earlier lines said (format v2, `trace/compact.py`).
         self._compactor = Compactor({"transport": transport, **(header or {})})
         # `.gz` / `.zst`: compressed and flushed at every write (`trace/compress.py`).
@@ -105,10 +135,14 @@ class TraceWriter:
                 **(header or {}),
             }
         )
+        if self.failed:  # not even the header fits (a full disk, /dev/full): nothing to record into
+            self.close()
+            raise TraceWriteError(f"{self.path}: cannot write trace: {self._error}")
 
     def encode(self, event: dict[str, Any]) -> bytes:
         """One event as a trace line; `v`, `ts` and `transport` are filled in when absent."""
         event = dict(event)
+        self.redactor.event_text(event)  # bodies, comments, lines, command lines: secrets by shape
         head = {
             "v": FORMAT_VERSION,
             "ts": event.pop("ts", None) or now(),
@@ -202,13 +236,21 @@ class TraceWriter:
                     view = view[os.write(self._fd, view) :]
                 self.events += count
             except OSError as exc:
+                self._error = exc.strerror
                 # Never break the observed session: stop recording, say so once.
-                self.failed = f"{self.path}: trace write failed: {exc.strerror}; recording stopped"
-                print(f"mcpbench: {self.failed}", file=sys.stderr)
+                self._fail(f"trace write failed: {exc.strerror}; recording stopped, traffic still passes")
+
+    def _fail(self, reason: str) -> None:
+        """Note why the trace is incomplete and say so once, at once (the command ends non-zero later)."""
+        self.failed = f"{self.path}: {reason}"
+        if self.events:  # a header that cannot be written is reported by the caller, as an exception
+            print(f"mcpbench: {self.failed}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
+                if not self.failed and os.fstat(self._fd).st_nlink == 0:
+                    self._fail("the trace file was removed while recording; its events are lost")
                 if self._compressor is not None and not self._handed_over and not self.failed:
                     try:
                         os.write(self._fd, self._compressor.end())
