@@ -24,10 +24,12 @@ would have.
 """
 
 import fcntl
+import mmap
 import os
 import select
 import signal
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -229,8 +231,26 @@ def redaction_rules(redactor: Redactor) -> list[str]:
     return sorted(redactor.keys) + [".".join(path) for path in redactor.paths]
 
 
-def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, ...] = ()) -> tuple[int, int, int]:
-    """Create the spool, fork a recorder process; return (its pid, the spool to append to, the liveness pipe).
+class FailureLine:
+    """The one line on stderr that says a recording failed, shared by the tee and its recorder.
+
+    A full disk fails the spool's appends (in the tee) and the trace's writes (in the recorder)
+    alike; the host's stderr gets the first reason only. A byte of memory shared across the fork
+    says whether it was said.
+    """
+
+    def __init__(self) -> None:
+        self._said = mmap.mmap(-1, 1)  # anonymous and MAP_SHARED: one byte for both processes
+
+    def __call__(self, line: str) -> None:
+        if self._said[0] == 0:
+            self._said[0] = 1
+            print(line, file=sys.stderr, flush=True)
+
+
+def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, ...] = ()) -> tuple[int, int, int, "FailureLine"]:
+    """Create the spool, fork a recorder process; return (its pid, the spool to append to, the liveness pipe,
+    the tee's and the recorder's one failure line).
 
     Call before starting any thread (fork copies only the calling thread). The
     caller appends frames to the spool (O_APPEND: one `writev` lands whole)
@@ -251,11 +271,12 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
     start = orjson.dumps({"session": session_id, "redact": redaction_rules(writer.redactor)})
     os.writev(spool_fd, frame(START, 0, start))
     alive_read, alive_write = os.pipe()
+    said = FailureLine()
     pid = os.fork()
     if pid:
         os.close(alive_read)
         writer.close()  # only the recorder writes the trace
-        return pid, spool_fd, alive_write
+        return pid, spool_fd, alive_write, said
     status = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -270,6 +291,7 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
         null = os.open(os.devnull, os.O_RDWR)
         for fd in detach_fds:
             os.dup2(null, fd)
+        writer.announce = said
         Recorder(writer, session_id).run(reader, alive_read)
         writer.close()
         if writer.failed:  # said on stderr when it happened; the tee ends non-zero

@@ -75,6 +75,7 @@ class Tee:
         self._stop_lock = threading.Lock()  # for stopping: never taken on the bytes' path
         self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
+        self._say: recorder.FailureLine | None = None  # the one line that says recording failed
         # Why the trace is incomplete (said on stderr when it happened), or None.
         self.recording_failed: str | None = None
 
@@ -87,7 +88,7 @@ class Tee:
         stdin, stdout, stderr = self.fds
         if self.writer is not None:
             # Fork before any thread exists: fork copies only the calling thread.
-            self._recorder_pid, self._spool, self._alive = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
+            self._recorder_pid, self._spool, self._alive, self._say = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
             self._appending = self._spool
         try:
             # A process group of its own: a Ctrl-C in the host's terminal then
@@ -197,7 +198,7 @@ class Tee:
         with self._stop_lock:
             if self._appending is not None:
                 self.recording_failed = f"{self.writer.path}: cannot append to its spool ({exc.strerror}); recording stopped, traffic still passes"
-                print(f"mcpbench: {self.recording_failed}", file=sys.stderr, flush=True)
+                self._say(f"mcpbench: {self.recording_failed}")
                 self._appending = None  # not closed: another pump may be writing to it
 
     def _finish_recording(self, pumps: list[threading.Thread] = ()) -> None:
@@ -219,8 +220,13 @@ class Tee:
         try:
             select.select([pidfd], [], [], RECORDER_TIMEOUT)  # readable once the recorder has exited
             pid, status = os.waitpid(self._recorder_pid, os.WNOHANG)
-            if pid and status and not self.recording_failed:  # the recorder said why on stderr
-                self.recording_failed = f"the recorder ended with status {os.waitstatus_to_exitcode(status)}"
+            if pid and status and not self.recording_failed:
+                code = os.waitstatus_to_exitcode(status)
+                if code == recorder.RECORDING_FAILED:  # it said why on stderr
+                    self.recording_failed = "the trace could not be written to the end"
+                else:  # killed: what it had not written stays in the spool, which the next read finishes from
+                    self.recording_failed = f"recorder gone (status {code}); recording stopped, traffic still passes"
+                    self._say(f"mcpbench: {self.recording_failed}")
         finally:
             os.close(pidfd)
         self._recorder_pid = None

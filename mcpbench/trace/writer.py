@@ -244,7 +244,11 @@ class TraceWriter:
         """Note why the trace is incomplete and say so once, at once (the command ends non-zero later)."""
         self.failed = f"{self.path}: {reason}"
         if self.events:  # a header that cannot be written is reported by the caller, as an exception
-            print(f"mcpbench: {self.failed}", file=sys.stderr, flush=True)
+            self.announce(f"mcpbench: {self.failed}")
+
+    def announce(self, line: str) -> None:
+        """Say a recording failure on stderr (the tee's recorder replaces this: one line per tee)."""
+        print(line, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         with self._lock:

@@ -247,14 +247,26 @@ def test_trace_that_fills_up_keeps_the_proxy_serving_and_ends_3(tmp_path: Path, 
 
 def test_tee_trace_that_fills_up_passes_everything_and_ends_3(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    stdin = LINE * 100  # ~26 KiB of trace, the limit is 3 KB
-    proc = subprocess.run(
-        [*MCPBENCH, "tee", "--out", str(trace), "--", *ECHO], input=stdin, capture_output=True, cwd=REPO_ROOT,
-        timeout=WAIT, preexec_fn=limit_file_size(FSIZE_LIMIT),
+    proc = subprocess.Popen(
+        [*MCPBENCH, "tee", "--out", str(trace), "--", *ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, cwd=REPO_ROOT, preexec_fn=limit_file_size(FSIZE_LIMIT),
     )
-    log_stderr(proc.stderr.decode())
-    assert proc.stdout == stdin  # every byte passed through
-    result = subprocess.CompletedProcess(proc.args, proc.returncode, "", proc.stderr.decode())
+    try:
+        # One exchange at a time, as a host talks (~26 KiB of trace, the limit is 3 KB): the
+        # recording fills up part-way, after some exchanges were recorded.
+        for _ in range(100):
+            proc.stdin.write(LINE)
+            proc.stdin.flush()
+            assert proc.stdout.readline() == LINE  # every exchange passes through
+        proc.stdin.close()
+        proc.wait(WAIT)
+    finally:
+        stop_process(proc)
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    proc.stdout.close()
+    log_stderr(stderr)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, str(trace), "File too large", "recording stopped")
     reader = TraceReader(trace)
     events = list(reader)
