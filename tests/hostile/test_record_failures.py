@@ -245,19 +245,22 @@ def test_trace_that_fills_up_keeps_the_proxy_serving_and_ends_3(tmp_path: Path, 
     assert [e["msg"]["id"] for e in events if e["kind"] == "message" and e["dir"] == "c2s"][:1] == [0]
 
 
-def test_tee_trace_that_fills_up_passes_everything_and_ends_3(tmp_path: Path) -> None:
-    trace = tmp_path / "t.jsonl"
+def tee_exchanges(trace: Path, count: int, *, after_first=None, **popen) -> subprocess.CompletedProcess:
+    """Run the tee on ECHO and make `count` exchanges one at a time, as a host talks; each must pass.
+
+    `after_first(proc)` runs after the first exchange. Returns the exit status and stderr.
+    """
     proc = subprocess.Popen(
         [*MCPBENCH, "tee", "--out", str(trace), "--", *ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, cwd=REPO_ROOT, preexec_fn=limit_file_size(FSIZE_LIMIT),
+        stderr=subprocess.PIPE, cwd=REPO_ROOT, **popen,
     )
     try:
-        # One exchange at a time, as a host talks (~26 KiB of trace, the limit is 3 KB): the
-        # recording fills up part-way, after some exchanges were recorded.
-        for _ in range(100):
+        for n in range(count):
             proc.stdin.write(LINE)
             proc.stdin.flush()
             assert proc.stdout.readline() == LINE  # every exchange passes through
+            if n == 0 and after_first:
+                after_first(proc)
         proc.stdin.close()
         proc.wait(WAIT)
     finally:
@@ -266,7 +269,13 @@ def test_tee_trace_that_fills_up_passes_everything_and_ends_3(tmp_path: Path) ->
     proc.stderr.close()
     proc.stdout.close()
     log_stderr(stderr)
-    result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
+
+
+def test_tee_trace_that_fills_up_passes_everything_and_ends_3(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    # ~26 KiB of trace, the limit is 3 KB: the recording fills up after some exchanges were recorded.
+    result = tee_exchanges(trace, 100, preexec_fn=limit_file_size(FSIZE_LIMIT))
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, str(trace), "File too large", "recording stopped")
     reader = TraceReader(trace)
     events = list(reader)
@@ -407,30 +416,13 @@ def children(pid: int) -> list[int]:
 
 def test_tee_whose_recorder_dies_passes_everything_and_ends_3(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    proc = subprocess.Popen(
-        [*MCPBENCH, "tee", "--out", str(trace), "--", *ECHO], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, cwd=REPO_ROOT,
-    )
-    try:
-        proc.stdin.write(LINE)
-        proc.stdin.flush()
-        assert proc.stdout.readline() == LINE
+
+    def kill_recorder(proc: subprocess.Popen) -> None:
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         (recorder_pid,) = [pid for pid in children(proc.pid) if Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline]
         os.kill(recorder_pid, signal.SIGKILL)  # the tee's forked recorder, not the server
-        for _ in range(3):
-            proc.stdin.write(LINE)
-            proc.stdin.flush()
-            assert proc.stdout.readline() == LINE  # each exchange still goes through
-        proc.stdin.close()
-        proc.wait(WAIT)
-    finally:
-        stop_process(proc)
-    stderr = proc.stderr.read().decode()
-    proc.stderr.close()
-    proc.stdout.close()
-    log_stderr(stderr)
-    result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
+
+    result = tee_exchanges(trace, 4, after_first=kill_recorder)
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, "recorder gone", "traffic still passes")
     assert list(TraceReader(trace))[0]["kind"] == "trace"  # what it wrote before is kept
 
