@@ -9,13 +9,13 @@ import sys
 
 import click
 
-from mcpbench.cliutil import map_errors, redact_option
+from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
 
 # Exit status for a command that could not be started (as shells use).
 EXIT_NOT_FOUND = 127
 
 
-@click.group()
+@click.group(cls=OneLineErrors)
 @click.version_option(package_name="mcpbench")
 def main() -> None:
     """Record, replay and load-test Model Context Protocol traffic."""
@@ -36,6 +36,7 @@ def tee(out, redact, command):
     from mcpbench.protocol.errors import TargetError
     from mcpbench.stdio.tee import run_tee
 
+    check_output(out, "--out")
     try:
         status = run_tee(list(command), out, redact)
     except TargetError as exc:
@@ -78,6 +79,7 @@ def run_main_job(out):
 
     from mcpbench.pipeline import run
 
+    check_output(out, "--out", folder=True)
     folder = run(Path(out) if out else None, say=click.echo)
     click.echo(f"mcpbench: results in {folder}")
 

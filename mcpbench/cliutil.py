@@ -1,32 +1,127 @@
-"""What every click command shares: error mapping and common options.
+"""What every click command shares: error mapping, signal handling and common options.
 
 A module of its own so each capability's `cli.py` can import it without
 importing `mcpbench.cli`, which imports them all.
 """
 
 import functools
+import os
+import signal
 import sys
+from pathlib import Path
 
 import click
 
-from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.errors import EXIT_INPUT, EXIT_SIGNAL_BASE, McpbenchError, OutputError
 
-# Exit status for unusable input or a failure to run.
-EXIT_FAILURE = 2
+# Kept for callers that name it: unusable input.
+EXIT_FAILURE = EXIT_INPUT
+
+# The signals that end a long-running command cleanly (exit 128 + N).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# The stop signal received by this process, if any (see `note_signal`).
+received: int | None = None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same `finally` blocks and handlers clean up."""
+
+
+def note_signal(signum: int) -> None:
+    """Remember a stop signal; the command then exits 128 + signum however it unwinds."""
+    global received
+    received = received or signum
+
+
+def _raise_on_signal(signum: int, frame: object) -> None:
+    note_signal(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def install_stop_handlers() -> None:
+    """SIGINT raises KeyboardInterrupt and SIGTERM `Terminated`, both remembered for the exit status."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _raise_on_signal)
+
+
+def signal_status(signum: int) -> int:
+    return EXIT_SIGNAL_BASE + signum
+
+
+class OneLineErrors(click.Group):
+    """A group whose usage errors are one line on stderr (`mcpbench: Invalid value for '--port': …`), exit 2.
+
+    Click's own output adds a usage line and a hint around the message; a user, a script or a
+    host's log then sees three lines for one mistake.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            click.echo("mcpbench: stopped by SIGINT", err=True)
+            sys.exit(signal_status(received or signal.SIGINT))
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.format_message(), err=True)  # the help asked for by giving nothing
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"mcpbench: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(status if isinstance(status, int) else 0)
 
 
 def map_errors(func):
-    """Turn an expected failure into one line on stderr and exit status 2 (no traceback)."""
+    """Run a command: an expected failure becomes one line on stderr and its exit status (no traceback).
+
+    `McpbenchError`s exit with their `exit_code`; an `OSError` naming a file (an output folder that
+    cannot be written, say) exits 2 naming it. Ctrl-C and SIGTERM exit 130 and 143, with no traceback,
+    whether they unwound the command or the command caught them and returned.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        install_stop_handlers()
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
         except McpbenchError as exc:
             click.echo(f"mcpbench: {exc}", err=True)
-            sys.exit(getattr(exc, "exit_code", EXIT_FAILURE))
+            sys.exit(received and signal_status(received) or exc.exit_code)
+        except KeyboardInterrupt as exc:
+            signum = received or (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            click.echo(f"mcpbench: stopped by {signal.Signals(signum).name}", err=True)
+            sys.exit(signal_status(signum))
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            click.echo(f"mcpbench: {exc.filename}: {exc.strerror}", err=True)
+            sys.exit(received and signal_status(received) or EXIT_INPUT)
+        if received:
+            sys.exit(signal_status(received))
+        return result
 
     return wrapper
+
+
+def check_output(path: str | os.PathLike | None, option: str, *, folder: bool = False) -> None:
+    """Fail before any work when `option`'s `path` cannot be written (exit 2, naming both).
+
+    The folder that will hold it (`path` itself with `folder`) is created when missing, as the
+    writers would; a path under a file, or a folder that cannot be written, is refused.
+    """
+    if path is None:
+        return
+    where = Path(path) if folder else Path(path).parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot create folder {exc.filename or where}: {exc.strerror}") from None
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {path}: folder {where} is not writable")
+    if not folder and Path(path).is_dir():
+        raise OutputError(f"{option} {path}: is a folder, not a file")
 
 
 def redact_option(func):

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import check_output, map_errors
 
 
 @click.command("load")
@@ -32,12 +32,17 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     """
     from mcpbench.load.runner import run_scenario
     from mcpbench.load.samples import render
-    from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration
+    from mcpbench.load.scenario import (
+        Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration, versions_from_trace,
+    )
 
+    check_output(out, "--out", folder=True)
     if scenario:
         loaded = load_scenario(scenario)
     elif target and from_trace:
-        loaded = Scenario(target=target, name="trace", source=from_trace, mix=mix_from_trace(from_trace))
+        # The eras the recording spoke, not the default handshake one.
+        versions = versions_from_trace(from_trace) or Scenario.versions
+        loaded = Scenario(target=target, name="trace", source=from_trace, mix=mix_from_trace(from_trace), versions=versions)
     else:
         raise ScenarioError("give a SCENARIO file, or --target and --from-trace")
     seconds = None

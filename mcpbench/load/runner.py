@@ -159,13 +159,22 @@ def _session_tools(scenario: Scenario) -> list[str]:
             finally:
                 client.close_transport()
 
-    greenlet = gevent.spawn(check)
+    def guarded() -> list[str] | McpbenchError:
+        try:
+            return check()
+        except McpbenchError as exc:
+            return exc  # raised in this greenlet, gevent's hub would print it with a traceback
+
+    greenlet = gevent.spawn(guarded)
     greenlet.join(timeout=PREFLIGHT_TIMEOUT + 5)
     if not greenlet.ready():
         greenlet.kill()
         client.close_transport()
         raise TargetError(f"{target}: no MCP session within {PREFLIGHT_TIMEOUT:g} s")
-    return greenlet.get()
+    found = greenlet.get()
+    if isinstance(found, McpbenchError):
+        raise found
+    return found
 
 
 # --- running Locust -----------------------------------------------------------------------------

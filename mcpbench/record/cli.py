@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import check_output, map_errors
 
 
 @click.command()
@@ -29,6 +29,7 @@ def record(upstream, listen, out, redact):
     """
     from mcpbench.record.proxy import run_record
 
+    check_output(out, "--out")
     run_record(upstream, listen=listen, out=out, redact=redact)
 
 
@@ -59,6 +60,7 @@ def export(trace, har, out):
         raise click.UsageError("choose a format: --har")
     from mcpbench.record.har import export_har
 
+    check_output(out, "--out")
     data = export_har(trace)
     if out:
         with open(out, "wb") as handle:

@@ -1,7 +1,7 @@
 """Click commands `replay`, `diff` and `serve-trace`: parse, call the library, report.
 
 Registered by the main CLI (`main.add_command(replay)` etc.). Expected failures
-are `McpbenchError`s, turned into one line and exit status 2 by `cliutil.map_errors`.
+are `McpbenchError`s, turned into one line and their exit status by `cliutil.map_errors`.
 """
 
 import sys
@@ -9,10 +9,8 @@ from pathlib import Path
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import check_output, map_errors
 
-EXIT_CHANGED = 1
-EXIT_CANNOT_RUN = 2
 
 
 def compare_options(func):
@@ -53,23 +51,25 @@ def _latency(factor, slack_ms):
 
 
 def _finish(report, report_path, verbose) -> None:
-    from mcpbench.protocol.errors import ReplayError
+    from mcpbench.protocol.errors import TargetError
     from mcpbench.replay.report import render
 
     click.echo(render(report, verbose=verbose))
     if report_path:
         report.write_json(report_path)
     if report.aborted:
-        raise ReplayError(report.aborted)
+        raise TargetError(report.aborted)  # only the target breaks a replay off once it runs
     sys.exit(report.exit_code)
 
 
 def _failed_report(kind, trace, target, error, report_path) -> None:
     """The report of a replay that could not start, written before the error propagates."""
-    if report_path:
+    from mcpbench.protocol.errors import OutputError
+
+    if report_path and not isinstance(error, OutputError):  # an unwritable report path stays unwritten
         from mcpbench.replay.report import Report
 
-        Report(kind, str(trace), str(target), [], aborted=str(error)).write_json(report_path)
+        Report(kind, str(trace), str(target), [], aborted=str(error), abort_status=error.exit_code).write_json(report_path)
 
 
 @click.command()
@@ -94,7 +94,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
 
     Sessions go in recorded order, each client message in recorded order, requests that were in
     flight together are sent together; server requests (sampling, elicitation, roots) are answered
-    from the recording. Exit status: 0 nothing changed, 1 something changed, 2 the replay could not run.
+    from the recording. Exit status: 0 nothing changed, 1 something changed, 2 unusable input,
+    3 the target could not be reached, broke off or is not an MCP server.
 
     Example: mcpbench replay s.jsonl --target "stdio:python -m my_server" --report r.json
     """
@@ -108,6 +109,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
     from mcpbench.trace.writer import TraceWriter
 
     try:
+        for path, option in ((out, "--out"), (report_path, "--report"), (noise_file, "--noise-file")):
+            check_output(path, option)
         target = parse_target(target_text)
         rules = _rules(ignore, ignore_files, no_default_rules)
         pacing = Pace.parse(pace, max_gap)
@@ -161,6 +164,7 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
     from mcpbench.replay.report import diff_traces
 
     try:
+        check_output(report_path, "--report")
         rules = _rules(ignore, ignore_files, no_default_rules)
         a, b = plans.load(trace_a), plans.load(trace_b)
     except McpbenchError as exc:

@@ -239,6 +239,7 @@ class _SessionRunner:
         self.pool = AskPool(plan.asks)
         self.transport: Transport | None = None
         self.listening = False  # a GET stream was asked for
+        self.heard = False  # the target has sent a JSON-RPC message
         self.label = plan.id
 
     # ---- the main loop -----------------------------------------------------------------------
@@ -440,6 +441,7 @@ class _SessionRunner:
             self._failure(item)
             return
         message = item.message
+        self.heard = True
         self.session.observe(S2C, message, item.ts)
         if self.r.writer is not None:
             extra = {"via": item.via} if item.via in ("sse", "json", "get") else None
@@ -453,6 +455,9 @@ class _SessionRunner:
 
     def _failure(self, failure: Failure) -> None:
         self._event(Kind.ERROR, None, detail=failure.reason, status=failure.status)
+        if failure.status is not None and not self.heard:
+            # The target's very first answer is no MCP: say so once, not "failed" for every call.
+            self.run.aborted = self.run.aborted or f"{self.r.target_text} is not an MCP server: {failure.reason}"
         if failure.fatal:
             self.run.aborted = self.run.aborted or failure.reason
             return

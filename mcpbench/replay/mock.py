@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from mcpbench.listen import bind_error
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.framing import Line, LineFramer
@@ -472,8 +473,11 @@ def serve(trace: TracePlan, transport: str, *, host: str = "127.0.0.1", port: in
     if transport == "stdio":
         serve_stdio(answers, forward=forward)
         return
-    server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response,
-                            forward=forward)
+    try:
+        server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response,
+                                forward=forward)
+    except OSError as exc:
+        raise bind_error(host, port, exc) from None
     print(f"mcpbench: serving {trace.path} ({transport}) on {server.url}", file=sys.stderr, flush=True)
     try:
         server.serve_forever(poll_interval=0.2)

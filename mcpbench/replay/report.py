@@ -12,7 +12,9 @@ Each recorded call ends in one status:
     unanswered  neither side has an answer
 
 Exit status (`Report.exit_code`): 0 nothing changed, 1 something changed
-(changed, missing, extra or failed), 2 the replay could not run to its end.
+(changed, missing, extra or failed), 3 the target broke the replay off (could not
+be reached, died, is not MCP); a replay that could not start keeps the status of
+its error (`abort_status`, 2 for unusable input).
 """
 
 import difflib
@@ -22,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from mcpbench.protocol.errors import EXIT_ENVIRONMENT
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import Call, SessionPlan, TracePlan, answer_obj
@@ -99,6 +102,7 @@ class Report:
     aborted: str | None = None
     elapsed: float = 0.0
     notes: list[str] = field(default_factory=list)
+    abort_status: int = EXIT_ENVIRONMENT  # the exit status when `aborted`
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(STATUSES, 0)
@@ -115,7 +119,7 @@ class Report:
     @property
     def exit_code(self) -> int:
         if self.aborted:
-            return 2
+            return self.abort_status
         return 1 if self.changed else 0
 
     def to_json(self) -> dict[str, Any]:

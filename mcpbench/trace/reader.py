@@ -38,7 +38,16 @@ READ_BYTES = 1024 * 1024
 BATCH_BYTES = 32 * 1024
 
 _VERSION = itemgetter("v")
+_TS = itemgetter("ts")
+_KIND = itemgetter("kind")
 _CURRENT = {FORMAT_VERSION}
+
+# The types the fields every event has may take (docs/trace-format.md); a field of another
+# type is a bad line, named with its file and line, not a crash further on.
+_NUMBER = frozenset({int, float})
+_SESSION_TYPES = frozenset({str, type(None)})
+_DIRECTIONS = frozenset({"c2s", "s2c", None})
+_MSG_TYPES = frozenset({dict, list, type(None)})
 
 
 class TraceReader:
@@ -112,9 +121,7 @@ class TraceReader:
                 yield from events
                 return
             for number, event in enumerate(events, first):
-                if type(event) is not dict or "kind" not in event or "ts" not in event or event.get("v") != FORMAT_VERSION:
-                    self._check(event, number)  # raises with the reason
-                yield event
+                yield self._check(event, number)  # raises with the reason at the bad line
             return
         for number, line in enumerate(data.split(b"\n")[:-1], first):
             self.lines = number
@@ -133,7 +140,9 @@ class TraceReader:
         for key in REQUIRED:
             if key not in event:
                 raise TraceError(f"{where}: not a trace event: no {key!r}")
-        if not isinstance(event["v"], int) or event["v"] > FORMAT_VERSION:
+        if type(event["v"]) is not int:
+            raise TraceError(f"{where}: field 'v' must be an integer, not {orjson.dumps(event['v']).decode()[:40]}")
+        if event["v"] > FORMAT_VERSION:
             raise TraceError(
                 f"{where}: trace format v{event['v']} is newer than this mcpbench reads (v{FORMAT_VERSION}); upgrade mcpbench"
             )
@@ -141,6 +150,7 @@ class TraceReader:
             self.header = event
         elif number == 1:
             raise TraceError(f"{where}: no trace header: the first line must have kind 'trace'")
+        _check_types(event, where)
         return event
 
 
@@ -158,7 +168,31 @@ def _well_formed(events: list[Any]) -> bool:
         versions == _CURRENT
         and all(map(contains, events, repeat("kind")))
         and all(map(contains, events, repeat("ts")))
+        and set(map(type, map(_TS, events))) <= _NUMBER
+        and set(map(type, map(_KIND, events))) == {str}
+        and set(map(type, map(dict.get, events, repeat("session")))) <= _SESSION_TYPES
+        and set(map(dict.get, events, repeat("dir"))) <= _DIRECTIONS
+        and set(map(type, map(dict.get, events, repeat("msg")))) <= _MSG_TYPES
     )
+
+
+def _check_types(event: dict[str, Any], where: str) -> None:
+    """Raise `TraceError` at `where` when a field every event has is of the wrong type."""
+
+    def wrong(name: str, expected: str) -> TraceError:
+        shown = orjson.dumps(event[name]).decode()[:40]
+        return TraceError(f"{where}: field {name!r} must be {expected}, not {shown}")
+
+    if type(event["ts"]) not in _NUMBER:
+        raise wrong("ts", "a number (epoch seconds)")
+    if type(event["kind"]) is not str:
+        raise wrong("kind", "a string")
+    if type(event.get("session")) not in _SESSION_TYPES:
+        raise wrong("session", "a string or null")
+    if event.get("dir") not in _DIRECTIONS:
+        raise wrong("dir", '"c2s", "s2c" or null')
+    if event["kind"] == Kind.MESSAGE and type(event.get("msg")) not in (dict, list):
+        raise TraceError(f"{where}: a message event's 'msg' must be a JSON-RPC object or batch")
 
 
 def read_trace(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
