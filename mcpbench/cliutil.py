@@ -5,6 +5,7 @@ importing `mcpbench.cli`, which imports them all.
 """
 
 import functools
+import math
 import os
 import signal
 import sys
@@ -122,6 +123,22 @@ def check_output(path: str | os.PathLike | None, option: str, *, folder: bool = 
         raise OutputError(f"{option} {path}: folder {where} is not writable")
     if not folder and Path(path).is_dir():
         raise OutputError(f"{option} {path}: is a folder, not a file")
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A `FloatRange` that also refuses nan and infinity (which pass any range check)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+# A wait, a gap or a rate: a number > 0.
+POSITIVE = FiniteFloatRange(min=0, min_open=True)
+# A number that may be zero (a factor where 0 turns a check off, a slack).
+NON_NEGATIVE = FiniteFloatRange(min=0)
 
 
 def redact_option(func):

@@ -6,14 +6,14 @@ import sys
 
 import click
 
-from mcpbench.cliutil import check_output, map_errors
+from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
 
 @click.command("load")
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @click.option("--target", help="Override the target: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
 @click.option("--users", type=click.IntRange(1), help="Concurrent users (override).")
-@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), help="Users started per second (override).")
+@click.option("--spawn-rate", type=POSITIVE, help="Users started per second (override).")
 @click.option("--duration", help="Run time, like 30s or 2m (override).")
 @click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
 @click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")

@@ -31,6 +31,7 @@ own process, and the locust processes rebuild them from `to_json()`.
 from __future__ import annotations
 
 import difflib
+import math
 import random
 import re
 import string
@@ -187,8 +188,18 @@ def parse_duration(value: Any, what: str = "duration") -> float:
         if not match:
             raise ValueError(f"{what} {value!r} is not a duration (like 10s, 500ms, 2m)")
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if not math.isfinite(seconds):
+        raise ValueError(f"{what} must be a finite number of seconds")
     if seconds < 0:
         raise ValueError(f"{what} must not be negative")
+    return seconds
+
+
+def parse_timeout(value: Any, what: str = "timeout") -> float:
+    """A duration that bounds a wait: > 0 (a zero timeout fails every call before it is sent)."""
+    seconds = parse_duration(value, what)
+    if seconds == 0:
+        raise ValueError(f"{what} must be > 0")
     return seconds
 
 
@@ -388,7 +399,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         return v
 
     def positive_number(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise ValueError("must be a number > 0")
         return float(v)
 
@@ -471,7 +482,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         users=value("users", positive_int, 1),
         spawn_rate=value("spawn_rate", positive_number, 1.0),
         duration=value("duration", duration, DEFAULT_DURATION),
-        timeout=value("timeout", lambda v: parse_duration(v, "timeout"), DEFAULT_TIMEOUT),
+        timeout=value("timeout", parse_timeout, DEFAULT_TIMEOUT),
         thresholds=value("thresholds", thresholds, ()),
         open_model=open_model,
         source=source,

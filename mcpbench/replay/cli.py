@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mcpbench.cliutil import check_output, map_errors
+from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors
 
 
 
@@ -21,9 +21,9 @@ def compare_options(func):
         click.option("--ignore-file", "ignore_files", multiple=True, type=click.Path(dir_okay=False),
                      help="Rules from a file (JSON list, {\"ignore\": [...]}, or one a line). Repeatable."),
         click.option("--no-default-rules", is_flag=True, help="Compare UUIDs, timestamps, session ids and progress tokens too."),
-        click.option("--latency-factor", type=float, default=None, show_default=False,
+        click.option("--latency-factor", type=NON_NEGATIVE, default=None, show_default=False,
                      help="Report a call as changed when FACTOR x slower than recorded (default 3; 0 turns it off)."),
-        click.option("--latency-slack-ms", type=float, default=None,
+        click.option("--latency-slack-ms", type=NON_NEGATIVE, default=None,
                      help="…and slower by more than this (default 250 ms)."),
         click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON."),
         click.option("--verbose", "-v", is_flag=True, help="List every call, also in long sessions."),
@@ -80,8 +80,8 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--protocol-version", metavar="VERSION", help="Replay the same calls in this protocol version (e.g. 2026-07-28).")
 @click.option("--pace", default="fast", show_default=True, metavar="fast|original|xN",
               help="Gaps between client messages: none, as recorded, or recorded divided by N.")
-@click.option("--max-gap", type=float, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
+@click.option("--max-gap", type=POSITIVE, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
+@click.option("--timeout", type=POSITIVE, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the replay's own trace here.")
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),

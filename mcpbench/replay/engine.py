@@ -25,6 +25,7 @@ recorded call with its live answer; comparing is `report.build()`'s job.
 """
 
 import itertools
+import math
 import queue
 import time
 from collections import defaultdict, deque
@@ -102,9 +103,9 @@ class Pace:
                 factor = float(text[1:])
             except ValueError:
                 factor = 0.0
-            if factor > 0:
+            if 0 < factor < math.inf:
                 return cls(factor, max_gap)
-        raise ReplayError(f"bad pace {text!r}: expected fast, original or xN (e.g. x2, x0.5)")
+        raise ReplayError(f"--pace {text!r}: expected fast, original or xN with N > 0 (e.g. x2, x0.5)")
 
     def gap(self, recorded: float) -> float:
         if self.factor is None:
@@ -462,6 +463,8 @@ class _SessionRunner:
             self.run.aborted = self.run.aborted or failure.reason
             return
         live = self.by_id.get(failure.request_id)
+        if live is not None and live.timed_out:
+            return  # already counted as unanswered in time
         if live is not None and live.answer is None:
             live.failure = failure.reason
             live.answered = failure.ts or time.perf_counter()
@@ -479,6 +482,9 @@ class _SessionRunner:
         live = self.by_id.get(answer.id)
         if live is None:
             self.run.notes.append(f"an answer to id {answer.id!r}, which no request in flight had")
+            return
+        if live.timed_out:
+            self.run.notes.append(f"{live.call.label}: an answer after the {self.r.timeout:g} s timeout, not counted")
             return
         recorded = live.call.answer
         if is_input_required(answer):

@@ -419,6 +419,14 @@ class StreamableHttpTransport(Transport):
         if self._closing:
             return
         self._closing = True
+        with self._lock:
+            posts = list(self._connections)
+        for conn in posts:  # wakes workers still waiting for an answer past the timeout
+            if conn.sock is not None:
+                try:
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self._pool.shutdown(wait=True, cancel_futures=False)
         with self._lock:
             stream = self._get_conn

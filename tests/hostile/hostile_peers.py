@@ -55,7 +55,15 @@ def counter_session(session: str, version: str, answers: list[str], *, start: fl
     events, ts = [], start
     meta = {"_meta": {META_VERSION: version}} if version == STATELESS else {}
     next_id = 1
-    if version != STATELESS:
+    if version == STATELESS:  # how a 2026-07-28 client starts
+        events += [
+            event(ts, session, "c2s", {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": meta}),
+            event(ts + 0.01, session, "s2c", {"jsonrpc": "2.0", "id": 1, "result": {
+                "supportedVersions": [STATELESS], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "counter", "version": "1"}}}),
+        ]
+        next_id, ts = 2, ts + 0.02
+    else:
         events += [
             event(ts, session, "c2s", {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}}),
