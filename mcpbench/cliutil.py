@@ -36,8 +36,14 @@ def note_signal(signum: int) -> None:
 
 
 def _raise_on_signal(signum: int, frame: object) -> None:
+    if received is not None:
+        return  # already stopping: a second raise would land in the clean-up of the first
     note_signal(signum)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _note_only(signum: int, frame: object) -> None:
+    note_signal(signum)
 
 
 def install_stop_handlers() -> None:
@@ -86,7 +92,16 @@ def map_errors(func):
     def wrapper(*args, **kwargs):
         install_stop_handlers()
         try:
-            result = func(*args, **kwargs)
+            try:
+                result = func(*args, **kwargs)
+            finally:
+                for sig in STOP_SIGNALS:  # from here on, exiting: a signal only sets the status
+                    signal.signal(sig, _note_only)
+        except SystemExit:
+            if received:  # the command ended on its own terms after a stop signal: the signal decides
+                click.echo(f"mcpbench: stopped by {signal.Signals(received).name}", err=True)
+                sys.exit(signal_status(received))
+            raise
         except McpbenchError as exc:
             click.echo(f"mcpbench: {exc}", err=True)
             sys.exit(received and signal_status(received) or exc.exit_code)
@@ -100,6 +115,7 @@ def map_errors(func):
             click.echo(f"mcpbench: {exc.filename}: {exc.strerror}", err=True)
             sys.exit(received and signal_status(received) or EXIT_INPUT)
         if received:
+            click.echo(f"mcpbench: stopped by {signal.Signals(received).name}", err=True)
             sys.exit(signal_status(received))
         return result
 

@@ -62,6 +62,8 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         raise ScenarioError(f"{loaded.source}: {exc}") from None
     result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
     click.echo(render(result.summary))
+    if result.summary.get("interrupted"):
+        click.echo(f"interrupted: the summary and thresholds cover the {result.summary['duration_s']:.1f} s that ran")
     for verdict in result.verdicts:
         click.echo(verdict.line())
     click.echo(f"mcpbench: results in {result.out_dir}")

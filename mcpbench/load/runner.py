@@ -258,6 +258,7 @@ def run_scenario(
     deadline = time.monotonic() + scenario.duration + RUN_MARGIN + (WORKER_WAIT if workers else 0)
     log_path = out_dir / "locust.log"
     procs: list[subprocess.Popen] = []
+    interrupted = False
     master_port = _free_port() if workers else None
     role = "master" if workers else "standalone"
     with open(log_path, "wb") as log:
@@ -277,22 +278,24 @@ def run_scenario(
                 echo(f"mcpbench: Locust web UI on http://127.0.0.1:{web_port or 8089} (Ctrl-C to stop)")
             try:
                 main.wait(None if ui else max(1.0, deadline - time.monotonic()))
+                for worker in procs[1:]:
+                    try:
+                        worker.wait(15)
+                    except subprocess.TimeoutExpired:
+                        pass
             except subprocess.TimeoutExpired:
                 raise LoadRunError(f"the locust run did not end within {scenario.duration + RUN_MARGIN:g} s; stopped (log: {log_path})") from None
-            except KeyboardInterrupt:
-                _stop(main)
-            for worker in procs[1:]:
-                try:
-                    worker.wait(15)
-                except subprocess.TimeoutExpired:
-                    pass
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop Locust, report on the time that ran
+                interrupted = True
         finally:
             for proc in procs:
                 _stop(proc)
     locust_exit = procs[0].returncode if procs else -1
     parts = sorted(out_dir.glob("samples.*.jsonl"))
     merged = samples_mod.merge(parts, out_dir / "samples.jsonl")
-    summary = samples_mod.summarize(merged, scenario.duration)
+    # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
+    summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
+    summary["interrupted"] = interrupted
     if locust_exit not in (0, None) and summary["total"]["count"] == 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")

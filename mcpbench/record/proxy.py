@@ -56,6 +56,13 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """asyncio's handler, minus the traceback for a client connection the stop cut short."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
+
+
 def _stop(signum: int, master) -> None:
     """A stop signal: let mitmproxy finish (the trace completes); the command exits 128 + signum."""
     from mcpbench.cliutil import note_signal
@@ -119,6 +126,7 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     except exceptions.OptionsError as exc:
         raise TraceError(str(exc)) from None
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_quiet_cancelled)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _stop, sig, master)
     try:

@@ -4,12 +4,14 @@ Registered by the main CLI (`main.add_command(replay)` etc.). Expected failures
 are `McpbenchError`s, turned into one line and their exit status by `cliutil.map_errors`.
 """
 
+import signal
 import sys
 from pathlib import Path
 
 import click
 
-from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors
+from mcpbench import cliutil
+from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, signal_status
 
 
 
@@ -142,6 +144,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
         rules = rules.extend(learned)
     report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
+    if run.interrupted:
+        report.abort_status = signal_status(cliutil.received or signal.SIGINT)
     if writer:
         click.echo(f"mcpbench: replay trace → {writer.path}", err=True)
     _finish(report, report_path, verbose)

@@ -83,6 +83,9 @@ HANDSHAKE_ONLY = ("initialize", "notifications/initialized", "ping")
 # milliseconds; a server that no longer sends them costs this once a session.
 UNSOLICITED_GRACE = 1.0
 
+# Why a replay a stop signal ended did not finish (the report's `aborted`).
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
+
 
 @dataclass(frozen=True, slots=True)
 class Pace:
@@ -165,6 +168,7 @@ class ReplayRun:
     sessions: list[SessionRun]
     aborted: str | None = None
     elapsed: float = 0.0
+    interrupted: bool = False  # a stop signal (Ctrl-C, SIGTERM) ended it
 
 
 def _canonical(method: str, params: Any) -> bytes:
@@ -241,6 +245,7 @@ class _SessionRunner:
         self.transport: Transport | None = None
         self.listening = False  # a GET stream was asked for
         self.heard = False  # the target has sent a JSON-RPC message
+        self.stopping = False  # a stop signal came: nothing more is counted
         self.label = plan.id
 
     # ---- the main loop -----------------------------------------------------------------------
@@ -259,6 +264,9 @@ class _SessionRunner:
             if (pid := getattr(self.transport, "pid", None)) is not None:
                 self._event(Kind.PROCESS, None, event="start", argv=list(self.r.target.argv), pid=pid)
             self._steps()
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
         finally:
             self.transport.close()
             run.live_session = self.transport.session_id
@@ -269,6 +277,20 @@ class _SessionRunner:
                     if not live.done and live.call.answer is not None:
                         live.failure = "not answered: " + run.aborted
         return run
+
+    def _interrupted(self) -> None:
+        """A stop signal broke the session off: calls in flight fail, and are written so.
+
+        What the target sends from here on (answers to our closing, say) is written, not counted.
+        """
+        run = self.run
+        run.aborted = run.aborted or INTERRUPTED
+        self.stopping = True
+        for live in run.calls:
+            if live.sent is not None and not live.done:
+                live.failure = f"not answered: {INTERRUPTED}"
+                self._event(Kind.ERROR, None, detail=f"{live.call.label}: {INTERRUPTED} before its answer",
+                            id=live.live_ids[-1] if live.live_ids else None)
 
     def _steps(self) -> None:
         plan, run = self.plan, self.run
@@ -447,6 +469,8 @@ class _SessionRunner:
         if self.r.writer is not None:
             extra = {"via": item.via} if item.via in ("sse", "json", "get") else None
             self.r.writer.message(self.label, "s2c", jsonrpc.encode(message), now(), extra)
+        if self.stopping:
+            return
         if isinstance(message, (Response, ErrorResponse)):
             self._answer(message, item.ts)
         elif isinstance(message, Notification):
@@ -594,7 +618,15 @@ class Replayer:
         started = time.perf_counter()
         out = ReplayRun(trace, self.target_text, [])
         for plan in trace.sessions:
-            session = _SessionRunner(plan, self).execute()
+            runner = _SessionRunner(plan, self)
+            try:
+                session = runner.execute()
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what ran, the in-flight calls as failed
+                session = runner.run
+                session.aborted = session.aborted or INTERRUPTED
+                out.sessions.append(session)
+                out.aborted, out.interrupted = session.aborted, True
+                break
             out.sessions.append(session)
             if session.aborted:
                 out.aborted = session.aborted

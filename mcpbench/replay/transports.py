@@ -338,6 +338,8 @@ class StreamableHttpTransport(Transport):
                 return
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
+                if self._closing:
+                    return  # close() cut it: no failure of the target's
                 if reused and attempt == 0:
                     continue  # the server closed an idle keep-alive connection: retry once on a new one
                 self.sink(Failure(_connect_failure(self.url, exc), request_id, fatal=not reused, ts=time.perf_counter()))

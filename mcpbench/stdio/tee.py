@@ -12,6 +12,7 @@ chunk reaches the recorder before the peer can answer it, so the trace's order
 is causal.
 """
 
+import errno
 import os
 import select
 import shlex
@@ -22,7 +23,7 @@ import threading
 import uuid
 
 from mcpbench.protocol.errors import TargetError
-from mcpbench.stdio import recorder
+from mcpbench.stdio import orphans, recorder
 from mcpbench.trace.format import Kind, now
 from mcpbench.trace.writer import TraceWriter
 
@@ -42,6 +43,10 @@ TRANSPORT = "stdio"
 
 # Signals the tee passes on to the server instead of acting on them itself.
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# How long a server may take to stop after a forwarded SIGINT/SIGTERM before the tee
+# kills it: hosts give a stdio server about this long before they kill the tee itself.
+KILL_GRACE = 5.0
 
 
 class Tee:
@@ -64,6 +69,8 @@ class Tee:
         self._channel: int | None = None
         self._channel_lock = threading.Lock()  # frames from three threads must not interleave
         self._recorder_pid: int | None = None
+        self._stop_signal: int | None = None  # the first SIGINT/SIGTERM forwarded to the server
+        self._killed = False  # the server ignored it for KILL_GRACE and was killed
 
     def run(self) -> int:
         """Start the server, copy until it exits, return its exit status.
@@ -76,10 +83,13 @@ class Tee:
             # Fork before any thread exists: fork copies only the calling thread.
             self._recorder_pid, self._channel = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
         try:
+            if not orphans.findable(self.argv[0]):
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
             # A process group of its own: a Ctrl-C in the host's terminal then
-            # reaches the server once, through us, not twice.
+            # reaches the server once, through us, not twice. The server dies with us.
             self.proc = proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, process_group=0
+                orphans.dying_with_parent(self.argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, bufsize=0, process_group=0,
             )
         except OSError as exc:
             self._finish_recording()
@@ -113,6 +123,8 @@ class Tee:
         for pump in pumps[1:]:  # the host's stdin may stay open: don't wait for it
             pump.join(DRAIN_TIMEOUT)
         status = 128 - code if code < 0 else code
+        if self._killed and self._stop_signal:
+            status = 128 + self._stop_signal  # we had to kill it: report the stop we were asked for
         self._event(kind=Kind.PROCESS, event="exit", exit_code=status, signal=-code if code < 0 else None)
         self._finish_recording()
         return status
@@ -120,6 +132,17 @@ class Tee:
     def _forward_signal(self, signum: int, frame: object) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signum)
+            if self._stop_signal is None:  # the first stop starts the grace period
+                self._stop_signal = signum
+                timer = threading.Timer(KILL_GRACE, self._kill_server)
+                timer.daemon = True
+                timer.start()
+
+    def _kill_server(self) -> None:
+        """The server outlived the grace period after a forwarded stop: SIGKILL it."""
+        if self.proc and self.proc.poll() is None:
+            self._killed = True
+            self.proc.kill()
 
     def _pump(self, src: int, dst: int, kind: int, close_dst) -> None:
         # The loop runs once per message in an interactive session, with the

@@ -81,6 +81,8 @@ def answer(msg):
         result = {{"protocolVersion": "2025-11-25", "capabilities": {{"tools": {{}}}},
                   "serverInfo": {{"name": "counter", "version": "1"}}}}
     else:
+        sys.stderr.write("called\\n")  # a test waits for this line: the call is in flight
+        sys.stderr.flush()
         time.sleep(LATE)
         result = {{"content": [{{"type": "text", "text": "1"}}], "isError": False}}
     return {{"jsonrpc": "2.0", "id": msg["id"], "result": result}}
