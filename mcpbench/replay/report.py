@@ -29,6 +29,9 @@ from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import Call, SessionPlan, TracePlan, answer_obj
 
+# The narrowest call-label column; a longer label widens the column for the whole report.
+LABEL_WIDTH = 36
+
 STATUSES = ("identical", "changed", "missing", "extra", "failed", "skipped", "unanswered")
 COUNTED = ("identical", "changed", "missing", "extra", "failed")
 CHANGES = ("changed", "missing", "extra", "failed")
@@ -353,15 +356,19 @@ def render(report: Report, *, verbose: bool = False) -> str:
     arrow = "→" if report.kind == "replay" else "vs"
     lines.append(f"mcpbench {verb} {report.source} {arrow} {report.target}: "
                  f"{len(report.sessions)} session(s), {calls} call(s)" + (f" in {report.elapsed:.2f} s" if report.elapsed else ""))
+    replay = report.kind == "replay"
+    # A diff has no live side: trace B's session and latencies are named as B's.
+    other, before = ("live session", "recorded") if replay else ("B", "A")
+    width = max([LABEL_WIDTH] + [len(call.label) for session in report.sessions for call in session.calls])
     for session in report.sessions:
-        live = f" (live session {session.live_session})" if session.live_session and session.live_session != session.id else ""
+        live = f" ({other} {session.live_session})" if session.live_session and session.live_session != session.id else ""
         lines.append(f"session {session.id}{live}: {_counts_text(session.counts())}")
         show_all = verbose or len(session.calls) <= LIST_ALL_UP_TO
         for call in session.calls:
             if not show_all and call.status == "identical":
                 continue
-            latency = f"{_fmt_ms(call.latency_new)} (recorded {_fmt_ms(call.latency_old)})"
-            lines.append(f"  #{call.index:<4} {call.label:<36} {call.status:<10} {latency}")
+            latency = f"{_fmt_ms(call.latency_new)} ({before} {_fmt_ms(call.latency_old)})"
+            lines.append(f"  #{call.index:<4} {call.label:<{width}} {call.status:<10} {latency}")
             if call.detail and call.status not in ("identical", "changed"):
                 lines.append(f"         {call.detail}")
             for change in call.changes:
@@ -370,7 +377,7 @@ def render(report: Report, *, verbose: bool = False) -> str:
             live_ms = [c.latency_new for c in session.calls if c.latency_new is not None]
             old_ms = [c.latency_old for c in session.calls if c.latency_old is not None]
             if live_ms and old_ms:
-                lines.append(f"  latency p50 {_fmt_ms(statistics.median(live_ms))} (recorded {_fmt_ms(statistics.median(old_ms))})")
+                lines.append(f"  latency p50 {_fmt_ms(statistics.median(live_ms))} ({before} {_fmt_ms(statistics.median(old_ms))})")
         for note in session.notes:
             lines.append(f"  note: {note}")
         if session.aborted:
@@ -379,7 +386,7 @@ def render(report: Report, *, verbose: bool = False) -> str:
         lines.append(f"note: {note}")
     lines.append(f"calls: {_counts_text(counts)}")
     if report.aborted:
-        lines.append(f"the replay could not run to its end: {report.aborted}")
+        lines.append(f"the {'replay' if replay else 'diff'} could not run to its end: {report.aborted}")
     return "\n".join(lines)
 
 

@@ -46,7 +46,8 @@ def event(ts: float, session: str, direction: str, msg: dict, **extra: Any) -> d
             "msg": msg, **extra}
 
 
-def counter_session(session: str, version: str, answers: list[str], *, start: float = 1.0) -> list[dict]:
+def counter_session(session: str, version: str, answers: list[str], *, start: float = 1.0, tool: str = "count",
+                    arguments: dict | None = None) -> list[dict]:
     """One recorded session calling the tool `count` once per answer; each call got the next answer.
 
     Repeated identical requests with different answers: a mock that keeps state across
@@ -75,7 +76,7 @@ def counter_session(session: str, version: str, answers: list[str], *, start: fl
     for number, text in enumerate(answers, next_id):
         events += [
             event(ts, session, "c2s", {"jsonrpc": "2.0", "id": number, "method": "tools/call",
-                                       "params": {"name": "count", "arguments": {}, **meta}}),
+                                       "params": {"name": tool, "arguments": arguments or {}, **meta}}),
             event(ts + 0.01, session, "s2c", {"jsonrpc": "2.0", "id": number, "result": {
                 "content": [{"type": "text", "text": text}], "isError": False}}),
         ]

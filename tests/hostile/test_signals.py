@@ -177,6 +177,10 @@ def test_record_stops_with_the_exchange_in_flight_recorded(tmp_path, sig):
     assert any(e["kind"] == "message" and e["msg"].get("method") == "tools/call" for e in events)
     assert any(e["kind"] == "error" and "stopped" in e.get("detail", "") for e in events), events
     assert_port_free(port)
+    har = subprocess.run([*MCPBENCH, "export", "--har", str(out)], cwd=REPO_ROOT, capture_output=True, timeout=STOP_WAIT)
+    entries = orjson.loads(har.stdout)["log"]["entries"]  # the exchange cut short is kept in the HAR
+    assert [(e["request"]["method"], e["response"]["status"]) for e in entries] == [("POST", 0)]
+    assert "tools/call" in entries[0]["request"]["postData"]["text"] and "stopped" in entries[0]["comment"]
 
 
 # --- tee: signals reach the server, which never outlives the tee -----------------------------------
