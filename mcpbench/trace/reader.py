@@ -17,7 +17,7 @@ cache while the caller uses them.
 import os
 from collections.abc import Iterator
 from itertools import repeat
-from operator import contains, itemgetter
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,19 @@ _NUMBER = frozenset({int, float})
 _SESSION_TYPES = frozenset({str, type(None)})
 _DIRECTIONS = frozenset({"c2s", "s2c", None})
 _MSG_TYPES = frozenset({dict, list, type(None)})
+# The fields of the HTTP kinds that readers compute with (docs/trace-format-http.md), by kind:
+# each one, when present and not null, must have one of these types. A batch holding any of
+# these kinds is checked event by event; message-only batches keep the fast path.
+_TEXT, _INT, _NUM, _OBJ = (str,), (int,), (int, float), (dict,)
+_KIND_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    Kind.HTTP: {"flow": _TEXT, "method": _TEXT, "path": _TEXT, "url": _TEXT, "status": _INT, "reason": _TEXT,
+                "started": _NUM, "responded": _NUM, "ended": _NUM, "request_size": _INT, "response_size": _INT,
+                "request_headers": _OBJ, "response_headers": _OBJ, "content_type": _TEXT, "request_content_type": _TEXT},
+    Kind.STREAM: {"flow": _TEXT, "event": _TEXT, "method": _TEXT, "path": _TEXT, "status": _INT, "headers": _OBJ},
+    Kind.SSE: {"flow": _TEXT, "event": _TEXT, "data": _TEXT, "id": _TEXT, "comment": _TEXT},
+    Kind.ERROR: {"flow": _TEXT, "method": _TEXT, "path": _TEXT, "status": _INT},
+}
+_TYPED_KINDS = frozenset(_KIND_FIELDS)
 
 
 class TraceReader:
@@ -155,23 +168,26 @@ class TraceReader:
 
 
 def _well_formed(events: list[Any]) -> bool:
-    """Whether every event is an object with `kind`, `ts` and the current `v` (one C-level pass each)."""
+    """Whether every event is an object with the current `v`, a numeric `ts`, a string `kind` of no
+    typed kind, and `session`, `dir` and `msg` of their types (one C-level pass each)."""
     if not events:
         return True
     if set(map(type, events)) != {dict}:
         return False
-    try:
+    try:  # a missing key (KeyError) or an unhashable value (TypeError): the slow path names it
         versions = set(map(_VERSION, events))
-    except KeyError:
+        ts_types = set(map(type, map(_TS, events)))
+        kinds = set(map(_KIND, events))
+        directions = set(map(dict.get, events, repeat("dir")))
+    except (KeyError, TypeError):
         return False
     return (
         versions == _CURRENT
-        and all(map(contains, events, repeat("kind")))
-        and all(map(contains, events, repeat("ts")))
-        and set(map(type, map(_TS, events))) <= _NUMBER
-        and set(map(type, map(_KIND, events))) == {str}
+        and ts_types <= _NUMBER
+        and all(type(kind) is str for kind in kinds)
+        and _TYPED_KINDS.isdisjoint(kinds)
+        and directions <= _DIRECTIONS
         and set(map(type, map(dict.get, events, repeat("session")))) <= _SESSION_TYPES
-        and set(map(dict.get, events, repeat("dir"))) <= _DIRECTIONS
         and set(map(type, map(dict.get, events, repeat("msg")))) <= _MSG_TYPES
     )
 
@@ -193,6 +209,10 @@ def _check_types(event: dict[str, Any], where: str) -> None:
         raise wrong("dir", '"c2s", "s2c" or null')
     if event["kind"] == Kind.MESSAGE and type(event.get("msg")) not in (dict, list):
         raise TraceError(f"{where}: a message event's 'msg' must be a JSON-RPC object or batch")
+    for name, types in _KIND_FIELDS.get(event["kind"], {}).items():
+        value = event.get(name)
+        if value is not None and (type(value) not in types or type(value) is bool):
+            raise wrong(name, {_TEXT: "a string", _INT: "an integer", _NUM: "a number", _OBJ: "an object"}[types])
 
 
 def read_trace(path: str | os.PathLike) -> Iterator[dict[str, Any]]:

@@ -142,3 +142,38 @@ def test_usage_errors_are_one_line(tmp_path):
     assert_clean_failure(run(["replay"]), EXIT_INPUT, "TRACE")
     assert_clean_failure(run(["lab", "serve", "--transport", "carrier-pigeon"]), EXIT_INPUT, "--transport")
     assert_clean_failure(run(["inspect", str(tmp_path)]), EXIT_INPUT, str(tmp_path))
+
+
+def http_trace(path, kind: str, field: str, value) -> object:
+    """A small HTTP trace (an exchange, a GET stream and one SSE event) with one field set to `value`."""
+    base = {"v": 1, "session": "s", "transport": "streamable-http", "dir": None}
+    events = [
+        {**base, "ts": 1.0, "kind": "http", "flow": "f1", "method": "POST", "path": "/mcp", "status": 200,
+         "started": 1.0, "responded": 1.1, "ended": 1.2, "request_headers": {}, "response_headers": {}},
+        {**base, "ts": 1.3, "kind": "stream", "flow": "f2", "event": "open", "method": "GET", "path": "/mcp", "status": 200},
+        {**base, "ts": 1.4, "kind": "sse", "dir": "s2c", "flow": "f2", "event": "message", "data": "x"},
+    ]
+    line = next(number for number, e in enumerate(events, 2) if e["kind"] == kind)
+    events[line - 2][field] = value
+    write_trace(path, events, header={**HEADER, "transport": "streamable-http"})
+    return line
+
+
+@pytest.mark.parametrize(("kind", "field", "value"), [
+    ("http", "status", "200"), ("http", "started", "yesterday"), ("http", "request_headers", ["a"]),
+    ("http", "flow", ["f"]), ("stream", "event", 5), ("sse", "data", 5),
+])
+@pytest.mark.parametrize("command", ["inspect", "export"])
+def test_an_http_field_of_the_wrong_type_names_file_and_line(tmp_path, kind, field, value, command):
+    trace = tmp_path / "http.jsonl"
+    line = http_trace(trace, kind, field, value)
+    args = ["inspect", str(trace)] if command == "inspect" else ["export", "--har", str(trace)]
+    message = assert_clean_failure(run(args), EXIT_INPUT, f"{trace}:{line}")
+    assert repr(field) in message
+
+
+def test_the_same_http_trace_with_the_right_types_exports(tmp_path):
+    trace = tmp_path / "http.jsonl"
+    http_trace(trace, "http", "status", 200)
+    result = run(["export", "--har", str(trace)])
+    assert result.returncode == 0 and len(orjson.loads(result.stdout)["log"]["entries"]) == 1, result.stderr
