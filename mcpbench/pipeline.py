@@ -14,6 +14,7 @@ Replay and load run as `mcpbench` subprocesses, as a user would run them
 """
 
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -62,11 +63,30 @@ def record_stdio(run_dir: Path, say: Callable[[str], None]) -> str:
 REPLAY_TIMEOUT = 300.0
 LOAD_SECONDS = 5
 LOAD_TIMEOUT = 180.0
+# How long a stage's command may take to stop after the run is interrupted (Locust writes its CSVs).
+CHILD_STOP_WAIT = 30.0
 
 
 def _mcpbench(args: list[str], say: Callable[[str], None], timeout: float) -> subprocess.CompletedProcess:
     say("$ mcpbench " + shlex.join(args))
-    proc = subprocess.run([sys.executable, "-m", "mcpbench", *args], capture_output=True, text=True, timeout=timeout)
+    child = subprocess.Popen([sys.executable, "-m", "mcpbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM: pass the stop on so the child stops its own children (Locust) too,
+        # which a kill would orphan.
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.communicate(timeout=CHILD_STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     for line in (proc.stdout + proc.stderr).rstrip().splitlines():
         say("  " + line)
     return proc

@@ -265,3 +265,16 @@ def test_load_interrupted_reports_the_time_that_ran(tmp_path, sig, workers):
     assert summary["interrupted"] is True and summary["total"]["count"] > 0
     assert summary["duration_s"] < 600  # the time that ran, not the 10 minutes asked for
     assert summary["thresholds"] and all("ok" in t for t in summary["thresholds"])
+
+
+# --- run: the main job passes a stop on to the command it is running ----------------------------------
+
+
+def test_run_interrupted_during_its_load_stage_leaves_no_process(tmp_path):
+    out = tmp_path / "run"
+    with command(["run", "--out", str(out)], start_new_session=True) as proc:
+        read_line_with(proc.stdout, b"== load", timeout=300)  # the load stage has started its command
+        wait_for_text(out / "load" / "locust.log", b"", timeout=READY_WAIT)  # and Locust its log
+        stop(proc, signal.SIGTERM)
+        leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
+        assert not leftovers, leftovers  # neither `mcpbench load` nor its Locust outlive the run
