@@ -29,6 +29,7 @@ import orjson
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
 from mcpbench.outputs import new_run_folder
+from mcpbench.listen import check_listen
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.target import SSE, STDIO, parse_target
 
@@ -37,6 +38,8 @@ RESULTS_DIR = Path("results")
 # Locust's startup (imports, gevent patching) and shutdown, on top of the run time: a run that
 # takes this much longer than asked is stuck and gets killed.
 RUN_MARGIN = 90.0
+# Where Locust's web UI listens (`--ui`): loopback, on Locust's default port unless --web-port.
+WEB_HOST, WEB_PORT = "127.0.0.1", 8089
 # How long workers get to connect before the master gives up.
 WORKER_WAIT = 60
 # A pre-flight check gives up after this long (a stdio server may need seconds to import).
@@ -201,7 +204,7 @@ def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_p
         "--csv", str(out_dir / "locust"), "--exit-code-on-error", "0",
     ]
     if ui:
-        cmd += ["--web-host", "127.0.0.1"] + (["--web-port", str(web_port)] if web_port else [])
+        cmd += ["--web-host", WEB_HOST] + (["--web-port", str(web_port)] if web_port else [])
     else:
         cmd += ["--headless", "--only-summary"]
     if role == "master":
@@ -236,6 +239,8 @@ def run_scenario(
         TargetError, ScenarioError: from the pre-flight check (nothing was started).
         LoadRunError: Locust failed to start or did not end within the bound.
     """
+    if ui:
+        check_listen(WEB_HOST, web_port or WEB_PORT)  # Locust would only print its own traceback
     if check_target:
         preflight(scenario)
     out_dir = Path(out_dir) if out_dir else default_out_dir(scenario)
@@ -275,7 +280,7 @@ def run_scenario(
                     env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                 ))
             if ui:
-                echo(f"mcpbench: Locust web UI on http://127.0.0.1:{web_port or 8089} (Ctrl-C to stop)")
+                echo(f"mcpbench: Locust web UI on http://{WEB_HOST}:{web_port or WEB_PORT} (Ctrl-C to stop)")
             try:
                 main.wait(None if ui else max(1.0, deadline - time.monotonic()))
                 for worker in procs[1:]:

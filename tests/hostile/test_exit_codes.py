@@ -19,6 +19,7 @@ from tests.hostile.hostile_peers import HEADER, busy_port, counter_trace, event,
     ["serve-trace", "{trace}", "--transport", "sse", "--port", "{port}"],
     ["lab", "serve", "--transport", "streamable-http", "--port", "{port}"],
     ["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:{port}", "--out", "{out}"],
+    ["load", "--target", "http://127.0.0.1:9/mcp", "--from-trace", "{trace}", "--ui", "--web-port", "{port}", "--out", "{out}"],
 ])
 def test_a_busy_port_is_one_line_and_exit_3(tmp_path, command):
     trace = counter_trace(tmp_path / "t.jsonl")
