@@ -354,6 +354,9 @@ class _SessionRunner:
         while not live.done and not self.run.aborted:
             if not self._pump(deadline):
                 live.timed_out = True
+                if not self.heard:  # not one message yet: every other call would wait as long
+                    self.run.aborted = (f"{self.r.target_text} sent nothing within {self.r.timeout:g} s: "
+                                        "not an MCP server, or not answering")
                 return
 
     def _pump(self, deadline: float) -> bool:

@@ -178,3 +178,19 @@ def test_the_same_http_trace_with_the_right_types_exports(tmp_path):
     http_trace(trace, "http", "status", 200)
     result = run(["export", "--har", str(trace)])
     assert result.returncode == 0 and len(orjson.loads(result.stdout)["log"]["entries"]) == 1, result.stderr
+
+
+@pytest.mark.parametrize(("server", "says"), [
+    ("import time; time.sleep(60)", "sent nothing within 2 s"),  # silent: each call would wait 2 s
+    ("print('hello')", "exited with status"),  # prints a line and leaves
+])
+def test_a_stdio_target_that_does_not_speak_mcp_is_exit_3(tmp_path, server, says):
+    import subprocess
+    import sys
+
+    trace, report = counter_trace(tmp_path / "t.jsonl", answers=("1", "2", "3")), tmp_path / "r.json"
+    target = "stdio:" + subprocess.list2cmdline([sys.executable, "-c", server])
+    result = run(["replay", str(trace), "--target", target, "--timeout", "2", "--report", str(report)])
+    assert_clean_failure(result, EXIT_ENVIRONMENT, says)
+    data = orjson.loads(report.read_bytes())
+    assert data["exit_code"] == EXIT_ENVIRONMENT and data["counts"]["identical"] == 0
