@@ -10,6 +10,7 @@ import sys
 import click
 
 from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
+from mcpbench.protocol.errors import EXIT_FAILED
 
 # Exit status for a command that could not be started (as shells use).
 EXIT_NOT_FOUND = 127
@@ -48,9 +49,12 @@ def tee(out, redact, command):
 @main.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
+@click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
 @map_errors
-def inspect(trace, as_json):
+def inspect(trace, as_json, strict):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
+
+    Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
@@ -65,6 +69,8 @@ def inspect(trace, as_json):
         click.echo(render(report))
     if report.torn:
         click.echo(f"mcpbench: note: {report.torn}", err=True)
+    if strict and any(session.of_kind("violation") for session in report.sessions):
+        sys.exit(EXIT_FAILED)
 
 
 @main.command("run")

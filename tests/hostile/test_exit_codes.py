@@ -194,3 +194,16 @@ def test_a_stdio_target_that_does_not_speak_mcp_is_exit_3(tmp_path, server, says
     assert_clean_failure(result, EXIT_ENVIRONMENT, says)
     data = orjson.loads(report.read_bytes())
     assert data["exit_code"] == EXIT_ENVIRONMENT and data["counts"]["identical"] == 0
+
+
+def test_inspect_strict_exits_1_on_a_violation_and_0_without(tmp_path):
+    clean = counter_trace(tmp_path / "clean.jsonl")
+    broken = tmp_path / "broken.jsonl"
+    lines = clean.read_bytes().splitlines()
+    bad = orjson.loads(lines[4])
+    bad["msg"]["id"] = [2]  # JSON, but no valid JSON-RPC id: an invalid-message violation
+    broken.write_bytes(b"\n".join([*lines[:4], orjson.dumps(bad), *lines[5:]]) + b"\n")
+    assert run(["inspect", "--strict", str(clean)]).returncode == 0
+    result = run(["inspect", "--strict", str(broken)])
+    assert result.returncode == 1 and "Traceback" not in result.stderr and "invalid-message" in result.stdout
+    assert run(["inspect", str(broken)]).returncode == 0  # without --strict a violation is reported, not failed

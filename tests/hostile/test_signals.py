@@ -278,3 +278,17 @@ def test_run_interrupted_during_its_load_stage_leaves_no_process(tmp_path):
         stop(proc, signal.SIGTERM)
         leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
         assert not leftovers, leftovers  # neither `mcpbench load` nor its Locust outlive the run
+
+
+def test_load_web_ui_stops_and_releases_its_port(tmp_path):
+    out, port = tmp_path / "run", free_port()
+    scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
+    with reference_server("streamable-http") as server, command(
+        ["load", str(scenario), "--target", server.url, "--ui", "--web-port", str(port), "--out", str(out)],
+        start_new_session=True,
+    ) as proc:
+        wait_for_port(HOST, port, proc=proc)
+        stop(proc, signal.SIGINT)
+        leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
+        assert not leftovers, leftovers
+    assert_port_free(port)
