@@ -26,7 +26,9 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
     result directory, prints the summary, and exits 1 when a threshold fails
-    (2 for unusable input). Without SCENARIO, give --target and --from-trace.
+    (2 for unusable input, 3 when the target cannot be reached or is not MCP; Ctrl-C
+    reports on the time that ran and exits 130). Without SCENARIO, give --target and
+    --from-trace (the run speaks the protocol versions the trace's clients spoke).
 
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
