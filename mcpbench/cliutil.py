@@ -68,9 +68,10 @@ class OneLineErrors(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Abort:
-            click.echo("mcpbench: stopped by SIGINT", err=True)
-            sys.exit(signal_status(received or signal.SIGINT))
+        except click.exceptions.Abort:  # Ctrl-C outside a command's own handling (while parsing, say)
+            signum = received or signal.SIGINT
+            click.echo(f"mcpbench: stopped by {signal.Signals(signum).name}", err=True)
+            sys.exit(signal_status(signum))
         except click.exceptions.NoArgsIsHelpError as exc:
             click.echo(exc.format_message(), err=True)  # the help asked for by giving nothing
             sys.exit(exc.exit_code)
