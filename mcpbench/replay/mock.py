@@ -379,8 +379,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         pass
 
-    def _body(self) -> bytes:
-        length = int(self.headers.get("content-length") or 0)
+    def _body(self) -> bytes | None:
+        """The request body; None (after a 400 answer) when its Content-Length is not a length."""
+        text = (self.headers.get("content-length") or "0").strip()
+        if not text.isdigit():
+            self._reply(400, b"Content-Length must be a number of bytes", "text/plain")
+            self.close_connection = True
+            return None
+        length = int(text)
         return self.rfile.read(length) if length else b""
 
     def _reply(self, status: int, body: bytes = b"", content_type: str | None = None, headers: dict | None = None) -> None:
@@ -454,6 +460,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         body = self._body()
+        if body is None:
+            return
         try:
             message = jsonrpc.decode(body)
         except jsonrpc.InvalidMessage as exc:

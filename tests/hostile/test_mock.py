@@ -74,3 +74,39 @@ def test_a_client_in_an_era_the_recording_lacks_gets_a_clear_error(tmp_path, rec
         result, report = replay(trace, url, tmp_path / "r.json", "--protocol-version", asked)
     assert result.returncode in (EXIT_FAILED, 3) and "Traceback" not in result.stderr, result.stderr
     assert missing in result.stdout + result.stderr + orjson.dumps(report).decode()
+
+
+# Requests a hostile or broken client sends: each gets a 400, none stops the mock or prints a traceback.
+HOSTILE_REQUESTS = [
+    b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+    b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n{\"a\"",
+    b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n[1,2]",
+    b"NONSENSE\r\n\r\n",
+]
+
+
+def test_hostile_clients_get_400_and_the_mock_keeps_serving(tmp_path):
+    import socket
+
+    trace, log, port = counter_trace(tmp_path / "t.jsonl"), tmp_path / "mock.stderr", free_port()
+    with open(log, "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcpbench", "serve-trace", str(trace), "--transport", "streamable-http", "--port", str(port)],
+            cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+        )
+        try:
+            wait_for_port(HOST, port, proc=proc)
+            for raw in HOSTILE_REQUESTS:
+                with socket.create_connection((HOST, port), timeout=30) as sock:
+                    sock.sendall(raw)
+                    sock.shutdown(socket.SHUT_WR)
+                    answer = b""
+                    while chunk := sock.recv(4096):
+                        answer += chunk
+                    assert b"400" in answer.split(b"\n")[0] or b"Error code: 400" in answer, (raw, answer)
+            result, report = replay(trace, f"http://{HOST}:{port}/mcp", tmp_path / "r.json")
+            assert result.returncode == EXIT_OK and report["counts"]["identical"] == 3, result.stdout + result.stderr
+        finally:
+            stop_process(proc)
+    assert "Traceback" not in log.read_text(), log.read_text()
