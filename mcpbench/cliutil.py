@@ -56,6 +56,23 @@ def signal_status(signum: int) -> int:
     return EXIT_SIGNAL_BASE + signum
 
 
+def exit_on_signal() -> None:
+    """Make SIGINT and SIGTERM end the process at once, 128 + signum, with one line.
+
+    For a command with nothing to save or release (a stdio server inside an event loop):
+    an exception raised into an event loop lands in whichever callback runs, and tasks
+    and weakref callbacks print it with a traceback.
+    """
+
+    def stop(signum: int, frame: object) -> None:
+        sys.stdout.flush()
+        print(f"mcpbench: stopped by {signal.Signals(signum).name}", file=sys.stderr, flush=True)
+        os._exit(signal_status(signum))
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop)
+
+
 class OneLineErrors(click.Group):
     """A group whose usage errors are one line on stderr (`mcpbench: Invalid value for '--port': …`), exit 2.
 
@@ -110,6 +127,11 @@ def map_errors(func):
             signum = received or (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
             click.echo(f"mcpbench: stopped by {signal.Signals(signum).name}", err=True)
             sys.exit(signal_status(signum))
+        except BaseExceptionGroup as group:  # an async task group (anyio) that the stop unwound
+            if received is None or group.subgroup(KeyboardInterrupt) is None:
+                raise
+            click.echo(f"mcpbench: stopped by {signal.Signals(received).name}", err=True)
+            sys.exit(signal_status(received))
         except OSError as exc:
             if exc.filename is None:
                 raise

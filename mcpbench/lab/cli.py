@@ -2,7 +2,7 @@
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import exit_on_signal, map_errors
 
 # Mirrors mcpbench.lab.reference_server.TRANSPORTS, which cannot be imported here without `mcp`.
 TRANSPORTS = ("stdio", "sse", "streamable-http")
@@ -34,6 +34,8 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     from mcpbench.lab.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
+    if transport == "stdio":
+        exit_on_signal()  # nothing to save: the SDK's event loop would print the interrupt's traceback
     if transport in ENDPOINT_PATHS:
         check_listen(host, port)  # before the banner: a busy port is one line, exit 3
         # stdout stays clean (stdio speaks JSON-RPC there); this line tells a human where to point.
