@@ -55,8 +55,8 @@ def command(args: list[str], **popen) -> Iterator[subprocess.Popen]:
 def stop(proc: subprocess.Popen, sig: int) -> str:
     """Send `sig`, wait (bounded) for the end; return stderr, after checking status and no traceback."""
     proc.send_signal(sig)
-    _, stderr = proc.communicate(timeout=STOP_WAIT)
-    stderr = stderr.decode(errors="replace")
+    proc.wait(STOP_WAIT)  # stdin stays open: the stop, not an EOF, must end it
+    stderr = proc.stderr.read().decode(errors="replace")
     log_stderr(stderr)
     assert "Traceback" not in stderr, stderr
     assert proc.returncode == status_of(sig), (proc.returncode, stderr)
@@ -292,3 +292,23 @@ def test_load_web_ui_stops_and_releases_its_port(tmp_path):
         leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
         assert not leftovers, leftovers
     assert_port_free(port)
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("through_tee", [False, True], ids=["lab-serve", "tee-lab-serve"])
+def test_a_stdio_server_stops_without_a_traceback(tmp_path, sig, through_tee):
+    """The reference stdio server, alone or behind the tee (which forwards the signal), mid-session."""
+    serve = ["lab", "serve", "--transport", "stdio"]
+    args = ["tee", "--out", str(tmp_path / "tee.jsonl"), "--", *MCPBENCH, *serve] if through_tee else serve
+    with command(args, stdin=subprocess.PIPE) as proc:
+        proc.stdin.write(orjson.dumps(INITIALIZE) + b"\n")
+        proc.stdin.flush()
+        read_line_with(proc.stdout, b'"id":1')  # the session is up
+        stop(proc, sig)
+    if through_tee:
+        exits = [e for e in read_trace(tmp_path / "tee.jsonl") if e["kind"] == "process" and e.get("event") == "exit"]
+        assert [e["exit_code"] for e in exits] == [status_of(sig)]
