@@ -574,7 +574,11 @@ def serve(trace: TracePlan, transport: str, *, host: str = "127.0.0.1", port: in
     """
     answers = TraceAnswers(trace)
     if transport == "stdio":
-        serve_stdio(answers, forward=forward)
+        try:
+            serve_stdio(answers, forward=forward)
+        finally:  # also on Ctrl-C or SIGTERM: the live upstream (a child process, say) is stopped
+            if forward is not None:
+                forward.close()
         return
     try:
         server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response,

@@ -312,3 +312,28 @@ def test_a_stdio_server_stops_without_a_traceback(tmp_path, sig, through_tee):
     if through_tee:
         exits = [e for e in read_trace(tmp_path / "tee.jsonl") if e["kind"] == "process" and e.get("event") == "exit"]
         assert [e["exit_code"] for e in exits] == [status_of(sig)]
+
+
+def children_of(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_serve_trace_stops_the_live_server_it_forwards_to(tmp_path, sig):
+    """serve-trace --on-miss forward stdio:…: the upstream child process ends with the mock."""
+    from tests.support.servers import serve_argv
+
+    trace = counter_trace(tmp_path / "t.jsonl")
+    upstream = "stdio:" + subprocess.list2cmdline(serve_argv("stdio"))
+    miss = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}  # not in the recording: forwarded
+    with command(["serve-trace", str(trace), "--on-miss", "forward", upstream], stdin=subprocess.PIPE) as proc:
+        for message in (INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, miss):
+            proc.stdin.write(orjson.dumps(message) + b"\n")
+            proc.stdin.flush()
+        assert b'"tools"' in read_line_with(proc.stdout, b'"id":2')  # answered live: the upstream runs
+        upstreams = children_of(proc.pid)
+        assert upstreams
+        stop(proc, sig)
+    for pid in upstreams:
+        wait_for_exit(pid, STOP_WAIT)
