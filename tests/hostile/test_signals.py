@@ -315,8 +315,12 @@ def test_a_stdio_server_stops_without_a_traceback(tmp_path, sig, through_tee):
 
 
 def children_of(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
+    """The child processes of `pid`, whichever of its threads started them."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            children += [int(child) for child in (task / "children").read_text().split()]
+    return children
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
