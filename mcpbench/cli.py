@@ -10,13 +10,14 @@ import sys
 
 import click
 
-from mcpbench.cliutil import map_errors, redact_option
+from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
+from mcpbench.protocol.errors import EXIT_FAILED
 
 # Exit status for a command that could not be started (as shells use).
 EXIT_NOT_FOUND = 127
 
 
-@click.group()
+@click.group(cls=OneLineErrors)
 @click.version_option(package_name="mcpbench")
 def main() -> None:
     """Record, replay and load-test Model Context Protocol traffic."""
@@ -38,6 +39,7 @@ def tee(out, redact, command):
     from mcpbench.protocol.errors import TargetError
     from mcpbench.stdio.tee import run_tee
 
+    check_output(out, "--out")
     # `tee --out s.jsonl -- mcpbench serve-trace s.jsonl` would empty the recording it serves.
     files = [part.partition("=")[2] if part.startswith("-") else part for part in command[1:]]
     refuse_overwrite(
@@ -69,9 +71,12 @@ def _is_device(fd: int) -> bool:
 @main.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
+@click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
 @map_errors
-def inspect(trace, as_json):
+def inspect(trace, as_json, strict):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
+
+    Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
@@ -86,6 +91,8 @@ def inspect(trace, as_json):
         click.echo(render(report))
     if report.torn:
         click.echo(f"mcpbench: note: {report.torn}", err=True)
+    if strict and any(session.of_kind("violation") for session in report.sessions):
+        sys.exit(EXIT_FAILED)
 
 
 @main.command("run")
@@ -100,6 +107,7 @@ def run_main_job(out):
 
     from mcpbench.pipeline import run
 
+    check_output(out, "--out", folder=True)
     run(Path(out) if out else None, say=click.echo)
 
 

@@ -1,35 +1,186 @@
-"""What every click command shares: error mapping and common options.
+"""What every click command shares: error mapping, signal handling and common options.
 
 A module of its own so each capability's `cli.py` can import it without
 importing `mcpbench.cli`, which imports them all.
 """
 
 import functools
+import math
+import os
+import signal
 import sys
+from pathlib import Path
 
 import click
 
-from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.errors import EXIT_INPUT, EXIT_SIGNAL_BASE, McpbenchError, OutputError
 from mcpbench.trace.redact import Redactor
 
-# Exit status for unusable input or a failure to run.
-EXIT_FAILURE = 2
+# Kept for callers that name it: unusable input.
+EXIT_FAILURE = EXIT_INPUT
+
+# The signals that end a long-running command cleanly (exit 128 + N).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# The stop signal received by this process, if any (see `note_signal`).
+received: int | None = None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same `finally` blocks and handlers clean up."""
+
+
+def note_signal(signum: int) -> None:
+    """Remember a stop signal; the command then exits 128 + signum however it unwinds."""
+    global received
+    received = received or signum
+
+
+def _raise_on_signal(signum: int, frame: object) -> None:
+    if received is not None:
+        return  # already stopping: a second raise would land in the clean-up of the first
+    note_signal(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _note_only(signum: int, frame: object) -> None:
+    note_signal(signum)
+
+
+def install_stop_handlers() -> None:
+    """SIGINT raises KeyboardInterrupt and SIGTERM `Terminated`, both remembered for the exit status."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _raise_on_signal)
+
+
+def signal_status(signum: int) -> int:
+    return EXIT_SIGNAL_BASE + signum
+
+
+def exit_on_signal() -> None:
+    """Make SIGINT and SIGTERM end the process at once, 128 + signum, with one line.
+
+    For a command with nothing to save or release (a stdio server inside an event loop):
+    an exception raised into an event loop lands in whichever callback runs, and tasks
+    and weakref callbacks print it with a traceback.
+    """
+
+    def stop(signum: int, frame: object) -> None:
+        sys.stdout.flush()
+        print(f"mcpbench: stopped by {signal.Signals(signum).name}", file=sys.stderr, flush=True)
+        os._exit(signal_status(signum))
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop)
+
+
+class OneLineErrors(click.Group):
+    """A group whose usage errors are one line on stderr (`mcpbench: Invalid value for '--port': …`), exit 2.
+
+    Click's own output adds a usage line and a hint around the message; a user, a script or a
+    host's log then sees three lines for one mistake.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:  # Ctrl-C outside a command's own handling (while parsing, say)
+            signum = received or signal.SIGINT
+            click.echo(f"mcpbench: stopped by {signal.Signals(signum).name}", err=True)
+            sys.exit(signal_status(signum))
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.format_message(), err=True)  # the help asked for by giving nothing
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"mcpbench: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(status if isinstance(status, int) else 0)
 
 
 def map_errors(func):
-    """Turn an expected failure into one line on stderr and exit status 2 (no traceback)."""
+    """Run a command: an expected failure becomes one line on stderr and its exit status (no traceback).
+
+    `McpbenchError`s exit with their `exit_code`; an `OSError` naming a file (an output folder that
+    cannot be written, say) exits 2 naming it. Ctrl-C and SIGTERM exit 130 and 143, with no traceback,
+    whether they unwound the command or the command caught them and returned.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        install_stop_handlers()
         try:
-            return func(*args, **kwargs)
+            try:
+                result = func(*args, **kwargs)
+            finally:
+                for sig in STOP_SIGNALS:  # from here on, exiting: a signal only sets the status
+                    signal.signal(sig, _note_only)
+        except SystemExit:
+            if received:  # the command ended on its own terms after a stop signal: the signal decides
+                click.echo(f"mcpbench: stopped by {signal.Signals(received).name}", err=True)
+                sys.exit(signal_status(received))
+            raise
         except McpbenchError as exc:
             if not getattr(exc, "reported", False):  # else it was said when it happened
                 # A message may quote a URL or command line given with a secret in it.
                 click.echo(f"mcpbench: {Redactor().text(str(exc))}", err=True)
-            sys.exit(getattr(exc, "exit_code", EXIT_FAILURE))
+            sys.exit(received and signal_status(received) or exc.exit_code)
+        except KeyboardInterrupt as exc:
+            signum = received or (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+            click.echo(f"mcpbench: stopped by {signal.Signals(signum).name}", err=True)
+            sys.exit(signal_status(signum))
+        except BaseExceptionGroup as group:  # an async task group (anyio) that the stop unwound
+            if received is None or group.subgroup(KeyboardInterrupt) is None:
+                raise
+            click.echo(f"mcpbench: stopped by {signal.Signals(received).name}", err=True)
+            sys.exit(signal_status(received))
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            click.echo(f"mcpbench: {exc.filename}: {exc.strerror}", err=True)
+            sys.exit(received and signal_status(received) or EXIT_INPUT)
+        if received:
+            click.echo(f"mcpbench: stopped by {signal.Signals(received).name}", err=True)
+            sys.exit(signal_status(received))
+        return result
 
     return wrapper
+
+
+def check_output(path: str | os.PathLike | None, option: str, *, folder: bool = False) -> None:
+    """Fail before any work when `option`'s `path` cannot be written (exit 2, naming both).
+
+    The folder that will hold it (`path` itself with `folder`) is created when missing, as the
+    writers would; a path under a file, or a folder that cannot be written, is refused.
+    """
+    if path is None:
+        return
+    where = Path(path) if folder else Path(path).parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot create folder {exc.filename or where}: {exc.strerror}") from None
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {path}: folder {where} is not writable")
+    if not folder and Path(path).is_dir():
+        raise OutputError(f"{option} {path}: is a folder, not a file")
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A `FloatRange` that also refuses nan and infinity (which pass any range check)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+# A wait, a gap or a rate: a number > 0.
+POSITIVE = FiniteFloatRange(min=0, min_open=True)
+# A number that may be zero (a factor where 0 turns a check off, a slack).
+NON_NEGATIVE = FiniteFloatRange(min=0)
 
 
 def redact_option(func):

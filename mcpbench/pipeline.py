@@ -44,6 +44,8 @@ LOAD_TIMEOUT = 180.0
 # 8 cells of a 2 s load each, plus Locust's and the instances' start-up on a busy machine.
 STICKY_TIMEOUT = 300.0
 PROXY_STOP_TIMEOUT = 30.0
+# How long a stage's command may take to stop after the run is interrupted (Locust writes its CSVs).
+CHILD_STOP_WAIT = 30.0
 # A subprocess running longer than this gets a "still running" line, so the job never looks stuck.
 HEARTBEAT = 10.0
 
@@ -94,11 +96,27 @@ def _mcpbench(args: list[str], say: Progress, timeout: float) -> subprocess.Comp
 
     beat = threading.Thread(target=heartbeat, daemon=True)
     beat.start()
+    child = subprocess.Popen([sys.executable, "-m", "mcpbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        proc = subprocess.run([sys.executable, "-m", "mcpbench", *args], capture_output=True, text=True, timeout=timeout)
+        stdout, stderr = child.communicate(timeout=timeout)
+    except (KeyboardInterrupt, _Terminated):
+        # Ctrl-C or SIGTERM: pass the stop on so the child stops its own children (Locust) too,
+        # which a kill would orphan.
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.communicate(timeout=CHILD_STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise
     finally:
         done.set()
         beat.join()
+    proc = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
     for line in (proc.stdout + proc.stderr).rstrip().splitlines():
         say("  " + line)
     return proc

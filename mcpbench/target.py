@@ -15,7 +15,7 @@ import shlex
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.errors import BadTargetError, TargetError
 
 STDIO = "stdio"
 SSE = "sse"
@@ -55,22 +55,22 @@ class Target:
 def parse_target(s: str) -> Target:
     """`"stdio:python srv.py"`, `"http://h:1/mcp"` or `"sse+http://h:1/sse"` -> `Target`.
 
-    Raises `TargetError` with a one-line message for anything else.
+    Raises `BadTargetError` (a `TargetError`) with a one-line message for anything else.
     """
     text = (s or "").strip()
     if not text:
-        raise TargetError("empty target (expected stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse)")
+        raise BadTargetError("empty target (expected stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse)")
     if text.startswith("stdio:"):
         try:
             argv = tuple(shlex.split(text[len("stdio:"):]))
         except ValueError as err:
-            raise TargetError(f"target {s!r}: cannot split the command: {err}") from None
+            raise BadTargetError(f"target {s!r}: cannot split the command: {err}") from None
         if not argv:
-            raise TargetError(f"target {s!r}: stdio: needs a command, e.g. stdio:python server.py")
+            raise BadTargetError(f"target {s!r}: stdio: needs a command, e.g. stdio:python server.py")
         return Target(STDIO, argv=argv)
     scheme, sep, _rest = text.partition("://")
     if not sep:
-        raise TargetError(
+        raise BadTargetError(
             f"unknown target {s!r} (expected stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse)"
         )
     scheme = scheme.lower()
@@ -79,14 +79,14 @@ def parse_target(s: str) -> Target:
     elif scheme in ("sse+http", "sse+https"):
         transport, url = SSE, text[len("sse+"):]
     else:
-        raise TargetError(
+        raise BadTargetError(
             f"unknown transport scheme {scheme!r} in target {s!r} (expected http, https, sse+http, sse+https or stdio:)"
         )
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - validates the port
     except ValueError as err:
-        raise TargetError(f"target {s!r}: {err}") from None
+        raise BadTargetError(f"target {s!r}: {err}") from None
     if not parts.hostname:
-        raise TargetError(f"target {s!r} has no host")
+        raise BadTargetError(f"target {s!r} has no host")
     return Target(transport, url=url)

@@ -134,6 +134,12 @@ def summarize(path: str | Path) -> Report:
         if kind == Kind.TRACE:
             continue
         key = event.get("session") or "-"
+        alias = event.get("conn_session")
+        if alias and alias != key and key not in sessions and alias in sessions:
+            # A legacy GET /sse stream opens under its connection's key; its `endpoint` event
+            # names the session: one session, not an empty one per stream.
+            sessions = {key if name == alias else name: value for name, value in sessions.items()}
+            sessions[key].id = key
         report = sessions.get(key)
         if report is None:
             report = sessions[key] = SessionReport(key, event.get("transport", "?"), event["ts"])
@@ -193,6 +199,10 @@ def _message(report: SessionReport, message: jsonrpc.Message, direction: Directi
                 entry.outcome, entry.detail = outcome(result.answer)
 
 
+# The narrowest request-name column of `render`.
+NAME_WIDTH = 34
+
+
 def render(report: Report) -> str:
     """The human timeline of every session in the report."""
     header = report.header or {}
@@ -205,6 +215,7 @@ def render(report: Report) -> str:
         era = f"{core.version or '?'} ({core.era.value if core.era else 'unknown era'})"
         handshake = f", handshake {core.handshake_time * 1000:.1f} ms" if core.handshake_time is not None else ""
         calls = session.calls
+        width = max([NAME_WIDTH] + [len(entry.name) for entry in calls])  # long names widen, never cut
         lines.append("")
         lines.append(f"session {session.id}  {session.transport}  {era}{handshake}  {len(calls)} requests")
         for entry in session.entries:
@@ -213,7 +224,7 @@ def render(report: Report) -> str:
             if entry.kind == "request":
                 latency = f"{entry.latency * 1000:9.2f} ms" if entry.latency is not None else " " * 12
                 tail = f"  {entry.outcome}" + (f": {entry.detail}" if entry.detail else "")
-                lines.append(f"  {at} {arrow} {entry.name:<34} {latency}{tail}")
+                lines.append(f"  {at} {arrow} {entry.name:<{width}} {latency}{tail}")
             elif entry.kind == "notification":
                 lines.append(f"  {at} {arrow} {entry.name}")
             elif entry.kind == "violation":

@@ -2,7 +2,7 @@
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import exit_on_signal, map_errors
 
 # Mirrors mcpbench.lab.reference_server.TRANSPORTS, which cannot be imported here without `mcp`.
 TRANSPORTS = ("stdio", "sse", "streamable-http")
@@ -21,6 +21,7 @@ def lab() -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP: no sessions (stateless_http).")
+@map_errors
 def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
@@ -31,8 +32,12 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     if transport != "streamable-http" and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     from mcpbench.lab.reference_server import serve as run_server
+    from mcpbench.listen import check_listen
 
+    if transport == "stdio":
+        exit_on_signal()  # nothing to save: the SDK's event loop would print the interrupt's traceback
     if transport in ENDPOINT_PATHS:
+        check_listen(host, port)  # before the banner: a busy port is one line, exit 3
         # stdout stays clean (stdio speaks JSON-RPC there); this line tells a human where to point.
         url_host = f"[{host}]" if ":" in host else host
         click.echo(

@@ -6,14 +6,14 @@ import sys
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
 
 @click.command("load")
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @click.option("--target", help="Override the target: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
 @click.option("--users", type=click.IntRange(1), help="Concurrent users (override).")
-@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), help="Users started per second (override).")
+@click.option("--spawn-rate", type=POSITIVE, help="Users started per second (override).")
 @click.option("--duration", help="Run time, like 30s or 2m (override).")
 @click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
 @click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")
@@ -26,18 +26,25 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
     result directory, prints the summary, and exits 1 when a threshold fails
-    (2 for unusable input). Without SCENARIO, give --target and --from-trace.
+    (2 for unusable input, 3 when the target cannot be reached or is not MCP; Ctrl-C
+    reports on the time that ran and exits 130). Without SCENARIO, give --target and
+    --from-trace (the run speaks the protocol versions the trace's clients spoke).
 
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
     from mcpbench.load.runner import run_scenario
     from mcpbench.load.samples import render
-    from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration
+    from mcpbench.load.scenario import (
+        Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration, versions_from_trace,
+    )
 
+    check_output(out, "--out", folder=True)
     if scenario:
         loaded = load_scenario(scenario)
     elif target and from_trace:
-        loaded = Scenario(target=target, name="trace", source=from_trace, mix=mix_from_trace(from_trace))
+        # The eras the recording spoke, not the default handshake one.
+        versions = versions_from_trace(from_trace) or Scenario.versions
+        loaded = Scenario(target=target, name="trace", source=from_trace, mix=mix_from_trace(from_trace), versions=versions)
     else:
         raise ScenarioError("give a SCENARIO file, or --target and --from-trace")
     seconds = None
@@ -57,6 +64,8 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         raise ScenarioError(f"{loaded.source}: {exc}") from None
     result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
     click.echo(render(result.summary))
+    if result.summary.get("interrupted"):
+        click.echo(f"interrupted: the summary and thresholds cover the {result.summary['duration_s']:.1f} s that ran")
     for verdict in result.verdicts:
         click.echo(verdict.line())
     status = result.exit_code

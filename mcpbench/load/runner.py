@@ -28,6 +28,7 @@ import orjson
 
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
+from mcpbench.listen import check_listen
 from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.target import SSE, STDIO, parse_target
@@ -38,6 +39,8 @@ RESULTS_DIR = Path("results")
 # Locust's startup (imports, gevent patching) and shutdown, on top of the run time: a run that
 # takes this much longer than asked is stuck and gets killed.
 RUN_MARGIN = 90.0
+# Where Locust's web UI listens (`--ui`): loopback, on Locust's default port unless --web-port.
+WEB_HOST, WEB_PORT = "127.0.0.1", 8089
 # How long workers get to connect before the master gives up.
 WORKER_WAIT = 60
 # A pre-flight check gives up after this long (a stdio server may need seconds to import).
@@ -162,13 +165,22 @@ def _session_tools(scenario: Scenario) -> list[str]:
             finally:
                 client.close_transport()
 
-    greenlet = gevent.spawn(check)
+    def guarded() -> list[str] | McpbenchError:
+        try:
+            return check()
+        except McpbenchError as exc:
+            return exc  # raised in this greenlet, gevent's hub would print it with a traceback
+
+    greenlet = gevent.spawn(guarded)
     greenlet.join(timeout=PREFLIGHT_TIMEOUT + 5)
     if not greenlet.ready():
         greenlet.kill()
         client.close_transport()
         raise TargetError(f"{target}: no MCP session within {PREFLIGHT_TIMEOUT:g} s")
-    return greenlet.get()
+    found = greenlet.get()
+    if isinstance(found, McpbenchError):
+        raise found
+    return found
 
 
 # --- running Locust -----------------------------------------------------------------------------
@@ -195,7 +207,7 @@ def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_p
         "--csv", str(out_dir / "locust"), "--exit-code-on-error", "0",
     ]
     if ui:
-        cmd += ["--web-host", "127.0.0.1"] + (["--web-port", str(web_port)] if web_port else [])
+        cmd += ["--web-host", WEB_HOST] + (["--web-port", str(web_port)] if web_port else [])
     else:
         cmd += ["--headless", "--only-summary"]
     if role == "master":
@@ -230,6 +242,8 @@ def run_scenario(
         TargetError, ScenarioError: from the pre-flight check (nothing was started).
         LoadRunError: Locust failed to start or did not end within the bound.
     """
+    if ui:
+        check_listen(WEB_HOST, web_port or WEB_PORT)  # Locust would only print its own traceback
     if check_target:
         preflight(scenario)
     out_dir = Path(out_dir) if out_dir else default_out_dir(scenario)
@@ -256,6 +270,7 @@ def run_scenario(
     deadline = time.monotonic() + scenario.duration + RUN_MARGIN + (WORKER_WAIT if workers else 0)
     log_path = out_dir / "locust.log"
     procs: list[subprocess.Popen] = []
+    interrupted = False
     master_port = _free_port() if workers else None
     role = "master" if workers else "standalone"
     with open(log_path, "wb") as log:
@@ -272,25 +287,27 @@ def run_scenario(
                     env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                 ))
             if ui:
-                echo(f"mcpbench: Locust web UI on http://127.0.0.1:{web_port or 8089} (Ctrl-C to stop)")
+                echo(f"mcpbench: Locust web UI on http://{WEB_HOST}:{web_port or WEB_PORT} (Ctrl-C to stop)")
             try:
                 main.wait(None if ui else max(1.0, deadline - time.monotonic()))
+                for worker in procs[1:]:
+                    try:
+                        worker.wait(15)
+                    except subprocess.TimeoutExpired:
+                        pass
             except subprocess.TimeoutExpired:
                 raise LoadRunError(f"the locust run did not end within {scenario.duration + RUN_MARGIN:g} s; stopped (log: {log_path})") from None
-            except KeyboardInterrupt:
-                _stop(main)
-            for worker in procs[1:]:
-                try:
-                    worker.wait(15)
-                except subprocess.TimeoutExpired:
-                    pass
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop Locust, report on the time that ran
+                interrupted = True
         finally:
             for proc in procs:
                 _stop(proc)
     locust_exit = procs[0].returncode if procs else -1
     parts = sorted(out_dir.glob("samples.*.jsonl"))
     merged = samples_mod.merge(parts, out_dir / "samples.jsonl")
-    summary = samples_mod.summarize(merged, scenario.duration)
+    # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
+    summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
+    summary["interrupted"] = interrupted
     if locust_exit not in (0, None) and summary["total"]["count"] == 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")

@@ -213,19 +213,26 @@ def metric(summary: dict[str, Any], name: str, step: str | None = None) -> float
     return None
 
 
+# The narrowest type and step columns of `render`.
+TYPE_WIDTH, STEP_WIDTH = 18, 28
+
+
 def render(summary: dict[str, Any]) -> str:
     """The summary as a small text table."""
-    lines = [f"{'type':<18} {'step':<28} {'count':>7} {'fail':>5} {'p50':>8} {'p95':>8} {'p99':>8} {'ttfe p50':>9}"]
+    # Columns as wide as their longest name (at least the usual width): nothing cut, all aligned.
+    tw = max([TYPE_WIDTH] + [len(row["type"]) for row in summary["steps"]])
+    sw = max([STEP_WIDTH] + [len(row["step"]) for row in summary["steps"]])
+    lines = [f"{'type':<{tw}} {'step':<{sw}} {'count':>7} {'fail':>5} {'p50':>8} {'p95':>8} {'p99':>8} {'ttfe p50':>9}"]
     for row in summary["steps"]:
         ttfe = row.get("ttfe", {}).get("p50")
         lines.append(
-            f"{row['type'][:18]:<18} {row['step'][:28]:<28} {row['count']:>7} {row['failures']:>5} "
+            f"{row['type']:<{tw}} {row['step']:<{sw}} {row['count']:>7} {row['failures']:>5} "
             f"{row.get('p50', float('nan')):>8.1f} {row.get('p95', float('nan')):>8.1f} {row.get('p99', float('nan')):>8.1f} "
             f"{'' if ttfe is None else format(ttfe, '.1f'):>9}"
         )
     total = summary["total"]
     lines.append(
-        f"{'total':<18} {'':<28} {total['count']:>7} {total['failures']:>5} {total.get('p50', float('nan')):>8.1f} "
+        f"{'total':<{tw}} {'':<{sw}} {total['count']:>7} {total['failures']:>5} {total.get('p50', float('nan')):>8.1f} "
         f"{total.get('p95', float('nan')):>8.1f} {total.get('p99', float('nan')):>8.1f}   ({total['rps']:.1f} steps/s, ms)"
     )
     if summary["failure_classes"]:

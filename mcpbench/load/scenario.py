@@ -33,16 +33,17 @@ own process, and the locust processes rebuild them from `to_json()`.
 from __future__ import annotations
 
 import difflib
+import math
 import random
 import re
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mcpbench.protocol.errors import McpbenchError
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, Era, era_of
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, VERSIONS, Era, era_of
 from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
 
@@ -194,8 +195,18 @@ def parse_duration(value: Any, what: str = "duration") -> float:
         if not match:
             raise ValueError(f"{what} {value!r} is not a duration (like 10s, 500ms, 2m)")
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if not math.isfinite(seconds):
+        raise ValueError(f"{what} must be a finite number of seconds")
     if seconds < 0:
         raise ValueError(f"{what} must not be negative")
+    return seconds
+
+
+def parse_timeout(value: Any, what: str = "timeout") -> float:
+    """A duration that bounds a wait: > 0 (a zero timeout fails every call before it is sent)."""
+    seconds = parse_duration(value, what)
+    if seconds == 0:
+        raise ValueError(f"{what} must be > 0")
     return seconds
 
 
@@ -395,7 +406,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         return v
 
     def positive_number(v: Any) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise ValueError("must be a number > 0")
         return float(v)
 
@@ -483,7 +494,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         users=value("users", positive_int, 1),
         spawn_rate=value("spawn_rate", positive_number, 1.0),
         duration=value("duration", duration, DEFAULT_DURATION),
-        timeout=value("timeout", lambda v: parse_duration(v, "timeout"), DEFAULT_TIMEOUT),
+        timeout=value("timeout", parse_timeout, DEFAULT_TIMEOUT),
         thresholds=value("thresholds", thresholds, ()),
         open_model=open_model,
         distinct_sources=value("distinct_sources", flag, False),
@@ -583,15 +594,10 @@ def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
     """
     import orjson
 
-    from mcpbench.trace.reader import read_trace
-
     counts: dict[bytes, int] = {}
     calls: dict[bytes, Call] = {}
-    for event in read_trace(path):
-        if event.get("kind") != "message" or event.get("dir") != "c2s":
-            continue
-        msg = event.get("msg")
-        if not isinstance(msg, dict) or "id" not in msg or msg.get("method") not in _TRACE_METHODS:
+    for msg in _client_requests(path):
+        if msg.get("method") not in _TRACE_METHODS or not isinstance(msg.get("params") or {}, dict):
             continue
         method = msg["method"]
         params = dict(msg.get("params") or {})
@@ -603,12 +609,40 @@ def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
             if not isinstance(target, str):
                 continue
         arguments = params.get("arguments") if method in ("tools/call", "prompts/get") else None
+        if arguments is not None and not isinstance(arguments, dict):
+            continue  # not a call a server could take: nothing to repeat
         key = orjson.dumps([method, target, arguments], option=orjson.OPT_SORT_KEYS)
         counts[key] = counts.get(key, 0) + 1
         calls.setdefault(key, Call(method, target, arguments))
     if not calls:
         raise ScenarioError(f"{path}: no client request in this trace can be replayed as load (tools/call, resources/read, prompts/get, …)")
     return tuple(replace(calls[k], weight=float(counts[k])) for k in calls)
+
+
+def versions_from_trace(path: str | Path) -> tuple[str, ...]:
+    """The protocol versions the trace's clients spoke, in order of first use: a handshake's
+    `protocolVersion` or a 2026-07-28 request's `_meta` envelope."""
+    from mcpbench.protocol.versions import meta_version
+
+    seen: dict[str, None] = {}
+    for msg in _client_requests(path):
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        version = params.get("protocolVersion") if msg.get("method") == "initialize" else meta_version(params)
+        if isinstance(version, str) and version in VERSIONS:
+            seen.setdefault(version)
+    return tuple(seen)
+
+
+def _client_requests(path: str | Path) -> Iterator[dict]:
+    """The client→server requests of a trace, as JSON-RPC objects."""
+    from mcpbench.trace.reader import read_trace
+
+    for event in read_trace(path):
+        if event.get("kind") != "message" or event.get("dir") != "c2s":
+            continue
+        msg = event.get("msg")
+        if isinstance(msg, dict) and "id" in msg and isinstance(msg.get("method"), str):
+            yield msg
 
 
 # --- run-time helpers used by the users ---------------------------------------------------------

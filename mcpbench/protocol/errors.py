@@ -1,24 +1,38 @@
-"""The one error tree of mcpbench.
+"""The one error tree of mcpbench, and the exit status each branch ends a command with.
 
 ::
 
-    McpbenchError                 anything mcpbench reports as an expected failure
+    McpbenchError                 anything mcpbench reports as an expected failure   exit 2
     ├── ProtocolError             a message or stream breaks the MCP / JSON-RPC rules
     │   ├── LocalProtocolError    we were asked to send something invalid
     │   └── RemoteProtocolError   the peer sent something invalid
     ├── TraceError                a trace file cannot be read or written
-    │   └── TraceWriteError       the trace stopped being written (disk full, file removed); exit 3
-    ├── TargetError               a server or command cannot be reached or started
-    ├── OutputError               an output would overwrite an input (or another output)
-    └── ReplayError               a replay cannot go on
+    │   └── TraceWriteError       the trace stopped being written (disk full, file removed)  exit 3
+    ├── ReplayError               a replay cannot go on
+    ├── OutputError               an output path cannot be created or written, or names an input
+    └── EnvironmentProblem        the machine or network, not the input             exit 3
+        ├── TargetError           a server or command cannot be reached or started, or is not MCP
+        │   └── BadTargetError    …because it is written wrongly: unusable input      exit 2
+        └── BindError             a port is busy or a bind address unknown
 
-The command line turns any `McpbenchError` into a one-line message and a non-zero
-exit; anything else is a bug and keeps its traceback.
+The command line turns any `McpbenchError` into a one-line message and its
+`exit_code`; anything else is a bug and keeps its traceback. The exit statuses
+are the same for every command (README.md, "Exit status").
 """
+
+# Exit statuses shared by every command.
+EXIT_OK = 0
+EXIT_FAILED = 1  # the measured thing failed: changed calls, a failed threshold, violations under --strict
+EXIT_INPUT = 2  # unusable input or usage
+EXIT_ENVIRONMENT = 3  # port busy, target unreachable, not MCP
+# Shells report death by signal N as 128 + N: a command ended by a signal exits the same way.
+EXIT_SIGNAL_BASE = 128
 
 
 class McpbenchError(Exception):
     """Base of every expected failure; `str(err)` is the one line shown to the user."""
+
+    exit_code = EXIT_INPUT
 
 
 class ProtocolError(McpbenchError):
@@ -44,20 +58,37 @@ class TraceWriteError(TraceError):
     ends with `exit_code`.
     """
 
-    exit_code = 3  # the environment (disk, file system), not the input
+    exit_code = EXIT_ENVIRONMENT  # the disk or file system, not the input
 
     def __init__(self, message: str, *, reported: bool = False) -> None:
         super().__init__(message)
         self.reported = reported
 
 
-class TargetError(McpbenchError):
-    """A target (URL or command) cannot be reached, started or kept alive."""
+class EnvironmentProblem(McpbenchError):
+    """The environment, not the input, stopped the command (exit status 3)."""
+
+    exit_code = EXIT_ENVIRONMENT
 
 
-class OutputError(McpbenchError):
-    """An output path names an input (or another output): writing it would destroy user data."""
+class TargetError(EnvironmentProblem):
+    """A target (URL or command) cannot be reached, started or kept alive, or does not speak MCP."""
+
+
+class BadTargetError(TargetError):
+    """A target, URL or address that is written wrongly: unusable input, not the environment."""
+
+    exit_code = EXIT_INPUT
+
+
+class BindError(EnvironmentProblem):
+    """A listening address cannot be used: the port is busy, or the host unknown or not local."""
 
 
 class ReplayError(McpbenchError):
     """A replay cannot go on."""
+
+
+class OutputError(McpbenchError):
+    """An output path (a file or folder an option names) cannot be created or written, or names an
+    input (or another output): writing it would destroy user data."""

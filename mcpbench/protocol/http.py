@@ -147,6 +147,7 @@ class Failure:
     JSONRPC_ERROR = "jsonrpc-error"
     TOOL_ERROR = "tool-error"
     CONNECT = "connect-failed"
+    NOT_MCP = "not-mcp"  # a success status whose body is no JSON-RPC at all (an HTML page, say)
 
 
 def classify_status(status: int, *, has_session: bool) -> str | None:
@@ -248,6 +249,7 @@ class PostAnswer:
         self.failure = classify_status(status, has_session=has_session)
         self.streamed = status < 300 and is_event_stream(content_type)
         self.json_body = is_json(content_type)
+        self.content_type = content_type
         self.answer: Response | ErrorResponse | None = None
         self.events = 0  # SSE events seen, of any type
         self.size = 0  # body bytes
@@ -283,6 +285,9 @@ class PostAnswer:
         if self.failure:
             text = data.decode("utf-8", "replace").strip().replace("\n", " ")[: self.DETAIL_CHARS]
             out.append(Problem(self.failure, f"HTTP {self.status}{': ' + text if text else ''}"))
+        elif self.request_id is not None and data.strip():
+            text = data.decode("utf-8", "replace").strip().replace("\n", " ")[: self.DETAIL_CHARS]
+            out.append(Problem(Failure.NOT_MCP, f"HTTP {self.status} {self.content_type!r} is not an MCP answer: {text}"))
         elif self.request_id is not None:
             out.append(Problem(Failure.ANSWER_LOST, f"HTTP {self.status} without an answer"))
         return out

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from mcpbench.cliutil import map_errors
+from mcpbench.cliutil import check_output, map_errors
 
 
 @click.command()
@@ -29,6 +29,7 @@ def record(upstream, listen, out, redact):
     """
     from mcpbench.record.proxy import run_record
 
+    check_output(out, "--out")
     run_record(upstream, listen=listen, out=out, redact=redact)
 
 
@@ -60,6 +61,7 @@ def export(trace, har, out):
     from mcpbench.outputs import refuse_overwrite, write_atomic
     from mcpbench.record.har import export_har
 
+    check_output(out, "--out")
     refuse_overwrite([("--out", out)], [("the trace being exported", trace)])
     notes: list[str] = []
     data = export_har(trace, notes)

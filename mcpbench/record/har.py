@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from mcpbench import __version__
-from mcpbench.protocol.errors import LocalProtocolError
+from mcpbench.protocol.errors import LocalProtocolError, TraceError
 from mcpbench.protocol.sse import SseComment, SseEvent
 from mcpbench.protocol.sse import encode as sse_encode
 from mcpbench.trace.format import Kind, to_bytes
@@ -108,6 +108,7 @@ def _entry(http: dict, parts: _Parts | None) -> dict:
 def to_har(events: Iterable[dict]) -> dict:
     """A HAR document from the events of an HTTP trace (lazily read; bodies joined by `flow`)."""
     open_flows: dict[str, _Parts] = {}
+    cut_short: dict[str, dict] = {}  # flow -> the error event of an exchange that may get no http event
     entries = []
     header: dict = {}
     for event in events:
@@ -120,7 +121,10 @@ def to_har(events: Iterable[dict]) -> dict:
             continue
         if kind == Kind.HTTP:
             entries.append(_entry(event, open_flows.pop(flow, None)))
+            cut_short.pop(flow, None)
             continue
+        if kind == Kind.ERROR and "method" in event:  # the exchange may end here (the proxy stopped)
+            cut_short[flow] = event
         parts = open_flows.get(flow)
         if parts is None:
             parts = open_flows[flow] = _Parts()
@@ -144,6 +148,8 @@ def to_har(events: Iterable[dict]) -> dict:
                 pass  # a block with only unknown fields: nothing a browser would show
         elif kind == Kind.VIOLATION and "raw" in event and event.get("dir") == "c2s":
             parts.request.append(_text(event["raw"]))
+    for flow, error in cut_short.items():  # kept, with status 0 and the error, as browsers show them
+        entries.append(_entry({**error, "error": error.get("detail")}, open_flows.pop(flow, None)))
     entries.sort(key=lambda e: e["startedDateTime"])
     log: dict[str, Any] = {
         "version": HAR_VERSION,
@@ -164,10 +170,15 @@ def export_har(trace: str | os.PathLike, notes: list[str] | None = None) -> byte
     log comment says it too.
 
     Raises:
-        TraceError: the trace cannot be read.
+        TraceError: the trace cannot be read, or holds no HTTP exchange (a stdio trace, say).
     """
     reader = TraceReader(trace)
     har = to_har(reader)
+    if not har["log"]["entries"]:
+        if (reader.header or {}).get("transport") == "stdio":
+            raise TraceError(f"{trace}: a stdio trace (from `mcpbench tee`) has no HTTP exchanges; "
+                             "HAR export takes a trace of `mcpbench record` or the mitmproxy addon")
+        raise TraceError(f"{trace}: no HTTP exchange in this trace: nothing to export as HAR")
     if reader.torn:
         log = har["log"]
         log["comment"] = f"{log['comment']}; {reader.torn}" if "comment" in log else reader.torn

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
+from mcpbench.listen import check_listen
+from mcpbench.protocol.errors import BadTargetError, BindError, TraceError, TraceWriteError
 from mcpbench.trace.redact import Redactor
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
@@ -27,15 +28,15 @@ def parse_upstream(url: str) -> tuple[str, str]:
     """`http://host:port/mcp` -> (`http://host:port`, `/mcp`): mitmproxy's reverse spec takes no path.
 
     Raises:
-        TargetError: not an http(s) URL with a host.
+        BadTargetError: not an http(s) URL with a host.
     """
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TargetError(f"--upstream {url!r}: expected an http:// or https:// URL, such as http://127.0.0.1:8000/mcp")
+        raise BadTargetError(f"--upstream {url!r}: expected an http:// or https:// URL, such as http://127.0.0.1:8000/mcp")
     try:
         port = parts.port
     except ValueError:
-        raise TargetError(f"--upstream {url!r}: bad port") from None
+        raise BadTargetError(f"--upstream {url!r}: bad port") from None
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     spec = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
     path = parts.path if parts.path not in ("", "/") else ""
@@ -48,25 +49,32 @@ def parse_listen(listen: str) -> tuple[str, int]:
     """`127.0.0.1:8081` -> (`127.0.0.1`, 8081); `[::1]:8081` for IPv6; port 0 picks a free one.
 
     Raises:
-        TargetError: not HOST:PORT.
+        BadTargetError: not HOST:PORT.
     """
     host, colon, port = listen.strip().rpartition(":")
     if not colon or not host or not port.isdigit() or int(port) > 65535:
-        raise TargetError(f"--listen {listen!r}: expected HOST:PORT, such as {DEFAULT_LISTEN}")
+        raise BadTargetError(f"--listen {listen!r}: expected HOST:PORT, such as {DEFAULT_LISTEN}")
     return host.strip("[]"), int(port)
+
+
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """asyncio's handler, minus the traceback for a client connection the stop cut short."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
+
+
+def _stop(signum: int, master) -> None:
+    """A stop signal: let mitmproxy finish (the trace completes); the command exits 128 + signum."""
+    from mcpbench.cliutil import note_signal
+
+    note_signal(signum)
+    master.shutdown()
 
 
 def _check_listen(host: str, port: int) -> None:
     """Fail early, with one line, when the listen address is taken (mitmproxy would only log it)."""
-    if port == 0:
-        return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise TargetError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    check_listen(host, port)
 
 
 def _probe(spec: str) -> str | None:
@@ -120,12 +128,13 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     except exceptions.OptionsError as exc:
         raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_quiet_cancelled)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, master.shutdown)
+        loop.add_signal_handler(sig, _stop, sig, master)
     try:
         await master.run()
     except SystemExit:
-        raise TargetError(f"mitmproxy could not start on {host}:{port} (see its errors above)") from None
+        raise BindError(f"--listen {host}:{port}: mitmproxy could not start there (see its errors above)") from None
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -148,7 +157,7 @@ def run_record(
         The trace file, complete.
 
     Raises:
-        TargetError: bad `upstream`/`listen`, or the listen address is taken.
+        BadTargetError, BindError: bad `upstream`/`listen`; the listen address is taken or unknown.
         TraceError: the trace file cannot be created.
         TraceWriteError: the trace could not be written to the end (the proxy served on).
     """

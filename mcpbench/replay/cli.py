@@ -1,19 +1,19 @@
 """Click commands `replay`, `diff` and `serve-trace`: parse, call the library, report.
 
 Registered by the main CLI (`main.add_command(replay)` etc.). Expected failures
-are `McpbenchError`s, turned into one line and exit status 2 by `cliutil.map_errors`.
+are `McpbenchError`s, turned into one line and their exit status by `cliutil.map_errors`.
 """
 
+import signal
 import sys
 from pathlib import Path
 
 import click
 
-from mcpbench.cliutil import map_errors, redact_option
+from mcpbench import cliutil
+from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
 
-EXIT_CHANGED = 1
-EXIT_CANNOT_RUN = 2
 
 
 def compare_options(func):
@@ -24,9 +24,9 @@ def compare_options(func):
         click.option("--ignore-file", "ignore_files", multiple=True, type=click.Path(dir_okay=False),
                      help="Rules from a file (JSON list, {\"ignore\": [...]}, or one a line). Repeatable."),
         click.option("--no-default-rules", is_flag=True, help="Compare UUIDs, timestamps, session ids and progress tokens too."),
-        click.option("--latency-factor", type=float, default=None, show_default=False,
+        click.option("--latency-factor", type=NON_NEGATIVE, default=None, show_default=False,
                      help="Report a call as changed when FACTOR x slower than recorded (default 3; 0 turns it off)."),
-        click.option("--latency-slack-ms", type=float, default=None,
+        click.option("--latency-slack-ms", type=NON_NEGATIVE, default=None,
                      help="…and slower by more than this (default 250 ms)."),
         click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON."),
         click.option("--verbose", "-v", is_flag=True, help="List every call, also in long sessions."),
@@ -54,14 +54,14 @@ def _latency(factor, slack_ms):
 
 
 def _finish(report, report_path, verbose, recording_failed=None) -> None:
-    from mcpbench.protocol.errors import ReplayError, TraceWriteError
+    from mcpbench.protocol.errors import TargetError, TraceWriteError
     from mcpbench.replay.report import render
 
     click.echo(render(report, verbose=verbose))
     if report_path:
         report.write_json(report_path)
     if report.aborted:
-        raise ReplayError(report.aborted)
+        raise TargetError(report.aborted)  # only the target breaks a replay off once it runs
     if recording_failed:  # the replay ran, its own trace is incomplete (said when it happened)
         raise TraceWriteError(recording_failed, reported=True)
     sys.exit(report.exit_code)
@@ -69,10 +69,12 @@ def _finish(report, report_path, verbose, recording_failed=None) -> None:
 
 def _failed_report(kind, trace, target, error, report_path) -> None:
     """The report of a replay that could not start, written before the error propagates."""
-    if report_path:
+    from mcpbench.protocol.errors import OutputError
+
+    if report_path and not isinstance(error, OutputError):  # an unwritable report path stays unwritten
         from mcpbench.replay.report import Report
 
-        Report(kind, str(trace), str(target), [], aborted=str(error)).write_json(report_path)
+        Report(kind, str(trace), str(target), [], aborted=str(error), abort_status=error.exit_code).write_json(report_path)
 
 
 @click.command()
@@ -83,8 +85,8 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--protocol-version", metavar="VERSION", help="Replay the same calls in this protocol version (e.g. 2026-07-28).")
 @click.option("--pace", default="fast", show_default=True, metavar="fast|original|xN",
               help="Gaps between client messages: none, as recorded, or recorded divided by N.")
-@click.option("--max-gap", type=float, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
+@click.option("--max-gap", type=POSITIVE, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
+@click.option("--timeout", type=POSITIVE, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the replay's own trace here.")
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
@@ -98,7 +100,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
 
     Sessions go in recorded order, each client message in recorded order, requests that were in
     flight together are sent together; server requests (sampling, elicitation, roots) are answered
-    from the recording. Exit status: 0 nothing changed, 1 something changed, 2 the replay could not run.
+    from the recording. Exit status: 0 nothing changed, 1 something changed, 2 unusable input,
+    3 the target could not be reached, broke off or is not an MCP server.
 
     Example: mcpbench replay s.jsonl --target "stdio:python -m my_server" --report r.json
     """
@@ -117,6 +120,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         [("the trace being replayed", trace), *(("--ignore-file", name) for name in ignore_files)],
     )
     try:
+        for path, option in ((out, "--out"), (report_path, "--report"), (noise_file, "--noise-file")):
+            check_output(path, option)
         target = parse_target(target_text)
         rules = _rules(ignore, ignore_files, no_default_rules)
         pacing = Pace.parse(pace, max_gap)
@@ -149,6 +154,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         rules = rules.extend(learned)
     report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO,
                    redactor=redactor if redact else None)
+    if run.interrupted:
+        report.abort_status = signal_status(cliutil.received or signal.SIGINT)
     if writer and not writer.failed:
         click.echo(f"mcpbench: replay trace → {writer.path}", err=True)
     _finish(report, report_path, verbose, writer.failed if writer else None)
@@ -175,6 +182,7 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
         [("TRACE_A", trace_a), ("TRACE_B", trace_b), *(("--ignore-file", name) for name in ignore_files)],
     )
     try:
+        check_output(report_path, "--report")
         rules = _rules(ignore, ignore_files, no_default_rules)
         a, b = plans.load(trace_a), plans.load(trace_b)
     except McpbenchError as exc:

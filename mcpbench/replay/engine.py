@@ -25,6 +25,7 @@ recorded call with its live answer; comparing is `report.build()`'s job.
 """
 
 import itertools
+import math
 import queue
 import time
 from collections import defaultdict, deque
@@ -82,6 +83,9 @@ HANDSHAKE_ONLY = ("initialize", "notifications/initialized", "ping")
 # milliseconds; a server that no longer sends them costs this once a session.
 UNSOLICITED_GRACE = 1.0
 
+# Why a replay a stop signal ended did not finish (the report's `aborted`).
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
+
 
 @dataclass(frozen=True, slots=True)
 class Pace:
@@ -102,9 +106,9 @@ class Pace:
                 factor = float(text[1:])
             except ValueError:
                 factor = 0.0
-            if factor > 0:
+            if 0 < factor < math.inf:
                 return cls(factor, max_gap)
-        raise ReplayError(f"bad pace {text!r}: expected fast, original or xN (e.g. x2, x0.5)")
+        raise ReplayError(f"--pace {text!r}: expected fast, original or xN with N > 0 (e.g. x2, x0.5)")
 
     def gap(self, recorded: float) -> float:
         if self.factor is None:
@@ -164,6 +168,7 @@ class ReplayRun:
     sessions: list[SessionRun]
     aborted: str | None = None
     elapsed: float = 0.0
+    interrupted: bool = False  # a stop signal (Ctrl-C, SIGTERM) ended it
 
 
 def _canonical(method: str, params: Any) -> bytes:
@@ -239,6 +244,8 @@ class _SessionRunner:
         self.pool = AskPool(plan.asks)
         self.transport: Transport | None = None
         self.listening = False  # a GET stream was asked for
+        self.heard = False  # the target has sent a JSON-RPC message
+        self.stopping = False  # a stop signal came: nothing more is counted
         self.label = plan.id
 
     # ---- the main loop -----------------------------------------------------------------------
@@ -257,6 +264,9 @@ class _SessionRunner:
             if (pid := getattr(self.transport, "pid", None)) is not None:
                 self._event(Kind.PROCESS, None, event="start", argv=list(self.r.target.argv), pid=pid)
             self._steps()
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
         finally:
             self.transport.close()
             run.live_session = self.transport.session_id
@@ -267,6 +277,20 @@ class _SessionRunner:
                     if not live.done and live.call.answer is not None:
                         live.failure = "not answered: " + run.aborted
         return run
+
+    def _interrupted(self) -> None:
+        """A stop signal broke the session off: calls in flight fail, and are written so.
+
+        What the target sends from here on (answers to our closing, say) is written, not counted.
+        """
+        run = self.run
+        run.aborted = run.aborted or INTERRUPTED
+        self.stopping = True
+        for live in run.calls:
+            if live.sent is not None and not live.done:
+                live.failure = f"not answered: {INTERRUPTED}"
+                self._event(Kind.ERROR, None, detail=f"{live.call.label}: {INTERRUPTED} before its answer",
+                            id=live.live_ids[-1] if live.live_ids else None)
 
     def _steps(self) -> None:
         plan, run = self.plan, self.run
@@ -330,6 +354,9 @@ class _SessionRunner:
         while not live.done and not self.run.aborted:
             if not self._pump(deadline):
                 live.timed_out = True
+                if not self.heard:  # not one message yet: every other call would wait as long
+                    self.run.aborted = (f"{self.r.target_text} sent nothing within {self.r.timeout:g} s: "
+                                        "not an MCP server, or not answering")
                 return
 
     def _pump(self, deadline: float) -> bool:
@@ -440,10 +467,13 @@ class _SessionRunner:
             self._failure(item)
             return
         message = item.message
+        self.heard = True
         self.session.observe(S2C, message, item.ts)
         if self.r.writer is not None:
             extra = {"via": item.via} if item.via in ("sse", "json", "get") else None
             self.r.writer.message(self.label, "s2c", jsonrpc.encode(message), now(), extra)
+        if self.stopping:
+            return
         if isinstance(message, (Response, ErrorResponse)):
             self._answer(message, item.ts)
         elif isinstance(message, Notification):
@@ -453,10 +483,15 @@ class _SessionRunner:
 
     def _failure(self, failure: Failure) -> None:
         self._event(Kind.ERROR, None, detail=failure.reason, status=failure.status)
+        if failure.status is not None and not self.heard:
+            # The target's very first answer is no MCP: say so once, not "failed" for every call.
+            self.run.aborted = self.run.aborted or f"{self.r.target_text} is not an MCP server: {failure.reason}"
         if failure.fatal:
             self.run.aborted = self.run.aborted or failure.reason
             return
         live = self.by_id.get(failure.request_id)
+        if live is not None and live.timed_out:
+            return  # already counted as unanswered in time
         if live is not None and live.answer is None:
             live.failure = failure.reason
             live.answered = failure.ts or time.perf_counter()
@@ -474,6 +509,9 @@ class _SessionRunner:
         live = self.by_id.get(answer.id)
         if live is None:
             self.run.notes.append(f"an answer to id {answer.id!r}, which no request in flight had")
+            return
+        if live.timed_out:
+            self.run.notes.append(f"{live.call.label}: an answer after the {self.r.timeout:g} s timeout, not counted")
             return
         recorded = live.call.answer
         if is_input_required(answer):
@@ -583,7 +621,15 @@ class Replayer:
         started = time.perf_counter()
         out = ReplayRun(trace, self.target_text, [])
         for plan in trace.sessions:
-            session = _SessionRunner(plan, self).execute()
+            runner = _SessionRunner(plan, self)
+            try:
+                session = runner.execute()
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what ran, the in-flight calls as failed
+                session = runner.run
+                session.aborted = session.aborted or INTERRUPTED
+                out.sessions.append(session)
+                out.aborted, out.interrupted = session.aborted, True
+                break
             out.sessions.append(session)
             if session.aborted:
                 out.aborted = session.aborted

@@ -2,9 +2,12 @@
 
 `TraceAnswers` is the I/O-free core: every recorded call is filed under a key,
 the canonical JSON of its method and params without `_meta` (so ids, progress
-tokens and the 2026-07-28 envelope do not matter). Each key holds a FIFO:
-repeated identical calls get their answers in recorded order, and once a key
-runs dry its last answer is reused. `initialize` and `server/discover` are
+tokens and the 2026-07-28 envelope do not matter). Each client session is
+answered from the start of the recording, in the era it speaks (a handshake
+client from the handshake-era sessions, a 2026-07-28 client from the others;
+an error when the recording has none): repeated identical calls get their
+answers in recorded order, and once a key runs dry its last answer is reused.
+`initialize` and `server/discover` are
 keyed on the method alone (their params describe the client), so any client
 gets the recorded capabilities. An unrecorded request gets a JSON-RPC error
 naming the nearest recorded request (same method, most similar params), or,
@@ -23,7 +26,7 @@ import queue
 import sys
 import threading
 import uuid
-from collections import defaultdict, deque
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +34,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from mcpbench.listen import bind_error
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.sse import SseEvent
+from mcpbench.protocol.versions import V2026_07_28, Era, era_of, meta_version
 from mcpbench.protocol.sse import encode as sse_encode
 from mcpbench.replay.forward import Forwarder
 from mcpbench.replay.plan import Ask, Call, TracePlan, call_name, progress_token
@@ -46,6 +51,10 @@ NOT_RECORDED = -32601
 
 # Requests whose params describe the client, not what it asks: matched on the method alone.
 CLIENT_DESCRIBING = frozenset({"initialize", "server/discover"})
+
+# JSON-RPC error for a client whose era the recording has no session of (-32600, invalid
+# request: the request is fine, but not for this recording).
+WRONG_ERA = -32600
 
 # How long the mock waits for a client to answer a recorded server request before it
 # sends the recorded final answer anyway.
@@ -58,6 +67,16 @@ READ_SIZE = 64 * 1024
 
 # The one client session a stdio mock serves, as a `Forwarder` session key.
 STDIO_SESSION = "stdio"
+
+
+def _era_of_request(request: Request) -> Era | None:
+    """The era a client speaks, as its request shows it: a handshake, or the 2026-07-28 envelope."""
+    if request.method == "initialize":
+        params = request.params if isinstance(request.params, dict) else {}
+        return era_of(params.get("protocolVersion")) or Era.HANDSHAKE
+    if request.method == "server/discover":
+        return era_of(meta_version(request.params)) or Era.STATELESS
+    return era_of(meta_version(request.params))
 
 
 def match_key(method: str, params: Any) -> bytes:
@@ -80,33 +99,100 @@ class Reply:
     relay: Callable | None = None  # not recorded: `relay(request, send, ask)` answers live instead
 
 
+class _Cursor:
+    """Where one client session is in the recording: per match key, how many answers it has had."""
+
+    __slots__ = ("era", "index", "taken")
+
+    def __init__(self, era: Era | None, index: dict[bytes, tuple[Call, ...]] | None) -> None:
+        self.era = era
+        self.index = index  # None: the recording has no session in this client's era
+        self.taken: dict[bytes, int] = {}
+
+
 class TraceAnswers:
-    """The recorded answers of a trace, by match key (thread-safe)."""
+    """The recorded answers of a trace, by match key, replayed from the start for each client session.
+
+    Each client session (`session` key: the stdio process, an `Mcp-Session-Id`, a legacy
+    stream) has a cursor of its own, so the same client run twice gets the same answers. A
+    session speaks an era: `initialize` opens a handshake-era one, `server/discover` or a
+    request with the 2026-07-28 `_meta` envelope a stateless one, and it is answered only
+    from the recorded sessions of that era (plus those whose era the recording does not
+    show). Stateless HTTP clients send no session id: they share one cursor, which
+    `server/discover` (how such a client starts) moves back to the start. Thread-safe.
+    """
+
+    # Client sessions remembered at once; the oldest is forgotten past this (a long-running mock
+    # serving many short clients that never say goodbye must not grow without bound).
+    MAX_SESSIONS = 10_000
 
     def __init__(self, trace: TracePlan, *, reuse: bool = True) -> None:
         self.reuse = reuse
-        self._fifo: dict[bytes, deque[Call]] = defaultdict(deque)
-        self._last: dict[bytes, Call] = {}
+        by_era: dict[Era | None, dict[bytes, list[Call]]] = {}
         self._recorded: list[Call] = []
+        self._eras: list[Era] = []  # the eras the recording shows, in order of first appearance
         self._lock = threading.Lock()
+        self._cursors: OrderedDict[Any, _Cursor] = OrderedDict()
         for session in trace.sessions:
+            era = session.era
+            if era is not None and era not in self._eras:
+                self._eras.append(era)
             for call in session.calls:
                 if call.answer is None:
                     continue
-                self._fifo[match_key(call.method, call.request.params)].append(call)
+                by_era.setdefault(era, defaultdict(list))[match_key(call.method, call.request.params)].append(call)
                 self._recorded.append(call)
+        unknown = by_era.pop(None, {})
+        self._index: dict[Era | None, dict[bytes, tuple[Call, ...]]] = {}
+        for era in [*self._eras, None]:
+            merged = {key: list(calls) for key, calls in by_era.get(era, {}).items()}
+            for key, calls in unknown.items():  # a recording whose era is unknown serves every era
+                merged.setdefault(key, []).extend(calls)
+            self._index[era] = {key: tuple(calls) for key, calls in merged.items()}
 
-    def lookup(self, request: Request) -> Reply | None:
+    def _cursor(self, session: Any, request: Request) -> _Cursor:
+        """The cursor of `session`; a session's first request, `initialize` or `server/discover` starts one."""
+        cursor = self._cursors.get(session)
+        starts = request.method in CLIENT_DESCRIBING
+        if cursor is not None and not starts:
+            self._cursors.move_to_end(session)
+            return cursor
+        wanted = _era_of_request(request)
+        if wanted is None:  # a client that does not say: the recording's first era
+            era = self._eras[0] if self._eras else None
+        else:
+            era = wanted
+        index = self._index.get(era)
+        if index is None and (self._index.get(None) or not self._eras):
+            index = self._index[None]  # only sessions of unknown era were recorded: they serve anyone
+        cursor = self._cursors[session] = _Cursor(era, index)
+        self._cursors.move_to_end(session)
+        while len(self._cursors) > self.MAX_SESSIONS:
+            self._cursors.popitem(last=False)
+        return cursor
+
+    def end(self, session: Any) -> None:
+        """Forget a client session (it ended: stdin EOF, `DELETE`, its legacy stream closed)."""
+        with self._lock:
+            self._cursors.pop(session, None)
+
+    def lookup(self, request: Request, session: Any = None) -> Reply | None:
         key = match_key(request.method, request.params)
         with self._lock:
-            fifo = self._fifo.get(key)
-            if fifo:
-                call = fifo.popleft()
-            elif self.reuse and key in self._last:
-                call = self._last[key]
+            cursor = self._cursor(session, request)
+            if cursor.index is None:
+                return None if request.method == "ping" else Reply({"error": self._wrong_era(cursor.era)})
+            calls = cursor.index.get(key)
+            if not calls:
+                return None
+            taken = cursor.taken.get(key, 0)
+            if taken < len(calls):
+                call = calls[taken]
+                cursor.taken[key] = taken + 1
+            elif self.reuse:
+                call = calls[-1]
             else:
                 return None
-            self._last[key] = call
         answer = jsonrpc.to_obj(call.answer)
         answer.pop("jsonrpc", None)
         answer.pop("id", None)
@@ -118,6 +204,13 @@ class TraceAnswers:
                 params = {**params, "progressToken": token}
             notes.append({"method": note["method"], "params": params})
         return Reply(answer, notes, list(call.asks), call.via)
+
+    def _wrong_era(self, era: Era | None) -> dict:
+        """The error a client gets when the recording has no session in the era it speaks."""
+        wanted = "handshake-era (2024-11-05 … 2025-11-25)" if era is Era.HANDSHAKE else f"{V2026_07_28}"
+        has = " and ".join("handshake-era" if e is Era.HANDSHAKE else V2026_07_28 for e in self._eras) or "none"
+        return {"code": WRONG_ERA, "message": f"mcpbench serve-trace: the recording has no {wanted} session "
+                                              f"(it has {has} only); connect in the era it was recorded in"}
 
     def nearest(self, request: Request) -> Call | None:
         """The recorded request most like `request`: same method first, then the closest params."""
@@ -200,7 +293,7 @@ def answer_for(answers: TraceAnswers, request: Request, forward: Forwarder | Non
     """
     if forward is not None:
         forward.remember(session, request)
-    reply = answers.lookup(request)
+    reply = answers.lookup(request, session)
     if reply is None:
         if request.method == "ping":
             return Reply({"result": {}})
@@ -286,8 +379,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         pass
 
-    def _body(self) -> bytes:
-        length = int(self.headers.get("content-length") or 0)
+    def _body(self) -> bytes | None:
+        """The request body; None (after a 400 answer) when its Content-Length is not a length."""
+        text = (self.headers.get("content-length") or "0").strip()
+        if not text.isdigit():
+            self._reply(400, b"Content-Length must be a number of bytes", "text/plain")
+            self.close_connection = True
+            return None
+        length = int(text)
         return self.rfile.read(length) if length else b""
 
     def _reply(self, status: int, body: bytes = b"", content_type: str | None = None, headers: dict | None = None) -> None:
@@ -353,12 +452,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 forward.detach(sid, outbox.put)
 
     def do_DELETE(self) -> None:  # noqa: N802
-        if self.server.forward is not None and (sid := self.headers.get(mcphttp.SESSION_ID)):
-            self.server.forward.end(sid)
+        if sid := self.headers.get(mcphttp.SESSION_ID):
+            self.server.answers.end(sid)
+            if self.server.forward is not None:
+                self.server.forward.end(sid)
         self._reply(200 if self.server.transport == "streamable-http" else 405)
 
     def do_POST(self) -> None:  # noqa: N802
         body = self._body()
+        if body is None:
+            return
         try:
             message = jsonrpc.decode(body)
         except jsonrpc.InvalidMessage as exc:
@@ -411,8 +514,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             self._stream_out(sid, sse_encode(SseEvent(event="endpoint", data=endpoint), eol=b"\r\n"))
         finally:
+            self.server.answers.end(sid)  # a legacy session lasts as long as its stream
             if self.server.forward is not None:
-                self.server.forward.end(sid)  # a legacy session lasts as long as its stream
+                self.server.forward.end(sid)
 
     def _legacy_post(self, message: jsonrpc.Message) -> None:
         sid = (parse_qs(urlsplit(self.path).query).get("session_id") or [None])[0]
@@ -470,10 +574,17 @@ def serve(trace: TracePlan, transport: str, *, host: str = "127.0.0.1", port: in
     """
     answers = TraceAnswers(trace)
     if transport == "stdio":
-        serve_stdio(answers, forward=forward)
+        try:
+            serve_stdio(answers, forward=forward)
+        finally:  # also on Ctrl-C or SIGTERM: the live upstream (a child process, say) is stopped
+            if forward is not None:
+                forward.close()
         return
-    server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response,
-                            forward=forward)
+    try:
+        server = MockHttpServer(answers, transport=transport, host=host, port=port, json_response=json_response,
+                                forward=forward)
+    except OSError as exc:
+        raise bind_error(host, port, exc) from None
     print(f"mcpbench: serving {trace.path} ({transport}) on {server.url}", file=sys.stderr, flush=True)
     try:
         server.serve_forever(poll_interval=0.2)

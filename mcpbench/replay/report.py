@@ -12,7 +12,9 @@ Each recorded call ends in one status:
     unanswered  neither side has an answer
 
 Exit status (`Report.exit_code`): 0 nothing changed, 1 something changed
-(changed, missing, extra or failed), 2 the replay could not run to its end.
+(changed, missing, extra or failed), 3 the target broke the replay off (could not
+be reached, died, is not MCP); a replay that could not start keeps the status of
+its error (`abort_status`, 2 for unusable input).
 """
 
 import difflib
@@ -22,10 +24,14 @@ from typing import Any
 
 import orjson
 
+from mcpbench.protocol.errors import EXIT_ENVIRONMENT
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import Call, SessionPlan, TracePlan, answer_obj
 from mcpbench.trace.redact import Redactor
+
+# The narrowest call-label column; a longer label widens the column for the whole report.
+LABEL_WIDTH = 36
 
 STATUSES = ("identical", "changed", "missing", "extra", "failed", "skipped", "unanswered")
 COUNTED = ("identical", "changed", "missing", "extra", "failed")
@@ -100,6 +106,7 @@ class Report:
     aborted: str | None = None
     elapsed: float = 0.0
     notes: list[str] = field(default_factory=list)
+    abort_status: int = EXIT_ENVIRONMENT  # the exit status when `aborted`
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(STATUSES, 0)
@@ -116,7 +123,7 @@ class Report:
     @property
     def exit_code(self) -> int:
         if self.aborted:
-            return 2
+            return self.abort_status
         return 1 if self.changed else 0
 
     def to_json(self) -> dict[str, Any]:
@@ -359,15 +366,19 @@ def render(report: Report, *, verbose: bool = False) -> str:
     arrow = "→" if report.kind == "replay" else "vs"
     lines.append(f"mcpbench {verb} {report.source} {arrow} {report.target}: "
                  f"{len(report.sessions)} session(s), {calls} call(s)" + (f" in {report.elapsed:.2f} s" if report.elapsed else ""))
+    replay = report.kind == "replay"
+    # A diff has no live side: trace B's session and latencies are named as B's.
+    other, before = ("live session", "recorded") if replay else ("B", "A")
+    width = max([LABEL_WIDTH] + [len(call.label) for session in report.sessions for call in session.calls])
     for session in report.sessions:
-        live = f" (live session {session.live_session})" if session.live_session and session.live_session != session.id else ""
+        live = f" ({other} {session.live_session})" if session.live_session and session.live_session != session.id else ""
         lines.append(f"session {session.id}{live}: {_counts_text(session.counts())}")
         show_all = verbose or len(session.calls) <= LIST_ALL_UP_TO
         for call in session.calls:
             if not show_all and call.status == "identical":
                 continue
-            latency = f"{_fmt_ms(call.latency_new)} (recorded {_fmt_ms(call.latency_old)})"
-            lines.append(f"  #{call.index:<4} {call.label:<36} {call.status:<10} {latency}")
+            latency = f"{_fmt_ms(call.latency_new)} ({before} {_fmt_ms(call.latency_old)})"
+            lines.append(f"  #{call.index:<4} {call.label:<{width}} {call.status:<10} {latency}")
             if call.detail and call.status not in ("identical", "changed"):
                 lines.append(f"         {call.detail}")
             for change in call.changes:
@@ -376,7 +387,7 @@ def render(report: Report, *, verbose: bool = False) -> str:
             live_ms = [c.latency_new for c in session.calls if c.latency_new is not None]
             old_ms = [c.latency_old for c in session.calls if c.latency_old is not None]
             if live_ms and old_ms:
-                lines.append(f"  latency p50 {_fmt_ms(statistics.median(live_ms))} (recorded {_fmt_ms(statistics.median(old_ms))})")
+                lines.append(f"  latency p50 {_fmt_ms(statistics.median(live_ms))} ({before} {_fmt_ms(statistics.median(old_ms))})")
         for note in session.notes:
             lines.append(f"  note: {note}")
         if session.aborted:
@@ -385,7 +396,7 @@ def render(report: Report, *, verbose: bool = False) -> str:
         lines.append(f"note: {note}")
     lines.append(f"calls: {_counts_text(counts)}")
     if report.aborted:
-        lines.append(f"the replay could not run to its end: {report.aborted}")
+        lines.append(f"the {'replay' if replay else 'diff'} could not run to its end: {report.aborted}")
     return Redactor().text("\n".join(lines))  # a target URL, an error or a live answer may quote a secret
 
 

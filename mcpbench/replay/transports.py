@@ -338,6 +338,8 @@ class StreamableHttpTransport(Transport):
                 return
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
+                if self._closing:
+                    return  # close() cut it: no failure of the target's
                 if reused and attempt == 0:
                     continue  # the server closed an idle keep-alive connection: retry once on a new one
                 self.sink(Failure(_connect_failure(self.url, exc), request_id, fatal=not reused, ts=time.perf_counter()))
@@ -419,6 +421,14 @@ class StreamableHttpTransport(Transport):
         if self._closing:
             return
         self._closing = True
+        with self._lock:
+            posts = list(self._connections)
+        for conn in posts:  # wakes workers still waiting for an answer past the timeout
+            if conn.sock is not None:
+                try:
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self._pool.shutdown(wait=True, cancel_futures=False)
         with self._lock:
             stream = self._get_conn

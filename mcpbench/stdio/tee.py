@@ -26,7 +26,7 @@ import uuid
 
 from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
-from mcpbench.stdio import recorder
+from mcpbench.stdio import orphans, recorder
 from mcpbench.trace.format import Kind
 from mcpbench.trace.writer import TraceWriter
 
@@ -51,6 +51,10 @@ TRANSPORT = STDIO
 
 # Signals the tee passes on to the server instead of acting on them itself.
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+# How long a server may take to stop after a forwarded SIGINT/SIGTERM before the tee
+# kills it: hosts give a stdio server about this long before they kill the tee itself.
+KILL_GRACE = 5.0
 
 
 class Tee:
@@ -78,6 +82,8 @@ class Tee:
         self._say: recorder.FailureLine | None = None  # the one line that says recording failed
         # Why the trace is incomplete (said on stderr when it happened), or None.
         self.recording_failed: str | None = None
+        self._stop_signal: int | None = None  # the first SIGINT/SIGTERM forwarded to the server
+        self._killed = False  # the server ignored it for KILL_GRACE and was killed
 
     def run(self) -> int:
         """Start the server, copy until it exits, return its exit status.
@@ -91,10 +97,13 @@ class Tee:
             self._recorder_pid, self._spool, self._alive, self._say = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
             self._appending = self._spool
         try:
+            if not orphans.findable(self.argv[0]):
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
             # A process group of its own: a Ctrl-C in the host's terminal then
-            # reaches the server once, through us, not twice.
+            # reaches the server once, through us, not twice. The server dies with us.
             self.proc = proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, process_group=0
+                orphans.dying_with_parent(self.argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, bufsize=0, process_group=0,
             )
         except OSError as exc:
             self._finish_recording()
@@ -128,6 +137,8 @@ class Tee:
         for pump in pumps[1:]:  # the host's stdin may stay open: don't wait for it
             pump.join(DRAIN_TIMEOUT)
         status = 128 - code if code < 0 else code
+        if self._killed and self._stop_signal:
+            status = 128 + self._stop_signal  # we had to kill it: report the stop we were asked for
         self._event(kind=Kind.PROCESS, event="exit", exit_code=status, signal=-code if code < 0 else None)
         self._finish_recording(pumps)
         return status
@@ -135,6 +146,17 @@ class Tee:
     def _forward_signal(self, signum: int, frame: object) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signum)
+            if self._stop_signal is None:  # the first stop starts the grace period
+                self._stop_signal = signum
+                timer = threading.Timer(KILL_GRACE, self._kill_server)
+                timer.daemon = True
+                timer.start()
+
+    def _kill_server(self) -> None:
+        """The server outlived the grace period after a forwarded stop: SIGKILL it."""
+        if self.proc and self.proc.poll() is None:
+            self._killed = True
+            self.proc.kill()
 
     def _pump(self, src: int, dst: int, kind: int, close_dst) -> None:
         # The loop runs once per message in an interactive session, with the

@@ -45,6 +45,28 @@ BATCH_BYTES = 32 * 1024
 
 _VERSION = itemgetter("v")
 _KNOWN = frozenset(range(1, FORMAT_VERSION + 1))
+_TS = itemgetter("ts")
+_KIND = itemgetter("kind")
+
+# The types the fields every event has may take (docs/trace-format.md); a field of another
+# type is a bad line, named with its file and line, not a crash further on.
+_NUMBER = frozenset({int, float})
+_SESSION_TYPES = frozenset({str, type(None)})
+_DIRECTIONS = frozenset({"c2s", "s2c", None})
+_MSG_TYPES = frozenset({dict, list, type(None)})
+# The fields of the HTTP kinds that readers compute with (docs/trace-format-http.md), by kind:
+# each one, when present and not null, must have one of these types. A batch holding any of
+# these kinds is checked event by event; message-only batches keep the fast path.
+_TEXT, _INT, _NUM, _OBJ = (str,), (int,), (int, float), (dict,)
+_KIND_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    Kind.HTTP: {"flow": _TEXT, "method": _TEXT, "path": _TEXT, "url": _TEXT, "status": _INT, "reason": _TEXT,
+                "started": _NUM, "responded": _NUM, "ended": _NUM, "request_size": _INT, "response_size": _INT,
+                "request_headers": _OBJ, "response_headers": _OBJ, "content_type": _TEXT, "request_content_type": _TEXT},
+    Kind.STREAM: {"flow": _TEXT, "event": _TEXT, "method": _TEXT, "path": _TEXT, "status": _INT, "headers": _OBJ},
+    Kind.SSE: {"flow": _TEXT, "event": _TEXT, "data": _TEXT, "id": _TEXT, "comment": _TEXT},
+    Kind.ERROR: {"flow": _TEXT, "method": _TEXT, "path": _TEXT, "status": _INT},
+}
+_TYPED_KINDS = frozenset(_KIND_FIELDS)
 
 
 class TraceReader:
@@ -133,9 +155,7 @@ class TraceReader:
                     yield self._expand(event, number)
                 return
             for number, event in enumerate(events, first):
-                if type(event) is not dict or "kind" not in event or "ts" not in event or event.get("v") not in _KNOWN:
-                    self._check(event, number)  # raises with the reason
-                yield self._expand(event, number)
+                yield self._expand(self._check(event, number), number)  # raises with the reason at a bad line
             return
         for number, line in enumerate(data.split(b"\n")[:-1], first):
             self.lines = number
@@ -154,7 +174,9 @@ class TraceReader:
         for key in REQUIRED:
             if key not in event:
                 raise TraceError(f"{where}: not a trace event: no {key!r}")
-        if not isinstance(event["v"], int) or event["v"] > FORMAT_VERSION:
+        if type(event["v"]) is not int:
+            raise TraceError(f"{where}: field 'v' must be an integer, not {orjson.dumps(event['v']).decode()[:40]}")
+        if event["v"] > FORMAT_VERSION:
             raise TraceError(
                 f"{where}: trace format v{event['v']} is newer than this mcpbench reads (v{FORMAT_VERSION}); upgrade mcpbench"
             )
@@ -164,34 +186,78 @@ class TraceReader:
                 self._expander = Expander(event)
         elif number == 1:
             raise TraceError(f"{where}: no trace header: the first line must have kind 'trace'")
+        _check_types(event, where)
         return event
 
 
     def _expand(self, event: dict[str, Any], number: int) -> dict[str, Any]:
-        """A version-2 event of an HTTP flow, complete again (other events as they are)."""
-        if self._expander is None or "flow" not in event:
-            return event
-        try:
-            return self._expander.expand(event)
-        except (ValueError, TypeError, AttributeError, KeyError) as exc:
-            raise TraceError(f"{self.path}:{number}: bad version-2 event: {exc}") from None
+        """A version-2 event of an HTTP flow, complete again (other events as they are), its
+        kind's fields checked (on the complete event: a compact one leaves fields out)."""
+        if self._expander is not None and "flow" in event:
+            try:
+                event = self._expander.expand(event)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                raise TraceError(f"{self.path}:{number}: bad version-2 event: {exc}") from None
+        if event["kind"] in _TYPED_KINDS:
+            _check_kind_fields(event, f"{self.path}:{number}")
+        return event
 
 
 def _well_formed(events: list[Any]) -> bool:
-    """Whether every event is an object with `kind`, `ts` and a known `v` (one C-level pass each)."""
+    """Whether every event is an object with a known `v`, a numeric `ts`, a string `kind` of no
+    typed kind, and `session`, `dir` and `msg` of their types (one C-level pass each)."""
     if not events:
         return True
     if set(map(type, events)) != {dict}:
         return False
-    try:
+    try:  # a missing key (KeyError) or an unhashable value (TypeError): the slow path names it
         versions = set(map(_VERSION, events))
-    except KeyError:
+        ts_types = set(map(type, map(_TS, events)))
+        kinds = set(map(_KIND, events))
+        directions = set(map(dict.get, events, repeat("dir")))
+    except (KeyError, TypeError):
         return False
     return (
         versions <= _KNOWN
-        and all(map(contains, events, repeat("kind")))
-        and all(map(contains, events, repeat("ts")))
+        and ts_types <= _NUMBER
+        and all(type(kind) is str for kind in kinds)
+        and _TYPED_KINDS.isdisjoint(kinds)
+        and directions <= _DIRECTIONS
+        and set(map(type, map(dict.get, events, repeat("session")))) <= _SESSION_TYPES
+        and set(map(type, map(dict.get, events, repeat("msg")))) <= _MSG_TYPES
     )
+
+
+def _check_types(event: dict[str, Any], where: str) -> None:
+    """Raise `TraceError` at `where` when a field every event has is of the wrong type."""
+
+    def wrong(name: str, expected: str) -> TraceError:
+        shown = orjson.dumps(event[name]).decode()[:40]
+        return TraceError(f"{where}: field {name!r} must be {expected}, not {shown}")
+
+    if type(event["ts"]) not in _NUMBER:
+        raise wrong("ts", "a number (epoch seconds)")
+    if type(event["kind"]) is not str:
+        raise wrong("kind", "a string")
+    if type(event.get("session")) not in _SESSION_TYPES:
+        raise wrong("session", "a string or null")
+    if event.get("dir") not in _DIRECTIONS:
+        raise wrong("dir", '"c2s", "s2c" or null')
+    if event["kind"] == Kind.MESSAGE and type(event.get("msg")) not in (dict, list):
+        raise TraceError(f"{where}: a message event's 'msg' must be a JSON-RPC object or batch")
+
+
+def _check_kind_fields(event: dict[str, Any], where: str) -> None:
+    """Raise `TraceError` at `where` when a field an HTTP kind's readers compute with has the wrong type."""
+
+    def wrong(name: str, expected: str) -> TraceError:
+        shown = orjson.dumps(event[name]).decode()[:40]
+        return TraceError(f"{where}: field {name!r} must be {expected}, not {shown}")
+
+    for name, types in _KIND_FIELDS[event["kind"]].items():
+        value = event.get(name)
+        if value is not None and (type(value) not in types or type(value) is bool):
+            raise wrong(name, {_TEXT: "a string", _INT: "an integer", _NUM: "a number", _OBJ: "an object"}[types])
 
 
 def read_trace(path: str | os.PathLike) -> Iterator[dict[str, Any]]:

@@ -135,7 +135,7 @@ def test_bad_input_one_line_exit_2_and_partial_report(recordings, tmp_path):
     # A target that refuses the connection.
     report = tmp_path / "refused.json"
     done = cli("replay", str(recordings["legacy"]), "--target", "http://127.0.0.1:9/mcp", "--report", str(report))
-    assert done.returncode == 2 and "Connection refused" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 3 and "Connection refused" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert report_of(report)["counts"]["failed"] > 0
     # A target that dies mid-replay: answers initialize, then exits.
     dies = tmp_path / "dies.py"
@@ -150,7 +150,7 @@ def test_bad_input_one_line_exit_2_and_partial_report(recordings, tmp_path):
     import sys as _sys
 
     done = cli("replay", str(recordings["legacy"]), "--target", f"stdio:{_sys.executable} {dies}", "--report", str(report))
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr  # the environment: the target died
     assert "exited with status 3" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     data = report_of(report)
     assert data["aborted"] and data["counts"]["changed"] == 1 and data["counts"]["failed"] >= 1  # initialize differs

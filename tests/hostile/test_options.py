@@ -1,0 +1,140 @@
+"""Options that cannot work are refused at parse time (exit 2, one line naming the option);
+every timeout is enforced: an answer later than `replay --timeout` does not count."""
+
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from tests.hostile.helpers import EXIT_FAILED, EXIT_INPUT, assert_clean_failure, run
+from tests.hostile.hostile_peers import counter_trace
+from tests.support.servers import HOST, free_port, stop_process, wait_for_port
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--timeout", "inf"),
+    ("--max-gap", "0"), ("--max-gap", "-3"),
+    ("--latency-factor", "-1"), ("--latency-factor", "nan"), ("--latency-slack-ms", "-5"),
+    ("--pace", "x0"), ("--pace", "x-2"), ("--pace", "xinf"), ("--pace", "sometimes"),
+])
+def test_replay_refuses_numbers_that_cannot_work(tmp_path, option, value):
+    trace, report = counter_trace(tmp_path / "t.jsonl"), tmp_path / "r.json"
+    # The target does not exist: a refused option must stop the command before it is tried.
+    result = run(["replay", str(trace), "--target", "http://127.0.0.1:9/mcp", option, value, "--report", str(report)])
+    assert_clean_failure(result, EXIT_INPUT, option)
+    assert "Connection refused" not in result.stderr
+
+
+@pytest.mark.parametrize(("option", "value"), [("--latency-factor", "-0.5"), ("--latency-slack-ms", "inf")])
+def test_diff_refuses_numbers_that_cannot_work(tmp_path, option, value):
+    trace = counter_trace(tmp_path / "t.jsonl")
+    assert_clean_failure(run(["diff", str(trace), str(trace), option, value]), EXIT_INPUT, option)
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--users", "0"), ("--spawn-rate", "0"), ("--spawn-rate", "nan"), ("--duration", "0"), ("--duration", "-1s"),
+    ("--workers", "-1"), ("--web-port", "70000"),
+])
+def test_load_refuses_numbers_that_cannot_work(tmp_path, option, value):
+    trace = counter_trace(tmp_path / "t.jsonl")
+    result = run(["load", "--target", "http://127.0.0.1:9/mcp", "--from-trace", str(trace), option, value,
+                  "--out", str(tmp_path / "run")])
+    assert_clean_failure(result, EXIT_INPUT, option)
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("line", ["timeout: 0", "timeout: .nan", "timeout: .inf", "spawn_rate: .nan", "think_time: [-1, 2]"])
+def test_load_scenario_numbers_that_cannot_work(tmp_path, line):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"target: http://127.0.0.1:9/mcp\nmix: [{{call: tools/list}}]\n{line}\n")
+    assert_clean_failure(run(["load", str(scenario)]), EXIT_INPUT, f"{scenario}:3", line.split(":")[0])
+
+
+@pytest.mark.parametrize(("command", "option", "value"), [
+    (["serve-trace", "{trace}", "--transport", "sse"], "--port", "-1"),
+    (["serve-trace", "{trace}", "--transport", "sse"], "--port", "65536"),
+    (["lab", "serve", "--transport", "sse"], "--port", "0"),
+])
+def test_ports_out_of_range(tmp_path, command, option, value):
+    trace = counter_trace(tmp_path / "t.jsonl")
+    args = [a.format(trace=trace) for a in command] + [option, value]
+    assert_clean_failure(run(args), EXIT_INPUT, option)
+
+
+def test_record_listen_port_out_of_range(tmp_path):
+    result = run(["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:70000"])
+    assert_clean_failure(result, EXIT_INPUT, "--listen")
+
+
+# A server that answers the handshake at once and `tools/call` only after LATE seconds:
+# over stdio (argv[1] == "stdio") or Streamable HTTP with JSON bodies (argv[1] == a port).
+LATE = 8.0
+TIMEOUT = "2"
+LATE_SERVER = f"""
+import http.server, json, sys, time
+LATE = {LATE}
+def answer(msg):
+    if "id" not in msg:
+        return None
+    if msg["method"] == "initialize":
+        result = {{"protocolVersion": "2025-11-25", "capabilities": {{"tools": {{}}}},
+                  "serverInfo": {{"name": "counter", "version": "1"}}}}
+    else:
+        sys.stderr.write("called\\n")  # a test waits for this line: the call is in flight
+        sys.stderr.flush()
+        time.sleep(LATE)
+        result = {{"content": [{{"type": "text", "text": "1"}}], "isError": False}}
+    return {{"jsonrpc": "2.0", "id": msg["id"], "result": result}}
+if sys.argv[1] == "stdio":
+    for line in sys.stdin:
+        reply = answer(json.loads(line))
+        if reply:
+            sys.stdout.write(json.dumps(reply) + "\\n")
+            sys.stdout.flush()
+else:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def do_POST(self):
+            reply = answer(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            body = json.dumps(reply).encode() if reply else b""
+            self.send_response(200 if reply else 202)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def do_DELETE(self):
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+def test_replay_timeout_is_enforced_per_request(tmp_path, transport):
+    trace, report = counter_trace(tmp_path / "t.jsonl", answers=("1",)), tmp_path / "r.json"
+    script = tmp_path / "late_server.py"
+    script.write_text(LATE_SERVER)
+    proc = None
+    try:
+        if transport == "stdio":
+            target = f"stdio:{sys.executable} {script} stdio"
+        else:
+            port = free_port()
+            proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(HOST, port, proc=proc)
+            target = f"http://{HOST}:{port}/mcp"
+        result = run(["replay", str(trace), "--target", target, "--timeout", TIMEOUT, "--latency-factor", "0",
+                      "--report", str(report)])
+    finally:
+        if proc is not None:
+            stop_process(proc)
+    assert result.returncode == EXIT_FAILED and "Traceback" not in result.stderr, result.stdout + result.stderr
+    calls = orjson.loads(report.read_bytes())["sessions"][0]["calls"]
+    late = [call for call in calls if call["method"] == "tools/call"]
+    assert len(late) == 1 and late[0]["status"] == "failed", late
+    assert "timeout" in orjson.dumps(late[0]).decode()
+    assert calls[0]["status"] == "identical"  # the handshake, answered in time, still counts
