@@ -14,7 +14,6 @@ when it equals the default the reader computes (`_State.defaults`, shared). Only
 """
 
 from collections import OrderedDict
-from collections.abc import Iterator
 from http import HTTPStatus
 from typing import Any
 
