@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from mcpbench.protocol.errors import EXIT_INPUT, EXIT_SIGNAL_BASE, McpbenchError, OutputError
+from mcpbench.protocol.errors import EXIT_INPUT, EXIT_SIGNAL_BASE, McpbenchError, OutputError, TraceWriteError
 from mcpbench.trace.redact import Redactor
 
 # Kept for callers that name it: unusable input.
@@ -125,7 +125,9 @@ def map_errors(func):
             if not getattr(exc, "reported", False):  # else it was said when it happened
                 # A message may quote a URL or command line given with a secret in it.
                 click.echo(f"mcpbench: {Redactor().text(str(exc))}", err=True)
-            sys.exit(received and signal_status(received) or exc.exit_code)
+            # A recording that failed says more than the Ctrl-C that ended it: the trace is incomplete.
+            stopped = received and not isinstance(exc, TraceWriteError)
+            sys.exit(signal_status(received) if stopped else exc.exit_code)
         except KeyboardInterrupt as exc:
             signum = received or (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
             click.echo(f"mcpbench: stopped by {signal.Signals(signum).name}", err=True)

@@ -274,7 +274,7 @@ def test_run_interrupted_during_its_load_stage_leaves_no_process(tmp_path):
     out = tmp_path / "run"
     with command(["run", "--out", str(out)], start_new_session=True) as proc:
         read_line_with(proc.stdout, b"== load", timeout=300)  # the load stage has started its command
-        wait_for_text(out / "load" / "locust.log", b"", timeout=READY_WAIT)  # and Locust its log
+        wait_for_text(out / "load-streamable-http" / "locust.log", b"", timeout=READY_WAIT)  # and Locust its log
         stop(proc, signal.SIGTERM)
         leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
         assert not leftovers, leftovers  # neither `mcpbench load` nor its Locust outlive the run
