@@ -4,7 +4,8 @@
   event and an `http` event for that exchange, and the HAR export shows the failed entry.
 - A trace that cannot be written any more (file size limit, full device, file removed): the traffic
   keeps flowing, the command ends with exit 3 and one line saying why, and what was written before
-  reads back.
+  reads back. The same for the samples of a load run: the load goes on, the summary says the
+  samples are incomplete.
 
 A full disk is simulated with RLIMIT_FSIZE on the recording process (writes past the limit fail with
 EFBIG; Python ignores SIGXFSZ) and with /dev/full (ENOSPC): no root, no mounts.
@@ -31,7 +32,7 @@ from mcpbench.record import ADDON_PATH
 from mcpbench.trace.reader import TraceReader
 from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, log_stderr, run
 from tests.record.helpers import MITMDUMP, peer_server
-from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
+from tests.support.servers import HOST, REPO_ROOT, free_port, reference_server, stop_process, wait_for_port
 
 # A bound on any one wait; none is a timing assertion.
 WAIT = 60.0
@@ -443,3 +444,31 @@ def test_sse_stream_cut_mid_event_keeps_the_bytes_it_had(tmp_path: Path) -> None
     assert notification["msg"]["method"] == "notifications/message"  # the whole event before the break
     assert cut["code"] == "sse-truncated" and cut["raw"] == 'data: {"jsonrpc":"2.0","id":1,'  # and the part after
     assert broke["bytes"] == len(events)
+
+
+# --- load: a sample file that cannot be written -------------------------------------------------------
+
+# Room for the small result files (scenario, Locust's CSVs and log, the summary) but not for the
+# samples of a few seconds of load.
+LOAD_FSIZE_LIMIT = 30_000
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_load_whose_samples_fill_up_runs_on_and_ends_3(tmp_path: Path, workers: str) -> None:
+    out = tmp_path / "run"
+    scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
+    with reference_server("streamable-http") as server:
+        proc = subprocess.run(
+            [*MCPBENCH, "load", str(scenario), "--target", server.url, "--duration", "4s", "--users", "4",
+             "--workers", workers, "--out", str(out)],
+            capture_output=True, text=True, cwd=REPO_ROOT, timeout=WAIT * 3, preexec_fn=limit_file_size(LOAD_FSIZE_LIMIT),
+        )
+    log_stderr(proc.stderr)
+    line = assert_clean_failure(proc, EXIT_ENVIRONMENT, "samples.", ".jsonl", "File too large", "incomplete")
+    assert str(out) in line
+    assert "samples incomplete: " in proc.stdout  # the printed summary says so
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["samples_incomplete"] and "File too large" in summary["samples_incomplete"][0]
+    kept = [orjson.loads(raw) for raw in (out / "samples.jsonl").read_bytes().splitlines()]
+    assert kept and summary["total"]["count"] == len(kept)  # what reached the disk is kept and counted
+    assert not list(out.glob("samples.*.jsonl"))  # merged, as in a run that went well
