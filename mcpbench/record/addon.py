@@ -37,10 +37,12 @@ from collections import deque
 from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions
+from mitmproxy.flow import Error
 from mitmproxy import version as mitmproxy_version
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import RemoteProtocolError, TraceError, TraceWriteError
+from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.protocol.http import (
     METHOD,
     PROTOCOL_VERSION,
@@ -719,7 +721,11 @@ class ExchangeRecorder:
         self.recording.request(flow)
 
     def response(self, flow) -> None:
-        self.recording.response(flow)
+        if detail := flow.metadata.get(TIMED_OUT):  # our 504 for a silent upstream (record/timeout.py)
+            flow.error = Error(detail)  # recorded as a failed exchange, with this cause
+            self.recording.error(flow)
+        else:
+            self.recording.response(flow)
 
     def error(self, flow) -> None:
         self.recording.error(flow)
@@ -741,4 +747,5 @@ def make_addons(*, exit_on_failure: bool = False) -> list:
     return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording, exit_on_failure=exit_on_failure)]
 
 
-addons = make_addons(exit_on_failure=True)
+# mitmdump -s: the recording, and a 504 for an upstream that does not answer in time.
+addons = [*make_addons(exit_on_failure=True), UpstreamTimeout()]

@@ -37,7 +37,7 @@ from tests.support.servers import HOST, REPO_ROOT, free_port, reference_server, 
 # A bound on any one wait; none is a timing assertion.
 WAIT = 60.0
 # Lines the recorders print by design (where to connect, where the trace goes), not failures.
-BANNERS = ("mcpbench: recording ", "mcpbench: point clients at", "mcpbench: warning: ", "mcpbench: wrote ")
+BANNERS = ("mcpbench: recording ", "mcpbench: point clients at", "mcpbench: warning: ", "mcpbench: wrote ", "mcpbench: stopped by ")
 # A trace size limit that holds the header and a few exchanges, not all of them.
 FSIZE_LIMIT = 3000
 # An initialize request as a client sends it.
@@ -70,7 +70,7 @@ class Recorder:
 
 
 @contextlib.contextmanager
-def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = None) -> Iterator[Recorder]:
+def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = None, timeout: float | None = None) -> Iterator[Recorder]:
     """`mcpbench record` or mitmdump with the addon in front of 127.0.0.1:`upstream_port`.
 
     Stopped on exit as a user stops it (SIGINT for record, SIGTERM for mitmdump); `result` then holds
@@ -84,6 +84,8 @@ def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = 
         argv = [MITMDUMP, "-q", "--mode", f"reverse:http://{HOST}:{upstream_port}", "--listen-host", HOST, "-p", str(port),
                 "-s", str(ADDON_PATH), "--set", f"mcpbench_out={trace}"]
         stop = signal.SIGTERM
+    if timeout is not None:
+        argv += ["--upstream-timeout", f"{timeout:g}"] if kind == "record" else ["--set", f"mcpbench_upstream_timeout={timeout:g}"]
     err_path = trace.with_suffix(".stderr")
     with err_path.open("wb") as err:
         proc = subprocess.Popen(
@@ -227,6 +229,28 @@ def test_upstream_that_never_answers_is_recorded_when_the_client_gives_up(tmp_pa
     (error,) = [e for e in events if e["kind"] == "error"]
     assert request["msg"]["method"] == "initialize" and error["flow"] == request["flow"]  # neither lost
     assert [e["error"] for e in events if e["kind"] == "http"] == [error["detail"]]
+
+
+@pytest.mark.parametrize("kind", ["record", "mitmdump"])
+def test_upstream_that_times_out_answers_504_and_is_recorded(tmp_path: Path, kind: str) -> None:
+    trace = tmp_path / "t.jsonl"
+    with silent_upstream() as port, recorder(kind, port, trace, timeout=1) as proxy:
+        # The client waits far longer than the proxy's time-out: the 504 comes from the proxy.
+        reply = httpx2.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=WAIT)
+        assert reply.status_code == 504 and "upstream timed out: no answer within 1 s" in reply.text, reply.text
+        after = httpx2.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=WAIT)
+        assert after.status_code == 504  # the proxy serves on, each exchange failing alike
+    assert_stopped_cleanly(proxy.result)
+    events = list(TraceReader(trace))
+    requests = [e for e in events if e["kind"] == "message"]
+    errors = [e for e in events if e["kind"] == "error"]
+    assert len(requests) == len(errors) == 2 and [e["flow"] for e in errors] == [e["flow"] for e in requests]
+    assert all("upstream timed out" in e["detail"] for e in errors), errors
+    https = [e for e in events if e["kind"] == "http"]
+    assert [(e["status"], e["error"]) for e in https] == [(504, errors[0]["detail"])] * 2, https
+    har = run(["export", "--har", str(trace)])
+    assert har.returncode == EXIT_OK, har.stderr
+    assert [entry["response"]["status"] for entry in orjson.loads(har.stdout)["log"]["entries"]] == [504, 504]
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
