@@ -151,6 +151,7 @@ class Recorder:
         records: list[bytes] = []
         unpack = HEADER.unpack_from
         offset = 0
+        last_us = None  # of the last whole frame (a frame cut short has its header read, not decoded)
         while filled - offset >= HEADER.size:
             kind, us, length = unpack(buf, offset)
             end = offset + HEADER.size + length
@@ -158,8 +159,9 @@ class Recorder:
                 break
             self._frame(kind, us / 1e6, bytes(buf[offset + HEADER.size : end]), records)
             offset = end
-        if offset:
-            self.last_ts = us / 1e6
+            last_us = us
+        if last_us is not None:
+            self.last_ts = last_us / 1e6
         return offset, records
 
     def _frame(self, kind: int, ts: float, payload: bytes, records: list[bytes]) -> None:
