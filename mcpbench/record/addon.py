@@ -37,12 +37,11 @@ from collections import deque
 from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions
-from mitmproxy.flow import Error
 from mitmproxy import version as mitmproxy_version
+from mitmproxy.flow import Error
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import RemoteProtocolError, TraceError, TraceWriteError
-from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.protocol.http import (
     METHOD,
     PROTOCOL_VERSION,
@@ -68,6 +67,7 @@ from mcpbench.record.exchange import (
     url_of,
 )
 from mcpbench.record.sessions import SessionBook, conn_key, legacy_session_key
+from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.trace.format import Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
