@@ -26,7 +26,8 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
     result directory, prints the summary, and exits 1 when a threshold fails
-    (2 for unusable input, 3 when the target cannot be reached or is not MCP; Ctrl-C
+    (2 for unusable input, 3 when the target cannot be reached or is not MCP, or a result
+    file cannot be written: the summary then says the samples are incomplete; Ctrl-C
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
     --from-trace (the run speaks the protocol versions the trace's clients spoke).
 
@@ -77,5 +78,8 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         click.echo(verdict(sessions))
         status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)
     click.echo(f"mcpbench: results in {result.out_dir}")
+    if result.write_errors:  # the run went on; its results did not all reach the disk
+        click.echo(f"mcpbench: {result.write_errors[0]}: the samples are incomplete", err=True)
+        status = result.exit_code
     sys.exit(status)
 

@@ -4,6 +4,7 @@
     MCPBENCH_TARGET     the target as given, when the scenario file's has its secrets redacted
     MCPBENCH_SAMPLES    directory for raw samples (samples.<pid>.jsonl); unset: none
     MCPBENCH_PROCESSES  how many load processes share the open-model rate (default 1)
+    MCPBENCH_STATUS_FD  an inherited pipe where a sample file that cannot be written is reported
 
 `mcpbench load` sets them; to run it by hand::
 
@@ -59,7 +60,8 @@ globals().update(_classes)
 
 _writer: SampleWriter | None = None
 if samples_dir := os.environ.get("MCPBENCH_SAMPLES"):
-    _writer = SampleWriter(Path(samples_dir) / f"samples.{os.getpid()}.jsonl")
+    _status_fd = int(fd) if (fd := os.environ.get("MCPBENCH_STATUS_FD")) else None
+    _writer = SampleWriter(Path(samples_dir) / f"samples.{os.getpid()}.jsonl", _status_fd)
     events.request.add_listener(_writer.on_request)
 
 

@@ -9,6 +9,10 @@ whatever imports it.
 The pre-flight check (`preflight()`) runs one real session against the target
 with the same client the users use (gevent without monkey-patching), so an
 unreachable target or an unknown tool fails with one line before any user spawns.
+
+A result file that cannot be written (a full disk) does not stop the run: the Locust processes
+report their sample file on a status pipe, the runner its own files, and the result says the
+samples are incomplete (`RunResult.incomplete`, exit 3).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from mcpbench.load import samples as samples_mod
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
 from mcpbench.listen import check_listen
 from mcpbench.outputs import new_run_folder, write_atomic
-from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.protocol.errors import EXIT_ENVIRONMENT, McpbenchError, TargetError
 from mcpbench.target import SSE, STDIO, parse_target
 from mcpbench.trace.redact import Redactor
 
@@ -70,6 +74,8 @@ class RunResult:
     summary: dict[str, Any]
     verdicts: list[Verdict] = field(default_factory=list)
     locust_exit: int = 0
+    # `<file>: <reason>` for each result file that could not be written in full.
+    write_errors: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -77,6 +83,8 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
+        if self.write_errors:
+            return EXIT_ENVIRONMENT  # the disk, not the target: the results cannot be trusted
         return 0 if self.passed else 1
 
 
@@ -266,6 +274,9 @@ def run_scenario(
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     for old in out_dir.glob("samples*.jsonl"):
         old.unlink()
+    # The Locust processes say here which sample file they could not write (a pipe: no disk needed).
+    status_read, status_write = os.pipe()
+    env["MCPBENCH_STATUS_FD"] = str(status_write)
 
     deadline = time.monotonic() + scenario.duration + RUN_MARGIN + (WORKER_WAIT if workers else 0)
     log_path = out_dir / "locust.log"
@@ -278,13 +289,13 @@ def run_scenario(
         try:
             main = subprocess.Popen(
                 locust_command(scenario, out_dir, ui=ui, web_port=web_port, role=role, master_port=master_port, workers=workers),
-                env=env, stdout=out, stderr=out if not ui else None, stdin=subprocess.DEVNULL,
+                env=env, stdout=out, stderr=out if not ui else None, stdin=subprocess.DEVNULL, pass_fds=(status_write,),
             )
             procs.append(main)
             for _ in range(workers):
                 procs.append(subprocess.Popen(
                     locust_command(scenario, out_dir, role="worker", master_port=master_port),
-                    env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                    env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, pass_fds=(status_write,),
                 ))
             if ui:
                 echo(f"mcpbench: Locust web UI on http://{WEB_HOST}:{web_port or WEB_PORT} (Ctrl-C to stop)")
@@ -302,9 +313,16 @@ def run_scenario(
         finally:
             for proc in procs:
                 _stop(proc)
+            os.close(status_write)
+            write_errors = _read_status(status_read)
     locust_exit = procs[0].returncode if procs else -1
     parts = sorted(out_dir.glob("samples.*.jsonl"))
-    merged = samples_mod.merge(parts, out_dir / "samples.jsonl")
+    merged = out_dir / "samples.jsonl"
+    try:
+        samples_mod.merge(parts, merged)
+    except OSError as exc:  # the parts stay where they are, complete as far as they were written
+        write_errors.append(f"{merged}: {exc.strerror or exc}")
+        merged = parts
     # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
     summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
     summary["interrupted"] = interrupted
@@ -315,5 +333,19 @@ def run_scenario(
     result = RunResult(out_dir, summary, verdicts, locust_exit)
     summary["thresholds"] = [{"threshold": v.threshold.text, "actual": v.actual, "ok": v.ok} for v in verdicts]
     summary["locust_exit"] = locust_exit
-    write_atomic(out_dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    if write_errors:
+        summary["samples_incomplete"] = write_errors
+    try:
+        write_atomic(out_dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    except OSError as exc:  # the summary is still printed
+        write_errors.append(f"{out_dir / 'summary.json'}: {exc.strerror or exc}")
+    result.write_errors = write_errors
     return result
+
+
+def _read_status(fd: int) -> list[str]:
+    """The lines the Locust processes wrote on the status pipe (they have ended), then close it."""
+    os.set_blocking(fd, False)  # a grandchild that kept the write end open must not hold the run
+    with open(fd, "rb", buffering=0) as pipe:
+        data = pipe.read() or b""  # one line per process at most: far below the pipe's capacity
+    return [line for line in data.decode(errors="replace").splitlines() if line.strip()]

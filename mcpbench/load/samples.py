@@ -15,14 +15,23 @@ names the server instance that answered when a lab balancer said so. Open-model 
 `latency_ms` is measured from the intended start) and, once per process at the
 end, `{"open": {...}}` with scheduled/late/dropped counts.
 
+When a sample file cannot be written (disk full, file size limit), the process goes on measuring
+(never break what you measure), counts the samples it could not keep, and says so once on the
+status pipe the runner gives it (`MCPBENCH_STATUS_FD`): `<file>: <reason>`. The runner then marks
+the summary as incomplete and exits 3.
+
 Nothing here imports Locust.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
+import os
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -38,17 +47,25 @@ FLUSH_INTERVAL = 1.0
 
 
 class SampleWriter:
-    """A Locust request-event listener that appends one JSON line per step."""
+    """A Locust request-event listener that appends one JSON line per step.
 
-    def __init__(self, path: str | Path) -> None:
+    A write that fails stops the writing, not the run: `error` says why, `lost` counts the samples
+    not kept, and the reason goes once to the file descriptor `status_fd` (a pipe to the runner).
+    """
+
+    def __init__(self, path: str | Path, status_fd: int | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: BinaryIO | None = open(self.path, "ab", buffering=WRITE_BUFFER)
         self.count = 0
+        self.lost = 0
+        self.error: str | None = None
+        self._status_fd = status_fd
         self._flushed = time.monotonic()
 
     def on_request(self, request_type: str, name: str, response_time: float, response_length: int, exception: Any = None, context: Any = None, start_time: float | None = None, **_: Any) -> None:
         if self._file is None:
+            self.lost += self.error is not None
             return
         ctx = context or {}
         failure = None
@@ -68,20 +85,46 @@ class SampleWriter:
             record["ttfe_ms"] = round(ttfe, 3)
         if (uncorrected := ctx.get("uncorrected")) is not None:
             record["uncorrected_ms"] = round(uncorrected, 3)
-        self._file.write(orjson.dumps(record) + b"\n")
-        self.count += 1
-        if (now := time.monotonic()) - self._flushed > FLUSH_INTERVAL:
-            self._flushed = now
-            self._file.flush()
+        try:
+            self._file.write(orjson.dumps(record) + b"\n")
+            self.count += 1
+            if (now := time.monotonic()) - self._flushed > FLUSH_INTERVAL:
+                self._flushed = now
+                self._file.flush()
+        except OSError as exc:
+            self._failed(exc)
 
     def write_extra(self, record: dict) -> None:
         if self._file is not None:
-            self._file.write(orjson.dumps(record) + b"\n")
+            try:
+                self._file.write(orjson.dumps(record) + b"\n")
+            except OSError as exc:
+                self._failed(exc)
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as exc:  # the buffer's last samples did not fit
+                self._failed(exc)
             self._file = None
+
+    def _failed(self, exc: OSError) -> None:
+        """Stop writing (what is on disk stays readable; a torn last line is skipped) and say why, once."""
+        if (file := self._file) is not None:
+            self._file = None
+            try:
+                file.close()  # closes the file even when its flush fails again
+            except OSError:
+                pass
+        self.lost += 1
+        if self.error is None:
+            self.error = f"{self.path}: {exc.strerror or exc}"
+            if self._status_fd is not None:
+                try:
+                    os.write(self._status_fd, self.error.encode(errors="replace") + b"\n")
+                except OSError:
+                    pass  # the runner is gone; nothing more to tell
 
 
 def merge(parts: list[Path], out: Path) -> Path:
@@ -115,8 +158,19 @@ def _stats(latencies: list[float]) -> dict[str, float]:
     }
 
 
-def summarize(path: str | Path, duration: float | None = None) -> dict[str, Any]:
-    """Per-step and overall counts, failures by class, latency percentiles (ms), rps, open-model counts."""
+@contextlib.contextmanager
+def _lines(paths: str | Path | list[Path]) -> Iterator[Iterator[bytes]]:
+    """The lines of one sample file, or of several read one after another."""
+    with contextlib.ExitStack() as stack:
+        files = paths if isinstance(paths, list) else [paths]
+        yield itertools.chain.from_iterable(stack.enter_context(open(p, "rb")) for p in files)
+
+
+def summarize(path: str | Path | list[Path], duration: float | None = None) -> dict[str, Any]:
+    """Per-step and overall counts, failures by class, latency percentiles (ms), rps, open-model counts.
+
+    `path` may be a list: the per-process files when they could not be merged.
+    """
     steps: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"lat": [], "ttfe": [], "unc": [], "count": 0, "failures": 0, "classes": defaultdict(int)})
     all_lat: list[float] = []
     all_unc: list[float] = []
@@ -125,7 +179,7 @@ def summarize(path: str | Path, duration: float | None = None) -> dict[str, Any]
     total = failures = 0
     t_min, t_max = math.inf, -math.inf
     open_stats: dict[str, float] = defaultdict(float)
-    with open(path, "rb") as handle:
+    with _lines(path) as handle:
         for line in handle:
             try:
                 rec = orjson.loads(line)
@@ -235,6 +289,8 @@ def render(summary: dict[str, Any]) -> str:
         f"{'total':<{tw}} {'':<{sw}} {total['count']:>7} {total['failures']:>5} {total.get('p50', float('nan')):>8.1f} "
         f"{total.get('p95', float('nan')):>8.1f} {total.get('p99', float('nan')):>8.1f}   ({total['rps']:.1f} steps/s, ms)"
     )
+    if incomplete := summary.get("samples_incomplete"):
+        lines.append(f"samples incomplete: {'; '.join(incomplete)}")
     if summary["failure_classes"]:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["failure_classes"].items())))
     if "uncorrected" in total:

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
+from mitmproxy.flow import Error
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import RemoteProtocolError, TraceError, TraceWriteError
@@ -66,6 +67,7 @@ from mcpbench.record.exchange import (
     url_of,
 )
 from mcpbench.record.sessions import SessionBook, conn_key, legacy_session_key
+from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.trace.format import Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
@@ -719,7 +721,11 @@ class ExchangeRecorder:
         self.recording.request(flow)
 
     def response(self, flow) -> None:
-        self.recording.response(flow)
+        if detail := flow.metadata.get(TIMED_OUT):  # our 504 for a silent upstream (record/timeout.py)
+            flow.error = Error(detail)  # recorded as a failed exchange, with this cause
+            self.recording.error(flow)
+        else:
+            self.recording.response(flow)
 
     def error(self, flow) -> None:
         self.recording.error(flow)
@@ -741,4 +747,5 @@ def make_addons(*, exit_on_failure: bool = False) -> list:
     return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording, exit_on_failure=exit_on_failure)]
 
 
-addons = make_addons(exit_on_failure=True)
+# mitmdump -s: the recording, and a 504 for an upstream that does not answer in time.
+addons = [*make_addons(exit_on_failure=True), UpstreamTimeout()]

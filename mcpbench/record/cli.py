@@ -8,6 +8,7 @@ import sys
 import click
 
 from mcpbench.cliutil import check_output, map_errors
+from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 
 
 @click.command()
@@ -18,8 +19,10 @@ from mcpbench.cliutil import check_output, map_errors
     "--redact", multiple=True, metavar="NAME|PATH",
     help="Also redact this header / JSON key (name) or JSON path (a.b.*.c). Repeatable.",
 )
+@click.option("--upstream-timeout", type=click.IntRange(0), default=DEFAULT_UPSTREAM_TIMEOUT, show_default=True, metavar="SECONDS",
+              help="An upstream that has not begun its answer by then: the client gets a 504, the trace an error (0: no limit).")
 @map_errors
-def record(upstream, listen, out, redact):
+def record(upstream, listen, out, redact, upstream_timeout):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -30,14 +33,15 @@ def record(upstream, listen, out, redact):
     from mcpbench.record.proxy import run_record
 
     check_output(out, "--out")
-    run_record(upstream, listen=listen, out=out, redact=redact)
+    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout)
 
 
 @click.command("addon-path")
 def addon_path():
     """Print the absolute path of the mitmproxy addon, for mitmdump/mitmproxy/mitmweb -s.
 
-    Options: --set mcpbench_out=FILE (trace file), --set mcpbench_redact=NAME (repeatable).
+    Options: --set mcpbench_out=FILE (trace file), --set mcpbench_redact=NAME (repeatable),
+    --set mcpbench_upstream_timeout=SECONDS (a 504 for an upstream that has not begun its answer; default 30, 0: none).
 
     Example: mitmdump --mode reverse:http://127.0.0.1:8000 -s "$(mcpbench addon-path)" --set mcpbench_out=s.jsonl
     """

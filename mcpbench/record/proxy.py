@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from mcpbench.listen import check_listen
 from mcpbench.protocol.errors import BadTargetError, BindError, TraceError, TraceWriteError
+from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 from mcpbench.trace.redact import Redactor
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
@@ -110,21 +111,22 @@ def _default_ready(url: str) -> None:
     print(f"mcpbench: point clients at {hint} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
 
 
-async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready):
+async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int):
     from mitmproxy import exceptions, options
     from mitmproxy.addons import termlog
     from mitmproxy.tools.dump import DumpMaster
 
     from mcpbench.record.addon import make_addons
+    from mcpbench.record.timeout import UpstreamTimeout
 
     opts = options.Options(mode=[f"reverse:{spec}"], listen_host=host, listen_port=port)
     master = DumpMaster(opts, with_termlog=False, with_dumper=False)
     master.addons.add(termlog.TermLog(out=sys.stderr))  # mitmproxy's own warnings, on stderr
     opts.update(termlog_verbosity="warn")
     recording_addons = make_addons()
-    master.addons.add(*recording_addons, _Announce(path, on_ready))
+    master.addons.add(*recording_addons, UpstreamTimeout(), _Announce(path, on_ready))
     try:
-        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact))
+        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout)
     except exceptions.OptionsError as exc:
         raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
     loop = asyncio.get_running_loop()
@@ -148,10 +150,13 @@ def run_record(
     out: str | None = None,
     redact: Sequence[str] = (),
     on_ready: Callable[[str], None] | None = None,
+    upstream_timeout: int = DEFAULT_UPSTREAM_TIMEOUT,
 ) -> Path:
     """Reverse-proxy `listen` to `upstream`, recording to `out`, until SIGINT/SIGTERM.
 
     `on_ready` gets the URL clients should use (default: print it on stdout, and a hint on stderr).
+    An upstream that has not begun an answer after `upstream_timeout` s (0: no limit) gets its
+    client a 504 and the trace an error event.
 
     Returns:
         The trace file, complete.
@@ -170,7 +175,7 @@ def run_record(
     if problem := _probe(spec):
         print(f"mcpbench: warning: {spec} does not answer now ({problem}); recording anyway", file=sys.stderr, flush=True)
     print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
-    recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready))
+    recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout))
     if recording.failed:  # said on stderr when it happened; the proxy kept serving
         raise TraceWriteError(recording.failed, reported=True)
     print(f"mcpbench: wrote {recording.events_written} events to {trace}", file=sys.stderr, flush=True)

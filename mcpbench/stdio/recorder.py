@@ -53,6 +53,9 @@ RECORDING_FAILED = 3
 # Frame kinds. Data frames carry raw bytes; an empty data frame is that stream's EOF.
 C2S_DATA, S2C_DATA, STDERR_DATA, EVENT, START = 1, 2, 3, 4, 5
 
+# The `detail` of the `error` event written for each client request still unanswered at the end.
+UNANSWERED = "the session ended before its answer"
+
 # One read of the spool: large, since a burst of small frames then costs one syscall.
 SPOOL_READ = 1024 * 1024
 
@@ -92,6 +95,7 @@ class Recorder:
         self.session = Session(transport=STDIO)
         # CRs kept: a line that is not a message (junk, stderr) is recorded byte for byte.
         self.framers = {kind: LineFramer(keep_cr=True) for kind in (C2S_DATA, S2C_DATA, STDERR_DATA)}
+        self.last_ts = 0.0  # of the last frame decoded: the time the session's end is written with
 
     def run(self, spool: int, alive: int) -> None:
         """Record what the spool holds and gets until `alive` ends (the tee is done or dead), then close the session."""
@@ -126,13 +130,28 @@ class Recorder:
             if not ending:
                 # `alive` turns readable (end of file) when the tee closes it or dies: then drain.
                 ending = bool(select.select([alive], [], [], pause)[0])
+        if records := self.finish():
+            self.writer.write_lines(records)
+
+    def finish(self) -> list[bytes]:
+        """Close the session: one `error` event per client request still awaiting its answer.
+
+        Stamped with the last frame's time, so that `recover` writes the same lines from the spool.
+        """
+        records = [
+            self._encode(Kind.ERROR, C2S, self.last_ts, detail=f"{pending.request.method}: {UNANSWERED}", id=request_id)
+            for (direction, request_id), pending in self.session.pending.items()
+            if direction is C2S
+        ]
         self.session.close()
+        return records
 
     def take(self, buf: bytes | bytearray, filled: int) -> tuple[int, list[bytes]]:
         """Decode the whole frames at the start of `buf[:filled]`: (bytes they took, the trace lines they make)."""
         records: list[bytes] = []
         unpack = HEADER.unpack_from
         offset = 0
+        last_us = None  # of the last whole frame (a frame cut short has its header read, not decoded)
         while filled - offset >= HEADER.size:
             kind, us, length = unpack(buf, offset)
             end = offset + HEADER.size + length
@@ -140,6 +159,9 @@ class Recorder:
                 break
             self._frame(kind, us / 1e6, bytes(buf[offset + HEADER.size : end]), records)
             offset = end
+            last_us = us
+        if last_us is not None:
+            self.last_ts = last_us / 1e6
         return offset, records
 
     def _frame(self, kind: int, ts: float, payload: bytes, records: list[bytes]) -> None:
@@ -333,7 +355,9 @@ def recover(trace: Path, spool: Path) -> bool:
         start = orjson.loads(data[HEADER.size : HEADER.size + length])
         encoder = TraceWriter(os.devnull, transport=STDIO, redactor=Redactor(start["redact"]))
         encoder.close()  # only its encoding is used
-        _, records = Recorder(encoder, start["session"]).take(data, len(data))
+        recorder = Recorder(encoder, start["session"])
+        _, records = recorder.take(data, len(data))
+        records += recorder.finish()  # as the recorder ends a session it saw to the end
         wanted = b"".join(records).split(b"\n")[:-1]
         with open(trace, "r+b") as out:
             have = out.read()

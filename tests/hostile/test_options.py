@@ -67,6 +67,12 @@ def test_record_listen_port_out_of_range(tmp_path):
     assert_clean_failure(result, EXIT_INPUT, "--listen")
 
 
+@pytest.mark.parametrize("value", ["-1", "1.5", "nan", "soon"])
+def test_record_refuses_an_upstream_timeout_that_cannot_work(value):
+    result = run(["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", f"{HOST}:{free_port()}", "--upstream-timeout", value])
+    assert_clean_failure(result, EXIT_INPUT, "--upstream-timeout")
+
+
 # A server that answers the handshake at once and `tools/call` only after LATE seconds:
 # over stdio (argv[1] == "stdio") or Streamable HTTP with JSON bodies (argv[1] == a port).
 LATE = 8.0

@@ -4,7 +4,8 @@
   event and an `http` event for that exchange, and the HAR export shows the failed entry.
 - A trace that cannot be written any more (file size limit, full device, file removed): the traffic
   keeps flowing, the command ends with exit 3 and one line saying why, and what was written before
-  reads back.
+  reads back. The same for the samples of a load run: the load goes on, the summary says the
+  samples are incomplete.
 
 A full disk is simulated with RLIMIT_FSIZE on the recording process (writes past the limit fail with
 EFBIG; Python ignores SIGXFSZ) and with /dev/full (ENOSPC): no root, no mounts.
@@ -31,12 +32,12 @@ from mcpbench.record import ADDON_PATH
 from mcpbench.trace.reader import TraceReader
 from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, log_stderr, run
 from tests.record.helpers import MITMDUMP, peer_server
-from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
+from tests.support.servers import HOST, REPO_ROOT, free_port, reference_server, stop_process, wait_for_port
 
 # A bound on any one wait; none is a timing assertion.
 WAIT = 60.0
 # Lines the recorders print by design (where to connect, where the trace goes), not failures.
-BANNERS = ("mcpbench: recording ", "mcpbench: point clients at", "mcpbench: warning: ", "mcpbench: wrote ")
+BANNERS = ("mcpbench: recording ", "mcpbench: point clients at", "mcpbench: warning: ", "mcpbench: wrote ", "mcpbench: stopped by ")
 # A trace size limit that holds the header and a few exchanges, not all of them.
 FSIZE_LIMIT = 3000
 # An initialize request as a client sends it.
@@ -69,7 +70,7 @@ class Recorder:
 
 
 @contextlib.contextmanager
-def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = None) -> Iterator[Recorder]:
+def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = None, timeout: float | None = None) -> Iterator[Recorder]:
     """`mcpbench record` or mitmdump with the addon in front of 127.0.0.1:`upstream_port`.
 
     Stopped on exit as a user stops it (SIGINT for record, SIGTERM for mitmdump); `result` then holds
@@ -83,6 +84,8 @@ def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = 
         argv = [MITMDUMP, "-q", "--mode", f"reverse:http://{HOST}:{upstream_port}", "--listen-host", HOST, "-p", str(port),
                 "-s", str(ADDON_PATH), "--set", f"mcpbench_out={trace}"]
         stop = signal.SIGTERM
+    if timeout is not None:
+        argv += ["--upstream-timeout", f"{timeout:g}"] if kind == "record" else ["--set", f"mcpbench_upstream_timeout={timeout:g}"]
     err_path = trace.with_suffix(".stderr")
     with err_path.open("wb") as err:
         proc = subprocess.Popen(
@@ -227,6 +230,28 @@ def test_upstream_that_never_answers_is_recorded_when_the_client_gives_up(tmp_pa
     (error,) = [e for e in events if e["kind"] == "error"]
     assert request["msg"]["method"] == "initialize" and error["flow"] == request["flow"]  # neither lost
     assert [e["error"] for e in events if e["kind"] == "http"] == [error["detail"]]
+
+
+@pytest.mark.parametrize("kind", ["record", "mitmdump"])
+def test_upstream_that_times_out_answers_504_and_is_recorded(tmp_path: Path, kind: str) -> None:
+    trace = tmp_path / "t.jsonl"
+    with silent_upstream() as port, recorder(kind, port, trace, timeout=1) as proxy:
+        # The client waits far longer than the proxy's time-out: the 504 comes from the proxy.
+        reply = httpx2.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=WAIT)
+        assert reply.status_code == 504 and "upstream timed out: no answer within 1 s" in reply.text, reply.text
+        after = httpx2.post(proxy.base + "/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=WAIT)
+        assert after.status_code == 504  # the proxy serves on, each exchange failing alike
+    assert_stopped_cleanly(proxy.result)
+    events = list(TraceReader(trace))
+    requests = [e for e in events if e["kind"] == "message"]
+    errors = [e for e in events if e["kind"] == "error"]
+    assert len(requests) == len(errors) == 2 and [e["flow"] for e in errors] == [e["flow"] for e in requests]
+    assert all("upstream timed out" in e["detail"] for e in errors), errors
+    https = [e for e in events if e["kind"] == "http"]
+    assert [(e["status"], e["error"]) for e in https] == [(504, errors[0]["detail"])] * 2, https
+    har = run(["export", "--har", str(trace)])
+    assert har.returncode == EXIT_OK, har.stderr
+    assert [entry["response"]["status"] for entry in orjson.loads(har.stdout)["log"]["entries"]] == [504, 504]
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
@@ -444,3 +469,31 @@ def test_sse_stream_cut_mid_event_keeps_the_bytes_it_had(tmp_path: Path) -> None
     assert notification["msg"]["method"] == "notifications/message"  # the whole event before the break
     assert cut["code"] == "sse-truncated" and cut["raw"] == 'data: {"jsonrpc":"2.0","id":1,'  # and the part after
     assert broke["bytes"] == len(events)
+
+
+# --- load: a sample file that cannot be written -------------------------------------------------------
+
+# Room for the small result files (scenario, Locust's CSVs and log, the summary) but not for the
+# samples of a few seconds of load.
+LOAD_FSIZE_LIMIT = 30_000
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_load_whose_samples_fill_up_runs_on_and_ends_3(tmp_path: Path, workers: str) -> None:
+    out = tmp_path / "run"
+    scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
+    with reference_server("streamable-http") as server:
+        proc = subprocess.run(
+            [*MCPBENCH, "load", str(scenario), "--target", server.url, "--duration", "4s", "--users", "4",
+             "--workers", workers, "--out", str(out)],
+            capture_output=True, text=True, cwd=REPO_ROOT, timeout=WAIT * 3, preexec_fn=limit_file_size(LOAD_FSIZE_LIMIT),
+        )
+    log_stderr(proc.stderr)
+    line = assert_clean_failure(proc, EXIT_ENVIRONMENT, "samples.", ".jsonl", "File too large", "incomplete")
+    assert str(out) in line
+    assert "samples incomplete: " in proc.stdout  # the printed summary says so
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["samples_incomplete"] and "File too large" in summary["samples_incomplete"][0]
+    kept = [orjson.loads(raw) for raw in (out / "samples.jsonl").read_bytes().splitlines()]
+    assert kept and summary["total"]["count"] == len(kept)  # what reached the disk is kept and counted
+    assert not list(out.glob("samples.*.jsonl"))  # merged, as in a run that went well

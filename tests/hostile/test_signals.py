@@ -7,6 +7,7 @@ traceback, ports and child processes released, and what was recorded before the 
 """
 
 import contextlib
+import os
 import select
 import signal
 import socket
@@ -21,6 +22,7 @@ import pytest
 
 from mcpbench.trace.reader import read_trace
 from tests.hostile.helpers import MCPBENCH, log_stderr
+from tests.hostile.helpers import run as run_mcpbench
 from tests.hostile.hostile_peers import counter_trace
 from tests.hostile.test_options import LATE_SERVER
 from tests.stdio.test_tee import wait_for_exit
@@ -78,6 +80,18 @@ def read_line_with(stream, marker: bytes, timeout: float = READY_WAIT) -> bytes:
         if marker in line:
             return line
     raise AssertionError(f"no line with {marker!r} within {timeout} s: {seen!r}")
+
+
+def read_bytes_with(fd: int, marker: bytes, timeout: float = READY_WAIT) -> bytes:
+    """Read a pipe unbuffered until what came holds `marker` (lines that come together stay found)."""
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while marker not in seen and (remaining := deadline - time.monotonic()) > 0:
+        if not select.select([fd], [], [], remaining)[0] or not (chunk := os.read(fd, 65536)):
+            break
+        seen += chunk
+    assert marker in seen, f"no {marker!r} within {timeout} s: {seen!r}"
+    return seen
 
 
 def wait_for_text(path: Path, text: bytes, timeout: float = READY_WAIT) -> None:
@@ -312,6 +326,55 @@ def test_a_stdio_server_stops_without_a_traceback(tmp_path, sig, through_tee):
     if through_tee:
         exits = [e for e in read_trace(tmp_path / "tee.jsonl") if e["kind"] == "process" and e.get("event") == "exit"]
         assert [e["exit_code"] for e in exits] == [status_of(sig)]
+
+
+# A stdio server that answers `initialize` only, and says on stderr which requests it got.
+SILENT_SERVER = """\
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # a stop ends it as it ends a C server: no traceback
+for line in iter(sys.stdin.buffer.readline, b""):
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "silent", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}, separators=(",", ":")), flush=True)
+    elif "id" in message:
+        print(f"got {message['id']}", file=sys.stderr, flush=True)
+"""
+
+
+@pytest.mark.parametrize("end", ["SIGINT", "SIGTERM", "eof"])
+def test_tee_writes_requests_in_flight_as_error_events(tmp_path, end):
+    """However the tee ends, each client request still unanswered becomes one `error` event, readable by all."""
+    trace = tmp_path / "tee.jsonl"
+    calls = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {}}},
+             {"jsonrpc": "2.0", "id": "three", "method": "tools/list"}]
+    with command(["tee", "--out", str(trace), "--", sys.executable, "-c", SILENT_SERVER], stdin=subprocess.PIPE) as proc:
+        proc.stdin.write(orjson.dumps(INITIALIZE) + b"\n")
+        proc.stdin.flush()
+        read_line_with(proc.stdout, b'"id":1')  # answered: the session is up
+        proc.stdin.write(b"".join(orjson.dumps(call) + b"\n" for call in calls))
+        proc.stdin.flush()
+        read_bytes_with(proc.stderr.fileno(), b"got three")  # both requests reached the server: in flight
+        if end == "eof":
+            proc.stdin.close()
+            proc.wait(STOP_WAIT)
+            assert proc.returncode == 0, proc.stderr.read()
+        else:
+            stop(proc, getattr(signal, end))
+    errors = [e for e in read_trace(trace) if e["kind"] == "error"]
+    assert [(e["dir"], e["id"]) for e in errors] == [("c2s", 2), ("c2s", "three")], errors  # not the answered one
+    assert errors[0]["detail"] == "tools/call: the session ended before its answer", errors
+    # Every reader takes such a trace: inspect, diff, the replay plan, the pandas loader.
+    for args in (["inspect", str(trace)], ["diff", str(trace), str(trace)]):
+        result = run_mcpbench(args)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, (args, result.stderr)
+    from mcpbench.analysis.traces import load_trace
+    from mcpbench.replay.plan import load as load_plan
+
+    assert load_plan(trace).sessions
+    frames = load_trace(trace)
+    assert len(frames.calls) >= 3 and "error" in set(frames.events["kind"])
 
 
 def children_of(pid: int) -> list[int]:

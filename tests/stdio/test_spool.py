@@ -41,6 +41,9 @@ def test_a_killed_recording_is_finished_on_reading(tmp_path):
     assert reader.torn is None and not spool_path(trace).exists()
     assert SECRET not in trace.read_bytes()  # redacted by the same rules as the recorder's
     assert [e["ts"] for e in events if e["kind"] == "message"] == [1.5 + n for n in range(6)]
+    # The client's pings were never answered: finished as the recorder ends a session, one error each.
+    errors = [(e["dir"], e["id"], e["ts"]) for e in events if e["kind"] == "error"]
+    assert errors == [("c2s", n, 6.5) for n in (0, 2, 4)]
 
 
 def test_a_live_recording_is_left_alone(tmp_path):
