@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import orjson
 
-from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, scenario_from_node
+from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, compose_yaml, scenario_from_node
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28
 
@@ -131,19 +131,7 @@ def load_plan(path: str | Path) -> StickyPlan:
     Raises:
         ScenarioError: naming the file and line of the first problem.
     """
-    import yaml
-
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ScenarioError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    return plan_from_node(root, str(path))
+    return plan_from_node(compose_yaml(path), str(path))
 
 
 def plan_from_node(root: Any, source: str) -> StickyPlan:

@@ -323,26 +323,33 @@ def _plain(node: Any) -> Any:
         loader.dispose()
 
 
+def compose_yaml(path: str | Path) -> Any:
+    """The composed YAML node tree of a scenario file (nodes keep their line numbers).
+
+    Raises:
+        ScenarioError: the file cannot be read, or is not YAML (naming the file and line).
+    """
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ScenarioError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and check a scenario file.
 
     Raises:
         ScenarioError: naming the file and line of the first problem.
     """
-    import yaml
-
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ScenarioError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    return scenario_from_node(root, str(path))
+    return scenario_from_node(compose_yaml(path), str(path))
 
 
 def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
