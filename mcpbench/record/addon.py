@@ -14,7 +14,7 @@ opens, ends or breaks, `sse` events for SSE comments and events that carry no me
 The observed session never breaks:
 
 - A `text/event-stream` response is streamed from `responseheaders` on (mitmproxy buffers bodies by
-  default, which holds back a legacy `/sse` stream entirely). `SseTap` returns each chunk unchanged
+  default, which holds back a legacy `/sse` stream entirely). Its `StreamTap` returns each chunk unchanged
   and, once mitmproxy has forwarded it (later in the same event-loop turn), parses it with the
   protocol core's incremental `SseParser` (a chunk may end anywhere) and records what it completes,
   so recording adds nothing to an event's way to the client. A recorder failure while recording a
@@ -86,7 +86,7 @@ DEFAULT_LABEL = "http"
 class Recording:
     """The state shared by the addon classes: the trace writer, sessions, open exchanges.
 
-    Not an addon itself: `SseTap`, `ExchangeRecorder` and `TraceOutput` call into it. Every entry
+    Not an addon itself: `McpRecorder` calls into it. Every entry
     point collects its events and has them written with one `os.write` (`_flush`) at the end of the
     event loop's turn, before the loop reads its sockets again: a request is in the file before the
     server's answer can be read. SSE chunks are recorded just after mitmproxy has forwarded them
@@ -633,11 +633,16 @@ class Recording:
         self._lines.append(self.writer.encode(event))
 
 
-# ---- the addons ---------------------------------------------------------------------------------
+# ---- the addon ----------------------------------------------------------------------------------
 
 
-class TraceOutput:
-    """Options and the trace file: opened in `configure`, closed last in `done`."""
+class McpRecorder:
+    """The recording addon: options and the trace file, the SSE tap, each HTTP exchange.
+
+    One object: mitmproxy offers every event to every addon object, so each extra object costs a
+    dispatch per event on the proxy's hot path. The trace file is opened in `configure` and closed
+    last in `done`.
+    """
 
     def __init__(self, recording: Recording, *, exit_on_failure: bool = False) -> None:
         self.recording = recording
@@ -688,57 +693,40 @@ class TraceOutput:
             self.rolling_back = True
             raise exceptions.OptionsError(str(exc)) from None
 
-    def done(self) -> None:
-        self.recording.close_writer()
-        if self.recording.failed and self.exit_on_failure:
-            # In mitmdump, as its own save addon does: the reason was said when it happened; the
-            # proxy kept serving, and now ends non-zero.
-            raise SystemExit(TraceWriteError.exit_code)
-
-
-class SseTap:
-    """Streams every `text/event-stream` response through a recording callable, never buffering it."""
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-
-    def responseheaders(self, flow) -> None:
-        self.recording.response_headers(flow)
-
-    def error(self, flow) -> None:
-        self.recording.stream_error(flow)
-
-
-class ExchangeRecorder:
-    """Records each HTTP exchange: the request's message, a buffered answer, the `http` event."""
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-
     def request(self, flow) -> None:
         self.recording.request(flow)
+
+    def responseheaders(self, flow) -> None:
+        """Streams a `text/event-stream` answer through a recording callable, never buffering it."""
+        self.recording.response_headers(flow)
 
     def response(self, flow) -> None:
         self.recording.response(flow)
 
     def error(self, flow) -> None:
+        self.recording.stream_error(flow)
         self.recording.error(flow)
 
     def client_disconnected(self, client) -> None:
         self.recording.client_disconnected(client)
 
     def done(self) -> None:
-        self.recording.done()
+        recording = self.recording
+        recording.done()
+        recording.close_writer()
+        if recording.failed and self.exit_on_failure:
+            # In mitmdump, as its own save addon does: the reason was said when it happened; the
+            # proxy kept serving, and now ends non-zero.
+            raise SystemExit(TraceWriteError.exit_code)
 
 
 def make_addons(*, exit_on_failure: bool = False) -> list:
-    """A fresh set of the addons, sharing one `Recording`; `TraceOutput` last, so it closes last.
+    """A fresh recording addon (a list of one, as mitmproxy scripts name theirs).
 
     `exit_on_failure`: end the process non-zero at `done` when the trace could not be written to
     the end (for mitmdump; `mcpbench record` reads `Recording.failed` itself).
     """
-    recording = Recording()
-    return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording, exit_on_failure=exit_on_failure)]
+    return [McpRecorder(Recording(), exit_on_failure=exit_on_failure)]
 
 
 addons = make_addons(exit_on_failure=True)
