@@ -60,7 +60,6 @@ from mcpbench.record.exchange import (
     Exchange,
     StreamTap,
     body_fields,
-    header_fields,
     json_text,
     looks_json,
     url_of,
@@ -75,6 +74,9 @@ logger = logging.getLogger(__name__)
 # Distinct header blocks whose redacted form is kept: a few per client and server, times the
 # sessions of a load test; the cache is simply emptied when full.
 HEADER_CACHE_SIZE = 1024
+# Distinct header fields whose redacted form is kept: each block's fields, plus the values that
+# change per exchange (Date, Content-Length); emptied when full.
+FIELD_CACHE_SIZE = 4096
 
 # mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
 EXIT_INPUT = 2
@@ -107,6 +109,7 @@ class Recording:
         self._chunks: deque[tuple[StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
         self._settle_pending = False
         self._header_cache: dict[tuple, dict[str, str]] = {}
+        self._field_cache: dict[tuple[bytes, bytes], tuple[str, str]] = {}
 
     # ---- the trace file -------------------------------------------------------------------------
 
@@ -131,6 +134,7 @@ class Recording:
         self.close_writer()
         self.writer, self.settings = writer, settings
         self._header_cache.clear()
+        self._field_cache.clear()
         logger.info(f"mcpbench: recording MCP traffic to {writer.path}")
 
     def close_writer(self) -> None:
@@ -198,15 +202,33 @@ class Recording:
         """A mitmproxy `Headers` as a redacted dict with lower-case names, cached by its raw fields.
 
         Clients and servers repeat the same header blocks; the cache skips decoding and redacting
-        them again. The dicts are shared: nothing may change them.
+        them again. The dicts are shared: nothing may change them. A block seen for the first time
+        (its Date or Content-Length changed, most often) is made from the fields' own cache.
         """
         fields = headers.fields
         cached = self._header_cache.get(fields)
         if cached is None:
             if len(self._header_cache) >= HEADER_CACHE_SIZE:
                 self._header_cache.clear()
-            cached = self._header_cache[fields] = self.writer.redactor.header_pairs(header_fields(fields))
+            cached = self._header_cache[fields] = self._header_block(fields)
         return cached
+
+    def _header_block(self, fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
+        """`Redactor.header_pairs` of the raw fields, each field redacted once (cached per field)."""
+        cache = self._field_cache
+        if len(cache) >= FIELD_CACHE_SIZE:
+            cache.clear()
+        out: dict[str, str] = {}
+        for field in fields:
+            pair = cache.get(field)
+            if pair is None:
+                name, value = field
+                pair = cache[field] = self.writer.redactor.header(
+                    name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape")
+                )
+            name, value = pair
+            out[name] = f"{out[name]}, {value}" if name in out else value
+        return out
 
     # ---- requests -------------------------------------------------------------------------------
 
