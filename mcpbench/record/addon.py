@@ -84,6 +84,23 @@ EXIT_INPUT = 2
 # The label of a trace file written to the default folder (no `mcpbench_out`).
 DEFAULT_LABEL = "http"
 
+# What mitmproxy logs (at INFO, on this logger) for every answer streamed, and the addon streams
+# every SSE answer: a line per answer, which costs more CPU than recording the answer (it goes to
+# every log handler and, as an `add_log` event, to every addon). `_QuietStreaming` drops it.
+MITMPROXY_SERVER_LOGGER = "mitmproxy.proxy.server"
+STREAMING_LOG = "Streaming response from "
+
+
+class _QuietStreaming(logging.Filter):
+    """Drops mitmproxy's per-answer "Streaming response from <host>." line while the addon runs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg
+        return not (type(message) is str and message.startswith(STREAMING_LOG))
+
+
+_QUIET_STREAMING = _QuietStreaming()
+
 
 class Recording:
     """The state shared by the addon classes: the trace writer, sessions, open exchanges.
@@ -676,6 +693,7 @@ class McpRecorder:
         self.running_ = True
 
     def load(self, loader) -> None:
+        logging.getLogger(MITMPROXY_SERVER_LOGGER).addFilter(_QUIET_STREAMING)
         loader.add_option(
             "mcpbench_out", str, "",
             "mcpbench: the trace file to write (JSON Lines); empty: results/traces/<time>-http.jsonl.",
@@ -733,6 +751,7 @@ class McpRecorder:
         self.recording.client_disconnected(client)
 
     def done(self) -> None:
+        logging.getLogger(MITMPROXY_SERVER_LOGGER).removeFilter(_QUIET_STREAMING)
         recording = self.recording
         recording.done()
         recording.close_writer()

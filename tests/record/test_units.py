@@ -2,6 +2,7 @@
 
 import asyncio
 import gzip
+import logging
 import signal
 import subprocess
 import sys
@@ -250,4 +251,19 @@ def test_method_header_problems() -> None:
     assert method_header_problems(call, {}, version="2025-11-25") == []
     assert [c for c, _ in method_header_problems(call, {"mcp-method": "tools/list", "mcp-name": "x"}, version=None)] == [
         "method-header-mismatch", "name-header-mismatch"
+    ]
+
+
+def test_mitmproxy_streaming_line_is_dropped_while_recording(tmp_path: Path, caplog) -> None:
+    """The addon streams every SSE answer; mitmproxy's line for each is dropped, its other lines kept."""
+    server_log = logging.getLogger("mitmproxy.proxy.server")
+    (addon,) = make_addons()
+    with caplog.at_level(logging.INFO), taddons.context(addon) as tctx:
+        tctx.configure(addon, mcpbench_out=str(tmp_path / "t.jsonl"))
+        server_log.info("Streaming response from 127.0.0.1.")
+        server_log.info("client connect")
+        addon.done()
+        server_log.info("Streaming response from 127.0.0.2.")
+    assert [r.getMessage() for r in caplog.records if r.name == server_log.name] == [
+        "client connect", "Streaming response from 127.0.0.2.",
     ]
