@@ -311,7 +311,9 @@ class Compactor(_State):
             self.flows.move_to_end(flow_id)
             alias = flow.id
         kind = event.get("kind")
-        if kind == Kind.MESSAGE and self.fast and self._message(event, flow):
+        if self.fast and (
+            (kind == Kind.MESSAGE and self._message(event, flow)) or (kind == Kind.HTTP and self._http(event, flow))
+        ):
             if alias is not None:
                 event["flow"] = alias
             return event
@@ -420,6 +422,86 @@ class Compactor(_State):
             del event["http"]
         if sse is not _MISSING and sse == _SSE_MESSAGE and type(sse) is dict:
             del event["sse"]
+        return True
+
+    def _http(self, event: dict, flow: Flow) -> bool:
+        """`compact` for an `http` event with both header blocks, in straight lines (one per exchange).
+
+        The decisions of `defaults`, `_omit` and `update` for this kind, in their order (a test
+        holds the output equal to the general path's); False, and nothing changed, for another shape.
+        """
+        req = event.get("request_headers")
+        resp = event.get("response_headers")
+        if type(req) is not dict or type(resp) is not dict:
+            return False
+        session = event.get("session")
+        req_base = self.base("req", Kind.HTTP, flow, session)
+        resp_base = self.base("resp", Kind.HTTP, flow, session)
+        path = event.get("path", flow.path)
+        status = event.get("status", flow.status)
+        if flow.streamed:
+            size: Any = flow.stream_bytes
+            streamed: Any = True
+        else:
+            size = _content_length(resp)
+            streamed = _MISSING
+        upstream = self.upstream
+        defaults = (
+            ("session", flow.session),
+            ("transport", flow.transport if flow.transport is not None else self.transport),
+            ("dir", None),
+            ("conn", flow.conn),
+            ("method", flow.method),
+            ("path", flow.path),
+            ("mcp", True),
+            ("http_version", "HTTP/1.1"),
+            ("url", upstream + path if upstream is not None and type(path) is str else _MISSING),
+            ("request_content_type", req.get("content-type")),
+            ("request_size", _content_length(req)),
+            ("status", flow.status),
+            ("error", flow.stream_error),
+            ("content_type", resp.get("content-type")),
+            ("reason", _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING),
+            ("streamed", streamed),
+            ("response_size", size),
+        )
+        drop = []
+        absent = []
+        for name, value in defaults:
+            if value is _MISSING:
+                continue
+            have = event.get(name, _MISSING)
+            if have is _MISSING:
+                if name not in event:
+                    absent.append(name)
+            elif have is value or (have == value and type(have) is type(value)):
+                drop.append(name)
+        # `update`, for this kind
+        flow.session = self.last_session = session
+        flow.transport = event.get("transport")
+        if "conn" in event:
+            flow.conn = event["conn"]
+        if "method" in event:
+            flow.method = event["method"]
+        if "path" in event:
+            flow.path = event["path"]
+        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
+        if "status" in event:
+            flow.status = event["status"]
+        self._block(session, "req", Kind.HTTP, req, flow)
+        self._block(session, "resp", Kind.HTTP, resp, flow)
+        for name in drop:
+            del event[name]
+        for field, block, base in (("request_headers", req, req_base), ("response_headers", resp, resp_base)):
+            if base is None:
+                continue
+            if base is block or base == block:
+                del event[field]
+            else:
+                event[field] = self._delta(base, block)
+        _times_as_offsets(event)
+        if absent:
+            event[ABSENT] = absent
         return True
 
     def _delta(self, base: dict, block: dict) -> Any:
