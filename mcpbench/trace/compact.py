@@ -14,7 +14,7 @@ when it equals the default the reader computes (`_State.defaults`, shared). Only
 """
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from http import HTTPStatus
 from typing import Any
 
@@ -465,17 +465,9 @@ class Compactor(_State):
             ("streamed", streamed),
             ("response_size", size),
         )
-        drop = []
-        absent = []
-        for name, value in defaults:
-            if value is _MISSING:
-                continue
-            have = event.get(name, _MISSING)
-            if have is _MISSING:
-                if name not in event:
-                    absent.append(name)
-            elif have is value or (have == value and type(have) is type(value)):
-                drop.append(name)
+        drop: list[str] = []
+        absent: list[str] = []
+        self._omit(event, defaults, drop, absent)
         # `update`, for this kind
         flow.session = self.last_session = session
         flow.transport = event.get("transport")
@@ -516,7 +508,7 @@ class Compactor(_State):
         return cached[2]
 
     @staticmethod
-    def _omit(full: dict, defaults: list[tuple[str, Any]], out, absent: list[str]) -> None:
+    def _omit(full: dict, defaults: Iterable[tuple[str, Any]], out, absent: list[str]) -> None:
         """Note what equals its default: removed from `out` (a dict) or listed in it (a list);
         the names of defaults `full` does not have go to `absent`."""
         for name, value in defaults:
