@@ -312,7 +312,9 @@ class Compactor(_State):
             alias = flow.id
         kind = event.get("kind")
         if self.fast and (
-            (kind == Kind.MESSAGE and self._message(event, flow)) or (kind == Kind.HTTP and self._http(event, flow))
+            (kind == Kind.MESSAGE and self._message(event, flow))
+            or (kind == Kind.HTTP and self._http(event, flow))
+            or (kind == Kind.STREAM and self._stream(event, flow))
         ):
             if alias is not None:
                 event["flow"] = alias
@@ -446,13 +448,7 @@ class Compactor(_State):
             size = _content_length(resp)
             streamed = _MISSING
         upstream = self.upstream
-        defaults = (
-            ("session", flow.session),
-            ("transport", flow.transport if flow.transport is not None else self.transport),
-            ("dir", None),
-            ("conn", flow.conn),
-            ("method", flow.method),
-            ("path", flow.path),
+        defaults = self._exchange_defaults(flow) + (
             ("mcp", True),
             ("http_version", "HTTP/1.1"),
             ("url", upstream + path if upstream is not None and type(path) is str else _MISSING),
@@ -492,6 +488,45 @@ class Compactor(_State):
             else:
                 event[field] = self._delta(base, block)
         _times_as_offsets(event)
+        if absent:
+            event[ABSENT] = absent
+        return True
+
+    def _exchange_defaults(self, flow: Flow) -> tuple[tuple[str, Any], ...]:
+        """The first defaults of an `http` or `stream` event (`defaults`, for these kinds)."""
+        return (
+            ("session", flow.session),
+            ("transport", flow.transport if flow.transport is not None else self.transport),
+            ("dir", None),
+            ("conn", flow.conn),
+            ("method", flow.method),
+            ("path", flow.path),
+        )
+
+    def _stream(self, event: dict, flow: Flow) -> bool:
+        """`compact` for a `stream` event, in straight lines (an SSE answer opens and closes one).
+
+        False, and nothing changed, for an `open` without a header block (the general path notes it).
+        """
+        defaults = self._exchange_defaults(flow)
+        headers = event.get("headers")
+        base = None
+        if event.get("event") == "open":
+            if type(headers) is not dict:
+                return False
+            base = self.base("resp", Kind.STREAM, flow, event.get("session"))
+            defaults += (("status", flow.status), ("content_type", headers.get("content-type")))
+        drop: list[str] = []
+        absent: list[str] = []
+        self._omit(event, defaults, drop, absent)
+        self.update(event, flow)
+        for name in drop:
+            del event[name]
+        if base is not None:
+            if base is headers or base == headers:
+                del event["headers"]
+            else:
+                event["headers"] = self._delta(base, headers)
         if absent:
             event[ABSENT] = absent
         return True
