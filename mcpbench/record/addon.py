@@ -457,7 +457,9 @@ class Recording:
                 tap(b"")
                 self.settle()
         else:
-            body = response.get_content(strict=False) or b""
+            body = response.raw_content or b""
+            if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
+                body = response.get_content(strict=False) or b""
             recorded = bool(body) and ex.mcp and self._response_body(ex, body)
             if body and (not recorded or response.status_code >= 400):
                 fields = body_fields(body)
