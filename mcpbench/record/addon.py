@@ -14,7 +14,7 @@ opens, ends or breaks, `sse` events for SSE comments and events that carry no me
 The observed session never breaks:
 
 - A `text/event-stream` response is streamed from `responseheaders` on (mitmproxy buffers bodies by
-  default, which holds back a legacy `/sse` stream entirely). `SseTap` returns each chunk unchanged
+  default, which holds back a legacy `/sse` stream entirely). Its `StreamTap` returns each chunk unchanged
   and, once mitmproxy has forwarded it (later in the same event-loop turn), parses it with the
   protocol core's incremental `SseParser` (a chunk may end anywhere) and records what it completes,
   so recording adds nothing to an event's way to the client. A recorder failure while recording a
@@ -61,7 +61,6 @@ from mcpbench.record.exchange import (
     Exchange,
     StreamTap,
     body_fields,
-    header_fields,
     json_text,
     looks_json,
     url_of,
@@ -77,6 +76,9 @@ logger = logging.getLogger(__name__)
 # Distinct header blocks whose redacted form is kept: a few per client and server, times the
 # sessions of a load test; the cache is simply emptied when full.
 HEADER_CACHE_SIZE = 1024
+# Distinct header fields whose redacted form is kept: each block's fields, plus the values that
+# change per exchange (Date, Content-Length); emptied when full.
+FIELD_CACHE_SIZE = 4096
 
 # mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
 EXIT_INPUT = 2
@@ -84,16 +86,32 @@ EXIT_INPUT = 2
 # The label of a trace file written to the default folder (no `mcpbench_out`).
 DEFAULT_LABEL = "http"
 
+# What mitmproxy logs (at INFO, on this logger) for every answer streamed, and the addon streams
+# every SSE answer: a line per answer, which costs more CPU than recording the answer (it goes to
+# every log handler and, as an `add_log` event, to every addon). `_QuietStreaming` drops it.
+MITMPROXY_SERVER_LOGGER = "mitmproxy.proxy.server"
+STREAMING_LOG = "Streaming response from "
+
+
+class _QuietStreaming(logging.Filter):
+    """Drops mitmproxy's per-answer "Streaming response from <host>." line while the addon runs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg
+        return not (type(message) is str and message.startswith(STREAMING_LOG))
+
+
+_QUIET_STREAMING = _QuietStreaming()
+
 
 class Recording:
     """The state shared by the addon classes: the trace writer, sessions, open exchanges.
 
-    Not an addon itself: `SseTap`, `ExchangeRecorder` and `TraceOutput` call into it. Every entry
-    point collects its events and has them written with one `os.write` (`_flush`) at the end of the
-    event loop's turn, before the loop reads its sockets again: a request is in the file before the
-    server's answer can be read. SSE chunks are recorded just after mitmproxy has forwarded them
-    (`defer_chunk`), in the same turn too; every other entry point first records the chunks still
-    queued (`settle`), so the trace keeps the order in which things happened.
+    Not an addon itself: `McpRecorder` calls into it. Every entry point collects its events and
+    writes them with one `os.write` (`_flush`) before it returns: a request is in the file before
+    mitmproxy sends it on. SSE chunks are recorded just after mitmproxy has forwarded them
+    (`defer_chunk`), later in the same turn of the event loop; every other entry point first
+    records the chunks still queued (`settle`), so the trace keeps the order in which things happened.
     """
 
     def __init__(self) -> None:
@@ -105,10 +123,10 @@ class Recording:
         self.failed: str | None = None  # why the last writer stopped recording (said on stderr), or None
         self.open_error: TraceError | None = None  # why the trace could not be created
         self._lines: list[bytes] = []
-        self._flush_pending = False
         self._chunks: deque[tuple[StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
         self._settle_pending = False
         self._header_cache: dict[tuple, dict[str, str]] = {}
+        self._field_cache: dict[tuple[bytes, bytes], tuple[str, str]] = {}
 
     # ---- the trace file -------------------------------------------------------------------------
 
@@ -133,6 +151,7 @@ class Recording:
         self.close_writer()
         self.writer, self.settings = writer, settings
         self._header_cache.clear()
+        self._field_cache.clear()
         logger.info(f"mcpbench: recording MCP traffic to {writer.path}")
 
     def close_writer(self) -> None:
@@ -145,20 +164,13 @@ class Recording:
             self.writer = None
 
     def _flush(self) -> None:
-        """Write the collected events at the end of this turn of the event loop, with one `os.write`.
+        """Write the collected events now, with one `os.write`.
 
-        Deferring to `call_soon` coalesces every event of one loop turn (under load, many
-        exchanges) into one write and keeps causal order: the callback runs before the loop next
-        polls its sockets, so before any answer to what was just recorded can be read.
+        At once rather than at the end of the loop's turn: a `call_soon` round per hook cost more
+        CPU than the few writes it saved by coalescing, and nothing waits in memory.
         """
-        if self._lines and not self._flush_pending:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # called outside the loop (tests driving hooks directly)
-                self._write_now()
-                return
-            self._flush_pending = True
-            loop.call_soon(self._write_now)
+        if self._lines:
+            self._write_now()
 
     def defer_chunk(self, tap: StreamTap, chunk: bytes) -> None:
         """Record `chunk` of `tap`'s stream once mitmproxy has forwarded it (later in this loop turn).
@@ -191,7 +203,6 @@ class Recording:
                 logger.exception("mcpbench: recording an SSE stream failed; it passes on unrecorded")
 
     def _write_now(self) -> None:
-        self._flush_pending = False
         if self._lines and self.writer is not None:
             lines, self._lines = self._lines, []
             self.writer.write_lines(lines)
@@ -200,15 +211,33 @@ class Recording:
         """A mitmproxy `Headers` as a redacted dict with lower-case names, cached by its raw fields.
 
         Clients and servers repeat the same header blocks; the cache skips decoding and redacting
-        them again. The dicts are shared: nothing may change them.
+        them again. The dicts are shared: nothing may change them. A block seen for the first time
+        (its Date or Content-Length changed, most often) is made from the fields' own cache.
         """
         fields = headers.fields
         cached = self._header_cache.get(fields)
         if cached is None:
             if len(self._header_cache) >= HEADER_CACHE_SIZE:
                 self._header_cache.clear()
-            cached = self._header_cache[fields] = self.writer.redactor.header_pairs(header_fields(fields))
+            cached = self._header_cache[fields] = self._header_block(fields)
         return cached
+
+    def _header_block(self, fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
+        """`Redactor.header_pairs` of the raw fields, each field redacted once (cached per field)."""
+        cache = self._field_cache
+        if len(cache) >= FIELD_CACHE_SIZE:
+            cache.clear()
+        out: dict[str, str] = {}
+        for field in fields:
+            pair = cache.get(field)
+            if pair is None:
+                name, value = field
+                pair = cache[field] = self.writer.redactor.header(
+                    name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape")
+                )
+            name, value = pair
+            out[name] = f"{out[name]}, {value}" if name in out else value
+        return out
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -430,7 +459,9 @@ class Recording:
                 tap(b"")
                 self.settle()
         else:
-            body = response.get_content(strict=False) or b""
+            body = response.raw_content or b""
+            if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
+                body = response.get_content(strict=False) or b""
             recorded = bool(body) and ex.mcp and self._response_body(ex, body)
             if body and (not recorded or response.status_code >= 400):
                 fields = body_fields(body)
@@ -635,11 +666,16 @@ class Recording:
         self._lines.append(self.writer.encode(event))
 
 
-# ---- the addons ---------------------------------------------------------------------------------
+# ---- the addon ----------------------------------------------------------------------------------
 
 
-class TraceOutput:
-    """Options and the trace file: opened in `configure`, closed last in `done`."""
+class McpRecorder:
+    """The recording addon: options and the trace file, the SSE tap, each HTTP exchange.
+
+    One object: mitmproxy offers every event to every addon object, so each extra object costs a
+    dispatch per event on the proxy's hot path. The trace file is opened in `configure` and closed
+    last in `done`.
+    """
 
     def __init__(self, recording: Recording, *, exit_on_failure: bool = False) -> None:
         self.recording = recording
@@ -651,6 +687,7 @@ class TraceOutput:
         self.running_ = True
 
     def load(self, loader) -> None:
+        logging.getLogger(MITMPROXY_SERVER_LOGGER).addFilter(_QUIET_STREAMING)
         loader.add_option(
             "mcpbench_out", str, "",
             "mcpbench: the trace file to write (JSON Lines); empty: results/traces/<time>-http.jsonl.",
@@ -690,35 +727,12 @@ class TraceOutput:
             self.rolling_back = True
             raise exceptions.OptionsError(str(exc)) from None
 
-    def done(self) -> None:
-        self.recording.close_writer()
-        if self.recording.failed and self.exit_on_failure:
-            # In mitmdump, as its own save addon does: the reason was said when it happened; the
-            # proxy kept serving, and now ends non-zero.
-            raise SystemExit(TraceWriteError.exit_code)
-
-
-class SseTap:
-    """Streams every `text/event-stream` response through a recording callable, never buffering it."""
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-
-    def responseheaders(self, flow) -> None:
-        self.recording.response_headers(flow)
-
-    def error(self, flow) -> None:
-        self.recording.stream_error(flow)
-
-
-class ExchangeRecorder:
-    """Records each HTTP exchange: the request's message, a buffered answer, the `http` event."""
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-
     def request(self, flow) -> None:
         self.recording.request(flow)
+
+    def responseheaders(self, flow) -> None:
+        """Streams a `text/event-stream` answer through a recording callable, never buffering it."""
+        self.recording.response_headers(flow)
 
     def response(self, flow) -> None:
         if detail := flow.metadata.get(TIMED_OUT):  # our 504 for a silent upstream (record/timeout.py)
@@ -728,23 +742,30 @@ class ExchangeRecorder:
             self.recording.response(flow)
 
     def error(self, flow) -> None:
+        self.recording.stream_error(flow)
         self.recording.error(flow)
 
     def client_disconnected(self, client) -> None:
         self.recording.client_disconnected(client)
 
     def done(self) -> None:
-        self.recording.done()
+        logging.getLogger(MITMPROXY_SERVER_LOGGER).removeFilter(_QUIET_STREAMING)
+        recording = self.recording
+        recording.done()
+        recording.close_writer()
+        if recording.failed and self.exit_on_failure:
+            # In mitmdump, as its own save addon does: the reason was said when it happened; the
+            # proxy kept serving, and now ends non-zero.
+            raise SystemExit(TraceWriteError.exit_code)
 
 
 def make_addons(*, exit_on_failure: bool = False) -> list:
-    """A fresh set of the addons, sharing one `Recording`; `TraceOutput` last, so it closes last.
+    """A fresh recording addon (a list of one, as mitmproxy scripts name theirs).
 
     `exit_on_failure`: end the process non-zero at `done` when the trace could not be written to
     the end (for mitmdump; `mcpbench record` reads `Recording.failed` itself).
     """
-    recording = Recording()
-    return [SseTap(recording), ExchangeRecorder(recording), TraceOutput(recording, exit_on_failure=exit_on_failure)]
+    return [McpRecorder(Recording(), exit_on_failure=exit_on_failure)]
 
 
 # mitmdump -s: the recording, and a 504 for an upstream that does not answer in time.

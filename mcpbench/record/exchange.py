@@ -4,7 +4,6 @@ Helpers here turn mitmproxy's raw request and response parts into what a trace h
 URLs, bodies cut to `MAX_BODY_BYTES`), at the least cost: they run for every proxied request.
 """
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import orjson
@@ -30,11 +29,6 @@ def json_text(raw: bytes) -> bytes:
     if b"\n" in raw or b"\r" in raw:
         return orjson.dumps(orjson.loads(raw))
     return raw
-
-
-def header_fields(fields: tuple[tuple[bytes, bytes], ...]) -> Iterator[tuple[str, str]]:
-    """Raw header fields as text pairs, read once (mitmproxy's `Headers.get` rescans every field)."""
-    return ((k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")) for k, v in fields)
 
 
 def url_of(request, path: str) -> str:

@@ -14,6 +14,7 @@ when it equals the default the reader computes (`_State.defaults`, shared). Only
 """
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
 
@@ -310,7 +311,11 @@ class Compactor(_State):
             self.flows.move_to_end(flow_id)
             alias = flow.id
         kind = event.get("kind")
-        if kind == Kind.MESSAGE and self.fast and self._message(event, flow):
+        if self.fast and (
+            (kind == Kind.MESSAGE and self._message(event, flow))
+            or (kind == Kind.HTTP and self._http(event, flow))
+            or (kind == Kind.STREAM and self._stream(event, flow))
+        ):
             if alias is not None:
                 event["flow"] = alias
             return event
@@ -421,6 +426,111 @@ class Compactor(_State):
             del event["sse"]
         return True
 
+    def _http(self, event: dict, flow: Flow) -> bool:
+        """`compact` for an `http` event with both header blocks, in straight lines (one per exchange).
+
+        The decisions of `defaults`, `_omit` and `update` for this kind, in their order (a test
+        holds the output equal to the general path's); False, and nothing changed, for another shape.
+        """
+        req = event.get("request_headers")
+        resp = event.get("response_headers")
+        if type(req) is not dict or type(resp) is not dict:
+            return False
+        session = event.get("session")
+        req_base = self.base("req", Kind.HTTP, flow, session)
+        resp_base = self.base("resp", Kind.HTTP, flow, session)
+        path = event.get("path", flow.path)
+        status = event.get("status", flow.status)
+        if flow.streamed:
+            size: Any = flow.stream_bytes
+            streamed: Any = True
+        else:
+            size = _content_length(resp)
+            streamed = _MISSING
+        upstream = self.upstream
+        defaults = self._exchange_defaults(flow) + (
+            ("mcp", True),
+            ("http_version", "HTTP/1.1"),
+            ("url", upstream + path if upstream is not None and type(path) is str else _MISSING),
+            ("request_content_type", req.get("content-type")),
+            ("request_size", _content_length(req)),
+            ("status", flow.status),
+            ("error", flow.stream_error),
+            ("content_type", resp.get("content-type")),
+            ("reason", _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING),
+            ("streamed", streamed),
+            ("response_size", size),
+        )
+        drop: list[str] = []
+        absent: list[str] = []
+        self._omit(event, defaults, drop, absent)
+        # `update`, for this kind
+        flow.session = self.last_session = session
+        flow.transport = event.get("transport")
+        if "conn" in event:
+            flow.conn = event["conn"]
+        if "method" in event:
+            flow.method = event["method"]
+        if "path" in event:
+            flow.path = event["path"]
+        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
+        if "status" in event:
+            flow.status = event["status"]
+        self._block(session, "req", Kind.HTTP, req, flow)
+        self._block(session, "resp", Kind.HTTP, resp, flow)
+        for name in drop:
+            del event[name]
+        for field, block, base in (("request_headers", req, req_base), ("response_headers", resp, resp_base)):
+            if base is None:
+                continue
+            if base is block or base == block:
+                del event[field]
+            else:
+                event[field] = self._delta(base, block)
+        _times_as_offsets(event)
+        if absent:
+            event[ABSENT] = absent
+        return True
+
+    def _exchange_defaults(self, flow: Flow) -> tuple[tuple[str, Any], ...]:
+        """The first defaults of an `http` or `stream` event (`defaults`, for these kinds)."""
+        return (
+            ("session", flow.session),
+            ("transport", flow.transport if flow.transport is not None else self.transport),
+            ("dir", None),
+            ("conn", flow.conn),
+            ("method", flow.method),
+            ("path", flow.path),
+        )
+
+    def _stream(self, event: dict, flow: Flow) -> bool:
+        """`compact` for a `stream` event, in straight lines (an SSE answer opens and closes one).
+
+        False, and nothing changed, for an `open` without a header block (the general path notes it).
+        """
+        defaults = self._exchange_defaults(flow)
+        headers = event.get("headers")
+        base = None
+        if event.get("event") == "open":
+            if type(headers) is not dict:
+                return False
+            base = self.base("resp", Kind.STREAM, flow, event.get("session"))
+            defaults += (("status", flow.status), ("content_type", headers.get("content-type")))
+        drop: list[str] = []
+        absent: list[str] = []
+        self._omit(event, defaults, drop, absent)
+        self.update(event, flow)
+        for name in drop:
+            del event[name]
+        if base is not None:
+            if base is headers or base == headers:
+                del event["headers"]
+            else:
+                event["headers"] = self._delta(base, headers)
+        if absent:
+            event[ABSENT] = absent
+        return True
+
     def _delta(self, base: dict, block: dict) -> Any:
         """`block` as written against `base`: a delta (cached per pair), or the block itself."""
         key = (id(base), id(block))
@@ -433,7 +543,7 @@ class Compactor(_State):
         return cached[2]
 
     @staticmethod
-    def _omit(full: dict, defaults: list[tuple[str, Any]], out, absent: list[str]) -> None:
+    def _omit(full: dict, defaults: Iterable[tuple[str, Any]], out, absent: list[str]) -> None:
         """Note what equals its default: removed from `out` (a dict) or listed in it (a list);
         the names of defaults `full` does not have go to `absent`."""
         for name, value in defaults:

@@ -159,13 +159,18 @@ class Redactor:
         """
         out: dict[str, str] = {}
         for name, value in pairs:
-            name = name.lower()
-            if name in self.headers:
-                value = fingerprint(value)
-            elif "=" in value or "@" in value or value[:6].lower() in _SCHEME_STARTS:
-                value = self.text(value)  # a URL in Referer or Location, a token in a header of another name
+            name, value = self.header(name, value)
             out[name] = f"{out[name]}, {value}" if name in out else value
         return out
+
+    def header(self, name: str, value: str) -> tuple[str, str]:
+        """One header field as (lower-case name, value with secrets replaced)."""
+        name = name.lower()
+        if name in self.headers:
+            value = fingerprint(value)
+        elif "=" in value or "@" in value or value[:6].lower() in _SCHEME_STARTS:
+            value = self.text(value)  # a URL in Referer or Location, a token in a header of another name
+        return name, value
 
     def url(self, url: str) -> str:
         """`url` (absolute, or a path with its query) with secret query values replaced.

@@ -2,6 +2,7 @@
 
 import asyncio
 import gzip
+import logging
 import signal
 import subprocess
 import sys
@@ -77,29 +78,28 @@ def _record(tmp_path: Path, chunks: list[bytes], on_chunk=None, encoding: str | 
     """
     out = tmp_path / (f"{len(chunks)}.jsonl" if encoding is None else f"{len(chunks)}-{encoding}.jsonl")
     addons = make_addons()
-    tap, exchange, output = addons
+    (addon,) = addons
     with taddons.context(*addons) as tctx:
-        tctx.configure(output, mcpbench_out=str(out))
+        tctx.configure(addon, mcpbench_out=str(out))
         flow = tflow.tflow()
         flow.request = http.Request.make(
             "POST", "http://127.0.0.1:8000/mcp", REQUEST,
             {"content-type": "application/json", "mcp-session-id": "s1", "authorization": "Bearer hidden",
              "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "slow"},
         )
-        exchange.request(flow)
+        addon.request(flow)
         headers = {"content-type": "text/event-stream", "mcp-session-id": "s1"}
         if encoding:
             headers["content-encoding"] = encoding
         flow.response = http.Response.make(200, b"", headers)
-        tap.responseheaders(flow)
+        addon.responseheaders(flow)
         for chunk in chunks:
             assert flow.response.stream(chunk) == chunk  # passed on unchanged
             if on_chunk is not None:
-                on_chunk(tap.recording)
+                on_chunk(addon.recording)
         flow.response.stream(b"")
-        exchange.response(flow)
-        exchange.done()
-        output.done()
+        addon.response(flow)
+        addon.done()
     return list(read_trace(out))
 
 
@@ -163,10 +163,10 @@ def test_least_recently_active_session_state_is_dropped_and_picked_up_again(tmp_
     monkeypatch.setattr(sessions, "MAX_LIVE_SESSIONS", 2)
     out = tmp_path / "t.jsonl"
     addons = make_addons()
-    tap, exchange, output = addons
+    (addon,) = addons
     seen = []
     with taddons.context(*addons) as tctx:
-        tctx.configure(output, mcpbench_out=str(out))
+        tctx.configure(addon, mcpbench_out=str(out))
         for n, sid in enumerate(["a", "b", "c", "a"], 1):
             flow = tflow.tflow()
             body = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}' % n
@@ -174,13 +174,12 @@ def test_least_recently_active_session_state_is_dropped_and_picked_up_again(tmp_
                 "POST", "http://127.0.0.1:8000/mcp", body,
                 {"content-type": "application/json", "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"},
             )
-            exchange.request(flow)
+            addon.request(flow)
             flow.response = http.Response.make(200, b'{"jsonrpc":"2.0","id":%d,"result":{}}' % n, {"content-type": "application/json"})
-            tap.responseheaders(flow)
-            exchange.response(flow)
-            seen.append(tap.recording.book.keys())
-        exchange.done()
-        output.done()
+            addon.responseheaders(flow)
+            addon.response(flow)
+            seen.append(addon.recording.book.keys())
+        addon.done()
     assert seen == [["a"], ["a", "b"], ["b", "c"], ["c", "a"]]
     trace = list(read_trace(out))
     assert len([e for e in trace if e["kind"] == "message"]) == 8
@@ -252,4 +251,19 @@ def test_method_header_problems() -> None:
     assert method_header_problems(call, {}, version="2025-11-25") == []
     assert [c for c, _ in method_header_problems(call, {"mcp-method": "tools/list", "mcp-name": "x"}, version=None)] == [
         "method-header-mismatch", "name-header-mismatch"
+    ]
+
+
+def test_mitmproxy_streaming_line_is_dropped_while_recording(tmp_path: Path, caplog) -> None:
+    """The addon streams every SSE answer; mitmproxy's line for each is dropped, its other lines kept."""
+    server_log = logging.getLogger("mitmproxy.proxy.server")
+    (addon,) = make_addons()
+    with caplog.at_level(logging.INFO), taddons.context(addon) as tctx:
+        tctx.configure(addon, mcpbench_out=str(tmp_path / "t.jsonl"))
+        server_log.info("Streaming response from 127.0.0.1.")
+        server_log.info("client connect")
+        addon.done()
+        server_log.info("Streaming response from 127.0.0.2.")
+    assert [r.getMessage() for r in caplog.records if r.name == server_log.name] == [
+        "client connect", "Streaming response from 127.0.0.2.",
     ]
