@@ -27,7 +27,7 @@ from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notificatio
 from mcpbench.protocol.session import C2S, Direction, Exchange, Session
 from mcpbench.protocol.versions import META_CLIENT_INFO
 from mcpbench.trace.format import Kind
-from mcpbench.trace.reader import TraceReader
+from mcpbench.trace.reader import TraceReader, collector_paused
 
 NAN = math.nan
 DIRECTIONS = {"c2s": Direction.C2S, "s2c": Direction.S2C}
@@ -120,7 +120,8 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike], *, events
     for path in files:
         name = Path(path).name
         reader = TraceReader(path)
-        _read(reader, name, calls, ev, vio, sessions, first_sse, statuses)
+        with collector_paused():  # the frames keep what they read: a collection would find nothing
+            _read(reader, name, calls, ev, vio, sessions, first_sse, statuses)
         if reader.torn:
             notes.append(reader.torn)
     frames = TraceFrames(

@@ -21,10 +21,8 @@ when the live server asks. `listens` says the server spoke outside any call
 request was in flight): a replay over Streamable HTTP then opens the GET stream.
 """
 
-import contextlib
-import gc
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +31,7 @@ from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.versions import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, Era, era_of, meta_version
 from mcpbench.trace.format import Kind
-from mcpbench.trace.reader import TraceReader
+from mcpbench.trace.reader import TraceReader, collector_paused
 
 # Methods whose target (a tool, a prompt, a resource) names a call in reports.
 NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -340,28 +338,10 @@ def _session_key(event: dict) -> str:
     return NO_SESSION if sid is None else str(sid)
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a plan build, then restore its state.
-
-    A plan keeps every message it reads, so each collection during the build
-    walks an ever larger heap of live objects and finds nothing to free (the
-    build makes no reference cycles): about a third of the build's time on
-    small-message traces. Memory freed by reference counting is unaffected.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> TracePlan:
     """Read the trace at `path` into per-session plans, in the order sessions first appear.
 
-    Pauses the cyclic garbage collector while it reads (see `_collector_paused`).
+    Pauses the cyclic garbage collector while it reads (see `trace.reader.collector_paused`).
 
     Args:
         sessions: keep only these session ids.
@@ -376,7 +356,7 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
     transport = None
     wanted = set(sessions) if sessions else None
     message_kind, trace_kind, stream_kind = Kind.MESSAGE, Kind.TRACE, Kind.STREAM
-    with _collector_paused():
+    with collector_paused():
         for event in reader:
             kind = event.get("kind")
             if kind != message_kind:

@@ -14,6 +14,8 @@ parser, so the batch is kept small enough for its objects to stay in the CPU
 cache while the caller uses them.
 """
 
+import contextlib
+import gc
 import os
 from collections.abc import Iterator
 from itertools import repeat
@@ -258,6 +260,24 @@ def _check_kind_fields(event: dict[str, Any], where: str) -> None:
         value = event.get(name)
         if value is not None and (type(value) not in types or type(value) is bool):
             raise wrong(name, {_TEXT: "a string", _INT: "an integer", _NUM: "a number", _OBJ: "an object"}[types])
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a trace is read into memory, then restore its state.
+
+    A plan or a frame keeps every message it reads, so each collection during the build
+    walks an ever larger heap of live objects and finds nothing to free (the
+    build makes no reference cycles): about a third of a plan build's time on
+    small-message traces. Memory freed by reference counting is unaffected.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_trace(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
