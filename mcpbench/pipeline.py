@@ -96,10 +96,14 @@ def _mcpbench(args: list[str], say: Progress, timeout: float) -> subprocess.Comp
 
     beat = threading.Thread(target=heartbeat, daemon=True)
     beat.start()
-    child = subprocess.Popen([sys.executable, "-m", "mcpbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = None
     try:
+        with _stops_held():
+            child = subprocess.Popen([sys.executable, "-m", "mcpbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         stdout, stderr = child.communicate(timeout=timeout)
     except (KeyboardInterrupt, _Terminated):
+        if child is None:
+            raise
         # Ctrl-C or SIGTERM: pass the stop on so the child stops its own children (Locust) too,
         # which a kill would orphan.
         child.send_signal(signal.SIGTERM)
@@ -127,18 +131,38 @@ def recording_proxy(upstream: str, trace: Path) -> Iterator[str]:
     """`mcpbench record` in front of `upstream`; yields its base URL; the trace is whole afterwards (SIGINT)."""
     port = free_port()
     log_path = trace.with_suffix(".record.log")
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:{port}", "--out", str(trace)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-        )
+    proc = None
     try:
+        with log_path.open("wb") as log, _stops_held():
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:{port}", "--out", str(trace)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            )
         wait_for_port(HOST, port, proc=proc)
         yield f"http://{HOST}:{port}"
         proc.send_signal(signal.SIGINT)
         proc.wait(PROXY_STOP_TIMEOUT)
     finally:
-        stop_process(proc)
+        if proc is not None:
+            stop_process(proc)
+
+
+@contextlib.contextmanager
+def _stops_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while a child starts, then deliver them.
+
+    A stop raised inside `Popen` (after the fork) would leave a child that no one owns, and so
+    no one stops; held, it arrives once the child is ours.
+    """
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _session(target: object, mode: str, what: str) -> dict:
