@@ -69,8 +69,8 @@ from mcpbench.analysis.stats import summary
 from mcpbench.bench.common import bar_chart, write_result
 from mcpbench.lab.servers import free_port, start_listening, stop_process
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientProtocol
-from mcpbench.protocol.http import SESSION_ID, is_event_stream, post_headers
+from mcpbench.protocol.client import Answered, ClientConnection
+from mcpbench.protocol.http import SESSION_ID
 from mcpbench.protocol.sse import SseEvent, SseParser
 from mcpbench.trace.reader import TraceReader
 
@@ -133,25 +133,17 @@ class _Client:
     def __init__(self, port: int, path: str = "/mcp") -> None:
         self.conn = http.client.HTTPConnection(HOST, port, timeout=30)
         self.path = path
-        self.protocol = ClientProtocol()
-        self.session_id: str | None = None
+        self.protocol = ClientConnection("streamable-http")
 
-    def exchange(self, message: jsonrpc.Message) -> list[jsonrpc.Message]:
-        body, _ = self.protocol.send(message)
-        headers = post_headers(message, version=self.protocol.session.version, session_id=self.session_id)
-        self.conn.request("POST", self.path, body, headers)
+    def exchange(self, out) -> list:
+        """POST `out`; the client core's events for its answer."""
+        self.conn.request("POST", self.path, out.data, out.headers)
         response = self.conn.getresponse()
         data = response.read()
         if response.status >= 400:
             raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
-        self.session_id = response.getheader(SESSION_ID) or self.session_id
-        if not data:
-            return []
-        if is_event_stream(response.getheader("content-type")):
-            parser = SseParser()
-            events = parser.feed(data) + parser.feed(b"")
-            return [jsonrpc.decode(e.data) for e in events if isinstance(e, SseEvent) and e.data]
-        return [jsonrpc.decode(data)]
+        reader = self.protocol.post_answer(out, response.status, response.getheader("content-type"), response.getheader(SESSION_ID))
+        return reader.feed(data) + reader.feed(b"")
 
     def start(self) -> None:
         self.exchange(self.protocol.initialize())
@@ -159,7 +151,7 @@ class _Client:
 
     def echo(self) -> None:
         answers = self.exchange(self.protocol.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
-        if not answers or not isinstance(answers[-1], jsonrpc.Response):
+        if not answers or not isinstance(answers[-1], Answered) or not isinstance(answers[-1].answer, jsonrpc.Response):
             raise RuntimeError(f"echo failed: {answers!r}")
 
     def close(self) -> None:
@@ -278,12 +270,10 @@ def _ttfe_slow(port: int, new_connection: bool) -> dict | None:
     client = _Client(port)
     try:
         client.start()
-        request = client.protocol.request(
+        out = client.protocol.request(
             "tools/call", {"name": "slow", "arguments": SLOW_ARGS, "_meta": {"progressToken": "bench"}}
         )
-        body, _ = client.protocol.send(request)
-        headers = post_headers(request, version=client.protocol.session.version, session_id=client.session_id)
-        raw = _raw_request("POST", "/mcp", port, headers, body)
+        raw = _raw_request("POST", "/mcp", port, out.headers, out.data)
         if new_connection:
             started = time.perf_counter()
             with _connect(port) as sock:

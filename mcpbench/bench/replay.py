@@ -2,7 +2,7 @@
 
 One run, same machine, same reference server (stdio, a fresh process each time):
 
-1. a plain client loop (`ClientProtocol` + blocking pipe I/O: send one `tools/call echo`, read its
+1. a plain client loop (the client core + blocking pipe I/O: send one `tools/call echo`, read its
    answer, repeat) makes CALLS calls; its messages become a trace;
 2. the replayer replays that trace against a fresh server (answers compared on the way);
 3. steps 1 and 2 run again, and each side keeps its best round, so a noisy moment on a 2-core
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from mcpbench.bench.common import bar_chart, write_result
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.framing import LineFramer
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.trace.format import now
@@ -44,15 +44,14 @@ def server_argv() -> list[str]:
 def plain_loop(calls: int, trace: Path | None) -> float:
     """Make `calls` echo calls one after the other; return calls/s (and write the trace if asked)."""
     proc = subprocess.Popen(server_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-    client = ClientProtocol(LATEST_HANDSHAKE)
+    client = ClientConnection("stdio", LATEST_HANDSHAKE)
     framer = LineFramer()
     stdin, stdout = proc.stdin.fileno(), proc.stdout.fileno()
     log: list[tuple[str, bytes, float]] = []
 
-    def send(message: jsonrpc.Message) -> None:
-        data, _ = client.send(message)
-        log.append(("c2s", data, now()))
-        os.write(stdin, data + b"\n")
+    def send(out) -> None:
+        log.append(("c2s", out.data[:-1], now()))
+        os.write(stdin, out.data)
 
     def answer() -> None:
         while True:

@@ -1,82 +1,551 @@
-"""The client side of a session, free of I/O: ids, handshake and envelopes.
+"""The MCP client role, written once and free of I/O (h11's `Connection`, for MCP clients).
 
-Used by everything in mcpbench that speaks as a client (replayer, load users):
+No sockets, no clock, no threads. A shell (the replayer's blocking transports,
+the load users' gevent transports, the mock's forwarder) asks the connection
+what to send and feeds it what arrives, with the times it took::
 
-    client = ClientProtocol(version="2025-11-25")
-    data = client.send(client.initialize())          # bytes for the transport
-    events = client.receive(jsonrpc.decode(answer))  # Exchange, Violation, …
+    conn = ClientConnection("streamable-http", "2025-11-25", url="http://127.0.0.1:8000/mcp")
+    out = conn.initialize(waiter=w, ts=now)                      # Outgoing: message, data, headers, url
+    reader = conn.post_answer(out, status, content_type, session_id)   # the answer to that POST
+    events = reader.feed(chunk, ts) + reader.feed(b"", ts)       # Answered, Pushed, ServerRequest, Failed, …
+
+    conn = ClientConnection("stdio", …);   events = conn.receive_stdout(chunk, ts)
+    conn = ClientConnection("sse", …, url=".../sse");  reader = conn.legacy_stream(status, content_type)
+
+The connection owns the one table of requests in flight (its `Session.pending`;
+each entry keeps the shell's opaque `waiter`, returned with the request's
+outcome), id allocation, the headers of each transport and era
+(`Mcp-Session-Id`, `MCP-Protocol-Version`, `Mcp-Method`/`Mcp-Name`,
+`Last-Event-ID`), the one legacy-session parser, and the server-request policy
+(`asks.py`). Once the session is gone (lost, stream ended, endpoint refused)
+`lost` says why, and every request in flight has failed.
 """
 
 import itertools
-import time
+from dataclasses import dataclass
 from typing import Any
 
 from mcpbench import __version__
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.jsonrpc import Message, Notification, Request
-from mcpbench.protocol.session import C2S, S2C, Session, SessionEvent
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, envelope, era_of
+from mcpbench.protocol.asks import AskPolicy, Refuse
+from mcpbench.protocol.framing import LineFramer, LineTooLong
+from mcpbench.protocol.http import (
+    GET_ACCEPT,
+    JSON,
+    LAST_EVENT_ID,
+    PROTOCOL_VERSION,
+    SESSION_ID,
+    Carried,
+    Endpoint,
+    Failure,
+    LegacyStream,
+    PostAnswer,
+    Problem,
+    is_event_stream,
+    legacy_session_key,
+    post_headers,
+)
+from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, Request, Response
+from mcpbench.protocol.session import C2S, S2C, Session
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, rules
 
 CLIENT_INFO = {"name": "mcpbench", "version": __version__}
 
+STDIO, LEGACY_SSE, STREAMABLE_HTTP = "stdio", "sse", "streamable-http"
+TRANSPORTS = (STDIO, LEGACY_SSE, STREAMABLE_HTTP)
 
-class ClientProtocol:
-    """Builds what a client sends and tracks the session it belongs to.
+
+# --- what to send --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message to send: `data` is the HTTP body or the stdio line (newline included);
+    `headers` and `url` are where and how to POST it (None on stdio)."""
+
+    message: Message
+    data: bytes
+    headers: dict[str, str] | None = None
+    url: str | None = None
+
+    @property
+    def request_id(self) -> Any:
+        return self.message.id if type(self.message) is Request else None
+
+
+# --- what arrived --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Answered:
+    """A request of ours got its answer."""
+
+    request: Request
+    answer: Response | ErrorResponse
+    waiter: Any
+    sent: float
+    received: float
+    via: str  # "json", "sse" (a POST's stream), "get", "stream" (legacy), "stdio"
+
+    @property
+    def message(self) -> Message:
+        return self.answer
+
+
+@dataclass(slots=True)
+class Failed:
+    """A request of ours (None: a notification) will get no answer. `failure` is a `http.Failure` class."""
+
+    request: Request | None
+    waiter: Any
+    failure: str
+    detail: str
+    status: int | None = None
+    last_event_id: str | None = None  # the cut stream's last event id: where a resume starts
+
+
+@dataclass(slots=True)
+class ServerRequest:
+    """The server asked something; `reply` is the policy's answer, for the shell to send."""
+
+    request: Request
+    reply: Outgoing
+    carrier: Any = None  # the id of the request whose POST stream carried it
+    via: str = ""
+
+    @property
+    def message(self) -> Message:
+        return self.request
+
+
+@dataclass(slots=True)
+class Pushed:
+    """A notification from the server; `request_id` is the request it concerns, where known
+    (its progress token, or the POST whose stream carried it)."""
+
+    message: Notification
+    request_id: Any
+    waiter: Any
+    via: str
+
+
+@dataclass(slots=True)
+class Unmatched:
+    """An answer to no request in flight: `late` when it is one the shell gave up on."""
+
+    answer: Response | ErrorResponse
+    late: bool
+    via: str
+
+    @property
+    def message(self) -> Message:
+        return self.answer
+
+
+@dataclass(slots=True)
+class Garbled:
+    """Something the server sent that is not MCP (stdout pollution, a bad JSON text); nothing is guessed."""
+
+    detail: str
+    raw: bytes
+
+
+@dataclass(slots=True)
+class SessionLost:
+    """The server no longer knows the session (Streamable HTTP 404, legacy 404): start a new one."""
+
+    detail: str
+
+
+@dataclass(slots=True)
+class StreamEnded:
+    """A stream ended: "stdio" (the server's stdout), "legacy" (the session's stream), "get"."""
+
+    stream: str
+    detail: str
+    last_event_id: str | None = None
+
+
+@dataclass(slots=True)
+class EndpointReady:
+    """Legacy HTTP+SSE: the stream named where to POST; the session can start."""
+
+    url: str
+    session_id: str
+
+
+Event = Answered | Failed | ServerRequest | Pushed | Unmatched | Garbled | SessionLost | StreamEnded | EndpointReady
+
+
+# --- the connection --------------------------------------------------------------------------------
+
+
+class ClientConnection:
+    """One MCP client session over one transport, with no I/O.
 
     Args:
-        version: the protocol version to speak. A handshake-era version sends
-            it in `initialize`; 2026-07-28 puts it in every request's `_meta`.
-        capabilities: the client capabilities to declare.
-        client_info: the `clientInfo` / `io.modelcontextprotocol/clientInfo` object.
+        transport: "stdio", "sse" (legacy HTTP+SSE) or "streamable-http".
+        version: the version to speak. A handshake-era version is offered in
+            `initialize` (the server's answer decides); 2026-07-28 goes in every
+            request's `_meta` envelope.
+        url: the MCP endpoint (Streamable HTTP) or the `GET /sse` URL (legacy).
+        capabilities: the client capabilities to declare; the policy's are added.
+        client_info: the `clientInfo` object.
+        policy: answers server→client requests (`asks.Refuse` by default).
     """
 
     def __init__(
         self,
+        transport: str,
         version: str = LATEST_HANDSHAKE,
         *,
+        url: str | None = None,
         capabilities: dict | None = None,
         client_info: dict | None = None,
+        policy: AskPolicy | None = None,
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}")
         if era_of(version) is None:
             raise ValueError(f"unknown protocol version {version!r}")
+        self.transport = transport
         self.version = version
-        self.capabilities = capabilities or {}
+        self.url = url
+        self.policy = policy or Refuse()
+        self.capabilities = {**self.policy.capabilities(), **(capabilities or {})}
         self.client_info = client_info or CLIENT_INFO
-        self.session = Session(version if era_of(version) is Era.STATELESS else None)
+        self.stateless = era_of(version) is Era.STATELESS
+        self.session = Session(version if self.stateless else None, transport)
+        self.session_id: str | None = None  # Mcp-Session-Id, or the legacy endpoint's session
+        self.endpoint: str | None = None  # legacy: where to POST
+        self.lost: str | None = None  # why the session is gone, once it is
+        self.last_event_id: str | None = None  # of the GET stream, for Last-Event-ID
         self._ids = itertools.count(1)
+        self._tokens: dict[Any, Any] = {}  # progress token -> request id
+        self._given_up: set[Any] = set()
+        self._framer = LineFramer() if transport == STDIO else None
+        self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name)
+
+    # --- state --------------------------------------------------------------------------------
 
     @property
-    def stateless(self) -> bool:
-        return era_of(self.version) is Era.STATELESS
+    def usable(self) -> bool:
+        """The session can carry requests (not lost; legacy: its endpoint is known)."""
+        return self.lost is None and (self.transport != LEGACY_SSE or self.endpoint is not None)
+
+    @property
+    def negotiated(self) -> str | None:
+        """The version in force: the envelope's, or the one `initialize` settled."""
+        return self.version if self.stateless else self.session.version
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for direction, _ in self.session.pending if direction is C2S)
+
+    # --- sending ------------------------------------------------------------------------------
 
     def next_id(self) -> int:
         return next(self._ids)
 
-    def initialize(self) -> Request:
-        """The `initialize` request (handshake era only)."""
-        return Request(
-            id=self.next_id(),
-            method="initialize",
-            params={"protocolVersion": self.version, "capabilities": self.capabilities, "clientInfo": self.client_info},
-        )
+    def initialize(self, *, params: dict | None = None, waiter: Any = None, ts: float = 0.0) -> Outgoing:
+        """The `initialize` request (handshake era); `params` replaces the default (a recording's, say)."""
+        params = params or {"protocolVersion": self.version, "capabilities": self.capabilities, "clientInfo": self.client_info}
+        return self.send(Request(id=self.next_id(), method="initialize", params=params, _parsed=True), waiter=waiter, ts=ts)
 
-    def initialized(self) -> Notification:
-        return Notification(method="notifications/initialized")
+    def initialized(self, ts: float = 0.0) -> Outgoing:
+        return self.send(Notification(method="notifications/initialized"), ts=ts)
 
-    def request(self, method: str, params: dict[str, Any] | None = None) -> Request:
-        """A request with a fresh id; in 2026-07-28 it carries the `_meta` envelope."""
+    def request(self, method: str, params: dict | None = None, *, waiter: Any = None, ts: float = 0.0) -> Outgoing:
+        """A request with a fresh id; in 2026-07-28 its `_meta` carries the envelope."""
         if self.stateless:
             params = dict(params or {})
             meta = dict(params.get("_meta") or {})
             meta.update(envelope(self.version, capabilities=self.capabilities, client_info=self.client_info))
             params["_meta"] = meta
-        return Request(id=self.next_id(), method=method, params=params)
+        return self.send(Request(id=self.next_id(), method=method, params=params, _parsed=True), waiter=waiter, ts=ts)
 
-    def send(self, message: Message, ts: float | None = None) -> tuple[bytes, list[SessionEvent]]:
-        """Encode `message` and let the session see it leave."""
-        events = self.session.observe(C2S, message, time.perf_counter() if ts is None else ts)
-        return jsonrpc.encode(message), events
+    def notify(self, method: str, params: dict | None = None, ts: float = 0.0) -> Outgoing:
+        return self.send(Notification(method=method, params=params, _parsed=True), ts=ts)
 
-    def receive(self, message: Message, ts: float | None = None) -> list[SessionEvent]:
-        """Let the session see `message` arrive from the server."""
-        return self.session.observe(S2C, message, time.perf_counter() if ts is None else ts)
+    def send(self, message: Message, *, waiter: Any = None, ts: float = 0.0) -> Outgoing:
+        """Any message, as built by the caller (a request keeps its id): the session sees it leave."""
+        self.session.observe(C2S, message, ts)
+        if type(message) is Request:
+            if waiter is not None and (pending := self.session.pending.get((C2S, message.id))) is not None:
+                pending.waiter = waiter
+            token = _progress_token(message.params)
+            if token is not None:
+                self._tokens[token] = message.id
+        data = jsonrpc.encode(message)
+        if self.transport == STDIO:
+            return Outgoing(message, data + b"\n")
+        if self.transport == LEGACY_SSE:
+            return Outgoing(message, data, {"content-type": JSON}, self.endpoint)
+        return Outgoing(message, data, self._post_headers(message), self.url)
+
+    def _post_headers(self, message: Message) -> dict[str, str]:
+        method = getattr(message, "method", None)
+        if method is None or method == "initialize":  # answers; or before the session id and version are known
+            return post_headers(message, version=self.negotiated, session_id=self.session_id)
+        key = NAMED_METHODS.get(method)
+        target = message.params.get(key) if key and isinstance(message.params, dict) else None
+        cache_key = (method, target if isinstance(target, str) else None)
+        headers = self._headers.get(cache_key)
+        if headers is None:
+            headers = self._headers[cache_key] = post_headers(message, version=self.negotiated, session_id=self.session_id)
+        return headers
+
+    def get_headers(self, *, resume: bool = True) -> dict[str, str]:
+        """Headers of the Streamable HTTP `GET` that opens (or, with `Last-Event-ID`, resumes) the server's stream."""
+        headers = {"accept": GET_ACCEPT}
+        if self.session_id:
+            headers[SESSION_ID] = self.session_id
+        known = rules(self.negotiated)
+        if known is not None and known.protocol_version_header:
+            headers[PROTOCOL_VERSION] = self.negotiated
+        if resume and self.last_event_id:
+            headers[LAST_EVENT_ID] = self.last_event_id
+        return headers
+
+    def resume_headers(self, last_event_id: str) -> dict[str, str]:
+        """Headers of a `GET` that resumes a cut POST stream from `last_event_id`."""
+        return {**self.get_headers(resume=False), LAST_EVENT_ID: last_event_id}
+
+    def delete_headers(self) -> dict[str, str] | None:
+        """Headers of the `DELETE` that ends the session, or None when there is no session to end."""
+        if self.transport != STREAMABLE_HTTP or not self.session_id:
+            return None
+        headers = {SESSION_ID: self.session_id}
+        if self.negotiated:
+            headers[PROTOCOL_VERSION] = self.negotiated
+        return headers
+
+    def give_up(self, request_id: Any, detail: str) -> Failed | None:
+        """The shell stopped waiting for `request_id` (its clock ran out): a late answer is `Unmatched`."""
+        pending = self.session.pending.pop((C2S, request_id), None)
+        if pending is None:
+            return None
+        self._given_up.add(request_id)
+        self._forget_token(request_id)
+        return Failed(pending.request, pending.waiter, Failure.ANSWER_LOST, detail)
+
+    def post_failed(self, out: Outgoing, failure: str, detail: str) -> list[Event]:
+        """The POST of `out` could not be made or read (connection refused, reset, …)."""
+        if out.request_id is None:
+            return [Failed(None, None, failure, detail)]
+        return self._fail(out.request_id, failure, detail)
+
+    def close(self) -> None:
+        """The client ended the session (DELETE sent, stdin closed, stream closed)."""
+        self.session.close()
+        self.lost = self.lost or "closed by the client"
+
+    # --- receiving: stdio ----------------------------------------------------------------------
+
+    def receive_stdout(self, chunk: bytes, ts: float = 0.0) -> list[Event]:
+        """What the server wrote on stdout; `b""` at its end (the process exited or closed it)."""
+        out: list[Event] = []
+        for event in self._framer.feed(chunk):
+            if type(event) is LineTooLong:
+                out.append(Garbled(f"the server wrote a line of {event.size} bytes", event.head))
+            elif event.data.strip():
+                self._carried_text(event.data, "stdio", None, ts, out)
+        if not chunk:
+            out += self._stream_ended("stdio", "the server process closed its stdout")
+        return out
+
+    # --- receiving: Streamable HTTP ------------------------------------------------------------
+
+    def post_answer(self, out: Outgoing, status: int, content_type: str | None, session_id: str | None = None) -> "AnswerReader":
+        """The answer to the POST of `out` has begun: feed its body to the reader returned."""
+        request_id = out.request_id
+        if session_id and status < 300 and type(out.message) is Request and out.message.method == "initialize":
+            self.session_id = session_id  # before the answer is read: the next POST needs it
+            self._headers.clear()
+        has_session = SESSION_ID in (out.headers or ()) if self.transport == STREAMABLE_HTTP else True
+        expected = request_id if self.transport == STREAMABLE_HTTP else None  # legacy answers come on the stream
+        return AnswerReader(self, PostAnswer(expected, status, content_type, has_session=has_session), request_id, "sse")
+
+    def get_stream(self, status: int, content_type: str | None) -> "AnswerReader | None":
+        """The answer to the `GET` stream: a reader, or None when the server offers no stream (405)."""
+        if status == 405:  # Streamable HTTP: a server without the stream MUST answer 405
+            return None
+        return AnswerReader(self, PostAnswer(None, status, content_type, has_session=bool(self.session_id)), None, "get", stream="get")
+
+    # --- receiving: legacy HTTP+SSE --------------------------------------------------------------
+
+    def legacy_headers(self) -> dict[str, str]:
+        return {"accept": GET_ACCEPT}
+
+    def legacy_stream(self, status: int, content_type: str | None) -> "LegacyReader":
+        """The legacy `GET /sse` stream has begun: feed it to the reader returned."""
+        return LegacyReader(self, status, content_type)
+
+    # --- the common path -------------------------------------------------------------------------
+
+    def _carried_text(self, data: bytes, via: str, carrier: Any, ts: float, out: list[Event]) -> None:
+        try:
+            message = jsonrpc.decode(data)
+        except InvalidMessage as exc:
+            out.append(Garbled(f"not JSON-RPC ({exc.reason})", bytes(data[:200])))
+            return
+        for item in message.items if type(message) is jsonrpc.Batch else (message,):
+            self._incoming(item, via, carrier, ts, out)
+
+    def _incoming(self, message: Message, via: str, carrier: Any, ts: float, out: list[Event]) -> None:
+        kind = type(message)
+        if kind is Response or kind is ErrorResponse:
+            if message.id is None and carrier is not None:  # an error about a request the server could not read
+                message = ErrorResponse(id=carrier, code=message.code, message=message.message, data=message.data)
+            pending = self.session.pending.get((C2S, message.id))
+            if pending is None:
+                out.append(Unmatched(message, message.id in self._given_up, via))
+                return
+            self.session.observe(S2C, message, ts)
+            self._forget_token(message.id)
+            out.append(Answered(pending.request, message, pending.waiter, pending.started, ts, via))
+        elif kind is Request:
+            self.session.observe(S2C, message, ts)
+            reply = self.policy.answer(message)
+            out.append(ServerRequest(message, self.send(reply, ts=ts), carrier, via))
+        elif kind is Notification:
+            self.session.observe(S2C, message, ts)
+            token = (message.params or {}).get("progressToken") if isinstance(message.params, dict) else None
+            owner = self._tokens.get(token, carrier) if token is not None else carrier
+            pending = self.session.pending.get((C2S, owner)) if owner is not None else None
+            out.append(Pushed(message, owner, pending.waiter if pending is not None else None, via))
+
+    def _problem(self, problem: Problem, request_id: Any, status: int | None, last_event_id: str | None) -> list[Event]:
+        if problem.failure == Failure.SESSION_NOT_FOUND:
+            out = self._fail(request_id, problem.failure, problem.detail, status) if request_id is not None else []
+            if self.lost is None:
+                self.lost = problem.detail
+                out.append(SessionLost(problem.detail))
+                out += self._fail_all(Failure.SESSION_NOT_FOUND, problem.detail)
+            return out
+        if request_id is None:
+            return [Failed(None, None, problem.failure, problem.detail, status)]
+        return self._fail(request_id, problem.failure, problem.detail, status, last_event_id)
+
+    def _fail(self, request_id: Any, failure: str, detail: str, status: int | None = None, last_event_id: str | None = None) -> list[Event]:
+        pending = self.session.pending.pop((C2S, request_id), None)
+        if pending is None:
+            return []
+        self._forget_token(request_id)
+        return [Failed(pending.request, pending.waiter, failure, detail, status, last_event_id)]
+
+    def _fail_all(self, failure: str, detail: str) -> list[Event]:
+        out: list[Event] = []
+        for direction, request_id in list(self.session.pending):
+            if direction is C2S:
+                out += self._fail(request_id, failure, detail)
+        return out
+
+    def _stream_ended(self, stream: str, detail: str, last_event_id: str | None = None) -> list[Event]:
+        out: list[Event] = [StreamEnded(stream, detail, last_event_id)]
+        if stream != "get":  # stdio and legacy: the session's only way back is gone
+            self.lost = self.lost or detail
+            out += self._fail_all(Failure.STREAM_CLOSED, detail)
+        return out
+
+    def _forget_token(self, request_id: Any) -> None:
+        if self._tokens:
+            for token in [t for t, rid in self._tokens.items() if rid == request_id]:
+                del self._tokens[token]
+
+
+class AnswerReader:
+    """Reads the body of one HTTP answer: a POST's JSON or SSE answer, or the `GET` stream.
+
+    `answered` turns true once the request's answer has come: the request is
+    complete then, whatever the stream does afterwards.
+    """
+
+    def __init__(self, conn: ClientConnection, answer: PostAnswer, request_id: Any, via_stream: str, *, stream: str | None = None) -> None:
+        self.conn = conn
+        self.answer = answer
+        self.request_id = request_id
+        self.via_stream = via_stream
+        self.stream = stream
+        self.answered = False
+        self.first_event: float | None = None  # when the first SSE event came (time to first event)
+
+    @property
+    def status(self) -> int:
+        return self.answer.status
+
+    @property
+    def size(self) -> int:
+        return self.answer.size
+
+    def feed(self, chunk: bytes, ts: float = 0.0) -> list[Event]:
+        """What `chunk` completes; `b""` marks the body's end."""
+        answer, conn = self.answer, self.conn
+        out: list[Event] = []
+        for item in answer.feed(chunk):
+            if type(item) is Carried:
+                via = self.via_stream if item.via == "sse" else item.via
+                conn._incoming(item.message, via, self.request_id, ts, out)
+            elif not self.answered:
+                out += conn._problem(item, self.request_id, answer.status, answer.last_event_id)
+        if self.first_event is None and answer.events:
+            self.first_event = ts
+        if self.stream == "get" and answer.last_event_id:
+            conn.last_event_id = answer.last_event_id
+        if not self.answered and self.request_id is not None:
+            self.answered = any(type(e) is Answered and e.request.id == self.request_id for e in out)
+        if not chunk and self.stream == "get":
+            out += conn._stream_ended("get", f"the GET stream ended (HTTP {answer.status})", answer.last_event_id)
+        return out
+
+
+class LegacyReader:
+    """Reads the legacy `GET /sse` stream: the endpoint first, then every server message."""
+
+    def __init__(self, conn: ClientConnection, status: int, content_type: str | None) -> None:
+        self.conn = conn
+        self.status = status
+        self.content_type = content_type
+        self._stream = LegacyStream(conn.url or "")
+
+    def refused(self) -> str | None:
+        """Why the stream's answer is not a stream, or None."""
+        if self.status != 200:
+            return f"GET answered HTTP {self.status}"
+        if not is_event_stream(self.content_type):
+            return f"GET answered {self.content_type!r}, not an SSE stream"
+        return None
+
+    def feed(self, chunk: bytes, ts: float = 0.0) -> list[Event]:
+        conn = self.conn
+        out: list[Event] = []
+        for item in self._stream.feed(chunk):
+            if type(item) is Carried:
+                conn._incoming(item.message, "stream", None, ts, out)
+            elif type(item) is Endpoint:
+                conn.endpoint = item.url
+                conn.session_id = legacy_session_key(item.url)
+                out.append(EndpointReady(item.url, conn.session_id))
+            elif conn.endpoint is None:  # an endpoint we must not use: the session cannot start
+                conn.lost = item.detail
+                out.append(Garbled(item.detail, b""))
+            else:
+                out.append(Garbled(item.detail, b""))
+        if not chunk:
+            out += conn._stream_ended("legacy", "the server closed the SSE stream")
+        return out
+
+
+def _progress_token(params: Any) -> Any:
+    """A request's `_meta.progressToken`, if it asks for progress."""
+    if isinstance(params, dict):
+        meta = params.get("_meta")
+        if isinstance(meta, dict):
+            return meta.get("progressToken")
+    return None
+
+
+__all__ = [
+    "Answered", "AnswerReader", "ClientConnection", "EndpointReady", "Event", "Failed", "Garbled", "LegacyReader",
+    "Outgoing", "Pushed", "ServerRequest", "SessionLost", "StreamEnded", "Unmatched",
+]

@@ -8,7 +8,7 @@ rule lives in one place.
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, MessageId, Request, Response, decode
 from mcpbench.protocol.rules import STREAMABLE_HTTP, applies
@@ -150,17 +150,40 @@ class Failure:
     NOT_MCP = "not-mcp"  # a success status whose body is no JSON-RPC at all (an HTML page, say)
 
 
-def classify_status(status: int, *, has_session: bool) -> str | None:
+def classify_status(status: int, *, has_session: bool, body: bytes = b"") -> str | None:
     """The failure class of an HTTP status, or None for success.
 
     A 404 on a request that carried a session id means the session is gone
-    (Streamable HTTP: "the client MUST start a new session").
+    (Streamable HTTP: "the client MUST start a new session"), whatever its body
+    (a JSON-RPC error, or nothing). Some servers answer an unknown session with
+    400 instead ("Bad Request: No valid session ID provided"): a 400 whose body
+    names the session counts as the same.
     """
     if status < 400:
         return None
-    if status == 404 and has_session:
+    if has_session and (status == 404 or (status == 400 and b"session" in body[:MAX_SESSION_TEXT].lower())):
         return Failure.SESSION_NOT_FOUND
     return Failure.HTTP_4XX if status < 500 else Failure.HTTP_5XX
+
+
+# Of a 400's body, this much is searched for the word "session": error texts are short.
+MAX_SESSION_TEXT = 512
+
+
+def legacy_session_key(endpoint: str) -> str:
+    """The session named by a legacy `endpoint` event's data (an opaque URI).
+
+    `/messages/?session_id=ab12` -> `ab12` (any parameter name); a query with several parameters ->
+    the whole query; no query -> the whole URI.
+    """
+    endpoint = endpoint.strip()
+    query = urlsplit(endpoint).query
+    if not query:
+        return endpoint
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if len(pairs) == 1 and pairs[0][1]:
+        return pairs[0][1]
+    return query
 
 
 def method_header_problems(message: Message, headers, *, version: str | None, transport: str = STREAMABLE_HTTP) -> list[tuple[str, str]]:
@@ -246,6 +269,7 @@ class PostAnswer:
     def __init__(self, request_id: MessageId | None, status: int, content_type: str | None, *, has_session: bool) -> None:
         self.request_id = request_id
         self.status = status
+        self.has_session = has_session
         self.failure = classify_status(status, has_session=has_session)
         self.streamed = status < 300 and is_event_stream(content_type)
         self.json_body = is_json(content_type)
@@ -276,8 +300,15 @@ class PostAnswer:
             out.append(Problem(Failure.STREAM_CLOSED, "the answer stream closed without an answer"))
         return out
 
+    @property
+    def last_event_id(self) -> str | None:
+        """The id of the stream's last event that set one: where `Last-Event-ID` resumes."""
+        return (self._parser.last_event_id or None) if self._parser is not None else None
+
     def _body_end(self, data: bytes) -> list[Carried | Problem]:
         out: list[Carried | Problem] = []
+        if self.status == 400:  # the body tells a lost session from a plain bad request
+            self.failure = classify_status(self.status, has_session=self.has_session, body=data)
         if data.strip() and (self.json_body or data.lstrip()[:1] in (b"{", b"[")):
             self._carry(data, "json", out)
         if self.answer is not None or any(type(item) is Problem for item in out):

@@ -96,6 +96,7 @@ class Exchange:
     direction: Direction  # the request's direction
     started: float
     finished: float
+    waiter: object = None  # what the request's sender left with it (`Pending.waiter`)
 
     @property
     def latency(self) -> float:
@@ -120,8 +121,12 @@ class StateChange:
 
 @dataclass(slots=True)
 class Pending:
+    """A request in flight. `waiter` is whatever its sender wants back with the answer
+    (the client core's shells keep their futures here: one table of requests in flight)."""
+
     request: Request
     started: float
+    waiter: object = None
 
 
 SessionEvent = Exchange | Violation | StateChange
@@ -262,7 +267,7 @@ class Session:
             out.append(Violation("unknown-answer", f"answer to id {answer.id!r}, which no request in flight has", direction))
             return
         request = pending.request
-        out.append(Exchange(request, answer, direction.opposite, pending.started, ts))
+        out.append(Exchange(request, answer, direction.opposite, pending.started, ts, pending.waiter))
         if request.method == "initialize" and direction is S2C and self.state is INITIALIZING:
             if isinstance(answer, Response) and isinstance(answer.result, dict):
                 self.version = answer.result.get("protocolVersion") or self.requested_version

@@ -12,9 +12,10 @@ breaks; it holds no I/O, the addon writes what it returns.
 """
 
 from collections import OrderedDict
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.http import legacy_session_key  # noqa: F401 - re-exported: the recorder's session key
 from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP, whole_session_codes
 from mcpbench.protocol.session import Direction, Session, Violation
 
@@ -36,22 +37,6 @@ MAX_LIVE_SESSIONS = 10_000
 def conn_key(connection_id: str) -> str:
     """The session key of sessionless traffic on one client connection."""
     return CONN_PREFIX + connection_id.replace("-", "")[:CONN_ID_HEX]
-
-
-def legacy_session_key(endpoint: str) -> str:
-    """The session key named by a legacy `endpoint` event's data (an opaque URI).
-
-    `/messages/?session_id=ab12` -> `ab12` (any parameter name); a query with several parameters ->
-    the whole query; no query -> the whole URI.
-    """
-    endpoint = endpoint.strip()
-    query = urlsplit(endpoint).query
-    if not query:
-        return endpoint
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if len(pairs) == 1 and pairs[0][1]:
-        return pairs[0][1]
-    return query
 
 
 def endpoint_target(url: str) -> tuple[str, int, str]:

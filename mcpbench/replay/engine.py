@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.errors import ReplayError, TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import C2S, S2C, Session
@@ -333,9 +333,9 @@ class _SessionRunner:
 
     def _handshake(self) -> None:
         """Open a handshake-era session for a recording that had none (era switch)."""
-        client = ClientProtocol(self.version, capabilities=self.plan.client_capabilities or {},
-                                client_info=self.plan.client_info)
-        init = client.initialize()
+        client = ClientConnection("stdio", self.version, capabilities=self.plan.client_capabilities or {},
+                                  client_info=self.plan.client_info)
+        init = client.initialize().message
         live_id = next(self.ids)
         self.synthetic[live_id] = "initialize"
         self._send_raw(Request(id=live_id, method=init.method, params=init.params))
@@ -344,7 +344,7 @@ class _SessionRunner:
             if not self._pump(deadline):
                 self.run.aborted = f"initialize got no answer within {self.r.timeout:g} s"
                 return
-        self._send_raw(client.initialized())
+        self._send_raw(client.initialized().message)
         self._listen()
 
     def _await(self, live: LiveCall) -> None:

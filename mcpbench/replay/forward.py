@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of, meta_version
@@ -72,7 +72,7 @@ class _Upstream:
                 raise
 
     def _handshake(self, hello: dict | None) -> None:
-        params = hello or ClientProtocol(self.version or LATEST_HANDSHAKE).initialize().params
+        params = hello or ClientConnection("stdio", self.version or LATEST_HANDSHAKE).initialize().message.params
         answer = None
         for item in self.exchange("initialize", params):
             if isinstance(item, Failure):

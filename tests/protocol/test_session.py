@@ -1,6 +1,6 @@
 import pytest
 
-from mcpbench.protocol.client import ClientProtocol
+from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import (
     C2S,
@@ -135,18 +135,14 @@ def test_every_table_row_is_reachable():
                 assert new in table, (era, state, trigger)
 
 
-def test_client_protocol_builds_both_eras():
-    old = ClientProtocol("2025-11-25")
+def test_the_client_core_drives_the_session_in_both_eras():
+    old = ClientConnection("stdio", "2025-11-25")
     init = old.initialize()
-    assert init.params["protocolVersion"] == "2025-11-25" and init.id == 1
-    old.send(init)
-    old.receive(Response(id=1, result={"protocolVersion": "2025-11-25"}))
-    old.send(old.initialized())
+    assert init.message.params["protocolVersion"] == "2025-11-25" and init.request_id == 1
+    old.receive_stdout(b'{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}\n')
+    old.initialized()
     assert old.session.state is SessionState.OPERATING
-    new = ClientProtocol("2026-07-28")
-    request = new.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-    assert request.params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
-    _, events = new.send(request)
-    assert new.session.state is SessionState.OPERATING and codes(events) == []
-    with pytest.raises(ValueError):
-        ClientProtocol("1999-01-01")
+    new = ClientConnection("stdio", "2026-07-28")
+    out = new.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert out.message.params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert new.session.state is SessionState.OPERATING

@@ -1,0 +1,313 @@
+"""The client core, fed bytes directly: every transport and era, no process started."""
+
+import orjson
+import pytest
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.asks import Canned, Refuse
+from mcpbench.protocol.client import (
+    Answered,
+    ClientConnection,
+    EndpointReady,
+    Failed,
+    Garbled,
+    Pushed,
+    ServerRequest,
+    SessionLost,
+    StreamEnded,
+    Unmatched,
+)
+from mcpbench.protocol.http import Failure
+
+URL = "http://127.0.0.1:9/mcp"
+HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+def line(obj) -> bytes:
+    return orjson.dumps(obj) + b"\n"
+
+
+def sse(obj, event_id: str | None = None) -> bytes:
+    head = f"id: {event_id}\n".encode() if event_id else b""
+    return head + b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def result(request_id, value=None) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "result": value if value is not None else {}}
+
+
+def init_result(request_id, version) -> dict:
+    return result(request_id, {"protocolVersion": version, "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}})
+
+
+def of(kind, events):
+    return [e for e in events if type(e) is kind]
+
+
+# --- stdio ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", HANDSHAKE_VERSIONS)
+def test_stdio_handshake_then_call(version):
+    conn = ClientConnection("stdio", version)
+    init = conn.initialize(waiter="w-init", ts=1.0)
+    assert init.data.endswith(b"\n") and orjson.loads(init.data)["params"]["protocolVersion"] == version
+    (answered,) = conn.receive_stdout(line(init_result(init.request_id, version)), 1.5)
+    assert type(answered) is Answered and answered.waiter == "w-init" and answered.via == "stdio"
+    assert answered.received - answered.sent == 0.5
+    assert conn.negotiated == version
+    conn.initialized()
+    call = conn.request("tools/call", {"name": "echo", "arguments": {}}, waiter="w-call")
+    (answered,) = conn.receive_stdout(line(result(call.request_id, {"content": []})))
+    assert answered.waiter == "w-call" and conn.in_flight == 0
+
+
+def test_stdio_answers_out_of_order_and_split_across_chunks():
+    conn = ClientConnection("stdio", "2026-07-28")
+    a = conn.request("tools/list", waiter="a")
+    b = conn.request("ping", waiter="b")
+    data = line(result(b.request_id)) + line(result(a.request_id, {"tools": []}))
+    events = conn.receive_stdout(data[:7]) + conn.receive_stdout(data[7:30]) + conn.receive_stdout(data[30:])
+    assert [e.waiter for e in of(Answered, events)] == ["b", "a"]
+
+
+def test_stateless_requests_carry_the_envelope_and_no_handshake():
+    conn = ClientConnection("streamable-http", "2026-07-28", url=URL)
+    out = conn.request("tools/call", {"name": "echo"})
+    meta = out.message.params["_meta"]
+    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert out.headers["mcp-method"] == "tools/call" and out.headers["mcp-name"] == "echo"
+    assert out.headers["mcp-protocol-version"] == "2026-07-28"
+
+
+def test_stdio_end_fails_every_request_in_flight():
+    conn = ClientConnection("stdio", "2025-11-25")
+    a = conn.request("tools/list", waiter="a")
+    conn.request("ping", waiter="b")
+    events = conn.receive_stdout(line(result(a.request_id)) + b'{"jsonrpc": "2.0", "id')
+    events += conn.receive_stdout(b"")
+    assert [e.waiter for e in of(Answered, events)] == ["a"]
+    failed = of(Failed, events)
+    assert [(f.waiter, f.failure) for f in failed] == [("b", Failure.STREAM_CLOSED)]
+    assert of(StreamEnded, events)[0].stream == "stdio" and not conn.usable
+
+
+def test_stdout_pollution_is_garbled_not_guessed():
+    conn = ClientConnection("stdio", "2025-11-25")
+    out = conn.request("ping", waiter="p")
+    events = conn.receive_stdout(b"Starting server...\n" + line(result(out.request_id)))
+    assert type(events[0]) is Garbled and "not JSON-RPC" in events[0].detail
+    assert type(events[1]) is Answered
+
+
+# --- server requests: one policy on every transport ---------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["stdio", "sse", "streamable-http"])
+def test_server_requests_get_the_policys_answer_on_every_transport(transport):
+    policy = Canned({"roots/list": {"roots": [{"uri": "file:///tmp", "name": "tmp"}]}, "sampling/createMessage": None})
+    conn = ClientConnection(transport, "2025-11-25", url=URL, policy=policy)
+    init = conn.initialize()
+    assert init.message.params["capabilities"] == {"roots": {}}
+    asks = [
+        {"jsonrpc": "2.0", "id": "r1", "method": "roots/list"},
+        {"jsonrpc": "2.0", "id": "r2", "method": "sampling/createMessage", "params": {}},
+        {"jsonrpc": "2.0", "id": "r3", "method": "elicitation/create", "params": {}},
+        {"jsonrpc": "2.0", "id": "r4", "method": "ping"},
+    ]
+    if transport == "stdio":
+        events = conn.receive_stdout(b"".join(line(a) for a in asks))
+    elif transport == "sse":
+        reader = conn.legacy_stream(200, "text/event-stream")
+        events = reader.feed(b"event: endpoint\ndata: /messages?sessionId=abc\n\n" + b"".join(sse(a) for a in asks))
+        assert type(events[0]) is EndpointReady and conn.session_id == "abc"
+    else:
+        reader = conn.post_answer(init, 200, "text/event-stream", "sid-1")
+        events = reader.feed(b"".join(sse(a) for a in asks))
+    replies = {e.request.id: orjson.loads(e.reply.data) for e in of(ServerRequest, events)}
+    assert replies["r1"]["result"]["roots"][0]["name"] == "tmp"
+    assert replies["r2"]["error"]["code"] == -32601 and "refused by the scenario" in replies["r2"]["error"]["message"]
+    assert replies["r3"]["error"]["code"] == -32601
+    assert replies["r4"]["result"] == {}
+
+
+def test_refuse_is_the_default_policy():
+    conn = ClientConnection("stdio", "2025-11-25")
+    (ask,) = conn.receive_stdout(line({"jsonrpc": "2.0", "id": 5, "method": "roots/list"}))
+    assert ask.reply.message == Refuse().answer(ask.request)
+
+
+# --- Streamable HTTP ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25"])
+def test_streamable_http_headers_follow_the_session_and_version(version):
+    conn = ClientConnection("streamable-http", version, url=URL)
+    init = conn.initialize()
+    assert "mcp-session-id" not in init.headers and "mcp-protocol-version" not in init.headers
+    assert init.headers["accept"] == "application/json, text/event-stream"
+    reader = conn.post_answer(init, 200, "application/json", "sid-7")
+    (answered,) = reader.feed(orjson.dumps(init_result(init.request_id, version))) + reader.feed(b"")
+    assert type(answered) is Answered and answered.via == "json"
+    note = conn.initialized()
+    call = conn.request("tools/list")
+    for out in (note, call):
+        assert out.headers["mcp-session-id"] == "sid-7"
+        assert ("mcp-protocol-version" in out.headers) is (version != "2025-03-26")
+    assert conn.delete_headers()["mcp-session-id"] == "sid-7"
+    assert conn.get_headers()["accept"] == "text/event-stream"
+
+
+def test_a_request_is_complete_when_its_answer_arrives_whatever_the_stream_does_next():
+    conn = ClientConnection("streamable-http", "2026-07-28", url=URL)
+    out = conn.request("tools/call", {"name": "slow", "_meta": {"progressToken": "t1"}}, waiter="w")
+    reader = conn.post_answer(out, 200, "text/event-stream")
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t1", "progress": 1}}
+    events = reader.feed(sse(progress, "e1") + sse(result(out.request_id), "e2"), 2.0)
+    assert [type(e) for e in events] == [Pushed, Answered]
+    assert events[0].waiter == "w" and events[0].request_id == out.request_id
+    assert reader.answered and reader.first_event == 2.0 and reader.answer.last_event_id == "e2"
+    # the server keeps the stream open, then cuts it: nothing more is failed
+    assert reader.feed(b": ping\n\n") == [] and reader.feed(b"") == []
+
+
+def test_a_cut_post_stream_fails_its_request_with_the_resume_point():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "sid"
+    out = conn.request("tools/call", {"name": "slow"}, waiter="w")
+    reader = conn.post_answer(out, 200, "text/event-stream")
+    events = reader.feed(b"id: p0\ndata: \n\n") + reader.feed(b"")
+    (failed,) = of(Failed, events)
+    assert failed.failure == Failure.STREAM_CLOSED and failed.last_event_id == "p0" and failed.waiter == "w"
+    resume = conn.resume_headers(failed.last_event_id)
+    assert resume["last-event-id"] == "p0" and resume["mcp-session-id"] == "sid"
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body"),
+    [
+        (404, "application/json", b'{"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Session not found"}}'),
+        (404, None, b""),
+        (400, "text/plain", b"Bad Request: No valid session ID provided"),
+    ],
+    ids=["404-jsonrpc", "404-empty", "400-no-valid-session"],
+)
+def test_session_lost_in_each_form_servers_use(status, content_type, body):
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "gone"
+    other = conn.request("ping", waiter="other")
+    out = conn.request("tools/list", waiter="mine")
+    reader = conn.post_answer(out, status, content_type)
+    events = reader.feed(body) + reader.feed(b"")
+    failed = of(Failed, events)
+    assert [f.waiter for f in failed] == ["mine", "other"]
+    assert {f.failure for f in failed} == {Failure.SESSION_NOT_FOUND}
+    assert len(of(SessionLost, events)) == 1 and not conn.usable and conn.lost
+    assert other.request_id not in [k[1] for k in conn.session.pending]
+
+
+def test_a_400_that_is_not_about_the_session_is_a_plain_client_error():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "sid"
+    out = conn.request("tools/call", {"name": "x"}, waiter="w")
+    reader = conn.post_answer(out, 400, "text/plain")
+    events = reader.feed(b"Bad Request: invalid JSON") + reader.feed(b"")
+    assert [(type(e), e.failure) for e in events] == [(Failed, Failure.HTTP_4XX)] and conn.usable
+
+
+def test_a_404_before_any_session_is_not_a_lost_session():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    out = conn.initialize(waiter="w")
+    reader = conn.post_answer(out, 404, "text/html")
+    events = reader.feed(b"<html>nope</html>") + reader.feed(b"")
+    assert [e.failure for e in of(Failed, events)] == [Failure.HTTP_4XX] and not of(SessionLost, events)
+
+
+def test_get_stream_keeps_its_last_event_id_for_resumption():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "sid"
+    assert conn.get_stream(405, None) is None
+    reader = conn.get_stream(200, "text/event-stream")
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
+    events = reader.feed(sse(note, "41") + sse(note, "42"))
+    assert [type(e) for e in events] == [Pushed, Pushed] and events[0].via == "get"
+    assert conn.get_headers()["last-event-id"] == "42"
+    ended = reader.feed(b"")
+    assert type(ended[0]) is StreamEnded and ended[0].stream == "get" and conn.usable
+
+
+def test_give_up_then_a_late_answer_is_unmatched():
+    conn = ClientConnection("stdio", "2025-11-25")
+    out = conn.request("tools/call", {"name": "slow"}, waiter="w")
+    failed = conn.give_up(out.request_id, "no answer within 1 s")
+    assert failed.failure == Failure.ANSWER_LOST and failed.waiter == "w"
+    (late,) = conn.receive_stdout(line(result(out.request_id)))
+    assert type(late) is Unmatched and late.late
+    (stray,) = conn.receive_stdout(line(result(999)))
+    assert type(stray) is Unmatched and not stray.late
+
+
+def test_a_null_id_error_on_a_post_is_that_requests_answer():
+    conn = ClientConnection("streamable-http", "2026-07-28", url=URL)
+    out = conn.request("tools/call", {"name": "x"}, waiter="w")
+    reader = conn.post_answer(out, 400, "application/json")
+    body = b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}'
+    (answered,) = reader.feed(body) + reader.feed(b"")
+    assert type(answered) is Answered and answered.answer.code == -32700
+
+
+# --- legacy HTTP+SSE -------------------------------------------------------------------------------
+
+
+def test_legacy_endpoint_then_answers_on_the_stream():
+    conn = ClientConnection("sse", "2024-11-05", url="http://127.0.0.1:9/sse")
+    assert not conn.usable
+    reader = conn.legacy_stream(200, "text/event-stream; charset=utf-8")
+    assert reader.refused() is None
+    (ready,) = reader.feed(b"event: endpoint\ndata: /messages/?session_id=ab12\n\n")
+    assert ready.url == "http://127.0.0.1:9/messages/?session_id=ab12" and ready.session_id == "ab12"
+    init = conn.initialize(waiter="i")
+    assert init.url == ready.url and init.headers == {"content-type": "application/json"}
+    post = conn.post_answer(init, 202, None)
+    assert post.feed(b"Accepted") + post.feed(b"") == []
+    (answered,) = reader.feed(sse(init_result(init.request_id, "2024-11-05")))
+    assert answered.waiter == "i" and answered.via == "stream"
+
+
+def test_legacy_post_404_is_a_lost_session_and_the_stream_end_fails_the_rest():
+    conn = ClientConnection("sse", "2024-11-05", url="http://127.0.0.1:9/sse")
+    reader = conn.legacy_stream(200, "text/event-stream")
+    reader.feed(b"event: endpoint\ndata: /messages?sessionId=x\n\n")
+    out = conn.request("tools/list", waiter="a")
+    post = conn.post_answer(out, 404, "text/plain")
+    events = post.feed(b"Could not find session") + post.feed(b"")
+    assert [type(e) for e in events] == [Failed, SessionLost] and events[0].failure == Failure.SESSION_NOT_FOUND
+    conn2 = ClientConnection("sse", "2024-11-05", url="http://127.0.0.1:9/sse")
+    reader2 = conn2.legacy_stream(200, "text/event-stream")
+    reader2.feed(b"event: endpoint\ndata: /messages?sessionId=y\n\n")
+    conn2.request("tools/list", waiter="b")
+    events = reader2.feed(b"")
+    assert [type(e) for e in events] == [StreamEnded, Failed] and events[1].waiter == "b"
+
+
+def test_legacy_endpoint_on_another_origin_is_refused():
+    conn = ClientConnection("sse", "2024-11-05", url="http://127.0.0.1:9/sse")
+    reader = conn.legacy_stream(200, "text/event-stream")
+    (garbled,) = reader.feed(b"event: endpoint\ndata: http://elsewhere.invalid/messages?s=1\n\n")
+    assert type(garbled) is Garbled and conn.endpoint is None and not conn.usable
+    assert conn.legacy_stream(200, "text/html").refused() and conn.legacy_stream(500, None).refused()
+
+
+def test_batches_from_the_server_are_taken_item_by_item():
+    conn = ClientConnection("stdio", "2025-03-26")
+    a, b = conn.request("ping", waiter="a"), conn.request("ping", waiter="b")
+    batch = orjson.dumps([result(a.request_id), result(b.request_id)]) + b"\n"
+    assert [e.waiter for e in conn.receive_stdout(batch)] == ["a", "b"]
+
+
+def test_unknown_transport_or_version_is_refused():
+    with pytest.raises(ValueError):
+        ClientConnection("carrier-pigeon")
+    with pytest.raises(ValueError):
+        ClientConnection("stdio", "1999-01-01")
+    assert jsonrpc.decode(ClientConnection("stdio").initialized().data).method == "notifications/initialized"
