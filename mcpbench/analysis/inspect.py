@@ -14,19 +14,11 @@ from mcpbench.analysis.stats import percentile
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
 from mcpbench.protocol.session import Direction, Exchange, Session
-from mcpbench.protocol.versions import NAMED_METHODS
+from mcpbench.protocol.versions import step_name
 from mcpbench.trace.format import Kind
 from mcpbench.trace.reader import TraceReader
 
 ARROWS = {"c2s": "→", "s2c": "←", None: "·"}
-
-
-def step_name(method: str, params: dict | None) -> str:
-    """`tools/call echo`: the method plus what it names, a low-cardinality key."""
-    key = NAMED_METHODS.get(method)
-    if key and params and isinstance(params.get(key), str):
-        return f"{method} {params[key]}"
-    return method
 
 
 def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:

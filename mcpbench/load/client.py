@@ -1,8 +1,10 @@
-"""The load users' MCP client: the protocol core plus a `request_event`, nothing else.
+"""The load users' MCP client: the client core, a transport shell and a `request_event`, nothing else.
 
-`McpClient` builds every message with `ClientProtocol`, moves bytes through a
-`Transport` and reports each step exactly once through `request_event.fire(...)`
-(Locust's `events.request`, or any object with a `fire(**kw)` method)::
+`McpClient` asks the client core (`protocol.client.ClientConnection`) for every
+message, moves it through a `Transport`, waits on the waiter it left in the
+core's table, and reports each step exactly once through
+`request_event.fire(...)` (Locust's `events.request`, or any object with a
+`fire(**kw)` method)::
 
     request_type  the transport ("stdio", "sse", "streamable-http"), or a label set by the user
     name          the step: connect, initialize, notifications/initialized, tools/list,
@@ -12,7 +14,8 @@
     context       {"failure": kind, "ttfe": ms to the first SSE event, "uncorrected": ms, "late": bool,
                    "session": the client session's tag, "instance": the server instance a lab balancer named}
 
-It never imports Locust; gevent only through the transport.
+Server→client requests are answered by the connection's policy (`protocol.asks`), the
+same way on every transport. It never imports Locust; gevent only through the transport.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import gevent
+import gevent.event
 
-from mcpbench.load.transports import CallTimeout, McpFailure, Reply, Transport
-from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientProtocol
-from mcpbench.protocol.http import SESSION_ID, Failure, post_headers
-from mcpbench.protocol.jsonrpc import ErrorResponse, Request
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS
+from mcpbench.load.transports import CallTimeout, McpFailure, Transport
+from mcpbench.protocol.asks import AskPolicy
+from mcpbench.protocol.client import Answered, ClientConnection, Event, Failed, Outgoing, ServerRequest, SessionLost
+from mcpbench.protocol.http import Failure
+from mcpbench.protocol.jsonrpc import ErrorResponse
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, step_name
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).
@@ -38,13 +42,6 @@ _SESSION_TAGS = itertools.count(1)
 
 STEP_CONNECT = "connect"
 STEP_DELETE = "DELETE"
-
-
-def step_name(method: str, params: dict | None) -> str:
-    """Low-cardinality step name: the method, plus the tool for tools/call."""
-    if method == "tools/call" and params:
-        return f"tools/call {params.get('name')}"
-    return method
 
 
 class McpClient:
@@ -56,6 +53,8 @@ class McpClient:
         request_type: the `request_type` of every report (usually the transport name).
         version: protocol version; 2026-07-28 means no handshake and a `_meta` envelope.
         timeout: seconds a step may take before it fails as answer-lost/timeout.
+        discover: 2026-07-28: start each session with `server/discover`.
+        policy: answers server→client requests (`protocol.asks`; refuses them by default).
     """
 
     def __init__(
@@ -67,6 +66,7 @@ class McpClient:
         version: str = LATEST_HANDSHAKE,
         timeout: float = 30.0,
         discover: bool = False,
+        policy: AskPolicy | None = None,
     ) -> None:
         self._make_transport = make_transport
         self.request_event = request_event
@@ -74,13 +74,21 @@ class McpClient:
         self.version = version
         self.timeout = timeout
         self.discover = discover
-        self.protocol = ClientProtocol(version)
-        self.stateless = self.protocol.stateless
+        self.policy = policy
         self.transport: Transport | None = None
-        self.session_id: str | None = None
+        self.conn: ClientConnection | None = None
         self.ready = False  # a session is set up and usable
         self.session_tag: str | None = None
-        self._headers: dict[tuple[str, str | None], dict[str, str]] = {}
+        self._fresh = False  # the transport was just opened for a session that has not started
+        self._unowned: Failed | None = None  # a notification's failure (no waiter)
+
+    @property
+    def stateless(self) -> bool:
+        return self.conn.stateless if self.conn is not None else self.version == "2026-07-28"
+
+    @property
+    def session_id(self) -> str | None:
+        return self.conn.session_id if self.conn is not None else None
 
     # --- reporting ----------------------------------------------------------------------------
 
@@ -104,7 +112,36 @@ class McpClient:
             start_time=time.time() - (now - start),
         )
 
+    # --- what the core says ---------------------------------------------------------------------
+
+    def _dispatch(self, events: list[Event]) -> None:
+        """The core's events, from whichever greenlet read them: wake waiters, answer the server."""
+        for event in events:
+            kind = type(event)
+            if kind is Answered or kind is Failed:
+                if event.waiter is not None:
+                    event.waiter.set(event)
+                elif kind is Failed:
+                    self._unowned = event
+            elif kind is ServerRequest:
+                # Answered from its own greenlet: on HTTP the reply is a POST while this stream stays open.
+                gevent.spawn(self._send_reply, event.reply)
+            elif kind is SessionLost:
+                self.ready = False
+
+    def _send_reply(self, reply: Outgoing) -> None:
+        transport = self.transport
+        if transport is not None:
+            try:
+                transport.send(reply)
+            except McpFailure:
+                pass  # the server's request fails on its side; the call that caused it reports
+
     # --- connection and session ---------------------------------------------------------------
+
+    def _new_conn(self) -> ClientConnection:
+        url = getattr(self.transport, "url", None)
+        return ClientConnection(self.transport.name, self.version, url=url, policy=self.policy)
 
     def connect(self) -> bool:
         """Open a fresh transport. Reports `connect` for transports with a connect step (legacy SSE).
@@ -114,26 +151,26 @@ class McpClient:
         """
         self.close_transport()
         self.transport = self._make_transport()
+        self.conn = self._new_conn()
+        self.transport.attach(self.conn, self._dispatch)
         start = time.perf_counter()
+        failure = None
         try:
             with gevent.Timeout(self.timeout + 1.0, CallTimeout):
                 self.transport.open()
         except McpFailure as exc:
-            self._report_connect(start, exc)
-            self.close_transport()
-            return False
+            failure = exc
         except CallTimeout:
-            self._report_connect(start, McpFailure(Failure.ANSWER_LOST, "connect timed out"))
-            self.close_transport()
-            return False
-        self._report_connect(start, None)
-        return True
-
-    def _report_connect(self, start: float, failure: McpFailure | None) -> None:
+            failure = McpFailure(Failure.ANSWER_LOST, "connect timed out")
         # Only legacy SSE has a protocol step here (GET → endpoint event). Others report failures
         # (a stdio command that cannot start), so that they are seen.
-        if self.transport is not None and (self.transport.name == "sse" or failure is not None):
+        if self.transport.name == "sse" or failure is not None:
             self._record(STEP_CONNECT, start, 0, failure)
+        if failure is not None:
+            self.close_transport()
+            return False
+        self._fresh = True
+        return True
 
     def start_session(self) -> bool:
         """Connect if needed and run the handshake (handshake era) or server/discover (2026-07-28, if asked).
@@ -143,20 +180,24 @@ class McpClient:
         """
         self.ready = False
         self.session_tag = f"{os.getpid()}-{next(_SESSION_TAGS)}"
-        if self.transport is None or not self.transport.alive:
+        transport = self.transport
+        if transport is None or not transport.alive or (not self._fresh and not transport.has_session_header):
+            # stdio and legacy SSE: a session lives as long as its process or stream
             if not self.connect():
                 return False
-        self.protocol = ClientProtocol(self.version)
-        self.session_id = None
-        self._headers.clear()
-        if self.stateless:
+        elif not self._fresh:
+            self.conn = self._new_conn()
+            self.transport.attach(self.conn, self._dispatch)
+        self._fresh = False
+        conn = self.conn
+        if conn.stateless:
             if self.discover and self.call("server/discover") is None:
                 return False
             self.ready = True
             return True
-        if self._exchange("initialize", self.protocol.initialize()) is None:
+        if self._exchange("initialize", conn.initialize) is None:
             return False
-        if not self._notify("notifications/initialized", self.protocol.initialized()):
+        if not self._notify("notifications/initialized", conn.initialized):
             return False
         self.ready = True
         return True
@@ -164,25 +205,23 @@ class McpClient:
     def end_session(self) -> None:
         """End the session: DELETE on Streamable HTTP (handshake era), close the transport otherwise."""
         self.ready = False
-        transport = self.transport
+        transport, conn = self.transport, self.conn
         if transport is not None and transport.has_session_header:
-            if self.session_id is not None:
+            headers = conn.delete_headers() if conn is not None else None
+            if headers is not None:
                 start = time.perf_counter()
-                headers = {SESSION_ID: self.session_id}
-                if self.protocol.session.version:
-                    headers["mcp-protocol-version"] = self.protocol.session.version
                 failure = None
                 size = 0
                 try:
                     with gevent.Timeout(self.timeout, CallTimeout):
-                        size = transport.end_session(headers) or 0
+                        size = transport.end_session(headers)
                 except McpFailure as exc:
                     failure = exc
                 except CallTimeout:
                     failure = McpFailure(Failure.ANSWER_LOST, "no answer to DELETE")
                 self._record(STEP_DELETE, start, size, failure)
-            self.session_id = None
-            self.protocol.session.close()
+            if conn is not None:
+                conn.close()
         else:
             self.close_transport()
 
@@ -206,7 +245,7 @@ class McpClient:
 
     def ensure_session(self) -> bool:
         """Long-lived mode: (re)establish the session if it is gone."""
-        if self.ready and self.transport is not None and self.transport.alive:
+        if self.ready and self.transport is not None and self.transport.alive and self.conn.usable:
             return True
         return self.start_session()
 
@@ -218,7 +257,11 @@ class McpClient:
         Returns:
             the result, or None when the step failed (the failure is reported, not raised).
         """
-        return self._exchange(name or step_name(method, params), self.protocol.request(method, params), intended_start)
+        conn = self.conn
+        if conn is None:
+            self._record(name or step_name(method, params), time.perf_counter(), 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
+            return None
+        return self._exchange(name or step_name(method, params), lambda **kw: conn.request(method, params, **kw), intended_start)
 
     def call_tool(self, tool: str, arguments: dict | None = None, **kw: Any) -> Any:
         return self.call("tools/call", {"name": tool, "arguments": arguments or {}}, **kw)
@@ -238,47 +281,30 @@ class McpClient:
     def ping(self, **kw: Any) -> Any:
         return self.call("ping", **kw)
 
-    def _http_headers(self, message: Any) -> dict[str, str] | None:
-        transport = self.transport
-        if transport is None or not transport.has_session_header:
-            return None
-        method = message.method
-        key = NAMED_METHODS.get(method)
-        target = message.params.get(key) if key and message.params else None
-        cache_key = (method, target if isinstance(target, str) else None)
-        headers = self._headers.get(cache_key)
-        if headers is None:
-            version = self.version if self.stateless else (self.protocol.session.version if method != "initialize" else None)
-            headers = post_headers(message, version=version, session_id=self.session_id)
-            if method != "initialize":  # the session id and version are known from here on
-                self._headers[cache_key] = headers
-        return headers
-
-    def _exchange(self, name: str, request: Request, intended_start: float | None = None) -> Any:
-        transport = self.transport
+    def _exchange(self, name: str, build, intended_start: float | None = None) -> Any:
+        """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it."""
+        transport, conn = self.transport, self.conn
         sent = time.perf_counter()
         start = intended_start if intended_start is not None else sent
-        context: dict = {}
-        if transport is None:
-            self._record(name, start, 0, McpFailure(Failure.STREAM_CLOSED, "not connected"), context)
+        if transport is None or conn is None:
+            self._record(name, start, 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
             return None
-        data, _ = self.protocol.send(request, sent)
+        waiter = gevent.event.AsyncResult()
+        out = build(waiter=waiter, ts=sent)
+        size = 0
         try:
             with gevent.Timeout(self.timeout, CallTimeout):
-                reply: Reply = transport.request(request, data, self._http_headers(request))
-        except McpFailure as exc:
-            self._fail(exc)
-            self._record(name, start, 0, exc, self._timing(context, sent, intended_start, None))
-            return None
+                size = transport.send(out)
+                outcome = waiter.get()
         except CallTimeout:
-            exc = McpFailure(Failure.ANSWER_LOST, f"no answer within {self.timeout:g} s")
-            self._fail(exc)
-            self._record(name, start, 0, exc, self._timing(context, sent, intended_start, None))
+            outcome = conn.give_up(out.request_id, f"no answer within {self.timeout:g} s") or waiter.get(block=False)
+        context = self._timing(sent, intended_start, transport.first_event)
+        if type(outcome) is Failed:
+            failure = McpFailure(outcome.failure, outcome.detail)
+            self._fail(failure)
+            self._record(name, start, size, failure, context)
             return None
-        answer = reply.answer
-        self.protocol.receive(answer)
-        if request.method == "initialize" and reply.session_id:
-            self.session_id = reply.session_id
+        answer = outcome.answer
         failure = None
         result = None
         if isinstance(answer, ErrorResponse):
@@ -287,52 +313,41 @@ class McpClient:
             result = answer.result
             if isinstance(result, dict) and result.get("isError") is True:
                 failure = McpFailure(Failure.TOOL_ERROR, "isError")
-        self._record(name, start, reply.size + len(data), failure, self._timing(context, sent, intended_start, reply.first_event))
+        self._record(name, start, size, failure, context)
         return result if failure is None else None
 
     @staticmethod
-    def _timing(context: dict, sent: float, intended: float | None, first_event: float | None) -> dict:
+    def _timing(sent: float, intended: float | None, first_event: float | None) -> dict:
+        context: dict = {}
         if first_event is not None:
             context["ttfe"] = (first_event - sent) * 1000.0
         if intended is not None:
-            now = time.perf_counter()
-            context["uncorrected"] = (now - sent) * 1000.0
+            context["uncorrected"] = (time.perf_counter() - sent) * 1000.0
         return context
 
-    def _notify(self, name: str, message: Any) -> bool:
+    def _notify(self, name: str, build) -> bool:
         transport = self.transport
         start = time.perf_counter()
-        if transport is None:
-            self._record(name, start, 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
-            return False
-        data, _ = self.protocol.send(message, start)
+        self._unowned = None
+        out = build(ts=start)
+        failure = None
+        size = 0
         try:
             with gevent.Timeout(self.timeout, CallTimeout):
-                size = transport.notify(data, self._http_headers(message))
-        except McpFailure as exc:
-            self._fail(exc)
-            self._record(name, start, 0, exc)
-            return False
+                size = transport.send(out)
         except CallTimeout:
-            exc = McpFailure(Failure.ANSWER_LOST, f"no answer within {self.timeout:g} s")
-            self._fail(exc)
-            self._record(name, start, 0, exc)
-            return False
-        self._record(name, start, size + len(data), None)
-        return True
+            failure = McpFailure(Failure.ANSWER_LOST, f"no answer within {self.timeout:g} s")
+        if failure is None and self._unowned is not None:
+            failure = McpFailure(self._unowned.failure, self._unowned.detail)
+        if failure is not None:
+            self._fail(failure)
+        self._record(name, start, size, failure)
+        return failure is None
 
     def _fail(self, exc: McpFailure) -> None:
         """What a failure means for the session: after these, a long-lived user starts a new one."""
-        if exc.kind == Failure.SESSION_NOT_FOUND:
+        if exc.kind in (Failure.SESSION_NOT_FOUND, Failure.STREAM_CLOSED, Failure.CONNECT) or (self.conn is not None and not self.conn.usable):
             # Streamable HTTP: "the client MUST start a new session by sending a new InitializeRequest".
-            self.ready = False
-            self.session_id = None
-        elif exc.kind in (Failure.STREAM_CLOSED, Failure.CONNECT):
             self.ready = False
             if self.transport is not None and not self.transport.has_session_header:
                 self.close_transport()
-
-
-def encode_request(message: Any) -> bytes:
-    """The bytes the client would send for `message` (for benchmarks comparing raw posts)."""
-    return jsonrpc.encode(message)

@@ -35,7 +35,7 @@ from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
 from mcpbench.listen import check_listen
 from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, McpbenchError, TargetError
-from mcpbench.target import SSE, STDIO, parse_target
+from mcpbench.target import STDIO, parse_target
 from mcpbench.trace.redact import Redactor
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -133,18 +133,12 @@ def _session_tools(scenario: Scenario) -> list[str]:
     import gevent
 
     from mcpbench.load.client import McpClient
-    from mcpbench.load.transports import SseTransport, StdioTransport, StreamableHttpTransport, http_client
+    from mcpbench.load.transports import transport_for
 
     target = parse_target(scenario.target)
     timeout = min(scenario.timeout, PREFLIGHT_TIMEOUT)
-    if target.transport == STDIO:
-        make = lambda: StdioTransport(list(target.argv))  # noqa: E731
-    elif target.transport == SSE:
-        make = lambda: SseTransport(target.url, http_client(target.url, timeout=timeout, concurrency=2), timeout=timeout)  # noqa: E731
-    else:
-        make = lambda: StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout))  # noqa: E731
     events = _Collect()
-    client = McpClient(make, events, request_type=target.transport, version=scenario.versions[0], timeout=timeout)
+    client = McpClient(lambda: transport_for(target, timeout=timeout), events, request_type=target.transport, version=scenario.versions[0], timeout=timeout)
 
     def first_failure() -> str:
         failed = [e for e in events.events if e.get("exception") is not None]

@@ -22,6 +22,10 @@ think time, users, spawn rate, duration and thresholds::
     open_model: {rate: 200, max_lateness: 1s}   # constant arrival rate (optional)
     distinct_sources: true                 # loopback targets: each user binds its own 127.0.0.N
     sessions: 50                           # session_per_task: end after this many sessions, with a verdict
+    server_requests:                       # how users answer server→client requests (default: refuse)
+      roots/list: {roots: [{uri: "file:///tmp", name: tmp}]}
+      sampling/createMessage: {role: assistant, content: {type: text, text: ok}, model: canned}
+      elicitation/create: refuse
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words.
@@ -67,7 +71,7 @@ CALLS = {
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
-    "sessions",
+    "sessions", "server_requests",
 )
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
@@ -140,6 +144,7 @@ class Scenario:
     open_model: OpenModel | None = None
     distinct_sources: bool = False  # each user connects from its own 127.0.0.N (source-affinity balancers)
     sessions: int | None = None  # session_per_task: how many sessions in all (per load process), then stop
+    server_requests: dict[str, dict | None] = field(default_factory=dict)  # method -> canned result, None: refuse
     source: str = "<scenario>"
 
     @property
@@ -154,6 +159,7 @@ class Scenario:
             "duration": self.duration, "timeout": self.timeout, "thresholds": [t.text for t in self.thresholds],
             "open_model": None if self.open_model is None else {"rate": self.open_model.rate, "max_lateness": self.open_model.max_lateness},
             "distinct_sources": self.distinct_sources, "sessions": self.sessions, "source": self.source,
+            "server_requests": self.server_requests,
         }
 
     @classmethod
@@ -168,7 +174,7 @@ class Scenario:
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
             open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]),
             distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"),
-            source=obj.get("source", "<json>"),
+            server_requests=obj.get("server_requests") or {}, source=obj.get("source", "<json>"),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -385,6 +391,28 @@ def _mapping(node: Any, source: str, what: str, allowed: tuple[str, ...]) -> dic
     return out
 
 
+# Server→client requests a scenario can answer (the handshake era's `sampling`, `roots`, `elicitation`).
+SERVER_REQUESTS = ("roots/list", "sampling/createMessage", "elicitation/create")
+REFUSE = "refuse"
+
+
+def server_requests(value: Any) -> dict[str, dict | None]:
+    """`{method: result mapping | "refuse"}` -> `{method: result | None}`."""
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of {', '.join(SERVER_REQUESTS)} to a result or {REFUSE!r}")
+    out: dict[str, dict | None] = {}
+    for method, answer in value.items():
+        if method not in SERVER_REQUESTS:
+            raise ValueError(f"unknown server request {method!r} (known: {', '.join(SERVER_REQUESTS)})")
+        if answer == REFUSE:
+            out[method] = None
+        elif isinstance(answer, dict):
+            out[method] = answer
+        else:
+            raise ValueError(f"{method}: expected a result mapping or {REFUSE!r}, got {answer!r}")
+    return out
+
+
 def scenario_from_node(root: Any, source: str) -> Scenario:
     if root is None:
         raise ScenarioError(f"{source}: empty scenario (a target and a mix are needed)")
@@ -506,6 +534,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         open_model=open_model,
         distinct_sources=value("distinct_sources", flag, False),
         sessions=value("sessions", positive_int, None),
+        server_requests=value("server_requests", server_requests, {}),
         source=source,
     )
     try:

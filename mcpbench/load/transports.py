@@ -1,7 +1,9 @@
-"""gevent I/O shells that carry JSON-RPC bytes for the load users.
+"""gevent I/O shells that carry the client core's bytes for the load users.
 
-Each transport moves the bytes the protocol core built and hands back decoded
-messages; it never decides what to send. They use gevent and geventhttpclient
+Each transport moves what the client core (`protocol.client.ClientConnection`)
+built and feeds it what arrives; the core's events go to the `dispatch` the
+client attached. A transport never decides
+what to send or what an answer means. They use gevent and geventhttpclient
 (what Locust's FastHttpUser runs on) but not Locust itself, so the CLI's
 pre-flight check and the tests can drive them outside a locust process.
 
@@ -24,38 +26,22 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.lock
 import gevent.os
 import gevent.subprocess
 from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
 
-from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
-from mcpbench.protocol.http import (
-    EVENT_STREAM,
-    GET_ACCEPT,
-    INSTANCE,
-    SESSION_ID,
-    Carried,
-    Endpoint,
-    Failure,
-    LegacyStream,
-    PostAnswer,
-    Problem,
-    classify_status,
-    is_event_stream,
-)
-from mcpbench.protocol.jsonrpc import ErrorResponse, Message, Request, Response
+from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Outgoing
+from mcpbench.protocol.http import INSTANCE, SESSION_ID, Failure
+from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 # One recv: large enough that a typical answer arrives in one call.
 READ_SIZE = 64 * 1024
-# An HTTP error body is read only to show a short detail; never more than this.
-MAX_ERROR_BODY = 64 * 1024
-# Of a plain-text error body, this much goes into the detail (it names the error's form, not an id).
-ERROR_TEXT = 80
-# After the final answer a Streamable HTTP server should end the SSE body; we wait this long for the
-# end (so the connection can be reused) before closing the connection instead.
+# After its answer a Streamable HTTP server should end the SSE body; a greenlet waits this long for
+# the end (so the connection can be reused) before closing the connection instead. The call itself
+# is complete when its answer arrives.
 DRAIN_TIMEOUT = 1.0
 # A stdio server gets this long to exit after its stdin closes, then it is killed.
 STDIO_EXIT_GRACE = 2.0
@@ -63,6 +49,8 @@ STDIO_EXIT_GRACE = 2.0
 STDERR_TAIL = 4096
 
 _SOCKET_ERRORS = (OSError, HTTPParseError)
+
+Dispatch = Callable[[list[Event]], None]
 
 
 class McpFailure(Exception):
@@ -134,130 +122,41 @@ def _discard(resp: Any) -> None:
         resp._pool = None
 
 
-def _short_exchange(client: Any, method: str, uri: str, body: bytes, headers: dict[str, str] | None,
-                    *, has_session: bool, also_ok: tuple[int, ...] = (), seen: "Transport | None" = None) -> int:
-    """One request whose answer is only a status (202, 200 to DELETE, …): its body size.
-
-    `seen` notes the instance that answered (`Transport.note_instance`).
-
-    Raises:
-        McpFailure: an HTTP error status (not in `also_ok`), classified, or a socket failure.
-    """
-    try:
-        resp = client.request(method, uri, body=body, headers=headers)
-    except _SOCKET_ERRORS as exc:
-        raise _socket_failure(exc, connected=False) from None
-    if seen is not None:
-        seen.note_instance(resp)
-    try:
-        status = resp.status_code
-        if status >= 400 and status not in also_ok:
-            raise McpFailure(classify_status(status, has_session=has_session), _error_detail(resp, status))
-        return len(resp.read())
-    except _SOCKET_ERRORS as exc:
-        raise _socket_failure(exc, connected=True) from None
-    finally:
-        if resp._sock is not None:
-            _discard(resp)
-
-
-def _error_detail(resp: Any, status: int) -> str:
-    """`HTTP 404` plus the JSON-RPC error message in the body, if short."""
-    try:
-        body = b""
-        while len(body) < MAX_ERROR_BODY:
-            chunk = _read_some(resp)
-            if not chunk:
-                break
-            body += chunk
-    except (McpFailure, *_SOCKET_ERRORS):
-        body = b""
-    detail = f"HTTP {status}"
-    try:
-        msg = jsonrpc.decode(body)
-        if isinstance(msg, ErrorResponse):
-            detail += f" JSON-RPC {msg.code} {msg.message[:80]}"
-    except jsonrpc.InvalidMessage:
-        # A plain-text error (the SDK's legacy "Could not find session"): its first line, short.
-        text = body[:ERROR_TEXT].decode("utf-8", "replace").strip().splitlines()
-        if text and text[0].isprintable():
-            detail += f" {text[0]}"
-    return detail
-
-
-class _Waiting:
-    """Requests awaiting answers that a reader greenlet finds on a stream (legacy SSE, stdio)."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[Any, gevent.event.AsyncResult] = {}
-
-    def call(self, request_id: Any, send: Callable[[], Any]) -> tuple[Response | ErrorResponse, Any]:
-        """Run `send`, then wait for the answer to `request_id`: (the answer, what `send` returned).
-
-        Raises:
-            McpFailure: the stream ended first (`fail_all`).
-        """
-        waiter = gevent.event.AsyncResult()
-        self._waiters[request_id] = waiter
-        try:
-            sent = send()
-            answer = waiter.get()  # the caller's per-call timeout bounds the wait
-        finally:
-            self._waiters.pop(request_id, None)
-        if isinstance(answer, McpFailure):
-            raise answer
-        return answer, sent
-
-    def answer(self, message: Response | ErrorResponse) -> None:
-        """Wake the request `message` answers, if one waits."""
-        waiter = self._waiters.pop(message.id, None)
-        if waiter is not None:
-            waiter.set(message)
-
-    def fail_all(self, failure: McpFailure) -> None:
-        waiters, self._waiters = self._waiters, {}
-        for waiter in waiters.values():
-            waiter.set(failure)
-
-
-class Reply:
-    """What one request got back."""
-
-    __slots__ = ("answer", "size", "first_event", "session_id")
-
-    def __init__(self, answer: Response | ErrorResponse, size: int, first_event: float | None = None, session_id: str | None = None):
-        self.answer = answer
-        self.size = size
-        self.first_event = first_event  # perf_counter time of the first SSE event, if the answer was streamed
-        self.session_id = session_id
-
-
 class Transport:
-    """One MCP connection of one load user. `open()` before use, `close()` after (idempotent)."""
+    """One MCP connection of one load user: `attach` a client core, `open()`, `send(...)`, `close()`.
+
+    What arrives is fed to the attached `ClientConnection`, and its events go to `dispatch`.
+    """
 
     name = "transport"
     has_session_header = False
     instance: str | None = None
     """The server instance that answered the last exchange, as a lab balancer names it
     (`X-Mcpbench-Instance`); the client reads and clears it after each step."""
+    first_event: float | None = None
+    """perf_counter time of the first SSE event of the last answer read on a POST (time to first event)."""
+
+    conn: ClientConnection
+    dispatch: Dispatch
+
+    def attach(self, conn: ClientConnection, dispatch: Dispatch) -> None:
+        """Carry `conn`'s messages from now on (a new session on the same transport, say)."""
+        self.conn, self.dispatch = conn, dispatch
 
     def note_instance(self, resp: Any) -> None:
         if (name := resp.get(INSTANCE)) is not None:
             self.instance = name
 
-    def open(self) -> float | None:
-        """Connect; returns the perf_counter time the transport became ready, or None if instant."""
-        return None
+    def open(self) -> None:
+        """Connect (a process, a stream). Raises `McpFailure`."""
 
-    def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
+    def send(self, out: Outgoing) -> int:
+        """Send `out`; what comes back is fed to the core. Returns the bytes exchanged."""
         raise NotImplementedError
 
-    def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
-        raise NotImplementedError
-
-    def end_session(self, headers: dict[str, str]) -> int | None:
-        """End the session on the server (HTTP DELETE); None when the transport has no such step."""
-        return None
+    def end_session(self, headers: dict[str, str]) -> int:
+        """End the session on the server (HTTP DELETE)."""
+        return 0
 
     def close(self) -> None:
         pass
@@ -273,12 +172,13 @@ class Transport:
         self.close()
 
 
-# --- Streamable HTTP ----------------------------------------------------------------------------
+# --- HTTP, both transports ----------------------------------------------------------------------
 
 
-def http_client(url: str, *, timeout: float, concurrency: int = 1, pool: Any = None, source: str | None = None, **kw: Any) -> HTTPClient:
+def http_client(url: str, *, timeout: float, concurrency: int = 2, pool: Any = None, source: str | None = None, **kw: Any) -> HTTPClient:
     """A geventhttpclient client for `url`'s origin (from Locust's pool when given).
 
+    Two connections at least: a server request on a POST's answer stream is answered on another.
     `source`: the local address its sockets bind before connecting (distinct loopback clients).
     """
     if pool is not None:
@@ -311,102 +211,111 @@ def bind_source(client: HTTPClient, address: str) -> None:
     pool._create_tcp_socket = create_bound
 
 
-class StreamableHttpTransport(Transport):
+class _HttpPoster(Transport):
+    """POSTs a message and feeds its answer to the core: what both HTTP transports share."""
+
+    _client: HTTPClient
+
+    def _post(self, out: Outgoing, uri: str) -> int:
+        try:
+            resp = self._client.request("POST", uri, body=out.data, headers=out.headers)
+        except _SOCKET_ERRORS as exc:
+            failure = _socket_failure(exc, connected=False)
+            self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
+            return 0
+        self.note_instance(resp)
+        reader = self.conn.post_answer(out, resp.status_code, resp.get("content-type"), resp.get(SESSION_ID))
+        streamed = reader.answer.streamed
+        draining = False
+        try:
+            while True:
+                chunk = _read_some(resp) if streamed else resp.read()
+                self.dispatch(reader.feed(chunk, time.perf_counter()))
+                if not chunk:
+                    break
+                if reader.answered:  # complete: what the stream does next is not this call's
+                    draining = not resp.message_complete
+                    break
+        except (McpFailure, *_SOCKET_ERRORS) as exc:
+            failure = exc if isinstance(exc, McpFailure) else _socket_failure(exc, connected=True)
+            self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail) if not reader.answered else [])
+        finally:
+            self.first_event = reader.first_event
+            if draining:
+                gevent.spawn(_drain, resp)
+            elif resp._sock is not None:
+                _discard(resp)
+        return reader.size + len(out.data)
+
+
+def _drain(resp: Any) -> None:
+    """Read what follows an answer, so the connection can carry the next request; else close it."""
+    try:
+        with gevent.Timeout(DRAIN_TIMEOUT, False):
+            while _read_some(resp):
+                pass
+    except (McpFailure, *_SOCKET_ERRORS):
+        pass
+    finally:
+        if resp._sock is not None:
+            _discard(resp)
+
+
+class StreamableHttpTransport(_HttpPoster):
     """POSTs to one endpoint; answers come as JSON or as an SSE body read incrementally."""
 
-    name = "streamable-http"
+    name = STREAMABLE_HTTP
     has_session_header = True
 
     def __init__(self, url: str, client: HTTPClient) -> None:
         self.url = url
-        parts = URL(url)
-        self._uri = parts.request_uri
+        self._uri = URL(url).request_uri
         self._client = client
 
-    def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
-        resp = self._post(data, headers)
+    def send(self, out: Outgoing) -> int:
+        return self._post(out, self._uri)
+
+    def end_session(self, headers: dict[str, str]) -> int:
+        """DELETE the session. Streamable HTTP: "The server MAY respond to this request with HTTP 405"."""
+        try:
+            resp = self._client.request("DELETE", self._uri, body=b"", headers=headers)
+        except _SOCKET_ERRORS as exc:
+            raise _socket_failure(exc, connected=False) from None
         self.note_instance(resp)
         try:
-            status = resp.status_code
-            answer = PostAnswer(request.id, status, resp.get("content-type"), has_session=bool(headers and SESSION_ID in headers))
-            if answer.failure:  # the status decides, whatever the body says (a 404 is the lost session)
-                raise McpFailure(answer.failure, _error_detail(resp, status))
-            first, problem = None, None
-            while answer.answer is None:
-                chunk = _read_some(resp) if answer.streamed else resp.read()
-                for item in answer.feed(chunk):
-                    if type(item) is Problem:
-                        problem = item  # the last one sums up: the stream's end comes last
-                    # progress notifications and server requests are seen and let go
-                if first is None and answer.events:
-                    first = time.perf_counter()  # time to first event
-                if not chunk:
-                    break
-            if answer.answer is None:
-                failure = problem or Problem(Failure.ANSWER_LOST, f"HTTP {status} without an answer")
-                raise McpFailure(failure.failure, failure.detail)
-            if answer.streamed:
-                self._drain(resp)
-            return Reply(answer.answer, answer.size, first, resp.get(SESSION_ID))
+            body = resp.read()
         except _SOCKET_ERRORS as exc:
             raise _socket_failure(exc, connected=True) from None
         finally:
             if resp._sock is not None:
                 _discard(resp)
-
-    def _post(self, data: bytes, headers: dict[str, str] | None) -> Any:
-        try:
-            return self._client.request("POST", self._uri, body=data, headers=headers)
-        except _SOCKET_ERRORS as exc:
-            raise _socket_failure(exc, connected=False) from None
-
-    @staticmethod
-    def _drain(resp: Any) -> None:
-        """Read what follows the answer, so the connection can carry the next request."""
-        if resp.message_complete or resp._sock is None:
-            return
-        try:
-            with gevent.Timeout(DRAIN_TIMEOUT, False):
-                while _read_some(resp):
-                    pass
-        except (McpFailure, *_SOCKET_ERRORS):
-            pass
-
-    def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
-        has_session = bool(headers and SESSION_ID in headers)
-        return _short_exchange(self._client, "POST", self._uri, data, headers, has_session=has_session, seen=self)
-
-    def end_session(self, headers: dict[str, str]) -> int | None:
-        # Streamable HTTP: "The server MAY respond to this request with HTTP 405".
-        return _short_exchange(self._client, "DELETE", self._uri, b"", headers, has_session=True, also_ok=(405,), seen=self)
+        if resp.status_code >= 400 and resp.status_code != 405:
+            kind = Failure.SESSION_NOT_FOUND if resp.status_code == 404 else (Failure.HTTP_4XX if resp.status_code < 500 else Failure.HTTP_5XX)
+            raise McpFailure(kind, f"HTTP {resp.status_code}")
+        return len(body)
 
 
-# --- legacy HTTP+SSE ----------------------------------------------------------------------------
+class SseTransport(_HttpPoster):
+    """`GET /sse` held open by one reader greenlet; POSTs go to the endpoint it names."""
 
-
-class SseTransport(Transport):
-    """`GET /sse` held open by one reader greenlet; POSTs to the endpoint it names, answers matched by id."""
-
-    name = "sse"
+    name = SSE
 
     def __init__(self, url: str, post_client: HTTPClient, *, timeout: float, source: str | None = None) -> None:
         self.url = url
-        self._post_client = post_client
+        self._client = post_client
         self._timeout = timeout
         self._source = source
         self._stream_client: HTTPClient | None = None
         self._stream: Any = None
         self._reader: gevent.Greenlet | None = None
-        self._endpoint: gevent.event.AsyncResult = gevent.event.AsyncResult()
-        self._endpoint_uri: str | None = None
-        self._waiting = _Waiting()
+        self._endpoint = gevent.event.Event()
         self._closed: str | None = None
 
     @property
     def alive(self) -> bool:
         return self._closed is None and self._reader is not None
 
-    def open(self) -> float:
+    def open(self) -> None:
         # Its own single-connection client: the stream holds that connection for the session.
         # No socket timeout on it: an idle stream is normal (the SDK pings every 15 s).
         self._stream_client = HTTPClient.from_url(self.url, concurrency=1, network_timeout=None, connection_timeout=self._timeout, insecure=True)
@@ -414,7 +323,7 @@ class SseTransport(Transport):
             bind_source(self._stream_client, self._source)
         try:
             with gevent.Timeout(self._timeout, CallTimeout):
-                self._stream = self._stream_client.request("GET", URL(self.url).request_uri, headers={"accept": GET_ACCEPT})
+                self._stream = self._stream_client.request("GET", URL(self.url).request_uri, headers=self.conn.legacy_headers())
         except CallTimeout:
             self.close()
             raise McpFailure(Failure.ANSWER_LOST, "no answer to GET") from None
@@ -422,75 +331,40 @@ class SseTransport(Transport):
             self.close()
             raise _socket_failure(exc, connected=False) from None
         self.note_instance(self._stream)
-        status = self._stream.status_code
-        if status >= 400:
-            detail = _error_detail(self._stream, status)
+        reader = self.conn.legacy_stream(self._stream.status_code, self._stream.get("content-type"))
+        if (refused := reader.refused()) is not None:
             self.close()
-            raise McpFailure(classify_status(status, has_session=False), detail)
-        if not is_event_stream(self._stream.get("content-type")):
+            status = self._stream.status_code if self._stream is not None else 0
+            raise McpFailure(Failure.HTTP_5XX if status >= 500 else Failure.HTTP_4XX, refused)
+        self._reader = gevent.spawn(self._read_loop, reader)
+        if not self._endpoint.wait(self._timeout):
             self.close()
-            raise McpFailure(Failure.HTTP_4XX, f"GET answered {self._stream.get('content-type')!r}, not {EVENT_STREAM}")
-        self._reader = gevent.spawn(self._read_loop)
-        try:
-            endpoint = self._endpoint.get(timeout=self._timeout)
-        except gevent.Timeout:
+            raise McpFailure(Failure.ANSWER_LOST, "no endpoint event")
+        if self.conn.endpoint is None:
             self.close()
-            raise McpFailure(Failure.ANSWER_LOST, "no endpoint event") from None
-        if isinstance(endpoint, McpFailure):
-            self.close()
-            raise endpoint
-        self._endpoint_uri = endpoint
-        return time.perf_counter()
+            raise McpFailure(Failure.CONNECT, self.conn.lost or "SSE stream closed before its endpoint event")
 
-    def _read_loop(self) -> None:
-        stream = LegacyStream(self.url)
-        reason = "server closed the SSE stream"
+    def _read_loop(self, reader: Any) -> None:
+        chunk = b"?"
         try:
-            while True:
+            while chunk:
                 chunk = _read_some(self._stream)
-                for item in stream.feed(chunk):
-                    if type(item) is Carried:
-                        if type(item.message) in (Response, ErrorResponse):
-                            self._waiting.answer(item.message)
-                    elif type(item) is Endpoint:
-                        self._endpoint.set(item.url)
-                    elif not self._endpoint.ready():  # an endpoint we must not use
-                        self._endpoint.set(McpFailure(item.failure, item.detail))
-                    # an unreadable message: its caller's timeout counts it
-                if not chunk:
-                    break
-        except McpFailure as exc:
-            reason = exc.detail
-        except _SOCKET_ERRORS as exc:
-            reason = type(exc).__name__
+                events = reader.feed(chunk, time.perf_counter())
+                if any(type(e) is EndpointReady for e in events) or self.conn.lost:
+                    self._endpoint.set()
+                self.dispatch(events)
+        except (McpFailure, *_SOCKET_ERRORS) as exc:
+            self._closed = str(exc) or type(exc).__name__
+            self.dispatch(reader.feed(b"", time.perf_counter()))
         finally:
-            self._closed = reason
-            failure = McpFailure(Failure.STREAM_CLOSED, "SSE stream closed")
-            if not self._endpoint.ready():
-                self._endpoint.set(failure)
-            self._waiting.fail_all(failure)
+            self._closed = self._closed or "server closed the SSE stream"
+            self._endpoint.set()
 
-    def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
-        if self._closed is not None or self._endpoint_uri is None:
-            raise McpFailure(Failure.STREAM_CLOSED, "SSE stream closed")
-        posted: list[int] = []
-        try:
-            answer, size = self._waiting.call(request.id, lambda: posted.append(self._post(data)) or posted[0])
-        except CallTimeout:
-            if not posted:
-                raise
-            # The POST was accepted (an error status would have raised): the answer never came on the stream.
-            raise McpFailure(Failure.ANSWER_LOST, "POST accepted, no answer on the stream") from None
-        return Reply(answer, size + len(data))
-
-    def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
-        if self._closed is not None or self._endpoint_uri is None:
-            raise McpFailure(Failure.STREAM_CLOSED, "SSE stream closed")
-        return self._post(data)
-
-    def _post(self, data: bytes) -> int:
-        # The endpoint URI carries the session: a 404 there means the session is gone.
-        return _short_exchange(self._post_client, "POST", self._endpoint_uri, data, {"content-type": "application/json"}, has_session=True, seen=self)
+    def send(self, out: Outgoing) -> int:
+        if self._closed is not None or out.url is None:
+            self.dispatch(self.conn.post_failed(out, Failure.STREAM_CLOSED, "SSE stream closed"))
+            return 0
+        return self._post(out, out.url)
 
     def close(self) -> None:
         if self._closed is None:
@@ -510,7 +384,7 @@ class SseTransport(Transport):
 class StdioTransport(Transport):
     """A child process per user (gevent.subprocess); newline-delimited JSON-RPC on its stdin/stdout."""
 
-    name = "stdio"
+    name = STDIO
 
     def __init__(self, argv: list[str] | tuple[str, ...], *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.argv = list(argv)
@@ -519,7 +393,7 @@ class StdioTransport(Transport):
         self.proc: gevent.subprocess.Popen | None = None
         self._reader: gevent.Greenlet | None = None
         self._stderr_reader: gevent.Greenlet | None = None
-        self._waiting = _Waiting()
+        self._write_lock = gevent.lock.Semaphore()
         self._closed: str | None = None
         self.stderr_tail = b""
 
@@ -527,7 +401,7 @@ class StdioTransport(Transport):
     def alive(self) -> bool:
         return self._closed is None and self.proc is not None
 
-    def open(self) -> float:
+    def open(self) -> None:
         try:
             self.proc = gevent.subprocess.Popen(
                 self.argv, stdin=gevent.subprocess.PIPE, stdout=gevent.subprocess.PIPE, stderr=gevent.subprocess.PIPE,
@@ -540,7 +414,6 @@ class StdioTransport(Transport):
         gevent.os.make_nonblocking(self._stdin)
         self._reader = gevent.spawn(self._read_loop, self.proc.stdout.fileno())
         self._stderr_reader = gevent.spawn(self._drain_stderr, self.proc.stderr.fileno())
-        return time.perf_counter()
 
     def _drain_stderr(self, fd: int) -> None:
         gevent.os.make_nonblocking(fd)
@@ -552,57 +425,29 @@ class StdioTransport(Transport):
 
     def _read_loop(self, fd: int) -> None:
         gevent.os.make_nonblocking(fd)
-        framer = LineFramer()
-        try:
-            while True:
+        chunk = b"?"
+        while chunk:
+            try:
                 chunk = gevent.os.nb_read(fd, READ_SIZE)
-                framer.receive_data(chunk)
-                while isinstance(event := framer.next_event(), (Line, LineTooLong)):
-                    if isinstance(event, Line) and event.data.strip():
-                        self._dispatch(event.data)
-                if not chunk:
-                    break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._closed = self._closed or "the server process closed its stdout"
+            self.dispatch(self.conn.receive_stdout(chunk, time.perf_counter()))
+
+    def send(self, out: Outgoing) -> int:
+        if self._closed is not None or self.proc is None:
+            self.dispatch(self.conn.post_failed(out, Failure.STREAM_CLOSED, "server process exited"))
+            return 0
+        view = memoryview(out.data)
+        try:
+            with self._write_lock:  # a reply to a server request may be written from another greenlet
+                while view:
+                    view = view[gevent.os.nb_write(self._stdin, view) :]
         except OSError:
-            pass
-        finally:
-            self._closed = self._closed or "the server process closed its stdout"
-            self._waiting.fail_all(McpFailure(Failure.STREAM_CLOSED, "server process exited"))
-
-    def _dispatch(self, line: bytes) -> None:
-        try:
-            msg = jsonrpc.decode(line)
-        except jsonrpc.InvalidMessage:
-            return  # stdout pollution: not ours to judge here
-        if isinstance(msg, (Response, ErrorResponse)):
-            self._waiting.answer(msg)
-        elif isinstance(msg, Request):
-            # A server request (handshake era): answer ping, refuse the rest, so the server never waits.
-            reply: Message = (
-                Response(id=msg.id, result={}) if msg.method == "ping"
-                else ErrorResponse(id=msg.id, code=jsonrpc.METHOD_NOT_FOUND, message="not supported by the load client")
-            )
-            gevent.spawn(self._write, jsonrpc.encode(reply) + b"\n")
-
-    def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[gevent.os.nb_write(self._stdin, view) :]
-        except OSError as exc:
             self._closed = self._closed or "stdin closed"
-            raise McpFailure(Failure.STREAM_CLOSED, "server process stdin closed") from exc
-
-    def request(self, request: Request, data: bytes, headers: dict[str, str] | None = None) -> Reply:
-        if self._closed is not None or self.proc is None:
-            raise McpFailure(Failure.STREAM_CLOSED, "server process exited")
-        answer, _ = self._waiting.call(request.id, lambda: self._write(data + b"\n"))
-        return Reply(answer, len(data))
-
-    def notify(self, data: bytes, headers: dict[str, str] | None = None) -> int:
-        if self._closed is not None or self.proc is None:
-            raise McpFailure(Failure.STREAM_CLOSED, "server process exited")
-        self._write(data + b"\n")
-        return 0
+            self.dispatch(self.conn.post_failed(out, Failure.STREAM_CLOSED, "server process stdin closed"))
+        return len(out.data)
 
     def close(self) -> None:
         self._closed = self._closed or "closed by the client"
@@ -630,3 +475,13 @@ class StdioTransport(Transport):
                 stream.close()
             except OSError:
                 pass
+
+
+def transport_for(target: Target, *, timeout: float, pool: Any = None, source: str | None = None,
+                  env: dict[str, str] | None = None, cwd: str | None = None) -> Transport:
+    """A fresh, unopened transport for `target` (`pool`: Locust's connection pool, for Streamable HTTP)."""
+    if target.transport == STDIO:
+        return StdioTransport(list(target.argv), env=env, cwd=cwd)
+    if target.transport == SSE:
+        return SseTransport(target.url, http_client(target.url, timeout=timeout, source=source), timeout=timeout, source=source)
+    return StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout, pool=pool, source=source))

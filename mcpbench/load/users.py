@@ -34,10 +34,11 @@ from locust.exception import StopTest, StopUser
 from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.scenario import Workload
-from mcpbench.load.transports import SseTransport, StdioTransport, StreamableHttpTransport, Transport, http_client
+from mcpbench.load.transports import Transport, transport_for
+from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, parse_target
+from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target, parse_target
 
 LONG_LIVED = "long_lived"
 SESSION_PER_TASK = "session_per_task"
@@ -80,6 +81,9 @@ class McpUser(User):
     source_address: str | None = None
     """The local address this user's sockets bind; set per user when `distinct_sources`."""
 
+    server_requests: dict[str, dict | None] = {}
+    """How server→client requests are answered: method -> canned result (None: refused); the rest refused."""
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         if self.distinct_sources and self.source_address is None:
@@ -91,6 +95,7 @@ class McpUser(User):
             version=self.version,
             timeout=self.timeout,
             discover=self.discover,
+            policy=Canned(self.server_requests),
         )
 
     def make_transport(self) -> Transport:  # pragma: no cover - abstract
@@ -138,8 +143,7 @@ class StreamableHttpUser(FastHttpUser, McpUser):
     connection_timeout: float = 30.0
 
     def make_transport(self) -> Transport:
-        url = _url(self.host, STREAMABLE_HTTP)
-        return StreamableHttpTransport(url, http_client(url, timeout=self.timeout, pool=self.client.client.clientpool, source=self.source_address))
+        return transport_for(Target(STREAMABLE_HTTP, url=_url(self.host, STREAMABLE_HTTP)), timeout=self.timeout, pool=self.client.client.clientpool, source=self.source_address)
 
 
 class SseUser(McpUser):
@@ -152,11 +156,7 @@ class SseUser(McpUser):
     transport_name = SSE
 
     def make_transport(self) -> Transport:
-        url = _url(self.host, SSE)
-        return SseTransport(
-            url, http_client(url, timeout=self.timeout, concurrency=2, source=self.source_address),
-            timeout=self.timeout, source=self.source_address,
-        )
+        return transport_for(Target(SSE, url=_url(self.host, SSE)), timeout=self.timeout, source=self.source_address)
 
 
 class StdioUser(McpUser):
@@ -180,7 +180,7 @@ class StdioUser(McpUser):
             if not self.host:
                 raise StopTest("StdioUser needs `command` or a host like stdio:python server.py")
             argv = list(parse_target(self.host).argv)
-        return StdioTransport(argv, env=self.env, cwd=self.cwd)
+        return transport_for(Target(STDIO, argv=tuple(argv)), timeout=self.timeout, env=self.env, cwd=self.cwd)
 
 
 def _url(host: str | None, transport: str) -> str:
@@ -303,6 +303,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "request_type": label,
         "discover": False,
         "distinct_sources": scenario.distinct_sources,
+        "server_requests": scenario.server_requests,
         "max_sessions": scenario.sessions,
         "workload": Workload(scenario.mix),
         "calls_per_session": scenario.calls_per_session,

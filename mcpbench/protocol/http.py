@@ -311,12 +311,18 @@ class PostAnswer:
             self.failure = classify_status(self.status, has_session=self.has_session, body=data)
         if data.strip() and (self.json_body or data.lstrip()[:1] in (b"{", b"[")):
             self._carry(data, "json", out)
-        if self.answer is not None or any(type(item) is Problem for item in out):
+        if self.answer is not None:
             return out
-        if self.failure:
-            text = data.decode("utf-8", "replace").strip().replace("\n", " ")[: self.DETAIL_CHARS]
-            out.append(Problem(self.failure, f"HTTP {self.status}{': ' + text if text else ''}"))
-        elif self.request_id is not None and data.strip():
+        if self.failure:  # one problem: the status's class, explained by the body (a JSON-RPC error's code and text)
+            error = next((i.message for i in out if type(i) is Carried and type(i.message) is ErrorResponse), None)
+            if error is not None:
+                text = f"JSON-RPC {error.code} {error.message}"[: self.DETAIL_CHARS]
+            else:
+                text = data.decode("utf-8", "replace").strip().replace("\n", " ")[: self.DETAIL_CHARS]
+            return [Problem(self.failure, f"HTTP {self.status}{': ' + text if text else ''}")]
+        if any(type(item) is Problem for item in out):
+            return out
+        if self.request_id is not None and data.strip():
             text = data.decode("utf-8", "replace").strip().replace("\n", " ")[: self.DETAIL_CHARS]
             out.append(Problem(Failure.NOT_MCP, f"HTTP {self.status} {self.content_type!r} is not an MCP answer: {text}"))
         elif self.request_id is not None:

@@ -85,6 +85,14 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
+def step_name(method: str, params: dict | None) -> str:
+    """`tools/call echo`: the method plus what it names (tool, prompt, uri), a low-cardinality key."""
+    key = NAMED_METHODS.get(method)
+    if key and params and isinstance(params.get(key), str):
+        return f"{method} {params[key]}"
+    return method
+
+
 def rules(version: str | None) -> VersionRules | None:
     """The rules of `version`, or None for a version mcpbench does not know."""
     return VERSIONS.get(version) if version else None

@@ -1,0 +1,75 @@
+"""Load users answer server→client requests by the scenario's policy, the same way on every transport.
+
+The load client (`McpClient` over the client core and a gevent transport) runs here in a greenlet,
+outside Locust, against the reference server's `ask` tool, which puts a sampling request to the
+client during the call when the client declared sampling.
+"""
+
+import gevent
+import pytest
+
+from mcpbench.load.client import McpClient
+from mcpbench.load.transports import transport_for
+from mcpbench.protocol.asks import Canned
+from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from tests.support.servers import reference_server
+
+# Every step of these clients is bounded by this (seconds); the greenlet by a little more.
+TIMEOUT = 20.0
+SAMPLING = {"role": "assistant", "content": {"type": "text", "text": "canned by the scenario"}, "model": "mcpbench"}
+
+
+class Steps:
+    def __init__(self) -> None:
+        self.fired: list[dict] = []
+
+    def fire(self, **kw) -> None:
+        self.fired.append(kw)
+
+
+def ask_once(target: Target, policy: Canned) -> tuple[object, Steps]:
+    steps = Steps()
+    client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
+                       version="2025-11-25", timeout=TIMEOUT, policy=policy)
+
+    def run():
+        try:
+            assert client.start_session(), steps.fired
+            return client.call_tool("ask", {"question": "which model?"})
+        finally:
+            client.end_session()
+            client.close_transport()
+
+    greenlet = gevent.spawn(run)
+    greenlet.join(timeout=3 * TIMEOUT)
+    assert greenlet.ready(), "the client did not finish"
+    if greenlet.exception is not None:
+        raise greenlet.exception
+    return greenlet.value, steps
+
+
+@pytest.fixture(scope="module", params=[STDIO, SSE, STREAMABLE_HTTP])
+def target(request):
+    with reference_server(request.param) as server:
+        if request.param == STDIO:
+            yield Target(STDIO, argv=tuple(server))
+        else:
+            yield Target(request.param, url=server.url)
+
+
+def text_of(result) -> str:
+    assert isinstance(result, dict), result
+    return "".join(block.get("text", "") for block in result["content"])
+
+
+def test_a_canned_sampling_answer_reaches_the_tool_on_every_transport(target):
+    result, steps = ask_once(target, Canned({"sampling/createMessage": SAMPLING}))
+    assert text_of(result) == "canned by the scenario"
+    assert [s["exception"] for s in steps.fired if s["name"] == "tools/call ask"] == [None]
+
+
+def test_a_refusing_policy_declares_nothing_and_the_server_says_so(target):
+    from mcpbench.lab.reference_server import ASK_NEITHER_TEXT
+
+    result, _ = ask_once(target, Canned({"sampling/createMessage": None}))
+    assert text_of(result) == ASK_NEITHER_TEXT
