@@ -32,7 +32,7 @@ import gevent.event
 from mcpbench.load.transports import CallTimeout, McpFailure, Transport
 from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.client import Answered, ClientConnection, Event, Failed, Outgoing, ServerRequest, SessionLost
-from mcpbench.protocol.http import Failure
+from mcpbench.protocol.http import Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, step_name
 
@@ -307,7 +307,9 @@ class McpClient:
         answer = outcome.answer
         failure = None
         result = None
-        if isinstance(answer, ErrorResponse):
+        if outcome.status is not None and (kind := classify_status(outcome.status, has_session=False)) is not None:
+            failure = McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}")  # the status decides
+        elif isinstance(answer, ErrorResponse):
             failure = McpFailure(Failure.JSONRPC_ERROR, f"code {answer.code}")
         else:
             result = answer.result

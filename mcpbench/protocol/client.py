@@ -86,6 +86,7 @@ class Answered:
     sent: float
     received: float
     via: str  # "json", "sse" (a POST's stream), "get", "stream" (legacy), "stdio"
+    status: int | None = None  # the HTTP status of the answer that carried it (an error status still counts)
 
     @property
     def message(self) -> Message:
@@ -392,7 +393,7 @@ class ClientConnection:
         for item in message.items if type(message) is jsonrpc.Batch else (message,):
             self._incoming(item, via, carrier, ts, out)
 
-    def _incoming(self, message: Message, via: str, carrier: Any, ts: float, out: list[Event]) -> None:
+    def _incoming(self, message: Message, via: str, carrier: Any, ts: float, out: list[Event], status: int | None = None) -> None:
         kind = type(message)
         if kind is Response or kind is ErrorResponse:
             if message.id is None and carrier is not None:  # an error about a request the server could not read
@@ -403,7 +404,7 @@ class ClientConnection:
                 return
             self.session.observe(S2C, message, ts)
             self._forget_token(message.id)
-            out.append(Answered(pending.request, message, pending.waiter, pending.started, ts, via))
+            out.append(Answered(pending.request, message, pending.waiter, pending.started, ts, via, status))
         elif kind is Request:
             self.session.observe(S2C, message, ts)
             reply = self.policy.answer(message)
@@ -417,7 +418,10 @@ class ClientConnection:
 
     def _problem(self, problem: Problem, request_id: Any, status: int | None, last_event_id: str | None) -> list[Event]:
         if problem.failure == Failure.SESSION_NOT_FOUND:
-            out = self._fail(request_id, problem.failure, problem.detail, status) if request_id is not None else []
+            if request_id is None:  # a notification (or an answer) that found no session
+                out: list[Event] = [Failed(None, None, problem.failure, problem.detail, status)]
+            else:
+                out = self._fail(request_id, problem.failure, problem.detail, status)
             if self.lost is None:
                 self.lost = problem.detail
                 out.append(SessionLost(problem.detail))
@@ -485,7 +489,7 @@ class AnswerReader:
         for item in answer.feed(chunk):
             if type(item) is Carried:
                 via = self.via_stream if item.via == "sse" else item.via
-                conn._incoming(item.message, via, self.request_id, ts, out)
+                conn._incoming(item.message, via, self.request_id, ts, out, answer.status)
             elif not self.answered:
                 out += conn._problem(item, self.request_id, answer.status, answer.last_event_id)
         if self.first_event is None and answer.events:

@@ -311,7 +311,9 @@ class PostAnswer:
             self.failure = classify_status(self.status, has_session=self.has_session, body=data)
         if data.strip() and (self.json_body or data.lstrip()[:1] in (b"{", b"[")):
             self._carry(data, "json", out)
-        if self.answer is not None:
+        if self.failure == Failure.SESSION_NOT_FOUND:
+            self.answer = None  # whatever the body says, the session is gone: that is the outcome
+        elif self.answer is not None:
             return out
         if self.failure:  # one problem: the status's class, explained by the body (a JSON-RPC error's code and text)
             error = next((i.message for i in out if type(i) is Carried and type(i.message) is ErrorResponse), None)

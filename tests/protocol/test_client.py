@@ -187,10 +187,11 @@ def test_a_cut_post_stream_fails_its_request_with_the_resume_point():
     ("status", "content_type", "body"),
     [
         (404, "application/json", b'{"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Session not found"}}'),
+        (404, "application/json", b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Session not found"}}'),
         (404, None, b""),
         (400, "text/plain", b"Bad Request: No valid session ID provided"),
     ],
-    ids=["404-jsonrpc", "404-empty", "400-no-valid-session"],
+    ids=["404-jsonrpc", "404-jsonrpc-null-id", "404-empty", "400-no-valid-session"],
 )
 def test_session_lost_in_each_form_servers_use(status, content_type, body):
     conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
@@ -203,7 +204,18 @@ def test_session_lost_in_each_form_servers_use(status, content_type, body):
     assert [f.waiter for f in failed] == ["mine", "other"]
     assert {f.failure for f in failed} == {Failure.SESSION_NOT_FOUND}
     assert len(of(SessionLost, events)) == 1 and not conn.usable and conn.lost
+    if b"Session not found" in body:
+        assert failed[0].detail == "HTTP 404: JSON-RPC -32600 Session not found"
     assert other.request_id not in [k[1] for k in conn.session.pending]
+
+
+def test_a_notification_that_finds_no_session_fails_and_loses_it():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "gone"
+    out = conn.initialized()
+    reader = conn.post_answer(out, 404, None)
+    events = reader.feed(b"")
+    assert [type(e) for e in events] == [Failed, SessionLost] and events[0].request is None
 
 
 def test_a_400_that_is_not_about_the_session_is_a_plain_client_error():
