@@ -22,6 +22,7 @@ outcome), id allocation, the headers of each transport and era
 """
 
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +47,14 @@ from mcpbench.protocol.http import (
     post_headers,
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, Request, Response
-from mcpbench.protocol.session import C2S, S2C, Session
+from mcpbench.protocol.session import C2S, S2C, Pending, Session
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, rules
 
 CLIENT_INFO = {"name": "mcpbench", "version": __version__}
+
+# Answered request ids and SSE event ids remembered to tell duplicates apart: far more than a
+# session has in flight or a resumed stream replays, and bounded over a long session.
+REMEMBERED = 4096
 
 STDIO, LEGACY_SSE, STREAMABLE_HTTP = "stdio", "sse", "streamable-http"
 TRANSPORTS = (STDIO, LEGACY_SSE, STREAMABLE_HTTP)
@@ -103,6 +108,7 @@ class Failed:
     detail: str
     status: int | None = None
     last_event_id: str | None = None  # the cut stream's last event id: where a resume starts
+    sent: float = 0.0
 
 
 @dataclass(slots=True)
@@ -132,11 +138,13 @@ class Pushed:
 
 @dataclass(slots=True)
 class Unmatched:
-    """An answer to no request in flight: `late` when it is one the shell gave up on."""
+    """An answer to no request in flight: `late` when it is one the shell gave up on,
+    `duplicate` when its request was answered already (a resumed stream replaying it, say)."""
 
     answer: Response | ErrorResponse
     late: bool
     via: str
+    duplicate: bool = False
 
     @property
     def message(self) -> Message:
@@ -224,6 +232,9 @@ class ClientConnection:
         self._ids = itertools.count(1)
         self._tokens: dict[Any, Any] = {}  # progress token -> request id
         self._given_up: set[Any] = set()
+        self._answered: OrderedDict[Any, None] = OrderedDict()  # recent answered ids: duplicates are told apart
+        self._event_ids: OrderedDict[str, None] = OrderedDict()  # recent SSE event ids seen
+        self.replayed = 0  # SSE events seen twice (a resumed stream sending again what came before)
         self._framer = LineFramer() if transport == STDIO else None
         self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name)
 
@@ -330,6 +341,12 @@ class ClientConnection:
         self._forget_token(request_id)
         return Failed(pending.request, pending.waiter, Failure.ANSWER_LOST, detail)
 
+    def resume(self, failed: Failed, *, waiter: Any = None) -> dict[str, str]:
+        """Wait again for the answer `failed` lost with its stream: the headers of the `GET` that
+        resumes that stream from `failed.last_event_id` (read it with `get_stream(..., stream="resume")`)."""
+        self.session.pending[(C2S, failed.request.id)] = Pending(failed.request, failed.sent, waiter)
+        return self.resume_headers(failed.last_event_id or "")
+
     def post_failed(self, out: Outgoing, failure: str, detail: str) -> list[Event]:
         """The POST of `out` could not be made or read (connection refused, reset, …)."""
         if out.request_id is None:
@@ -367,11 +384,14 @@ class ClientConnection:
         expected = request_id if self.transport == STREAMABLE_HTTP else None  # legacy answers come on the stream
         return AnswerReader(self, PostAnswer(expected, status, content_type, has_session=has_session), request_id, "sse")
 
-    def get_stream(self, status: int, content_type: str | None) -> "AnswerReader | None":
-        """The answer to the `GET` stream: a reader, or None when the server offers no stream (405)."""
+    def get_stream(self, status: int, content_type: str | None, *, stream: str = "get") -> "AnswerReader | None":
+        """The answer to a `GET`: the server's stream ("get") or a cut stream resumed ("resume").
+
+        A reader, or None when the server offers no stream (405).
+        """
         if status == 405:  # Streamable HTTP: a server without the stream MUST answer 405
             return None
-        return AnswerReader(self, PostAnswer(None, status, content_type, has_session=bool(self.session_id)), None, "get", stream="get")
+        return AnswerReader(self, PostAnswer(None, status, content_type, has_session=bool(self.session_id)), None, "get", stream=stream)
 
     # --- receiving: legacy HTTP+SSE --------------------------------------------------------------
 
@@ -400,10 +420,11 @@ class ClientConnection:
                 message = ErrorResponse(id=carrier, code=message.code, message=message.message, data=message.data)
             pending = self.session.pending.get((C2S, message.id))
             if pending is None:
-                out.append(Unmatched(message, message.id in self._given_up, via))
+                out.append(Unmatched(message, message.id in self._given_up, via, message.id in self._answered))
                 return
             self.session.observe(S2C, message, ts)
             self._forget_token(message.id)
+            _remember(self._answered, message.id)
             out.append(Answered(pending.request, message, pending.waiter, pending.started, ts, via, status))
         elif kind is Request:
             self.session.observe(S2C, message, ts)
@@ -436,7 +457,7 @@ class ClientConnection:
         if pending is None:
             return []
         self._forget_token(request_id)
-        return [Failed(pending.request, pending.waiter, failure, detail, status, last_event_id)]
+        return [Failed(pending.request, pending.waiter, failure, detail, status, last_event_id, pending.started)]
 
     def _fail_all(self, failure: str, detail: str) -> list[Event]:
         out: list[Event] = []
@@ -488,6 +509,10 @@ class AnswerReader:
         out: list[Event] = []
         for item in answer.feed(chunk):
             if type(item) is Carried:
+                if item.event_id is not None:
+                    if item.event_id in conn._event_ids:
+                        conn.replayed += 1
+                    _remember(conn._event_ids, item.event_id)
                 via = self.via_stream if item.via == "sse" else item.via
                 conn._incoming(item.message, via, self.request_id, ts, out, answer.status)
             elif not self.answered:
@@ -496,6 +521,8 @@ class AnswerReader:
             self.first_event = ts
         if self.stream == "get" and answer.last_event_id:
             conn.last_event_id = answer.last_event_id
+        if self.stream == "resume" and not chunk:
+            return out + [StreamEnded("resume", f"the resumed stream ended (HTTP {answer.status})", answer.last_event_id)]
         if not self.answered and self.request_id is not None:
             self.answered = any(type(e) is Answered and e.request.id == self.request_id for e in out)
         if not chunk and self.stream == "get":
@@ -538,6 +565,12 @@ class LegacyReader:
         if not chunk:
             out += conn._stream_ended("legacy", "the server closed the SSE stream")
         return out
+
+
+def _remember(seen: OrderedDict, key: Any) -> None:
+    seen[key] = None
+    if len(seen) > REMEMBERED:
+        seen.popitem(last=False)
 
 
 def _progress_token(params: Any) -> Any:

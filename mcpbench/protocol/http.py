@@ -234,6 +234,7 @@ class Carried:
     message: Message
     raw: bytes  # the JSON text it came in: an SSE event's data or the whole body
     via: str  # "sse" or "json"
+    event_id: str | None = None  # the SSE event's id, when it had one (resumable streams)
 
 
 @dataclass(slots=True)
@@ -293,7 +294,7 @@ class PostAnswer:
             if type(event) is SseEvent:
                 self.events += 1
                 if event.data and event.type == "message":
-                    self._carry(event.data.encode(), "sse", out)
+                    self._carry(event.data.encode(), "sse", out, event.id)
             elif type(event) is SseTruncated:
                 out.append(Problem(Failure.STREAM_CLOSED, "the answer stream ended inside an SSE event"))
         if not chunk and self.answer is None and self.request_id is not None:
@@ -331,7 +332,7 @@ class PostAnswer:
             out.append(Problem(Failure.ANSWER_LOST, f"HTTP {self.status} without an answer"))
         return out
 
-    def _carry(self, data: bytes, via: str, out: list[Carried | Problem]) -> None:
+    def _carry(self, data: bytes, via: str, out: list[Carried | Problem], event_id: str | None = None) -> None:
         items = _server_messages(data)
         if type(items) is Problem:
             out.append(items)
@@ -342,7 +343,7 @@ class PostAnswer:
                 item = ErrorResponse(id=self.request_id, code=item.code, message=item.message, data=item.data)
             if type(item) in (Response, ErrorResponse) and item.id == self.request_id and self.request_id is not None:
                 self.answer = item
-            out.append(Carried(item, data, via))
+            out.append(Carried(item, data, via, event_id))
 
 
 # --- the legacy server stream ----------------------------------------------------------------

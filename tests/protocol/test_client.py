@@ -323,3 +323,37 @@ def test_unknown_transport_or_version_is_refused():
     with pytest.raises(ValueError):
         ClientConnection("stdio", "1999-01-01")
     assert jsonrpc.decode(ClientConnection("stdio").initialized().data).method == "notifications/initialized"
+
+
+def test_a_cut_stream_resumed_delivers_its_answer_and_counts_what_came_twice():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "sid"
+    out = conn.request("tools/call", {"name": "slow", "_meta": {"progressToken": 7}}, waiter="first", ts=1.0)
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 7, "progress": 1}}
+    reader = conn.post_answer(out, 200, "text/event-stream")
+    (failed,) = of(Failed, reader.feed(sse(progress, "s1-1")) + reader.feed(b""))
+    assert failed.last_event_id == "s1-1" and failed.sent == 1.0
+    headers = conn.resume(failed, waiter="again")
+    assert headers["last-event-id"] == "s1-1" and headers["mcp-session-id"] == "sid"
+    resumed = conn.get_stream(200, "text/event-stream", stream="resume")
+    events = resumed.feed(sse(progress, "s1-1") + sse(result(out.request_id), "s1-2"), 3.0)
+    answered = of(Answered, events)[0]
+    assert answered.waiter == "again" and answered.received - answered.sent == 2.0
+    assert conn.replayed == 1
+    (dup,) = resumed.feed(sse(result(out.request_id), "s1-3"))
+    assert type(dup) is Unmatched and dup.duplicate and not dup.late
+    assert type(resumed.feed(b"")[0]) is StreamEnded and conn.usable
+
+
+def test_resuming_after_a_restart_finds_the_session_gone():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "sid"
+    out = conn.request("tools/list", waiter="w")
+    reader = conn.post_answer(out, 200, "text/event-stream")
+    (failed,) = of(Failed, reader.feed(b"id: a-1\ndata: \n\n") + reader.feed(b""))
+    conn.resume(failed, waiter="w2")
+    resumed = conn.get_stream(404, "application/json", stream="resume")
+    events = resumed.feed(b'{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not found"}}')
+    events += resumed.feed(b"")
+    assert [e.waiter for e in of(Failed, events) if e.request is not None] == ["w2"]
+    assert of(SessionLost, events) and not conn.usable

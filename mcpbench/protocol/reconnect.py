@@ -1,0 +1,175 @@
+"""Reconnect policies, free of I/O: what a client does when its session or stream breaks.
+
+Written once for every transport; the load users' client (`load/client.py`) asks
+`Recovery` what to do and does it:
+
+- `none`: nothing; every later call fails until the run ends.
+- `reinitialize`: a new session (stdio: a new process; legacy SSE: a new stream;
+  Streamable HTTP: a new handshake), then go on.
+- `resume`: where the cut stream had event ids (Streamable HTTP), reopen it with
+  `Last-Event-ID` and read the answer from the replay; otherwise, or when the
+  server no longer knows the session, reinitialize.
+
+Attempts back off exponentially with full jitter (a delay drawn from
+[0, min(cap, base·2^attempt)]), at most `attempts` per break, and every extra
+request (handshakes, resume streams, re-sent calls) comes out of a retry budget:
+at most `budget` of all requests, or `budget_floor` when that is more, so that
+recovery cannot turn into a retry storm. A call whose outcome is unknown (its
+stream died after it was sent) is re-sent only when its tool is idempotent;
+otherwise it is counted as uncertain. A call the server refused outright
+(session not found, connection refused) did not run and may be re-sent.
+"""
+
+import random
+import re
+from dataclasses import dataclass, field
+
+from mcpbench.protocol.http import Failure
+
+NONE, REINITIALIZE, RESUME = "none", "reinitialize", "resume"
+MODES = (NONE, REINITIALIZE, RESUME)
+RETRY = "retry"  # the session still stands (a dropped request): only the call is re-sent
+
+# Failure classes after which a session (or the stream it lived on) cannot be trusted.
+BREAKS = frozenset({Failure.SESSION_NOT_FOUND, Failure.STREAM_CLOSED, Failure.CONNECT})
+# Failure classes whose request did not run on the server: safe to send again, whatever the tool.
+NOT_RUN = frozenset({Failure.SESSION_NOT_FOUND, Failure.CONNECT})
+# Failure classes of a request the server (or a proxy) dropped without a word; its session may still stand.
+DROPPED = frozenset({Failure.HTTP_5XX})
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
+
+
+def _seconds(text: str, what: str) -> float:
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"{what}: expected a duration like 50ms or 2s, got {text!r}")
+    value = float(match[1])
+    return value / 1000.0 if match[2] == "ms" else value
+
+
+def _share(text: str, what: str) -> float:
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{what}: expected a share like 20% or 0.2, got {text!r}") from None
+    if not 0.0 <= value <= 10.0:
+        raise ValueError(f"{what}: {text!r} is out of range")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectPolicy:
+    """How a client recovers. `idempotent` names the tools whose calls may be re-sent when their outcome is unknown."""
+
+    mode: str = REINITIALIZE
+    attempts: int = 5
+    backoff: float = 0.05  # seconds: the first attempt's cap
+    max_backoff: float = 2.0
+    budget: float = 0.2  # extra requests, as a share of all requests
+    budget_floor: int = 10  # ... or at least this many: a run's first breaks can always recover
+    idempotent: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown reconnect policy {self.mode!r} (expected {', '.join(MODES)})")
+        if self.attempts < 1 or self.backoff < 0 or self.max_backoff < self.backoff or self.budget_floor < 0:
+            raise ValueError("reconnect: attempts >= 1 and 0 <= backoff <= max_backoff")
+
+    @classmethod
+    def parse(cls, text: str) -> "ReconnectPolicy":
+        """`resume` or `reinitialize,attempts=3,backoff=50ms,max_backoff=2s,budget=10%,idempotent=echo+add`."""
+        mode, *options = [part.strip() for part in str(text).split(",")]
+        return cls.from_mapping({"policy": mode, **dict(_option(o) for o in options if o)})
+
+    @classmethod
+    def from_mapping(cls, obj: dict) -> "ReconnectPolicy":
+        """From a scenario's `reconnect:` mapping (policy, attempts, backoff, max_backoff, budget, budget_floor, idempotent)."""
+        known = {"policy", "attempts", "backoff", "max_backoff", "budget", "budget_floor", "idempotent"}
+        unknown = sorted(set(obj) - known)
+        if unknown:
+            raise ValueError(f"reconnect: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        idempotent = obj.get("idempotent") or ()
+        if isinstance(idempotent, str):
+            idempotent = [t for t in re.split(r"[+ ]", idempotent) if t]
+        try:
+            attempts = int(obj.get("attempts", 5))
+            floor = int(obj.get("budget_floor", 10))
+        except (TypeError, ValueError):
+            raise ValueError("reconnect: attempts and budget_floor are whole numbers") from None
+        return cls(
+            mode=str(obj.get("policy", REINITIALIZE)),
+            attempts=attempts,
+            backoff=_seconds(obj.get("backoff", "50ms"), "reconnect backoff"),
+            max_backoff=_seconds(obj.get("max_backoff", "2s"), "reconnect max_backoff"),
+            budget=_share(obj.get("budget", "20%"), "reconnect budget"),
+            budget_floor=floor,
+            idempotent=frozenset(str(t) for t in idempotent),
+        )
+
+    def to_json(self) -> dict:
+        return {"policy": self.mode, "attempts": self.attempts, "backoff": f"{self.backoff * 1000:g}ms",
+                "max_backoff": f"{self.max_backoff:g}s", "budget": self.budget, "budget_floor": self.budget_floor,
+                "idempotent": sorted(self.idempotent)}
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise ValueError(f"reconnect: expected key=value, got {text!r}")
+    return key.strip(), value.strip()
+
+
+class Recovery:
+    """One client's reconnect bookkeeping: the requests it sent, the extra ones, the backoff draws.
+
+    No clock and no sleeping: `delay()` says how long to wait, the shell waits.
+    """
+
+    def __init__(self, policy: ReconnectPolicy, rng: random.Random | None = None) -> None:
+        self.policy = policy
+        self.rng = rng or random.Random()
+        self.requests = 0  # every request sent, extra ones included
+        self.extra = 0  # requests sent only to recover
+        self.denied = 0  # extra requests the budget refused
+
+    def count(self, n: int = 1, *, extra: bool = False) -> None:
+        self.requests += n
+        if extra:
+            self.extra += n
+
+    def allows(self, n: int = 1) -> bool:
+        """Whether `n` more extra requests fit the budget (counted as denied when not)."""
+        cap = max(self.policy.budget_floor, self.policy.budget * self.requests)
+        if self.extra + n <= cap:
+            return True
+        self.denied += n
+        return False
+
+    def delay(self, attempt: int) -> float:
+        """Full jitter: a uniform draw from [0, min(max_backoff, backoff * 2**attempt)]."""
+        return self.rng.uniform(0.0, min(self.policy.max_backoff, self.policy.backoff * (2 ** attempt)))
+
+    def action(self, failure: str, *, usable: bool, resumable: bool) -> str | None:
+        """What to do about a call that failed with `failure`: None (not a break), none, retry, resume, reinitialize.
+
+        `usable`: the client core still holds the session; `resumable`: the cut stream had an event id
+        and the transport can resume it.
+        """
+        if failure not in BREAKS and failure not in DROPPED:
+            return None
+        if self.policy.mode == NONE:
+            return NONE
+        if usable and failure not in BREAKS:
+            return RETRY  # a dropped request on a live session
+        if self.policy.mode == RESUME and resumable and failure == Failure.STREAM_CLOSED:
+            return RESUME
+        return REINITIALIZE if not usable or failure in BREAKS else RETRY
+
+    def may_resend(self, failure: str, tool: str | None) -> bool:
+        """Whether the failed call may go again: it did not run, or its tool is idempotent."""
+        return failure in NOT_RUN or (tool is not None and tool in self.policy.idempotent)
+
+
+__all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]
