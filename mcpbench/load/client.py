@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,14 +33,20 @@ import gevent.event
 
 from mcpbench.load.transports import CallTimeout, McpFailure, Transport
 from mcpbench.protocol.asks import AskPolicy
-from mcpbench.protocol.client import Answered, ClientConnection, Event, Failed, Outgoing, ServerRequest, SessionLost
+from mcpbench.protocol.client import Answered, ClientConnection, Event, Failed, Outgoing, ServerRequest, SessionLost, Unmatched
 from mcpbench.protocol.http import Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse
+from mcpbench.protocol.reconnect import NONE, REINITIALIZE, RESUME, RETRY, ReconnectPolicy, Recovery
+from mcpbench.target import STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, step_name
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).
 _SESSION_TAGS = itertools.count(1)
+
+# A user whose session broke under reconnect policy `none` reports each later call as failed after
+# this pause, so that it does not spin.
+DEAD_PAUSE = 0.2
 
 STEP_CONNECT = "connect"
 STEP_DELETE = "DELETE"
@@ -55,6 +63,10 @@ class McpClient:
         timeout: seconds a step may take before it fails as answer-lost/timeout.
         discover: 2026-07-28: start each session with `server/discover`.
         policy: answers server→client requests (`protocol.asks`; refuses them by default).
+        reconnect: what to do when a call's session or stream breaks (`protocol.reconnect`); None:
+            nothing during the call (a long-lived user starts a new session at its next task).
+        on_reconnect: receives one record per break (the `reconnect` samples).
+        rng: the backoff's random draws (seeded in tests).
     """
 
     def __init__(
@@ -67,6 +79,9 @@ class McpClient:
         timeout: float = 30.0,
         discover: bool = False,
         policy: AskPolicy | None = None,
+        reconnect: ReconnectPolicy | None = None,
+        on_reconnect: Callable[[dict], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._make_transport = make_transport
         self.request_event = request_event
@@ -81,6 +96,12 @@ class McpClient:
         self.session_tag: str | None = None
         self._fresh = False  # the transport was just opened for a session that has not started
         self._unowned: Failed | None = None  # a notification's failure (no waiter)
+        self.recovery = Recovery(reconnect, rng) if reconnect is not None else None
+        self.on_reconnect = on_reconnect
+        self.dead: str | None = None  # reconnect policy `none`: the failure class that broke the session
+        self.duplicates = 0  # answers that came twice
+        self._recovering = False
+        self._recovered_at = 0.0
 
     @property
     def stateless(self) -> bool:
@@ -123,6 +144,10 @@ class McpClient:
                     event.waiter.set(event)
                 elif kind is Failed:
                     self._unowned = event
+                if kind is Answered:
+                    self._recovered_at = event.received  # the last successful answer: what ends a recovery
+            elif kind is Unmatched:
+                self.duplicates += event.duplicate
             elif kind is ServerRequest:
                 # Answered from its own greenlet: on HTTP the reply is a POST while this stream stays open.
                 gevent.spawn(self._send_reply, event.reply)
@@ -254,14 +279,22 @@ class McpClient:
     def call(self, method: str, params: dict | None = None, *, name: str | None = None, intended_start: float | None = None) -> Any:
         """Send one request and wait for its answer; report it as one step.
 
+        With a reconnect policy, a call whose session or stream broke is recovered as the policy
+        says before it is reported (one `reconnect` sample per break).
+
         Returns:
             the result, or None when the step failed (the failure is reported, not raised).
         """
-        conn = self.conn
-        if conn is None:
-            self._record(name or step_name(method, params), time.perf_counter(), 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
+        name = name or step_name(method, params)
+        if self.dead is not None:  # reconnect policy `none`: the session broke earlier, nothing is tried
+            gevent.sleep(DEAD_PAUSE)
+            self._record(name, time.perf_counter(), 0, McpFailure(self.dead, "the session broke earlier (reconnect: none)"))
             return None
-        return self._exchange(name or step_name(method, params), lambda **kw: conn.request(method, params, **kw), intended_start)
+        if self.conn is None:
+            self._record(name, time.perf_counter(), 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
+            return None
+        return self._exchange(name, lambda **kw: self.conn.request(method, params, **kw), intended_start,
+                              method=method, params=params)
 
     def call_tool(self, tool: str, arguments: dict | None = None, **kw: Any) -> Any:
         return self.call("tools/call", {"name": tool, "arguments": arguments or {}}, **kw)
@@ -281,24 +314,19 @@ class McpClient:
     def ping(self, **kw: Any) -> Any:
         return self.call("ping", **kw)
 
-    def _exchange(self, name: str, build, intended_start: float | None = None) -> Any:
+    def _exchange(self, name: str, build, intended_start: float | None = None, *, method: str | None = None,
+                  params: dict | None = None) -> Any:
         """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it."""
-        transport, conn = self.transport, self.conn
         sent = time.perf_counter()
         start = intended_start if intended_start is not None else sent
-        if transport is None or conn is None:
+        if self.transport is None or self.conn is None:
             self._record(name, start, 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
             return None
-        waiter = gevent.event.AsyncResult()
-        out = build(waiter=waiter, ts=sent)
-        size = 0
-        try:
-            with gevent.Timeout(self.timeout, CallTimeout):
-                size = transport.send(out)
-                outcome = waiter.get()
-        except CallTimeout:
-            outcome = conn.give_up(out.request_id, f"no answer within {self.timeout:g} s") or waiter.get(block=False)
-        context = self._timing(sent, intended_start, transport.first_event)
+        outcome, size, first_event = self._send_and_wait(build, sent)
+        if type(outcome) is Failed and self.recovery is not None and method is not None and not self._recovering:
+            outcome, more = self._recover(outcome, name, method, params)
+            size += more
+        context = self._timing(sent, intended_start, first_event)
         if type(outcome) is Failed:
             failure = McpFailure(outcome.failure, outcome.detail)
             self._fail(failure)
@@ -318,6 +346,111 @@ class McpClient:
         self._record(name, start, size, failure, context)
         return result if failure is None else None
 
+    def _send_and_wait(self, build, sent: float) -> tuple[Answered | Failed, int, float | None]:
+        """One request through the current transport: its outcome, the bytes exchanged, its first SSE event."""
+        transport, conn = self.transport, self.conn
+        waiter = gevent.event.AsyncResult()
+        out = build(waiter=waiter, ts=sent)
+        self._count()
+        size = 0
+        try:
+            with gevent.Timeout(self.timeout, CallTimeout):
+                size = transport.send(out)
+                outcome = waiter.get()
+        except CallTimeout:
+            outcome = conn.give_up(out.request_id, f"no answer within {self.timeout:g} s") or waiter.get(block=False)
+        return outcome, size, transport.first_event
+
+    def _count(self, n: int = 1) -> None:
+        if self.recovery is not None:
+            self.recovery.count(n, extra=self._recovering)
+
+    # --- recovery -----------------------------------------------------------------------------
+
+    def _recover(self, failed: Failed, name: str, method: str, params: dict | None) -> tuple[Answered | Failed, int]:
+        """Do what the reconnect policy says about `failed`; the call's final outcome and extra bytes."""
+        recovery, conn, transport = self.recovery, self.conn, self.transport
+        tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
+        resumable = transport is not None and transport.name == STREAMABLE_HTTP and bool(failed.last_event_id)
+        action = recovery.action(failed.failure, usable=conn.usable, resumable=resumable)
+        if action is None:
+            return failed, 0
+        broke = time.perf_counter()
+        sample = {
+            "t": time.time(), "type": self.request_type, "session": self.session_tag, "step": name,
+            "noticed": failed.failure, "detail": failed.detail, "action": action, "ok": False, "attempts": 0,
+            "recover_ms": None, "resent": 0, "recovered": 0, "lost": 0, "uncertain": 0,
+        }
+        seen = (self.duplicates, conn.replayed, recovery.extra, recovery.denied)
+        outcome: Answered | Failed = failed
+        size = 0
+        self._recovering = True
+        try:
+            if action == NONE:
+                self.dead = failed.failure
+                self.ready = False
+            if action == RESUME:
+                sample["attempts"] = 1
+                outcome, size = self._resume(failed)
+                if type(outcome) is Answered:
+                    sample.update(ok=True, recovered=1)
+                else:
+                    action = sample["action"] = REINITIALIZE  # no answer on the resumed stream (a restart): start over
+            if action == REINITIALIZE and self._reinitialize(sample):
+                sample["ok"] = True
+            if action in (RETRY, REINITIALIZE) and (action == RETRY or sample["ok"]):
+                if not recovery.may_resend(failed.failure, tool):
+                    sample["uncertain"] = 1  # it may have run: never silently repeated
+                elif recovery.allows(1):
+                    sample["resent"] = 1
+                    outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
+                    size += more
+                    sample["ok"] = sample["ok"] or type(outcome) is Answered
+            if sample["ok"]:
+                sample["recover_ms"] = round((self._recovered_at - broke) * 1000.0, 3)
+        finally:
+            self._recovering = False
+        sample["lost"] = int(type(outcome) is Failed)
+        sample["duplicated"] = self.duplicates - seen[0]
+        sample["replayed"] = (self.conn.replayed - seen[1]) if self.conn is conn else 0
+        sample["extra_requests"] = recovery.extra - seen[2]
+        sample["budget_denied"] = recovery.denied - seen[3]
+        sample["new_session"] = self.session_tag
+        if self.on_reconnect is not None:
+            self.on_reconnect(sample)
+        return outcome, size
+
+    def _reinitialize(self, sample: dict) -> bool:
+        """A new session, with backoff between attempts, within the retry budget."""
+        recovery = self.recovery
+        for attempt in range(recovery.policy.attempts):
+            if not recovery.allows(2):  # initialize + notifications/initialized
+                return False
+            gevent.sleep(recovery.delay(attempt))
+            sample["attempts"] += 1
+            if self.start_session():
+                return True
+        return False
+
+    def _resume(self, failed: Failed) -> tuple[Answered | Failed, int]:
+        """Reopen the cut stream with Last-Event-ID and wait there for the call's answer."""
+        conn, transport = self.conn, self.transport
+        if not self.recovery.allows(1):
+            return failed, 0
+        waiter = gevent.event.AsyncResult()
+        headers = conn.resume(failed, waiter=waiter)
+        self._count()
+        size = 0
+        try:
+            with gevent.Timeout(self.timeout, CallTimeout):
+                size = transport.resume(headers, waiter.ready)
+        except CallTimeout:
+            pass
+        if not waiter.ready():
+            lost = conn.give_up(failed.request.id, "the resumed stream ended without the answer")
+            return (lost or failed), size
+        return waiter.get(block=False), size
+
     @staticmethod
     def _timing(sent: float, intended: float | None, first_event: float | None) -> dict:
         context: dict = {}
@@ -332,6 +465,7 @@ class McpClient:
         start = time.perf_counter()
         self._unowned = None
         out = build(ts=start)
+        self._count()
         failure = None
         size = 0
         try:

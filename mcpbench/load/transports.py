@@ -275,6 +275,29 @@ class StreamableHttpTransport(_HttpPoster):
     def send(self, out: Outgoing) -> int:
         return self._post(out, self._uri)
 
+    def resume(self, headers: dict[str, str], done: Callable[[], bool]) -> int:
+        """`GET` with `Last-Event-ID`: read the resumed stream into the core until `done()` or its end."""
+        try:
+            resp = self._client.request("GET", self._uri, headers=headers)
+        except _SOCKET_ERRORS:
+            return 0
+        self.note_instance(resp)
+        reader = self.conn.get_stream(resp.status_code, resp.get("content-type"), stream="resume")
+        try:
+            if reader is None:  # 405: the server cannot resume
+                return 0
+            chunk = b"?"
+            while chunk and not done():
+                try:
+                    chunk = _read_some(resp)
+                except (McpFailure, *_SOCKET_ERRORS):
+                    chunk = b""
+                self.dispatch(reader.feed(chunk, time.perf_counter()))
+            return reader.size
+        finally:
+            if resp._sock is not None:
+                _discard(resp)  # the rest of a resumed stream is not ours to wait for
+
     def end_session(self, headers: dict[str, str]) -> int:
         """DELETE the session. Streamable HTTP: "The server MAY respond to this request with HTTP 405"."""
         try:
