@@ -21,8 +21,9 @@ def lab() -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP: no sessions (stateless_http).")
+@click.option("--resumable", is_flag=True, help="Streamable HTTP: keep events for resumption (event ids, Last-Event-ID).")
 @map_errors
-def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool) -> None:
+def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big and ask; resource mcpbench://greeting; prompt summarize.
@@ -31,6 +32,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     """
     if transport != "streamable-http" and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
+    _check_resumable(resumable, transport, stateless)
     from mcpbench.lab.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
@@ -45,9 +47,14 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
             err=True,
         )
     try:
-        run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless)
+        run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
+
+
+def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:
+    if resumable and (transport != "streamable-http" or stateless):
+        raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
 
 
 # Mirror mcpbench.lab.cluster's lists (importing it here would be cheap, but keeps the CLI's help
