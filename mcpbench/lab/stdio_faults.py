@@ -11,7 +11,6 @@ the server go, and exits as the server did (137 for the kill). SIGINT and SIGTER
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from typing import Final
