@@ -15,7 +15,7 @@ WAIT = 90.0
 
 def test_after_a_restart_an_old_session_gets_404_and_a_new_one_works(tmp_path):
     with running_lab(2, "streamable-http", policy="sticky", folder=tmp_path, restarts=RestartPlan(at=RESTART_AT),
-                     faults={"cut_streams_after": "1s"}) as lab:
+                     faults={"cut_streams_after": "2s"}) as lab:
         old_pid, port = lab.instances[0].proc.pid, lab.instances[0].port
         sessions = []
         for _ in range(2):  # sticky, round-robin for new sessions: one on s1, one on s2

@@ -10,8 +10,8 @@ from tests.lab.faulthelp import connection, fault_proxy, fault_records, initiali
 from tests.support.servers import reference_server
 
 STEPS = 8
-SECONDS = 4  # the tool's length: several cuts of CUT seconds each
-CUT = 1.0
+SECONDS = 6  # the tool's length: several cuts of CUT seconds each
+CUT = 2.0  # seconds: a handshake through the proxy ends well before
 # Resumptions a test allows: the call lasts SECONDS and each stream is cut after CUT.
 MAX_RESUMES = 12
 
