@@ -243,3 +243,31 @@ def test_an_unused_proxy_stops_cleanly_on_sigterm(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_the_addon_decides_in_its_hooks(tmp_path):
+    """The hooks alone (mitmproxy's test context): a 503 drop, a reset drop, SSE streamed, options checked."""
+    import asyncio
+
+    from mitmproxy.test import taddons, tflow, tutils
+
+    from mcpbench.lab.faults import DROP_BODY, Faults
+
+    addon = Faults()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, mcpbench_faults_drop="100%", mcpbench_faults_drop_as="503", mcpbench_faults_log=str(tmp_path / "f.jsonl"))
+        flow = tflow.tflow()
+        asyncio.run(addon.request(flow))
+        assert flow.response.status_code == 503 and flow.response.content == DROP_BODY
+        tctx.configure(addon, mcpbench_faults_drop_as="reset")
+        flow = tflow.tflow()
+        asyncio.run(addon.request(flow))
+        assert flow.response is None and flow.error is not None  # killed: never forwarded
+        tctx.configure(addon, mcpbench_faults_drop="0")
+        flow = tflow.tflow(resp=tutils.tresp())
+        flow.response.headers["content-type"] = "text/event-stream"
+        addon.responseheaders(flow)
+        assert flow.response.stream is True
+        with pytest.raises(Exception, match="--drop"):
+            tctx.configure(addon, mcpbench_faults_drop="lots")
+    assert [r["drop_as"] for r in fault_records(tmp_path / "f.jsonl")] == ["503", "reset"]
