@@ -71,3 +71,18 @@ def test_a_server_that_ends_by_itself_gives_its_status():
         cwd=REPO_ROOT, input="not json\n{}\n", capture_output=True, text=True, timeout=WAIT,
     )
     assert proc.returncode == 4 and proc.stdout == "not json\n{}\n"
+
+
+def test_sigterm_is_passed_to_the_server():
+    import signal
+
+    proc = _wrapped("--kill-after", "60s")
+    try:
+        proc.stdin.write(json.dumps(INITIALIZE) + "\n")
+        proc.stdin.flush()
+        assert json.loads(read_first_line(proc, WAIT))["id"] == 1  # the server runs
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(WAIT) == 143 and proc.stdout.read() == ""
+    finally:
+        proc.kill()
+        proc.wait()
