@@ -3,6 +3,7 @@
 import click
 
 from mcpbench.cliutil import exit_on_signal, map_errors
+from mcpbench.lab.faults_cli import fault_argv, fault_options, fault_texts
 
 # Mirrors mcpbench.lab.reference_server.TRANSPORTS, which cannot be imported here without `mcp`.
 TRANSPORTS = ("stdio", "sse", "streamable-http")
@@ -21,8 +22,9 @@ def lab() -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP: no sessions (stateless_http).")
+@click.option("--resumable", is_flag=True, help="Streamable HTTP: keep events for resumption (event ids, Last-Event-ID).")
 @map_errors
-def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool) -> None:
+def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big and ask; resource mcpbench://greeting; prompt summarize.
@@ -31,6 +33,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     """
     if transport != "streamable-http" and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
+    _check_resumable(resumable, transport, stateless)
     from mcpbench.lab.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
@@ -45,9 +48,14 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
             err=True,
         )
     try:
-        run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless)
+        run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
+
+
+def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:
+    if resumable and (transport != "streamable-http" or stateless):
+        raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
 
 
 # Mirror mcpbench.lab.cluster's lists (importing it here would be cheap, but keeps the CLI's help
@@ -66,8 +74,12 @@ BALANCERS = ("builtin", "haproxy")
 @click.option("--balancer", type=click.Choice(BALANCERS), default="builtin", show_default=True, help="mitmproxy with mcpbench's addon, or HAProxy.")
 @click.option("--port", type=click.IntRange(1, 65535), help="The balancer's port on 127.0.0.1 (default: an ephemeral one).")
 @click.option("--detach", is_flag=True, help="Run in the background; stop with `mcpbench lab down`.")
+@click.option("--resumable", is_flag=True, help="Streamable HTTP: instances keep events for resumption (Last-Event-ID).")
+@fault_options
+@click.option("--restart-every", metavar="T", help="Kill and restart an instance (s1, s2, … in turn) on its port every T: its sessions are gone.")
+@click.option("--restart-at", metavar="T", help="Kill and restart s1 on its port once, T after the start.")
 @map_errors
-def up(instances, transport, json_response, stateless, policy, balancer, port, detach):
+def up(instances, transport, json_response, stateless, policy, balancer, port, detach, resumable, fault_log, restart_every, restart_at, **kwargs):
     """Start N reference-server instances behind a balancer on 127.0.0.1, until Ctrl-C or SIGTERM.
 
     Prints the URL to use and each instance's URL. Every response names the instance that served
@@ -81,14 +93,31 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
 
     if transport != "streamable-http" and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
+    _check_resumable(resumable, transport, stateless)
+    from pathlib import Path
+
+    from mcpbench.cliutil import check_output
+    from mcpbench.lab.cluster import RestartPlan
+    from mcpbench.lab.faultplan import parse_plan, parse_time
+
+    texts = fault_texts(kwargs)
+    parse_plan(**texts)  # a bad value is one line before anything starts
+    restarts = RestartPlan(
+        every=parse_time(restart_every, "--restart-every", positive=True) if restart_every else None,
+        at=parse_time(restart_at, "--restart-at") if restart_at else None,
+    )
+    check_output(fault_log, "--fault-log")
     if detach:
         argv = ["--instances", str(instances), "--transport", transport, "--policy", policy, "--balancer", balancer]
-        argv += ["--json-response"] * json_response + ["--stateless"] * stateless
+        argv += ["--json-response"] * json_response + ["--stateless"] * stateless + ["--resumable"] * resumable
         argv += ["--port", str(port)] if port else []
+        argv += fault_argv(texts, fault_log and str(Path(fault_log).resolve()))
+        argv += [f"--restart-every={restart_every}"] * bool(restart_every) + [f"--restart-at={restart_at}"] * bool(restart_at)
         sys.exit(run_detached(argv, click.echo))
     sys.exit(run_foreground(
         instances=instances, transport=transport, policy=policy, balancer=balancer, json_response=json_response,
         stateless=stateless, port=port, say=lambda line: click.echo(line, err=line.startswith("mcpbench: lab process")),
+        resumable=resumable, faults=texts, restarts=restarts, fault_log=Path(fault_log) if fault_log else None,
     ))
 
 

@@ -223,14 +223,19 @@ def serve(
     port: int = DEFAULT_PORT,
     json_response: bool = False,
     stateless: bool = False,
+    resumable: bool = False,
 ) -> None:
     """Run the reference server on `transport` until it is stopped (blocks).
 
-    `host`/`port` apply to the HTTP transports; `json_response`/`stateless` to Streamable HTTP only.
+    `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
+    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/event_store.py`).
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
     server = build_server()
+    if resumable and transport == "streamable-http":
+        anyio.run(_serve_resumable, server, host, port, json_response)
+        return
     match transport:
         case "stdio":
             server.run(transport="stdio")
@@ -244,3 +249,21 @@ def serve(
                 json_response=json_response,
                 stateless_http=stateless,
             )
+
+
+# The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):
+# short, so a client that resumes does so within a second of a cut.
+RESUME_RETRY_MS: Final = 500
+
+
+async def _serve_resumable(server: MCPServer, host: str, port: int, json_response: bool) -> None:
+    """Streamable HTTP with an event store (as `MCPServer.run` does, plus the store's middleware)."""
+    import uvicorn
+
+    from mcpbench.lab.event_store import MemoryEventStore, SessionScopes
+
+    app = server.streamable_http_app(
+        json_response=json_response, event_store=MemoryEventStore(), retry_interval=RESUME_RETRY_MS, host=host
+    )
+    config = uvicorn.Config(SessionScopes(app), host=host, port=port, log_level="warning")
+    await uvicorn.Server(config).serve()

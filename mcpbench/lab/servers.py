@@ -90,6 +90,7 @@ def serve_argv(
     json_response: bool = False,
     stateless: bool = False,
     extra_args: Sequence[str] = (),
+    resumable: bool = False,
 ) -> list[str]:
     """The command line that runs the reference server."""
     argv = [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", transport]
@@ -99,6 +100,8 @@ def serve_argv(
         argv.append("--json-response")
     if stateless:
         argv.append("--stateless")
+    if resumable:
+        argv.append("--resumable")
     return argv + list(extra_args)
 
 
@@ -124,6 +127,7 @@ def reference_server(
     json_response: bool = False,
     stateless: bool = False,
     extra_args: Sequence[str] = (),
+    resumable: bool = False,
 ) -> Iterator[RunningServer | list[str]]:
     """Run `mcpbench lab serve` for the duration of the block.
 
@@ -141,7 +145,8 @@ def reference_server(
             port = free_port()
             stderr_path = Path(tmp) / f"stderr-{attempt}.log"
             argv = serve_argv(
-                transport, port=port, json_response=json_response, stateless=stateless, extra_args=extra_args
+                transport, port=port, json_response=json_response, stateless=stateless, extra_args=extra_args,
+                resumable=resumable,
             )
             # stderr goes to a file: a pipe nobody reads would block the server once it fills.
             with stderr_path.open("wb") as err:

@@ -22,7 +22,7 @@ from typing import Final
 
 import orjson
 
-from mcpbench.lab.cluster import Lab, LabError, running_lab
+from mcpbench.lab.cluster import Lab, LabError, RestartPlan, running_lab
 from mcpbench.outputs import new_run_folder, write_atomic
 
 STATE_DIR: Final = Path("results") / "lab-up"
@@ -51,15 +51,21 @@ def describe(lab: Lab) -> list[str]:
     lines += [f"  {name}: {server.url}" for name, server in zip(lab.names, lab.instances)]
     if lab.balancer.config is not None:
         lines.append(f"  HAProxy configuration: {lab.balancer.config}")
+    if lab.fault_log is not None:
+        lines.append(f"  fault log: {lab.fault_log}")
     lines.append(f"  folder: {lab.folder}")
     return lines
 
 
 def run_foreground(
     *, instances: int, transport: str, policy: str, balancer: str, json_response: bool, stateless: bool,
-    port: int | None, say: Callable[[str], None],
+    port: int | None, say: Callable[[str], None], resumable: bool = False, faults: dict | None = None,
+    restarts: RestartPlan | None = None, fault_log: Path | None = None,
 ) -> int:
-    """Run a lab until a signal; returns the exit status (130 SIGINT, 143 SIGTERM, 3 a process died)."""
+    """Run a lab until a signal; returns the exit status (130 SIGINT, 143 SIGTERM, 3 a process died).
+
+    `faults`, `restarts`, `fault_log`: as `cluster.running_lab` takes them.
+    """
     def stop(signum: int, _frame: object) -> None:
         raise _Stopped(EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM)
 
@@ -69,15 +75,15 @@ def run_foreground(
         folder = new_run_folder(Path("results"), "lab")
         with running_lab(
             instances, transport, policy=policy, balancer=balancer, json_response=json_response,
-            stateless=stateless, port=port, folder=folder,
+            stateless=stateless, port=port, folder=folder, resumable=resumable, faults=faults, restarts=restarts,
+            fault_log=fault_log,
         ) as lab:
             for line in describe(lab):
                 say(line)
             STATE_DIR.mkdir(parents=True, exist_ok=True)
             write_atomic(state, orjson.dumps({"pid": os.getpid(), "url": lab.url, "folder": str(folder), "lines": describe(lab)}))
-            procs = [lab.balancer.proc] + [server.proc for server in lab.instances]
             while True:
-                dead = next((p for p in procs if p.poll() is not None), None)
+                dead = lab.dead_process()  # instances restarted on purpose are not dead
                 if dead is not None:
                     say(f"mcpbench: lab process {dead.pid} ({Path(str(dead.args[0])).name}) exited with {dead.returncode}; stopping the lab")
                     return EXIT_ENVIRONMENT

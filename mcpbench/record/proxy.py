@@ -111,24 +111,25 @@ def _default_ready(url: str) -> None:
     print(f"mcpbench: point clients at {hint} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
 
 
-async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int):
-    from mitmproxy import exceptions, options
+def new_master(spec: str, host: str, port: int):
+    """A mitmproxy DumpMaster in reverse mode to `spec`, listening on host:port, its warnings on stderr."""
+    from mitmproxy import options
     from mitmproxy.addons import termlog
     from mitmproxy.tools.dump import DumpMaster
-
-    from mcpbench.record.addon import make_addons
-    from mcpbench.record.timeout import UpstreamTimeout
 
     opts = options.Options(mode=[f"reverse:{spec}"], listen_host=host, listen_port=port)
     master = DumpMaster(opts, with_termlog=False, with_dumper=False)
     master.addons.add(termlog.TermLog(out=sys.stderr))  # mitmproxy's own warnings, on stderr
     opts.update(termlog_verbosity="warn")
-    recording_addons = make_addons()
-    master.addons.add(*recording_addons, UpstreamTimeout(), _Announce(path, on_ready))
-    try:
-        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout)
-    except exceptions.OptionsError as exc:
-        raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
+    return master
+
+
+async def run_master(master, host: str, port: int) -> None:
+    """Run `master` until SIGINT or SIGTERM (then its `done` hooks run).
+
+    Raises:
+        BindError: mitmproxy could not listen on host:port.
+    """
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_quiet_cancelled)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -140,6 +141,23 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int):
+    from mitmproxy import exceptions
+
+    from mcpbench.record.addon import make_addons
+    from mcpbench.record.timeout import UpstreamTimeout
+
+    master = new_master(spec, host, port)
+    opts = master.options
+    recording_addons = make_addons()
+    master.addons.add(*recording_addons, UpstreamTimeout(), _Announce(path, on_ready))
+    try:
+        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout)
+    except exceptions.OptionsError as exc:
+        raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
+    await run_master(master, host, port)
     return recording_addons[0].recording
 
 
