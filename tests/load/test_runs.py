@@ -68,18 +68,6 @@ def assert_clean_run(proc, out, request_type, steps, *, min_calls=5):
     return rows, summary
 
 
-@pytest.fixture(scope="module")
-def http_server():
-    with reference_server("streamable-http") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def sse_server():
-    with reference_server("sse") as server:
-        yield server
-
-
 CALL_STEPS = ["tools/call echo", "tools/list", "resources/read", "prompts/get"]
 
 

@@ -1,6 +1,6 @@
 """The recording addon inside a real mitmdump, in front of official-SDK servers, driven by SDK clients.
 
-Each test starts its own mitmdump (so it owns its trace); servers are shared per module. The trace
+Each test starts its own mitmdump (so it owns its trace); the reference servers are the shared ones of tests/conftest.py. The trace
 is read after mitmdump has stopped (SIGTERM runs the `done` hooks, which complete it).
 """
 
@@ -29,36 +29,11 @@ from tests.record.helpers import (
     mitmdump,
     peer_server,
 )
-from tests.support.servers import reference_server
 
 # Per SDK call through the proxy on a busy 2-core machine: generous, but a hang still fails fast.
 CALL_TIMEOUT = 20.0
 SECRET = "s3cr3t-bearer-7f3a9c"
 QUERY_SECRET = "k3y-in-the-url-91be"
-
-
-@pytest.fixture(scope="module")
-def sse_answers():
-    with reference_server("streamable-http") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def json_answers():
-    with reference_server("streamable-http", json_response=True) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def stateless():
-    with reference_server("streamable-http", stateless=True) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def legacy_sse():
-    with reference_server("sse") as server:
-        yield server
 
 
 def run(coro_fn, timeout: float = 60.0):
@@ -112,9 +87,9 @@ def recorded_exercise(server, trace_path: Path, mode: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_streamable_sse_answers(sse_answers, tmp_path: Path, mode: str) -> None:
+def test_streamable_sse_answers(http_server, tmp_path: Path, mode: str) -> None:
     capture = Capture()
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             client, http = captured_client(proxy.url("/mcp"), mode, capture)
             async with http, client:
@@ -155,16 +130,16 @@ def test_streamable_sse_answers(sse_answers, tmp_path: Path, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_json_answers(json_answers, tmp_path: Path, mode: str) -> None:
-    trace = recorded_exercise(json_answers, tmp_path / "t.jsonl", mode)
+def test_json_answers(json_http_server, tmp_path: Path, mode: str) -> None:
+    trace = recorded_exercise(json_http_server, tmp_path / "t.jsonl", mode)
     answers = messages(trace, "s2c")
     assert answers and all(e["http"]["content_type"].startswith("application/json") for e in answers)
 
 
-def test_stateless_server_is_recorded_without_sessions(stateless, tmp_path: Path) -> None:
+def test_stateless_server_is_recorded_without_sessions(stateless_http_server, tmp_path: Path) -> None:
     """A handshake against a `stateless_http` server mints no Mcp-Session-Id: every message is keyed
     by its own client connection (`conn-…`, the `conn` of its exchange), with no lifecycle alarms."""
-    trace = recorded_exercise(stateless, tmp_path / "t.jsonl", "legacy")
+    trace = recorded_exercise(stateless_http_server, tmp_path / "t.jsonl", "legacy")
     exchanges = {e["flow"]: e for e in kinds(trace, "http")}
     assert exchanges and not any("mcp-session-id" in (e.get("response_headers") or {}) for e in exchanges.values())
     recorded = messages(trace)
@@ -205,8 +180,8 @@ def test_get_stream_delivers_while_open(tmp_path: Path) -> None:
     assert note[0]["ts"] <= delivered
 
 
-def test_legacy_sse(legacy_sse, tmp_path: Path) -> None:
-    with mitmdump(legacy_sse.port, tmp_path / "t.jsonl") as proxy:
+def test_legacy_sse(sse_server, tmp_path: Path) -> None:
+    with mitmdump(sse_server.port, tmp_path / "t.jsonl") as proxy:
         # The endpoint event comes through while the stream stays open: the stream is not buffered
         # (the server never ends a legacy stream, so a buffering proxy would deliver nothing and
         # this would hit its time-out).
@@ -288,8 +263,8 @@ def test_concurrent_sessions(tmp_path: Path) -> None:
     assert max(answers.values()) == 1  # no answer recorded twice
 
 
-def test_client_disconnect_mid_stream(sse_answers, tmp_path: Path) -> None:
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+def test_client_disconnect_mid_stream(http_server, tmp_path: Path) -> None:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
             async with httpx2.AsyncClient(timeout=10) as http:
@@ -323,9 +298,9 @@ def test_client_disconnect_mid_stream(sse_answers, tmp_path: Path) -> None:
     assert any(e["msg"].get("result", {}).get("content", [{}])[0].get("text") == "after" for e in messages(trace, "s2c"))
 
 
-def test_bearer_token_and_url_key_never_reach_the_trace(sse_answers, tmp_path: Path) -> None:
+def test_bearer_token_and_url_key_never_reach_the_trace(http_server, tmp_path: Path) -> None:
     capture = Capture()
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             url = proxy.url(f"/mcp?api_key={QUERY_SECRET}&profile=dev")
             client, http = captured_client(url, "legacy", capture, headers={"authorization": f"Bearer {SECRET}"})
@@ -342,10 +317,10 @@ def test_bearer_token_and_url_key_never_reach_the_trace(sse_answers, tmp_path: P
     assert {e["http"]["path"] for e in requests} == {f"/mcp?api_key={fingerprint(QUERY_SECRET)}&profile=dev"}
 
 
-def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(legacy_sse, tmp_path: Path) -> None:
+def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(sse_server, tmp_path: Path) -> None:
     """A query parameter named with --redact is fingerprinted in the endpoint event, its session key and the POSTs."""
     capture = Capture()
-    with mitmdump(legacy_sse.port, tmp_path / "t.jsonl", extra=["--set", "mcpbench_redact=session_id"]) as proxy:
+    with mitmdump(sse_server.port, tmp_path / "t.jsonl", extra=["--set", "mcpbench_redact=session_id"]) as proxy:
         async def session():
             async with captured_legacy_client(proxy.url("/sse"), capture) as client:
                 await client.call_tool("echo", {"text": "hi"})
@@ -362,7 +337,7 @@ def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(legacy_sse, tmp_pat
     assert {e["session"] for e in messages(trace)} == {fingerprint(secret)}
 
 
-def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: Path) -> None:
+def test_recording_that_starts_mid_session_flags_nothing(http_server, tmp_path: Path) -> None:
     """A session initialised before the proxy saw it: its calls through the proxy are not 'before initialize'."""
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
                "mcp-protocol-version": "2025-11-25"}
@@ -372,7 +347,7 @@ def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: 
 
     async def main(proxy_url):
         async with httpx2.AsyncClient(timeout=CALL_TIMEOUT) as http:
-            direct = f"http://127.0.0.1:{sse_answers.port}/mcp"
+            direct = f"http://127.0.0.1:{http_server.port}/mcp"
             opened = await http.post(direct, content=orjson.dumps(init), headers=headers)
             session = opened.headers["mcp-session-id"]
             headers["mcp-session-id"] = session
@@ -380,7 +355,7 @@ def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: 
             answer = await http.post(proxy_url, content=orjson.dumps(call), headers=headers)
             return session, answer.status_code, answer.text
 
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         session, status, body = run(lambda: main(proxy.url("/mcp")))
     assert status == 200 and "late" in body
     trace = events(proxy.trace)
@@ -389,9 +364,9 @@ def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: 
     assert kinds(trace, "violation") == []
 
 
-def test_errors_and_non_mcp_requests(sse_answers, tmp_path: Path) -> None:
+def test_errors_and_non_mcp_requests(http_server, tmp_path: Path) -> None:
     """Error statuses pass through with their bodies; non-MCP requests are http events only."""
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
             body = b'{"jsonrpc":"2.0","id":5,"method":"tools/list"}'
@@ -422,12 +397,12 @@ def test_errors_and_non_mcp_requests(sse_answers, tmp_path: Path) -> None:
     assert bad and bad[0]["dir"] == "c2s" and bad[0]["raw"] == "{not json"
 
 
-def test_regular_proxy_mode(sse_answers, tmp_path: Path) -> None:
+def test_regular_proxy_mode(http_server, tmp_path: Path) -> None:
     """Clients that use mitmproxy as an HTTP proxy (HTTP_PROXY) are recorded the same way."""
     with mitmdump(None, tmp_path / "t.jsonl") as proxy:
         async def main():
             http = httpx2.AsyncClient(mounts={"http://": httpx2.AsyncHTTPTransport(proxy=proxy.base)}, timeout=CALL_TIMEOUT)
-            async with http, Client(streamable_http_client(sse_answers.url, http_client=http), mode="legacy") as client:
+            async with http, Client(streamable_http_client(http_server.url, http_client=http), mode="legacy") as client:
                 assert (await client.call_tool("echo", {"text": "via proxy"})).content[0].text == "via proxy"
 
         run(main)
@@ -435,4 +410,4 @@ def test_regular_proxy_mode(sse_answers, tmp_path: Path) -> None:
     assert_paired(trace)
     calls = [e for e in messages(trace, "c2s") if e["msg"]["method"] == "tools/call"]
     assert calls and not calls[0]["session"].startswith("conn-")
-    assert all(e["url"].startswith(f"http://127.0.0.1:{sse_answers.port}/") for e in kinds(trace, "http"))
+    assert all(e["url"].startswith(f"http://127.0.0.1:{http_server.port}/") for e in kinds(trace, "http"))
