@@ -33,7 +33,7 @@ from locust.exception import StopTest, StopUser
 
 from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
-from mcpbench.load.scenario import Workload
+from mcpbench.load.templates import Workload
 from mcpbench.load.transports import SseTransport, StdioTransport, StreamableHttpTransport, Transport, http_client
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
