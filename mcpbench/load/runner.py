@@ -312,14 +312,17 @@ def run_scenario(
     locust_exit = procs[0].returncode if procs else -1
     parts = sorted(out_dir.glob("samples.*.jsonl"))
     merged = out_dir / "samples.jsonl"
+    per_process: list[int] | None = None
     try:
-        samples_mod.merge(parts, merged)
+        per_process = samples_mod.merge(parts, merged)
     except OSError as exc:  # the parts stay where they are, complete as far as they were written
         write_errors.append(f"{merged}: {exc.strerror or exc}")
         merged = parts
     # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
     summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
     summary["interrupted"] = interrupted
+    if per_process is not None:  # lines per Locust process (with --workers: the master's, empty, and each worker's)
+        summary["samples_per_process"] = per_process
     if locust_exit not in (0, None) and summary["total"]["count"] == 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")

@@ -127,10 +127,15 @@ class SampleWriter:
                     pass  # the runner is gone; nothing more to tell
 
 
-def merge(parts: list[Path], out: Path) -> Path:
-    """Concatenate per-process sample files into `out` (sorted by start time) and remove the parts."""
+def merge(parts: list[Path], out: Path) -> list[int]:
+    """Concatenate per-process sample files into `out` (sorted by start time) and remove the parts.
+
+    Returns how many lines each part gave, in the order of `parts`: which processes ran users.
+    """
     lines: list[tuple[float, bytes]] = []
+    counts: list[int] = []
     for part in parts:
+        counts.append(0)
         with open(part, "rb") as handle:
             for line in handle:
                 if not line.strip():
@@ -140,13 +145,14 @@ def merge(parts: list[Path], out: Path) -> Path:
                 except orjson.JSONDecodeError:
                     continue  # a process killed mid-write leaves a torn last line
                 lines.append((t, line if line.endswith(b"\n") else line + b"\n"))
+                counts[-1] += 1
     lines.sort(key=lambda item: item[0])
     with atomic_path(out) as tmp, open(tmp, "wb") as handle:
         handle.writelines(line for _, line in lines)
     for part in parts:
         if part != out:
             part.unlink()
-    return out
+    return counts
 
 
 def _stats(latencies: list[float]) -> dict[str, float]:

@@ -33,7 +33,7 @@ from locust.exception import StopTest, StopUser
 
 from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
-from mcpbench.load.scenario import Workload
+from mcpbench.load.templates import Workload
 from mcpbench.load.transports import Transport, transport_for
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.http import Failure

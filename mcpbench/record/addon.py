@@ -13,27 +13,22 @@ opens, ends or breaks, `sse` events for SSE comments and events that carry no me
 
 The observed session never breaks:
 
-- A `text/event-stream` response is streamed from `responseheaders` on (mitmproxy buffers bodies by
-  default, which holds back a legacy `/sse` stream entirely). Its `StreamTap` returns each chunk unchanged
-  and, once mitmproxy has forwarded it (later in the same event-loop turn), parses it with the
-  protocol core's incremental `SseParser` (a chunk may end anywhere) and records what it completes,
-  so recording adds nothing to an event's way to the client. A recorder failure while recording a
-  stream is logged once and the stream passes on unrecorded.
+- Event-stream answers are streamed through unbuffered and recorded as they pass (`streams.py`).
 - Bodies that are not JSON, broken SSE, disconnects and upstream errors pass through as they are and
   are recorded as `violation`, `stream` or `error` events. Requests that are not MCP pass untouched
-  and are recorded as `http` events only.
+  and are recorded as `http` events only (`classify.py` tells them apart).
 - Secrets are redacted by the trace writer's `Redactor` (Authorization and cookies by default).
 
-Session keys (the `session` field) and the per-session state live in `sessions.py`.
+`Recording` is put together from `output.py` (the trace file and the event encoders), `streams.py`
+(SSE streams) and what is here: each exchange from request to answer, and session endings. Session
+keys and the per-session state live in `sessions.py`.
 
 Everything here runs on mitmproxy's event loop, one hook at a time, on the proxy's hot path: per
 request the work is one JSON decode, one session step and a few `os.write`s.
 """
 
-import asyncio
 import logging
 import sys
-from collections import deque
 from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions
@@ -41,50 +36,19 @@ from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.errors import RemoteProtocolError, TraceError, TraceWriteError
-from mcpbench.protocol.http import (
-    METHOD,
-    PROTOCOL_VERSION,
-    SESSION_ID,
-    is_event_stream,
-    is_json,
-    method_header_problems,
-    resolve_endpoint,
-    stream_decoder,
-)
-from mcpbench.protocol.session import C2S, S2C, Direction, Violation
-from mcpbench.protocol.sse import SseComment, SseEvent, SseTruncated
-from mcpbench.protocol.versions import meta_version
-from mcpbench.record.exchange import (
-    LEGACY,
-    STREAMABLE,
-    Exchange,
-    StreamTap,
-    body_fields,
-    json_text,
-    looks_json,
-    url_of,
-)
-from mcpbench.record.sessions import SessionBook, conn_key, legacy_session_key
+from mcpbench.protocol.errors import TraceError, TraceWriteError
+from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, is_json
+from mcpbench.protocol.session import C2S, S2C, Direction
+from mcpbench.record.classify import classify
+from mcpbench.record.exchange import LEGACY, STREAMABLE, Exchange, body_fields, json_text, looks_json
+from mcpbench.record.output import TraceOutput
+from mcpbench.record.sessions import SessionBook, conn_key
+from mcpbench.record.streams import SseStreams
 from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.trace.format import Kind, now
-from mcpbench.trace.redact import Redactor
-from mcpbench.trace.writer import TraceWriter, default_trace_path
-
-logger = logging.getLogger(__name__)
-
-# Distinct header blocks whose redacted form is kept: a few per client and server, times the
-# sessions of a load test; the cache is simply emptied when full.
-HEADER_CACHE_SIZE = 1024
-# Distinct header fields whose redacted form is kept: each block's fields, plus the values that
-# change per exchange (Date, Content-Length); emptied when full.
-FIELD_CACHE_SIZE = 4096
 
 # mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
 EXIT_INPUT = 2
-
-# The label of a trace file written to the default folder (no `mcpbench_out`).
-DEFAULT_LABEL = "http"
 
 # What mitmproxy logs (at INFO, on this logger) for every answer streamed, and the addon streams
 # every SSE answer: a line per answer, which costs more CPU than recording the answer (it goes to
@@ -104,140 +68,22 @@ class _QuietStreaming(logging.Filter):
 _QUIET_STREAMING = _QuietStreaming()
 
 
-class Recording:
-    """The state shared by the addon classes: the trace writer, sessions, open exchanges.
+class Recording(SseStreams, TraceOutput):
+    """The state shared by the addon's hooks: the trace output, sessions, open exchanges.
 
     Not an addon itself: `McpRecorder` calls into it. Every entry point collects its events and
     writes them with one `os.write` (`_flush`) before it returns: a request is in the file before
-    mitmproxy sends it on. SSE chunks are recorded just after mitmproxy has forwarded them
-    (`defer_chunk`), later in the same turn of the event loop; every other entry point first
-    records the chunks still queued (`settle`), so the trace keeps the order in which things happened.
+    mitmproxy sends it on. Every entry point first records the SSE chunks still queued (`settle`).
     """
 
     def __init__(self) -> None:
-        self.writer: TraceWriter | None = None
-        self.settings: tuple | None = None
+        super().__init__()
         self.book = SessionBook()
         self.exchanges: dict[str, Exchange] = {}  # open exchanges by flow id
-        self.events_written = 0  # the count of the last writer closed
-        self.failed: str | None = None  # why the last writer stopped recording (said on stderr), or None
-        self.open_error: TraceError | None = None  # why the trace could not be created
-        self._lines: list[bytes] = []
-        self._chunks: deque[tuple[StreamTap, bytes, float]] = deque()  # SSE chunks forwarded, not yet recorded
-        self._settle_pending = False
-        self._header_cache: dict[tuple, dict[str, str]] = {}
-        self._field_cache: dict[tuple[bytes, bytes], tuple[str, str]] = {}
-
-    # ---- the trace file -------------------------------------------------------------------------
-
-    def open(self, out: str, redact: Sequence[str], header: dict) -> None:
-        """Start writing to `out` (the default folder when empty); a no-op when nothing changed.
-
-        Raises:
-            TraceError: the file cannot be created.
-        """
-        settings = (out, tuple(redact))
-        if settings == self.settings and self.writer is not None:
-            return
-        path = out or default_trace_path(DEFAULT_LABEL)
-        redactor = Redactor(redact)
-        if isinstance(header.get("upstream"), str):
-            header = header | {"upstream": redactor.url(header["upstream"])}
-        elif isinstance(header.get("upstream"), list):
-            header = header | {"upstream": [redactor.url(url) for url in header["upstream"]]}
-        if isinstance(header.get("mode"), list):  # `upstream:http://user:password@proxy:8080`
-            header = header | {"mode": [redactor.url(mode) for mode in header["mode"]]}
-        writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=redactor)
-        self.close_writer()
-        self.writer, self.settings = writer, settings
-        self._header_cache.clear()
-        self._field_cache.clear()
-        logger.info(f"mcpbench: recording MCP traffic to {writer.path}")
 
     def close_writer(self) -> None:
         self.settle()
-        if self.writer is not None:
-            self._write_now()
-            self.events_written = self.writer.events
-            self.writer.close()
-            self.failed = self.writer.failed
-            self.writer = None
-
-    def _flush(self) -> None:
-        """Write the collected events now, with one `os.write`.
-
-        At once rather than at the end of the loop's turn: a `call_soon` round per hook cost more
-        CPU than the few writes it saved by coalescing, and nothing waits in memory.
-        """
-        if self._lines:
-            self._write_now()
-
-    def defer_chunk(self, tap: StreamTap, chunk: bytes) -> None:
-        """Record `chunk` of `tap`'s stream once mitmproxy has forwarded it (later in this loop turn).
-
-        Outside a running loop (tests driving the hooks directly) it is recorded at once.
-        """
-        self._chunks.append((tap, chunk, now()))
-        if self._settle_pending:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.settle()
-            return
-        self._settle_pending = True
-        loop.call_soon(self.settle)
-
-    def settle(self) -> None:
-        """Record the queued SSE chunks, in order. A recorder failure closes that tap only."""
-        self._settle_pending = False
-        chunks = self._chunks
-        while chunks:
-            tap, chunk, ts = chunks.popleft()
-            if tap.closed:
-                continue
-            try:
-                self.stream_data(tap, chunk, ts)
-            except Exception:  # never break the observed stream
-                tap.closed = True
-                logger.exception("mcpbench: recording an SSE stream failed; it passes on unrecorded")
-
-    def _write_now(self) -> None:
-        if self._lines and self.writer is not None:
-            lines, self._lines = self._lines, []
-            self.writer.write_lines(lines)
-
-    def _headers(self, headers) -> dict[str, str]:
-        """A mitmproxy `Headers` as a redacted dict with lower-case names, cached by its raw fields.
-
-        Clients and servers repeat the same header blocks; the cache skips decoding and redacting
-        them again. The dicts are shared: nothing may change them. A block seen for the first time
-        (its Date or Content-Length changed, most often) is made from the fields' own cache.
-        """
-        fields = headers.fields
-        cached = self._header_cache.get(fields)
-        if cached is None:
-            if len(self._header_cache) >= HEADER_CACHE_SIZE:
-                self._header_cache.clear()
-            cached = self._header_cache[fields] = self._header_block(fields)
-        return cached
-
-    def _header_block(self, fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
-        """`Redactor.header_pairs` of the raw fields, each field redacted once (cached per field)."""
-        cache = self._field_cache
-        if len(cache) >= FIELD_CACHE_SIZE:
-            cache.clear()
-        out: dict[str, str] = {}
-        for field in fields:
-            pair = cache.get(field)
-            if pair is None:
-                name, value = field
-                pair = cache[field] = self.writer.redactor.header(
-                    name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape")
-                )
-            name, value = pair
-            out[name] = f"{out[name]}, {value}" if name in out else value
-        return out
+        super().close_writer()
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -247,62 +93,16 @@ class Recording:
         if writer is None:
             return
         request = flow.request
-        method = request.method
         # The recorded path has secret query values redacted; matching uses the real one.
-        ex = Exchange(flow.id, conn_key(flow.client_conn.id), method, writer.redactor.url(request.path))
+        ex = Exchange(flow.id, conn_key(flow.client_conn.id), request.method, writer.redactor.url(request.path))
         self.exchanges[flow.id] = ex
-        # One pass over the raw header fields; every lookup below reads this (lower-case) dict.
+        # One pass over the raw header fields; every lookup reads this (lower-case) dict.
         headers = ex.req_headers = self._headers(request.headers)
         ex.req_content_type = headers.get("content-type")
-        session_id = headers.get(SESSION_ID) or None
-        if method == "POST":
-            legacy = self.book.endpoint_session(request.host, request.port, request.path)
-            body = request.raw_content or b""
-            if body and "content-encoding" in headers:
-                body = request.get_content(strict=False) or b""
-            if legacy is not None:
-                ex.session, ex.transport = legacy, LEGACY
-            elif session_id is not None:
-                ex.session = session_id
-            ex.mcp = (
-                legacy is not None
-                or session_id is not None
-                or is_json(ex.req_content_type)
-                or PROTOCOL_VERSION in headers
-                or METHOD in headers
-                or looks_json(body)
-            )
-            if ex.mcp:
-                self._request_body(ex, body, headers)
-        elif method == "GET":
-            # The Streamable HTTP GET stream carries a session; legacy `GET /sse` carries nothing.
-            ex.mcp = session_id is not None or "text/event-stream" in headers.get("accept", "")
-            ex.session = session_id
-        elif method == "DELETE":
-            ex.mcp = session_id is not None
-            ex.session = session_id
+        classify(ex, request, headers, self.book)
         if ex.session is not None:
             self._record_request(ex)
             self._flush()
-
-    def _request_body(self, ex: Exchange, body: bytes, headers: dict[str, str]) -> None:
-        ex.req_ts = now()
-        if not body:
-            ex.req_problems.append(("empty-body", f"{ex.method} {ex.path} without a body", None))
-            return
-        try:
-            message = jsonrpc.decode(body)
-        except jsonrpc.NotJson as exc:
-            ex.req_problems.append(("not-json", exc.reason, body))
-            return
-        except jsonrpc.InvalidMessage as exc:
-            ex.req_problems.append(("invalid-message", exc.reason, body))
-            return
-        ex.req_raw, ex.req_message = json_text(body), message
-        if not isinstance(message, jsonrpc.Batch):
-            version = meta_version(getattr(message, "params", None)) or headers.get(PROTOCOL_VERSION)
-            for code, detail in method_header_problems(message, headers, version=version, transport=ex.transport):
-                ex.req_problems.append((code, detail, None))
 
     def resolve(self, ex: Exchange, flow) -> str:
         """The exchange's session key, deciding it now if the request did not name one."""
@@ -338,119 +138,11 @@ class Recording:
 
     # ---- responses ------------------------------------------------------------------------------
 
-    def response_headers(self, flow) -> None:
-        """Install the SSE tap on an event-stream response (before its body flows, or it is buffered)."""
-        self.settle()
-        ex = self.exchanges.get(flow.id)
-        if ex is None:
-            return
-        response = flow.response
-        headers = self._resp_headers(ex, response)
-        if not is_event_stream(ex.resp_content_type):
-            return
-        ex.mcp = True
-        if ex.method == "GET" and ex.session is None:
-            ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
-        self.resolve(ex, flow)
-        encoding = headers.get("content-encoding")
-        decode = stream_decoder(encoding) if encoding else None
-        tap = StreamTap(self, ex, flow.request, decode)
-        ex.tap = tap
-        response.stream = tap
-        # Not flushed here: the first chunk (or any other exchange) writes it moments later.
-        self._event(
-            ex, Kind.STREAM, None, now(), event="open", conn=ex.conn, method=ex.method, path=ex.path,
-            status=ex.resp_status, content_type=ex.resp_content_type, headers=headers,
-        )
-        if encoding and decode is None:
-            tap.closed = True  # passed through untouched, but its events cannot be read
-            self._violation(ex, S2C, now(), "sse-undecodable", f"an event stream with Content-Encoding {encoding}, which this recorder cannot decode", None)
-
-    def stream_data(self, tap: StreamTap, chunk: bytes, ts: float) -> None:
-        """Parse and record one chunk of an SSE stream that arrived at `ts` (b"": the stream's end)."""
-        tap.started = True
-        tap.size += len(chunk)
-        ex = tap.exchange
-        try:
-            if tap.decode is None:
-                events = tap.parser.feed(chunk)
-            else:  # b"" tells the parser the stream ended: only once the decoder is drained
-                data = self._decoded(tap, chunk, ts)
-                events = tap.parser.feed(data) if data else []
-                if not chunk:
-                    events += tap.parser.feed(b"")
-        except RemoteProtocolError as exc:
-            tap.closed = True
-            self._violation(ex, S2C, ts, "sse-line-too-long", str(exc), None)
-            events = []
-        for item in events:
-            if type(item) is SseEvent:
-                tap.events += 1
-                self._sse_event(tap, item, ts)
-            elif type(item) is SseComment:
-                self._event(ex, Kind.SSE, S2C, ts, comment=item.text)
-            elif type(item) is SseTruncated:
-                self._violation(ex, S2C, ts, "sse-truncated", "the stream ended inside an SSE event", item.pending)
-        if chunk:
-            self._flush()
-        else:  # the end: the `response` hook follows at once and writes this with the `http` event
-            tap.closed = True
-            self._event(ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path, events=tap.events, bytes=tap.size)
-
-    def _decoded(self, tap: StreamTap, chunk: bytes, ts: float) -> bytes:
-        """A compressed stream's chunk, decoded; a stream that fails to decode is recorded no further."""
-        try:
-            data = tap.decode(chunk)
-        except Exception as exc:  # noqa: BLE001 - zlib.error, brotli.error: the codecs share no base class
-            self._violation(tap.exchange, S2C, ts, "sse-undecodable", f"the compressed event stream failed to decode: {exc}", None)
-            tap.decode = lambda _chunk: b""
-            return b""
-        return data
-
-    def _sse_event(self, tap: StreamTap, item: SseEvent, ts: float) -> None:
-        ex = tap.exchange
-        kind, data = item.event, item.data
-        if data and (kind is None or kind == "message"):
-            raw = data.encode()
-            try:
-                message = jsonrpc.decode(raw)
-            except jsonrpc.NotJson as exc:
-                self._violation(ex, S2C, ts, "not-json", exc.reason, raw)
-                return
-            except jsonrpc.InvalidMessage as exc:
-                self._violation(ex, S2C, ts, "invalid-message", exc.reason, raw)
-                return
-            sse = {"event": kind} if item.id is None else {"event": kind, "id": item.id}
-            self._response_message(ex, json_text(raw), message, ts, sse)
-            return
-        fields: dict = {"event": kind}
-        if item.id is not None:
-            fields["id"] = item.id
-        if item.retry is not None:
-            fields["retry"] = item.retry
-        if data is not None:
-            fields["data"] = data
-        if kind == "endpoint" and data:
-            # POSTs go to the endpoint as sent; the trace (its data, and the
-            # session key taken from it) gets it with secret query values fingerprinted.
-            url = resolve_endpoint(tap.request.url, data)
-            redact = self.writer.redactor.url
-            fields["data"] = redact(data)
-            key = legacy_session_key(fields["data"])
-            self.book.add_endpoint(url, key)
-            fields["endpoint"] = redact(url)
-            fields["conn_session"] = ex.session
-            ex.session, ex.transport = key, LEGACY
-        self._event(ex, Kind.SSE, S2C, ts, **fields)
-
     def response(self, flow) -> None:
-        self.settle()
-        ex = self.exchanges.pop(flow.id, None)
+        ex = self._answered(flow)
         if ex is None:
             return
         response = flow.response
-        self._resp_headers(ex, response)
-        self.resolve(ex, flow)
         tap = ex.tap
         fields: dict = {}
         if tap is not None:
@@ -465,8 +157,33 @@ class Recording:
             recorded = bool(body) and ex.mcp and self._response_body(ex, body)
             if body and (not recorded or response.status_code >= 400):
                 fields = body_fields(body)
+        self._ended(ex, flow, fields)
+
+    def error(self, flow) -> None:
+        """The exchange failed (upstream refused, reset or timed out; a client that left)."""
+        ex = self._answered(flow)
+        if ex is None:
+            return
+        detail = flow.error.msg if flow.error else "unknown error"
+        if ex.tap is None:
+            self._event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
+        self._ended(ex, flow, {"error": detail})
+
+    def _answered(self, flow) -> Exchange | None:
+        """The exchange of `flow`, no longer open, with its answer's head and its session key."""
+        self.settle()
+        ex = self.exchanges.pop(flow.id, None)
+        if ex is None:
+            return None
+        if flow.response is not None:
+            self._resp_headers(ex, flow.response)
+        self.resolve(ex, flow)
+        return ex
+
+    def _ended(self, ex: Exchange, flow, fields: dict) -> None:
+        """The exchange's `http` event (with `fields`), the session it ends, and the write."""
         self._http(ex, flow, fields)
-        self._end(ex, response.status_code)
+        self._end(ex, ex.resp_status)
         self._flush()
 
     def _response_body(self, ex: Exchange, body: bytes) -> bool:
@@ -510,44 +227,7 @@ class Recording:
             ex.resp_content_type = headers.get("content-type")
         return ex.resp_headers
 
-    # ---- failures and endings -------------------------------------------------------------------
-
-    def stream_error(self, flow) -> None:
-        self.settle()
-        ex = self.exchanges.get(flow.id)
-        if ex is None or ex.tap is None or ex.tap.closed:
-            return
-        tap = ex.tap
-        tap.closed = True
-        ts = now()
-        if tap.decode is None:  # the bytes of an event the break cut short are kept, not lost
-            try:
-                ends = tap.parser.feed(b"")
-            except RemoteProtocolError:
-                ends = []
-            for item in ends:
-                if type(item) is SseTruncated:
-                    self._violation(ex, S2C, ts, "sse-truncated", "the stream broke inside an SSE event", item.pending)
-        detail = flow.error.msg if flow.error else "stream broken"
-        self._event(
-            ex, Kind.STREAM, None, now(), event="error", conn=ex.conn, method=ex.method, path=ex.path,
-            events=tap.events, bytes=tap.size, error=detail,
-        )
-
-    def error(self, flow) -> None:
-        self.settle()
-        ex = self.exchanges.pop(flow.id, None)
-        if ex is None:
-            return
-        if flow.response is not None:
-            self._resp_headers(ex, flow.response)
-        self.resolve(ex, flow)
-        detail = flow.error.msg if flow.error else "unknown error"
-        if ex.tap is None:
-            self._event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
-        self._http(ex, flow, {"error": detail})
-        self._end(ex, ex.resp_status)
-        self._flush()
+    # ---- endings ---------------------------------------------------------------------------------
 
     def _end(self, ex: Exchange, status: int | None) -> None:
         """Session endings: a DELETE that succeeded, a legacy stream that ended."""
@@ -598,72 +278,12 @@ class Recording:
         self.book.clear_endpoints()
         self._write_now()
 
-    # ---- events ---------------------------------------------------------------------------------
+    # ---- sessions ---------------------------------------------------------------------------------
 
     def _observe(self, ex: Exchange, direction: Direction, message, ts: float) -> None:
         version = ex.req_headers.get(PROTOCOL_VERSION)
         for item in self.book.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
             self._session_violation(ex, ex.session, item, ts)
-
-    def _session_violation(self, ex: Exchange | None, key: str, item: Violation, ts: float) -> None:
-        event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}
-        if ex is not None:
-            event["flow"] = ex.flow_id
-            if ex.transport != STREAMABLE:
-                event["transport"] = ex.transport
-        event["code"], event["detail"] = item.code, item.detail
-        self._lines.append(self.writer.encode(event))
-
-    def _violation(self, ex: Exchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
-        fields = {"code": code, "detail": detail}
-        if raw is not None:
-            fields.update(body_fields(raw, "raw"))
-        self._event(ex, Kind.VIOLATION, direction, ts, **fields)
-
-    def _event(self, ex: Exchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
-        event = {"ts": ts, "session": ex.session, "dir": direction.value if direction else None, "kind": kind, "flow": ex.flow_id}
-        if ex.transport != STREAMABLE:
-            event["transport"] = ex.transport
-        event.update(fields)
-        self._lines.append(self.writer.encode(event))
-
-    def _http(self, ex: Exchange, flow, fields: dict) -> None:
-        request, response = flow.request, flow.response
-        event = {
-            "ts": now(),
-            "session": ex.session if ex.mcp else None,
-            "dir": None,
-            "kind": Kind.HTTP,
-            "flow": ex.flow_id,
-            "conn": ex.conn,
-            "mcp": ex.mcp,
-            "method": ex.method,
-            "url": url_of(request, ex.path),
-            "path": ex.path,
-            "http_version": request.http_version,
-            "request_content_type": ex.req_content_type,
-            "request_headers": ex.req_headers,
-            "request_size": len(request.raw_content or b""),
-            "started": round(request.timestamp_start, 6),
-            "status": ex.resp_status,
-        }
-        if ex.mcp and ex.transport != STREAMABLE:
-            event["transport"] = ex.transport
-        if response is not None:
-            event["reason"] = response.reason
-            event["content_type"] = ex.resp_content_type
-            event["response_headers"] = ex.resp_headers
-            if response.timestamp_start:
-                event["responded"] = round(response.timestamp_start, 6)
-            if response.timestamp_end:
-                event["ended"] = round(response.timestamp_end, 6)
-            if ex.tap is not None:
-                event["streamed"] = True
-                event["response_size"] = ex.tap.size
-            else:
-                event["response_size"] = len(response.raw_content or b"")
-        event.update(fields)
-        self._lines.append(self.writer.encode(event))
 
 
 # ---- the addon ----------------------------------------------------------------------------------

@@ -9,26 +9,24 @@ from pathlib import Path
 import pytest
 
 from mcpbench.pipeline import recording_proxy
-from tests.support.servers import REPO_ROOT, reference_server, serve_argv, stdio_params
+from tests.support.servers import REPO_ROOT, serve_argv, stdio_params
 
 MCPBENCH = [sys.executable, "-m", "mcpbench"]
 LOAD_TIMEOUT = 180.0
 
 
-def _make_captures(folder: Path) -> Path:
+def _make_captures(folder: Path, http, sse) -> Path:
     from mcpbench.lab.drive import drive, sdk_target
 
     server = serve_argv("stdio")
     for mode in ("legacy", "auto"):
         argv = [*MCPBENCH, "tee", "--out", str(folder / f"stdio-{mode}.jsonl"), "--", *server]
         drive(stdio_params(argv), mode)
-    with reference_server("streamable-http") as http:
-        for mode in ("legacy", "auto"):
-            with recording_proxy(http.url, folder / f"http-{mode}.jsonl") as base:
-                drive(base + "/mcp", mode)
-    with reference_server("sse") as sse:
-        with recording_proxy(sse.url, folder / "sse.jsonl") as base:
-            drive(sdk_target(base + "/sse", "sse"), "legacy")
+    for mode in ("legacy", "auto"):
+        with recording_proxy(http.url, folder / f"http-{mode}.jsonl") as base:
+            drive(base + "/mcp", mode)
+    with recording_proxy(sse.url, folder / "sse.jsonl") as base:
+        drive(sdk_target(base + "/sse", "sse"), "legacy")
     target = "stdio:" + " ".join(server)
     subprocess.run(
         [*MCPBENCH, "replay", str(folder / "stdio-legacy.jsonl"), "--target", target, "--out", str(folder / "replay.jsonl"), "--report", str(folder / "replay.json")],
@@ -38,21 +36,20 @@ def _make_captures(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def captures(tmp_path_factory) -> Path:
+def captures(tmp_path_factory, http_server, sse_server) -> Path:
     """A folder of real traces: stdio-{legacy,auto}, http-{legacy,auto}, sse, replay (+ replay.json)."""
-    return _make_captures(tmp_path_factory.mktemp("captures"))
+    return _make_captures(tmp_path_factory.mktemp("captures"), http_server, sse_server)
 
 
 @pytest.fixture(scope="session")
-def load_folder(tmp_path_factory) -> Path:
+def load_folder(tmp_path_factory, http_server) -> Path:
     """A short real load run on the reference Streamable HTTP server."""
     out = tmp_path_factory.mktemp("load") / "run"
     scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with reference_server("streamable-http") as http:
-        proc = subprocess.run(
-            [*MCPBENCH, "load", str(scenario), "--target", http.url, "--users", "3", "--spawn-rate", "3", "--duration", "3s", "--out", str(out)],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=LOAD_TIMEOUT,
-        )
+    proc = subprocess.run(
+        [*MCPBENCH, "load", str(scenario), "--target", http_server.url, "--users", "3", "--spawn-rate", "3", "--duration", "3s", "--out", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=LOAD_TIMEOUT,
+    )
     assert (out / "samples.jsonl").is_file(), proc.stdout + proc.stderr
     return out
 

@@ -14,7 +14,7 @@ import pytest
 from mcpbench.lab.drive import drive, sdk_target
 from mcpbench.trace import read_trace
 from tests.record.helpers import mitmdump, record_proxy
-from tests.support.servers import ENDPOINT_PATHS, reference_server, serve_argv, stdio_params
+from tests.support.servers import ENDPOINT_PATHS, serve_argv, stdio_params
 
 MODES = ("legacy", "auto")
 # What each SDK client mode settles on with the SDK server.
@@ -39,26 +39,25 @@ def test_stdio_through_the_tee(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("transport", "options"),
-    [("sse", {}), ("streamable-http", {}), ("streamable-http", {"json_response": True}), ("streamable-http", {"stateless": True})],
+    ("transport", "server"),
+    [("sse", "sse_server"), ("streamable-http", "http_server"), ("streamable-http", "json_http_server"), ("streamable-http", "stateless_http_server")],
     ids=["legacy-sse", "sse-answers", "json-answers", "stateless"],
 )
-def test_http_through_mcpbench_record(tmp_path: Path, transport: str, options: dict) -> None:
-    with reference_server(transport, **options) as server:
-        for mode in MODES:
-            trace = tmp_path / f"{mode}.jsonl"
-            with record_proxy(f"http://127.0.0.1:{server.port}{ENDPOINT_PATHS[transport]}", trace) as (url, _):
-                assert drive(sdk_target(url, transport), mode)["protocol_version"] == NEGOTIATED[mode]
-            assert transports_of_messages(trace)[transport] > 20
-            assert violations(trace) == Counter(), mode
+def test_http_through_mcpbench_record(tmp_path: Path, transport: str, server: str, request: pytest.FixtureRequest) -> None:
+    server = request.getfixturevalue(server)  # the shared reference server of that configuration
+    for mode in MODES:
+        trace = tmp_path / f"{mode}.jsonl"
+        with record_proxy(f"http://127.0.0.1:{server.port}{ENDPOINT_PATHS[transport]}", trace) as (url, _):
+            assert drive(sdk_target(url, transport), mode)["protocol_version"] == NEGOTIATED[mode]
+        assert transports_of_messages(trace)[transport] > 20
+        assert violations(trace) == Counter(), mode
 
 
-def test_legacy_sse_through_mitmdump(tmp_path: Path) -> None:
+def test_legacy_sse_through_mitmdump(tmp_path: Path, sse_server) -> None:
     """The case that once failed: 2026-07-28 over legacy HTTP+SSE got Streamable HTTP's header rules."""
-    with reference_server("sse") as server:
-        for mode in MODES:
-            trace = tmp_path / f"{mode}.jsonl"
-            with mitmdump(server.port, trace) as proxy:
-                assert drive(sdk_target(proxy.url("/sse"), "sse"), mode)["protocol_version"] == NEGOTIATED[mode]
-            assert transports_of_messages(trace)["sse"] > 20
-            assert violations(trace) == Counter(), mode
+    for mode in MODES:
+        trace = tmp_path / f"{mode}.jsonl"
+        with mitmdump(sse_server.port, trace) as proxy:
+            assert drive(sdk_target(proxy.url("/sse"), "sse"), mode)["protocol_version"] == NEGOTIATED[mode]
+        assert transports_of_messages(trace)["sse"] > 20
+        assert violations(trace) == Counter(), mode

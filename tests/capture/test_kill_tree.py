@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 
 import orjson
-import pytest
 
 from mcpbench.trace import TraceReader
 from mcpbench.trace.spool import spool_path
 from tests.record.helpers import mitmdump, record_proxy
 from tests.stdio.test_tee import wait_for_exit
-from tests.support.servers import HOST, reference_server
+from tests.support.servers import HOST
 
 TEE = [sys.executable, "-m", "mcpbench", "tee"]
 TEE_TRIES = 20
@@ -107,12 +106,6 @@ def session(url: str) -> int:
     return 2 * (REQUESTS + 1) + 1  # requests and their answers, and `initialized`
 
 
-@pytest.fixture(scope="module")
-def server():
-    with reference_server("streamable-http") as running:
-        yield running
-
-
 def http_try(trace: Path, start) -> int:
     """One killed HTTP recording: the messages the trace kept (after asserting they are all there)."""
     with start(trace) as (url, proc):
@@ -123,18 +116,18 @@ def http_try(trace: Path, start) -> int:
     return len(messages)
 
 
-def test_mcpbench_record_killed_right_after_the_last_answer(tmp_path: Path, server) -> None:
-    upstream = f"http://{HOST}:{server.port}/mcp"
+def test_mcpbench_record_killed_right_after_the_last_answer(tmp_path: Path, http_server) -> None:
+    upstream = f"http://{HOST}:{http_server.port}/mcp"
     kept = [http_try(tmp_path / f"{n}.jsonl", lambda trace: record_proxy(upstream, trace, start_new_session=True)) for n in range(HTTP_TRIES)]
     assert len(kept) == HTTP_TRIES
 
 
-def test_mitmdump_with_the_addon_killed_right_after_the_last_answer(tmp_path: Path, server) -> None:
+def test_mitmdump_with_the_addon_killed_right_after_the_last_answer(tmp_path: Path, http_server) -> None:
     import contextlib
 
     @contextlib.contextmanager
     def start(trace):
-        with mitmdump(server.port, trace, start_new_session=True) as proxy:
+        with mitmdump(http_server.port, trace, start_new_session=True) as proxy:
             yield proxy.url("/mcp"), proxy.proc
 
     kept = [http_try(tmp_path / f"{n}.jsonl", start) for n in range(HTTP_TRIES)]

@@ -32,7 +32,7 @@ from mcpbench.record import ADDON_PATH
 from mcpbench.trace.reader import TraceReader
 from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, log_stderr, run
 from tests.record.helpers import MITMDUMP, peer_server
-from tests.support.servers import HOST, REPO_ROOT, free_port, reference_server, stop_process, wait_for_port
+from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
 # A bound on any one wait; none is a timing assertion.
 WAIT = 60.0
@@ -478,15 +478,14 @@ LOAD_FSIZE_LIMIT = 30_000
 
 
 @pytest.mark.parametrize("workers", ["0", "1"])
-def test_load_whose_samples_fill_up_runs_on_and_ends_3(tmp_path: Path, workers: str) -> None:
+def test_load_whose_samples_fill_up_runs_on_and_ends_3(tmp_path: Path, workers: str, http_server) -> None:
     out = tmp_path / "run"
     scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with reference_server("streamable-http") as server:
-        proc = subprocess.run(
-            [*MCPBENCH, "load", str(scenario), "--target", server.url, "--duration", "4s", "--users", "4",
-             "--workers", workers, "--out", str(out)],
-            capture_output=True, text=True, cwd=REPO_ROOT, timeout=WAIT * 3, preexec_fn=limit_file_size(LOAD_FSIZE_LIMIT),
-        )
+    proc = subprocess.run(
+        [*MCPBENCH, "load", str(scenario), "--target", http_server.url, "--duration", "4s", "--users", "4",
+         "--workers", workers, "--out", str(out)],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=WAIT * 3, preexec_fn=limit_file_size(LOAD_FSIZE_LIMIT),
+    )
     log_stderr(proc.stderr)
     line = assert_clean_failure(proc, EXIT_ENVIRONMENT, "samples.", ".jsonl", "File too large", "incomplete")
     assert str(out) in line

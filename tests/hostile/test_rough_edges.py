@@ -7,7 +7,6 @@ import pytest
 from mcpbench.load.samples import render as render_load
 from tests.hostile.helpers import EXIT_INPUT, EXIT_OK, assert_clean_failure, run
 from tests.hostile.hostile_peers import HANDSHAKE, STATELESS, counter_session, counter_trace, event, write_trace
-from tests.support.servers import reference_server
 
 LONG_TOOL = "summarize_the_quarterly_report_of_every_region_in_great_detail"
 
@@ -61,10 +60,9 @@ def test_inspect_shows_one_session_per_legacy_sse_stream(tmp_path):
 
 
 @pytest.mark.parametrize("version", [STATELESS, HANDSHAKE])
-def test_load_from_trace_runs_in_the_recorded_era(tmp_path, version):
+def test_load_from_trace_runs_in_the_recorded_era(tmp_path, version, http_server):
     trace = write_trace(tmp_path / "t.jsonl", counter_session("s", version, ["hi"], tool="echo", arguments={"text": "hi"}))
     out = tmp_path / "run"
-    with reference_server("streamable-http") as server:
-        result = run(["load", "--target", server.url, "--from-trace", str(trace), "--duration", "1s", "--out", str(out)])
+    result = run(["load", "--target", http_server.url, "--from-trace", str(trace), "--duration", "1s", "--out", str(out)])
     assert result.returncode == EXIT_OK and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert orjson.loads((out / "scenario.json").read_bytes())["versions"] == [version]

@@ -235,19 +235,16 @@ def test_tee_start_failure_keeps_no_secret(tmp_path: Path) -> None:
     assert_no_secret("the error line", line)
 
 
-def test_load_results_keep_no_secret_of_the_target(tmp_path: Path) -> None:
-    from tests.support.servers import reference_server
-
+def test_load_results_keep_no_secret_of_the_target(tmp_path: Path, http_server) -> None:
     scenario = tmp_path / "scenario.yaml"
     out = tmp_path / "out"
-    with reference_server("streamable-http") as server:
-        target = f"{server.url}?api_key={secret('load-target')}"
-        scenario.write_text(f"target: {target}\nmix:\n  - call: tools/list\nusers: 1\nspawn_rate: 5\nduration: 2s\n")
-        result = run(["load", str(scenario), "--out", str(out)])
+    target = f"{http_server.url}?api_key={secret('load-target')}"
+    scenario.write_text(f"target: {target}\nmix:\n  - call: tools/list\nusers: 1\nspawn_rate: 5\nduration: 2s\n")
+    result = run(["load", str(scenario), "--out", str(out)])
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert_no_secret("load's output", result.stdout + result.stderr)
     public = orjson.loads((out / "scenario.json").read_bytes())
-    assert public["target"].startswith(server.url + "?api_key=redacted:")  # named, not shown
+    assert public["target"].startswith(http_server.url + "?api_key=redacted:")  # named, not shown
     assert orjson.loads((out / "summary.json").read_bytes())["total"]["count"] > 0  # the real target was used
     for path in out.iterdir():
         assert_no_secret(path.name, path.read_bytes())

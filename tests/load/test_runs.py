@@ -68,18 +68,6 @@ def assert_clean_run(proc, out, request_type, steps, *, min_calls=5):
     return rows, summary
 
 
-@pytest.fixture(scope="module")
-def http_server():
-    with reference_server("streamable-http") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def sse_server():
-    with reference_server("sse") as server:
-        yield server
-
-
 CALL_STEPS = ["tools/call echo", "tools/list", "resources/read", "prompts/get"]
 
 
@@ -138,8 +126,12 @@ def test_stdio_session_per_task(tmp_path):
 
 def test_two_workers(tmp_path, http_server):
     proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 4\nspawn_rate: 20\nduration: 3s\n", "--workers", "2")
-    assert_clean_run(proc, out, "streamable-http", ["initialize", "tools/call echo"])
-    # samples came from both worker processes (the master runs no users) and were merged
+    _, summary = assert_clean_run(proc, out, "streamable-http", ["initialize", "tools/call echo"])
+    # One sample file per Locust process, merged: the master's is empty (it runs no users), and
+    # each of the two workers ran users and wrote samples.
+    per_process = sorted(summary["samples_per_process"])
+    assert len(per_process) == 3 and per_process[0] == 0 and per_process[1] > 0, per_process
+    assert sum(per_process) == summary["total"]["count"]
     assert not list(out.glob("samples.*.jsonl"))
     assert "--expect-workers" not in proc.stderr
 

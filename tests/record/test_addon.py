@@ -1,6 +1,6 @@
 """The recording addon inside a real mitmdump, in front of official-SDK servers, driven by SDK clients.
 
-Each test starts its own mitmdump (so it owns its trace); servers are shared per module. The trace
+Each test starts its own mitmdump (so it owns its trace); the reference servers are the shared ones of tests/conftest.py. The trace
 is read after mitmdump has stopped (SIGTERM runs the `done` hooks, which complete it).
 """
 
@@ -29,36 +29,11 @@ from tests.record.helpers import (
     mitmdump,
     peer_server,
 )
-from tests.support.servers import reference_server
 
 # Per SDK call through the proxy on a busy 2-core machine: generous, but a hang still fails fast.
 CALL_TIMEOUT = 20.0
 SECRET = "s3cr3t-bearer-7f3a9c"
 QUERY_SECRET = "k3y-in-the-url-91be"
-
-
-@pytest.fixture(scope="module")
-def sse_answers():
-    with reference_server("streamable-http") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def json_answers():
-    with reference_server("streamable-http", json_response=True) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def stateless():
-    with reference_server("streamable-http", stateless=True) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def legacy_sse():
-    with reference_server("sse") as server:
-        yield server
 
 
 def run(coro_fn, timeout: float = 60.0):
@@ -93,10 +68,28 @@ async def exercise(client: Client) -> None:
     await client.get_prompt("summarize", {"topic": "MCP"})
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_streamable_sse_answers(sse_answers, tmp_path: Path, mode: str) -> None:
+def recorded_exercise(server, trace_path: Path, mode: str) -> list[dict]:
+    """`exercise` through a mitmdump of its own in front of `server`: the trace's events, checked to
+    hold what the client saw, paired, and free of violations."""
     capture = Capture()
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(server.port, trace_path) as proxy:
+        async def main():
+            client, http = captured_client(proxy.url("/mcp"), mode, capture)
+            async with http, client:
+                await exercise(client)
+
+        run(main)
+    trace = events(trace_path)
+    assert_same_messages(trace, capture)
+    assert_paired(trace)
+    assert not kinds(trace, "violation"), kinds(trace, "violation")
+    return trace
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_streamable_sse_answers(http_server, tmp_path: Path, mode: str) -> None:
+    capture = Capture()
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             client, http = captured_client(proxy.url("/mcp"), mode, capture)
             async with http, client:
@@ -136,25 +129,23 @@ def test_streamable_sse_answers(sse_answers, tmp_path: Path, mode: str) -> None:
     assert flows <= {e["flow"] for e in kinds(trace, "http")}
 
 
-def test_json_and_stateless_servers(json_answers, stateless, tmp_path: Path) -> None:
-    for server, mode in ((json_answers, "legacy"), (json_answers, "auto"), (stateless, "legacy")):
-        capture = Capture()
-        trace_path = tmp_path / f"{server.port}-{mode}.jsonl"
-        with mitmdump(server.port, trace_path) as proxy:
-            async def main():
-                client, http = captured_client(proxy.url("/mcp"), mode, capture)
-                async with http, client:
-                    await exercise(client)
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_json_answers(json_http_server, tmp_path: Path, mode: str) -> None:
+    trace = recorded_exercise(json_http_server, tmp_path / "t.jsonl", mode)
+    answers = messages(trace, "s2c")
+    assert answers and all(e["http"]["content_type"].startswith("application/json") for e in answers)
 
-            run(main)
-        trace = events(trace_path)
-        assert_same_messages(trace, capture)
-        assert_paired(trace)
-        assert not kinds(trace, "violation"), kinds(trace, "violation")
-        answers = messages(trace, "s2c")
-        assert answers and all(e["http"]["content_type"].startswith("application/json") for e in answers) or server is stateless
-        if server is stateless:
-            assert all(e["session"].startswith("conn-") for e in messages(trace))
+
+def test_stateless_server_is_recorded_without_sessions(stateless_http_server, tmp_path: Path) -> None:
+    """A handshake against a `stateless_http` server mints no Mcp-Session-Id: every message is keyed
+    by its own client connection (`conn-…`, the `conn` of its exchange), with no lifecycle alarms."""
+    trace = recorded_exercise(stateless_http_server, tmp_path / "t.jsonl", "legacy")
+    exchanges = {e["flow"]: e for e in kinds(trace, "http")}
+    assert exchanges and not any("mcp-session-id" in (e.get("response_headers") or {}) for e in exchanges.values())
+    recorded = messages(trace)
+    assert any(e["msg"].get("method") == "initialize" for e in recorded)  # a handshake, yet no session
+    for event in recorded:
+        assert event["session"].startswith("conn-") and event["session"] == exchanges[event["flow"]]["conn"], event
 
 
 def test_get_stream_delivers_while_open(tmp_path: Path) -> None:
@@ -189,21 +180,22 @@ def test_get_stream_delivers_while_open(tmp_path: Path) -> None:
     assert note[0]["ts"] <= delivered
 
 
-def test_legacy_sse(legacy_sse, tmp_path: Path) -> None:
-    with mitmdump(legacy_sse.port, tmp_path / "t.jsonl") as proxy:
-        # The endpoint event comes through at once: the stream is not buffered.
+def test_legacy_sse(sse_server, tmp_path: Path) -> None:
+    with mitmdump(sse_server.port, tmp_path / "t.jsonl") as proxy:
+        # The endpoint event comes through while the stream stays open: the stream is not buffered
+        # (the server never ends a legacy stream, so a buffering proxy would deliver nothing and
+        # this would hit its time-out).
         async def first_event():
-            async with httpx2.AsyncClient(timeout=5) as http:
-                started = time.perf_counter()
+            async with httpx2.AsyncClient(timeout=CALL_TIMEOUT) as http:
                 async with http.stream("GET", proxy.url("/sse"), headers={"accept": "text/event-stream"}) as response:
                     parser = SseParser()
                     async for chunk in response.aiter_raw():
                         found = [e for e in parser.feed(chunk) if isinstance(e, SseEvent)]
                         if found:
-                            return time.perf_counter() - started, found[0]
+                            return found[0], response.is_closed
 
-        elapsed, endpoint = run(first_event)
-        assert endpoint.event == "endpoint" and elapsed < 1.0
+        endpoint, ended = run(first_event, timeout=CALL_TIMEOUT)
+        assert endpoint.event == "endpoint" and not ended
 
         capture = Capture()
 
@@ -271,8 +263,8 @@ def test_concurrent_sessions(tmp_path: Path) -> None:
     assert max(answers.values()) == 1  # no answer recorded twice
 
 
-def test_client_disconnect_mid_stream(sse_answers, tmp_path: Path) -> None:
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+def test_client_disconnect_mid_stream(http_server, tmp_path: Path) -> None:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
             async with httpx2.AsyncClient(timeout=10) as http:
@@ -306,9 +298,9 @@ def test_client_disconnect_mid_stream(sse_answers, tmp_path: Path) -> None:
     assert any(e["msg"].get("result", {}).get("content", [{}])[0].get("text") == "after" for e in messages(trace, "s2c"))
 
 
-def test_bearer_token_and_url_key_never_reach_the_trace(sse_answers, tmp_path: Path) -> None:
+def test_bearer_token_and_url_key_never_reach_the_trace(http_server, tmp_path: Path) -> None:
     capture = Capture()
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             url = proxy.url(f"/mcp?api_key={QUERY_SECRET}&profile=dev")
             client, http = captured_client(url, "legacy", capture, headers={"authorization": f"Bearer {SECRET}"})
@@ -325,10 +317,10 @@ def test_bearer_token_and_url_key_never_reach_the_trace(sse_answers, tmp_path: P
     assert {e["http"]["path"] for e in requests} == {f"/mcp?api_key={fingerprint(QUERY_SECRET)}&profile=dev"}
 
 
-def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(legacy_sse, tmp_path: Path) -> None:
+def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(sse_server, tmp_path: Path) -> None:
     """A query parameter named with --redact is fingerprinted in the endpoint event, its session key and the POSTs."""
     capture = Capture()
-    with mitmdump(legacy_sse.port, tmp_path / "t.jsonl", extra=["--set", "mcpbench_redact=session_id"]) as proxy:
+    with mitmdump(sse_server.port, tmp_path / "t.jsonl", extra=["--set", "mcpbench_redact=session_id"]) as proxy:
         async def session():
             async with captured_legacy_client(proxy.url("/sse"), capture) as client:
                 await client.call_tool("echo", {"text": "hi"})
@@ -345,7 +337,7 @@ def test_secret_in_a_legacy_endpoint_never_reaches_the_trace(legacy_sse, tmp_pat
     assert {e["session"] for e in messages(trace)} == {fingerprint(secret)}
 
 
-def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: Path) -> None:
+def test_recording_that_starts_mid_session_flags_nothing(http_server, tmp_path: Path) -> None:
     """A session initialised before the proxy saw it: its calls through the proxy are not 'before initialize'."""
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
                "mcp-protocol-version": "2025-11-25"}
@@ -355,7 +347,7 @@ def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: 
 
     async def main(proxy_url):
         async with httpx2.AsyncClient(timeout=CALL_TIMEOUT) as http:
-            direct = f"http://127.0.0.1:{sse_answers.port}/mcp"
+            direct = f"http://127.0.0.1:{http_server.port}/mcp"
             opened = await http.post(direct, content=orjson.dumps(init), headers=headers)
             session = opened.headers["mcp-session-id"]
             headers["mcp-session-id"] = session
@@ -363,7 +355,7 @@ def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: 
             answer = await http.post(proxy_url, content=orjson.dumps(call), headers=headers)
             return session, answer.status_code, answer.text
 
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         session, status, body = run(lambda: main(proxy.url("/mcp")))
     assert status == 200 and "late" in body
     trace = events(proxy.trace)
@@ -372,9 +364,9 @@ def test_recording_that_starts_mid_session_flags_nothing(sse_answers, tmp_path: 
     assert kinds(trace, "violation") == []
 
 
-def test_errors_and_non_mcp_requests(sse_answers, tmp_path: Path) -> None:
+def test_errors_and_non_mcp_requests(http_server, tmp_path: Path) -> None:
     """Error statuses pass through with their bodies; non-MCP requests are http events only."""
-    with mitmdump(sse_answers.port, tmp_path / "t.jsonl") as proxy:
+    with mitmdump(http_server.port, tmp_path / "t.jsonl") as proxy:
         async def main():
             headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
             body = b'{"jsonrpc":"2.0","id":5,"method":"tools/list"}'
@@ -405,12 +397,12 @@ def test_errors_and_non_mcp_requests(sse_answers, tmp_path: Path) -> None:
     assert bad and bad[0]["dir"] == "c2s" and bad[0]["raw"] == "{not json"
 
 
-def test_regular_proxy_mode(sse_answers, tmp_path: Path) -> None:
+def test_regular_proxy_mode(http_server, tmp_path: Path) -> None:
     """Clients that use mitmproxy as an HTTP proxy (HTTP_PROXY) are recorded the same way."""
     with mitmdump(None, tmp_path / "t.jsonl") as proxy:
         async def main():
             http = httpx2.AsyncClient(mounts={"http://": httpx2.AsyncHTTPTransport(proxy=proxy.base)}, timeout=CALL_TIMEOUT)
-            async with http, Client(streamable_http_client(sse_answers.url, http_client=http), mode="legacy") as client:
+            async with http, Client(streamable_http_client(http_server.url, http_client=http), mode="legacy") as client:
                 assert (await client.call_tool("echo", {"text": "via proxy"})).content[0].text == "via proxy"
 
         run(main)
@@ -418,4 +410,4 @@ def test_regular_proxy_mode(sse_answers, tmp_path: Path) -> None:
     assert_paired(trace)
     calls = [e for e in messages(trace, "c2s") if e["msg"]["method"] == "tools/call"]
     assert calls and not calls[0]["session"].startswith("conn-")
-    assert all(e["url"].startswith(f"http://127.0.0.1:{sse_answers.port}/") for e in kinds(trace, "http"))
+    assert all(e["url"].startswith(f"http://127.0.0.1:{http_server.port}/") for e in kinds(trace, "http"))

@@ -18,7 +18,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcpbench.record.har import to_har
 from mcpbench.trace import TraceReader
 from tests.record.helpers import Capture, assert_same_messages, kinds, messages, record_command
-from tests.support.servers import reference_server
 
 # The goal of issue 15 for HTTP traces (v1 wrote 1.17-1.72 KB per message on this workload).
 MAX_BYTES_PER_MESSAGE = 600
@@ -58,15 +57,15 @@ async def _session(url: str, mode: str, capture: HttpCapture) -> None:
 
 
 @pytest.mark.parametrize("answers", ["json", "sse"])
-def test_record_writes_a_lean_trace_that_reads_back_whole(tmp_path: Path, answers: str) -> None:
+def test_record_writes_a_lean_trace_that_reads_back_whole(tmp_path: Path, answers: str, request: pytest.FixtureRequest) -> None:
     out = tmp_path / "t.jsonl"
     capture = HttpCapture()
-    with reference_server("streamable-http", json_response=answers == "json") as server:
-        with record_command(server.url, out) as (proc, url):
-            for mode in ("legacy", "auto"):
-                anyio.run(session, url, mode, capture)
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(30) == 130  # 128 + SIGINT: stopped as asked, the trace complete
+    server = request.getfixturevalue("json_http_server" if answers == "json" else "http_server")
+    with record_command(server.url, out) as (proc, url):
+        for mode in ("legacy", "auto"):
+            anyio.run(session, url, mode, capture)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130  # 128 + SIGINT: stopped as asked, the trace complete
     reader = TraceReader(out)
     trace = list(reader)
     assert reader.header["v"] == 2 and reader.torn is None

@@ -26,7 +26,7 @@ from mcpbench.record.proxy import parse_listen, parse_upstream
 from mcpbench.protocol.errors import TargetError
 from mcpbench.trace.reader import read_trace
 from tests.record.helpers import record_command
-from tests.support.servers import REPO_ROOT, reference_server
+from tests.support.servers import REPO_ROOT
 
 SSE_BODY = (
     b": ping - 2026-12-02 09:39:06\r\n\r\n"
@@ -211,13 +211,13 @@ def test_addon_path() -> None:
     assert result.exit_code == 0 and Path(result.output.strip()) == ADDON_PATH and ADDON_PATH.is_file()
 
 
-def test_record_command(tmp_path: Path) -> None:
+def test_record_command(tmp_path: Path, http_server) -> None:
     """`mcpbench record` prints the URL to use; Ctrl-C ends it with the trace complete."""
     import anyio
     from mcp import Client
 
     out = tmp_path / "t.jsonl"
-    with reference_server("streamable-http") as server, record_command(server.url, out) as (proc, url):
+    with record_command(http_server.url, out) as (proc, url):
 
         async def main():
             with anyio.fail_after(30):

@@ -6,7 +6,6 @@ in both eras: `mode="legacy"` (2025-11-25 handshake) and `mode="auto"` (2026-07-
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -15,7 +14,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.support.servers import REPO_ROOT, reference_server, serve_argv, stdio_params
+from tests.support.servers import REPO_ROOT, serve_argv, stdio_params
 
 # Whole-recording budget inside the event loop: the stdio server takes ~2 s to start on 2 cores.
 RECORD_TIMEOUT: Final = 60.0
@@ -72,18 +71,6 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """{"legacy": trace, "auto": trace}: one stdio recording per era."""
     folder = tmp_path_factory.mktemp("recordings")
     return {mode: record(folder / f"{mode}.jsonl", mode) for mode in MODES}
-
-
-@pytest.fixture(scope="session")
-def http_server() -> Iterator[Any]:
-    with reference_server("streamable-http") as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def sse_server() -> Iterator[Any]:
-    with reference_server("sse") as server:
-        yield server
 
 
 def stdio_target(*extra: str) -> str:

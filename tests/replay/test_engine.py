@@ -113,7 +113,7 @@ def test_learn_noise_marks_what_differs_between_runs(tmp_path, monkeypatch):
     assert build(second, Rules()).exit_code == 1
 
 
-def test_notifications_go_at_their_recorded_position_and_pace(tmp_path, monkeypatch):
+def test_notifications_go_at_their_recorded_position(tmp_path, monkeypatch):
     path = trace_file(tmp_path, [
         ("c2s", req(1, "initialize", protocolVersion="2025-11-25", capabilities={}, clientInfo={"name": "t"})),
         ("s2c", res(1, {"protocolVersion": "2025-11-25", "capabilities": {}})),
@@ -132,6 +132,13 @@ def test_notifications_go_at_their_recorded_position_and_pace(tmp_path, monkeypa
     run, sent = replay_with(monkeypatch, path, server)
     assert [m.method for m in sent] == ["initialize", "notifications/initialized", "ping"]
     assert isinstance(sent[1], Notification)
+
+
+def test_pace_scales_recorded_gaps() -> None:
+    """`--pace xN` divides a recorded gap by N, `original` keeps it (capped), `fast` drops it."""
     assert Pace.parse("x2").gap(1.0) == 0.5 and Pace.parse("original", 0.1).gap(5.0) == 0.1
     assert Pace.parse("fast").gap(5.0) == 0.0
+
+
+def test_a_server_request_with_no_recorded_answer_gets_none() -> None:
     assert engine_mod.AskPool([]).take("x", {}) is None

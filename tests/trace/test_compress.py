@@ -18,7 +18,7 @@ from mcpbench.lab.drive import drive
 from mcpbench.trace import Kind, TraceReader, TraceWriter
 from mcpbench.trace.compress import _zstd
 from tests.record.helpers import record_command
-from tests.support.servers import reference_server, serve_argv, stdio_params
+from tests.support.servers import serve_argv, stdio_params
 
 TEE = [sys.executable, "-m", "mcpbench", "tee"]
 SUFFIXES = [".jsonl.gz"] + ([".jsonl.zst"] if _zstd() is not None else [])
@@ -95,13 +95,12 @@ def test_the_tee_writes_a_compressed_trace_that_inspect_and_diff_read(tmp_path: 
     assert result.exit_code == 0, result.output
 
 
-def test_record_writes_a_compressed_trace_that_inspect_and_export_read(tmp_path: Path) -> None:
+def test_record_writes_a_compressed_trace_that_inspect_and_export_read(tmp_path: Path, http_server) -> None:
     out = tmp_path / "t.jsonl.gz"
-    with reference_server("streamable-http") as server:
-        with record_command(server.url, out) as (proc, url):
-            drive(url, "legacy")
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(30) == 130  # 128 + SIGINT: stopped as asked, the trace complete
+    with record_command(http_server.url, out) as (proc, url):
+        drive(url, "legacy")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130  # 128 + SIGINT: stopped as asked, the trace complete
     assert gzip.decompress(out.read_bytes())  # ended properly
     events = list(TraceReader(out))
     assert any(e["kind"] == "message" and e["msg"].get("method") == "tools/call" for e in events)

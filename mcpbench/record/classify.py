@@ -1,0 +1,70 @@
+"""Request classification for the recording addon: is an HTTP request MCP, which transport and
+session does it belong to, and what message (or problem) does its body hold.
+
+Requests that are not MCP pass untouched and are recorded as `http` events only. The answer is
+decided from what the request itself shows, at the least cost (it runs for every proxied request):
+a POST to a legacy endpoint, an `Mcp-Session-Id`, a JSON content type, the MCP headers, or a body
+that looks like JSON; a GET that carries a session or asks for an event stream; a DELETE of a session.
+"""
+
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.http import METHOD, PROTOCOL_VERSION, SESSION_ID, is_json, method_header_problems
+from mcpbench.protocol.versions import meta_version
+from mcpbench.record.exchange import LEGACY, Exchange, json_text, looks_json
+from mcpbench.record.sessions import SessionBook
+from mcpbench.trace.format import now
+
+
+def classify(ex: Exchange, request, headers: dict[str, str], book: SessionBook) -> None:
+    """Set `ex.mcp`, `ex.transport` and `ex.session` (None: decided by the answer) from `request`
+    (a mitmproxy request whose lower-cased headers are `headers`), and read an MCP POST's body."""
+    session_id = headers.get(SESSION_ID) or None
+    method = ex.method
+    if method == "POST":
+        legacy = book.endpoint_session(request.host, request.port, request.path)
+        body = request.raw_content or b""
+        if body and "content-encoding" in headers:
+            body = request.get_content(strict=False) or b""
+        if legacy is not None:
+            ex.session, ex.transport = legacy, LEGACY
+        elif session_id is not None:
+            ex.session = session_id
+        ex.mcp = (
+            legacy is not None
+            or session_id is not None
+            or is_json(ex.req_content_type)
+            or PROTOCOL_VERSION in headers
+            or METHOD in headers
+            or looks_json(body)
+        )
+        if ex.mcp:
+            read_body(ex, body, headers)
+    elif method == "GET":
+        # The Streamable HTTP GET stream carries a session; legacy `GET /sse` carries nothing.
+        ex.mcp = session_id is not None or "text/event-stream" in headers.get("accept", "")
+        ex.session = session_id
+    elif method == "DELETE":
+        ex.mcp = session_id is not None
+        ex.session = session_id
+
+
+def read_body(ex: Exchange, body: bytes, headers: dict[str, str]) -> None:
+    """Decode an MCP request's body into `ex.req_message`, or note why it holds none (`req_problems`),
+    with the header rules its message breaks; they are recorded once the session key is known."""
+    ex.req_ts = now()
+    if not body:
+        ex.req_problems.append(("empty-body", f"{ex.method} {ex.path} without a body", None))
+        return
+    try:
+        message = jsonrpc.decode(body)
+    except jsonrpc.NotJson as exc:
+        ex.req_problems.append(("not-json", exc.reason, body))
+        return
+    except jsonrpc.InvalidMessage as exc:
+        ex.req_problems.append(("invalid-message", exc.reason, body))
+        return
+    ex.req_raw, ex.req_message = json_text(body), message
+    if not isinstance(message, jsonrpc.Batch):
+        version = meta_version(getattr(message, "params", None)) or headers.get(PROTOCOL_VERSION)
+        for code, detail in method_header_problems(message, headers, version=version, transport=ex.transport):
+            ex.req_problems.append((code, detail, None))

@@ -1,0 +1,184 @@
+"""The trace output of the recording addon: the trace file, and the encoding of every event.
+
+Each hook of the addon collects its events here (`_lines`) and writes them with one `os.write`
+(`_flush`) before it returns, so a request is in the file before mitmproxy sends it on. Header
+blocks are redacted once and cached: clients and servers repeat them on every exchange.
+"""
+
+import logging
+from collections.abc import Sequence
+
+from mcpbench.protocol.session import Direction, Violation
+from mcpbench.record.exchange import STREAMABLE, Exchange, body_fields, url_of
+from mcpbench.trace.format import Kind, now
+from mcpbench.trace.redact import Redactor
+from mcpbench.trace.writer import TraceWriter, default_trace_path
+
+logger = logging.getLogger(__name__)
+
+# Distinct header blocks whose redacted form is kept: a few per client and server, times the
+# sessions of a load test; the cache is simply emptied when full.
+HEADER_CACHE_SIZE = 1024
+# Distinct header fields whose redacted form is kept: each block's fields, plus the values that
+# change per exchange (Date, Content-Length); emptied when full.
+FIELD_CACHE_SIZE = 4096
+
+# The label of a trace file written to the default folder (no `mcpbench_out`).
+DEFAULT_LABEL = "http"
+
+
+class TraceOutput:
+    """The trace writer, the events collected for it, and the encoders of the HTTP event kinds."""
+
+    def __init__(self) -> None:
+        self.writer: TraceWriter | None = None
+        self.settings: tuple | None = None
+        self.events_written = 0  # the count of the last writer closed
+        self.failed: str | None = None  # why the last writer stopped recording (said on stderr), or None
+        self.open_error = None  # the TraceError that kept the trace from being created, or None
+        self._lines: list[bytes] = []
+        self._header_cache: dict[tuple, dict[str, str]] = {}
+        self._field_cache: dict[tuple[bytes, bytes], tuple[str, str]] = {}
+
+    # ---- the trace file -------------------------------------------------------------------------
+
+    def open(self, out: str, redact: Sequence[str], header: dict) -> None:
+        """Start writing to `out` (the default folder when empty); a no-op when nothing changed.
+
+        Raises:
+            TraceError: the file cannot be created.
+        """
+        settings = (out, tuple(redact))
+        if settings == self.settings and self.writer is not None:
+            return
+        path = out or default_trace_path(DEFAULT_LABEL)
+        redactor = Redactor(redact)
+        if isinstance(header.get("upstream"), str):
+            header = header | {"upstream": redactor.url(header["upstream"])}
+        elif isinstance(header.get("upstream"), list):
+            header = header | {"upstream": [redactor.url(url) for url in header["upstream"]]}
+        if isinstance(header.get("mode"), list):  # `upstream:http://user:password@proxy:8080`
+            header = header | {"mode": [redactor.url(mode) for mode in header["mode"]]}
+        writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=redactor)
+        self.close_writer()
+        self.writer, self.settings = writer, settings
+        self._header_cache.clear()
+        self._field_cache.clear()
+        logger.info(f"mcpbench: recording MCP traffic to {writer.path}")
+
+    def close_writer(self) -> None:
+        if self.writer is not None:
+            self._write_now()
+            self.events_written = self.writer.events
+            self.writer.close()
+            self.failed = self.writer.failed
+            self.writer = None
+
+    def _flush(self) -> None:
+        """Write the collected events now, with one `os.write`.
+
+        At once rather than at the end of the loop's turn: a `call_soon` round per hook cost more
+        CPU than the few writes it saved by coalescing, and nothing waits in memory.
+        """
+        if self._lines:
+            self._write_now()
+
+    def _write_now(self) -> None:
+        if self._lines and self.writer is not None:
+            lines, self._lines = self._lines, []
+            self.writer.write_lines(lines)
+
+    def _headers(self, headers) -> dict[str, str]:
+        """A mitmproxy `Headers` as a redacted dict with lower-case names, cached by its raw fields.
+
+        Clients and servers repeat the same header blocks; the cache skips decoding and redacting
+        them again. The dicts are shared: nothing may change them. A block seen for the first time
+        (its Date or Content-Length changed, most often) is made from the fields' own cache.
+        """
+        fields = headers.fields
+        cached = self._header_cache.get(fields)
+        if cached is None:
+            if len(self._header_cache) >= HEADER_CACHE_SIZE:
+                self._header_cache.clear()
+            cached = self._header_cache[fields] = self._header_block(fields)
+        return cached
+
+    def _header_block(self, fields: tuple[tuple[bytes, bytes], ...]) -> dict[str, str]:
+        """`Redactor.header_pairs` of the raw fields, each field redacted once (cached per field)."""
+        cache = self._field_cache
+        if len(cache) >= FIELD_CACHE_SIZE:
+            cache.clear()
+        out: dict[str, str] = {}
+        for field in fields:
+            pair = cache.get(field)
+            if pair is None:
+                name, value = field
+                pair = cache[field] = self.writer.redactor.header(
+                    name.decode("utf-8", "surrogateescape"), value.decode("utf-8", "surrogateescape")
+                )
+            name, value = pair
+            out[name] = f"{out[name]}, {value}" if name in out else value
+        return out
+
+    # ---- events ---------------------------------------------------------------------------------
+
+    def _session_violation(self, ex: Exchange | None, key: str, item: Violation, ts: float) -> None:
+        event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}
+        if ex is not None:
+            event["flow"] = ex.flow_id
+            if ex.transport != STREAMABLE:
+                event["transport"] = ex.transport
+        event["code"], event["detail"] = item.code, item.detail
+        self._lines.append(self.writer.encode(event))
+
+    def _violation(self, ex: Exchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
+        fields = {"code": code, "detail": detail}
+        if raw is not None:
+            fields.update(body_fields(raw, "raw"))
+        self._event(ex, Kind.VIOLATION, direction, ts, **fields)
+
+    def _event(self, ex: Exchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
+        event = {"ts": ts, "session": ex.session, "dir": direction.value if direction else None, "kind": kind, "flow": ex.flow_id}
+        if ex.transport != STREAMABLE:
+            event["transport"] = ex.transport
+        event.update(fields)
+        self._lines.append(self.writer.encode(event))
+
+    def _http(self, ex: Exchange, flow, fields: dict) -> None:
+        request, response = flow.request, flow.response
+        event = {
+            "ts": now(),
+            "session": ex.session if ex.mcp else None,
+            "dir": None,
+            "kind": Kind.HTTP,
+            "flow": ex.flow_id,
+            "conn": ex.conn,
+            "mcp": ex.mcp,
+            "method": ex.method,
+            "url": url_of(request, ex.path),
+            "path": ex.path,
+            "http_version": request.http_version,
+            "request_content_type": ex.req_content_type,
+            "request_headers": ex.req_headers,
+            "request_size": len(request.raw_content or b""),
+            "started": round(request.timestamp_start, 6),
+            "status": ex.resp_status,
+        }
+        if ex.mcp and ex.transport != STREAMABLE:
+            event["transport"] = ex.transport
+        if response is not None:
+            event["reason"] = response.reason
+            event["content_type"] = ex.resp_content_type
+            event["response_headers"] = ex.resp_headers
+            if response.timestamp_start:
+                event["responded"] = round(response.timestamp_start, 6)
+            if response.timestamp_end:
+                event["ended"] = round(response.timestamp_end, 6)
+            if ex.tap is not None:
+                event["streamed"] = True
+                event["response_size"] = ex.tap.size
+            else:
+                event["response_size"] = len(response.raw_content or b"")
+        event.update(fields)
+        self._lines.append(self.writer.encode(event))
+
