@@ -18,10 +18,12 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
 @click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
 @click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")
 @click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
+@click.option("--reconnect", help="Reconnect policy when a session or stream breaks: none, reinitialize or resume "
+              "(options: resume,attempts=3,budget=10%,idempotent=echo+add).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, ui, web_port):
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, ui, web_port):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
@@ -56,9 +58,17 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
             raise ScenarioError(str(exc)) from None
         if seconds <= 0:
             raise ScenarioError("--duration must be > 0")
+    policy = None
+    if reconnect is not None:
+        from mcpbench.protocol.reconnect import ReconnectPolicy
+
+        try:
+            policy = ReconnectPolicy.parse(reconnect)
+        except ValueError as exc:
+            raise ScenarioError(f"--reconnect {reconnect!r}: {exc}") from None
     try:
         loaded = loaded.with_overrides(
-            target=target, users=users, spawn_rate=spawn_rate, duration=seconds,
+            target=target, users=users, spawn_rate=spawn_rate, duration=seconds, reconnect=policy,
             mix=mix_from_trace(from_trace) if from_trace and scenario else None,
         )
     except ScenarioError as exc:

@@ -391,8 +391,9 @@ class McpClient:
                 self.ready = False
             if action == RESUME:
                 sample["attempts"] = 1
-                outcome, size = self._resume(failed)
-                if type(outcome) is Answered:
+                resumed, size = self._resume(failed)
+                if type(resumed) is Answered:
+                    outcome = resumed
                     sample.update(ok=True, recovered=1)
                 else:
                     action = sample["action"] = REINITIALIZE  # no answer on the resumed stream (a restart): start over

@@ -25,7 +25,7 @@ from locust import events
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.samples import SampleWriter
 from mcpbench.load.scenario import Scenario
-from mcpbench.load.users import build_user_class
+from mcpbench.load.users import McpUser, build_user_class
 from mcpbench.protocol.versions import Era, era_of
 from mcpbench.target import parse_target
 
@@ -63,6 +63,7 @@ if samples_dir := os.environ.get("MCPBENCH_SAMPLES"):
     _status_fd = int(fd) if (fd := os.environ.get("MCPBENCH_STATUS_FD")) else None
     _writer = SampleWriter(Path(samples_dir) / f"samples.{os.getpid()}.jsonl", _status_fd)
     events.request.add_listener(_writer.on_request)
+    McpUser.reconnect_sink = _writer.on_reconnect
 
 
 @events.test_stop.add_listener

@@ -94,6 +94,10 @@ class SampleWriter:
         except OSError as exc:
             self._failed(exc)
 
+    def on_reconnect(self, record: dict) -> None:
+        """One break and what the client did about it: a `{"reconnect": {...}}` line."""
+        self.write_extra({"reconnect": record})
+
     def write_extra(self, record: dict) -> None:
         if self._file is not None:
             try:
@@ -185,11 +189,15 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
     total = failures = 0
     t_min, t_max = math.inf, -math.inf
     open_stats: dict[str, float] = defaultdict(float)
+    reconnects: list[dict] = []
     with _lines(path) as handle:
         for line in handle:
             try:
                 rec = orjson.loads(line)
             except orjson.JSONDecodeError:
+                continue
+            if "reconnect" in rec:
+                reconnects.append(rec["reconnect"])
                 continue
             if "open" in rec:
                 for key, value in rec["open"].items():
@@ -242,6 +250,8 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
         summary["total"]["corrected"] = _stats(all_corr)
     if open_stats:
         summary["open_model"] = dict(open_stats)
+    if reconnects:
+        summary["reconnects"] = reconnect_summary(reconnects)
     return summary
 
 
@@ -277,6 +287,23 @@ def metric(summary: dict[str, Any], name: str, step: str | None = None) -> float
 TYPE_WIDTH, STEP_WIDTH = 18, 28
 
 
+# Per-break counts the reconnect records carry, summed per action.
+RECONNECT_COUNTS = ("resent", "recovered", "lost", "uncertain", "duplicated", "replayed", "extra_requests", "budget_denied")
+
+
+def reconnect_summary(records: list[dict]) -> dict[str, dict[str, Any]]:
+    """Breaks per action (none, retry, resume, reinitialize): how many, recovered, time to recover, what was lost."""
+    out: dict[str, dict[str, Any]] = {}
+    for action in sorted({r["action"] for r in records}):
+        rows = [r for r in records if r["action"] == action]
+        times = [r["recover_ms"] for r in rows if r.get("recover_ms") is not None]
+        out[action] = {
+            "breaks": len(rows), "recovered_breaks": sum(1 for r in rows if r.get("ok")),
+            "recover_ms": _stats(times), **{key: sum(r.get(key, 0) for r in rows) for key in RECONNECT_COUNTS},
+        }
+    return out
+
+
 def render(summary: dict[str, Any]) -> str:
     """The summary as a small text table."""
     # Columns as wide as their longest name (at least the usual width): nothing cut, all aligned.
@@ -309,5 +336,13 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(
             f"open model: {int(om.get('scheduled', 0))} starts scheduled at {om.get('rate', 0):g}/s, "
             f"{int(om.get('late', 0))} late, {int(om.get('dropped', 0))} dropped, {int(om.get('failed_starts', 0))} failed to connect"
+        )
+    for action, row in (summary.get("reconnects") or {}).items():
+        took = row["recover_ms"]
+        lines.append(
+            f"reconnect {action}: {row['breaks']} breaks, {row['recovered_breaks']} recovered"
+            + (f" (p50 {took['p50']:.0f} ms, p95 {took['p95']:.0f} ms)" if took else "")
+            + f", {row['lost']} answers lost, {row['duplicated']} duplicated, {row['uncertain']} uncertain, "
+            f"{row['extra_requests']} extra requests"
         )
     return "\n".join(lines)

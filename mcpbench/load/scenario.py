@@ -26,6 +26,8 @@ think time, users, spawn rate, duration and thresholds::
       roots/list: {roots: [{uri: "file:///tmp", name: tmp}]}
       sampling/createMessage: {role: assistant, content: {type: text, text: ok}, model: canned}
       elicitation/create: refuse
+    reconnect: resume                      # or none | reinitialize, or a mapping: policy, attempts,
+                                           # backoff, max_backoff, budget, budget_floor, idempotent: [echo]
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words
@@ -48,6 +50,7 @@ from typing import Any
 # Argument templates and the compiled mix live in templates.py; their names are kept here too.
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, VERSIONS, Era, era_of
 from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
@@ -72,7 +75,7 @@ CALLS = {
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
-    "sessions", "server_requests",
+    "sessions", "server_requests", "reconnect",
 )
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
@@ -144,6 +147,7 @@ class Scenario:
     distinct_sources: bool = False  # each user connects from its own 127.0.0.N (source-affinity balancers)
     sessions: int | None = None  # session_per_task: how many sessions in all (per load process), then stop
     server_requests: dict[str, dict | None] = field(default_factory=dict)  # method -> canned result, None: refuse
+    reconnect: ReconnectPolicy | None = None  # None: no recovery inside a call (a long-lived user starts anew)
     source: str = "<scenario>"
 
     @property
@@ -159,6 +163,7 @@ class Scenario:
             "open_model": None if self.open_model is None else {"rate": self.open_model.rate, "max_lateness": self.open_model.max_lateness},
             "distinct_sources": self.distinct_sources, "sessions": self.sessions, "source": self.source,
             "server_requests": self.server_requests,
+            "reconnect": None if self.reconnect is None else self.reconnect.to_json(),
         }
 
     @classmethod
@@ -174,6 +179,7 @@ class Scenario:
             open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]),
             distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"),
             server_requests=obj.get("server_requests") or {}, source=obj.get("source", "<json>"),
+            reconnect=None if obj.get("reconnect") is None else ReconnectPolicy.from_mapping(obj["reconnect"]),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -337,6 +343,15 @@ def server_requests(value: Any) -> dict[str, dict | None]:
     return out
 
 
+def reconnect_policy(value: Any) -> ReconnectPolicy:
+    """`resume` or `{policy: resume, attempts: 3, idempotent: [echo]}`."""
+    if isinstance(value, str):
+        return ReconnectPolicy.parse(value)
+    if isinstance(value, dict):
+        return ReconnectPolicy.from_mapping(value)
+    raise ValueError("expected a policy name (none, reinitialize, resume) or a mapping")
+
+
 def scenario_from_node(root: Any, source: str) -> Scenario:
     if root is None:
         raise ScenarioError(f"{source}: empty scenario (a target and a mix are needed)")
@@ -459,6 +474,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         distinct_sources=value("distinct_sources", flag, False),
         sessions=value("sessions", positive_int, None),
         server_requests=value("server_requests", server_requests, {}),
+        reconnect=value("reconnect", reconnect_policy, None),
         source=source,
     )
     try:

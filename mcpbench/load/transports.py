@@ -237,8 +237,13 @@ class _HttpPoster(Transport):
                     draining = not resp.message_complete
                     break
         except (McpFailure, *_SOCKET_ERRORS) as exc:
-            failure = exc if isinstance(exc, McpFailure) else _socket_failure(exc, connected=True)
-            self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail) if not reader.answered else [])
+            if reader.answered:
+                pass
+            elif streamed:  # the stream's end, as the core reads it: with its last event id, to resume from
+                self.dispatch(reader.feed(b"", time.perf_counter()))
+            else:
+                failure = exc if isinstance(exc, McpFailure) else _socket_failure(exc, connected=True)
+                self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
         finally:
             self.first_event = reader.first_event
             if draining:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gevent
@@ -36,6 +37,7 @@ from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.templates import Workload
 from mcpbench.load.transports import Transport, transport_for
 from mcpbench.protocol.asks import Canned
+from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target, parse_target
@@ -84,6 +86,12 @@ class McpUser(User):
     server_requests: dict[str, dict | None] = {}
     """How server→client requests are answered: method -> canned result (None: refused); the rest refused."""
 
+    reconnect: ReconnectPolicy | None = None
+    """What a call does when its session or stream breaks (`protocol.reconnect`); None: nothing in the call."""
+
+    reconnect_sink: ClassVar[Callable[[dict], None] | None] = None
+    """Where the reconnect records go (the generic locustfile sets its sample writer's)."""
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         if self.distinct_sources and self.source_address is None:
@@ -96,6 +104,8 @@ class McpUser(User):
             timeout=self.timeout,
             discover=self.discover,
             policy=Canned(self.server_requests),
+            reconnect=self.reconnect,
+            on_reconnect=McpUser.reconnect_sink,
         )
 
     def make_transport(self) -> Transport:  # pragma: no cover - abstract
@@ -113,6 +123,8 @@ class McpUser(User):
             self.mcp.close_transport()
 
     def _ensure(self) -> bool:
+        if self.mcp.dead is not None:
+            return True  # reconnect policy `none`: the calls go on, and fail
         if self.mcp.ensure_session():
             return True
         gevent.sleep(RECONNECT_BACKOFF)
@@ -304,6 +316,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "discover": False,
         "distinct_sources": scenario.distinct_sources,
         "server_requests": scenario.server_requests,
+        "reconnect": scenario.reconnect,
         "max_sessions": scenario.sessions,
         "workload": Workload(scenario.mix),
         "calls_per_session": scenario.calls_per_session,

@@ -1,0 +1,153 @@
+"""Reconnect policies under injected faults: one cut, one restart, one drop share (real processes).
+
+The load users' client (`McpClient`) runs in a greenlet against the lab (the reference server behind
+the builtin balancer, which injects the faults); each break leaves one reconnect record.
+"""
+
+import random
+import threading
+
+import gevent
+import pytest
+
+from mcpbench.lab.cluster import RestartPlan, running_lab
+from mcpbench.load.client import McpClient
+from mcpbench.load.transports import transport_for
+from mcpbench.protocol.http import Failure
+from mcpbench.protocol.reconnect import ReconnectPolicy
+from mcpbench.target import STREAMABLE_HTTP, Target
+
+TIMEOUT = 20.0
+# The balancer cuts every SSE stream this long after it began; `slow` runs longer, `echo` far shorter.
+CUT = "1s"
+SLOW = {"seconds": 1.6, "steps": 8}
+# A restart far in the future: the lab then has a restarter, which the test calls by hand.
+MANUAL = RestartPlan(at=3600.0)
+
+
+class Run:
+    """One client's session in a greenlet: results per call, steps reported, reconnect records."""
+
+    def __init__(self, url: str, policy: ReconnectPolicy | None) -> None:
+        self.steps: list[dict] = []
+        self.reconnects: list[dict] = []
+        self.client = McpClient(lambda: transport_for(Target(STREAMABLE_HTTP, url=url), timeout=TIMEOUT), self,
+                                request_type=STREAMABLE_HTTP, version="2025-11-25", timeout=TIMEOUT,
+                                reconnect=policy, on_reconnect=self.reconnects.append, rng=random.Random(3))
+
+    def fire(self, **kw) -> None:
+        self.steps.append(kw)
+
+    def calls(self, *calls, before=None) -> list:
+        """Start a session (a few tries: faults may hit the handshake), then make `calls` in order."""
+
+        def go():
+            try:
+                for _ in range(10):
+                    if self.client.start_session():
+                        break
+                else:
+                    raise AssertionError(f"no session: {self.steps}")
+                out = []
+                for index, (tool, arguments) in enumerate(calls):
+                    if before is not None:
+                        before(index)
+                    out.append(self.client.call_tool(tool, arguments))
+                return out
+            finally:
+                self.client.end_session()
+                self.client.close_transport()
+
+        greenlet = gevent.spawn(go)
+        greenlet.join(timeout=TIMEOUT * (len(calls) + 4))
+        assert greenlet.ready(), "the client did not finish"
+        if greenlet.exception is not None:
+            raise greenlet.exception
+        return greenlet.value
+
+    def failures(self, step: str) -> list:
+        return [s["exception"].kind if s["exception"] else None for s in self.steps if s["name"] == step]
+
+
+@pytest.fixture(scope="module")
+def cutting_lab(tmp_path_factory):
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path_factory.mktemp("cut"), resumable=True,
+                     faults={"cut_streams_after": CUT}) as lab:
+        yield lab
+
+
+def test_none_fails_every_call_after_a_cut(cutting_lab):
+    run = Run(cutting_lab.url, ReconnectPolicy(mode="none"))
+    results = run.calls(("slow", SLOW), ("echo", {"text": "a"}), ("echo", {"text": "b"}))
+    assert results == [None, None, None]
+    assert run.failures("tools/call slow") == [Failure.STREAM_CLOSED]
+    assert run.failures("tools/call echo") == [Failure.STREAM_CLOSED] * 2
+    (record,) = run.reconnects
+    assert record["action"] == "none" and not record["ok"] and record["lost"] == 1
+
+
+def test_reinitialize_recovers_in_a_handshake_and_loses_the_cut_answer(cutting_lab):
+    run = Run(cutting_lab.url, ReconnectPolicy(mode="reinitialize", backoff=0.01))
+    results = run.calls(("slow", SLOW), ("echo", {"text": "after"}))
+    assert results[0] is None and results[1]["content"][0]["text"] == "after"
+    (record,) = run.reconnects
+    assert record["action"] == "reinitialize" and record["ok"] and record["recover_ms"] > 0
+    assert (record["lost"], record["uncertain"], record["resent"], record["duplicated"]) == (1, 1, 0, 0)
+    assert record["new_session"] != record["session"]
+    assert run.failures("initialize") == [None, None]
+
+
+def test_resume_loses_nothing_and_duplicates_nothing(cutting_lab):
+    run = Run(cutting_lab.url, ReconnectPolicy(mode="resume"))
+    results = run.calls(("slow", SLOW), ("echo", {"text": "after"}))
+    assert results[0] is not None, (run.reconnects, run.steps)
+    assert results[0]["content"][0]["text"].startswith("slept") and results[1]["content"][0]["text"] == "after"
+    (record,) = run.reconnects
+    assert record["action"] == "resume" and record["ok"] and record["recovered"] == 1
+    assert (record["lost"], record["duplicated"], record["resent"]) == (0, 0, 0)
+    assert run.failures("tools/call slow") == [None] and run.failures("initialize") == [None]
+
+
+def test_after_a_restart_resume_falls_back_to_reinitialize(tmp_path):
+    """A restart while `slow` runs: the stream dies with the process, the resumed stream finds no
+    session (404), and the client starts a new one. Not idempotent: uncertain; idempotent: re-sent."""
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, resumable=True, restarts=MANUAL) as lab:
+        runs = []
+        for idempotent in (frozenset(), frozenset({"slow"})):
+            policy = ReconnectPolicy(mode="resume", attempts=40, backoff=0.05, max_backoff=0.5, budget_floor=100,
+                                     idempotent=idempotent)
+            run = Run(lab.url, policy)
+            restarted = threading.Event()
+
+            def restart_during_the_second_call(index):
+                if index == 1:  # 0.8 s into a 3 s call
+                    threading.Timer(0.8, lambda: (lab.restarter.restart(0), restarted.set())).start()
+
+            results = run.calls(("echo", {"text": "before"}), ("slow", {"seconds": 3.0, "steps": 6}),
+                                ("echo", {"text": "after"}), before=restart_during_the_second_call)
+            assert restarted.wait(TIMEOUT)
+            runs.append((run, results))
+    (plain, plain_results), (again, again_results) = runs
+    assert plain_results[1] is None and plain_results[2]["content"][0]["text"] == "after"
+    (record,) = plain.reconnects
+    assert record["action"] == "reinitialize" and record["ok"] and record["attempts"] >= 1
+    assert (record["lost"], record["uncertain"], record["resent"]) == (1, 1, 0)
+    assert again_results[1]["content"][0]["text"].startswith("slept") and again_results[2] is not None
+    (record,) = again.reconnects
+    assert record["action"] == "reinitialize" and (record["lost"], record["uncertain"], record["resent"]) == (0, 0, 1)
+
+
+def test_a_drop_share_is_retried_within_the_budget(tmp_path):
+    policy = ReconnectPolicy(mode="reinitialize", budget=0.1, budget_floor=2, backoff=0.0, max_backoff=0.0,
+                             idempotent=frozenset({"echo"}))
+    faults = {"drop": "30%", "drop_as": "503", "seed": "5"}
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, faults=faults) as lab:
+        run = Run(lab.url, policy)
+        results = run.calls(*[("echo", {"text": str(i)}) for i in range(40)])
+    retries = [r for r in run.reconnects if r["action"] == "retry"]
+    assert len(retries) >= 5, run.reconnects
+    recovery = run.client.recovery
+    assert recovery.extra <= max(policy.budget_floor, policy.budget * recovery.requests)
+    assert sum(r["resent"] for r in retries) == recovery.extra >= 1
+    assert sum(r["budget_denied"] for r in retries) >= 1  # 30 % drops outrun a 10 % budget
+    assert sum(1 for r in results if r is not None) > 20
