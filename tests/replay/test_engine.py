@@ -3,7 +3,7 @@
 import orjson
 
 from mcpbench.protocol.jsonrpc import Notification, Request, Response
-from mcpbench.replay import engine as engine_mod
+from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay import plan as plans
 from mcpbench.replay.compare import Rules
 from mcpbench.replay.engine import Pace, Replayer
@@ -134,4 +134,4 @@ def test_notifications_go_at_their_recorded_position_and_pace(tmp_path, monkeypa
     assert isinstance(sent[1], Notification)
     assert Pace.parse("x2").gap(1.0) == 0.5 and Pace.parse("original", 0.1).gap(5.0) == 0.1
     assert Pace.parse("fast").gap(5.0) == 0.0
-    assert engine_mod.AskPool([]).take("x", {}) is None
+    assert RecordedAsks([]).take("x", {}) is None
