@@ -60,7 +60,7 @@ from mcpbench.replay.plan import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
     REQUEST_STATE,
-    Call,
+    RecordedCall,
     SessionPlan,
     TracePlan,
     is_input_required,
@@ -132,7 +132,7 @@ class Pace:
 class LiveCall:
     """A recorded call and what the live target did with it."""
 
-    call: Call
+    call: RecordedCall
     live_ids: list[Any] = field(default_factory=list)
     sent: float | None = None
     answer: Response | ErrorResponse | None = None
@@ -352,7 +352,7 @@ class _SessionRunner:
 
     # ---- sending -------------------------------------------------------------------------------
 
-    def _prepare(self, message: Request | Notification, call: Call | None) -> Request | Notification | None:
+    def _prepare(self, message: Request | Notification, call: RecordedCall | None) -> Request | Notification | None:
         """The recorded message as this replay sends it, or None when the era drops it.
 
         The 2026-07-28 envelope is the connection's to add (`ClientConnection.request`);

@@ -27,7 +27,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -242,33 +242,19 @@ class StdioTransport(ReplayTransport):
                     self.sink(Lost(f"cannot write to the server's stdin: {exc.strerror}", fatal=True, ts=time.perf_counter()))
 
     def _read(self) -> None:
-        fd = self.proc.stdout.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, READ_SIZE)
-            except OSError:
-                chunk = b""
+        for chunk in _chunks(self.proc.stdout.fileno()):
             if chunk:
                 self.sink(Arrival(STDOUT, chunk, time.perf_counter()))
-                continue
-            if not self._closing:  # an end the replay did not cause: the server went away
+            elif not self._closing:  # an end the replay did not cause: the server went away
                 self.exit_detail = f"the server process exited with status {self.proc.wait()}"
                 self.sink(Arrival(STDOUT, b"", time.perf_counter()))
-            return
 
     def _read_stderr(self) -> None:
         framer = LineFramer()
-        fd = self.proc.stderr.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, READ_SIZE)
-            except OSError:
-                chunk = b""
+        for chunk in _chunks(self.proc.stderr.fileno()):
             if self.on_stderr is not None:
                 for event in framer.feed(chunk):
                     self.on_stderr(event.data if isinstance(event, Line) else event.head)
-            if not chunk:
-                return
 
     def close(self) -> None:
         if self._closing:
@@ -306,6 +292,18 @@ def _connection(url: str, timeout: float | None) -> http.client.HTTPConnection:
 def _path(url: str) -> str:
     parts = urlsplit(url)
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    """What a pipe delivers, chunk by chunk, then `b""` at its end (or once reading fails)."""
+    while True:
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except OSError:
+            chunk = b""
+        yield chunk
+        if not chunk:
+            return
 
 
 def _shut(sock: socket.socket | None) -> None:
