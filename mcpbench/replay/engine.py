@@ -14,13 +14,14 @@ bytes, which this thread feeds to the connection.
 
 - Ids: every request gets a new live id; answers map back to the recorded call.
 - Server→client requests (sampling, roots, elicitation) are answered from the
-  recording (`asks.RecordedAsks`, the connection's policy). A 2026-07-28 `input_required` result that the
-  recording did not have (a replay in another era) is answered the same way:
+  recording (`asks.RecordedAsks`, the connection's policy). A 2026-07-28
+  `input_required` result that the recording did not have (a replay in
+  another era) is answered the same way:
   the request is re-sent with `inputResponses` built from the recording.
   A recorded retry carrying a `requestState` gets the live server's state.
 - Era (`protocol_version`): a handshake-era recording replayed as 2026-07-28
   loses `initialize`, `notifications/initialized` and `ping`, and every
-  request gets the `_meta` envelope; a 2026-07-28 recording replayed in the
+  request gets the `_meta` envelope (the connection's); a 2026-07-28 recording replayed in the
   handshake era gets an `initialize` first and loses `server/discover` and
   the envelope.
 - Pacing: "fast" sends as soon as allowed; "original" keeps the recorded gaps
@@ -574,6 +575,7 @@ class Replayer:
         self.cwd, self.env = cwd, env
 
     def open(self, sink, on_stderr) -> ReplayTransport:
+        """The transport for the target, not yet connected (the session's connection is built for its kind)."""
         return open_transport(self.target, sink, on_stderr=on_stderr if self.writer else None, cwd=self.cwd, env=self.env)
 
     def run(self, trace: TracePlan) -> ReplayRun:

@@ -135,3 +135,14 @@ def test_notifications_go_at_their_recorded_position_and_pace(tmp_path, monkeypa
     assert Pace.parse("x2").gap(1.0) == 0.5 and Pace.parse("original", 0.1).gap(5.0) == 0.1
     assert Pace.parse("fast").gap(5.0) == 0.0
     assert RecordedAsks([]).take("x", {}) is None
+
+
+def test_recorded_asks_answer_from_the_recording_refuse_the_rest_and_always_pong():
+    asked = plans.Ask("roots/list", {}, {"result": {"roots": [{"uri": "file:///r"}]}})
+    missed: list[str] = []
+    policy = RecordedAsks([asked], missed)
+    roots = policy.answer(Request(id=1, method="roots/list", params={}))
+    assert isinstance(roots, Response) and roots.result["roots"][0]["uri"] == "file:///r"
+    refused = policy.answer(Request(id=2, method="sampling/createMessage", params={"maxTokens": 1}))
+    assert refused.code == -32601 and missed == ["sampling/createMessage"]
+    assert policy.answer(Request(id=3, method="ping")).result == {} and missed == ["sampling/createMessage"]
