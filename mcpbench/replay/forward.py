@@ -147,6 +147,8 @@ class _Upstream:
             if kind is Answered or kind is Failed:
                 if event.waiter is not None:
                     event.waiter.put(event.answer if kind is Answered else event)
+            elif kind is ServerRequest and event.reply is not None:
+                self.transport.send(event.reply)  # the policy answered it (ping)
             elif kind is Pushed or kind is ServerRequest:
                 inbox = self._inbox_of(event)
                 if inbox is not None:

@@ -153,6 +153,8 @@ def test_a_relay_policy_leaves_the_answer_to_the_shell():
     assert ask.reply is None and (S2C, 5) in conn.session.pending  # not answered yet
     later = conn.send(jsonrpc.Response(id=5, result={"roots": []}))
     assert orjson.loads(later.data)["id"] == 5 and (S2C, 5) not in conn.session.pending
+    (ping,) = conn.receive_stdout(line({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+    assert orjson.loads(ping.reply.data)["result"] == {}  # a ping is answered at once, relayed or not
 
 
 # --- Streamable HTTP ------------------------------------------------------------------------------
