@@ -8,6 +8,8 @@ so a load user over stdio, legacy SSE or Streamable HTTP answers alike:
 - `Refuse`: JSON-RPC -32601 to everything but `ping` (the default).
 - `Canned`: fixed results per method, from a scenario (`server_requests:`), the rest refused.
 - the replayer's `RecordedAsks` (replay/asks.py): the answers the recording holds.
+- `Relay`: no answer from the policy; the shell relays the request and answers later
+  (serve-trace's forwarder asks the mock's own client).
 
 `ping` is always answered with `{}`: the spec requires a prompt answer from either side.
 """
@@ -21,9 +23,10 @@ CAPABILITY_OF = {"roots/list": "roots", "sampling/createMessage": "sampling", "e
 
 
 class AskPolicy(Protocol):
-    """Answers one server→client request."""
+    """Answers one server→client request; None leaves the answer to the shell
+    (a proxy relaying the request to its own client answers later, with `ClientConnection.send`)."""
 
-    def answer(self, request: Request) -> Response | ErrorResponse: ...
+    def answer(self, request: Request) -> Response | ErrorResponse | None: ...
 
     def capabilities(self) -> dict: ...
 
@@ -64,3 +67,13 @@ class Canned:
 
     def capabilities(self) -> dict:
         return {CAPABILITY_OF[m]: {} for m, result in self.results.items() if result is not None and m in CAPABILITY_OF}
+
+
+class Relay:
+    """Leaves every server request but `ping` to the shell, which relays it and sends the answer it gets."""
+
+    def answer(self, request: Request) -> Response | None:
+        return Response(id=request.id, result={}) if request.method == "ping" else None
+
+    def capabilities(self) -> dict:
+        return {}

@@ -113,10 +113,11 @@ class Failed:
 
 @dataclass(slots=True)
 class ServerRequest:
-    """The server asked something; `reply` is the policy's answer, for the shell to send."""
+    """The server asked something; `reply` is the policy's answer, for the shell to send
+    (None: the policy left the answer to the shell, which sends it with `send` when it has it)."""
 
     request: Request
-    reply: Outgoing
+    reply: Outgoing | None
     carrier: Any = None  # the id of the request whose POST stream carried it
     via: str = ""
 
@@ -353,6 +354,12 @@ class ClientConnection:
             return [Failed(None, None, failure, detail)]
         return self._fail(out.request_id, failure, detail)
 
+    def broken(self, detail: str, failure: str = Failure.CONNECT) -> list[Event]:
+        """The shell's transport broke (a child's stdin closed, a connection refused): the session is
+        gone and every request in flight has failed."""
+        self.lost = self.lost or detail
+        return self._fail_all(failure, detail)
+
     def close(self) -> None:
         """The client ended the session (DELETE sent, stdin closed, stream closed)."""
         self.session.close()
@@ -429,7 +436,7 @@ class ClientConnection:
         elif kind is Request:
             self.session.observe(S2C, message, ts)
             reply = self.policy.answer(message)
-            out.append(ServerRequest(message, self.send(reply, ts=ts), carrier, via))
+            out.append(ServerRequest(message, self.send(reply, ts=ts) if reply is not None else None, carrier, via))
         elif kind is Notification:
             self.session.observe(S2C, message, ts)
             token = (message.params or {}).get("progressToken") if isinstance(message.params, dict) else None

@@ -3,18 +3,25 @@
 For each recorded session (in order) the engine opens a fresh transport and
 walks the session's steps. Before each step it waits for the answers the
 recording shows had arrived before that step (so requests recorded in flight
-together go out together), then sends the step with a fresh request id. One
-thread does all the deciding; the transport's threads only feed a queue.
+together go out together), then sends the step with a fresh request id.
+
+The engine is a shell over the client core: one `ClientConnection` per
+session allocates the ids, builds every header and envelope, pairs answers
+with their `LiveCall` (the waiter it keeps in its one table of requests in
+flight) and answers server requests through its policy. One thread owns the
+connection and does all the deciding; the transport's threads only queue raw
+bytes, which this thread feeds to the connection.
 
 - Ids: every request gets a new live id; answers map back to the recorded call.
 - Server→client requests (sampling, roots, elicitation) are answered from the
-  recording (`AskPool`). A 2026-07-28 `input_required` result that the
-  recording did not have (a replay in another era) is answered the same way:
+  recording (`asks.RecordedAsks`, the connection's policy). A 2026-07-28
+  `input_required` result that the recording did not have (a replay in
+  another era) is answered the same way:
   the request is re-sent with `inputResponses` built from the recording.
   A recorded retry carrying a `requestState` gets the live server's state.
 - Era (`protocol_version`): a handshake-era recording replayed as 2026-07-28
   loses `initialize`, `notifications/initialized` and `ping`, and every
-  request gets the `_meta` envelope; a 2026-07-28 recording replayed in the
+  request gets the `_meta` envelope (the connection's); a 2026-07-28 recording replayed in the
   handshake era gets an `initialize` first and loses `server/discover` and
   the envelope.
 - Pacing: "fast" sends as soon as allowed; "original" keeps the recorded gaps
@@ -24,40 +31,42 @@ State: `Replayer.run()` returns a `ReplayRun` holding, per session, each
 recorded call with its live answer; comparing is `report.build()`'s job.
 """
 
-import itertools
 import math
 import queue
 import time
-from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientConnection
+from mcpbench.protocol.client import (
+    Answered,
+    ClientConnection,
+    EndpointReady,
+    Event,
+    Failed,
+    Garbled,
+    Outgoing,
+    Pushed,
+    ServerRequest,
+    SessionLost,
+    StreamEnded,
+    Unmatched,
+)
 from mcpbench.protocol.errors import ReplayError, TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
-from mcpbench.protocol.session import C2S, S2C, Session
-from mcpbench.protocol.versions import (
-    LATEST_HANDSHAKE,
-    META_PROTOCOL_VERSION,
-    Era,
-    envelope,
-    era_of,
-)
+from mcpbench.protocol.session import S2C
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of
+from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay.plan import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
     REQUEST_STATE,
-    Ask,
-    Call,
+    RecordedCall,
     SessionPlan,
     TracePlan,
     is_input_required,
-    progress_token,
 )
-from mcpbench.replay.transports import Failure, Incoming, Transport, open_transport
+from mcpbench.replay.transports import Item, Lost, ReplayTransport, open_transport
 from mcpbench.target import Target
 from mcpbench.trace.format import Kind, now, text_or_b64
 from mcpbench.trace.writer import TraceWriter
@@ -71,9 +80,6 @@ DEFAULT_TIMEOUT = 30.0
 # is cut off here rather than looping.
 MAX_INPUT_ROUNDS = 8
 
-# JSON-RPC error the replayer answers a server request it has no recording for.
-NOT_RECORDED = -32601
-
 # Methods a 2026-07-28 session no longer has.
 HANDSHAKE_ONLY = ("initialize", "notifications/initialized", "ping")
 
@@ -85,6 +91,12 @@ UNSOLICITED_GRACE = 1.0
 
 # Why a replay a stop signal ended did not finish (the report's `aborted`).
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
+
+# The waiter of the `initialize` an era switch adds (no recorded call waits for it).
+SYNTHETIC_INITIALIZE = "initialize"
+
+# How server messages came, as the replay's trace tells it (stdio and legacy streams need no word).
+TOLD_VIA = frozenset({"sse", "json", "get"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +133,7 @@ class Pace:
 class LiveCall:
     """A recorded call and what the live target did with it."""
 
-    call: Call
+    call: RecordedCall
     live_ids: list[Any] = field(default_factory=list)
     sent: float | None = None
     answer: Response | ErrorResponse | None = None
@@ -171,59 +183,8 @@ class ReplayRun:
     interrupted: bool = False  # a stop signal (Ctrl-C, SIGTERM) ended it
 
 
-def _canonical(method: str, params: Any) -> bytes:
-    if isinstance(params, dict) and "_meta" in params:
-        params = {k: v for k, v in params.items() if k != "_meta"}
-    return orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
-
-
-class AskPool:
-    """The recording's answers to server→client requests, by method and params.
-
-    Each key holds a FIFO; when it runs dry the last answer for that key is
-    reused (a replay may be asked more often than the recording was), and a
-    request with no exact match takes the oldest unused answer to the same
-    method.
-    """
-
-    def __init__(self, asks: list[Ask]) -> None:
-        self._by_key: dict[bytes, deque[Ask]] = defaultdict(deque)
-        self._by_method: dict[str, deque[Ask]] = defaultdict(deque)
-        self._last: dict[bytes, Ask] = {}
-        for ask in asks:
-            if ask.answer is None:
-                continue
-            self._by_key[_canonical(ask.method, ask.params)].append(ask)
-            self._by_method[ask.method].append(ask)
-
-    def take(self, method: str, params: Any) -> dict | None:
-        key = _canonical(method, params)
-        fifo = self._by_key.get(key)
-        ask = None
-        if fifo:
-            ask = fifo.popleft()
-        else:
-            pending = self._by_method.get(method)
-            while pending and ask is None:
-                candidate = pending.popleft()
-                ckey = _canonical(candidate.method, candidate.params)
-                if candidate in self._by_key.get(ckey, ()):
-                    self._by_key[ckey].remove(candidate)
-                    ask = candidate
-            if ask is None:
-                ask = self._last.get(key)
-        if ask is None:
-            return None
-        self._last[key] = ask
-        try:
-            self._by_method[ask.method].remove(ask)
-        except ValueError:
-            pass
-        return ask.answer
-
-
 class _SessionRunner:
-    """Replays one session over one transport."""
+    """Replays one session over one transport, through one `ClientConnection`."""
 
     def __init__(self, plan: SessionPlan, replayer: "Replayer") -> None:
         self.plan = plan
@@ -233,18 +194,15 @@ class _SessionRunner:
             self.version = LATEST_HANDSHAKE
         self.era = era_of(self.version)
         self.recorded_era = era_of(plan.version) or Era.HANDSHAKE
-        self.session = Session(self.version if self.era is Era.STATELESS else None)
         self.run = SessionRun(plan, [LiveCall(call) for call in plan.calls], self.version)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.ids = itertools.count(1)
-        self.by_id: dict[Any, LiveCall] = {}
-        self.synthetic: dict[Any, str] = {}  # live ids of requests the era switch added
-        self.tokens: dict[Any, LiveCall] = {}
         self.states: dict[Any, Any] = {}  # recorded requestState -> live
-        self.pool = AskPool(plan.asks)
-        self.transport: Transport | None = None
+        self.asks = RecordedAsks(plan.asks, self.run.unrecorded_asks)
+        self.conn: ClientConnection | None = None
+        self.transport: ReplayTransport | None = None
         self.listening = False  # a GET stream was asked for
         self.heard = False  # the target has sent a JSON-RPC message
+        self.initialized = False  # the era switch's own initialize has its answer
         self.stopping = False  # a stop signal came: nothing more is counted
         self.label = plan.id
 
@@ -255,7 +213,14 @@ class _SessionRunner:
         run.started = time.perf_counter()
         try:
             self.transport = self.r.open(self.queue.put, self._stderr)
+            self.conn = ClientConnection(
+                self.transport.kind, self.version, url=self.transport.url, policy=self.asks,
+                capabilities=self.plan.client_capabilities or {}, client_info=self.plan.client_info,
+            )
+            early = self.transport.connect(self.conn)
         except TargetError as exc:
+            if self.transport is not None:
+                self.transport.close()
             run.aborted = str(exc)
             for live in run.calls:
                 live.failure = live.failure or "not sent: the target could not be reached"
@@ -263,14 +228,17 @@ class _SessionRunner:
         try:
             if (pid := getattr(self.transport, "pid", None)) is not None:
                 self._event(Kind.PROCESS, None, event="start", argv=list(self.r.target.argv), pid=pid)
+            for event in early:
+                self._on(event)
             self._steps()
         except KeyboardInterrupt:
             self._interrupted()
             raise
         finally:
             self.transport.close()
-            run.live_session = self.transport.session_id
+            run.live_session = self.conn.session_id
             self._drain(0.0)
+            self.conn.close()
             run.finished = time.perf_counter()
             if run.aborted:
                 for live in run.calls:
@@ -333,18 +301,13 @@ class _SessionRunner:
 
     def _handshake(self) -> None:
         """Open a handshake-era session for a recording that had none (era switch)."""
-        client = ClientConnection("stdio", self.version, capabilities=self.plan.client_capabilities or {},
-                                  client_info=self.plan.client_info)
-        init = client.initialize().message
-        live_id = next(self.ids)
-        self.synthetic[live_id] = "initialize"
-        self._send_raw(Request(id=live_id, method=init.method, params=init.params))
+        self._write(self.conn.initialize(waiter=SYNTHETIC_INITIALIZE, ts=time.perf_counter()))
         deadline = time.perf_counter() + self.r.timeout
-        while live_id in self.synthetic and not self.run.aborted:
+        while not self.initialized and not self.run.aborted:
             if not self._pump(deadline):
                 self.run.aborted = f"initialize got no answer within {self.r.timeout:g} s"
                 return
-        self._send_raw(client.initialized().message)
+        self._write(self.conn.initialized(time.perf_counter()))
         self._listen()
 
     def _await(self, live: LiveCall) -> None:
@@ -354,6 +317,7 @@ class _SessionRunner:
         while not live.done and not self.run.aborted:
             if not self._pump(deadline):
                 live.timed_out = True
+                self.conn.give_up(live.live_ids[-1], f"no answer within {self.r.timeout:g} s")
                 if not self.heard:  # not one message yet: every other call would wait as long
                     self.run.aborted = (f"{self.r.target_text} sent nothing within {self.r.timeout:g} s: "
                                         "not an MCP server, or not answering")
@@ -389,8 +353,12 @@ class _SessionRunner:
 
     # ---- sending -------------------------------------------------------------------------------
 
-    def _prepare(self, message: Request | Notification, call: Call | None) -> Request | Notification | None:
-        """The recorded message as this replay sends it, or None when the era drops it."""
+    def _prepare(self, message: Request | Notification, call: RecordedCall | None) -> Request | Notification | None:
+        """The recorded message as this replay sends it, or None when the era drops it.
+
+        The 2026-07-28 envelope is the connection's to add (`ClientConnection.request`);
+        what stays here is what an era switch changes in the recording itself.
+        """
         live = self.run.calls[call.index] if call is not None else None
         method, params = message.method, message.params
         if self.era is Era.STATELESS and self.recorded_era is Era.HANDSHAKE:
@@ -398,12 +366,6 @@ class _SessionRunner:
                 if live is not None:
                     live.skipped = f"{method} does not exist in {self.version}"
                 return None
-            if isinstance(message, Request):
-                params = dict(params or {})
-                meta = dict(params.get("_meta") or {})
-                meta.update(envelope(self.version, capabilities=self.plan.client_capabilities or {},
-                                     client_info=self.plan.client_info))
-                params["_meta"] = meta
         elif self.era is Era.HANDSHAKE and self.recorded_era is Era.STATELESS:
             if method == "server/discover":
                 if live is not None:
@@ -421,11 +383,8 @@ class _SessionRunner:
                 params = {k: v for k, v in params.items() if k != "_meta"}
                 if meta:
                     params["_meta"] = meta
-        elif self.version != self.plan.version and self.r.protocol_version:
-            if method == "initialize" and params:
-                params = {**params, "protocolVersion": self.version}
-            elif params and isinstance(params.get("_meta"), dict) and META_PROTOCOL_VERSION in params["_meta"]:
-                params = {**params, "_meta": {**params["_meta"], META_PROTOCOL_VERSION: self.version}}
+        elif method == "initialize" and params and self.version != self.plan.version and self.r.protocol_version:
+            params = {**params, "protocolVersion": self.version}
         if params and REQUEST_STATE in params and params[REQUEST_STATE] in self.states:
             params = {**params, REQUEST_STATE: self.states[params[REQUEST_STATE]]}
         if isinstance(message, Notification):
@@ -441,78 +400,103 @@ class _SessionRunner:
         return recorded_id
 
     def _send(self, message: Request | Notification, live: LiveCall | None) -> None:
-        if isinstance(message, Request):
-            live_id = next(self.ids)
-            message = Request(id=live_id, method=message.method, params=message.params, _parsed=True)
-            if live is not None:
-                self.by_id[live_id] = live
-                live.live_ids.append(live_id)
-                if live.sent is None:
-                    live.sent = time.perf_counter()
-                token = progress_token(message.params)
-                if token is not None:
-                    self.tokens[token] = live
-        self._send_raw(message)
+        ts = time.perf_counter()
+        if isinstance(message, Notification):
+            self._write(self.conn.send(message, ts=ts))
+            return
+        out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
+        if live is not None:
+            live.live_ids.append(out.request_id)
+            if live.sent is None:
+                live.sent = ts
+        self._write(out)
 
-    def _send_raw(self, message: jsonrpc.Message) -> None:
-        self.session.observe(C2S, message, time.perf_counter())
+    def _write(self, out: Outgoing) -> None:
         if self.r.writer is not None:
-            self.r.writer.message(self.label, "c2s", jsonrpc.encode(message), now())
-        self.transport.send(message, version=self.session.version or (self.version if self.era is Era.STATELESS else None))
+            self.r.writer.message(self.label, "c2s", out.data.rstrip(b"\n"), now())
+        self.transport.send(out)
 
     # ---- receiving -----------------------------------------------------------------------------
 
-    def _handle(self, item: Incoming | Failure) -> None:
-        if isinstance(item, Failure):
-            self._failure(item)
-            return
-        message = item.message
-        self.heard = True
-        self.session.observe(S2C, message, item.ts)
-        if self.r.writer is not None:
-            extra = {"via": item.via} if item.via in ("sse", "json", "get") else None
-            self.r.writer.message(self.label, "s2c", jsonrpc.encode(message), now(), extra)
-        if self.stopping:
-            return
-        if isinstance(message, (Response, ErrorResponse)):
-            self._answer(message, item.ts)
-        elif isinstance(message, Notification):
-            self._notification(message, item.request_id)
-        elif isinstance(message, Request):
-            self._server_request(message)
+    def _handle(self, item: Item) -> None:
+        if type(item) is Lost:
+            self._event(Kind.ERROR, None, detail=item.reason)
+            if item.fatal:
+                self.run.aborted = self.run.aborted or item.reason
+                return
+        for event in self.transport.receive(item):
+            self._on(event)
 
-    def _failure(self, failure: Failure) -> None:
-        self._event(Kind.ERROR, None, detail=failure.reason, status=failure.status)
-        if failure.status is not None and not self.heard:
+    def _on(self, event: Event) -> None:
+        kind = type(event)
+        if kind is Answered or kind is ServerRequest or kind is Pushed or kind is Unmatched:
+            self.heard = True
+            if self.r.writer is not None:
+                extra = {"via": event.via} if event.via in TOLD_VIA else None
+                self.r.writer.message(self.label, "s2c", jsonrpc.encode(event.message), now(), extra)
+            if self.stopping:
+                return
+            if kind is Answered:
+                self._answer(event)
+            elif kind is ServerRequest:
+                self._write(event.reply)
+            elif kind is Pushed:
+                owner = event.waiter if type(event.waiter) is LiveCall else None
+                entry = {"method": event.message.method, "params": event.message.params}
+                (owner.notifications if owner is not None else self.run.notifications).append(entry)
+            else:
+                self._unmatched(event)
+        elif kind is Failed:
+            self._failed(event)
+        elif kind is StreamEnded:
+            if event.stream != "get" and not self.stopping:  # stdio, legacy: the session's only way back is gone
+                self._event(Kind.ERROR, None, detail=event.detail)
+                self.run.aborted = self.run.aborted or event.detail
+        elif kind is SessionLost:
+            self._event(Kind.ERROR, None, detail=event.detail)
+            self.run.notes.append(f"the server lost the session: {event.detail}")
+        elif kind is Garbled:
+            self._event(Kind.ERROR, None, detail=event.detail)
+            self.run.notes.append(event.detail)
+        elif kind is EndpointReady:
+            pass  # the transport waited for it before the session began
+
+    def _failed(self, failed: Failed) -> None:
+        reason = f"{failed.detail} ({failed.failure})"
+        self._event(Kind.ERROR, None, detail=reason, status=failed.status)
+        if self.run.aborted or self.stopping:
+            return  # what is left unanswered says why once, at the end
+        if failed.status is not None and not self.heard:
             # The target's very first answer is no MCP: say so once, not "failed" for every call.
-            self.run.aborted = self.run.aborted or f"{self.r.target_text} is not an MCP server: {failure.reason}"
-        if failure.fatal:
-            self.run.aborted = self.run.aborted or failure.reason
+            self.run.aborted = f"{self.r.target_text} is not an MCP server: {reason}"
             return
-        live = self.by_id.get(failure.request_id)
-        if live is not None and live.timed_out:
-            return  # already counted as unanswered in time
-        if live is not None and live.answer is None:
-            live.failure = failure.reason
-            live.answered = failure.ts or time.perf_counter()
-        elif failure.request_id in self.synthetic:
-            self.run.aborted = f"{self.synthetic.pop(failure.request_id)} failed: {failure.reason}"
+        live = failed.waiter
+        if type(live) is LiveCall:
+            if not live.done:
+                live.failure = reason
+                live.answered = time.perf_counter()
+        elif live == SYNTHETIC_INITIALIZE:
+            self.run.aborted = f"initialize failed: {reason}"
         else:
-            self.run.notes.append(failure.reason)
+            self.run.notes.append(reason)
 
-    def _answer(self, answer: Response | ErrorResponse, ts: float) -> None:
-        if answer.id in self.synthetic:
-            method = self.synthetic.pop(answer.id)
+    def _unmatched(self, event: Unmatched) -> None:
+        if event.late:
+            late = next((live for live in self.run.calls if event.answer.id in live.live_ids), None)
+            label = late.call.label if late is not None else f"id {event.answer.id!r}"
+            self.run.notes.append(f"{label}: an answer after the {self.r.timeout:g} s timeout, not counted")
+        else:
+            self.run.notes.append(f"an answer to id {event.answer.id!r}, which no request in flight had")
+
+    def _answer(self, event: Answered) -> None:
+        answer, live = event.answer, event.waiter
+        if live == SYNTHETIC_INITIALIZE:
+            self.initialized = True
             if isinstance(answer, ErrorResponse):
-                self.run.aborted = f"{method} failed: {answer.message}"
+                self.run.aborted = f"initialize failed: {answer.message}"
             return
-        live = self.by_id.get(answer.id)
-        if live is None:
-            self.run.notes.append(f"an answer to id {answer.id!r}, which no request in flight had")
-            return
-        if live.timed_out:
-            self.run.notes.append(f"{live.call.label}: an answer after the {self.r.timeout:g} s timeout, not counted")
-            return
+        if type(live) is not LiveCall:
+            return  # a request of ours no recorded call waits for
         recorded = live.call.answer
         if is_input_required(answer):
             live_state = answer.result.get(REQUEST_STATE)
@@ -522,7 +506,7 @@ class _SessionRunner:
                     self.states[rec_state] = live_state
             elif live.rounds < MAX_INPUT_ROUNDS and self._retry_with_input(live, answer):
                 return
-        live.answer, live.answered = answer, ts
+        live.answer, live.answered = answer, event.received
 
     def _retry_with_input(self, live: LiveCall, answer: Response) -> bool:
         """Answer a live `input_required` round from the recording and re-send the request."""
@@ -531,7 +515,7 @@ class _SessionRunner:
         for key, asked in wanted.items():
             if not isinstance(asked, dict):
                 return False
-            found = self.pool.take(asked.get("method", ""), asked.get("params"))
+            found = self.asks.take(asked.get("method", ""), asked.get("params"))
             if found is None or "result" not in found:
                 self.run.unrecorded_asks.append(str(asked.get("method")))
                 return False
@@ -547,29 +531,6 @@ class _SessionRunner:
         live.rounds += 1
         self._send(message, live)
         return True
-
-    def _notification(self, note: Notification, request_id: Any) -> None:
-        entry = {"method": note.method, "params": note.params}
-        token = (note.params or {}).get("progressToken") if note.params else None
-        owner = self.tokens.get(token) if token is not None else None
-        if owner is None and request_id is not None:
-            owner = self.by_id.get(request_id)
-        (owner.notifications if owner is not None else self.run.notifications).append(entry)
-
-    def _server_request(self, request: Request) -> None:
-        found = self.pool.take(request.method, request.params)
-        if found is None:
-            self.run.unrecorded_asks.append(request.method)
-            reply: jsonrpc.Message = ErrorResponse(
-                id=request.id, code=NOT_RECORDED, message=f"mcpbench replay: no recorded answer to {request.method}"
-            )
-        elif "result" in found:
-            reply = Response(id=request.id, result=found["result"])
-        else:
-            error = found["error"]
-            reply = ErrorResponse(id=request.id, code=error.get("code", NOT_RECORDED),
-                                  message=error.get("message", ""), data=error.get("data"))
-        self._send_raw(reply)
 
     def _stderr(self, line: bytes) -> None:
         self._event(Kind.STDERR, S2C, text=text_or_b64(line))
@@ -613,7 +574,8 @@ class Replayer:
         self.writer = writer
         self.cwd, self.env = cwd, env
 
-    def open(self, sink, on_stderr) -> Transport:
+    def open(self, sink, on_stderr) -> ReplayTransport:
+        """The transport for the target, not yet connected (the session's connection is built for its kind)."""
         return open_transport(self.target, sink, on_stderr=on_stderr if self.writer else None, cwd=self.cwd, env=self.env)
 
     def run(self, trace: TracePlan) -> ReplayRun:
@@ -638,4 +600,4 @@ class Replayer:
         return out
 
 
-__all__ = ["AskPool", "LiveCall", "Pace", "ReplayRun", "Replayer", "SessionRun"]
+__all__ = ["LiveCall", "Pace", "ReplayRun", "Replayer", "SessionRun"]

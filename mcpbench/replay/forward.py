@@ -17,7 +17,6 @@ Streamable HTTP GET stream. With none, they are dropped, as a server would.
 """
 
 import functools
-import itertools
 import queue
 import threading
 import time
@@ -25,12 +24,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientConnection
+from mcpbench.protocol.asks import Relay
+from mcpbench.protocol.client import (
+    Answered,
+    ClientConnection,
+    Event,
+    Failed,
+    Outgoing,
+    Pushed,
+    ServerRequest,
+)
 from mcpbench.protocol.errors import TargetError
-from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
+from mcpbench.protocol.session import C2S
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of, meta_version
-from mcpbench.replay.plan import progress_token
-from mcpbench.replay.transports import Failure, Incoming, Transport, open_transport
+from mcpbench.replay.transports import Item, Lost, ReplayTransport, open_transport
 from mcpbench.target import Target
 
 # How long one forwarded request (or the upstream handshake) may wait for its
@@ -50,103 +58,126 @@ AskClient = Callable[[str, Any], "Response | ErrorResponse | None"]
 
 
 class _Upstream:
-    """One live session: requests in flight, each with the inbox its server messages go to."""
+    """One live session: a shell over a `ClientConnection` whose waiters are the inboxes of
+    the forwarded requests (what the server sends for a request goes to its inbox).
+
+    The transports' threads and the forwarding threads share the connection under one lock.
+    """
 
     def __init__(self, target: Target, *, hello: dict | None, version: str | None, timeout: float, unsolicited: Send) -> None:
         self.timeout = timeout
         self.unsolicited = unsolicited
         self.version = version
         self.init_result: dict | None = None  # the upstream's initialize result (handshake era)
-        self._ids = itertools.count(1)
-        self._inboxes: dict[int, queue.SimpleQueue] = {}
-        self._tokens: dict[Any, int] = {}  # progress token -> upstream id
-        self._lock = threading.Lock()
-        self.transport: Transport = open_transport(target, self._sink)
-        if era_of(version) is not Era.STATELESS:
-            try:
+        self._lock = threading.RLock()  # legacy SSE queues a POST's answer from inside `send`
+        self.transport: ReplayTransport = open_transport(target, self._sink)
+        self.conn = ClientConnection(self.transport.kind, version if era_of(version) else LATEST_HANDSHAKE,
+                                     url=self.transport.url, policy=Relay())
+        try:
+            with self._lock:
+                early = self.transport.connect(self.conn)
+            self._route(early)
+            if era_of(version) is not Era.STATELESS:
                 self._handshake(hello)
                 if (listen := getattr(self.transport, "listen", None)) is not None:
                     listen()  # Streamable HTTP: the GET stream, for what the server sends outside requests
-            except BaseException:
-                self.transport.close()
-                raise
+        except BaseException:
+            self.transport.close()
+            raise
 
     def _handshake(self, hello: dict | None) -> None:
-        params = hello or ClientConnection("stdio", self.version or LATEST_HANDSHAKE).initialize().message.params
+        params = hello or self.conn.initialize().message.params
         answer = None
         for item in self.exchange("initialize", params):
-            if isinstance(item, Failure):
-                raise TargetError(f"upstream initialize failed: {item.reason}")
+            if isinstance(item, Failed):
+                raise TargetError(f"upstream initialize failed: {item.detail}")
             if isinstance(item, (Response, ErrorResponse)):
                 answer = item
         if not isinstance(answer, Response) or not isinstance(answer.result, dict):
             reason = answer.message if isinstance(answer, ErrorResponse) else "no answer"
             raise TargetError(f"upstream initialize failed: {reason}")
         self.init_result = answer.result
-        self.version = answer.result.get("protocolVersion") or params.get("protocolVersion")
-        self.transport.send(Notification(method="notifications/initialized"), version=self.version)
+        self.version = self.conn.negotiated or params.get("protocolVersion")
+        self._send(lambda: self.conn.initialized(time.perf_counter()))
 
-    def exchange(self, method: str, params: Any) -> Iterator[jsonrpc.Message | Failure]:
-        """Send a request; yield what the server sends for it, ending with the answer or a `Failure`."""
-        uid = next(self._ids)
-        inbox: queue.SimpleQueue = queue.SimpleQueue()
-        token = progress_token(params)
+    def _send(self, build: Callable[[], Outgoing]) -> Outgoing:
         with self._lock:
-            self._inboxes[uid] = inbox
-            if token is not None:
-                self._tokens[token] = uid
+            out = build()
+        self.transport.send(out)
+        return out
+
+    def exchange(self, method: str, params: Any) -> Iterator[jsonrpc.Message | Failed]:
+        """Send a request; yield what the server sends for it, ending with the answer or a `Failed`.
+
+        The params go as the client sent them (its own `_meta` envelope included).
+        """
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        out = self._send(lambda: self.conn.send(Request(id=self.conn.next_id(), method=method, params=params, _parsed=True),
+                                                waiter=inbox, ts=time.perf_counter()))
         deadline = time.monotonic() + self.timeout
-        try:
-            self.transport.send(Request(id=uid, method=method, params=params, _parsed=True), version=self.version)
-            while True:
-                try:
-                    item = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    yield Failure(f"no answer within {self.timeout:g} s")
-                    return
-                if isinstance(item, Failure):
-                    yield item
-                    return
-                yield item.message
-                if isinstance(item.message, (Response, ErrorResponse)):
-                    return
-        finally:
-            with self._lock:
-                self._inboxes.pop(uid, None)
-                if token is not None:
-                    self._tokens.pop(token, None)
+        while True:
+            try:
+                item = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                with self._lock:
+                    failed = self.conn.give_up(out.request_id, f"no answer within {self.timeout:g} s")
+                if failed is None:  # its answer came just now
+                    continue
+                yield failed
+                return
+            yield item
+            if isinstance(item, (Response, ErrorResponse, Failed)):
+                return
 
     def answer(self, message: Response | ErrorResponse) -> None:
-        self.transport.send(message, version=self.version)
+        self._send(lambda: self.conn.send(message, ts=time.perf_counter()))
 
-    def _sink(self, item: Incoming | Failure) -> None:
-        """From the transport's threads: route each item to the request it belongs to."""
+    def _sink(self, item: Item) -> None:
+        """From the transport's threads: feed the connection, then route what it says."""
         with self._lock:
-            if isinstance(item, Failure):
-                inboxes = list(self._inboxes.values()) if item.fatal else [self._inboxes.get(item.request_id)]
-                for inbox in inboxes:
-                    if inbox is not None:
-                        inbox.put(item)
-                return
-            message = item.message
-            if isinstance(message, (Response, ErrorResponse)):
-                uid = message.id
+            if type(item) is Lost and item.fatal:  # the transport broke: every request in flight fails
+                events = self.conn.broken(item.reason)
             else:
-                token = (message.params or {}).get("progressToken") if isinstance(message.params, dict) else None
-                uid = self._tokens.get(token, item.request_id)
-                if uid is None and item.via != "get" and len(self._inboxes) == 1:
-                    uid = next(iter(self._inboxes))  # stdio, legacy SSE: the only request in flight
-            inbox = self._inboxes.get(uid)
-        if inbox is not None:
-            inbox.put(item)
-        elif isinstance(message, Request):
-            self.answer(ErrorResponse(id=message.id, code=NO_CLIENT,
-                                      message="mcpbench serve-trace: no client request in flight to ask"))
-        else:
-            self.unsolicited(message)
+                events = self.transport.receive(item)
+        self._route(events)
+
+    def _route(self, events: list[Event]) -> None:
+        for event in events:
+            kind = type(event)
+            if kind is Answered or kind is Failed:
+                if event.waiter is not None:
+                    event.waiter.put(event.answer if kind is Answered else event)
+            elif kind is ServerRequest and event.reply is not None:
+                self.transport.send(event.reply)  # the policy answered it (ping)
+            elif kind is Pushed or kind is ServerRequest:
+                inbox = self._inbox_of(event)
+                if inbox is not None:
+                    inbox.put(event.message)
+                elif kind is ServerRequest:
+                    self.answer(ErrorResponse(id=event.request.id, code=NO_CLIENT,
+                                              message="mcpbench serve-trace: no client request in flight to ask"))
+                else:
+                    self.unsolicited(event.message)
+
+    def _inbox_of(self, event: Pushed | ServerRequest) -> queue.SimpleQueue | None:
+        """The inbox of the request a server message concerns: the core's word, else the only one in flight."""
+        with self._lock:
+            pending = self.conn.session.pending
+            if type(event) is Pushed and event.waiter is not None:
+                return event.waiter
+            owner = event.request_id if type(event) is Pushed else event.carrier
+            if owner is not None:
+                found = pending.get((C2S, owner))
+                return found.waiter if found is not None else None
+            if event.via == "get":
+                return None
+            waiters = [p.waiter for (direction, _), p in pending.items() if direction is C2S]
+            return waiters[0] if len(waiters) == 1 else None  # stdio, legacy SSE: the only request in flight
 
     def close(self) -> None:
         self.transport.close()
+        with self._lock:
+            self.conn.close()
 
 
 class Forwarder:
@@ -211,8 +242,8 @@ class Forwarder:
             send(self._error(request, str(exc)))
             return
         for item in upstream.exchange(request.method, request.params):
-            if isinstance(item, Failure):
-                send(self._error(request, item.reason))
+            if isinstance(item, Failed):
+                send(self._error(request, item.detail))
             elif isinstance(item, Response):
                 send(Response(id=request.id, result=item.result))
             elif isinstance(item, ErrorResponse):

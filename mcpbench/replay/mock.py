@@ -21,10 +21,12 @@ JSON) and legacy HTTP+SSE (`GET /sse` + `POST /messages/?session_id=…`).
 
 import difflib
 import http.server
+import itertools
 import os
 import queue
 import sys
 import threading
+import time
 import uuid
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
@@ -39,11 +41,12 @@ from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.session import C2S, S2C, Exchange, Session
 from mcpbench.protocol.sse import SseEvent
 from mcpbench.protocol.versions import V2026_07_28, Era, era_of, meta_version
 from mcpbench.protocol.sse import encode as sse_encode
 from mcpbench.replay.forward import Forwarder
-from mcpbench.replay.plan import Ask, Call, TracePlan, call_name, progress_token
+from mcpbench.replay.plan import Ask, RecordedCall, TracePlan, call_name, progress_token
 
 # JSON-RPC error for a request the recording has no answer to (JSON-RPC "method not found"
 # fits a method never recorded; the same code keeps clients' handling simple for both cases).
@@ -89,7 +92,7 @@ def match_key(method: str, params: Any) -> bytes:
 
 
 @dataclass(slots=True)
-class Reply:
+class RecordedReply:
     """What the mock sends for one request: notifications and server requests first, then the answer."""
 
     answer: dict  # {"result": …} or {"error": …}
@@ -104,7 +107,7 @@ class _Cursor:
 
     __slots__ = ("era", "index", "taken")
 
-    def __init__(self, era: Era | None, index: dict[bytes, tuple[Call, ...]] | None) -> None:
+    def __init__(self, era: Era | None, index: dict[bytes, tuple[RecordedCall, ...]] | None) -> None:
         self.era = era
         self.index = index  # None: the recording has no session in this client's era
         self.taken: dict[bytes, int] = {}
@@ -128,8 +131,8 @@ class TraceAnswers:
 
     def __init__(self, trace: TracePlan, *, reuse: bool = True) -> None:
         self.reuse = reuse
-        by_era: dict[Era | None, dict[bytes, list[Call]]] = {}
-        self._recorded: list[Call] = []
+        by_era: dict[Era | None, dict[bytes, list[RecordedCall]]] = {}
+        self._recorded: list[RecordedCall] = []
         self._eras: list[Era] = []  # the eras the recording shows, in order of first appearance
         self._lock = threading.Lock()
         self._cursors: OrderedDict[Any, _Cursor] = OrderedDict()
@@ -143,7 +146,7 @@ class TraceAnswers:
                 by_era.setdefault(era, defaultdict(list))[match_key(call.method, call.request.params)].append(call)
                 self._recorded.append(call)
         unknown = by_era.pop(None, {})
-        self._index: dict[Era | None, dict[bytes, tuple[Call, ...]]] = {}
+        self._index: dict[Era | None, dict[bytes, tuple[RecordedCall, ...]]] = {}
         for era in [*self._eras, None]:
             merged = {key: list(calls) for key, calls in by_era.get(era, {}).items()}
             for key, calls in unknown.items():  # a recording whose era is unknown serves every era
@@ -176,12 +179,12 @@ class TraceAnswers:
         with self._lock:
             self._cursors.pop(session, None)
 
-    def lookup(self, request: Request, session: Any = None) -> Reply | None:
+    def lookup(self, request: Request, session: Any = None) -> RecordedReply | None:
         key = match_key(request.method, request.params)
         with self._lock:
             cursor = self._cursor(session, request)
             if cursor.index is None:
-                return None if request.method == "ping" else Reply({"error": self._wrong_era(cursor.era)})
+                return None if request.method == "ping" else RecordedReply({"error": self._wrong_era(cursor.era)})
             calls = cursor.index.get(key)
             if not calls:
                 return None
@@ -203,7 +206,7 @@ class TraceAnswers:
             if token is not None and isinstance(params, dict) and "progressToken" in params:
                 params = {**params, "progressToken": token}
             notes.append({"method": note["method"], "params": params})
-        return Reply(answer, notes, list(call.asks), call.via)
+        return RecordedReply(answer, notes, list(call.asks), call.via)
 
     def _wrong_era(self, era: Era | None) -> dict:
         """The error a client gets when the recording has no session in the era it speaks."""
@@ -212,7 +215,7 @@ class TraceAnswers:
         return {"code": WRONG_ERA, "message": f"mcpbench serve-trace: the recording has no {wanted} session "
                                               f"(it has {has} only); connect in the era it was recorded in"}
 
-    def nearest(self, request: Request) -> Call | None:
+    def nearest(self, request: Request) -> RecordedCall | None:
         """The recorded request most like `request`: same method first, then the closest params."""
         same = [call for call in self._recorded if call.method == request.method]
         if not same:
@@ -246,35 +249,43 @@ class TraceAnswers:
 
 
 class _Asker:
-    """Server→client requests the mock sends, and the client's answers."""
+    """Server→client requests the mock sends, and the client's answers.
+
+    The mock plays the server here: its requests in flight are the core's one
+    table of them, a `Session`'s `pending` (keyed `(S2C, id)`), each with a
+    queue as its waiter; the client's answer pairs with it there.
+    """
 
     def __init__(self) -> None:
-        self._ids = iter(range(1, 1 << 62))
-        self._waiting: dict[Any, tuple[threading.Event, list]] = {}
+        self._ids = itertools.count(1)
+        self._session = Session()
         self._lock = threading.Lock()
 
     def ask(self, send, method: str, params: Any) -> Response | ErrorResponse | None:
         """Send a request to the client; its answer, or None after `ASK_TIMEOUT`."""
+        request = Request(id=f"mcpbench-{next(self._ids)}", method=method, params=params, _parsed=True)
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
-            rid = f"mcpbench-{next(self._ids)}"
-            done, box = self._waiting[rid] = (threading.Event(), [])
+            self._session.observe(S2C, request, time.perf_counter())
+            self._session.pending[(S2C, request.id)].waiter = inbox
         try:
-            send(Request(id=rid, method=method, params=params, _parsed=True))
-            done.wait(ASK_TIMEOUT)
+            send(request)
+            return inbox.get(timeout=ASK_TIMEOUT)
+        except queue.Empty:
+            return None
         finally:
             with self._lock:
-                self._waiting.pop(rid, None)
-        return box[0] if box else None
+                self._session.pending.pop((S2C, request.id), None)
 
     def answered(self, message: Response | ErrorResponse) -> None:
         with self._lock:
-            waiting = self._waiting.pop(message.id, None)
-        if waiting is not None:
-            waiting[1].append(message)
-            waiting[0].set()
+            events = self._session.observe(C2S, message, time.perf_counter())
+        for event in events:
+            if type(event) is Exchange and event.waiter is not None:
+                event.waiter.put(event.answer)
 
 
-def _messages(reply: Reply, request: Request, asker: _Asker, send) -> None:
+def _messages(reply: RecordedReply, request: Request, asker: _Asker, send) -> None:
     """Send a reply's notifications, then its server requests (each awaited), then the answer."""
     if reply.relay is not None:
         reply.relay(request, send, lambda method, params: asker.ask(send, method, params))
@@ -286,7 +297,7 @@ def _messages(reply: Reply, request: Request, asker: _Asker, send) -> None:
     send(jsonrpc.from_obj({"jsonrpc": "2.0", "id": request.id, **reply.answer}))
 
 
-def answer_for(answers: TraceAnswers, request: Request, forward: Forwarder | None = None, session: Any = None) -> Reply:
+def answer_for(answers: TraceAnswers, request: Request, forward: Forwarder | None = None, session: Any = None) -> RecordedReply:
     """The recorded reply to `request`; when there is none, a live one (`forward`) or an error.
 
     `session` is the client session's key for `forward`.
@@ -296,15 +307,15 @@ def answer_for(answers: TraceAnswers, request: Request, forward: Forwarder | Non
     reply = answers.lookup(request, session)
     if reply is None:
         if request.method == "ping":
-            return Reply({"result": {}})
+            return RecordedReply({"result": {}})
         if forward is not None:
-            return Reply({}, relay=lambda req, send, ask: forward.forward(session, req, send, ask))
+            return RecordedReply({}, relay=lambda req, send, ask: forward.forward(session, req, send, ask))
         error = jsonrpc.to_obj(answers.miss(request))
-        return Reply({"error": error["error"]})
+        return RecordedReply({"error": error["error"]})
     return reply
 
 
-def _final_answer(reply: Reply, request: Request) -> jsonrpc.Message:
+def _final_answer(reply: RecordedReply, request: Request) -> jsonrpc.Message:
     """Just the answer of `reply` (a JSON body has room for nothing else)."""
     if reply.relay is None:
         return jsonrpc.from_obj({"jsonrpc": "2.0", "id": request.id, **reply.answer})

@@ -98,7 +98,7 @@ class Ask:
 
 
 @dataclass(slots=True)
-class Call:
+class RecordedCall:
     """One client→server request of the recording and what came back."""
 
     index: int  # position among the session's calls
@@ -140,14 +140,14 @@ class Step:
     message: Request | Notification
     ts: float
     wait_for: tuple[int, ...] = ()
-    call: Call | None = None  # the call a request step starts
+    call: RecordedCall | None = None  # the call a request step starts
 
 
 @dataclass(slots=True)
 class SessionPlan:
     id: str
     transport: str | None
-    calls: list[Call] = field(default_factory=list)
+    calls: list[RecordedCall] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     asks: list[Ask] = field(default_factory=list)
     notifications: list[dict] = field(default_factory=list)  # server notifications no call claimed
@@ -179,11 +179,11 @@ class _Builder:
 
     def __init__(self, session_id: str, transport: str | None) -> None:
         self.plan = SessionPlan(session_id, transport)
-        self.open_calls: dict[Any, Call] = {}  # recorded request id -> call not yet answered
+        self.open_calls: dict[Any, RecordedCall] = {}  # recorded request id -> call not yet answered
         self.open_asks: dict[Any, Ask] = {}  # recorded server request id -> ask not yet answered
         self.answered: list[int] = []  # answered since the last client step
-        self.tokens: dict[Any, Call] = {}  # progress token -> call
-        self.streams: dict[Any, Call] = {}  # HTTP stream key -> call
+        self.tokens: dict[Any, RecordedCall] = {}  # progress token -> call
+        self.streams: dict[Any, RecordedCall] = {}  # HTTP stream key -> call
 
     def message(self, direction: str, obj: Any, ts: float, event: dict) -> None:
         try:
@@ -203,7 +203,7 @@ class _Builder:
     def _client(self, message: jsonrpc.Message, ts: float, event: dict) -> None:
         plan = self.plan
         if isinstance(message, Request):
-            call = Call(len(plan.calls), message, ts)
+            call = RecordedCall(len(plan.calls), message, ts)
             plan.calls.append(call)
             self.open_calls[message.id] = call
             token = progress_token(message.params)
@@ -282,7 +282,7 @@ class _Builder:
                 if isinstance(message.result.get("protocolVersion"), str):
                     plan.version = message.result["protocolVersion"]
 
-    def _owner(self, event: dict) -> Call | None:
+    def _owner(self, event: dict) -> RecordedCall | None:
         """The call a server request belongs to: the stream it came on, else the only call in flight."""
         if (key := _stream_key(event)) is not None and key in self.streams:
             return self.streams[key]

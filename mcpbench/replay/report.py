@@ -27,7 +27,7 @@ import orjson
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
-from mcpbench.replay.plan import Call, SessionPlan, TracePlan, answer_obj
+from mcpbench.replay.plan import RecordedCall, SessionPlan, TracePlan, answer_obj
 from mcpbench.trace.redact import Redactor
 
 # The narrowest call-label column; a longer label widens the column for the whole report.
@@ -175,7 +175,7 @@ def compared(answer: Any, notifications: list[dict]) -> dict | None:
 
 def _judge(
     session: str,
-    call: Call,
+    call: RecordedCall,
     old: dict | None,
     new: dict | None,
     *,
@@ -332,7 +332,7 @@ def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, la
     return out
 
 
-def _params(call: Call) -> dict:
+def _params(call: RecordedCall) -> dict:
     params = call.request.params or {}
     return {k: v for k, v in params.items() if k != "_meta"}
 

@@ -1,19 +1,18 @@
-"""Blocking transports that carry one live session for the replayer.
+"""Blocking I/O shells that carry one live session of the client core for the replayer.
 
-A `Transport` has one method, `send(message, version=)`, plus `close()` and
-context-manager support (style.md §11). What the server sends back is handed,
-as it arrives and from the transport's own threads, to the `sink` given at
-construction: an `Incoming` for each message, a `Failure` for a request that
-got no usable answer (HTTP status, stream cut) or for the whole transport
-(`fatal`: the process exited, the connection was refused).
-
-The transports are thin shells around the protocol core: `LineFramer` (stdio),
-`PostAnswer` (what a Streamable HTTP answer carries), `LegacyStream` (the
-legacy server stream), `post_headers` and `jsonrpc`.
+The replayer's `ClientConnection` (protocol/client.py) decides what to send
+and reads what comes back; a transport only moves bytes. `send(out)` writes an
+`Outgoing` (its `data`, with its `headers`, to its `url`); what the server
+sends is queued, raw, from the transport's own threads to the `sink` given at
+construction: `Opened` when an HTTP answer's head arrives, `Arrival` for each
+chunk of a body or of stdout (`b""` at its end), `Lost` when I/O failed. The
+thread that owns the connection hands each queued item back to
+`receive(item)`, which feeds the connection and returns its events (h11
+style: one thread owns the connection, the others only queue bytes).
 
 ::
 
-    Transport
+    ReplayTransport
     ├── StdioTransport          a child process, newline-delimited JSON-RPC
     ├── StreamableHttpTransport POST per message; JSON or SSE answers (2025-03-26 on)
     ├── LegacySseTransport      GET /sse stream + POST endpoint (2024-11-05)
@@ -21,13 +20,14 @@ legacy server stream), `post_headers` and `jsonrpc`.
 """
 
 import http.client
+import itertools
 import os
 import shlex
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +35,10 @@ from urllib.parse import urlsplit
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
+from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointReady, Event, Garbled, Outgoing, StreamEnded
 from mcpbench.protocol.errors import TargetError
-from mcpbench.protocol.framing import Line, LineFramer, LineTooLong
-from mcpbench.protocol.jsonrpc import Message, Request
+from mcpbench.protocol.framing import Line, LineFramer
+from mcpbench.protocol.jsonrpc import Message
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 # One read takes at most a pipe's default capacity (stdio) or a typical socket
@@ -59,81 +60,122 @@ HTTP_WORKERS = 64
 # A DELETE that ends a session is a courtesy: never let it hold up the report.
 DELETE_TIMEOUT = 2.0
 
+# Of a refused stream's body, this much is read for the error message.
+REFUSAL_CHARS = 200
+
+# The streams a transport reads besides the answers to its POSTs (which are numbered).
+STDOUT, GET, LEGACY = "stdout", "get", "legacy"
+
 
 @dataclass(frozen=True, slots=True)
-class Incoming:
-    """A message from the server.
+class Opened:
+    """The head of an HTTP answer: to the POST of `out`, or of the `GET` stream (`out` None)."""
 
-    `via` says how it came ("stdio", "json", "sse", "get" for the Streamable
-    HTTP GET stream, "stream" for a legacy SSE stream); `request_id` is the live id of the request whose HTTP response
-    carried it, when one did.
-    """
+    stream: Any
+    out: Outgoing | None
+    status: int
+    content_type: str | None
+    session_id: str | None
+    ts: float
 
-    message: Message
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Raw bytes of one stream (a POST's answer, the GET stream, stdout); `b""` at its end."""
+
+    stream: Any
+    data: bytes
     ts: float  # time.perf_counter() at arrival
-    raw: bytes
-    via: str
-    request_id: Any = None
-    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class Failure:
-    """No usable answer: for `request_id`, or for the whole transport when `fatal`."""
+class Lost:
+    """I/O failed: the POST of `out` could not be made or read, or the whole transport broke (`fatal`)."""
 
     reason: str
-    request_id: Any = None
+    out: Outgoing | None = None
     fatal: bool = False
-    status: int | None = None
     ts: float = 0.0
 
 
-Sink = Callable[[Incoming | Failure], None]
+Item = Opened | Arrival | Lost
+Sink = Callable[[Item], None]
 
 
-class Transport:
-    """Carries one session's messages to a live server.
+class ReplayTransport:
+    """Moves one session's bytes to and from a live server.
 
-    Subclasses connect in `__init__` (raising `TargetError` when they cannot)
-    and deliver everything the server sends to `sink`.
+    Subclasses start what they can in `__init__` (raising `TargetError`),
+    connect in `connect(conn)`, and queue what arrives to `sink`.
     """
 
-    #: The session id the server gave, where the transport has one.
-    session_id: str | None = None
+    #: The core's name for the transport ("stdio", "sse", "streamable-http").
+    kind: str = STDIO
+    #: The URL the connection is built with (the MCP endpoint, the legacy `GET /sse`), if any.
+    url: str | None = None
 
-    def send(self, message: Message, *, version: str | None = None) -> None:
-        """Send `message`. `version` is the session's protocol version, for HTTP headers.
+    def __init__(self) -> None:
+        self.conn: ClientConnection | None = None
+        self._readers: dict[Any, Callable[[bytes, float], list[Event]]] = {}
 
-        Never blocks on the answer: answers reach the sink.
-        """
+    def connect(self, conn: ClientConnection) -> list[Event]:
+        """Start carrying `conn`; returns what the server said while connecting."""
+        self.conn = conn
+        return []
+
+    def send(self, out: Outgoing) -> None:
+        """Send `out`. Never blocks on the answer: it is queued to the sink."""
         raise NotImplementedError
+
+    def receive(self, item: Item) -> list[Event]:
+        """Feed one queued item to the connection (on the thread that owns it); its events."""
+        if type(item) is Arrival:
+            reader = self._readers.get(item.stream)
+            if reader is None:
+                return []
+            if not item.data:
+                del self._readers[item.stream]
+            return reader(item.data, item.ts)
+        if type(item) is Opened:
+            return self._opened(item)
+        if item.out is not None:
+            return self.conn.post_failed(item.out, mcphttp.Failure.CONNECT, item.reason)
+        return []
+
+    def _opened(self, item: Opened) -> list[Event]:
+        return []
 
     def close(self) -> None:
         """End the session and release everything; idempotent."""
 
-    def __enter__(self) -> "Transport":
+    def __enter__(self) -> "ReplayTransport":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class MockTransport(Transport):
-    """A transport whose server is a function: `handler(message) -> messages to deliver`."""
+class MockTransport(ReplayTransport):
+    """A stdio-like transport whose server is a function: `handler(message) -> messages to deliver`."""
 
     def __init__(self, handler: Callable[[Message], Iterable[Message]], sink: Sink) -> None:
+        super().__init__()
         self.handler = handler
         self.sink = sink
         self.sent: list[Message] = []
 
-    def send(self, message: Message, *, version: str | None = None) -> None:
-        self.sent.append(message)
-        for reply in self.handler(message) or ():
-            self.sink(Incoming(reply, time.perf_counter(), jsonrpc.encode(reply), "mock"))
+    def connect(self, conn: ClientConnection) -> list[Event]:
+        self._readers[STDOUT] = conn.receive_stdout
+        return super().connect(conn)
+
+    def send(self, out: Outgoing) -> None:
+        self.sent.append(out.message)
+        for reply in self.handler(out.message) or ():
+            self.sink(Arrival(STDOUT, jsonrpc.encode(reply) + b"\n", time.perf_counter()))
 
 
-class StdioTransport(Transport):
-    """A child process: requests on its stdin, messages read from its stdout.
+class StdioTransport(ReplayTransport):
+    """A child process: requests on its stdin, what it writes on stdout fed to the connection.
 
     Args:
         argv: the server command.
@@ -151,9 +193,11 @@ class StdioTransport(Transport):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
+        super().__init__()
         self.argv = list(argv)
         self.sink = sink
         self.on_stderr = on_stderr
+        self.exit_detail: str | None = None
         self._closing = False
         self._lock = threading.Lock()
         try:
@@ -168,64 +212,49 @@ class StdioTransport(Transport):
             threading.Thread(target=self._read, name="mcpbench-stdio-out", daemon=True),
             threading.Thread(target=self._read_stderr, name="mcpbench-stdio-err", daemon=True),
         ]
-        for thread in self._threads:
-            thread.start()
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    def send(self, message: Message, *, version: str | None = None) -> None:
-        data = jsonrpc.encode(message) + b"\n"
+    def connect(self, conn: ClientConnection) -> list[Event]:
+        self._readers[STDOUT] = self._stdout
+        for thread in self._threads:
+            thread.start()
+        return super().connect(conn)
+
+    def _stdout(self, data: bytes, ts: float) -> list[Event]:
+        events = self.conn.receive_stdout(data, ts)
+        if not data and self.exit_detail:
+            for event in events:
+                if type(event) is StreamEnded:
+                    event.detail = self.exit_detail  # the exit status says more than "stdout closed"
+        return events
+
+    def send(self, out: Outgoing) -> None:
         with self._lock:
             try:
-                view = memoryview(data)
+                view = memoryview(out.data)
                 while view:
                     view = view[os.write(self._stdin, view) :]
             except OSError as exc:
                 if not self._closing:
-                    self.sink(Failure(f"cannot write to the server's stdin: {exc.strerror}", fatal=True, ts=time.perf_counter()))
+                    self.sink(Lost(f"cannot write to the server's stdin: {exc.strerror}", fatal=True, ts=time.perf_counter()))
 
     def _read(self) -> None:
-        framer = LineFramer()
-        fd = self.proc.stdout.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, READ_SIZE)
-            except OSError:
-                chunk = b""
-            ts = time.perf_counter()
-            for event in framer.feed(chunk):
-                if isinstance(event, LineTooLong):
-                    self.sink(Failure(f"the server wrote a line of {event.size} bytes", ts=ts))
-                    continue
-                if not event.data.strip():
-                    continue
-                try:
-                    message = jsonrpc.decode(event.data)
-                except jsonrpc.InvalidMessage as exc:
-                    self.sink(Failure(f"stdout is not JSON-RPC ({exc.reason}): {event.data[:80]!r}", ts=ts))
-                    continue
-                self.sink(Incoming(message, ts, event.data, "stdio"))
-            if not chunk:
-                break
-        if not self._closing:
-            code = self.proc.wait()
-            self.sink(Failure(f"the server process exited with status {code}", fatal=True, ts=time.perf_counter()))
+        for chunk in _chunks(self.proc.stdout.fileno()):
+            if chunk:
+                self.sink(Arrival(STDOUT, chunk, time.perf_counter()))
+            elif not self._closing:  # an end the replay did not cause: the server went away
+                self.exit_detail = f"the server process exited with status {self.proc.wait()}"
+                self.sink(Arrival(STDOUT, b"", time.perf_counter()))
 
     def _read_stderr(self) -> None:
         framer = LineFramer()
-        fd = self.proc.stderr.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, READ_SIZE)
-            except OSError:
-                chunk = b""
+        for chunk in _chunks(self.proc.stderr.fileno()):
             if self.on_stderr is not None:
                 for event in framer.feed(chunk):
                     self.on_stderr(event.data if isinstance(event, Line) else event.head)
-            if not chunk:
-                return
 
     def close(self) -> None:
         if self._closing:
@@ -245,7 +274,8 @@ class StdioTransport(Transport):
                 self.proc.kill()
                 self.proc.wait()
         for thread in self._threads:
-            thread.join(EXIT_GRACE)
+            if thread.ident is not None:
+                thread.join(EXIT_GRACE)
         for pipe in (self.proc.stdout, self.proc.stderr):
             try:
                 pipe.close()
@@ -264,18 +294,41 @@ def _path(url: str) -> str:
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
+def _chunks(fd: int) -> Iterator[bytes]:
+    """What a pipe delivers, chunk by chunk, then `b""` at its end (or once reading fails)."""
+    while True:
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except OSError:
+            chunk = b""
+        yield chunk
+        if not chunk:
+            return
+
+
+def _shut(sock: socket.socket | None) -> None:
+    """Shut a socket another thread may be blocked reading: the read returns at once."""
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def _connect_failure(url: str, exc: BaseException) -> str:
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return f"cannot connect to {url}: {reason}"
 
 
-class StreamableHttpTransport(Transport):
+class StreamableHttpTransport(ReplayTransport):
     """Streamable HTTP: every message is a POST; answers come as JSON or as an SSE stream.
 
     Each POST runs on a worker thread with its own keep-alive connection, so
     requests the recording shows in flight together are in flight together,
     and a server request arriving on a response stream can be answered while
-    that stream is still open.
+    that stream is still open. A request is complete when its answer arrives:
+    a POST stream the server keeps open after the answer is cut then, so its
+    worker is free again.
 
     Args:
         url: the MCP endpoint (`http://host:port/mcp`).
@@ -283,27 +336,54 @@ class StreamableHttpTransport(Transport):
         timeout: socket timeout for one read; a stream silent for longer fails.
     """
 
+    kind = STREAMABLE_HTTP
+
     def __init__(self, url: str, sink: Sink, *, timeout: float = 60.0) -> None:
+        super().__init__()
         self.url = url
         self.sink = sink
         self.timeout = timeout
         self.path = _path(url)
-        self.session_id: str | None = None
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closing = False
-        self._refused = False
         self._pool = ThreadPoolExecutor(HTTP_WORKERS, thread_name_prefix="mcpbench-http")
-        self._version: str | None = None
+        self._posts = itertools.count(1)  # numbers the POSTs: the key of each answer's stream
+        # The socket of each POST whose answer is being read (http.client hands a `Connection: close`
+        # answer's socket to the response: the connection no longer has it).
+        self._reading: dict[int, socket.socket] = {}
+        self._released: set[int] = set()  # answers the connection has: their streams are cut
         self._listener: threading.Thread | None = None
-        self._get_conn: http.client.HTTPConnection | None = None
+        self._get_sock: socket.socket | None = None
 
-    def send(self, message: Message, *, version: str | None = None) -> None:
-        if version:
-            self._version = version
-        headers = mcphttp.post_headers(message, version=version, session_id=self.session_id)
-        self._pool.submit(self._post, message, jsonrpc.encode(message), headers)
+    def send(self, out: Outgoing) -> None:
+        self._pool.submit(self._post, next(self._posts), out)
+
+    def _opened(self, item: Opened) -> list[Event]:
+        if item.out is None:  # the GET stream
+            reader = self.conn.get_stream(item.status, item.content_type)
+        else:
+            reader = self.conn.post_answer(item.out, item.status, item.content_type, item.session_id)
+        if reader is not None:
+            self._readers[item.stream] = lambda data, ts: self._read(item.stream, reader, data, ts)
+        return []
+
+    def _read(self, stream: Any, reader: AnswerReader, data: bytes, ts: float) -> list[Event]:
+        events = reader.feed(data, ts)
+        if data and reader.answered and reader.answer.streamed and stream not in self._released:
+            self._release(stream)
+        return events
+
+    def _release(self, stream: int) -> None:
+        """The request's answer is in: stop reading its stream (the server may hold it open)."""
+        self._readers.pop(stream, None)
+        with self._lock:
+            sock = self._reading.get(stream)
+            if sock is None:
+                return  # its worker has finished already
+            self._released.add(stream)
+        _shut(sock)  # wakes the worker blocked on the stream
 
     def _conn(self, fresh: bool = False) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
@@ -316,25 +396,36 @@ class StreamableHttpTransport(Transport):
                 self._connections.append(conn)
         return conn
 
-    def _post(self, message: Message, body: bytes, headers: dict[str, str]) -> None:
-        request_id = message.id if isinstance(message, Request) else None
+    def _post(self, stream: int, out: Outgoing) -> None:
         try:
-            self._exchange(message, request_id, body, headers)
+            self._exchange(stream, out)
         except Exception as exc:  # noqa: BLE001 - a worker must report, never die silently
-            if not self._closing:
-                self.sink(Failure(f"{type(exc).__name__}: {exc}", request_id, ts=time.perf_counter()))
+            with self._lock:
+                released = stream in self._released
+            if not self._closing and not released:
+                self.sink(Lost(f"{type(exc).__name__}: {exc}", out, ts=time.perf_counter()))
+        finally:
+            with self._lock:
+                self._reading.pop(stream, None)
+                released = stream in self._released
+                self._released.discard(stream)
+            if released and (conn := getattr(self._local, "conn", None)) is not None:
+                conn.close()
+                self._local.conn = None  # its socket is shut: the next POST opens a new one
 
-    def _exchange(self, message: Message, request_id: Any, body: bytes, headers: dict[str, str]) -> None:
+    def _exchange(self, stream: int, out: Outgoing) -> None:
         for attempt in (0, 1):
             conn = self._conn(fresh=attempt > 0)
             reused = getattr(conn, "_mcpbench_used", False)
             try:
-                conn.request("POST", self.path, body, headers)
+                conn.request("POST", self.path, out.data, out.headers)
+                with self._lock:
+                    self._reading[stream] = conn.sock
                 resp = conn.getresponse()
                 conn._mcpbench_used = True  # type: ignore[attr-defined]
                 break
             except (ConnectionRefusedError, socket.gaierror) as exc:
-                self.sink(Failure(_connect_failure(self.url, exc), request_id, fatal=True, ts=time.perf_counter()))
+                self.sink(Lost(_connect_failure(self.url, exc), out, fatal=True, ts=time.perf_counter()))
                 return
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
@@ -342,52 +433,45 @@ class StreamableHttpTransport(Transport):
                     return  # close() cut it: no failure of the target's
                 if reused and attempt == 0:
                     continue  # the server closed an idle keep-alive connection: retry once on a new one
-                self.sink(Failure(_connect_failure(self.url, exc), request_id, fatal=not reused, ts=time.perf_counter()))
+                self.sink(Lost(_connect_failure(self.url, exc), out, fatal=not reused, ts=time.perf_counter()))
                 return
-        status = resp.status
-        sid = resp.getheader(mcphttp.SESSION_ID)
-        if status < 300 and sid and isinstance(message, Request) and message.method == "initialize":
-            self.session_id = sid  # before the answer reaches the engine: its next POST needs it
-        answer = mcphttp.PostAnswer(request_id, status, resp.getheader("content-type"),
-                                    has_session=bool(headers.get(mcphttp.SESSION_ID)))
-        self._read_answer(resp, answer, "sse")
+        content_type = resp.getheader("content-type")
+        streamed = resp.status < 300 and mcphttp.is_event_stream(content_type)
+        self.sink(Opened(stream, out, resp.status, content_type, resp.getheader(mcphttp.SESSION_ID), time.perf_counter()))
+        self._pass_body(stream, resp, streamed)
 
-    def _read_answer(self, resp: http.client.HTTPResponse, answer: mcphttp.PostAnswer, via_stream: str) -> None:
-        """Hand every message and problem of `resp`'s body to the sink as it arrives."""
-        request_id, status = answer.request_id, answer.status
+    def _pass_body(self, stream: Any, resp: http.client.HTTPResponse, streamed: bool, limit: int | None = None) -> None:
+        """Queue `resp`'s body as it arrives, then its end (none when the replay cut it)."""
         while True:
-            chunk = resp.read1(READ_SIZE) if answer.streamed else resp.read()
-            ts = time.perf_counter()
-            for item in answer.feed(chunk):
-                if type(item) is mcphttp.Carried:
-                    via = via_stream if item.via == "sse" else item.via
-                    self.sink(Incoming(item.message, ts, item.raw, via, request_id, status))
-                elif not self._closing:  # a stream cut by close() is no failure
-                    self.sink(Failure(f"{item.detail} ({item.failure})", request_id, ts=ts, status=status))
+            chunk = resp.read1(READ_SIZE) if streamed else resp.read(limit) if limit else resp.read()
+            with self._lock:
+                cut = self._closing or stream in self._released
+            if cut:
+                return  # close() or the answer's arrival ended it: no failure of the target's
+            self.sink(Arrival(stream, chunk, time.perf_counter()))
             if not chunk:
+                return
+            if limit:
+                self.sink(Arrival(stream, b"", time.perf_counter()))
                 return
 
     def listen(self) -> None:
         """Open the optional GET stream, for server messages sent outside any request (idempotent).
 
-        Call after the handshake: the stream belongs to the session. A server
-        without one answers 405, which is not a failure; other refusals are
-        reported as non-fatal `Failure`s without a request id. Returns once the
-        server has answered the GET (or `CONNECT_TIMEOUT` has passed), so what
-        the replay sends next can already be answered on the stream, as in the
-        recording.
+        Call after the handshake: the stream belongs to the session. Returns
+        once the server has answered the GET (or `CONNECT_TIMEOUT` has passed),
+        so what the replay sends next can already be answered on the stream,
+        as in the recording.
         """
-        if self._listener is not None or self._closing or not self.session_id:
+        if self._listener is not None or self._closing or not self.conn.session_id:
             return
         answered = threading.Event()
-        self._listener = threading.Thread(target=self._listen, args=(answered,), name="mcpbench-http-get", daemon=True)
+        headers = self.conn.get_headers()  # built here: the connection belongs to this thread
+        self._listener = threading.Thread(target=self._listen, args=(headers, answered), name="mcpbench-http-get", daemon=True)
         self._listener.start()
         answered.wait(CONNECT_TIMEOUT)
 
-    def _listen(self, answered: threading.Event) -> None:
-        headers = {"accept": mcphttp.GET_ACCEPT, mcphttp.SESSION_ID: self.session_id}
-        if self._version:
-            headers[mcphttp.PROTOCOL_VERSION] = self._version
+    def _listen(self, headers: dict[str, str], answered: threading.Event) -> None:
         conn = _connection(self.url, CONNECT_TIMEOUT)  # connecting and the answer's headers are bounded
         try:
             conn.connect()
@@ -395,24 +479,22 @@ class StreamableHttpTransport(Transport):
                 if self._closing:
                     conn.close()
                     return
-                self._get_conn = conn  # from now on close() can cut the stream short
+                self._get_sock = conn.sock  # from now on close() can cut the stream short
             conn.request("GET", self.path, headers=headers)
             resp = conn.getresponse()
-            answered.set()
             status, content_type = resp.status, resp.getheader("content-type")
+            self.sink(Opened(GET, None, status, content_type, None, time.perf_counter()))
+            answered.set()
             if status == 405:
                 return  # Streamable HTTP: "the server MUST ... return HTTP 405" when it offers no stream
-            if status >= 300 or not mcphttp.is_event_stream(content_type):
-                body = resp.read(200).decode("utf-8", "replace").strip()
-                self.sink(Failure(f"GET stream refused: HTTP {status} {content_type!r} {body!r}",
-                                  status=status, ts=time.perf_counter()))
-                return
-            conn.sock.settimeout(None)  # the stream may stay silent for long: close() ends it
-            self._read_answer(resp, mcphttp.PostAnswer(None, status, content_type, has_session=True), "get")
+            streamed = status < 300 and mcphttp.is_event_stream(content_type)
+            if streamed:
+                conn.sock.settimeout(None)  # the stream may stay silent for long: close() ends it
+            self._pass_body(GET, resp, streamed, None if streamed else REFUSAL_CHARS)
         except (OSError, ValueError, http.client.HTTPException) as exc:
             # ValueError: http.client reading from a connection close() has just shut
             if not self._closing:
-                self.sink(Failure(f"GET stream: {_connect_failure(self.url, exc)}", ts=time.perf_counter()))
+                self.sink(Lost(f"GET stream: {_connect_failure(self.url, exc)}", ts=time.perf_counter()))
         finally:
             answered.set()
             conn.close()
@@ -422,29 +504,19 @@ class StreamableHttpTransport(Transport):
             return
         self._closing = True
         with self._lock:
-            posts = list(self._connections)
-        for conn in posts:  # wakes workers still waiting for an answer past the timeout
-            if conn.sock is not None:
-                try:
-                    conn.sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            reading = list(self._reading.values())
+        for sock in reading:  # wakes workers still waiting for an answer past the timeout, or on a held stream
+            _shut(sock)
         self._pool.shutdown(wait=True, cancel_futures=False)
         with self._lock:
-            stream = self._get_conn
-        if stream is not None and stream.sock is not None:
-            try:
-                stream.sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked on a silent stream
-            except OSError:
-                pass
+            stream = self._get_sock
+        _shut(stream)  # wakes the reader blocked on a silent stream
         if self._listener is not None:
             self._listener.join(EXIT_GRACE)
-        if self.session_id:
+        headers = self.conn.delete_headers() if self.conn is not None else None
+        if headers is not None:
             try:
                 conn = _connection(self.url, DELETE_TIMEOUT)
-                headers = {mcphttp.SESSION_ID: self.session_id}
-                if self._version:
-                    headers[mcphttp.PROTOCOL_VERSION] = self._version
                 conn.request("DELETE", self.path, headers=headers)
                 conn.getresponse().read()
                 conn.close()
@@ -455,81 +527,86 @@ class StreamableHttpTransport(Transport):
                 conn.close()
 
 
-class LegacySseTransport(Transport):
+class LegacySseTransport(ReplayTransport):
     """Legacy HTTP+SSE: a `GET` stream carries every server message; each client message is a POST.
 
-    Connects in the constructor and waits for the `endpoint` event.
+    `connect` opens the stream and waits for the `endpoint` event.
 
     Raises:
         TargetError: the stream cannot be opened or names no endpoint in time.
     """
 
+    kind = SSE
+
     def __init__(self, url: str, sink: Sink, *, timeout: float = CONNECT_TIMEOUT) -> None:
+        super().__init__()
         self.url = url
         self.sink = sink
-        self.endpoint: str | None = None
+        self.timeout = timeout
         self._closing = False
-        self._ready = threading.Event()
-        self._error: str | None = None
         self._post_lock = threading.Lock()
-        self._stream = _connection(url, timeout)
+        self._posts = itertools.count(1)
+        self._stream: http.client.HTTPConnection | None = None
+        self._post: http.client.HTTPConnection | None = None
+        self._reader: threading.Thread | None = None
+
+    def connect(self, conn: ClientConnection) -> list[Event]:
+        super().connect(conn)
+        url = self.url
+        self._stream = _connection(url, self.timeout)
         try:
-            self._stream.request("GET", _path(url), headers={"accept": mcphttp.GET_ACCEPT})
+            self._stream.request("GET", _path(url), headers=conn.legacy_headers())
             self._sock = self._stream.sock
             resp = self._stream.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             self._stream.close()
             raise TargetError(_connect_failure(url, exc)) from None
-        if resp.status != 200 or not mcphttp.is_event_stream(resp.getheader("content-type")):
-            body = resp.read(200).decode("utf-8", "replace").strip()
+        content_type = resp.getheader("content-type")
+        reader = conn.legacy_stream(resp.status, content_type)
+        if reader.refused():
+            body = resp.read(REFUSAL_CHARS).decode("utf-8", "replace").strip()
             self._stream.close()
-            raise TargetError(f"{url}: GET answered {resp.status} {resp.getheader('content-type')!r}, not an SSE stream {body!r}")
-        self._sock.settimeout(None)  # the stream may stay silent for long: closing it is how we stop
+            raise TargetError(f"{url}: GET answered {resp.status} {content_type!r}, not an SSE stream {body!r}")
         self._resp = resp
-        self._post = _connection(url, 60.0)
-        self._reader = threading.Thread(target=self._read, name="mcpbench-sse", daemon=True)
-        self._reader.start()
-        if not self._ready.wait(timeout) or self.endpoint is None:
-            self.close()
-            raise TargetError(f"{url}: {self._error or f'no endpoint event within {timeout:g} s'}")
-        query = urlsplit(self.endpoint).query
-        self.session_id = query.split("=", 1)[1] if "=" in query else query or None
-
-    def _read(self) -> None:
-        stream = mcphttp.LegacyStream(self.url)
+        # The endpoint is read here, on the connection's thread; the reader thread takes over after.
+        events: list[Event] = []
+        deadline = time.monotonic() + self.timeout
         try:
-            while True:
-                try:
-                    chunk = self._resp.read1(READ_SIZE)
-                except Exception:  # noqa: BLE001 - closing the socket under http.client raises odd things
-                    chunk = b""
-                ts = time.perf_counter()
-                for item in stream.feed(chunk):
-                    if type(item) is mcphttp.Carried:
-                        self.sink(Incoming(item.message, ts, item.raw, item.via))
-                    elif type(item) is mcphttp.Endpoint:
-                        self.endpoint = item.url
-                        self._ready.set()
-                    elif self.endpoint is None:  # no usable endpoint: the constructor reports it
-                        self._error = item.detail
-                        self._ready.set()
-                    else:
-                        self.sink(Failure(item.detail, ts=ts))
+            while conn.endpoint is None and conn.lost is None and time.monotonic() < deadline:
+                chunk = resp.read1(READ_SIZE)
+                events += reader.feed(chunk, time.perf_counter())
                 if not chunk:
                     break
-        finally:
-            self._ready.set()
-            if not self._closing:
-                self.sink(Failure(f"{self.url}: the SSE stream closed", fatal=True, ts=time.perf_counter()))
+        except (OSError, http.client.HTTPException):
+            pass
+        if conn.endpoint is None:
+            self.close()
+            refused = [event.detail for event in events if type(event) is Garbled]
+            raise TargetError(f"{url}: {refused[0] if refused else f'no endpoint event within {self.timeout:g} s'}")
+        self._sock.settimeout(None)  # the stream may stay silent for long: closing it is how we stop
+        self._readers[LEGACY] = reader.feed
+        self._post = _connection(conn.endpoint, 60.0)
+        self._reader = threading.Thread(target=self._read, name="mcpbench-sse", daemon=True)
+        self._reader.start()
+        return [event for event in events if type(event) is not EndpointReady]
 
-    def send(self, message: Message, *, version: str | None = None) -> None:
-        request_id = message.id if isinstance(message, Request) else None
-        body = jsonrpc.encode(message)
-        headers = {"content-type": mcphttp.JSON, "accept": "*/*"}
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = self._resp.read1(READ_SIZE)
+            except Exception:  # noqa: BLE001 - closing the socket under http.client raises odd things
+                chunk = b""
+            if self._closing:
+                return  # the replay closed it: no failure of the target's
+            self.sink(Arrival(LEGACY, chunk, time.perf_counter()))
+            if not chunk:
+                return
+
+    def send(self, out: Outgoing) -> None:
         with self._post_lock:
             for attempt in (0, 1):
                 try:
-                    self._post.request("POST", _path(self.endpoint), body, headers)
+                    self._post.request("POST", _path(out.url), out.data, out.headers)
                     resp = self._post.getresponse()
                     data = resp.read()
                     break
@@ -538,35 +615,41 @@ class LegacySseTransport(Transport):
                     if attempt == 0 and not isinstance(exc, ConnectionRefusedError):
                         continue
                     if not self._closing:
-                        self.sink(Failure(_connect_failure(self.endpoint, exc), request_id, fatal=True, ts=time.perf_counter()))
+                        self.sink(Lost(_connect_failure(out.url, exc), out, fatal=True, ts=time.perf_counter()))
                     return
-        if resp.status >= 300:
-            kind = mcphttp.classify_status(resp.status, has_session=True) or "http"
-            text = data.decode("utf-8", "replace").strip()[:200]
-            self.sink(Failure(f"HTTP {resp.status} ({kind}): {text}", request_id, status=resp.status, ts=time.perf_counter()))
+        stream, ts = next(self._posts), time.perf_counter()
+        self.sink(Opened(stream, out, resp.status, resp.getheader("content-type"), None, ts))
+        self.sink(Arrival(stream, data, ts))
+        self.sink(Arrival(stream, b"", ts))
+
+    def _opened(self, item: Opened) -> list[Event]:
+        self._readers[item.stream] = self.conn.post_answer(item.out, item.status, item.content_type).feed
+        return []
 
     def close(self) -> None:
         if self._closing:
             return
         self._closing = True
+        if self._stream is None:
+            return
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
+        except (OSError, AttributeError):
             pass
         self._stream.close()
         if hasattr(self, "_resp"):
             self._resp.close()
-        if hasattr(self, "_reader"):
+        if self._reader is not None:
             self._reader.join(EXIT_GRACE)
-        if hasattr(self, "_post"):
+        if self._post is not None:
             self._post.close()
 
 
-def open_transport(target: Target, sink: Sink, **options: Any) -> Transport:
-    """The transport for `target`; stdio options: `on_stderr`, `cwd`, `env`.
+def open_transport(target: Target, sink: Sink, **options: Any) -> ReplayTransport:
+    """The transport for `target` (not yet connected); stdio options: `on_stderr`, `cwd`, `env`.
 
     Raises:
-        TargetError: the target cannot be reached or started.
+        TargetError: a stdio target cannot be started.
     """
     if target.transport == STDIO:
         return StdioTransport(target.argv, sink, **{k: v for k, v in options.items() if k in ("on_stderr", "cwd", "env")})
@@ -578,6 +661,6 @@ def open_transport(target: Target, sink: Sink, **options: Any) -> Transport:
 
 
 __all__ = [
-    "Failure", "Incoming", "LegacySseTransport", "MockTransport", "StdioTransport", "StreamableHttpTransport",
-    "Transport", "open_transport",
+    "Arrival", "LegacySseTransport", "Lost", "MockTransport", "Opened", "ReplayTransport", "StdioTransport",
+    "StreamableHttpTransport", "open_transport",
 ]

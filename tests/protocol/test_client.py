@@ -4,7 +4,7 @@ import orjson
 import pytest
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.asks import Canned, Refuse
+from mcpbench.protocol.asks import Canned, Refuse, Relay
 from mcpbench.protocol.client import (
     Answered,
     ClientConnection,
@@ -18,6 +18,7 @@ from mcpbench.protocol.client import (
     Unmatched,
 )
 from mcpbench.protocol.http import Failure
+from mcpbench.protocol.session import S2C
 
 URL = "http://127.0.0.1:9/mcp"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
@@ -92,6 +93,15 @@ def test_stdio_end_fails_every_request_in_flight():
     assert of(StreamEnded, events)[0].stream == "stdio" and not conn.usable
 
 
+def test_a_broken_transport_fails_every_request_in_flight():
+    conn = ClientConnection("stdio", "2025-11-25")
+    conn.request("tools/list", waiter="a")
+    conn.request("ping", waiter="b")
+    failed = conn.broken("cannot write to the server's stdin")
+    assert sorted(f.waiter for f in failed) == ["a", "b"] and {f.failure for f in failed} == {Failure.CONNECT}
+    assert conn.in_flight == 0 and not conn.usable
+
+
 def test_stdout_pollution_is_garbled_not_guessed():
     conn = ClientConnection("stdio", "2025-11-25")
     out = conn.request("ping", waiter="p")
@@ -135,6 +145,16 @@ def test_refuse_is_the_default_policy():
     conn = ClientConnection("stdio", "2025-11-25")
     (ask,) = conn.receive_stdout(line({"jsonrpc": "2.0", "id": 5, "method": "roots/list"}))
     assert ask.reply.message == Refuse().answer(ask.request)
+
+
+def test_a_relay_policy_leaves_the_answer_to_the_shell():
+    conn = ClientConnection("stdio", "2025-11-25", policy=Relay())
+    (ask,) = conn.receive_stdout(line({"jsonrpc": "2.0", "id": 5, "method": "roots/list"}))
+    assert ask.reply is None and (S2C, 5) in conn.session.pending  # not answered yet
+    later = conn.send(jsonrpc.Response(id=5, result={"roots": []}))
+    assert orjson.loads(later.data)["id"] == 5 and (S2C, 5) not in conn.session.pending
+    (ping,) = conn.receive_stdout(line({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+    assert orjson.loads(ping.reply.data)["result"] == {}  # a ping is answered at once, relayed or not
 
 
 # --- Streamable HTTP ------------------------------------------------------------------------------

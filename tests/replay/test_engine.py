@@ -3,7 +3,7 @@
 import orjson
 
 from mcpbench.protocol.jsonrpc import Notification, Request, Response
-from mcpbench.replay import engine as engine_mod
+from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay import plan as plans
 from mcpbench.replay.compare import Rules
 from mcpbench.replay.engine import Pace, Replayer
@@ -141,4 +141,15 @@ def test_pace_scales_recorded_gaps() -> None:
 
 
 def test_a_server_request_with_no_recorded_answer_gets_none() -> None:
-    assert engine_mod.AskPool([]).take("x", {}) is None
+    assert RecordedAsks([]).take("x", {}) is None
+
+
+def test_recorded_asks_answer_from_the_recording_refuse_the_rest_and_always_pong():
+    asked = plans.Ask("roots/list", {}, {"result": {"roots": [{"uri": "file:///r"}]}})
+    missed: list[str] = []
+    policy = RecordedAsks([asked], missed)
+    roots = policy.answer(Request(id=1, method="roots/list", params={}))
+    assert isinstance(roots, Response) and roots.result["roots"][0]["uri"] == "file:///r"
+    refused = policy.answer(Request(id=2, method="sampling/createMessage", params={"maxTokens": 1}))
+    assert refused.code == -32601 and missed == ["sampling/createMessage"]
+    assert policy.answer(Request(id=3, method="ping")).result == {} and missed == ["sampling/createMessage"]
