@@ -7,6 +7,7 @@ more than one series, so it reads without the code. Nothing here opens files.
 from typing import Any
 
 import matplotlib.dates as mdates
+import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
 
@@ -104,4 +105,55 @@ def plot_replay_changes(calls: pd.DataFrame, ax: Any, title: str = "replay: call
     ax.set_ylabel("step")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+# Width of the timeline's bins (s): fine enough to see a cut, coarse enough to count a few calls.
+TIMELINE_BIN = 1.0
+FAULT_COLOURS = {"cut-stream": "tab:red", "cut-idle": "tab:red", "restart": "black", "kill": "tab:red", "drop": "tab:orange"}
+
+
+def reconnect_timeline(run: Any, policy: str, ax: Any) -> Any:
+    """Calls succeeding and failing per second over time for one policy (all its cells), with the
+    injected faults (vertical lines) and the breaks it recovered from (dots at the recovery)."""
+    calls = run.calls[run.calls["policy"].astype(str) == policy]
+    if calls.empty:
+        ax.set_title(f"{policy}: no calls")
+        return ax
+    edges = np.arange(0.0, calls["end"].max() + 2 * TIMELINE_BIN, TIMELINE_BIN)
+    for ok, label, colour in ((True, "calls ok", "tab:green"), (False, "calls failed", "tab:red")):
+        counts, _ = np.histogram(calls.loc[calls["ok"] == ok, "end"], bins=edges)  # counted when they ended
+        ax.step(edges[:-1], counts / TIMELINE_BIN, where="post", color=colour, label=label)
+    faults = run.faults[run.faults["policy"].astype(str) == policy]
+    for kind, part in faults.groupby("kind", observed=True):
+        colour = FAULT_COLOURS.get(str(kind), "tab:purple")
+        for index, t in enumerate(part["t"]):
+            ax.axvline(t, color=colour, alpha=0.25, linewidth=1, label=f"fault: {kind}" if index == 0 else None)
+    breaks = run.breaks[(run.breaks["policy"].astype(str) == policy) & (run.breaks["ok"] == True)]  # noqa: E712 - a column
+    if not breaks.empty:
+        ax.plot(breaks["t"] + breaks["recover_ms"].astype(float) / 1000.0, np.full(len(breaks), 0.95), "v",
+                color="tab:blue", markersize=6, transform=ax.get_xaxis_transform(), label="recovered")
+    ax.set_ylabel("calls ended per s")
+    ax.set_xlabel("time since the cell's first call (s)")
+    ax.set_title(f"policy {policy}: calls over time, faults and recoveries")
+    ax.legend(loc="upper right", fontsize="small", ncols=2)
+    return ax
+
+
+def recovery_times(run: Any, ax: Any) -> Any:
+    """Time to recover (break → next successful answer, ms, log scale) per policy and fault: a box each."""
+    breaks = run.breaks.dropna(subset=["recover_ms"])
+    groups = [(f"{policy} / {fault}", part["recover_ms"].astype(float))
+              for (policy, fault), part in breaks.groupby(["policy", "fault"], observed=True) if len(part)]
+    if not groups:
+        ax.set_title("time to recover: no break recovered")
+        return ax
+    ax.boxplot([values for _, values in groups], orientation="horizontal", showfliers=True)
+    ax.set_yticks(range(1, len(groups) + 1), [label for label, _ in groups])
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(mticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+    ax.set_xlabel("time to recover (ms): break to the next successful answer")
+    ax.set_ylabel("policy / fault")
+    ax.set_title("time to recover per reconnect policy")
     return ax

@@ -50,6 +50,21 @@ class LabRun:
 
 
 @dataclass
+class ReconnectRun:
+    """A reconnect experiment (`mcpbench lab run scenarios/reconnect.yaml`): its cells and what happened in time.
+
+    Times (`t`) are seconds since the cell's first step, so cells line up: faults were scheduled
+    the same way in each.
+    """
+
+    folder: Path
+    cells: pd.DataFrame  # reconnect.csv: one row per cell
+    calls: pd.DataFrame  # transport, fault, policy, client, t (start), end, ok: one row per call (load users and SDK client)
+    breaks: pd.DataFrame  # transport, fault, policy, t, noticed, action, ok, recover_ms, lost, duplicated, uncertain, resent
+    faults: pd.DataFrame  # transport, fault, policy, t, kind: one row per fault the lab injected
+
+
+@dataclass
 class ReplayReport:
     """The JSON of `mcpbench replay --report` (or `mcpbench diff --report`)."""
 
@@ -115,8 +130,13 @@ def load_lab(folder: str | os.PathLike) -> LabRun:
     """
     folder = Path(folder)
     path = folder / "sticky.csv"
+    reconnect_path = folder / "reconnect.csv"
     if not path.is_file():
-        raise ResultsError(f"{folder}: not a lab run (no sticky.csv)")
+        if reconnect_path.is_file():  # a reconnect experiment alone
+            empty = pd.DataFrame(columns=STICKY_COLUMNS)
+            return LabRun(folder, empty, pd.DataFrame(columns=[*STICKY_COLUMNS[:5], "failure", "failed_calls", "failed_sessions"]),
+                          pd.read_csv(reconnect_path))
+        raise ResultsError(f"{folder}: not a lab run (no sticky.csv or reconnect.csv)")
     sticky = pd.read_csv(path)
     missing = [c for c in STICKY_COLUMNS if c not in sticky]
     if missing:
@@ -132,9 +152,48 @@ def load_lab(folder: str | os.PathLike) -> LabRun:
             rows.append({**{c: row[c] for c in cell}, "failure": name, "failed_calls": int(calls or 0), "failed_sessions": int(sessions or 0)})
     failures = pd.DataFrame(rows, columns=[*cell, "failure", "failed_calls", "failed_sessions"])
     failures["failure"] = failures["failure"].astype("category")
-    reconnect_path = folder / "reconnect.csv"
     reconnect = pd.read_csv(reconnect_path) if reconnect_path.is_file() else None
     return LabRun(folder, sticky, failures, reconnect)
+
+
+RECONNECT_CELL = ["transport", "fault", "policy", "client"]
+BREAK_COLUMNS = ["t", "noticed", "action", "ok", "recover_ms", "lost", "duplicated", "uncertain", "resent", "recovered"]
+
+
+def load_reconnect(folder: str | os.PathLike) -> ReconnectRun:
+    """A reconnect experiment's folder: `reconnect.csv` and, per cell, its samples, SDK calls and fault log."""
+    from mcpbench.lab.reconnect import read_lines
+
+    folder = Path(folder)
+    path = folder / "reconnect.csv"
+    if not path.is_file():
+        raise ResultsError(f"{folder}: not a reconnect run (no reconnect.csv)")
+    cells = pd.read_csv(path)
+    calls, breaks, faults = [], [], []
+    for _, cell in cells.iterrows():
+        key = {c: cell[c] for c in RECONNECT_CELL}
+        cell_dir = folder / "cells" / f"{cell['transport']}-{cell['fault']}-{cell['policy']}"
+        if cell["client"] == "sdk":
+            records = read_lines(cell_dir / "sdk.jsonl")
+            steps = [(r["t"], bool(r.get("ok")), r.get("latency_ms")) for r in records if "t" in r]
+            reconnects: list[dict] = []
+        else:
+            records = read_lines(cell_dir / "samples.jsonl")
+            steps = [(r["t"], not r.get("failure"), r.get("latency_ms")) for r in records
+                     if r.get("step", "").startswith(("tools/", "resources/", "prompts/")) and r.get("t") is not None]
+            reconnects = [r["reconnect"] for r in records if "reconnect" in r]
+        if not steps:
+            continue
+        start = min(t for t, _, _ in steps)
+        calls += [{**key, "t": t - start, "end": t - start + (latency or 0.0) / 1000.0, "ok": ok} for t, ok, latency in steps]
+        breaks += [{**key, **{c: b.get(c) for c in BREAK_COLUMNS}, "t": b["t"] - start} for b in reconnects]
+        faults += [{**key, "t": f["t"] - start, "kind": f.get("kind")} for f in read_lines(cell_dir / "faults.jsonl") if "t" in f]
+    frames = [pd.DataFrame(rows, columns=[*RECONNECT_CELL, *columns])
+              for rows, columns in ((calls, ["t", "end", "ok"]), (breaks, BREAK_COLUMNS), (faults, ["t", "kind"]))]
+    for frame in frames:
+        for column in ("transport", "fault", "policy", "client"):
+            frame[column] = frame[column].astype("category")
+    return ReconnectRun(folder, cells, *frames)
 
 
 def load_replay(path: str | os.PathLike) -> ReplayReport:

@@ -137,24 +137,28 @@ def down():
 
 @lab.command("run")
 @click.argument("scenario", type=click.Path(dir_okay=False))
-@click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/<time>-sticky/).")
+@click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/<time>-sticky/ or -reconnect/).")
 @map_errors
 def run_experiment(scenario, out):
-    """Run the sticky-session matrix of SCENARIO: each cell a load run through a balancer.
+    """Run the lab experiment of SCENARIO: sticky sessions, or reconnects under faults.
 
-    Writes sticky.csv (one row per cell) and sticky.png (failed sessions per cell by failure
-    class) and prints the table.
+    A sticky scenario (modes, policies, instances) writes sticky.csv and sticky.png; a
+    reconnect scenario (transports, faults, policies) writes reconnect.csv,
+    reconnect-timeline.png and recovery.png. Both print their table.
 
     Example: mcpbench lab run scenarios/sticky-sessions.yaml
     """
     from pathlib import Path
 
-    from mcpbench.lab.sticky import load_plan, render, run_plan
+    from mcpbench.lab import reconnect, sticky
+    from mcpbench.load.scenario import compose_yaml
     from mcpbench.outputs import new_run_folder
 
-    plan = load_plan(scenario)
-    folder = Path(out) if out else new_run_folder(Path("results"), "sticky")
+    root = compose_yaml(scenario)
+    kind = reconnect if reconnect.is_reconnect_scenario(root) else sticky
+    plan = kind.plan_from_node(root, str(scenario))
+    folder = Path(out) if out else new_run_folder(Path("results"), "reconnect" if kind is reconnect else "sticky")
     folder.mkdir(parents=True, exist_ok=True)
-    results = run_plan(plan, folder, say=click.echo)
-    click.echo(render(results))
+    results = kind.run_plan(plan, folder, say=click.echo)
+    click.echo(kind.render(results))
     click.echo(f"mcpbench: results in {folder}")

@@ -115,7 +115,7 @@ def plan_from_node(root: Any, source: str) -> ReconnectPlan:
         raise ScenarioError(f"{_where(source, node)}: faults: a mapping of names to fault options (cut: {{cut_streams_after: 1s}})")
     faults: dict[str, dict[str, str]] = {}
     for name, options in faults_value.items():
-        if not isinstance(options, dict) or not options or (bad := [k for k in options if k not in FAULT_KEYS]):
+        if not isinstance(options, dict) or not options or any(k not in FAULT_KEYS for k in options):
             raise ScenarioError(f"{_where(source, node)}: faults: {name}: options among {', '.join(FAULT_KEYS)}")
         faults[str(name)] = {k: str(v) for k, v in options.items()}
     window = None
