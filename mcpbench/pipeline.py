@@ -8,7 +8,9 @@
 4. load: short Locust runs on Streamable HTTP (both eras in one run), legacy SSE and stdio.
 5. sticky: `mcpbench lab run scenarios/sticky-short.yaml`, 3 instances behind the built-in balancer,
    which modes need sticky sessions (`lab/sticky.csv`, `lab/sticky.png`).
-6. report: `report.html` from everything in the run's folder, and three headline lines.
+6. reconnect: `mcpbench lab run scenarios/reconnect-short.yaml`, stream cuts under each reconnect
+   policy and under the official SDK client (`reconnect/reconnect.csv` and its charts).
+7. report: `report.html` from everything in the run's folder, and three headline lines.
 
 Each stage takes the run's folder and a `Progress`, returns a short line for `summary.json`.
 Replay, load and the proxy run as `mcpbench` subprocesses, as a user would run them (Locust must
@@ -43,6 +45,8 @@ LOAD_STDIO = (2, 8)
 LOAD_TIMEOUT = 180.0
 # 8 cells of a 2 s load each, plus Locust's and the instances' start-up on a busy machine.
 STICKY_TIMEOUT = 300.0
+# 4 cells of a 9 s run each, plus start-up.
+RECONNECT_TIMEOUT = 300.0
 PROXY_STOP_TIMEOUT = 30.0
 # How long a stage's command may take to stop after the run is interrupted (Locust writes its CSVs).
 CHILD_STOP_WAIT = 30.0
@@ -272,6 +276,18 @@ def sticky(run_dir: Path, say: Progress, servers: dict) -> str:
     return f"{len(cells)} cells on 3 instances; sessions broken in: {names}"
 
 
+def reconnect(run_dir: Path, say: Progress, servers: dict) -> str:
+    """The short reconnect experiment, into `run_dir / "reconnect"` where the report finds it."""
+    out = run_dir / "reconnect"
+    proc = _mcpbench(["lab", "run", str(REPO / "scenarios" / "reconnect-short.yaml"), "--out", str(out)], say, RECONNECT_TIMEOUT)
+    if proc.returncode != 0 or not (out / "reconnect.csv").is_file():
+        raise McpbenchError(f"the reconnect experiment exited {proc.returncode}; see {out}")
+    from mcpbench.analysis import load_lab
+    from mcpbench.analysis.report import reconnect_line
+
+    return reconnect_line(load_lab(out).reconnect)
+
+
 def report(run_dir: Path, say: Progress, servers: dict) -> str:
     """`report.html` from everything in the run's folder."""
     from mcpbench.analysis.report import write_report
@@ -283,7 +299,7 @@ def report(run_dir: Path, say: Progress, servers: dict) -> str:
 
 
 STAGES: list[tuple[str, Stage]] = [
-    ("record", record), ("replay", replay), ("load", load), ("sticky", sticky), ("report", report),
+    ("record", record), ("replay", replay), ("load", load), ("sticky", sticky), ("reconnect", reconnect), ("report", report),
 ]
 
 

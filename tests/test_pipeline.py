@@ -16,11 +16,15 @@ def test_main_job_records_replays_loads_and_reports(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = orjson.loads((tmp_path / "summary.json").read_bytes())
-    assert list(summary) == ["record", "replay", "load", "sticky", "report", "elapsed_s"]
+    assert list(summary) == ["record", "replay", "load", "sticky", "reconnect", "report", "elapsed_s"]
     assert "with no change" in summary["replay"] and "1 changed" in summary["replay"]
     assert summary["load"].count(" 0 failed") == 3
     # Measured, not assumed: on 3 instances round-robin breaks exactly the modes that keep sessions.
     assert summary["sticky"].endswith("sessions broken in: legacy-sse round-robin, stateful-sse round-robin")
+    # Stream cuts: `none` recovers from nothing, `resume` loses and duplicates no answer.
+    policies = dict(part.split(" ", 1) for part in summary["reconnect"].split("; "))
+    assert policies["none"].startswith("0/") and policies["resume"].endswith(" 0 lost, 0 duplicated")
+    assert set(policies) == {"none", "reinitialize", "resume", "sdk"}
     frames = load_trace(sorted(tmp_path.glob("*.jsonl")))
     assert frames.violations.empty
     eras = frames.calls.groupby("trace", observed=True)["era"].agg(lambda s: set(s.astype(str)))
@@ -36,7 +40,7 @@ def test_main_job_records_replays_loads_and_reports(tmp_path):
     assert lines[-4] == f"report: {tmp_path / 'report.html'}" and (tmp_path / "report.html").stat().st_size > 10_000
     assert [line.split(":")[0].strip() for line in lines[-3:]] == ["traces", "load", "replay"]
     assert all(line.startswith("[") for line in lines[:-5])  # every progress line carries elapsed time and stage
-    assert "4/6 load]" in proc.stdout and "5/6 sticky]" in proc.stdout and "6/6 report]" in proc.stdout
+    assert "4/7 load]" in proc.stdout and "5/7 sticky]" in proc.stdout and "6/7 reconnect]" in proc.stdout and "7/7 report]" in proc.stdout
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -60,7 +64,7 @@ def test_a_signal_stops_the_main_job_cleanly(tmp_path, signum, status):
         seen = []
         for line in proc.stdout:  # ends when the job does: bounded by the job's own stages
             seen.append(line)
-            if "2/6 record] SDK client (auto) -> mcpbench record" in line:
+            if "2/7 record] SDK client (auto) -> mcpbench record" in line:
                 break
         assert seen and "record]" in seen[-1], "".join(seen)
         proc.send_signal(signum)

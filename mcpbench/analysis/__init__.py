@@ -12,6 +12,7 @@ _LOADERS = {
     "TraceFrames": "mcpbench.analysis.traces",
     "load_run": "mcpbench.analysis.results",
     "load_lab": "mcpbench.analysis.results",
+    "load_reconnect": "mcpbench.analysis.results",
     "load_replay": "mcpbench.analysis.results",
     "load_samples": "mcpbench.analysis.results",
 }

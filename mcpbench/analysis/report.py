@@ -78,7 +78,7 @@ def _take(path: Path, inputs: Inputs, depth: int) -> None:
     if (path / "samples.jsonl").is_file():
         inputs.loads.append(load_run(path))
         return
-    if (path / "sticky.csv").is_file():
+    if (path / "sticky.csv").is_file() or (path / "reconnect.csv").is_file():
         inputs.labs.append(load_lab(path))
     if depth > 0:
         for child in sorted(path.iterdir()):
@@ -127,13 +127,27 @@ def headlines(inputs: Inputs) -> list[str]:
                 counts[key] = counts.get(key, 0) + value
         changed = sum(counts.get(k, 0) for k in ("changed", "missing", "extra", "failed"))
         lines.append(f"replay: {len(inputs.replays)} replays, {counts.get('identical', 0)} calls identical, {changed} changed")
-    if inputs.labs:
-        sticky = pd.concat([lab.sticky for lab in inputs.labs])
+    reconnects = [lab.reconnect for lab in inputs.labs if lab.reconnect is not None]
+    if reconnects:
+        lines.append("reconnect: " + reconnect_line(pd.concat(reconnects)))
+    if any(not lab.sticky.empty for lab in inputs.labs):
+        sticky = pd.concat([lab.sticky for lab in inputs.labs if not lab.sticky.empty])
         worst = sticky.loc[(sticky["failed_sessions"] / sticky["sessions"].where(sticky["sessions"] > 0)).fillna(0).idxmax()] if len(sticky) else None
         if worst is not None:
             share = 100.0 * worst["failed_sessions"] / worst["sessions"] if worst["sessions"] else 0.0
             lines.append(f"lab: {len(sticky)} sticky cells; worst {worst['mode']} / {worst['policy']}: {int(worst['failed_sessions'])} of {int(worst['sessions'])} sessions failed ({share:.0f} %)")
     return lines
+
+
+def reconnect_line(cells: pd.DataFrame) -> str:
+    """Per policy: breaks recovered, time to recover, answers lost and duplicated."""
+    parts = []
+    for policy, rows in cells.groupby("policy", sort=False):
+        p50 = rows["recover_p50_ms"].dropna()
+        took = f" in ~{p50.median():.0f} ms" if len(p50) else ""
+        parts.append(f"{policy} {int(rows['recovered_breaks'].sum())}/{int(rows['breaks'].sum())} breaks recovered{took}, "
+                     f"{int(rows['lost'].fillna(0).sum())} lost, {int(rows['duplicated'].fillna(0).sum())} duplicated")
+    return "; ".join(parts)
 
 
 def _ms(value: float) -> str:
@@ -249,17 +263,23 @@ def _replay_sections(replays: list[ReplayReport]) -> list[str]:
 
 
 def _lab_sections(labs: list[LabRun]) -> list[str]:
-    from mcpbench.analysis.charts import plot_sticky
+    from mcpbench.analysis.charts import plot_sticky, reconnect_timeline, recovery_times
+    from mcpbench.analysis.results import load_reconnect
 
     out = []
     for lab in labs:
-        parts = [_chart(lambda ax, s=lab.sticky: plot_sticky(s, ax), width=10), _table(lab.sticky, index=False)]
-        failures = lab.sticky_failures.loc[lab.sticky_failures["failed_calls"] + lab.sticky_failures["failed_sessions"] > 0]
-        parts.append("<h3>failure classes</h3>" + _table(failures, index=False))
+        if not lab.sticky.empty:
+            parts = [_chart(lambda ax, s=lab.sticky: plot_sticky(s, ax), width=10), _table(lab.sticky, index=False)]
+            failures = lab.sticky_failures.loc[lab.sticky_failures["failed_calls"] + lab.sticky_failures["failed_sessions"] > 0]
+            parts.append("<h3>failure classes</h3>" + _table(failures, index=False))
+            out.append(_section(f"Lab: sticky sessions ({lab.folder.name})", *parts))
         if lab.reconnect is not None:
-            parts.append("<h3>reconnect</h3>" + _table(lab.reconnect, index=False))
-        out.append(_section(f"Lab: sticky sessions ({lab.folder.name})", *parts))
-    # The reconnect timeline chart goes here once the reconnect experiment writes reconnect.csv.
+            run = load_reconnect(lab.folder)
+            parts = [_chart(lambda ax, p=policy: reconnect_timeline(run, p, ax), width=10, height=2.6)
+                     for policy in dict.fromkeys(run.calls["policy"].astype(str))]
+            parts.append(_chart(lambda ax: recovery_times(run, ax)))
+            parts.append("<h3>per cell: lost, duplicated and uncertain answers, extra requests</h3>" + _table(lab.reconnect, index=False))
+            out.append(_section(f"Lab: reconnects under faults ({lab.folder.name})", *parts))
     return out
 
 

@@ -31,12 +31,13 @@ def test_notebook_is_stored_without_outputs(name):
 
 @pytest.mark.timeout(300)  # a cold kernel, and maybe the captures and the load run first
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_on_test_data(name, captures, load_folder, lab_folder, tmp_path, monkeypatch):
+def test_notebook_runs_on_test_data(name, captures, load_folder, lab_folder, reconnect_run, tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
     monkeypatch.setenv("MCPBENCH_TRACES", ":".join(str(p) for p in (captures / "stdio-legacy.jsonl", captures / "http-legacy.jsonl", captures / "sse.jsonl")))
     monkeypatch.setenv("MCPBENCH_LOAD_RUN", str(load_folder))
     monkeypatch.setenv("MCPBENCH_LAB_RUN", str(lab_folder))
+    monkeypatch.setenv("MCPBENCH_RECONNECT_RUN", str(reconnect_run[1]))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     book = read(name)
     NotebookClient(book, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -49,3 +50,4 @@ def test_notebook_runs_on_test_data(name, captures, load_folder, lab_folder, tmp
         assert "tools/call echo" in texts
     else:
         assert "stateful-sse" in texts and "session-not-found" in texts
+        assert "resume" in texts and "cut" in texts

@@ -1,39 +1,15 @@
 """`mcpbench lab run` on a reconnect scenario: cells, reconnect.csv, the charts, the loader."""
 
 import csv
-import subprocess
-import sys
 
 from mcpbench.analysis.results import load_lab, load_reconnect
 
-SCENARIO = """\
-name: reconnect-test
-transports: [streamable-http]
-faults:
-  cut: {cut_streams_after: 1s}
-policies: [none, resume]
-reconnect: {idempotent: [echo]}
-mix:
-  - call: tools/call
-    tool: slow
-    arguments: {seconds: 1.5, steps: 6}
-users: 1
-spawn_rate: 1
-duration: 5s
-timeout: 10s
-"""
-
-
-def test_a_reconnect_run_writes_its_table_csv_and_charts(tmp_path):
-    path = tmp_path / "reconnect.yaml"
-    path.write_text(SCENARIO)
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "mcpbench", "lab", "run", str(path), "--out", str(out)],
-                          capture_output=True, text=True, timeout=240)
+def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
+    proc, out = reconnect_run
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     with open(out / "reconnect.csv", newline="") as handle:
         rows = {row["policy"]: row for row in csv.DictReader(handle)}
-    assert set(rows) == {"none", "resume"}
+    assert set(rows) == {"none", "resume", "sdk"}
     none, resume = rows["none"], rows["resume"]
     # none: the first cut ends the session and every later call fails; resume: the cut answers come back
     assert int(none["breaks"]) == 1 and int(none["recovered_breaks"]) == 0 and int(none["ok_calls"]) == 0
@@ -44,7 +20,7 @@ def test_a_reconnect_run_writes_its_table_csv_and_charts(tmp_path):
         assert (out / chart).stat().st_size > 10_000
     assert "resume" in proc.stdout and "results in" in proc.stdout
     data = load_reconnect(out)
-    assert set(data.calls["policy"].astype(str)) == {"none", "resume"}
+    assert set(data.calls["policy"].astype(str)) >= {"none", "resume"}
     assert (data.faults["kind"].astype(str) == "cut-stream").sum() >= 2
     assert data.breaks.loc[data.breaks["policy"] == "resume", "recover_ms"].notna().all()
-    assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume"]
+    assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume", "sdk"]
