@@ -40,7 +40,7 @@ from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, is_json
 from mcpbench.protocol.session import C2S, S2C, Direction
 from mcpbench.record.classify import classify
-from mcpbench.record.exchange import LEGACY, STREAMABLE, Exchange, body_fields, json_text, looks_json
+from mcpbench.record.exchange import LEGACY, STREAMABLE, HttpExchange, body_fields, json_text, looks_json
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
 from mcpbench.record.streams import SseStreams
@@ -79,7 +79,7 @@ class Recording(SseStreams, TraceOutput):
     def __init__(self) -> None:
         super().__init__()
         self.book = SessionBook()
-        self.exchanges: dict[str, Exchange] = {}  # open exchanges by flow id
+        self.exchanges: dict[str, HttpExchange] = {}  # open exchanges by flow id
 
     def close_writer(self) -> None:
         self.settle()
@@ -94,7 +94,7 @@ class Recording(SseStreams, TraceOutput):
             return
         request = flow.request
         # The recorded path has secret query values redacted; matching uses the real one.
-        ex = Exchange(flow.id, conn_key(flow.client_conn.id), request.method, writer.redactor.url(request.path))
+        ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), request.method, writer.redactor.url(request.path))
         self.exchanges[flow.id] = ex
         # One pass over the raw header fields; every lookup reads this (lower-case) dict.
         headers = ex.req_headers = self._headers(request.headers)
@@ -104,7 +104,7 @@ class Recording(SseStreams, TraceOutput):
             self._record_request(ex)
             self._flush()
 
-    def resolve(self, ex: Exchange, flow) -> str:
+    def resolve(self, ex: HttpExchange, flow) -> str:
         """The exchange's session key, deciding it now if the request did not name one."""
         if ex.session is None:
             response = flow.response
@@ -115,7 +115,7 @@ class Recording(SseStreams, TraceOutput):
             self._record_request(ex)
         return ex.session
 
-    def _record_request(self, ex: Exchange) -> None:
+    def _record_request(self, ex: HttpExchange) -> None:
         """Record the request's message and problems, now that its session key is known."""
         if not ex.mcp:
             return
@@ -169,7 +169,7 @@ class Recording(SseStreams, TraceOutput):
             self._event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
         self._ended(ex, flow, {"error": detail})
 
-    def _answered(self, flow) -> Exchange | None:
+    def _answered(self, flow) -> HttpExchange | None:
         """The exchange of `flow`, no longer open, with its answer's head and its session key."""
         self.settle()
         ex = self.exchanges.pop(flow.id, None)
@@ -180,13 +180,13 @@ class Recording(SseStreams, TraceOutput):
         self.resolve(ex, flow)
         return ex
 
-    def _ended(self, ex: Exchange, flow, fields: dict) -> None:
+    def _ended(self, ex: HttpExchange, flow, fields: dict) -> None:
         """The exchange's `http` event (with `fields`), the session it ends, and the write."""
         self._http(ex, flow, fields)
         self._end(ex, ex.resp_status)
         self._flush()
 
-    def _response_body(self, ex: Exchange, body: bytes) -> bool:
+    def _response_body(self, ex: HttpExchange, body: bytes) -> bool:
         """Record a buffered body's JSON-RPC message; False when it holds none."""
         json_type = is_json(ex.resp_content_type)
         if not (json_type or looks_json(body)):
@@ -204,7 +204,7 @@ class Recording(SseStreams, TraceOutput):
         self._response_message(ex, json_text(body), message, ts, None)
         return True
 
-    def _response_message(self, ex: Exchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
+    def _response_message(self, ex: HttpExchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
         http = {
             "method": ex.method,
             "path": ex.path,
@@ -220,7 +220,7 @@ class Recording(SseStreams, TraceOutput):
         self._lines.append(self.writer.encode_message(ex.session, S2C.value, raw, ts, extra))
         self._observe(ex, S2C, message, ts)
 
-    def _resp_headers(self, ex: Exchange, response) -> dict[str, str]:
+    def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
         if ex.resp_headers is None:
             headers = ex.resp_headers = self._headers(response.headers)
             ex.resp_status = response.status_code
@@ -229,7 +229,7 @@ class Recording(SseStreams, TraceOutput):
 
     # ---- endings ---------------------------------------------------------------------------------
 
-    def _end(self, ex: Exchange, status: int | None) -> None:
+    def _end(self, ex: HttpExchange, status: int | None) -> None:
         """Session endings: a DELETE that succeeded, a legacy stream that ended."""
         if not ex.mcp:
             return
@@ -246,7 +246,7 @@ class Recording(SseStreams, TraceOutput):
             self._close_session(None, key, keep=False)
             self._flush()
 
-    def _close_session(self, ex: Exchange | None, key: str, *, keep: bool) -> None:
+    def _close_session(self, ex: HttpExchange | None, key: str, *, keep: bool) -> None:
         """Close a session (violations only); `keep` it to flag messages that come after."""
         for item in self.book.close(key, keep=keep):
             self._session_violation(ex, key, item, now())
@@ -280,7 +280,7 @@ class Recording(SseStreams, TraceOutput):
 
     # ---- sessions ---------------------------------------------------------------------------------
 
-    def _observe(self, ex: Exchange, direction: Direction, message, ts: float) -> None:
+    def _observe(self, ex: HttpExchange, direction: Direction, message, ts: float) -> None:
         version = ex.req_headers.get(PROTOCOL_VERSION)
         for item in self.book.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
             self._session_violation(ex, ex.session, item, ts)

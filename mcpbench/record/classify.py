@@ -10,12 +10,12 @@ that looks like JSON; a GET that carries a session or asks for an event stream; 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.http import METHOD, PROTOCOL_VERSION, SESSION_ID, is_json, method_header_problems
 from mcpbench.protocol.versions import meta_version
-from mcpbench.record.exchange import LEGACY, Exchange, json_text, looks_json
+from mcpbench.record.exchange import LEGACY, HttpExchange, json_text, looks_json
 from mcpbench.record.sessions import SessionBook
 from mcpbench.trace.format import now
 
 
-def classify(ex: Exchange, request, headers: dict[str, str], book: SessionBook) -> None:
+def classify(ex: HttpExchange, request, headers: dict[str, str], book: SessionBook) -> None:
     """Set `ex.mcp`, `ex.transport` and `ex.session` (None: decided by the answer) from `request`
     (a mitmproxy request whose lower-cased headers are `headers`), and read an MCP POST's body."""
     session_id = headers.get(SESSION_ID) or None
@@ -48,7 +48,7 @@ def classify(ex: Exchange, request, headers: dict[str, str], book: SessionBook) 
         ex.session = session_id
 
 
-def read_body(ex: Exchange, body: bytes, headers: dict[str, str]) -> None:
+def read_body(ex: HttpExchange, body: bytes, headers: dict[str, str]) -> None:
     """Decode an MCP request's body into `ex.req_message`, or note why it holds none (`req_problems`),
     with the header rules its message breaks; they are recorded once the session key is known."""
     ex.req_ts = now()

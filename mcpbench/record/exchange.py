@@ -49,7 +49,7 @@ def body_fields(body: bytes, name: str = "body") -> dict:
     return {name: text_or_b64(body[:MAX_BODY_BYTES]), f"{name}_size": len(body), f"{name}_truncated": True}
 
 
-class Exchange:
+class HttpExchange:
     """What the recorder knows about one HTTP exchange (one mitmproxy flow) while it is open."""
 
     __slots__ = (
@@ -90,7 +90,7 @@ class StreamTap:
 
     __slots__ = ("recording", "exchange", "request", "parser", "decode", "events", "size", "started", "closed")
 
-    def __init__(self, recording: "Recording", exchange: Exchange, request, decode=None) -> None:
+    def __init__(self, recording: "Recording", exchange: HttpExchange, request, decode=None) -> None:
         self.recording = recording
         self.exchange = exchange
         self.request = request  # the stream's request: a legacy endpoint URI is relative to its URL

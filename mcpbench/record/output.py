@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 
 from mcpbench.protocol.session import Direction, Violation
-from mcpbench.record.exchange import STREAMABLE, Exchange, body_fields, url_of
+from mcpbench.record.exchange import STREAMABLE, HttpExchange, body_fields, url_of
 from mcpbench.trace.format import Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
@@ -122,7 +122,7 @@ class TraceOutput:
 
     # ---- events ---------------------------------------------------------------------------------
 
-    def _session_violation(self, ex: Exchange | None, key: str, item: Violation, ts: float) -> None:
+    def _session_violation(self, ex: HttpExchange | None, key: str, item: Violation, ts: float) -> None:
         event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}
         if ex is not None:
             event["flow"] = ex.flow_id
@@ -131,20 +131,20 @@ class TraceOutput:
         event["code"], event["detail"] = item.code, item.detail
         self._lines.append(self.writer.encode(event))
 
-    def _violation(self, ex: Exchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
+    def _violation(self, ex: HttpExchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
         fields = {"code": code, "detail": detail}
         if raw is not None:
             fields.update(body_fields(raw, "raw"))
         self._event(ex, Kind.VIOLATION, direction, ts, **fields)
 
-    def _event(self, ex: Exchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
+    def _event(self, ex: HttpExchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
         event = {"ts": ts, "session": ex.session, "dir": direction.value if direction else None, "kind": kind, "flow": ex.flow_id}
         if ex.transport != STREAMABLE:
             event["transport"] = ex.transport
         event.update(fields)
         self._lines.append(self.writer.encode(event))
 
-    def _http(self, ex: Exchange, flow, fields: dict) -> None:
+    def _http(self, ex: HttpExchange, flow, fields: dict) -> None:
         request, response = flow.request, flow.response
         event = {
             "ts": now(),
