@@ -120,7 +120,7 @@ def test_public_api_is_lazy_and_complete():
 
     import mcpbench.analysis as analysis
 
-    assert sorted(analysis.__all__) == sorted(["load_trace", "TraceFrames", "load_run", "load_lab", "load_replay", "load_samples"])
+    assert sorted(analysis.__all__) == sorted(["load_trace", "TraceFrames", "load_run", "load_lab", "load_reconnect", "load_replay", "load_samples"])
     for name in analysis.__all__:
         assert callable(getattr(analysis, name)), name
     with pytest.raises(AttributeError):
