@@ -269,8 +269,14 @@ class McpClient:
             self.end_session()
 
     def ensure_session(self) -> bool:
-        """Long-lived mode: (re)establish the session if it is gone."""
+        """Long-lived mode: (re)establish the session if it is gone.
+
+        With a reconnect policy, a session that broke between calls is left to the next call,
+        whose failure the policy handles (and records).
+        """
         if self.ready and self.transport is not None and self.transport.alive and self.conn.usable:
+            return True
+        if self.recovery is not None and self.session_tag is not None:
             return True
         return self.start_session()
 
@@ -320,9 +326,10 @@ class McpClient:
         sent = time.perf_counter()
         start = intended_start if intended_start is not None else sent
         if self.transport is None or self.conn is None:
-            self._record(name, start, 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
-            return None
-        outcome, size, first_event = self._send_and_wait(build, sent)
+            outcome: Answered | Failed = Failed(None, None, Failure.CONNECT, "not sent: not connected")
+            size, first_event = 0, None
+        else:
+            outcome, size, first_event = self._send_and_wait(build, sent)
         if type(outcome) is Failed and self.recovery is not None and method is not None and not self._recovering:
             outcome, more = self._recover(outcome, name, method, params)
             size += more

@@ -389,8 +389,8 @@ class SseTransport(_HttpPoster):
             self._endpoint.set()
 
     def send(self, out: Outgoing) -> int:
-        if self._closed is not None or out.url is None:
-            self.dispatch(self.conn.post_failed(out, Failure.STREAM_CLOSED, "SSE stream closed"))
+        if self._closed is not None or out.url is None:  # not sent: it cannot have run
+            self.dispatch(self.conn.post_failed(out, Failure.CONNECT, "not sent: the session's SSE stream closed"))
             return 0
         return self._post(out, out.url)
 
@@ -464,8 +464,8 @@ class StdioTransport(Transport):
             self.dispatch(self.conn.receive_stdout(chunk, time.perf_counter()))
 
     def send(self, out: Outgoing) -> int:
-        if self._closed is not None or self.proc is None:
-            self.dispatch(self.conn.post_failed(out, Failure.STREAM_CLOSED, "server process exited"))
+        if self._closed is not None or self.proc is None:  # not sent: it cannot have run
+            self.dispatch(self.conn.post_failed(out, Failure.CONNECT, "not sent: the server process exited"))
             return 0
         view = memoryview(out.data)
         try:

@@ -15,7 +15,9 @@ from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.target import STREAMABLE_HTTP, Target
+import sys
+
+from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 TIMEOUT = 20.0
 # The balancer cuts every SSE stream this long after it began; `slow` runs longer, `echo` far shorter.
@@ -28,11 +30,12 @@ MANUAL = RestartPlan(at=3600.0)
 class Run:
     """One client's session in a greenlet: results per call, steps reported, reconnect records."""
 
-    def __init__(self, url: str, policy: ReconnectPolicy | None) -> None:
+    def __init__(self, url: str | Target, policy: ReconnectPolicy | None) -> None:
         self.steps: list[dict] = []
         self.reconnects: list[dict] = []
-        self.client = McpClient(lambda: transport_for(Target(STREAMABLE_HTTP, url=url), timeout=TIMEOUT), self,
-                                request_type=STREAMABLE_HTTP, version="2025-11-25", timeout=TIMEOUT,
+        target = url if isinstance(url, Target) else Target(STREAMABLE_HTTP, url=url)
+        self.client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), self,
+                                request_type=target.transport, version="2025-11-25", timeout=TIMEOUT,
                                 reconnect=policy, on_reconnect=self.reconnects.append, rng=random.Random(3))
 
     def fire(self, **kw) -> None:
@@ -151,3 +154,27 @@ def test_a_drop_share_is_retried_within_the_budget(tmp_path):
     assert sum(r["resent"] for r in retries) == recovery.extra >= 1
     assert sum(r["budget_denied"] for r in retries) >= 1  # 30 % drops outrun a 10 % budget
     assert sum(1 for r in results if r is not None) > 20
+
+
+def test_the_same_policy_recovers_a_cut_legacy_stream(tmp_path):
+    """Legacy SSE: the session's one stream is cut under a call; reinitialize opens a new stream
+    and handshake, and re-sends the idempotent call (resume falls back: the stream had no ids)."""
+    with running_lab(1, SSE, policy="round-robin", folder=tmp_path, faults={"cut_streams_after": CUT}) as lab:
+        run = Run(Target(SSE, url=lab.url), ReconnectPolicy(mode="resume", backoff=0.01, idempotent=frozenset({"slow"})))
+        results = run.calls(("slow", {"seconds": 0.6, "steps": 2}), ("slow", {"seconds": 0.6, "steps": 2}))
+    record = run.reconnects[0]
+    assert record["action"] == "reinitialize" and record["ok"] and record["resent"] == 1 and record["lost"] == 0
+    assert all(r is not None for r in results), run.steps
+    assert run.failures("connect").count(None) >= 2  # a second stream was opened
+
+
+def test_the_same_policy_recovers_a_killed_stdio_server(tmp_path):
+    """stdio: the server is killed after a few messages; reinitialize starts it again."""
+    server = [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
+    wrapper = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", "6", "--", *server]
+    run = Run(Target(STDIO, argv=tuple(wrapper)), ReconnectPolicy(mode="reinitialize", backoff=0.01, budget_floor=50,
+                                                    idempotent=frozenset({"echo"})))
+    results = run.calls(*[("echo", {"text": str(i)}) for i in range(5)])
+    assert [r["content"][0]["text"] for r in results] == [str(i) for i in range(5)], run.steps
+    assert run.reconnects and all(r["action"] == "reinitialize" and r["ok"] for r in run.reconnects)
+    assert run.failures("initialize").count(None) == 1 + len(run.reconnects)
