@@ -445,6 +445,11 @@ def run(quick: bool = False) -> Path:
         # Issue 15: CPU per exchange, mitmdump + addon over bare mitmdump, per answer kind.
         "addon_vs_bare_cpu_sse": medians["addon"]["proxy_cpu_us_per_exchange"] / medians["bare"]["proxy_cpu_us_per_exchange"],
         "addon_vs_bare_cpu_json": medians["json_addon"]["proxy_cpu_us_per_exchange"] / medians["json_bare"]["proxy_cpu_us_per_exchange"],
+        # With SSE answers, part of that is mitmproxy's own streaming, which any recorder that must not
+        # buffer them switches on: that part (a pass-through callable) and the addon's own, both over bare.
+        "stream_vs_bare_cpu_sse": medians["stream"]["proxy_cpu_us_per_exchange"] / medians["bare"]["proxy_cpu_us_per_exchange"],
+        "addon_own_vs_bare_cpu_sse": (medians["addon"]["proxy_cpu_us_per_exchange"] - medians["stream"]["proxy_cpu_us_per_exchange"])
+        / medians["bare"]["proxy_cpu_us_per_exchange"],
         "json_addon_cpu_us_per_exchange": medians["json_addon"]["proxy_cpu_us_per_exchange"] - medians["json_bare"]["proxy_cpu_us_per_exchange"],
         "json_addon_vs_bare_throughput": medians["json_addon"]["calls_per_s"] / medians["json_bare"]["calls_per_s"],
         "json_addon_minus_bare_p50_ms": medians["json_addon"]["p50_ms"] - medians["json_bare"]["p50_ms"],
