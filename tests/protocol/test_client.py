@@ -377,3 +377,44 @@ def test_resuming_after_a_restart_finds_the_session_gone():
     events += resumed.feed(b"")
     assert [e.waiter for e in of(Failed, events) if e.request is not None] == ["w2"]
     assert of(SessionLost, events) and not conn.usable
+
+
+ALL_VERSIONS = [*HANDSHAKE_VERSIONS, "2026-07-28"]
+
+
+@pytest.mark.parametrize("version", ALL_VERSIONS)
+@pytest.mark.parametrize("transport", ["stdio", "sse", "streamable-http"])
+def test_every_transport_and_era_round_trip(transport, version):
+    """Handshake (or none), one call answered, its bytes and headers as the transport and era want."""
+    conn = ClientConnection(transport, version, url="http://127.0.0.1:9/sse" if transport == "sse" else URL)
+    stream = None
+    if transport == "sse":
+        stream = conn.legacy_stream(200, "text/event-stream")
+        stream.feed(b"event: endpoint\ndata: /messages?session_id=s1\n\n")
+
+    def answer(out, obj):
+        if transport == "stdio":
+            return conn.receive_stdout(line(obj))
+        if transport == "sse":
+            posted = conn.post_answer(out, 202, None)
+            return posted.feed(b"") + stream.feed(sse(obj))
+        reader = conn.post_answer(out, 200, "application/json", "sid" if out.message.method == "initialize" else None)
+        return reader.feed(orjson.dumps(obj)) + reader.feed(b"")
+
+    if version != "2026-07-28":
+        init = conn.initialize(waiter="init")
+        assert [e.waiter for e in answer(init, init_result(init.request_id, version))] == ["init"]
+        conn.initialized()
+    out = conn.request("tools/call", {"name": "echo", "arguments": {"text": "x"}}, waiter="call")
+    body = orjson.loads(out.data)
+    assert ("_meta" in body["params"]) is (version == "2026-07-28")
+    if transport == "stdio":
+        assert out.headers is None and out.data.endswith(b"\n")
+    elif transport == "sse":
+        assert out.url.endswith("/messages?session_id=s1") and out.headers == {"content-type": "application/json"}
+    else:
+        assert out.headers.get("mcp-session-id") == (None if version == "2026-07-28" else "sid")
+        assert out.headers.get("mcp-protocol-version") == (None if version in ("2024-11-05", "2025-03-26") else version)
+        assert (out.headers.get("mcp-name") == "echo") is (version == "2026-07-28")
+    (answered,) = answer(out, result(out.request_id, {"content": []}))
+    assert type(answered) is Answered and answered.waiter == "call" and conn.negotiated == version
