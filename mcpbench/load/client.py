@@ -26,6 +26,7 @@ import random
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import gevent
@@ -397,8 +398,7 @@ class McpClient:
                 self.dead = failed.failure
                 self.ready = False
             if action == RESUME:
-                sample["attempts"] = 1
-                resumed, size = self._resume(failed)
+                resumed, size = self._resume(failed, sample)
                 if type(resumed) is Answered:
                     outcome = resumed
                     sample.update(ok=True, recovered=1)
@@ -440,24 +440,38 @@ class McpClient:
                 return True
         return False
 
-    def _resume(self, failed: Failed) -> tuple[Answered | Failed, int]:
-        """Reopen the cut stream with Last-Event-ID and wait there for the call's answer."""
-        conn, transport = self.conn, self.transport
-        if not self.recovery.allows(1):
-            return failed, 0
-        waiter = gevent.event.AsyncResult()
-        headers = conn.resume(failed, waiter=waiter)
-        self._count()
+    def _resume(self, failed: Failed, sample: dict) -> tuple[Answered | Failed, int]:
+        """Reopen the cut stream with Last-Event-ID and wait there for the call's answer.
+
+        A resumed stream may end before the answer (a server replays what it has, then closes):
+        it is reopened from its last event, with backoff, until the answer comes, the call's
+        timeout or the attempts run out, or the server no longer knows the session.
+        """
+        conn, transport, recovery = self.conn, self.transport, self.recovery
+        deadline = time.perf_counter() + self.timeout
         size = 0
-        try:
-            with gevent.Timeout(self.timeout, CallTimeout):
-                size = transport.resume(headers, waiter.ready)
-        except CallTimeout:
-            pass
-        if not waiter.ready():
-            lost = conn.give_up(failed.request.id, "the resumed stream ended without the answer")
-            return (lost or failed), size
-        return waiter.get(block=False), size
+        for attempt in range(recovery.policy.attempts):
+            if not recovery.allows(1) or (left := deadline - time.perf_counter()) <= 0:
+                break
+            sample["attempts"] = attempt + 1
+            waiter = gevent.event.AsyncResult()
+            headers = conn.resume(failed, waiter=waiter)
+            self._count()
+            last = None
+            try:
+                with gevent.Timeout(left, CallTimeout):
+                    got, last = transport.resume(headers, waiter.ready)
+                    size += got
+            except CallTimeout:
+                pass
+            if waiter.ready():
+                return waiter.get(block=False), size
+            conn.give_up(failed.request.id, "the resumed stream ended without the answer")
+            if not conn.usable:
+                break  # the session is gone (a restart): nothing to resume
+            failed = replace(failed, last_event_id=last or failed.last_event_id)
+            gevent.sleep(min(recovery.delay(attempt), max(0.0, deadline - time.perf_counter())))
+        return failed, size
 
     @staticmethod
     def _timing(sent: float, intended: float | None, first_event: float | None) -> dict:

@@ -280,17 +280,20 @@ class StreamableHttpTransport(_HttpPoster):
     def send(self, out: Outgoing) -> int:
         return self._post(out, self._uri)
 
-    def resume(self, headers: dict[str, str], done: Callable[[], bool]) -> int:
-        """`GET` with `Last-Event-ID`: read the resumed stream into the core until `done()` or its end."""
+    def resume(self, headers: dict[str, str], done: Callable[[], bool]) -> tuple[int, str | None]:
+        """`GET` with `Last-Event-ID`: read the resumed stream into the core until `done()` or its end.
+
+        Returns the bytes read and the stream's last event id (where a next resume starts).
+        """
         try:
             resp = self._client.request("GET", self._uri, headers=headers)
         except _SOCKET_ERRORS:
-            return 0
+            return 0, None
         self.note_instance(resp)
         reader = self.conn.get_stream(resp.status_code, resp.get("content-type"), stream="resume")
         try:
             if reader is None:  # 405: the server cannot resume
-                return 0
+                return 0, None
             chunk = b"?"
             while chunk and not done():
                 try:
@@ -298,7 +301,7 @@ class StreamableHttpTransport(_HttpPoster):
                 except (McpFailure, *_SOCKET_ERRORS):
                     chunk = b""
                 self.dispatch(reader.feed(chunk, time.perf_counter()))
-            return reader.size
+            return reader.size, reader.answer.last_event_id
         finally:
             if resp._sock is not None:
                 _discard(resp)  # the rest of a resumed stream is not ours to wait for
