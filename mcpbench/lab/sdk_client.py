@@ -5,7 +5,11 @@ while, each call bounded; it never re-initialises on the client's behalf, so wha
 a cut stream or a restarted instance is the SDK's own doing. One JSON line per call (flushed):
 
     {"t": 1764770000.1, "client": "sdk", "step": "tools/call slow", "ok": false,
-     "failure": "stream-closed", "detail": "SSE stream ended without a response", "latency_ms": 1012.4}
+     "failure": "stream-closed", "detail": "SSE stream ended without a response", "latency_ms": 1012.4,
+     "progress": 4, "progress_repeated": 0}
+
+(`progress`: progress notifications the call got; `progress_repeated`: how many of them repeated
+a value already seen, which a resumed stream can do.)
 
 Failure classes are the ones the load users use (`protocol.http.Failure`) where the meaning is the
 same, so both clients line up in one experiment; the SDK adds `client-closed` (every call after
@@ -126,9 +130,13 @@ class _Lines:
         self.failures: Counter[str] = Counter()
         self.first_failure_t: float | None = None
         self.last_ok_t: float | None = None
+        self.progress_repeated = 0
 
-    def write(self, t: float, step: str, latency: float, failure: str | None = None, detail: str = "") -> None:
+    def write(self, t: float, step: str, latency: float, failure: str | None = None, detail: str = "", *,
+              progress: Sequence[float] = ()) -> None:
         t = round(t, 6)  # the file's and the summary's times are the same numbers
+        repeated = len(progress) - len(set(progress))  # a resumed stream may deliver one twice
+        self.progress_repeated += repeated
         self.calls += 1
         if failure is None:
             self.ok += 1
@@ -138,13 +146,15 @@ class _Lines:
             if self.first_failure_t is None:
                 self.first_failure_t = t
         self.log.write({"t": t, "client": CLIENT, "step": step, "ok": failure is None, "failure": failure,
-                        "detail": detail, "latency_ms": round(latency * 1000, 3)})
+                        "detail": detail, "latency_ms": round(latency * 1000, 3),
+                        "progress": len(progress), "progress_repeated": repeated})
 
     def summary(self, survived: bool, death: str | None) -> dict[str, Any]:
         return {"calls": self.calls, "ok": self.ok, "failed": self.calls - self.ok, "survived": survived,
                 "first_failure_t": self.first_failure_t, "last_ok_t": self.last_ok_t,
                 "failures": dict(sorted(self.failures.items())), "death": death,
-                "session_lost": self.failures[Failure.SESSION_NOT_FOUND] > 0}
+                "session_lost": self.failures[Failure.SESSION_NOT_FOUND] > 0,
+                "progress_repeated": self.progress_repeated}
 
 
 def sdk_server(target: str | Sequence[str], transport: str) -> Any:
@@ -184,8 +194,9 @@ def run_sdk_client(
         mode: the SDK's `legacy` (handshake era: sessions the faults can break) or `auto`.
 
     Returns:
-        `{"calls", "ok", "failed", "survived", "first_failure_t", "last_ok_t", "failures", "death"}`;
-        `survived` is False when the client session died (`death` says how).
+        `{"calls", "ok", "failed", "survived", "first_failure_t", "last_ok_t", "failures", "death",
+        "session_lost", "progress_repeated"}`; `survived` is False when the client died (`death` says
+        how); `session_lost` when the server said its session is gone (the SDK does not start another).
 
     Raises:
         BadTargetError: unusable arguments (exit 2).
@@ -260,22 +271,27 @@ async def _calls(client: Any, calls: list[tuple[str, dict]], end: float, timeout
         step = f"tools/call {tool}"
         t, began = time.time(), time.perf_counter()
         state["in_flight"] = (t, began, step)
+        progress: list[float] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(value)
+
         try:
             with anyio.fail_after(timeout):
-                result = await client.call_tool(tool, arguments)
+                result = await client.call_tool(tool, arguments, progress_callback=on_progress)
         except Exception as exc:  # noqa: BLE001 - every failure of a call is recorded and classified
             failure, detail = classify(exc)
             if death is not None:
                 failure = CLIENT_CLOSED
             elif _is_dead(client, exc):
                 death = f"{failure}: {detail}"
-            lines.write(t, step, time.perf_counter() - began, failure, detail)
+            lines.write(t, step, time.perf_counter() - began, failure, detail, progress=progress)
         else:
             if result.is_error:
                 text = getattr(result.content[0], "text", "") if result.content else ""
-                lines.write(t, step, time.perf_counter() - began, Failure.TOOL_ERROR, _detail(text))
+                lines.write(t, step, time.perf_counter() - began, Failure.TOOL_ERROR, _detail(text), progress=progress)
             else:
-                lines.write(t, step, time.perf_counter() - began)
+                lines.write(t, step, time.perf_counter() - began, progress=progress)
         state["in_flight"] = None
         await anyio.sleep(max(0.0, began + MIN_CALL_INTERVAL - time.perf_counter()))
     return death

@@ -77,7 +77,8 @@ def test_an_unreachable_target_exits_3(tmp_path, capsys):
 
 def test_a_cut_answer_stream_is_resumed_by_the_sdk_client(tmp_path):
     """The balancer cuts every SSE stream after 1 s; `slow` lasts 1.6 s. With a resumable server the
-    SDK client reopens the stream with Last-Event-ID: cut calls still get their answer."""
+    SDK client reopens the stream with Last-Event-ID: cut calls still get their answer, and every
+    progress notification once."""
     out = tmp_path / "sdk.jsonl"
     with running_lab(1, "streamable-http", policy="round-robin", folder=tmp_path / "lab", resumable=True,
                      faults={"cut_streams_after": CUT}) as lab:
@@ -88,7 +89,11 @@ def test_a_cut_answer_stream_is_resumed_by_the_sdk_client(tmp_path):
     slow = [line for line in lines if line["step"] == "tools/call slow"]
     cut_slow = [line for line in slow if any(line["t"] < t < line["t"] + line["latency_ms"] / 1000 for t in cuts)]
     assert cut_slow, (cuts, slow)  # the cut hit calls under way
-    assert any(line["ok"] for line in cut_slow), cut_slow  # an answer came after its stream was cut
+    answered = [line for line in cut_slow if line["ok"]]
+    assert answered, cut_slow  # an answer came after its stream was cut
+    steps = SLOW[1]["steps"]
+    assert all(line["progress"] == steps and line["progress_repeated"] == 0 for line in answered), answered
+    assert summary["progress_repeated"] == sum(line["progress_repeated"] for line in lines)
     assert summary["survived"] and not summary["session_lost"]
     assert set(summary["failures"]) <= {Failure.STREAM_CLOSED, Failure.ANSWER_LOST}, summary
 
@@ -136,3 +141,18 @@ def test_a_cut_legacy_sse_stream_ends_the_sdk_client(tmp_path):
     assert after and not any(line["ok"] for line in after)
     assert not summary["survived"] and summary["death"]
     assert summary["failures"].get(CLIENT_CLOSED, 0) >= len(after) - 1  # all but the one that saw it close
+
+
+def test_a_killed_stdio_server_ends_the_sdk_client(tmp_path):
+    """stdio: the server is killed after 20 messages (handshake and a few calls); the SDK client does
+    not start it again, so it is dead from then on."""
+    out = tmp_path / "sdk.jsonl"
+    argv = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", "20", "--",
+            sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
+    summary = run_sdk_client(argv, "stdio", duration=4.0, calls=[ECHO], out=out, timeout=TIMEOUT)
+    lines = read_lines(out)
+    check_consistent(summary, lines)
+    first_failed = next(i for i, line in enumerate(lines) if not line["ok"])
+    assert first_failed >= 1 and all(line["ok"] for line in lines[:first_failed])
+    assert not any(line["ok"] for line in lines[first_failed:])
+    assert not summary["survived"] and CLIENT_CLOSED in summary["failures"]
