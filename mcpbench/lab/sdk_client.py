@@ -211,7 +211,8 @@ def run_sdk_client(
     if duration < 0 or not timeout > 0:
         raise BadTargetError("duration must be >= 0 and timeout > 0")
     server = sdk_server(target, transport)
-    return anyio.run(_run, server, str(target), duration, list(calls), Path(out), timeout, mode)
+    name = target if isinstance(target, str) else shlex.join(target)
+    return anyio.run(_run, server, name, duration, list(calls), Path(out), timeout, mode)
 
 
 async def _run(server: Any, name: str, duration: float, calls: list[tuple[str, dict]], out: Path, timeout: float,
@@ -219,38 +220,40 @@ async def _run(server: Any, name: str, duration: float, calls: list[tuple[str, d
     import anyio
     from mcp import Client
 
-    started = time.monotonic()
-    end = started + duration
+    end = time.monotonic() + duration
     lines = _Lines(out)
-    state: dict[str, Any] = {"in_flight": None, "connected": False, "open": True, "index": 0}
+    state: dict[str, Any] = {"in_flight": None, "connected": False, "done": False, "index": 0}
     death: str | None = None
     try:
         # One scope round the whole session, so that its task groups nest inside it: its deadline
         # bounds the handshake, is lifted for the calls (each has its own), and bounds the close.
-        with anyio.CancelScope(deadline=started + timeout) as scope:
+        with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
             async with Client(server, mode=mode) as client:
                 state["connected"] = True
                 scope.deadline = math.inf
                 death = await _calls(client, calls, end, timeout, lines, state)
+                state["done"] = True
                 scope.deadline = anyio.current_time() + timeout  # the close (a DELETE) is bounded too
         if not state["connected"]:
             raise TargetError(f"{name}: no handshake within {timeout:g} s")
     except McpbenchError:
+        lines.log.close()
         raise
     except Exception as exc:  # noqa: BLE001 - the session died (or never began): that is the measurement
         failure, detail = classify(exc)
         if not state["connected"]:
+            lines.log.close()
             raise TargetError(f"{name}: the SDK client could not connect: {detail}") from None
         if not isinstance(exc, BaseExceptionGroup):
+            lines.log.close()
             raise  # not the client's task group failing: a bug here, not a measurement
-        state["open"] = False  # the `async with` is over: no client left to call through
-        if death is None:
+        if death is None and not state["done"]:  # (a failure while closing after the run is no death)
             death = f"{failure}: {detail}"
             if state["in_flight"] is not None:
                 t, began, step = state["in_flight"]
                 lines.write(t, step, time.perf_counter() - began, failure, detail)
-    if not state["open"]:
-        await _dead_calls(calls, end, lines, state["index"])
+            # the `async with` is over: no client left to call through
+            await _dead_calls(calls, end, lines, state["index"])
     lines.log.close()
     return lines.summary(death is None, death)
 
