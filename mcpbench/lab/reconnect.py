@@ -301,9 +301,8 @@ def _run_client(plan: ReconnectPlan, cell: Cell, target: str, cell_dir: Path, sa
                      cell_dir, check_target=False, echo=say)
         return
     calls = [f"{c.target}={orjson.dumps(c.arguments or {}).decode()}" for c in scenario.mix if c.method == "tools/call"]
-    argv = [sys.executable, "-m", "mcpbench.lab.sdk_client", "--target", target.removeprefix("sse+").removeprefix("stdio:"),
-            "--transport", cell.transport, "--duration", f"{scenario.duration:g}", "--timeout", f"{scenario.timeout:g}",
-            "--out", str(cell_dir / "sdk.jsonl")]
+    argv = [sys.executable, "-m", "mcpbench.lab.sdk_client", "--target", target, "--duration", f"{scenario.duration:g}",
+            "--timeout", f"{scenario.timeout:g}", "--out", str(cell_dir / "sdk.jsonl")]
     for call in calls:
         argv += ["--call", call]
     with open(cell_dir / "sdk.log", "wb") as log:
