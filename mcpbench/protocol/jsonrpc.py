@@ -181,7 +181,8 @@ def from_obj(obj: Any) -> Message:
             message.method, message.params, message._parsed = method, params, True
             return message
         ident = obj["id"]
-        # `type(...) is`: the usual id in one C-level test (a bool is an int, and no id)
+        # the usual id passes on two C-level type tests; anything else (a bool too: its type is
+        # bool, not int) gets `_check_id`'s verdict and reason
         if type(ident) is not int and type(ident) is not str and (reason := _check_id(ident)):
             raise InvalidMessage(reason)
         message = _new(Request)
