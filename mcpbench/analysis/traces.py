@@ -6,8 +6,10 @@ session key, as `mcpbench inspect` and the recorders do; the violations are the
 ones the recorder wrote (and a message the core cannot read), so nothing is
 counted twice. Columns are documented in docs/analysis.md.
 
-The hot loop appends plain values to per-column lists and builds each frame
-once at the end: a million events is a million appends, not a million rows.
+The hot loop leaves one tuple per request and one per paired answer; the
+columns are cut out of them in C and laid over each other with numpy, and the
+categorical columns are built from codes (per session, or factorized once), not
+inferred row by row: a million events is a million appends, not a million rows.
 """
 
 import math
@@ -23,7 +25,7 @@ import pandas as pd
 
 from mcpbench.analysis.inspect import outcome
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request
+from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Notification, Request
 from mcpbench.protocol.session import C2S, Direction, Exchange, Session
 from mcpbench.protocol.versions import META_CLIENT_INFO
 from mcpbench.trace.format import Kind
@@ -66,36 +68,29 @@ class _Open:
     transport: str
     start: float
     end: float
+    index: int  # its place in `_Calls.owners`: the code of its rows' session columns
     core: Session = field(default_factory=Session)
-    # request id -> row of the call, one dict per direction (keyed by id alone: hashing the
-    # Direction enum is a Python-level call, a tenth of the loop's time on small messages)
+    # request id -> row of the call, one dict per direction (keyed by id alone: no key
+    # tuple to build and hash per message)
     client_waiting: dict = field(default_factory=dict)
     server_waiting: dict = field(default_factory=dict)
-    rows: list[int] = field(default_factory=list)
     violations: int = 0
     client: dict | None = None
 
 
 class _Calls:
-    """The `calls` columns as lists while reading."""
+    """The `calls` rows while reading: one tuple per request and one per answer.
+
+    One append per message instead of one per column: the columns are cut out
+    of the tuples in C (`zip(*rows)`) and the answers laid over them with numpy.
+    """
 
     def __init__(self) -> None:
-        self.trace: list[str] = []
-        self.session: list[str | None] = []
-        self.transport: list[str] = []
-        self.dir: list[str] = []
-        self.method: list[str] = []
-        self.tool: list[str | None] = []
-        self.step: list[str] = []
-        self.start: list[float] = []
-        self.end: list[float] = []
-        self.outcome: list[str] = []
-        self.error_code: list[float] = []
-        self.request_bytes: list[int] = []
-        self.answer_bytes: list[float] = []
-        self.flow: list[str | None] = []
-        self.detail: list[str | None] = []
-        self.owner: list[_Open] = []
+        self.owners: list[_Open] = []  # every session key of every file, by `_Open.index`
+        # (owner, dir, method, tool, step, start, request_bytes, flow)
+        self.requests: list[tuple] = []
+        # (row, end, answer_bytes, (outcome, error_code, detail)): the answer itself is not kept
+        self.answers: list[tuple] = []
 
 
 def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike], *, events: bool = True) -> TraceFrames:
@@ -113,46 +108,52 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike], *, events
     calls = _Calls()
     ev: dict[str, list] | None = {name: [] for name in EVENT_COLUMNS} if events else None
     vio: dict[str, list] = {name: [] for name in VIOLATION_COLUMNS}
-    sessions: list[_Open] = []
     first_sse: dict[str, float] = {}  # flow -> when its first SSE event arrived
     statuses: dict[str, int] = {}  # flow -> HTTP status
     notes: list[str] = []
-    for path in files:
-        name = Path(path).name
-        reader = TraceReader(path)
-        with collector_paused():  # the frames keep what they read: a collection would find nothing
-            _read(reader, name, calls, ev, vio, sessions, first_sse, statuses)
-        if reader.torn:
-            notes.append(reader.torn)
-    frames = TraceFrames(
-        events=_events_frame(ev if ev is not None else {name: [] for name in EVENT_COLUMNS}),
-        calls=_calls_frame(calls, first_sse, statuses),
-        sessions=_sessions_frame(sessions, calls),
-        violations=_typed(pd.DataFrame(vio, columns=VIOLATION_COLUMNS), times=("ts",)),
-        notes=notes,
-    )
-    return frames
+    # The frames keep what they read, and building them keeps the rows alive: a collection
+    # would walk them all and find nothing to free.
+    with collector_paused():
+        for path in files:
+            reader = TraceReader(path)
+            _read(reader, Path(path).name, calls, ev, vio, first_sse, statuses)
+            if reader.torn:
+                notes.append(reader.torn)
+        columns = _call_columns(calls, first_sse, statuses)
+        return TraceFrames(
+            events=_events_frame(ev if ev is not None else {name: [] for name in EVENT_COLUMNS}),
+            calls=_calls_frame(calls, columns),
+            sessions=_sessions_frame(calls, columns),
+            violations=_typed(pd.DataFrame(vio, columns=VIOLATION_COLUMNS), times=("ts",)),
+            notes=notes,
+        )
 
 
-def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: dict, sessions: list, first_sse: dict, statuses: dict) -> None:
+def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: dict, first_sse: dict, statuses: dict) -> None:
+    """One file's events into `calls`, `ev` and `vio`.
+
+    The hot loop of every load: a message is decoded once by the core (`from_obj`), shown to
+    its session's `Session`, and leaves one tuple per request and one per paired answer;
+    everything else about it waits for the columns, built in bulk at the end.
+    """
     by_key: dict[Any, _Open] = {}
-    from_obj, dumps, observe_ok = jsonrpc.from_obj, orjson.dumps, Exchange
+    from_obj, dumps, owners, requests, answers = jsonrpc.from_obj, orjson.dumps, calls.owners, calls.requests, calls.answers
+    message_kind, trace_kind = Kind.MESSAGE, Kind.TRACE
     for event in reader:
         kind = event["kind"]
-        if kind == Kind.TRACE:
+        if kind == trace_kind:
             continue
         ts = event["ts"]
         key = event.get("session")
         state = by_key.get(key)
         if state is None:
-            state = by_key[key] = _Open(name, key, event.get("transport") or "?", ts, ts)
-            if key is not None:
-                sessions.append(state)
+            state = by_key[key] = _Open(name, key, event.get("transport") or "?", ts, ts, len(owners))
+            owners.append(state)
         state.end = ts
         direction = event.get("dir")
         flow = event.get("flow")
         label = None
-        if kind == Kind.MESSAGE:
+        if kind == message_kind:
             obj = event.get("msg")
             if flow is not None and direction == "s2c" and ("sse" in event or event.get("via") == "sse") and flow not in first_sse:
                 first_sse[flow] = ts
@@ -162,8 +163,29 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 label = "invalid-message"
                 _violation(vio, state, ts, direction, label, exc.reason)
             else:
+                # the message's size as compact JSON (what the column means): the recorded
+                # text may hold whitespace, so its length is not always that size
                 size = len(dumps(obj))
-                label = _message(state, message, DIRECTIONS.get(direction, Direction.C2S), ts, size, flow, calls, observe_ok)
+                way = DIRECTIONS.get(direction, C2S)
+                for item in message.items if type(message) is Batch else (message,):
+                    if type(item) is Request:
+                        method = label = item.method
+                        params = item.params
+                        tool = params.get("name") if method == "tools/call" and params else None
+                        target = tool if tool is not None else _named(method, params)
+                        if state.client is None and params:
+                            state.client = _client_info(method, params)
+                        (state.client_waiting if way is C2S else state.server_waiting)[item.id] = len(requests)
+                        step = f"{method} {target}" if isinstance(target, str) else method
+                        requests.append((state.index, way.value, method, tool if isinstance(tool, str) else None, step, ts, size, flow))
+                    elif type(item) is Notification:
+                        label = item.method
+                for result in state.core.observe(way, message, ts):
+                    if type(result) is Exchange:
+                        row = (state.client_waiting if result.direction is C2S else state.server_waiting).pop(result.request.id, None)
+                        if row is not None:
+                            label = result.request.method
+                            answers.append((row, result.finished, size, _answered(result.answer)))
         elif kind == Kind.VIOLATION:
             label = event.get("code") or "?"
             _violation(vio, state, ts, direction, label, event.get("detail") or "")
@@ -190,56 +212,15 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
             ev["flow"].append(flow)
 
 
-def _message(state: _Open, message: jsonrpc.Message, direction: Direction, ts: float, size: int, flow: str | None, calls: _Calls, exchange_type: type) -> str | None:
-    """Open a call for each request, close the ones the core pairs; the event's name."""
-    items = message.items if isinstance(message, jsonrpc.Batch) else (message,)
-    label = None
-    for item in items:
-        if isinstance(item, Request):
-            label = item.method
-            params = item.params
-            tool = params.get("name") if item.method == "tools/call" and params else None
-            target = tool if tool is not None else _named(item.method, params)
-            if state.client is None and params:
-                state.client = _client_info(item.method, params)
-            row = len(calls.start)
-            calls.trace.append(state.trace)
-            calls.session.append(state.key)
-            calls.transport.append(state.transport)
-            calls.dir.append(direction.value)
-            calls.method.append(item.method)
-            calls.tool.append(tool if isinstance(tool, str) else None)
-            calls.step.append(f"{item.method} {target}" if isinstance(target, str) else item.method)
-            calls.start.append(ts)
-            calls.end.append(NAN)
-            calls.outcome.append("unanswered")
-            calls.error_code.append(NAN)
-            calls.request_bytes.append(size)
-            calls.answer_bytes.append(NAN)
-            calls.flow.append(flow)
-            calls.detail.append(None)
-            calls.owner.append(state)
-            (state.client_waiting if direction is C2S else state.server_waiting)[item.id] = row
-            state.rows.append(row)
-        elif isinstance(item, Notification):
-            label = item.method
-    for result in state.core.observe(direction, message, ts):
-        if type(result) is exchange_type:
-            row = (state.client_waiting if result.direction is C2S else state.server_waiting).pop(result.request.id, None)
-            if row is None:
-                continue
-            answer = result.answer
-            label = result.request.method
-            calls.end[row] = result.finished
-            calls.answer_bytes[row] = size
-            if isinstance(answer, ErrorResponse):
-                calls.outcome[row], calls.error_code[row], calls.detail[row] = "error", answer.code, answer.message
-            elif type(answer.result) is dict and (answer.result.get("isError") is True or "resultType" in answer.result):
-                calls.outcome[row], detail = outcome(answer)
-                calls.detail[row] = detail or None
-            else:
-                calls.outcome[row] = "ok"
-    return label
+def _answered(answer: jsonrpc.Message) -> tuple[str, float, str | None]:
+    """(outcome, error code or NaN, detail) of a paired answer."""
+    if type(answer) is ErrorResponse:
+        return "error", answer.code, answer.message
+    result = answer.result
+    if type(result) is dict and (result.get("isError") is True or "resultType" in result):
+        kind, detail = outcome(answer)
+        return kind, NAN, detail or None
+    return "ok", NAN, None
 
 
 def _named(method: str, params: dict | None) -> Any:
@@ -272,60 +253,106 @@ def _era(state: _Open) -> str | None:
     return state.core.era.value if state.core.era else None
 
 
-def _calls_frame(calls: _Calls, first_sse: dict, statuses: dict) -> pd.DataFrame:
-    start = np.asarray(calls.start, dtype="float64")
-    end = np.asarray(calls.end, dtype="float64")
-    eras = {id(s): (_era(s), s.core.version) for s in {id(o): o for o in calls.owner}.values()} if calls.owner else {}
-    owner_era = [eras[id(o)] for o in calls.owner]
-    sse = np.fromiter((first_sse.get(f, NAN) if f is not None else NAN for f in calls.flow), dtype="float64", count=len(calls.flow))
-    status = _statuses(calls, statuses)
+def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, Any]:
+    """The rows cut into numpy columns, answers laid over them, HTTP failures marked."""
+    n = len(calls.requests)
+    owner, dirs, methods, tools, steps, start, request_bytes, flows = zip(*calls.requests) if n else ((),) * 8
+    columns: dict[str, Any] = {
+        "owner": np.asarray(owner, dtype=np.intp), "dir": dirs, "method": methods, "tool": tools, "step": steps,
+        "start": np.asarray(start, dtype="float64"), "request_bytes": np.asarray(request_bytes, dtype="int64"),
+        "end": np.full(n, NAN), "answer_bytes": np.full(n, NAN), "error_code": np.full(n, NAN),
+        "outcome": np.full(n, "unanswered", dtype=object), "detail": np.full(n, None, dtype=object),
+    }
+    if calls.answers:
+        rows, ends, sizes, verdicts = zip(*calls.answers)
+        outcomes, codes, details = zip(*verdicts)
+        rows = np.asarray(rows, dtype=np.intp)
+        columns["end"][rows] = ends
+        columns["answer_bytes"][rows] = sizes
+        columns["error_code"][rows] = codes
+        columns["outcome"][rows] = np.asarray(outcomes, dtype=object)
+        columns["detail"][rows] = np.asarray(details, dtype=object)
+    # flows are only in HTTP recordings: a stdio trace skips the per-row look-ups
+    sse = _per_flow(flows, first_sse)
+    columns["ttfe_ms"] = np.where(sse >= columns["start"], (sse - columns["start"]) * 1000.0, NAN)
+    columns["http_status"] = status = _per_flow(flows, statuses)
+    if statuses:  # an unanswered call whose exchange failed
+        outcome_ = columns["outcome"]
+        outcome_[(status >= 400) & (outcome_ == "unanswered")] = "http-error"
+    return columns
+
+
+def _per_flow(flows: tuple, values: dict) -> np.ndarray:
+    """Each row's value for its HTTP exchange (NaN without one)."""
+    if not values:
+        return np.full(len(flows), NAN)
+    return np.fromiter((values.get(f, NAN) if f is not None else NAN for f in flows), dtype="float64", count=len(flows))
+
+
+def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
+    owners, owner = calls.owners, columns["owner"]
+    start = columns["start"]
     frame = pd.DataFrame(
         {
-            "trace": calls.trace,
-            "session": calls.session,
-            "transport": calls.transport,
-            "era": [e for e, _ in owner_era],
-            "version": [v for _, v in owner_era],
-            "dir": calls.dir,
-            "method": calls.method,
-            "tool": calls.tool,
-            "step": calls.step,
+            "trace": _category(owner, [o.trace for o in owners]),
+            "session": _category(owner, [o.key for o in owners]),
+            "transport": _category(owner, [o.transport for o in owners]),
+            "era": _category(owner, [_era(o) for o in owners]),
+            "version": _category(owner, [o.core.version for o in owners]),
+            "dir": _factorized(columns["dir"]),
+            "method": _factorized(columns["method"]),
+            "tool": _factorized(columns["tool"]),
+            "step": _factorized(columns["step"]),
             "start": start,
-            "latency_ms": (end - start) * 1000.0,
-            "ttfe_ms": np.where(sse >= start, (sse - start) * 1000.0, NAN),
-            "outcome": calls.outcome,
-            "error_code": pd.array(calls.error_code, dtype="float64").astype("Int64") if calls.error_code else pd.array([], dtype="Int64"),
-            "http_status": pd.array(status, dtype="float64").astype("Int64"),
-            "request_bytes": np.asarray(calls.request_bytes, dtype="int64"),
-            "answer_bytes": pd.array(calls.answer_bytes, dtype="float64").astype("Int64") if calls.answer_bytes else pd.array([], dtype="Int64"),
-            "detail": calls.detail,
+            "latency_ms": (columns["end"] - start) * 1000.0,
+            "ttfe_ms": columns["ttfe_ms"],
+            "outcome": _factorized(columns["outcome"]),
+            "error_code": pd.array(columns["error_code"], dtype="float64").astype("Int64"),
+            "http_status": pd.array(columns["http_status"], dtype="float64").astype("Int64"),
+            "request_bytes": columns["request_bytes"],
+            "answer_bytes": pd.array(columns["answer_bytes"], dtype="float64").astype("Int64"),
+            "detail": columns["detail"].tolist(),  # a list: pandas infers the column's type as it did per row
         },
         columns=CALL_COLUMNS,
     )
     return _typed(frame, times=("start",))
 
 
-def _statuses(calls: _Calls, statuses: dict) -> np.ndarray:
-    """Each call's HTTP status (NaN when none); an unanswered call whose exchange failed becomes `http-error`."""
-    status = np.fromiter((statuses.get(f, NAN) if f is not None else NAN for f in calls.flow), dtype="float64", count=len(calls.flow))
-    if statuses:
-        outcomes = calls.outcome
-        for row in np.flatnonzero(status >= 400).tolist():
-            if outcomes[row] == "unanswered":
-                outcomes[row] = "http-error"
-    return status
+def _category(codes: np.ndarray, values: Any) -> pd.Categorical:
+    """The categorical column of `values[code]` for each code (-1: null), in bulk.
+
+    Its dtype is the one `astype("category")` gives a column of those values (pandas infers
+    the categories' type from the values): found on the few distinct values used, not on every row.
+    """
+    used = np.unique(codes[codes >= 0])
+    distinct = [values[i] for i in used.tolist()] + ([None] if (codes < 0).any() else [])
+    small = pd.DataFrame({"c": distinct})["c"].astype("category")
+    lookup = np.full(len(values) + 1, -1, dtype=np.intp)  # the last place answers code -1
+    lookup[used] = small.cat.codes.to_numpy()[: len(used)]
+    return pd.Categorical.from_codes(lookup[codes], dtype=small.dtype)
 
 
-def _sessions_frame(sessions: list[_Open], calls: _Calls) -> pd.DataFrame:
+def _factorized(values: Any) -> pd.Categorical:
+    """A categorical column of per-row values (strings or None)."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    return _category(codes, uniques)
+
+
+def _sessions_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
+    owner, outcomes, count = columns["owner"], columns["outcome"], len(calls.owners)
+
+    def per_owner(mask: Any = None) -> list[int]:
+        return np.bincount(owner if mask is None else owner[mask], minlength=count).tolist()
+
+    made = per_owner()
+    errors = per_owner((outcomes == "error") | (outcomes == "http-error"))
+    tool_errors = per_owner(outcomes == "tool-error")
+    unanswered = per_owner(outcomes == "unanswered")
     rows = []
-    outcomes = calls.outcome
-    for s in sessions:
-        core = s.core
-        counts = {"error": 0, "tool-error": 0, "unanswered": 0, "http-error": 0}
-        for row in s.rows:
-            o = outcomes[row]
-            if o in counts:
-                counts[o] += 1
+    for s in calls.owners:
+        if s.key is None:  # events outside any session: no session row
+            continue
+        core, i = s.core, s.index
         server = core.server_info if isinstance(core.server_info, dict) else {}
         client = s.client or {}
         rows.append(
@@ -334,8 +361,8 @@ def _sessions_frame(sessions: list[_Open], calls: _Calls) -> pd.DataFrame:
                 "client": client.get("name"), "client_version": client.get("version"),
                 "server": server.get("name"), "server_version": server.get("version"),
                 "handshake_ms": NAN if core.handshake_time is None else core.handshake_time * 1000.0,
-                "start": s.start, "end": s.end, "calls": len(s.rows), "errors": counts["error"] + counts["http-error"],
-                "tool_errors": counts["tool-error"], "unanswered": counts["unanswered"], "violations": s.violations,
+                "start": s.start, "end": s.end, "calls": made[i], "errors": errors[i],
+                "tool_errors": tool_errors[i], "unanswered": unanswered[i], "violations": s.violations,
             }
         )
     frame = pd.DataFrame(rows, columns=SESSION_COLUMNS)
@@ -352,6 +379,6 @@ def _typed(frame: pd.DataFrame, times: tuple[str, ...]) -> pd.DataFrame:
     for column in times:
         frame[column] = pd.to_datetime(np.asarray(frame[column], dtype="float64"), unit="s", utc=True)
     for column in frame.columns:
-        if column in CATEGORIES:
+        if column in CATEGORIES and not isinstance(frame[column].dtype, pd.CategoricalDtype):
             frame[column] = frame[column].astype("category")
     return frame

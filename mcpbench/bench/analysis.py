@@ -15,6 +15,7 @@ Targets (issue 13): 1,000,000 events into `calls` in <= 10 s, peak memory
 """
 
 import gc
+import os
 import random
 import tempfile
 import time
@@ -94,6 +95,7 @@ def measure_load(trace: Path) -> dict:
     from mcpbench.analysis import load_trace
 
     rounds, cpu = [], []
+    load_before = os.getloadavg()  # the machine is shared: wall time says little without it
     for _ in range(ROUNDS):
         gc.collect()
         started, started_cpu = time.perf_counter(), time.process_time()
@@ -102,6 +104,7 @@ def measure_load(trace: Path) -> dict:
         cpu.append(time.process_time() - started_cpu)
         rows = len(frames.calls)
         del frames
+    load_after = os.getloadavg()
     seconds = min(rounds)
     gc.collect()
     started = time.perf_counter()
@@ -118,6 +121,8 @@ def measure_load(trace: Path) -> dict:
         # cpu_seconds: this process's CPU time, what the load costs when other work shares the cores
         "bytes": size, "seconds": seconds, "rounds": rounds, "cpu_seconds": min(cpu), "all_frames_seconds": all_frames, "calls": rows, "peak_bytes": peak, "peak_over_size": peak / size,
         "rss_added_bytes": rss, "rss_added_over_size": rss / size,
+        # 1-, 5- and 15-minute load averages around the timed rounds (2 cores: above 2, others wait)
+        "load_average_before": load_before, "load_average_after": load_after,
     }
 
 

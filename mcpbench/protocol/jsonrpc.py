@@ -180,7 +180,10 @@ def from_obj(obj: Any) -> Message:
             message = _new(Notification)
             message.method, message.params, message._parsed = method, params, True
             return message
-        if reason := _check_id(obj["id"]):
+        ident = obj["id"]
+        # the usual id passes on two C-level type tests; anything else (a bool too: its type is
+        # bool, not int) gets `_check_id`'s verdict and reason
+        if type(ident) is not int and type(ident) is not str and (reason := _check_id(ident)):
             raise InvalidMessage(reason)
         message = _new(Request)
         message.id, message.method, message.params, message._parsed = obj["id"], method, params, True
@@ -213,7 +216,8 @@ def _from_answer(obj: dict) -> Message:
     if has_result and error is not None:
         raise InvalidMessage("a response must not carry both result and error")
     if has_result:
-        if reason := _check_id(obj.get("id")):
+        ident = obj.get("id")
+        if type(ident) is not int and type(ident) is not str and (reason := _check_id(ident)):
             raise InvalidMessage(f"response {reason}")
         message = _new(Response)
         message.id, message.result, message._parsed = obj["id"], obj["result"], True

@@ -31,6 +31,10 @@ class Direction(enum.Enum):
     C2S = "c2s"
     S2C = "s2c"
 
+    # Members are singletons: hash by identity, in C. Enum's own `__hash__` is a Python-level
+    # call, paid for every pending-request key on the recorders' and loaders' hot paths.
+    __hash__ = object.__hash__
+
     @property
     def opposite(self) -> "Direction":
         return Direction.S2C if self is Direction.C2S else Direction.C2S
@@ -199,6 +203,8 @@ class Session:
 
     def _holding(self, out: list[SessionEvent]) -> list[SessionEvent]:
         """`out` without the violations of rules that do not hold here: one filter for every check."""
+        if len(out) == 1 and type(out[0]) is not Violation:  # a plain answer: nothing to filter
+            return out
         return [item for item in out if type(item) is not Violation or applies(item.code, self.transport, self.version)]
 
     def close(self) -> list[SessionEvent]:
@@ -232,7 +238,8 @@ class Session:
                     return
                 self._start_handshake(request, ts, out)
                 return
-            envelope_version = meta_version(request.params)
+            # Only a new session, or a 2026-07-28 one, asks for the envelope: look at it only then.
+            envelope_version = meta_version(request.params) if self.state is NEW or self.era is Era.STATELESS else None
             if envelope_version is not None and self.state is NEW and era_of(envelope_version) is Era.STATELESS:
                 self.era, self.version = Era.STATELESS, envelope_version
                 self.client_capabilities = request.params["_meta"].get("io.modelcontextprotocol/clientCapabilities")
@@ -262,12 +269,13 @@ class Session:
     def _answer(self, direction: Direction, answer: Response | ErrorResponse, ts: float, out: list) -> None:
         if answer.id is None:
             return  # an error about a request whose id the peer could not read
-        pending = self.pending.pop((direction.opposite, answer.id), None)
+        asked = S2C if direction is C2S else C2S  # `direction.opposite`, without a property call per answer
+        pending = self.pending.pop((asked, answer.id), None)
         if pending is None:
             out.append(Violation("unknown-answer", f"answer to id {answer.id!r}, which no request in flight has", direction))
             return
         request = pending.request
-        out.append(Exchange(request, answer, direction.opposite, pending.started, ts, pending.waiter))
+        out.append(Exchange(request, answer, asked, pending.started, ts, pending.waiter))
         if request.method == "initialize" and direction is S2C and self.state is INITIALIZING:
             if isinstance(answer, Response) and isinstance(answer.result, dict):
                 self.version = answer.result.get("protocolVersion") or self.requested_version

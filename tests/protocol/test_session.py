@@ -4,6 +4,7 @@ from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import (
     C2S,
+    Direction,
     S2C,
     TRANSITIONS,
     Exchange,
@@ -146,3 +147,34 @@ def test_the_client_core_drives_the_session_in_both_eras():
     out = new.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     assert out.message.params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
     assert new.session.state is SessionState.OPERATING
+
+
+def test_operating_session_ignores_a_later_envelope_and_pairs_both_ways():
+    # The shortcuts of the hot path (the envelope read only while it can matter, the
+    # answer's asking direction, identity-hashed directions) change no outcome.
+    session = Session()
+    run(session, [(C2S, INIT), (S2C, INIT_OK), (C2S, INITIALIZED)])
+    assert session.observe(C2S, modern(5, "tools/list"), 10.0) == []
+    assert session.era is Era.HANDSHAKE and session.state is SessionState.OPERATING and session.version == "2025-06-18"
+    assert session.observe(S2C, Request(id="ask", method="sampling/createMessage"), 11.0) == []
+    assert (Direction("s2c"), "ask") in session.pending and (S2C, 5) not in session.pending
+    [answered] = session.observe(C2S, Response(id="ask", result={}), 12.0)
+    assert type(answered) is Exchange and answered.direction is S2C and answered.latency == 1.0
+    [listed] = session.observe(S2C, Response(id=5, result={"tools": []}), 13.0)
+    assert listed.direction is C2S and listed.request.method == "tools/list" and listed.latency == 3.0
+    assert codes(session.observe(C2S, Response(id=5, result={}), 14.0)) == ["unknown-answer"]
+    assert not session.pending
+
+
+def test_envelope_still_read_in_a_stateless_session():
+    session = Session()
+    run(session, [(C2S, modern(1, "tools/list")), (S2C, Response(id=1, result={}))])
+    assert codes(session.observe(C2S, Request(id=2, method="tools/list", params={"_meta": {}}), 3.0)) == ["missing-envelope"]
+    assert session.observe(C2S, modern(3, "tools/list"), 4.0) == []
+
+
+def test_a_lone_violation_is_still_filtered_by_its_rule():
+    # 2026-07-28 has no handshake: initialize-era rules do not hold there, even alone in `out`.
+    session = Session(version="2026-07-28")
+    assert session.observe(C2S, INITIALIZED, 0.0) == []
+    assert codes(Session().observe(C2S, INITIALIZED, 0.0)) == ["unexpected-initialized"]
