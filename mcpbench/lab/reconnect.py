@@ -261,25 +261,30 @@ def run_plan(plan: ReconnectPlan, folder: Path, *, say: Callable[[str], None] = 
     from mcpbench.outputs import write_atomic
 
     rows: list[dict] = []
-    for cell in plan.cells:
-        cell_dir = folder / "cells" / cell.slug
-        cell_dir.mkdir(parents=True, exist_ok=True)
-        options = plan.faults[cell.fault]
-        if cell.transport == "stdio":
-            _run_stdio(plan, cell, options, cell_dir, say)
-        else:
-            texts, restarts = _lab_faults(options, plan.window)
-            with running_lab(1, cell.transport, policy="round-robin", folder=cell_dir,
-                             resumable=cell.transport == "streamable-http", faults=texts, restarts=restarts,
-                             fault_log=cell_dir / "faults.jsonl") as lab:
-                target = f"sse+{lab.url}" if cell.transport == "sse" else lab.url
-                _run_client(plan, cell, target, cell_dir, say)
-        row = cell_row(cell, cell_dir)
-        rows.append(row)
-        say(f"mcpbench: {cell.slug}: {row['ok_calls']}/{row['calls']} calls ok, "
-            f"{row['recovered_breaks']}/{row['breaks']} breaks recovered, {row.get('lost') or 0} answers lost")
-    write_atomic(folder / "reconnect.csv", csv_text(rows).encode())
-    write_charts(folder)
+    try:
+        for cell in plan.cells:
+            cell_dir = folder / "cells" / cell.slug
+            cell_dir.mkdir(parents=True, exist_ok=True)
+            options = plan.faults[cell.fault]
+            if cell.transport == "stdio":
+                _run_stdio(plan, cell, options, cell_dir, say)
+            else:
+                texts, restarts = _lab_faults(options, plan.window)
+                with running_lab(1, cell.transport, policy="round-robin", folder=cell_dir,
+                                 resumable=cell.transport == "streamable-http", faults=texts, restarts=restarts,
+                                 fault_log=cell_dir / "faults.jsonl") as lab:
+                    target = f"sse+{lab.url}" if cell.transport == "sse" else lab.url
+                    _run_client(plan, cell, target, cell_dir, say)
+                    if lab.restarter is not None and lab.restarter.error:
+                        say(f"mcpbench: {cell.slug}: {lab.restarter.error}")
+            row = cell_row(cell, cell_dir)
+            rows.append(row)
+            say(f"mcpbench: {cell.slug}: {row['ok_calls']}/{row['calls']} calls ok, "
+                f"{row['recovered_breaks']}/{row['breaks']} breaks recovered, {row.get('lost') or 0} answers lost")
+    finally:  # a stop signal ends the experiment; the cells that ran are kept
+        write_atomic(folder / "reconnect.csv", csv_text(rows).encode())
+        if rows:
+            write_charts(folder)
     return rows
 
 
@@ -297,8 +302,10 @@ def _run_client(plan: ReconnectPlan, cell: Cell, target: str, cell_dir: Path, sa
 
     scenario = plan.scenario
     if cell.policy != SDK:
-        run_scenario(scenario.with_overrides(target=target, reconnect=_policy(plan, cell.policy), name=cell.slug),
-                     cell_dir, check_target=False, echo=say)
+        result = run_scenario(scenario.with_overrides(target=target, reconnect=_policy(plan, cell.policy), name=cell.slug),
+                              cell_dir, check_target=False, echo=say)
+        if result.summary.get("interrupted"):
+            raise KeyboardInterrupt  # the load run stopped on a signal: so does the experiment
         return
     calls = [f"{c.target}={orjson.dumps(c.arguments or {}).decode()}" for c in scenario.mix if c.method == "tools/call"]
     argv = [sys.executable, "-m", "mcpbench.lab.sdk_client", "--target", target, "--duration", f"{scenario.duration:g}",

@@ -385,7 +385,8 @@ def run_plan(
                         target=_target(front.url, transport), versions=(MODES[cell.mode][3],),
                         distinct_sources=True, name=cell.slug,
                     )
-                    run_scenario(scenario, cell_dir, check_target=False, echo=say)
+                    if run_scenario(scenario, cell_dir, check_target=False, echo=say).summary.get("interrupted"):
+                        raise KeyboardInterrupt  # the load run stopped on a signal: so does the experiment
                 result = cell_stats(cell, read_samples(cell_dir / "samples.jsonl"))
                 results.append(result)
                 say(f"mcpbench: {cell.slug}: {verdict(result)}")

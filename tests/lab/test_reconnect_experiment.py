@@ -1,6 +1,11 @@
 """`mcpbench lab run` on a reconnect scenario: cells, reconnect.csv, the charts, the loader."""
 
 import csv
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from mcpbench.analysis.results import load_lab, load_reconnect
 
@@ -24,3 +29,38 @@ def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
     assert (data.faults["kind"].astype(str) == "cut-stream").sum() >= 2
     assert data.breaks.loc[data.breaks["policy"] == "resume", "recover_ms"].notna().all()
     assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume", "sdk"]
+
+
+def test_sigterm_ends_the_whole_experiment_and_keeps_what_ran(tmp_path):
+    from tests.conftest import RECONNECT_SCENARIO
+
+    path = tmp_path / "reconnect.yaml"
+    path.write_text(RECONNECT_SCENARIO)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "mcpbench", "lab", "run", str(path), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = out / "cells" / "streamable-http-cut-none" / "samples.jsonl"
+        deadline = time.monotonic() + 120
+        while not (first.is_file() and first.stat().st_size) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)  # polling a file the run writes, bounded: the signal must land inside a cell
+        assert first.is_file(), "the first cell never wrote samples"
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, stdout + stderr
+    assert "stopped by SIGTERM" in stderr and "Traceback" not in stderr
+    assert (out / "reconnect.csv").is_file()
+    assert not (out / "cells" / "streamable-http-cut-resume").exists()  # no cell started after the signal
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(out) in _cmdline(p)]
+    assert left == []
+
+
+def _cmdline(entry) -> str:
+    try:
+        return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
