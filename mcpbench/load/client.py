@@ -409,7 +409,7 @@ class McpClient:
             if action in (RETRY, REINITIALIZE) and (action == RETRY or sample["ok"]):
                 if not recovery.may_resend(failed.failure, tool):
                     sample["uncertain"] = 1  # it may have run: never silently repeated
-                elif recovery.allows(1):
+                elif recovery.allows(1, time.monotonic()):
                     sample["resent"] = 1
                     outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
                     size += more
@@ -426,13 +426,20 @@ class McpClient:
         sample["new_session"] = self.session_tag
         if self.on_reconnect is not None:
             self.on_reconnect(sample)
+        if action != NONE and not sample["ok"] and not self._usable():
+            # Nothing left to send on and no attempt left (or no budget): wait as a last backoff
+            # would, so that the calls that follow cannot spin.
+            gevent.sleep(recovery.delay(recovery.policy.attempts))
         return outcome, size
+
+    def _usable(self) -> bool:
+        return self.transport is not None and self.conn is not None and self.conn.usable
 
     def _reinitialize(self, sample: dict) -> bool:
         """A new session, with backoff between attempts, within the retry budget."""
         recovery = self.recovery
         for attempt in range(recovery.policy.attempts):
-            if not recovery.allows(2):  # initialize + notifications/initialized
+            if not recovery.allows(2, time.monotonic()):  # initialize + notifications/initialized
                 return False
             gevent.sleep(recovery.delay(attempt))
             sample["attempts"] += 1
@@ -451,7 +458,7 @@ class McpClient:
         deadline = time.perf_counter() + self.timeout
         size = 0
         for attempt in range(recovery.policy.attempts):
-            if not recovery.allows(1) or (left := deadline - time.perf_counter()) <= 0:
+            if not recovery.allows(1, time.monotonic()) or (left := deadline - time.perf_counter()) <= 0:
                 break
             sample["attempts"] = attempt + 1
             waiter = gevent.event.AsyncResult()

@@ -12,9 +12,14 @@ Written once for every transport; the load users' client (`load/client.py`) asks
 
 Attempts back off exponentially with full jitter (a delay drawn from
 [0, min(cap, base·2^attempt)]), at most `attempts` per break, and every extra
-request (handshakes, resume streams, re-sent calls) comes out of a retry budget:
-at most `budget` of all requests, or `budget_floor` when that is more, so that
-recovery cannot turn into a retry storm. A call whose outcome is unknown (its
+request (handshakes, resume streams, re-sent calls) comes out of a retry budget,
+a token bucket as in Finagle's `RetryBudget`: each ordinary request deposits
+`budget` tokens (20 %: at most one extra request per five), time deposits
+`budget_per_s` tokens a second (so a client with no session left to send on can
+still try now and then), the bucket holds at most `budget_floor` tokens (the
+burst a first break may spend), and an extra request takes one. Recovery cannot
+turn into a retry storm: extra requests stay under `budget_floor + budget ×
+requests + budget_per_s × seconds`. A call whose outcome is unknown (its
 stream died after it was sent) is re-sent only when its tool is idempotent;
 otherwise it is counted as uncertain. A call the server refused outright
 (session not found, connection refused) did not run and may be re-sent.
@@ -67,15 +72,16 @@ class ReconnectPolicy:
     attempts: int = 5
     backoff: float = 0.05  # seconds: the first attempt's cap
     max_backoff: float = 2.0
-    budget: float = 0.2  # extra requests, as a share of all requests
-    budget_floor: int = 10  # ... or at least this many: a run's first breaks can always recover
+    budget: float = 0.2  # tokens each ordinary request deposits: extra requests as a share of all
+    budget_floor: int = 10  # tokens the bucket holds (and starts with): the burst a break may spend
+    budget_per_s: float = 1.0  # tokens time deposits: a client with nothing to send still retries slowly
     idempotent: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown reconnect policy {self.mode!r} (expected {', '.join(MODES)})")
-        if self.attempts < 1 or self.backoff < 0 or self.max_backoff < self.backoff or self.budget_floor < 0:
-            raise ValueError("reconnect: attempts >= 1 and 0 <= backoff <= max_backoff")
+        if self.attempts < 1 or self.backoff < 0 or self.max_backoff < self.backoff or self.budget_floor < 0 or self.budget_per_s < 0:
+            raise ValueError("reconnect: attempts >= 1, 0 <= backoff <= max_backoff, budgets >= 0")
 
     @classmethod
     def parse(cls, text: str) -> "ReconnectPolicy":
@@ -85,8 +91,9 @@ class ReconnectPolicy:
 
     @classmethod
     def from_mapping(cls, obj: dict) -> "ReconnectPolicy":
-        """From a scenario's `reconnect:` mapping (policy, attempts, backoff, max_backoff, budget, budget_floor, idempotent)."""
-        known = {"policy", "attempts", "backoff", "max_backoff", "budget", "budget_floor", "idempotent"}
+        """From a scenario's `reconnect:` mapping (policy, attempts, backoff, max_backoff, budget, budget_floor,
+        budget_per_s, idempotent)."""
+        known = {"policy", "attempts", "backoff", "max_backoff", "budget", "budget_floor", "budget_per_s", "idempotent"}
         unknown = sorted(set(obj) - known)
         if unknown:
             raise ValueError(f"reconnect: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -96,8 +103,9 @@ class ReconnectPolicy:
         try:
             attempts = int(obj.get("attempts", 5))
             floor = int(obj.get("budget_floor", 10))
+            per_s = float(obj.get("budget_per_s", 1.0))
         except (TypeError, ValueError):
-            raise ValueError("reconnect: attempts and budget_floor are whole numbers") from None
+            raise ValueError("reconnect: attempts and budget_floor are whole numbers, budget_per_s a number") from None
         return cls(
             mode=str(obj.get("policy", REINITIALIZE)),
             attempts=attempts,
@@ -105,13 +113,14 @@ class ReconnectPolicy:
             max_backoff=_seconds(obj.get("max_backoff", "2s"), "reconnect max_backoff"),
             budget=_share(obj.get("budget", "20%"), "reconnect budget"),
             budget_floor=floor,
+            budget_per_s=per_s,
             idempotent=frozenset(str(t) for t in idempotent),
         )
 
     def to_json(self) -> dict:
         return {"policy": self.mode, "attempts": self.attempts, "backoff": f"{self.backoff * 1000:g}ms",
                 "max_backoff": f"{self.max_backoff:g}s", "budget": self.budget, "budget_floor": self.budget_floor,
-                "idempotent": sorted(self.idempotent)}
+                "budget_per_s": self.budget_per_s, "idempotent": sorted(self.idempotent)}
 
 
 def _option(text: str) -> tuple[str, str]:
@@ -122,9 +131,10 @@ def _option(text: str) -> tuple[str, str]:
 
 
 class Recovery:
-    """One client's reconnect bookkeeping: the requests it sent, the extra ones, the backoff draws.
+    """One client's reconnect bookkeeping: the requests it sent, the extra ones, the budget, the backoff draws.
 
-    No clock and no sleeping: `delay()` says how long to wait, the shell waits.
+    No clock and no sleeping: callers pass the time (`now`, seconds on any monotonic clock) and
+    `delay()` says how long to wait; the shell waits.
     """
 
     def __init__(self, policy: ReconnectPolicy, rng: random.Random | None = None) -> None:
@@ -133,16 +143,25 @@ class Recovery:
         self.requests = 0  # every request sent, extra ones included
         self.extra = 0  # requests sent only to recover
         self.denied = 0  # extra requests the budget refused
+        self.tokens = float(policy.budget_floor)
+        self._last: float | None = None
 
     def count(self, n: int = 1, *, extra: bool = False) -> None:
+        """`n` requests were sent: an ordinary one deposits into the budget, an extra one takes from it."""
         self.requests += n
         if extra:
             self.extra += n
+            self.tokens -= n
+        else:
+            self.tokens = min(self.policy.budget_floor, self.tokens + self.policy.budget * n)
 
-    def allows(self, n: int = 1) -> bool:
-        """Whether `n` more extra requests fit the budget (counted as denied when not)."""
-        cap = max(self.policy.budget_floor, self.policy.budget * self.requests)
-        if self.extra + n <= cap:
+    def allows(self, n: int = 1, now: float | None = None) -> bool:
+        """Whether `n` more extra requests fit the budget at time `now` (counted as denied when not)."""
+        if now is not None:
+            if self._last is not None and now > self._last:
+                self.tokens = min(self.policy.budget_floor, self.tokens + self.policy.budget_per_s * (now - self._last))
+            self._last = now
+        if self.tokens >= n:
             return True
         self.denied += n
         return False

@@ -10,8 +10,8 @@ from mcpbench.protocol.reconnect import NONE, REINITIALIZE, RESUME, RETRY, Recon
 
 def test_parse_short_and_long_forms():
     assert ReconnectPolicy.parse("resume").mode == RESUME
-    policy = ReconnectPolicy.parse("reinitialize, attempts=3, backoff=10ms, max_backoff=1s, budget=10%, idempotent=echo+add")
-    assert (policy.attempts, policy.backoff, policy.max_backoff, policy.budget) == (3, 0.01, 1.0, 0.1)
+    policy = ReconnectPolicy.parse("reinitialize, attempts=3, backoff=10ms, max_backoff=1s, budget=10%, budget_per_s=2, idempotent=echo+add")
+    assert (policy.attempts, policy.backoff, policy.max_backoff, policy.budget, policy.budget_per_s) == (3, 0.01, 1.0, 0.1, 2.0)
     assert policy.idempotent == {"echo", "add"}
     assert ReconnectPolicy.from_mapping(policy.to_json()) == policy
 
@@ -22,14 +22,17 @@ def test_bad_policies_are_refused_with_a_reason(text):
         ReconnectPolicy.parse(text)
 
 
-def test_the_budget_caps_extra_requests_at_its_share_or_floor():
-    recovery = Recovery(ReconnectPolicy(budget=0.1, budget_floor=2))
-    recovery.count(10)
-    assert recovery.allows(2) and not recovery.allows(3)
-    recovery.count(2, extra=True)
-    assert not recovery.allows(1) and recovery.denied == 4
-    recovery.count(100)  # 112 requests: 11.2 extra allowed, 2 spent
-    assert recovery.allows(9) and not recovery.allows(10)
+def test_the_budget_is_a_token_bucket_filled_by_requests_and_time():
+    recovery = Recovery(ReconnectPolicy(budget=0.1, budget_floor=3, budget_per_s=0.5))
+    assert recovery.allows(3, now=0.0) and not recovery.allows(4, now=0.0)  # starts full: the floor
+    recovery.count(3, extra=True)
+    assert not recovery.allows(1, now=0.0) and recovery.denied == 5
+    recovery.count(10)  # ten ordinary requests deposit one token
+    assert recovery.allows(1, now=0.0) and not recovery.allows(2, now=0.0)
+    assert recovery.allows(2, now=2.0)  # two seconds deposit one more
+    recovery.count(1000)
+    assert recovery.tokens == 3  # never more than the floor
+    assert recovery.extra <= 3 + 0.1 * recovery.requests + 0.5 * 2.0
 
 
 def test_backoff_is_full_jitter_under_an_exponential_cap():
