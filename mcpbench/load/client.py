@@ -39,7 +39,7 @@ from mcpbench.protocol.http import Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.target import STREAMABLE_HTTP
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, step_name
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of, step_name
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).
@@ -106,7 +106,7 @@ class McpClient:
 
     @property
     def stateless(self) -> bool:
-        return self.conn.stateless if self.conn is not None else self.version == "2026-07-28"
+        return self.conn.stateless if self.conn is not None else era_of(self.version) is Era.STATELESS
 
     @property
     def session_id(self) -> str | None:
@@ -149,7 +149,7 @@ class McpClient:
                     self._recovered_at = event.received  # the last successful answer: what ends a recovery
             elif kind is Unmatched:
                 self.duplicates += event.duplicate
-            elif kind is ServerRequest:
+            elif kind is ServerRequest and event.reply is not None:
                 # Answered from its own greenlet: on HTTP the reply is a POST while this stream stays open.
                 gevent.spawn(self._send_reply, event.reply)
             elif kind is SessionLost:
