@@ -407,7 +407,7 @@ class McpClient:
             if action == REINITIALIZE and self._reinitialize(sample):
                 sample["ok"] = True
             if action in (RETRY, REINITIALIZE) and (action == RETRY or sample["ok"]):
-                if not recovery.may_resend(failed.failure, tool):
+                if not recovery.may_resend(failed.failure, tool, failed.status):
                     sample["uncertain"] = 1  # it may have run: never silently repeated
                 elif recovery.allows(1, time.monotonic()):
                     sample["resent"] = 1

@@ -39,6 +39,8 @@ RETRY = "retry"  # the session still stands (a dropped request): only the call i
 BREAKS = frozenset({Failure.SESSION_NOT_FOUND, Failure.STREAM_CLOSED, Failure.CONNECT})
 # Failure classes whose request did not run on the server: safe to send again, whatever the tool.
 NOT_RUN = frozenset({Failure.SESSION_NOT_FOUND, Failure.CONNECT})
+# HTTP statuses that say the request was not handled (RFC 9110 503, RFC 6585 429): safe to send again.
+NOT_HANDLED = frozenset({429, 503})
 # Failure classes of a request the server (or a proxy) dropped without a word; its session may still stand.
 DROPPED = frozenset({Failure.HTTP_5XX})
 
@@ -186,9 +188,10 @@ class Recovery:
             return RESUME
         return REINITIALIZE if not usable or failure in BREAKS else RETRY
 
-    def may_resend(self, failure: str, tool: str | None) -> bool:
-        """Whether the failed call may go again: it did not run, or its tool is idempotent."""
-        return failure in NOT_RUN or (tool is not None and tool in self.policy.idempotent)
+    def may_resend(self, failure: str, tool: str | None, status: int | None = None) -> bool:
+        """Whether the failed call may go again: it did not run (refused, or answered 503 or 429,
+        which say the request was not handled), or its tool is idempotent."""
+        return failure in NOT_RUN or status in NOT_HANDLED or (tool is not None and tool in self.policy.idempotent)
 
 
 __all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]

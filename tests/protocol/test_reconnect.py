@@ -66,3 +66,4 @@ def test_only_calls_that_did_not_run_or_are_idempotent_go_again():
     assert recovery.may_resend(Failure.SESSION_NOT_FOUND, "transfer")
     assert recovery.may_resend(Failure.STREAM_CLOSED, "echo")
     assert not recovery.may_resend(Failure.STREAM_CLOSED, "transfer")
+    assert recovery.may_resend(Failure.HTTP_5XX, "transfer", 503) and not recovery.may_resend(Failure.HTTP_5XX, "transfer", 502)
