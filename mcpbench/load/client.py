@@ -103,6 +103,7 @@ class McpClient:
         self.duplicates = 0  # answers that came twice
         self._recovering = False
         self._recovered_at = 0.0
+        self._timer = gevent.Timeout(timeout, CallTimeout)
 
     @property
     def stateless(self) -> bool:
@@ -343,7 +344,7 @@ class McpClient:
         answer = outcome.answer
         failure = None
         result = None
-        if outcome.status is not None and (kind := classify_status(outcome.status, has_session=False)) is not None:
+        if outcome.status is not None and outcome.status >= 400 and (kind := classify_status(outcome.status, has_session=False)):
             failure = McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}")  # the status decides
         elif isinstance(answer, ErrorResponse):
             failure = McpFailure(Failure.JSONRPC_ERROR, f"code {answer.code}")
@@ -359,14 +360,18 @@ class McpClient:
         transport, conn = self.transport, self.conn
         waiter = gevent.event.AsyncResult()
         out = build(waiter=waiter, ts=sent)
-        self._count()
+        if self.recovery is not None:
+            self.recovery.count(1, extra=self._recovering)
         size = 0
+        timer = self._timer
+        timer.start()  # one Timeout per client, started per call: bounds the call, however it is carried
         try:
-            with gevent.Timeout(self.timeout, CallTimeout):
-                size = transport.send(out)
-                outcome = waiter.get()
+            size = transport.send(out)
+            outcome = waiter.get()
         except CallTimeout:
             outcome = conn.give_up(out.request_id, f"no answer within {self.timeout:g} s") or waiter.get(block=False)
+        finally:
+            timer.cancel()  # not close(): the timer is started again by the next call
         return outcome, size, transport.first_event
 
     def _count(self, n: int = 1) -> None:

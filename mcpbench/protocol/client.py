@@ -22,7 +22,6 @@ outcome), id allocation, the headers of each transport and era
 """
 
 import itertools
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,8 +232,8 @@ class ClientConnection:
         self._ids = itertools.count(1)
         self._tokens: dict[Any, Any] = {}  # progress token -> request id
         self._given_up: set[Any] = set()
-        self._answered: OrderedDict[Any, None] = OrderedDict()  # recent answered ids: duplicates are told apart
-        self._event_ids: OrderedDict[str, None] = OrderedDict()  # recent SSE event ids seen
+        self._answered = Recent()  # answered ids: duplicates are told apart
+        self._event_ids = Recent()  # SSE event ids seen: events replayed are told apart
         self.replayed = 0  # SSE events seen twice (a resumed stream sending again what came before)
         self._framer = LineFramer() if transport == STDIO else None
         self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name)
@@ -286,8 +285,8 @@ class ClientConnection:
         if type(message) is Request:
             if waiter is not None and (pending := self.session.pending.get((C2S, message.id))) is not None:
                 pending.waiter = waiter
-            token = _progress_token(message.params)
-            if token is not None:
+            params = message.params
+            if params and "_meta" in params and (token := _progress_token(params)) is not None:
                 self._tokens[token] = message.id
         data = jsonrpc.encode(message)
         if self.transport == STDIO:
@@ -430,8 +429,9 @@ class ClientConnection:
                 out.append(Unmatched(message, message.id in self._given_up, via, message.id in self._answered))
                 return
             self.session.observe(S2C, message, ts)
-            self._forget_token(message.id)
-            _remember(self._answered, message.id)
+            if self._tokens:
+                self._forget_token(message.id)
+            self._answered.add(message.id)
             out.append(Answered(pending.request, message, pending.waiter, pending.started, ts, via, status))
         elif kind is Request:
             self.session.observe(S2C, message, ts)
@@ -519,7 +519,7 @@ class AnswerReader:
                 if item.event_id is not None:
                     if item.event_id in conn._event_ids:
                         conn.replayed += 1
-                    _remember(conn._event_ids, item.event_id)
+                    conn._event_ids.add(item.event_id)
                 via = self.via_stream if item.via == "sse" else item.via
                 conn._incoming(item.message, via, self.request_id, ts, out, answer.status)
             elif not self.answered:
@@ -530,8 +530,8 @@ class AnswerReader:
             conn.last_event_id = answer.last_event_id
         if self.stream == "resume" and not chunk:
             return out + [StreamEnded("resume", f"the resumed stream ended (HTTP {answer.status})", answer.last_event_id)]
-        if not self.answered and self.request_id is not None:
-            self.answered = any(type(e) is Answered and e.request.id == self.request_id for e in out)
+        if not self.answered and answer.answer is not None:
+            self.answered = True
         if not chunk and self.stream == "get":
             out += conn._stream_ended("get", f"the GET stream ended (HTTP {answer.status})", answer.last_event_id)
         return out
@@ -574,10 +574,26 @@ class LegacyReader:
         return out
 
 
-def _remember(seen: OrderedDict, key: Any) -> None:
-    seen[key] = None
-    if len(seen) > REMEMBERED:
-        seen.popitem(last=False)
+class Recent:
+    """The keys added lately, in bounded memory: at least the last `REMEMBERED`, at most twice that.
+
+    Two generations of sets: when the new one is full it becomes the old one. Adding and asking
+    cost O(1), unlike dropping the oldest key of an ordered dict one at a time.
+    """
+
+    __slots__ = ("_new", "_old")
+
+    def __init__(self) -> None:
+        self._new: set = set()
+        self._old: set = set()
+
+    def add(self, key: Any) -> None:
+        self._new.add(key)
+        if len(self._new) >= REMEMBERED:
+            self._old, self._new = self._new, set()
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._new or key in self._old
 
 
 def _progress_token(params: Any) -> Any:

@@ -272,14 +272,15 @@ class PostAnswer:
         self.status = status
         self.has_session = has_session
         self.failure = classify_status(status, has_session=has_session)
-        self.streamed = status < 300 and is_event_stream(content_type)
-        self.json_body = is_json(content_type)
+        kind = media_type(content_type)
+        self.streamed = status < 300 and kind == EVENT_STREAM
+        self.json_body = kind == JSON or kind.endswith("+json")
         self.content_type = content_type
         self.answer: Response | ErrorResponse | None = None
         self.events = 0  # SSE events seen, of any type
         self.size = 0  # body bytes
         self._parser = SseParser() if self.streamed else None
-        self._body = bytearray()
+        self._body = bytearray() if not self.streamed else None
 
     def feed(self, chunk: bytes) -> list[Carried | Problem]:
         """The messages and problems `chunk` completes; `b""` marks the body's end."""

@@ -418,3 +418,13 @@ def test_every_transport_and_era_round_trip(transport, version):
         assert (out.headers.get("mcp-name") == "echo") is (version == "2026-07-28")
     (answered,) = answer(out, result(out.request_id, {"content": []}))
     assert type(answered) is Answered and answered.waiter == "call" and conn.negotiated == version
+
+
+def test_recent_keys_are_bounded_and_keep_at_least_the_last_ones():
+    from mcpbench.protocol.client import REMEMBERED, Recent
+
+    recent = Recent()
+    for key in range(5 * REMEMBERED):
+        recent.add(key)
+    assert all(key in recent for key in range(4 * REMEMBERED, 5 * REMEMBERED))
+    assert 0 not in recent and len(recent._new) + len(recent._old) <= 2 * REMEMBERED
