@@ -329,7 +329,7 @@ class _SessionRunner:
         if remaining <= 0:
             return False
         try:
-            item = self.queue.get(timeout=remaining)
+            item = self.transport.next_item(self.queue, remaining)
         except queue.Empty:
             return False
         self._handle(item)
@@ -338,7 +338,7 @@ class _SessionRunner:
     def _drain(self, wait: float) -> None:
         while True:
             try:
-                item = self.queue.get(timeout=wait) if wait else self.queue.get_nowait()
+                item = self.transport.next_item(self.queue, wait)
             except queue.Empty:
                 return
             self._handle(item)
@@ -346,7 +346,7 @@ class _SessionRunner:
     def _wait_until(self, when: float) -> None:
         while not self.run.aborted and (remaining := when - time.perf_counter()) > 0:
             try:
-                item = self.queue.get(timeout=remaining)
+                item = self.transport.next_item(self.queue, remaining)
             except queue.Empty:
                 return
             self._handle(item)
@@ -576,7 +576,8 @@ class Replayer:
 
     def open(self, sink, on_stderr) -> ReplayTransport:
         """The transport for the target, not yet connected (the session's connection is built for its kind)."""
-        return open_transport(self.target, sink, on_stderr=on_stderr if self.writer else None, cwd=self.cwd, env=self.env)
+        return open_transport(self.target, sink, on_stderr=on_stderr if self.writer else None, cwd=self.cwd, env=self.env,
+                              direct=True)
 
     def run(self, trace: TracePlan) -> ReplayRun:
         """Replay every session of `trace`; stops at the first session the target broke off."""

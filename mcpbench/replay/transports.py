@@ -22,6 +22,8 @@ style: one thread owns the connection, the others only queue bytes).
 import http.client
 import itertools
 import os
+import queue
+import select
 import shlex
 import socket
 import subprocess
@@ -145,6 +147,14 @@ class ReplayTransport:
     def _opened(self, item: Opened) -> list[Event]:
         return []
 
+    def next_item(self, items: queue.SimpleQueue, timeout: float) -> Item:
+        """The next thing that arrived, waiting at most `timeout` seconds (0: not at all).
+
+        Raises:
+            queue.Empty: nothing came in time.
+        """
+        return items.get(timeout=timeout) if timeout > 0 else items.get_nowait()
+
     def close(self) -> None:
         """End the session and release everything; idempotent."""
 
@@ -192,11 +202,14 @@ class StdioTransport(ReplayTransport):
         on_stderr: Callable[[bytes], None] | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        direct: bool = False,
     ) -> None:
         super().__init__()
         self.argv = list(argv)
         self.sink = sink
         self.on_stderr = on_stderr
+        self.direct = direct  # the owner's thread reads stdout itself (`next_item`): no hand-off per answer
+        self._stdout_open = True
         self.exit_detail: str | None = None
         self._closing = False
         self._lock = threading.Lock()
@@ -208,10 +221,9 @@ class StdioTransport(ReplayTransport):
         except OSError as exc:
             raise TargetError(f"cannot start {shlex.join(self.argv)}: {exc.strerror}") from None
         self._stdin = self.proc.stdin.fileno()
-        self._threads = [
-            threading.Thread(target=self._read, name="mcpbench-stdio-out", daemon=True),
-            threading.Thread(target=self._read_stderr, name="mcpbench-stdio-err", daemon=True),
-        ]
+        self._threads = [threading.Thread(target=self._read_stderr, name="mcpbench-stdio-err", daemon=True)]
+        if not direct:
+            self._threads.append(threading.Thread(target=self._read, name="mcpbench-stdio-out", daemon=True))
 
     @property
     def pid(self) -> int:
@@ -243,11 +255,34 @@ class StdioTransport(ReplayTransport):
 
     def _read(self) -> None:
         for chunk in _chunks(self.proc.stdout.fileno()):
-            if chunk:
-                self.sink(Arrival(STDOUT, chunk, time.perf_counter()))
-            elif not self._closing:  # an end the replay did not cause: the server went away
-                self.exit_detail = f"the server process exited with status {self.proc.wait()}"
-                self.sink(Arrival(STDOUT, b"", time.perf_counter()))
+            if chunk or not self._closing:
+                self.sink(self._arrived(chunk))
+
+    def _arrived(self, chunk: bytes) -> Arrival:
+        if not chunk:  # an end the replay did not cause: the server went away
+            self._stdout_open = False
+            try:
+                self.exit_detail = f"the server process exited with status {self.proc.wait(EXIT_GRACE)}"
+            except subprocess.TimeoutExpired:
+                self.exit_detail = "the server process closed its stdout"
+        return Arrival(STDOUT, chunk, time.perf_counter())
+
+    def next_item(self, items: queue.SimpleQueue, timeout: float) -> Item:
+        """With `direct`, stdout is read here, on the owner's thread; what other threads queued first."""
+        if not self.direct or not self._stdout_open or self._closing:
+            return super().next_item(items, timeout)
+        try:
+            return items.get_nowait()  # stderr lines and write failures wait for no answer
+        except queue.Empty:
+            pass
+        fd = self.proc.stdout.fileno()
+        if not select.select([fd], [], [], max(0.0, timeout))[0]:
+            return super().next_item(items, 0)
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except OSError:
+            chunk = b""
+        return self._arrived(chunk)
 
     def _read_stderr(self) -> None:
         framer = LineFramer()
@@ -646,13 +681,13 @@ class LegacySseTransport(ReplayTransport):
 
 
 def open_transport(target: Target, sink: Sink, **options: Any) -> ReplayTransport:
-    """The transport for `target` (not yet connected); stdio options: `on_stderr`, `cwd`, `env`.
+    """The transport for `target` (not yet connected); stdio options: `on_stderr`, `cwd`, `env`, `direct`.
 
     Raises:
         TargetError: a stdio target cannot be started.
     """
     if target.transport == STDIO:
-        return StdioTransport(target.argv, sink, **{k: v for k, v in options.items() if k in ("on_stderr", "cwd", "env")})
+        return StdioTransport(target.argv, sink, **{k: v for k, v in options.items() if k in ("on_stderr", "cwd", "env", "direct")})
     if target.transport == STREAMABLE_HTTP:
         return StreamableHttpTransport(target.url, sink)
     if target.transport == SSE:
