@@ -278,7 +278,8 @@ def _lab_sections(labs: list[LabRun]) -> list[str]:
             parts = [_chart(lambda ax, p=policy: reconnect_timeline(run, p, ax), width=10, height=2.6)
                      for policy in dict.fromkeys(run.calls["policy"].astype(str))]
             parts.append(_chart(lambda ax: recovery_times(run, ax)))
-            parts.append("<h3>per cell: lost, duplicated and uncertain answers, extra requests</h3>" + _table(lab.reconnect, index=False))
+            counts = lab.reconnect.convert_dtypes().astype(object).fillna("")  # whole counts stay whole; SDK rows leave cells empty
+            parts.append("<h3>per cell: lost, duplicated and uncertain answers, extra requests</h3>" + _table(counts, index=False))
             out.append(_section(f"Lab: reconnects under faults ({lab.folder.name})", *parts))
     return out
 
