@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from mcpbench.protocol.http import INSTANCE, SESSION_ID, is_event_stream
 from mcpbench.protocol.sse import SseEvent, SseParser
-from mcpbench.record.sessions import legacy_session_key
+from mcpbench.protocol.http import legacy_session_key
 
 POLICIES: Final = ("random", "round-robin", "sticky", "source")
 # Sessions (and client addresses) remembered at once, least recently used dropped first: as

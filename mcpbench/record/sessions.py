@@ -4,7 +4,7 @@ A session key is what a trace's `session` field holds (docs/trace-format-http.md
 
 - Streamable HTTP: the request's `Mcp-Session-Id`, or the one its `initialize` answer mints;
   sessionless traffic gets `conn-<12 hex>`, one key per client connection (`conn_key`).
-- Legacy HTTP+SSE: derived from the `endpoint` event's URI (`legacy_session_key`); POSTs to that
+- Legacy HTTP+SSE: derived from the `endpoint` event's URI (`protocol.http.legacy_session_key`); POSTs to that
   endpoint are matched back to it (`SessionBook.endpoint_session`).
 
 `SessionBook` keeps one protocol-core `Session` per key and returns the violations each message
@@ -15,7 +15,6 @@ from collections import OrderedDict
 from urllib.parse import urlsplit
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.http import legacy_session_key  # noqa: F401 - re-exported: the recorder's session key
 from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP, whole_session_codes
 from mcpbench.protocol.session import Direction, Session, Violation
 

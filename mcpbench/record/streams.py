@@ -20,7 +20,7 @@ from mcpbench.protocol.http import is_event_stream, resolve_endpoint, stream_dec
 from mcpbench.protocol.session import S2C
 from mcpbench.protocol.sse import SseComment, SseEvent, SseTruncated
 from mcpbench.record.exchange import LEGACY, StreamTap, json_text
-from mcpbench.record.sessions import legacy_session_key
+from mcpbench.protocol.http import legacy_session_key
 from mcpbench.trace.format import Kind, now
 
 logger = logging.getLogger(__name__)

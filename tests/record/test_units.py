@@ -19,7 +19,8 @@ from mitmproxy.test import taddons, tflow
 from mcpbench.record import ADDON_PATH
 from mcpbench.record import sessions
 from mcpbench.record.addon import make_addons
-from mcpbench.record.sessions import conn_key, legacy_session_key
+from mcpbench.protocol.http import legacy_session_key
+from mcpbench.record.sessions import conn_key
 from mcpbench.record.cli import addon_path, export
 from mcpbench.record.har import to_har
 from mcpbench.record.proxy import parse_listen, parse_upstream
