@@ -14,6 +14,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from mcpbench.load.samples import records
 from mcpbench.protocol.errors import McpbenchError
 
 SAMPLE_COLUMNS = ["t", "type", "step", "latency_ms", "size", "failure", "ttfe_ms", "uncorrected_ms"]
@@ -85,17 +86,7 @@ def load_samples(path: str | os.PathLike) -> pd.DataFrame:
     The open model's per-process counter lines are skipped; a torn last line
     (a process killed mid-write) is skipped too.
     """
-    rows = []
-    with open(path, "rb") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if "step" in row:
-                rows.append(row)
+    rows = [row for row in records(path) if "step" in row]
     frame = pd.DataFrame(rows).reindex(columns=SAMPLE_COLUMNS)
     frame["t"] = pd.to_datetime(np.asarray(frame["t"], dtype="float64"), unit="s", utc=True)
     for column in ("latency_ms", "ttfe_ms", "uncorrected_ms"):
@@ -162,8 +153,6 @@ BREAK_COLUMNS = ["t", "noticed", "action", "ok", "recover_ms", "lost", "duplicat
 
 def load_reconnect(folder: str | os.PathLike) -> ReconnectRun:
     """A reconnect experiment's folder: `reconnect.csv` and, per cell, its samples, SDK calls and fault log."""
-    from mcpbench.lab.reconnect import read_lines
-
     folder = Path(folder)
     path = folder / "reconnect.csv"
     if not path.is_file():
@@ -174,20 +163,20 @@ def load_reconnect(folder: str | os.PathLike) -> ReconnectRun:
         key = {c: cell[c] for c in RECONNECT_CELL}
         cell_dir = folder / "cells" / f"{cell['transport']}-{cell['fault']}-{cell['policy']}"
         if cell["client"] == "sdk":
-            records = read_lines(cell_dir / "sdk.jsonl")
-            steps = [(r["t"], bool(r.get("ok")), r.get("latency_ms")) for r in records if "t" in r]
+            lines = list(records(cell_dir / "sdk.jsonl", missing_ok=True))
+            steps = [(r["t"], bool(r.get("ok")), r.get("latency_ms")) for r in lines if "t" in r]
             reconnects: list[dict] = []
         else:
-            records = read_lines(cell_dir / "samples.jsonl")
-            steps = [(r["t"], not r.get("failure"), r.get("latency_ms")) for r in records
+            lines = list(records(cell_dir / "samples.jsonl", missing_ok=True))
+            steps = [(r["t"], not r.get("failure"), r.get("latency_ms")) for r in lines
                      if r.get("step", "").startswith(("tools/", "resources/", "prompts/")) and r.get("t") is not None]
-            reconnects = [r["reconnect"] for r in records if "reconnect" in r]
+            reconnects = [r["reconnect"] for r in lines if "reconnect" in r]
         if not steps:
             continue
         start = min(t for t, _, _ in steps)
         calls += [{**key, "t": t - start, "end": t - start + (latency or 0.0) / 1000.0, "ok": ok} for t, ok, latency in steps]
         breaks += [{**key, **{c: b.get(c) for c in BREAK_COLUMNS}, "t": b["t"] - start} for b in reconnects]
-        faults += [{**key, "t": f["t"] - start, "kind": f.get("kind")} for f in read_lines(cell_dir / "faults.jsonl") if "t" in f]
+        faults += [{**key, "t": f["t"] - start, "kind": f.get("kind")} for f in records(cell_dir / "faults.jsonl", missing_ok=True) if "t" in f]
     frames = [pd.DataFrame(rows, columns=[*RECONNECT_CELL, *columns])
               for rows, columns in ((calls, ["t", "end", "ok"]), (breaks, BREAK_COLUMNS), (faults, ["t", "kind"]))]
     for frame in frames:

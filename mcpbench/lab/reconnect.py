@@ -35,6 +35,7 @@ from typing import Any, Final
 import orjson
 
 from mcpbench.analysis.stats import percentile
+from mcpbench.load.samples import records
 from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, compose_yaml, parse_duration, scenario_from_node
 from mcpbench.protocol.reconnect import MODES as POLICIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
@@ -156,27 +157,12 @@ def applies(transport: str, options: dict[str, str]) -> bool:
 # --- one cell's row ----------------------------------------------------------------------------
 
 
-def read_lines(path: Path) -> list[dict]:
-    """The JSON objects of a JSON Lines file (a torn last line skipped); none when it is missing."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_bytes().splitlines():
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
-
-
 def cell_row(cell: Cell, folder: Path) -> dict[str, Any]:
     """One row of reconnect.csv from a cell's folder (samples.jsonl or sdk.jsonl)."""
     row: dict[str, Any] = {"transport": cell.transport, "fault": cell.fault, "policy": cell.policy,
                            "client": SDK if cell.policy == SDK else "mcpbench"}
     if cell.policy == SDK:
-        calls = read_lines(folder / "sdk.jsonl")
+        calls = list(records(folder / "sdk.jsonl", missing_ok=True))
         failed = [c for c in calls if not c.get("ok")]
         first = min((c["t"] for c in failed), default=None)
         after = [c for c in calls if c.get("ok") and first is not None and c["t"] > first]
@@ -186,9 +172,9 @@ def cell_row(cell: Cell, folder: Path) -> dict[str, Any]:
         if after:
             row["recover_p50_ms"] = row["recover_p95_ms"] = round((min(c["t"] for c in after) - first) * 1000.0, 1)
         return row
-    records = read_lines(folder / "samples.jsonl")
-    steps = [r for r in records if "step" in r]
-    breaks = [r["reconnect"] for r in records if "reconnect" in r]
+    lines = list(records(folder / "samples.jsonl", missing_ok=True))
+    steps = [r for r in lines if "step" in r]
+    breaks = [r["reconnect"] for r in lines if "reconnect" in r]
     calls = [s for s in steps if s["step"].startswith(("tools/", "resources/", "prompts/"))]
     times = [b["recover_ms"] for b in breaks if b.get("recover_ms") is not None]
     extra = sum(b.get("extra_requests", 0) for b in breaks)

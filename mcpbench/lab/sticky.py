@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
+from mcpbench.load.samples import records
 from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, compose_yaml, scenario_from_node
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28
@@ -193,14 +192,7 @@ def failure_class(failure: str, detail: str | None) -> str:
 
 def read_samples(path: Path) -> Iterator[dict]:
     """The step records of a samples.jsonl (a torn last line is skipped)."""
-    with open(path, "rb") as handle:
-        for line in handle:
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and "step" in record:
-                yield record
+    return (record for record in records(path) if "step" in record)
 
 
 def cell_stats(cell: Cell | None, records: Iterable[dict]) -> CellResult:

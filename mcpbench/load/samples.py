@@ -46,6 +46,24 @@ WRITE_BUFFER = 64 * 1024
 FLUSH_INTERVAL = 1.0
 
 
+def records(path: str | Path, *, missing_ok: bool = False) -> Iterator[dict]:
+    """The JSON objects of a JSON Lines results file (samples, fault logs, SDK client calls), as written.
+
+    Blank lines and a torn last line (a process killed mid-write) are skipped; `missing_ok`: a file
+    that does not exist has none.
+    """
+    if missing_ok and not Path(path).is_file():
+        return
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
 class SampleWriter:
     """A Locust request-event listener that appends one JSON line per step.
 
