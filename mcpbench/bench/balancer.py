@@ -20,13 +20,11 @@ bare mitmdump.
 import contextlib
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-from mcpbench.analysis.stats import summary
 from mcpbench.bench.common import write_result
-from mcpbench.bench.proxy import _cpu, _latency, _throughput
+from mcpbench.bench.proxy import measure_rounds
 from mcpbench.lab.cluster import haproxy_path, mitmdump_path, running_balancer, running_instances
 from mcpbench.lab.servers import HOST, free_port, start_listening, stop_process
 
@@ -59,21 +57,7 @@ def run(quick: bool = False) -> Path:
         for kind in paths[2:]:
             front = stack.enter_context(running_balancer(kind, "sticky", "streamable-http", servers, folder=folder))
             ports[kind], procs[kind] = front.port, front.proc
-        exchanges = 3 + config["latency_calls"] + config["sessions"] * (2 + config["calls_per_session"])
-        rounds = []
-        for number in range(config["rounds"]):
-            figures = {}
-            for name in paths:
-                cpu = _cpu(procs.get(name))
-                samples = _latency(ports[name], config["latency_calls"])
-                rate = _throughput(ports[name], config["sessions"], config["calls_per_session"])
-                figures[name] = {"calls_per_s": rate, **{f"{k}_ms": v for k, v in summary(samples).items() if k != "count"}}
-                if name in procs:
-                    figures[name]["balancer_cpu_us_per_exchange"] = (_cpu(procs[name]) - cpu) / exchanges * 1e6
-            rounds.append(figures)
-            print(f"mcpbench: round {number + 1}/{config['rounds']}: "
-                  + ", ".join(f"{n} {f['calls_per_s']:.0f}/s p50 {f['p50_ms']:.2f} ms" for n, f in figures.items()),
-                  file=sys.stderr, flush=True)
+        rounds = measure_rounds({name: ports[name] for name in paths}, procs, config, "balancer_cpu_us_per_exchange")
     medians = {name: {key: statistics.median(r[name][key] for r in rounds) for key in rounds[0][name]} for name in paths}
     ratios = {
         "builtin_vs_bare_cpu": medians["builtin"]["balancer_cpu_us_per_exchange"] / medians["bare"]["balancer_cpu_us_per_exchange"],

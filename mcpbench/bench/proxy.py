@@ -324,6 +324,30 @@ def _ttfe_summary(samples: list[dict | None]) -> dict:
     }
 
 
+def measure_rounds(targets: dict[str, int], procs: dict[str, subprocess.Popen], config: dict, cpu_key: str) -> list[dict]:
+    """`config["rounds"]` rounds over every target (name -> port): latency percentiles, calls/s and,
+    for the targets that are a process of ours (`procs`), its CPU per exchange under `cpu_key`.
+
+    Used by `bench proxy` and `bench balancer`; each round is one line on stderr.
+    """
+    exchanges = 3 + config["latency_calls"] + config["sessions"] * (2 + config["calls_per_session"])
+    rounds = []
+    for number in range(config["rounds"]):
+        figures = {}
+        for name, port in targets.items():
+            cpu = _cpu(procs.get(name))
+            samples = _latency(port, config["latency_calls"])
+            rate = _throughput(port, config["sessions"], config["calls_per_session"])
+            figures[name] = {"calls_per_s": rate, **{f"{k}_ms": v for k, v in summary(samples).items() if k != "count"}}
+            if name in procs:
+                figures[name][cpu_key] = (_cpu(procs[name]) - cpu) / exchanges * 1e6
+        rounds.append(figures)
+        print(f"mcpbench: round {number + 1}/{config['rounds']}: "
+              + ", ".join(f"{n} {f['calls_per_s']:.0f}/s p50 {f['p50_ms']:.2f} ms" for n, f in figures.items()),
+              file=sys.stderr, flush=True)
+    return rounds
+
+
 def _cpu(proc: subprocess.Popen | None) -> float:
     """CPU seconds (user + system) a process has used so far."""
     if proc is None:
@@ -388,21 +412,7 @@ def run(quick: bool = False) -> Path:
             targets |= {"json_direct": ports["json"], "json_bare": ports["bare-json"], "json_addon": ports["addon-json"]}
             slow_targets = {name: ports["server"] if name == "direct" else ports[f"{name}-server"] for name in TTFE_PATHS}
             legacy_targets = {name: ports["legacy"] if name == "direct" else ports[f"{name}-legacy"] for name in TTFE_PATHS}
-            exchanges = 3 + config["latency_calls"] + config["sessions"] * (2 + config["calls_per_session"])
-            rounds = []
-            for number in range(config["rounds"]):
-                figures = {}
-                for name, port in targets.items():
-                    cpu = _cpu(proxy_procs.get(name))
-                    samples = _latency(port, config["latency_calls"])
-                    rate = _throughput(port, config["sessions"], config["calls_per_session"])
-                    figures[name] = {"calls_per_s": rate, **{f"{k}_ms": v for k, v in summary(samples).items() if k != "count"}}
-                    if name in proxy_procs:
-                        figures[name]["proxy_cpu_us_per_exchange"] = (_cpu(proxy_procs[name]) - cpu) / exchanges * 1e6
-                rounds.append(figures)
-                print(f"mcpbench: round {number + 1}/{config['rounds']}: "
-                      + ", ".join(f"{n} {f['calls_per_s']:.0f}/s p50 {f['p50_ms']:.2f} ms" for n, f in figures.items()),
-                      file=sys.stderr, flush=True)
+            rounds = measure_rounds(targets, proxy_procs, config, "proxy_cpu_us_per_exchange")
             first = _first_events(slow_targets, legacy_targets, config["ttfe_samples"])
             procs_to_stop = procs  # the addon's trace is complete once its mitmdump has stopped
             for proc in reversed(procs_to_stop):
