@@ -34,7 +34,7 @@ from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
 
 from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Outgoing
-from mcpbench.protocol.http import INSTANCE, SESSION_ID, Failure
+from mcpbench.protocol.http import INSTANCE, SESSION_ID, Failure, classify_status
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 # One recv: large enough that a typical answer arrives in one call.
@@ -321,8 +321,7 @@ class StreamableHttpTransport(_HttpPoster):
             if resp._sock is not None:
                 _discard(resp)
         if resp.status_code >= 400 and resp.status_code != 405:
-            kind = Failure.SESSION_NOT_FOUND if resp.status_code == 404 else (Failure.HTTP_4XX if resp.status_code < 500 else Failure.HTTP_5XX)
-            raise McpFailure(kind, f"HTTP {resp.status_code}")
+            raise McpFailure(classify_status(resp.status_code, has_session=True), f"HTTP {resp.status_code}")
         return len(body)
 
 
@@ -362,11 +361,11 @@ class SseTransport(_HttpPoster):
             self.close()
             raise _socket_failure(exc, connected=False) from None
         self.note_instance(self._stream)
-        reader = self.conn.legacy_stream(self._stream.status_code, self._stream.get("content-type"))
+        status = self._stream.status_code
+        reader = self.conn.legacy_stream(status, self._stream.get("content-type"))
         if (refused := reader.refused()) is not None:
-            self.close()
-            status = self._stream.status_code if self._stream is not None else 0
-            raise McpFailure(Failure.HTTP_5XX if status >= 500 else Failure.HTTP_4XX, refused)
+            self.close()  # a success status that is no event stream counts as the client's error
+            raise McpFailure(classify_status(status, has_session=False) or Failure.HTTP_4XX, refused)
         self._reader = gevent.spawn(self._read_loop, reader)
         if not self._endpoint.wait(self._timeout):
             self.close()
