@@ -269,18 +269,37 @@ class ClientConnection:
 
     def request(self, method: str, params: dict | None = None, *, waiter: Any = None, ts: float = 0.0) -> Outgoing:
         """A request with a fresh id; in 2026-07-28 its `_meta` carries the envelope."""
+        out = self.prepare(method, params)
+        self.sent(out, waiter=waiter, ts=ts)
+        return out
+
+    def prepare(self, method: str, params: dict | None = None) -> Outgoing:
+        """A request with a fresh id, built but not yet sent: call `sent` as it leaves.
+
+        Lets a shell build its next request while it waits for an answer (the replayer does), so
+        that only the write is left for the moment the answer comes. Its headers are those of the
+        session as it is now: one whose id or version changes before it leaves must be built again.
+        """
         if self.stateless:
             params = dict(params or {})
             meta = dict(params.get("_meta") or {})
             meta.update(envelope(self.version, capabilities=self.capabilities, client_info=self.client_info))
             params["_meta"] = meta
-        return self.send(Request(id=self.next_id(), method=method, params=params, _parsed=True), waiter=waiter, ts=ts)
+        return self._outgoing(Request(id=self.next_id(), method=method, params=params, _parsed=True))
+
+    def sent(self, out: Outgoing, *, waiter: Any = None, ts: float = 0.0) -> None:
+        """The session sees `out` leave (a prepared request): from now on it waits for its answer."""
+        self._observe_sent(out.message, waiter, ts)
 
     def notify(self, method: str, params: dict | None = None, ts: float = 0.0) -> Outgoing:
         return self.send(Notification(method=method, params=params, _parsed=True), ts=ts)
 
     def send(self, message: Message, *, waiter: Any = None, ts: float = 0.0) -> Outgoing:
         """Any message, as built by the caller (a request keeps its id): the session sees it leave."""
+        self._observe_sent(message, waiter, ts)
+        return self._outgoing(message)
+
+    def _observe_sent(self, message: Message, waiter: Any, ts: float) -> None:
         self.session.observe(C2S, message, ts)
         if type(message) is Request:
             if waiter is not None and (pending := self.session.pending.get((C2S, message.id))) is not None:
@@ -288,6 +307,8 @@ class ClientConnection:
             params = message.params
             if params and "_meta" in params and (token := _progress_token(params)) is not None:
                 self._tokens[token] = message.id
+
+    def _outgoing(self, message: Message) -> Outgoing:
         data = jsonrpc.encode(message)
         if self.transport == STDIO:
             return Outgoing(message, data + b"\n")
@@ -369,11 +390,14 @@ class ClientConnection:
     def receive_stdout(self, chunk: bytes, ts: float = 0.0) -> list[Event]:
         """What the server wrote on stdout; `b""` at its end (the process exited or closed it)."""
         out: list[Event] = []
-        for event in self._framer.feed(chunk):
-            if type(event) is LineTooLong:
-                out.append(Garbled(f"the server wrote a line of {event.size} bytes", event.head))
-            elif event.data.strip():
-                self._carried_text(event.data, "stdio", None, ts, out)
+        for line in self._framer.lines(chunk):  # a whole line comes as bytes: no object per line
+            if type(line) is LineTooLong:
+                out.append(Garbled(f"the server wrote a line of {line.size} bytes", line.head))
+                continue
+            if type(line) is not bytes:
+                line = line.data  # the last line, cut off by the end of stdout
+            if line and not line.isspace():
+                self._carried_text(line, "stdio", None, ts, out)
         if not chunk:
             out += self._stream_ended("stdio", "the server process closed its stdout")
         return out

@@ -63,6 +63,7 @@ from mcpbench.replay.plan import (
     REQUEST_STATE,
     RecordedCall,
     SessionPlan,
+    Step,
     TracePlan,
     is_input_required,
 )
@@ -82,6 +83,10 @@ MAX_INPUT_ROUNDS = 8
 
 # Methods a 2026-07-28 session no longer has.
 HANDSHAKE_ONLY = ("initialize", "notifications/initialized", "ping")
+
+# `_ahead`: a step built after the wait, not before it.
+_LIVE = object()
+_BUILT_LIVE = frozenset({"initialize", "notifications/cancelled"})
 
 # At the end of a session that listens on a GET stream, how long to wait for
 # server messages the recording had outside any call and the replay has not
@@ -269,18 +274,25 @@ class _SessionRunner:
         for step in plan.steps:
             if run.aborted:
                 return
+            # Built before the wait, while the target works on what it was sent: when the answer
+            # comes, only the write is left to do.
+            message, out = self._ahead(step) if step.wait_for else (_LIVE, None)
+            settled = (self.conn.session_id, self.conn.negotiated)
             for index in step.wait_for:
                 self._await(run.calls[index])
                 if run.aborted:
                     return
-            message = self._prepare(step.message, step.call)
+            if message is _LIVE:
+                message = self._prepare(step.message, step.call)
             if message is None:
                 continue
             if last_sent is not None and last_ts is not None and (gap := self.r.pace.gap(step.ts - last_ts)) > 0:
                 self._wait_until(last_sent + gap)
             last_ts = step.ts
             last_sent = time.perf_counter()
-            self._send(message, run.calls[step.call.index] if step.call is not None else None)
+            if out is not None and settled != (self.conn.session_id, self.conn.negotiated):
+                out = None  # the answers waited for changed the session (its id, its version): build it again
+            self._send(message, run.calls[step.call.index] if step.call is not None else None, out)
             if message.method == "notifications/initialized":
                 self._listen()
         for index in plan.final_wait:
@@ -393,18 +405,35 @@ class _SessionRunner:
             return Notification(method=method, params=params, _parsed=True)
         return Request(id=0, method=method, params=params, _parsed=True)
 
+    def _ahead(self, step: Step) -> tuple[Request | Notification | None, Outgoing | None]:
+        """`step` as it will go out, built before the answers it waits for: (message, its request
+        built by the connection). `_LIVE` instead of the message when it depends on those answers
+        (a `requestState` to map, a cancellation's live id), or may change the session (`initialize`)."""
+        message = step.message
+        params = message.params
+        if (params and REQUEST_STATE in params) or message.method in _BUILT_LIVE or self.conn.negotiated is None:
+            return _LIVE, None  # (no version settled yet: an `initialize` is still in flight)
+        message = self._prepare(message, step.call)
+        if type(message) is not Request:
+            return message, None
+        return message, self.conn.prepare(message.method, message.params)
+
     def _live_id_of(self, recorded_id: Any) -> Any:
         for live in self.run.calls:
             if live.call.request.id == recorded_id and live.live_ids:
                 return live.live_ids[-1]
         return recorded_id
 
-    def _send(self, message: Request | Notification, live: LiveCall | None) -> None:
+    def _send(self, message: Request | Notification, live: LiveCall | None, out: Outgoing | None = None) -> None:
+        """Send `message` (`out`: the connection's request for it, built ahead)."""
         ts = time.perf_counter()
         if isinstance(message, Notification):
             self._write(self.conn.send(message, ts=ts))
             return
-        out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
+        if out is None:
+            out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
+        else:
+            self.conn.sent(out, waiter=live, ts=ts)
         if live is not None:
             live.live_ids.append(out.request_id)
             if live.sent is None:

@@ -222,7 +222,12 @@ class StdioTransport(ReplayTransport):
             raise TargetError(f"cannot start {shlex.join(self.argv)}: {exc.strerror}") from None
         self._stdin = self.proc.stdin.fileno()
         self._threads = [threading.Thread(target=self._read_stderr, name="mcpbench-stdio-err", daemon=True)]
-        if not direct:
+        self._stdout_fd = self.proc.stdout.fileno()
+        if direct:  # one poll object, registered once: the wait per answer is one call
+            poller = select.poll()
+            poller.register(self._stdout_fd, select.POLLIN)
+            self._stdout_ready = poller.poll
+        else:
             self._threads.append(threading.Thread(target=self._read, name="mcpbench-stdio-out", daemon=True))
 
     @property
@@ -275,11 +280,10 @@ class StdioTransport(ReplayTransport):
             return items.get_nowait()  # stderr lines and write failures wait for no answer
         except queue.Empty:
             pass
-        fd = self.proc.stdout.fileno()
-        if not select.select([fd], [], [], max(0.0, timeout))[0]:
+        if not self._stdout_ready(max(0, int(timeout * 1000))):
             return super().next_item(items, 0)
         try:
-            chunk = os.read(fd, READ_SIZE)
+            chunk = os.read(self._stdout_fd, READ_SIZE)
         except OSError:
             chunk = b""
         return self._arrived(chunk)

@@ -72,6 +72,28 @@ def test_stdio_answers_out_of_order_and_split_across_chunks():
     assert [e.waiter for e in of(Answered, events)] == ["b", "a"]
 
 
+def test_a_prepared_request_waits_for_nothing_until_it_is_sent():
+    conn = ClientConnection("stdio", "2026-07-28")
+    early = conn.prepare("tools/list")
+    assert orjson.loads(early.data)["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert conn.in_flight == 0
+    (unmatched,) = conn.receive_stdout(line(result(early.request_id)))
+    assert type(unmatched) is Unmatched  # an answer to a request that never left
+    later = conn.prepare("tools/list")
+    conn.sent(later, waiter="w", ts=2.0)
+    assert conn.in_flight == 1
+    (answered,) = conn.receive_stdout(line(result(later.request_id, {"tools": []})), 2.5)
+    assert answered.waiter == "w" and answered.received - answered.sent == 0.5
+
+
+def test_blank_and_cut_off_stdout_lines():
+    conn = ClientConnection("stdio", "2026-07-28")
+    out = conn.request("ping", waiter="p")
+    assert conn.receive_stdout(b"\n  \r\n") == []
+    events = conn.receive_stdout(orjson.dumps(result(out.request_id))) + conn.receive_stdout(b"")
+    assert of(Answered, events)[0].waiter == "p"  # the last line had no newline: still an answer
+
+
 def test_stateless_requests_carry_the_envelope_and_no_handshake():
     conn = ClientConnection("streamable-http", "2026-07-28", url=URL)
     out = conn.request("tools/call", {"name": "echo"})
