@@ -2,9 +2,13 @@
 
 One run, same machine, same reference server (stdio, a fresh process each time):
 
-1. a plain client loop (the client core + blocking pipe I/O: send one `tools/call echo`, read its
-   answer, repeat) makes CALLS calls; its messages become a trace;
-2. the replayer replays that trace against a fresh server (answers compared on the way);
+1. a plain client loop (blocking pipe I/O: the client core builds one `tools/call echo`, it is
+   written, its answer read, framed and decoded, repeat) makes CALLS calls; its messages become a
+   trace;
+2. the replayer replays that trace against a fresh server (answers compared on the way); it does
+   more per answer than the loop (the core's waiter table and session state, the recorded call it
+   belongs to), and builds each request while it waits for the answer before it, so that an answer
+   leaves only the write to do;
 3. steps 1 and 2 alternate, plain loop first and last; each replay round is set against the mean
    of the plain rounds on either side of it, and the ratio is the median of those: a noisy moment
    on a 2-core machine moves one round, not the ratio (each side's best round is kept as well);
@@ -12,7 +16,8 @@ One run, same machine, same reference server (stdio, a fresh process each time):
 
 Throughput counts the echo calls only, from the first call's send to the last call's answer:
 process start and the handshake are the same for both sides and are left out.
-Targets (issue 4): the replayer keeps >= 80 % of the plain loop's throughput; reading >= 200 MB/s.
+Targets: the replayer keeps >= 80 % of the plain loop's throughput (issue 4) and, since the client
+core, no less than the plain loop (issue 10: ratio >= 1.0); reading >= 200 MB/s.
 """
 
 import os
@@ -30,10 +35,15 @@ from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.trace.format import now
 from mcpbench.trace.writer import TraceWriter
 
-CALLS = 5_000
+# Many short rounds rather than a few long ones: a pair of neighbouring rounds then spans a few
+# seconds, shorter than the slow spells of this shared 2-core machine (seconds to tens of seconds),
+# so more pairs see both sides under the same load. 2,000 calls keep process start-up (left out of
+# the timing) and the first calls' warm-up small against a round.
+CALLS = 2_000
 QUICK_CALLS = 500
-ROUNDS = 5
+ROUNDS = 9
 KEEP_RATIO = 0.80
+NO_REGRESSION_RATIO = 1.0
 READ_MB_S = 200.0
 READ_SIZE = 64 * 1024
 
@@ -163,9 +173,10 @@ def run(quick: bool = False) -> Path:
         "changed_calls": changed,
         "trace": reading,
         "trace_64k_results": large,
-        "targets": {"ratio": KEEP_RATIO, "read_mb_s": READ_MB_S},
+        "targets": {"ratio": KEEP_RATIO, "ratio_no_regression": NO_REGRESSION_RATIO, "read_mb_s": READ_MB_S},
         "pass": {
             "ratio": ratio >= KEEP_RATIO,
+            "ratio_no_regression": ratio >= NO_REGRESSION_RATIO,
             "read_small_lines": reading["reader_mb_s"] >= READ_MB_S,
             "read_64k_results": large["reader_mb_s"] >= READ_MB_S,
             "plan_small_lines": reading["plan_mb_s"] >= READ_MB_S,

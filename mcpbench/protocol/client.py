@@ -300,13 +300,13 @@ class ClientConnection:
         return self._outgoing(message)
 
     def _observe_sent(self, message: Message, waiter: Any, ts: float) -> None:
-        self.session.observe(C2S, message, ts)
-        if type(message) is Request:
-            if waiter is not None and (pending := self.session.pending.get((C2S, message.id))) is not None:
-                pending.waiter = waiter
-            params = message.params
-            if params and "_meta" in params and (token := _progress_token(params)) is not None:
-                self._tokens[token] = message.id
+        if type(message) is not Request:
+            self.session.observe(C2S, message, ts)
+            return
+        self.session.asking(message, ts, waiter)
+        params = message.params
+        if params and "_meta" in params and (token := _progress_token(params)) is not None:
+            self._tokens[token] = message.id
 
     def _outgoing(self, message: Message) -> Outgoing:
         data = jsonrpc.encode(message)
@@ -448,11 +448,10 @@ class ClientConnection:
         if kind is Response or kind is ErrorResponse:
             if message.id is None and carrier is not None:  # an error about a request the server could not read
                 message = ErrorResponse(id=carrier, code=message.code, message=message.message, data=message.data)
-            pending = self.session.pending.get((C2S, message.id))
+            pending = self.session.answered(message)
             if pending is None:
                 out.append(Unmatched(message, message.id in self._given_up, via, message.id in self._answered))
                 return
-            self.session.observe(S2C, message, ts)
             if self._tokens:
                 self._forget_token(message.id)
             self._answered.add(message.id)

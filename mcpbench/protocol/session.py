@@ -89,6 +89,8 @@ TRANSITIONS: dict[Era, dict[SessionState, dict[Trigger, SessionState]]] = {
 # initialize request"; the server likewise before `initialized`).
 _PRE_INIT_C2S = {"initialize", "ping", "server/discover"}
 _PRE_INIT_S2C = {"ping"}
+# Requests whose answer changes the session (`Session.settle`).
+_SETTLING = frozenset({"initialize", "server/discover"})
 
 
 @dataclass(slots=True)  # one per answer on the recorders' hot path: not frozen (see jsonrpc.Message)
@@ -274,8 +276,33 @@ class Session:
         if pending is None:
             out.append(Violation("unknown-answer", f"answer to id {answer.id!r}, which no request in flight has", direction))
             return
-        request = pending.request
-        out.append(Exchange(request, answer, asked, pending.started, ts, pending.waiter))
+        out.append(Exchange(pending.request, answer, asked, pending.started, ts, pending.waiter))
+        self.settle(pending.request, answer, direction, out)
+
+    def asking(self, request: Request, ts: float, waiter: object = None) -> None:
+        """A client's lean `observe` of its own request: in flight from `ts`, `waiter` kept with it.
+
+        A request of an operating session changes nothing else, and a client has no violations to
+        report: it skips the checks. Any other (the handshake's, the first with an envelope) is observed."""
+        if self.state is OPERATING and request.method != "initialize":
+            self.pending[(C2S, request.id)] = Pending(request, ts, waiter)
+            return
+        self.observe(C2S, request, ts)
+        if waiter is not None and (pending := self.pending.get((C2S, request.id))) is not None:
+            pending.waiter = waiter
+
+    def answered(self, answer: Response | ErrorResponse) -> Pending | None:
+        """A client's lean `observe` of an answer from the server: the request it answers (now no
+        longer in flight), or None when none of ours is. The state moves on as `observe` moves it;
+        nothing is checked, for a client has no violations to report."""
+        pending = self.pending.pop((C2S, answer.id), None)
+        if pending is not None and pending.request.method in _SETTLING:
+            self.settle(pending.request, answer, S2C, [])
+        return pending
+
+    def settle(self, request: Request, answer: Response | ErrorResponse, direction: Direction, out: list) -> None:
+        """What an answer to `request` changes: `initialize` settles the version and the handshake,
+        `server/discover` the server's capabilities."""
         if request.method == "initialize" and direction is S2C and self.state is INITIALIZING:
             if isinstance(answer, Response) and isinstance(answer.result, dict):
                 self.version = answer.result.get("protocolVersion") or self.requested_version

@@ -98,7 +98,7 @@ UNSOLICITED_GRACE = 1.0
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
 
 # The waiter of the `initialize` an era switch adds (no recorded call waits for it).
-SYNTHETIC_INITIALIZE = "initialize"
+SYNTHETIC_INITIALIZE = "initialize"  # compared by identity: it is its own waiter
 
 # How server messages came, as the replay's trace tells it (stdio and legacy streams need no word).
 TOLD_VIA = frozenset({"sse", "json", "get"})
@@ -271,6 +271,7 @@ class _SessionRunner:
             self._handshake()
         last_sent: float | None = None
         last_ts: float | None = None
+        paced = self.r.pace.factor is not None
         for step in plan.steps:
             if run.aborted:
                 return
@@ -286,7 +287,7 @@ class _SessionRunner:
                 message = self._prepare(step.message, step.call)
             if message is None:
                 continue
-            if last_sent is not None and last_ts is not None and (gap := self.r.pace.gap(step.ts - last_ts)) > 0:
+            if paced and last_sent is not None and last_ts is not None and (gap := self.r.pace.gap(step.ts - last_ts)) > 0:
                 self._wait_until(last_sent + gap)
             last_ts = step.ts
             last_sent = time.perf_counter()
@@ -402,8 +403,9 @@ class _SessionRunner:
         if isinstance(message, Notification):
             if method == "notifications/cancelled" and params and "requestId" in params:
                 params = {**params, "requestId": self._live_id_of(params["requestId"])}
-            return Notification(method=method, params=params, _parsed=True)
-        return Request(id=0, method=method, params=params, _parsed=True)
+            return message if params is message.params else Notification(method=method, params=params, _parsed=True)
+        # A request's recorded id goes nowhere: the connection gives each request a live one.
+        return message if params is message.params else Request(id=0, method=method, params=params, _parsed=True)
 
     def _ahead(self, step: Step) -> tuple[Request | Notification | None, Outgoing | None]:
         """`step` as it will go out, built before the answers it waits for: (message, its request
@@ -432,13 +434,16 @@ class _SessionRunner:
             return
         if out is None:
             out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
+            self._write(out)
         else:
+            # Built ahead: written first, and the connection told after. Nothing can be answered
+            # in between: what arrives is fed to the connection on this thread, after this returns.
+            self._write(out)
             self.conn.sent(out, waiter=live, ts=ts)
         if live is not None:
             live.live_ids.append(out.request_id)
             if live.sent is None:
                 live.sent = ts
-        self._write(out)
 
     def _write(self, out: Outgoing) -> None:
         if self.r.writer is not None:
@@ -504,7 +509,7 @@ class _SessionRunner:
             if not live.done:
                 live.failure = reason
                 live.answered = time.perf_counter()
-        elif live == SYNTHETIC_INITIALIZE:
+        elif live is SYNTHETIC_INITIALIZE:
             self.run.aborted = f"initialize failed: {reason}"
         else:
             self.run.notes.append(reason)
@@ -519,7 +524,7 @@ class _SessionRunner:
 
     def _answer(self, event: Answered) -> None:
         answer, live = event.answer, event.waiter
-        if live == SYNTHETIC_INITIALIZE:
+        if live is SYNTHETIC_INITIALIZE:
             self.initialized = True
             if isinstance(answer, ErrorResponse):
                 self.run.aborted = f"initialize failed: {answer.message}"

@@ -249,11 +249,14 @@ class StdioTransport(ReplayTransport):
         return events
 
     def send(self, out: Outgoing) -> None:
+        data = out.data
         with self._lock:
             try:
-                view = memoryview(out.data)
-                while view:
-                    view = view[os.write(self._stdin, view) :]
+                written = os.write(self._stdin, data)
+                if written < len(data):  # a full pipe took part of it
+                    view = memoryview(data)[written:]
+                    while view:
+                        view = view[os.write(self._stdin, view) :]
             except OSError as exc:
                 if not self._closing:
                     self.sink(Lost(f"cannot write to the server's stdin: {exc.strerror}", fatal=True, ts=time.perf_counter()))
@@ -276,10 +279,8 @@ class StdioTransport(ReplayTransport):
         """With `direct`, stdout is read here, on the owner's thread; what other threads queued first."""
         if not self.direct or not self._stdout_open or self._closing:
             return super().next_item(items, timeout)
-        try:
+        if not items.empty():
             return items.get_nowait()  # stderr lines and write failures wait for no answer
-        except queue.Empty:
-            pass
         if not self._stdout_ready(max(0, int(timeout * 1000))):
             return super().next_item(items, 0)
         try:
