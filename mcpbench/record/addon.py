@@ -126,13 +126,9 @@ class Recording(SseStreams, TraceOutput):
         message = ex.req_message
         if message is None:
             return
-        extra = {
-            "flow": ex.flow_id,
-            "http": {"method": ex.method, "path": ex.path, "content_type": ex.req_content_type, "headers": ex.req_headers},
-        }
-        if ex.transport != STREAMABLE:
-            extra["transport"] = ex.transport
-        self._lines.append(self.writer.encode_message(ex.session, C2S.value, ex.req_raw, ts, extra))
+        http = (ex.method, ex.path, None, ex.req_content_type, ex.req_headers)
+        transport = ex.transport if ex.transport != STREAMABLE else None
+        self._lines.append(self.writer.encode_flow_message(ex.session, C2S.value, ex.req_raw, ts, ex.flow_id, http, transport))
         ex.req_message = ex.req_raw = None
         self._observe(ex, C2S, message, ts)
 
@@ -205,19 +201,9 @@ class Recording(SseStreams, TraceOutput):
         return True
 
     def _response_message(self, ex: HttpExchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
-        http = {
-            "method": ex.method,
-            "path": ex.path,
-            "status": ex.resp_status,
-            "content_type": ex.resp_content_type,
-            "headers": ex.resp_headers,
-        }
-        extra: dict = {"flow": ex.flow_id, "http": http}
-        if sse is not None:
-            extra["sse"] = sse
-        if ex.transport != STREAMABLE:
-            extra["transport"] = ex.transport
-        self._lines.append(self.writer.encode_message(ex.session, S2C.value, raw, ts, extra))
+        http = (ex.method, ex.path, ex.resp_status, ex.resp_content_type, ex.resp_headers)
+        transport = ex.transport if ex.transport != STREAMABLE else None
+        self._lines.append(self.writer.encode_flow_message(ex.session, S2C.value, raw, ts, ex.flow_id, http, transport, sse))
         self._observe(ex, S2C, message, ts)
 
     def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
