@@ -281,9 +281,11 @@ class TraceWriter:
                 if self._compressor is not None:
                     line = self._compressor.data(line)
                     self._handed_over = False  # this process writes: it owns the stream's end
-                view = memoryview(line)
-                while view:  # a regular file takes it all at once; a pipe or full disk may not
-                    view = view[os.write(self._fd, view) :]
+                written = os.write(self._fd, line)
+                if written < len(line):  # a regular file takes it all at once; a pipe or full disk may not
+                    view = memoryview(line)[written:]
+                    while view:
+                        view = view[os.write(self._fd, view) :]
                 self.events += count
             except OSError as exc:
                 self._error = exc.strerror
