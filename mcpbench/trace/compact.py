@@ -33,6 +33,9 @@ _MISSING = object()
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 _SSE_MESSAGE = {"event": "message"}
 _TIMES = ("started", "responded", "ended")
+# The fields of a `stream` event (and of one that opens a stream) as the addon writes it (`Compactor._stream`).
+_STREAM_FIELDS = frozenset({"session", "transport", "dir", "conn", "method", "path"})
+_OPEN_FIELDS = frozenset({"status", "content_type"})
 # The fields of an `http` event as the addon writes it (`Compactor._http`, its straight path).
 _HTTP_FIELDS = frozenset({
     "session", "transport", "dir", "conn", "method", "path", "mcp", "http_version", "url",
@@ -510,24 +513,10 @@ class Compactor(_State):
             return False
         if ("error" not in event and flow.stream_error is not _MISSING) or ("streamed" not in event and flow.streamed):
             return False  # the general path notes them `_absent`
-        session = event["session"]
-        transport = event["transport"]
-        conn, method, path, status = event["conn"], event["method"], event["path"], event["status"]
+        session, path, status = event["session"], event["path"], event["status"]
         req_base = self.base("req", Kind.HTTP, flow, session)
         resp_base = self.base("resp", Kind.HTTP, flow, session)
-        drop = []
-        if _same(session, flow.session):
-            drop.append("session")
-        if _same(transport, flow.transport if flow.transport is not None else self.transport):
-            drop.append("transport")
-        if event["dir"] is None:
-            drop.append("dir")
-        if _same(conn, flow.conn):
-            drop.append("conn")
-        if _same(method, flow.method):
-            drop.append("method")
-        if _same(path, flow.path):
-            drop.append("path")
+        drop = self._exchange_drops(event, flow)
         if event["mcp"] is True:
             drop.append("mcp")
         if _same(event["http_version"], "HTTP/1.1"):
@@ -556,10 +545,7 @@ class Compactor(_State):
         if size is not _MISSING and _same(event["response_size"], size):
             drop.append("response_size")
         # `update`, for this kind
-        flow.session = self.last_session = session
-        flow.transport = transport
-        flow.conn, flow.method, flow.path = conn, method, path
-        self.last_conn, self.last_method, self.last_path = conn, method, path
+        self._exchange_update(event, flow)
         flow.status = status
         self._block(session, "req", Kind.HTTP, req, flow)
         self._block(session, "resp", Kind.HTTP, resp, flow)
@@ -575,34 +561,62 @@ class Compactor(_State):
         _times_as_offsets(event)
         return True
 
-    def _exchange_defaults(self, flow: Flow) -> tuple[tuple[str, Any], ...]:
-        """The first defaults of an `http` or `stream` event (`defaults`, for these kinds)."""
-        return (
-            ("session", flow.session),
-            ("transport", flow.transport if flow.transport is not None else self.transport),
-            ("dir", None),
-            ("conn", flow.conn),
-            ("method", flow.method),
-            ("path", flow.path),
-        )
+    def _exchange_drops(self, event: dict, flow: Flow) -> list[str]:
+        """The first fields of an `http` or `stream` event (all present) that equal their defaults
+        (`defaults`, for these kinds), read before `_exchange_update` moves the flow on."""
+        drop = []
+        if _same(event["session"], flow.session):
+            drop.append("session")
+        if _same(event["transport"], flow.transport if flow.transport is not None else self.transport):
+            drop.append("transport")
+        if event["dir"] is None:
+            drop.append("dir")
+        if _same(event["conn"], flow.conn):
+            drop.append("conn")
+        if _same(event["method"], flow.method):
+            drop.append("method")
+        if _same(event["path"], flow.path):
+            drop.append("path")
+        return drop
+
+    def _exchange_update(self, event: dict, flow: Flow) -> None:
+        """`update`'s first part for an `http` or `stream` event (all fields present)."""
+        flow.session = self.last_session = event["session"]
+        flow.transport = event["transport"]
+        flow.conn, flow.method, flow.path = event["conn"], event["method"], event["path"]
+        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
 
     def _stream(self, event: dict, flow: Flow) -> bool:
         """`compact` for a `stream` event, in straight lines (an SSE answer opens and closes one).
 
-        False, and nothing changed, for an `open` without a header block (the general path notes it).
+        The decisions of `defaults`, `_omit` and `update` for this kind, field by field, for an
+        event with every field a default exists for (as the addon writes them); False, and nothing
+        changed, for another shape (the general path notes what is missing `_absent`).
         """
-        defaults = self._exchange_defaults(flow)
+        opened = event.get("event") == "open"
         headers = event.get("headers")
-        base = None
-        if event.get("event") == "open":
-            if type(headers) is not dict:
-                return False
-            base = self.base("resp", Kind.STREAM, flow, event.get("session"))
-            defaults += (("status", flow.status), ("content_type", headers.get("content-type")))
-        drop: list[str] = []
-        absent: list[str] = []
-        self._omit(event, defaults, drop, absent)
-        self.update(event, flow)
+        if not _STREAM_FIELDS <= event.keys() or (opened and (type(headers) is not dict or not _OPEN_FIELDS <= event.keys())):
+            return False
+        session = event["session"]
+        base = self.base("resp", Kind.STREAM, flow, session) if opened else None
+        drop = self._exchange_drops(event, flow)
+        if opened:
+            if flow.status is not _MISSING and _same(event["status"], flow.status):
+                drop.append("status")
+            if _same(event["content_type"], headers.get("content-type")):
+                drop.append("content_type")
+        # `update`, for this kind
+        self._exchange_update(event, flow)
+        if "status" in event:
+            flow.status = event["status"]
+        if isinstance(headers, dict):
+            self._block(session, "resp", Kind.STREAM, headers, flow)
+        if opened:
+            flow.streamed = True
+        if "bytes" in event:
+            flow.stream_bytes = event["bytes"]
+        if event.get("event") == "error":
+            flow.stream_error = event.get("error", _MISSING)
         for name in drop:
             del event[name]
         if base is not None:
@@ -610,8 +624,6 @@ class Compactor(_State):
                 del event["headers"]
             else:
                 event["headers"] = self._delta(base, headers)
-        if absent:
-            event[ABSENT] = absent
         return True
 
     def _delta(self, base: dict, block: dict) -> Any:
