@@ -126,13 +126,9 @@ class Recording(SseStreams, TraceOutput):
         message = ex.req_message
         if message is None:
             return
-        extra = {
-            "flow": ex.flow_id,
-            "http": {"method": ex.method, "path": ex.path, "content_type": ex.req_content_type, "headers": ex.req_headers},
-        }
-        if ex.transport != STREAMABLE:
-            extra["transport"] = ex.transport
-        self._lines.append(self.writer.encode_message(ex.session, C2S.value, ex.req_raw, ts, extra))
+        http = (ex.method, ex.path, None, ex.req_content_type, ex.req_headers)
+        transport = ex.transport if ex.transport != STREAMABLE else None
+        self._lines.append(self.writer.encode_flow_message(ex.session, C2S.value, ex.req_raw, ts, ex.flow_id, http, transport))
         ex.req_message = ex.req_raw = None
         self._observe(ex, C2S, message, ts)
 
@@ -205,19 +201,9 @@ class Recording(SseStreams, TraceOutput):
         return True
 
     def _response_message(self, ex: HttpExchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
-        http = {
-            "method": ex.method,
-            "path": ex.path,
-            "status": ex.resp_status,
-            "content_type": ex.resp_content_type,
-            "headers": ex.resp_headers,
-        }
-        extra: dict = {"flow": ex.flow_id, "http": http}
-        if sse is not None:
-            extra["sse"] = sse
-        if ex.transport != STREAMABLE:
-            extra["transport"] = ex.transport
-        self._lines.append(self.writer.encode_message(ex.session, S2C.value, raw, ts, extra))
+        http = (ex.method, ex.path, ex.resp_status, ex.resp_content_type, ex.resp_headers)
+        transport = ex.transport if ex.transport != STREAMABLE else None
+        self._lines.append(self.writer.encode_flow_message(ex.session, S2C.value, raw, ts, ex.flow_id, http, transport, sse))
         self._observe(ex, S2C, message, ts)
 
     def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
@@ -293,13 +279,14 @@ class McpRecorder:
     """The recording addon: options and the trace file, the SSE tap, each HTTP exchange.
 
     One object: mitmproxy offers every event to every addon object, so each extra object costs a
-    dispatch per event on the proxy's hot path. The trace file is opened in `configure` and closed
-    last in `done`.
+    dispatch per event on the proxy's hot path; the upstream time-out (`timeout`) is called from
+    these hooks for that reason. The trace file is opened in `configure` and closed last in `done`.
     """
 
-    def __init__(self, recording: Recording, *, exit_on_failure: bool = False) -> None:
+    def __init__(self, recording: Recording, *, exit_on_failure: bool = False, timeout: UpstreamTimeout | None = None) -> None:
         self.recording = recording
         self.exit_on_failure = exit_on_failure
+        self.timeout = timeout  # the 504 for a silent upstream, driven from these hooks (record/timeout.py)
         self.running_ = False  # mitmproxy has started (options set now are changes, not start-up)
         self.rolling_back = False  # an OptionsError was raised: mitmproxy's next configure undoes the change
 
@@ -308,6 +295,8 @@ class McpRecorder:
 
     def load(self, loader) -> None:
         logging.getLogger(MITMPROXY_SERVER_LOGGER).addFilter(_QUIET_STREAMING)
+        if self.timeout is not None:
+            self.timeout.load(loader)
         loader.add_option(
             "mcpbench_out", str, "",
             "mcpbench: the trace file to write (JSON Lines); empty: results/traces/<time>-http.jsonl.",
@@ -318,6 +307,8 @@ class McpRecorder:
         )
 
     def configure(self, updated: set[str]) -> None:
+        if self.timeout is not None:
+            self.timeout.configure(updated)
         if updated & {"connection_strategy", "mcpbench_out"} and getattr(ctx.options, "connection_strategy", None) == "eager":
             # Eager connects upstream when a client connects, before any request: an upstream that
             # refuses or resets then drops the client with no answer and no flow to record. Lazy
@@ -349,12 +340,18 @@ class McpRecorder:
 
     def request(self, flow) -> None:
         self.recording.request(flow)
+        if self.timeout is not None:  # after recording: the request goes upstream when this returns
+            self.timeout.sent(flow)
 
     def responseheaders(self, flow) -> None:
         """Streams a `text/event-stream` answer through a recording callable, never buffering it."""
+        if self.timeout is not None:
+            self.timeout.answered(flow)
         self.recording.response_headers(flow)
 
     def response(self, flow) -> None:
+        if self.timeout is not None:
+            self.timeout.answered(flow)  # an answer another addon set comes without `responseheaders`
         if detail := flow.metadata.get(TIMED_OUT):  # our 504 for a silent upstream (record/timeout.py)
             flow.error = Error(detail)  # recorded as a failed exchange, with this cause
             self.recording.error(flow)
@@ -362,6 +359,8 @@ class McpRecorder:
             self.recording.response(flow)
 
     def error(self, flow) -> None:
+        if self.timeout is not None:
+            self.timeout.answered(flow)
         self.recording.stream_error(flow)
         self.recording.error(flow)
 
@@ -370,6 +369,8 @@ class McpRecorder:
 
     def done(self) -> None:
         logging.getLogger(MITMPROXY_SERVER_LOGGER).removeFilter(_QUIET_STREAMING)
+        if self.timeout is not None:
+            self.timeout.done()
         recording = self.recording
         recording.done()
         recording.close_writer()
@@ -379,14 +380,16 @@ class McpRecorder:
             raise SystemExit(TraceWriteError.exit_code)
 
 
-def make_addons(*, exit_on_failure: bool = False) -> list:
+def make_addons(*, exit_on_failure: bool = False, upstream_timeout: bool = False) -> list:
     """A fresh recording addon (a list of one, as mitmproxy scripts name theirs).
 
     `exit_on_failure`: end the process non-zero at `done` when the trace could not be written to
-    the end (for mitmdump; `mcpbench record` reads `Recording.failed` itself).
+    the end (for mitmdump; `mcpbench record` reads `Recording.failed` itself). `upstream_timeout`:
+    answer 504 for an upstream that does not answer in time (the `mcpbench_upstream_timeout` option).
     """
-    return [McpRecorder(Recording(), exit_on_failure=exit_on_failure)]
+    timeout = UpstreamTimeout() if upstream_timeout else None
+    return [McpRecorder(Recording(), exit_on_failure=exit_on_failure, timeout=timeout)]
 
 
-# mitmdump -s: the recording, and a 504 for an upstream that does not answer in time.
-addons = [*make_addons(exit_on_failure=True), UpstreamTimeout()]
+# mitmdump -s: the recording, with a 504 for an upstream that does not answer in time.
+addons = make_addons(exit_on_failure=True, upstream_timeout=True)

@@ -21,7 +21,7 @@ def classify(ex: HttpExchange, request, headers: dict[str, str], book: SessionBo
     session_id = headers.get(SESSION_ID) or None
     method = ex.method
     if method == "POST":
-        legacy = book.endpoint_session(request.host, request.port, request.path)
+        legacy = book.endpoint_session(request)
         body = request.raw_content or b""
         if body and "content-encoding" in headers:
             body = request.get_content(strict=False) or b""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from mcpbench.protocol.session import Direction, Violation
 from mcpbench.record.exchange import STREAMABLE, HttpExchange, body_fields, url_of
-from mcpbench.trace.format import Kind, now
+from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
 
@@ -138,17 +138,26 @@ class TraceOutput:
         self._event(ex, Kind.VIOLATION, direction, ts, **fields)
 
     def _event(self, ex: HttpExchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
-        event = {"ts": ts, "session": ex.session, "dir": direction.value if direction else None, "kind": kind, "flow": ex.flow_id}
-        if ex.transport != STREAMABLE:
-            event["transport"] = ex.transport
+        event = {
+            "v": FORMAT_VERSION,
+            "ts": ts,
+            "session": ex.session,
+            "transport": ex.transport,
+            "dir": direction.value if direction else None,
+            "kind": kind,
+            "flow": ex.flow_id,
+        }
         event.update(fields)
-        self._lines.append(self.writer.encode(event))
+        self._lines.append(self.writer.encode_flow_event(event))
 
     def _http(self, ex: HttpExchange, flow, fields: dict) -> None:
         request, response = flow.request, flow.response
+        # Built in the line's order (`encode_flow_event`); only `fields` may hold free text.
         event = {
+            "v": FORMAT_VERSION,
             "ts": now(),
             "session": ex.session if ex.mcp else None,
+            "transport": ex.transport if ex.mcp else STREAMABLE,
             "dir": None,
             "kind": Kind.HTTP,
             "flow": ex.flow_id,
@@ -164,8 +173,6 @@ class TraceOutput:
             "started": round(request.timestamp_start, 6),
             "status": ex.resp_status,
         }
-        if ex.mcp and ex.transport != STREAMABLE:
-            event["transport"] = ex.transport
         if response is not None:
             event["reason"] = response.reason
             event["content_type"] = ex.resp_content_type
@@ -179,6 +186,7 @@ class TraceOutput:
                 event["response_size"] = ex.tap.size
             else:
                 event["response_size"] = len(response.raw_content or b"")
-        event.update(fields)
-        self._lines.append(self.writer.encode(event))
+        if fields:
+            event.update(fields)
+        self._lines.append(self.writer.encode_flow_event(event, text=bool(fields)))
 

@@ -147,12 +147,11 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     from mitmproxy import exceptions
 
     from mcpbench.record.addon import make_addons
-    from mcpbench.record.timeout import UpstreamTimeout
 
     master = new_master(spec, host, port)
     opts = master.options
-    recording_addons = make_addons()
-    master.addons.add(*recording_addons, UpstreamTimeout(), _Announce(path, on_ready))
+    recording_addons = make_addons(upstream_timeout=True)
+    master.addons.add(*recording_addons, _Announce(path, on_ready))
     try:
         opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout)
     except exceptions.OptionsError as exc:

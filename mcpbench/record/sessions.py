@@ -97,9 +97,15 @@ class SessionBook:
         """A legacy stream named `url` as the endpoint of session `key`."""
         self._endpoints[endpoint_target(url)] = key
 
-    def endpoint_session(self, host: str, port: int, path: str) -> str | None:
-        """The session whose legacy endpoint a POST to host:port/path is, if any."""
-        return self._endpoints.get((host.lower(), port, path)) if self._endpoints else None
+    def endpoint_session(self, request) -> str | None:
+        """The session whose legacy endpoint a POST `request` (its host, port and path) goes to, if any.
+
+        The request's parts are read only when a legacy stream named an endpoint: each is a
+        property that decodes bytes, on every proxied request.
+        """
+        if not self._endpoints:
+            return None
+        return self._endpoints.get((request.host.lower(), request.port, request.path))
 
     def forget_endpoints(self, key: str) -> None:
         for target in [t for t, owner in self._endpoints.items() if owner == key]:

@@ -42,9 +42,14 @@ class SseStreams:
     def defer_chunk(self, tap: StreamTap, chunk: bytes) -> None:
         """Record `chunk` of `tap`'s stream once mitmproxy has forwarded it (later in this loop turn).
 
-        Outside a running loop (tests driving the hooks directly) it is recorded at once.
+        Outside a running loop (tests driving the hooks directly) it is recorded at once, and so is
+        the stream's end (b""): mitmproxy calls the `response` hook next and sends the answer's end
+        only after it, so recording it now delays nothing and saves a turn of the loop.
         """
         self._chunks.append((tap, chunk, now()))
+        if not chunk:
+            self.settle()
+            return
         if self._settle_pending:
             return
         try:

@@ -10,11 +10,15 @@ answer takes mitmproxy's ordinary path to the client; the flow is marked (`flow.
 recorder writes it as a failed exchange: an `error` event and the `http` event with its `error`.
 
 Only the wait for the response's headers is bounded: an SSE stream that has started may stay quiet.
+
+`UpstreamTimeout` is not an addon of its own: the recording addon calls it from its hooks, since
+mitmproxy offers every event to every addon object and each one costs a dispatch per event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from mitmproxy import ctx
 from mitmproxy.proxy import events
@@ -23,6 +27,10 @@ from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 
 # The `flow.metadata` key of a flow this addon answered.
 TIMED_OUT = "mcpbench_timed_out"
+
+# How often the flows still waiting for an answer are checked, while any wait: a time-out fires up to
+# this late. One check per interval costs far less than a timer set and cancelled per request.
+SWEEP_SECONDS = 0.25
 
 
 def timeout_detail(seconds: float) -> str:
@@ -39,10 +47,16 @@ def gateway_timeout(detail: str) -> bytes:
 
 
 class UpstreamTimeout:
-    """Answers 504 for a flow whose upstream has not begun its answer within the time-out."""
+    """Answers 504 for a flow whose upstream has not begun its answer within the time-out.
+
+    The recording addon calls `load` and `configure` with its own, `sent` from its `request` hook,
+    `answered` from `responseheaders`, `response` and `error`, and `done`.
+    """
 
     def __init__(self) -> None:
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.seconds = DEFAULT_UPSTREAM_TIMEOUT  # the option's value (0: no limit)
+        self._waiting: dict[str, tuple[float, object, float]] = {}  # flow id -> (deadline, flow, seconds)
+        self._sweep: asyncio.TimerHandle | None = None
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -54,34 +68,43 @@ class UpstreamTimeout:
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import exceptions
 
-        if "mcpbench_upstream_timeout" in updated and ctx.options.mcpbench_upstream_timeout < 0:
-            raise exceptions.OptionsError("mcpbench_upstream_timeout: must be >= 0 (0: no limit)")
+        if "mcpbench_upstream_timeout" in updated:
+            seconds = ctx.options.mcpbench_upstream_timeout
+            if seconds < 0:
+                raise exceptions.OptionsError("mcpbench_upstream_timeout: must be >= 0 (0: no limit)")
+            self.seconds = seconds  # read once here: an option lookup per request costs
 
-    def request(self, flow) -> None:
-        seconds = ctx.options.mcpbench_upstream_timeout
+    def sent(self, flow) -> None:
+        """The request goes upstream now (its `request` hook): the wait for the answer begins."""
+        seconds = self.seconds
         if seconds > 0 and flow.response is None:  # not answered by another addon
-            self._timers[flow.id] = asyncio.get_running_loop().call_later(seconds, self._expire, flow, seconds)
+            self._waiting[flow.id] = (time.monotonic() + seconds, flow, seconds)
+            if self._sweep is None:
+                self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire)
 
-    def responseheaders(self, flow) -> None:
-        self._cancel(flow)
-
-    def response(self, flow) -> None:
-        self._cancel(flow)
-
-    def error(self, flow) -> None:
-        self._cancel(flow)
+    def answered(self, flow) -> None:
+        """The answer began, or the flow failed: no time-out for it."""
+        self._waiting.pop(flow.id, None)
 
     def done(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        self._waiting.clear()
 
-    def _cancel(self, flow) -> None:
-        if (timer := self._timers.pop(flow.id, None)) is not None:
-            timer.cancel()
+    def _expire(self) -> None:
+        """Answer the flows whose time ran out; check again later while any still wait."""
+        self._sweep = None
+        waiting = self._waiting
+        clock = time.monotonic()
+        for flow_id, (deadline, flow, seconds) in list(waiting.items()):
+            if deadline <= clock:
+                del waiting[flow_id]
+                self._time_out(flow, seconds)
+        if waiting:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire)
 
-    def _expire(self, flow, seconds: float) -> None:
-        self._timers.pop(flow.id, None)
+    def _time_out(self, flow, seconds: float) -> None:
         server = flow.server_conn
         if flow.response is not None or flow.error is not None or not flow.live or not server.connected:
             return  # answered, failed or gone meanwhile; or still connecting (mitmproxy bounds that)

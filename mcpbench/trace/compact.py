@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
 
-from mcpbench.trace.format import Kind
+from mcpbench.trace.format import FORMAT_VERSION, Kind
 
 # Flows and sessions whose state is kept at once, the least recently used dropped first (writer and
 # reader drop the same ones). Events of a flow come within moments of each other (a long GET stream
@@ -32,7 +32,15 @@ ABSENT = "_absent"
 _MISSING = object()
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 _SSE_MESSAGE = {"event": "message"}
-_TIMES = ("started", "responded", "ended")  # an `http` event's times, written as offsets from its `ts`
+_TIMES = ("started", "responded", "ended")
+# The fields of a `stream` event (and of one that opens a stream) as the addon writes it (`Compactor._stream`).
+_STREAM_FIELDS = frozenset({"session", "transport", "dir", "conn", "method", "path"})
+_OPEN_FIELDS = frozenset({"status", "content_type"})
+# The fields of an `http` event as the addon writes it (`Compactor._http`, its straight path).
+_HTTP_FIELDS = frozenset({
+    "session", "transport", "dir", "conn", "method", "path", "mcp", "http_version", "url",
+    "request_content_type", "request_size", "status", "content_type", "reason", "response_size",
+})  # an `http` event's times, written as offsets from its `ts`
 _HEAD_DIRS = {Kind.HTTP: None, Kind.STREAM: None, Kind.ERROR: None, Kind.SSE: "s2c"}
 _CONN_KINDS = frozenset({Kind.HTTP, Kind.STREAM, Kind.ERROR})  # events that carry conn, method, path
 # Header blocks of an event, by kind: (field, side); `side` is "req" or "resp" (messages: by `dir`).
@@ -269,6 +277,11 @@ def _times_from_offsets(event: dict) -> None:
             event[name] = round(ts + value[0] / 1e6, 6)
 
 
+def _same(value: Any, default: Any) -> bool:
+    """Whether a field equals its default as the reader restores it (the same type too: 1 is not True)."""
+    return value is default or (value == default and type(value) is type(default))
+
+
 def _slot(side: str, kind: str) -> tuple:
     """Where the last block of a side is kept: a client sends much the same request headers on
     every exchange, while a server's headers differ by answer (JSON, SSE, a bare status)."""
@@ -426,56 +439,114 @@ class Compactor(_State):
             del event["sse"]
         return True
 
-    def _http(self, event: dict, flow: Flow) -> bool:
-        """`compact` for an `http` event with both header blocks, in straight lines (one per exchange).
+    def message(
+        self, ts: float, flow_id: str, session: Any, transport: str, direction: str,
+        http: tuple[str, str, Any, Any, dict], sse: dict | None,
+    ) -> dict | None:
+        """The v2 event, less its `msg`, of a message as the addon records it, built directly.
 
-        The decisions of `defaults`, `_omit` and `update` for this kind, in their order (a test
-        holds the output equal to the general path's); False, and nothing changed, for another shape.
+        The addon's hot path: `compact` of the event `{v, ts, session, transport, dir, kind, flow,
+        http: {method, path, [status (s2c)], content_type, headers}, [sse]}` would take it apart
+        again; this makes the same decisions as `_message` from the values (a test holds them
+        equal). `http` is (method, path, status, content_type, headers). None, and nothing changed,
+        when the flow's state asks for the general path (an SSE answer's message without `sse`).
+        """
+        flow = self.flows.get(flow_id)
+        s2c = direction == "s2c"
+        if flow is not None and sse is None and flow.streamed and s2c:
+            return None  # the general path notes the missing `sse` as `_absent`
+        if flow is None:
+            flow = self._new_flow(flow_id, self.next_ordinal)
+            ref: Any = flow_id
+        else:
+            self.flows.move_to_end(flow_id)
+            ref = flow.id
+        method, path, status, content_type, headers = http
+        side = "resp" if s2c else "req"
+        base = self.base(side, Kind.MESSAGE, flow, session)
+        event: dict[str, Any] = {"v": FORMAT_VERSION, "ts": ts}
+        if not _same(session, flow.session):
+            event["session"] = session
+        if not _same(transport, flow.transport if flow.transport is not None else self.transport):
+            event["transport"] = transport
+        event["dir"] = direction
+        event["kind"] = Kind.MESSAGE
+        event["flow"] = ref
+        small: dict[str, Any] = {}
+        if not _same(method, flow.method):
+            small["method"] = method
+        if not _same(path, flow.path):
+            small["path"] = path
+        if s2c and not _same(status, flow.status):
+            small["status"] = status
+        if not _same(content_type, headers.get("content-type")):
+            small["content_type"] = content_type
+        if base is None:
+            small["headers"] = headers
+        elif base is not headers and base != headers:
+            small["headers"] = self._delta(base, headers)
+        if small:
+            event["http"] = small
+        if sse is not None and not (flow.streamed and s2c and sse == _SSE_MESSAGE):
+            event["sse"] = sse
+        # `update`, for this kind
+        flow.session = self.last_session = session
+        flow.transport = transport
+        flow.method, flow.path = method, path
+        self.last_conn, self.last_method, self.last_path = flow.conn, method, path
+        if s2c:
+            flow.status = status
+        self._block(session, side, Kind.MESSAGE, headers, flow)
+        return event
+
+    def _http(self, event: dict, flow: Flow) -> bool:
+        """`compact` for an `http` event as the addon writes it, in straight lines (one per exchange).
+
+        The decisions of `defaults`, `_omit` and `update` for this kind, field by field (a test holds
+        the output equal to the general path's): the addon's event has every field a default exists
+        for, but `error` and `streamed`, so nothing is noted `_absent`. False, and nothing changed,
+        for another shape.
         """
         req = event.get("request_headers")
         resp = event.get("response_headers")
-        if type(req) is not dict or type(resp) is not dict:
+        if type(req) is not dict or type(resp) is not dict or not _HTTP_FIELDS <= event.keys():
             return False
-        session = event.get("session")
+        if ("error" not in event and flow.stream_error is not _MISSING) or ("streamed" not in event and flow.streamed):
+            return False  # the general path notes them `_absent`
+        session, path, status = event["session"], event["path"], event["status"]
         req_base = self.base("req", Kind.HTTP, flow, session)
         resp_base = self.base("resp", Kind.HTTP, flow, session)
-        path = event.get("path", flow.path)
-        status = event.get("status", flow.status)
+        drop = self._exchange_drops(event, flow)
+        if event["mcp"] is True:
+            drop.append("mcp")
+        if _same(event["http_version"], "HTTP/1.1"):
+            drop.append("http_version")
+        if self.upstream is not None and type(path) is str and _same(event["url"], self.upstream + path):
+            drop.append("url")
+        if _same(event["request_content_type"], req.get("content-type")):
+            drop.append("request_content_type")
+        if _same(event["request_size"], _content_length(req)):
+            drop.append("request_size")
+        if flow.status is not _MISSING and _same(status, flow.status):
+            drop.append("status")
+        if flow.stream_error is not _MISSING and _same(event["error"], flow.stream_error):
+            drop.append("error")
+        if _same(event["content_type"], resp.get("content-type")):
+            drop.append("content_type")
+        reason = _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING
+        if reason is not _MISSING and _same(event["reason"], reason):
+            drop.append("reason")
         if flow.streamed:
-            size: Any = flow.stream_bytes
-            streamed: Any = True
+            if _same(event["streamed"], True):
+                drop.append("streamed")
+            size = flow.stream_bytes
         else:
             size = _content_length(resp)
-            streamed = _MISSING
-        upstream = self.upstream
-        defaults = self._exchange_defaults(flow) + (
-            ("mcp", True),
-            ("http_version", "HTTP/1.1"),
-            ("url", upstream + path if upstream is not None and type(path) is str else _MISSING),
-            ("request_content_type", req.get("content-type")),
-            ("request_size", _content_length(req)),
-            ("status", flow.status),
-            ("error", flow.stream_error),
-            ("content_type", resp.get("content-type")),
-            ("reason", _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING),
-            ("streamed", streamed),
-            ("response_size", size),
-        )
-        drop: list[str] = []
-        absent: list[str] = []
-        self._omit(event, defaults, drop, absent)
+        if size is not _MISSING and _same(event["response_size"], size):
+            drop.append("response_size")
         # `update`, for this kind
-        flow.session = self.last_session = session
-        flow.transport = event.get("transport")
-        if "conn" in event:
-            flow.conn = event["conn"]
-        if "method" in event:
-            flow.method = event["method"]
-        if "path" in event:
-            flow.path = event["path"]
-        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
-        if "status" in event:
-            flow.status = event["status"]
+        self._exchange_update(event, flow)
+        flow.status = status
         self._block(session, "req", Kind.HTTP, req, flow)
         self._block(session, "resp", Kind.HTTP, resp, flow)
         for name in drop:
@@ -488,38 +559,64 @@ class Compactor(_State):
             else:
                 event[field] = self._delta(base, block)
         _times_as_offsets(event)
-        if absent:
-            event[ABSENT] = absent
         return True
 
-    def _exchange_defaults(self, flow: Flow) -> tuple[tuple[str, Any], ...]:
-        """The first defaults of an `http` or `stream` event (`defaults`, for these kinds)."""
-        return (
-            ("session", flow.session),
-            ("transport", flow.transport if flow.transport is not None else self.transport),
-            ("dir", None),
-            ("conn", flow.conn),
-            ("method", flow.method),
-            ("path", flow.path),
-        )
+    def _exchange_drops(self, event: dict, flow: Flow) -> list[str]:
+        """The first fields of an `http` or `stream` event (all present) that equal their defaults
+        (`defaults`, for these kinds), read before `_exchange_update` moves the flow on."""
+        drop = []
+        if _same(event["session"], flow.session):
+            drop.append("session")
+        if _same(event["transport"], flow.transport if flow.transport is not None else self.transport):
+            drop.append("transport")
+        if event["dir"] is None:
+            drop.append("dir")
+        if _same(event["conn"], flow.conn):
+            drop.append("conn")
+        if _same(event["method"], flow.method):
+            drop.append("method")
+        if _same(event["path"], flow.path):
+            drop.append("path")
+        return drop
+
+    def _exchange_update(self, event: dict, flow: Flow) -> None:
+        """`update`'s first part for an `http` or `stream` event (all fields present)."""
+        flow.session = self.last_session = event["session"]
+        flow.transport = event["transport"]
+        flow.conn, flow.method, flow.path = event["conn"], event["method"], event["path"]
+        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
 
     def _stream(self, event: dict, flow: Flow) -> bool:
         """`compact` for a `stream` event, in straight lines (an SSE answer opens and closes one).
 
-        False, and nothing changed, for an `open` without a header block (the general path notes it).
+        The decisions of `defaults`, `_omit` and `update` for this kind, field by field, for an
+        event with every field a default exists for (as the addon writes them); False, and nothing
+        changed, for another shape (the general path notes what is missing `_absent`).
         """
-        defaults = self._exchange_defaults(flow)
+        opened = event.get("event") == "open"
         headers = event.get("headers")
-        base = None
-        if event.get("event") == "open":
-            if type(headers) is not dict:
-                return False
-            base = self.base("resp", Kind.STREAM, flow, event.get("session"))
-            defaults += (("status", flow.status), ("content_type", headers.get("content-type")))
-        drop: list[str] = []
-        absent: list[str] = []
-        self._omit(event, defaults, drop, absent)
-        self.update(event, flow)
+        if not _STREAM_FIELDS <= event.keys() or (opened and (type(headers) is not dict or not _OPEN_FIELDS <= event.keys())):
+            return False
+        session = event["session"]
+        base = self.base("resp", Kind.STREAM, flow, session) if opened else None
+        drop = self._exchange_drops(event, flow)
+        if opened:
+            if flow.status is not _MISSING and _same(event["status"], flow.status):
+                drop.append("status")
+            if _same(event["content_type"], headers.get("content-type")):
+                drop.append("content_type")
+        # `update`, for this kind
+        self._exchange_update(event, flow)
+        if "status" in event:
+            flow.status = event["status"]
+        if isinstance(headers, dict):
+            self._block(session, "resp", Kind.STREAM, headers, flow)
+        if opened:
+            flow.streamed = True
+        if "bytes" in event:
+            flow.stream_bytes = event["bytes"]
+        if event.get("event") == "error":
+            flow.stream_error = event.get("error", _MISSING)
         for name in drop:
             del event[name]
         if base is not None:
@@ -527,8 +624,6 @@ class Compactor(_State):
                 del event["headers"]
             else:
                 event["headers"] = self._delta(base, headers)
-        if absent:
-            event[ABSENT] = absent
         return True
 
     def _delta(self, base: dict, block: dict) -> Any:

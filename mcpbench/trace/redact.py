@@ -42,6 +42,7 @@ DEFAULT_TEXT_KEYS = frozenset({"access_token", "api_key", "apikey", "api-key", "
 # Event fields that hold free text (bodies, comments, lines, messages) or command lines (lists).
 TEXT_FIELDS = ("raw", "body", "comment", "text", "detail", "error", "data")
 ARGV_FIELDS = ("command", "argv")
+_FREE_FIELDS = frozenset(TEXT_FIELDS + ARGV_FIELDS)
 
 # A fingerprint is never fingerprinted again: redacting is idempotent, and a legacy session key
 # taken from an already redacted endpoint stays the same as that endpoint's.
@@ -136,6 +137,8 @@ class Redactor:
 
     def event_text(self, event: dict[str, Any]) -> None:
         """Redact, in place, the free-text and command-line fields of one trace event."""
+        if _FREE_FIELDS.isdisjoint(event):  # most events have none: one C-level pass over the keys
+            return
         for name in TEXT_FIELDS:
             value = event.get(name)
             if type(value) is str:

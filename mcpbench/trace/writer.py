@@ -156,6 +156,17 @@ class TraceWriter:
             event = self._compactor.compact(event)
         return orjson.dumps(event) + b"\n"
 
+    def encode_flow_event(self, event: dict[str, Any], *, text: bool = True) -> bytes:
+        """`encode` of an event the caller built in the line's order (`v`, `ts`, `session`,
+        `transport`, `dir`, `kind`, then `flow` and the rest) and hands over: no copy, no reordering
+        (the recording addon's hot path). `text`: it may hold free-text fields (redacted by shape).
+        """
+        if text:
+            self.redactor.event_text(event)
+        if "flow" in event:
+            event = self._compactor.compact(event)
+        return orjson.dumps(event) + b"\n"
+
     def encode_message(
         self,
         session: str | None,
@@ -185,6 +196,45 @@ class TraceWriter:
                 event = self._compactor.compact(event)
             return orjson.dumps(event)[:-1] + b',"msg":' + raw + b"}\n"
         return self._head(session, direction, ts) + raw + b"}\n"
+
+    def encode_flow_message(
+        self,
+        session: str | None,
+        direction: str,
+        raw: bytes,
+        ts: float,
+        flow: str,
+        http: tuple,
+        transport: str | None = None,
+        sse: dict | None = None,
+    ) -> bytes:
+        """`encode_message` of a message of an HTTP flow, from its parts (the recording addon's hot path).
+
+        The same line as `encode_message(session, direction, raw, ts, extra)` with `extra` =
+        `{flow, http: {method, path, [status], content_type, headers}, [sse], [transport]}`, where
+        `http` is (method, path, status, content_type, headers) and `status` is left out for c2s;
+        the compact form is made at once (`Compactor.message`) rather than from a full event.
+        """
+        if self._redact_json:
+            redacted, changed = self.redactor.json(orjson.loads(raw))
+            if changed:
+                raw = orjson.dumps(redacted)
+        if raw.find(b"\n") >= 0:  # pretty-printed (an HTTP body): a trace line must stay one line
+            raw = orjson.dumps(orjson.loads(raw))
+        head = self._compactor.message(ts, flow, session, transport or self.transport, direction, http, sse)
+        if head is None:  # a shape the direct path leaves to the general one
+            method, path, status, content_type, headers = http
+            fields = {"method": method, "path": path}
+            if direction == "s2c":
+                fields["status"] = status
+            fields["content_type"], fields["headers"] = content_type, headers
+            extra: dict[str, Any] = {"flow": flow, "http": fields}
+            if sse is not None:
+                extra["sse"] = sse
+            if transport is not None:
+                extra["transport"] = transport
+            return self.encode_message(session, direction, raw, ts, extra)
+        return orjson.dumps(head)[:-1] + b',"msg":' + raw + b"}\n"
 
     def encode_messages(self, session: str | None, direction: str, raws: list[bytes], ts: float) -> bytes:
         """Several messages read at the same time `ts`, as trace lines in one bytes.
@@ -231,9 +281,11 @@ class TraceWriter:
                 if self._compressor is not None:
                     line = self._compressor.data(line)
                     self._handed_over = False  # this process writes: it owns the stream's end
-                view = memoryview(line)
-                while view:  # a regular file takes it all at once; a pipe or full disk may not
-                    view = view[os.write(self._fd, view) :]
+                written = os.write(self._fd, line)
+                if written < len(line):  # a regular file takes it all at once; a pipe or full disk may not
+                    view = memoryview(line)[written:]
+                    while view:
+                        view = view[os.write(self._fd, view) :]
                 self.events += count
             except OSError as exc:
                 self._error = exc.strerror

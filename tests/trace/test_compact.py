@@ -105,3 +105,33 @@ def test_the_fast_paths_write_what_the_general_one_writes(v1: Path) -> None:
     general.fast = False
     for event in events[1:]:
         assert orjson.dumps(fast.compact(orjson.loads(orjson.dumps(event)))) == orjson.dumps(general.compact(orjson.loads(orjson.dumps(event))))
+
+
+def _addon_message_parts(event: dict) -> tuple | None:
+    """`Compactor.message`'s arguments for a message event of the addon's shape, else None."""
+    http = event.get("http")
+    if event.get("kind") != "message" or "flow" not in event or type(http) is not dict:
+        return None
+    status = http.get("status") if event["dir"] == "s2c" else None
+    parts = (http["method"], http["path"], status, http["content_type"], http["headers"])
+    return (event["ts"], event["flow"], event["session"], event["transport"], event["dir"], parts, event.get("sse"))
+
+
+@pytest.mark.parametrize("v1", V1_FILES, ids=lambda p: p.stem)
+def test_the_direct_message_path_writes_what_the_general_one_writes(v1: Path) -> None:
+    events = [orjson.loads(line) for line in v1.read_bytes().splitlines()]
+    direct, general = Compactor(events[0]), Compactor(events[0])
+    general.fast = False
+    used = 0
+    for event in events[1:]:
+        event = {"v": FORMAT_VERSION} | {k: v for k, v in event.items() if k != "v"}
+        expected = general.compact(orjson.loads(orjson.dumps(event)))
+        parts = _addon_message_parts(event)
+        made = direct.message(*orjson.loads(orjson.dumps(parts))) if parts is not None else None
+        if made is None:
+            made = direct.compact(orjson.loads(orjson.dumps(event)))
+        else:
+            used += 1
+            expected.pop("msg")
+        assert orjson.dumps(made) == orjson.dumps(expected)
+    assert used > 10
