@@ -21,6 +21,7 @@ style: one thread owns the connection, the others only queue bytes).
 
 import http.client
 import itertools
+import math
 import os
 import queue
 import select
@@ -281,7 +282,7 @@ class StdioTransport(ReplayTransport):
             return super().next_item(items, timeout)
         if not items.empty():
             return items.get_nowait()  # stderr lines and write failures wait for no answer
-        if not self._stdout_ready(max(0, int(timeout * 1000))):
+        if not self._stdout_ready(max(0, math.ceil(timeout * 1000))):  # poll takes ms: never less than asked
             return super().next_item(items, 0)
         try:
             chunk = os.read(self._stdout_fd, READ_SIZE)
