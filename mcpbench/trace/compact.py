@@ -32,7 +32,7 @@ ABSENT = "_absent"
 _MISSING = object()
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 _SSE_MESSAGE = {"event": "message"}
-_TIMES = ("started", "responded", "ended")
+_TIMES = ("started", "responded", "ended")  # an `http` event's times, written as offsets from its `ts`
 # The fields of a `stream` event (and of one that opens a stream) as the addon writes it (`Compactor._stream`).
 _STREAM_FIELDS = frozenset({"session", "transport", "dir", "conn", "method", "path"})
 _OPEN_FIELDS = frozenset({"status", "content_type"})
@@ -40,7 +40,7 @@ _OPEN_FIELDS = frozenset({"status", "content_type"})
 _HTTP_FIELDS = frozenset({
     "session", "transport", "dir", "conn", "method", "path", "mcp", "http_version", "url",
     "request_content_type", "request_size", "status", "content_type", "reason", "response_size",
-})  # an `http` event's times, written as offsets from its `ts`
+})
 _HEAD_DIRS = {Kind.HTTP: None, Kind.STREAM: None, Kind.ERROR: None, Kind.SSE: "s2c"}
 _CONN_KINDS = frozenset({Kind.HTTP, Kind.STREAM, Kind.ERROR})  # events that carry conn, method, path
 # Header blocks of an event, by kind: (field, side); `side` is "req" or "resp" (messages: by `dir`).
