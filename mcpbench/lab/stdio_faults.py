@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Final
 
+from mcpbench.fdio import write_all
 from mcpbench.lab.faults import FaultLog
 from mcpbench.protocol.framing import NEED_DATA, Line, LineFramer
 from mcpbench.protocol.errors import TargetError
@@ -59,9 +60,7 @@ def _pump(source: int, sink: int, direction: str, killer: Killer, kill) -> None:
         if not chunk:
             break
         try:
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(sink, view) :]
+            write_all(sink, chunk)
         except OSError:
             break
         if killer.feed(direction, chunk):

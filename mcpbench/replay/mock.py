@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from mcpbench.fdio import write_all
 from mcpbench.listen import bind_error
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
@@ -336,9 +337,7 @@ def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1, *, forwa
     def send(message: jsonrpc.Message) -> None:
         data = jsonrpc.encode(message) + b"\n"
         with lock:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(stdout, view):]
+            write_all(stdout, data)
 
     def handle(request: Request) -> None:
         try:

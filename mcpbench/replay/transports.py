@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcpbench.fdio import write_all
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointReady, Event, Garbled, Outgoing, StreamEnded
@@ -250,14 +251,9 @@ class StdioTransport(ReplayTransport):
         return events
 
     def send(self, out: Outgoing) -> None:
-        data = out.data
         with self._lock:
             try:
-                written = os.write(self._stdin, data)
-                if written < len(data):  # a full pipe took part of it
-                    view = memoryview(data)[written:]
-                    while view:
-                        view = view[os.write(self._stdin, view) :]
+                write_all(self._stdin, out.data)
             except OSError as exc:
                 if not self._closing:
                     self.sink(Lost(f"cannot write to the server's stdin: {exc.strerror}", fatal=True, ts=time.perf_counter()))

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from mcpbench import __version__
+from mcpbench.fdio import write_all
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.trace.compact import Compactor
 from mcpbench.trace.compress import compressor_for
@@ -281,11 +282,7 @@ class TraceWriter:
                 if self._compressor is not None:
                     line = self._compressor.data(line)
                     self._handed_over = False  # this process writes: it owns the stream's end
-                written = os.write(self._fd, line)
-                if written < len(line):  # a regular file takes it all at once; a pipe or full disk may not
-                    view = memoryview(line)[written:]
-                    while view:
-                        view = view[os.write(self._fd, view) :]
+                write_all(self._fd, line)  # a regular file takes it all at once; a pipe or full disk may not
                 self.events += count
             except OSError as exc:
                 self._error = exc.strerror
