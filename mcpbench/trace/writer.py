@@ -152,10 +152,7 @@ class TraceWriter:
             "dir": event.pop("dir", None),
             "kind": event.pop("kind"),
         }
-        event = head | event
-        if "flow" in event:
-            event = self._compactor.compact(event)
-        return orjson.dumps(event) + b"\n"
+        return self.encode_flow_event(head | event, text=False)
 
     def encode_flow_event(self, event: dict[str, Any], *, text: bool = True) -> bytes:
         """`encode` of an event the caller built in the line's order (`v`, `ts`, `session`,
@@ -185,18 +182,23 @@ class TraceWriter:
         Whitespace around it, if any, is valid JSON inside the line too.
         `obj`, the parsed value, is only needed when JSON redaction rules exist.
         """
-        if self._redact_json:
-            redacted, changed = self.redactor.json(obj if obj is not None else orjson.loads(raw))
-            if changed:
-                raw = orjson.dumps(redacted)
-        if raw.find(b"\n") >= 0:  # pretty-printed (an HTTP body): a trace line must stay one line
-            raw = orjson.dumps(orjson.loads(raw))
+        raw = self._message_text(raw, obj)
         if extra:
             event = {"v": FORMAT_VERSION, "ts": ts, "session": session, "transport": self.transport, "dir": direction, "kind": Kind.MESSAGE} | extra
             if "flow" in event:
                 event = self._compactor.compact(event)
             return orjson.dumps(event)[:-1] + b',"msg":' + raw + b"}\n"
         return self._head(session, direction, ts) + raw + b"}\n"
+
+    def _message_text(self, raw: bytes, obj: Any = None) -> bytes:
+        """A message's JSON text as a line holds it: redacted by the JSON rules, if any; on one line."""
+        if self._redact_json:
+            redacted, changed = self.redactor.json(obj if obj is not None else orjson.loads(raw))
+            if changed:
+                raw = orjson.dumps(redacted)
+        if raw.find(b"\n") >= 0:  # pretty-printed (an HTTP body): a trace line must stay one line
+            raw = orjson.dumps(orjson.loads(raw))
+        return raw
 
     def encode_flow_message(
         self,
@@ -216,12 +218,7 @@ class TraceWriter:
         `http` is (method, path, status, content_type, headers) and `status` is left out for c2s;
         the compact form is made at once (`Compactor.message`) rather than from a full event.
         """
-        if self._redact_json:
-            redacted, changed = self.redactor.json(orjson.loads(raw))
-            if changed:
-                raw = orjson.dumps(redacted)
-        if raw.find(b"\n") >= 0:  # pretty-printed (an HTTP body): a trace line must stay one line
-            raw = orjson.dumps(orjson.loads(raw))
+        raw = self._message_text(raw)
         head = self._compactor.message(ts, flow, session, transport or self.transport, direction, http, sse)
         if head is None:  # a shape the direct path leaves to the general one
             method, path, status, content_type, headers = http
