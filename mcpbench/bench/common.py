@@ -3,6 +3,7 @@
 import os
 import platform
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,12 @@ def bar_chart(path: Path, title: str, labels: list[str], values: list[float], un
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    bars = ax.bar(labels, values, color="#4c72b0")
-    ax.bar_label(bars, fmt="%.3g")
-    ax.set_title(title)
+    bars = ax.bar(range(len(values)), values, color="#4c72b0")
+    # Whole numbers with separators from 100 up ("1,462", not "1.46e+03"); long names on two lines.
+    ax.bar_label(bars, labels=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in values])
+    ax.set_xticks(range(len(labels)), [textwrap.fill(label, 14) for label in labels], fontsize=8)
+    ax.set_title(textwrap.fill(title, 70), fontsize=10)
+    ax.margins(y=0.12)  # room above the tallest bar for its label
     ax.set_ylabel(unit)
     fig.tight_layout()
     with atomic_path(path) as tmp:

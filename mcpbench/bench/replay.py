@@ -185,6 +185,8 @@ def run(quick: bool = False) -> Path:
         "quick": quick,
     }
     path = write_result("replay", data)
-    bar_chart(path.with_suffix(".png"), f"Replay vs plain loop ({calls} echo calls, stdio)",
+    bar_chart(path.with_suffix(".png"),
+              f"Replay vs plain loop ({calls} echo calls, stdio): each side's best round; "
+              f"median of paired rounds {ratio:.3f}",
               ["plain loop", "replay"], [plain, replayed], "calls/s")
     return path
