@@ -31,6 +31,7 @@ State: `Replayer.run()` returns a `ReplayRun` holding, per session, each
 recorded call with its live answer; comparing is `report.build()`'s job.
 """
 
+import gc
 import math
 import queue
 import time
@@ -278,7 +279,7 @@ class _SessionRunner:
             # Built before the wait, while the target works on what it was sent: when the answer
             # comes, only the write is left to do.
             message, out = self._ahead(step) if step.wait_for else (_LIVE, None)
-            settled = (self.conn.session_id, self.conn.negotiated)
+            settled = (self.conn.session_id, self.conn.negotiated) if out is not None else None
             for index in step.wait_for:
                 self._await(run.calls[index])
                 if run.aborted:
@@ -287,10 +288,11 @@ class _SessionRunner:
                 message = self._prepare(step.message, step.call)
             if message is None:
                 continue
-            if paced and last_sent is not None and last_ts is not None and (gap := self.r.pace.gap(step.ts - last_ts)) > 0:
-                self._wait_until(last_sent + gap)
-            last_ts = step.ts
-            last_sent = time.perf_counter()
+            if paced:
+                if last_sent is not None and last_ts is not None and (gap := self.r.pace.gap(step.ts - last_ts)) > 0:
+                    self._wait_until(last_sent + gap)
+                last_ts = step.ts
+                last_sent = time.perf_counter()
             if out is not None and settled != (self.conn.session_id, self.conn.negotiated):
                 out = None  # the answers waited for changed the session (its id, its version): build it again
             self._send(message, run.calls[step.call.index] if step.call is not None else None, out)
@@ -326,14 +328,22 @@ class _SessionRunner:
     def _await(self, live: LiveCall) -> None:
         if live.done or live.sent is None:
             return
+        # The loop an answer ends: one pass per arrival, names bound once, as the next request
+        # waits on what runs here (read, decode, match) before it can be written.
         deadline = live.sent + self.r.timeout
-        while not live.done and not self.run.aborted:
-            if not self._pump(deadline):
+        run, items, next_item, handle, clock = self.run, self.queue, self.transport.next_item, self._handle, time.perf_counter
+        while not run.aborted:
+            remaining = deadline - clock()
+            item = next_item(items, remaining) if remaining > 0 else None
+            if item is None:
                 live.timed_out = True
                 self.conn.give_up(live.live_ids[-1], f"no answer within {self.r.timeout:g} s")
                 if not self.heard:  # not one message yet: every other call would wait as long
                     self.run.aborted = (f"{self.r.target_text} sent nothing within {self.r.timeout:g} s: "
                                         "not an MCP server, or not answering")
+                return
+            handle(item)
+            if live.answer is not None or live.done:
                 return
 
     def _pump(self, deadline: float) -> bool:
@@ -341,26 +351,20 @@ class _SessionRunner:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return False
-        try:
-            item = self.transport.next_item(self.queue, remaining)
-        except queue.Empty:
+        item = self.transport.next_item(self.queue, remaining)
+        if item is None:
             return False
         self._handle(item)
         return True
 
     def _drain(self, wait: float) -> None:
-        while True:
-            try:
-                item = self.transport.next_item(self.queue, wait)
-            except queue.Empty:
-                return
+        while (item := self.transport.next_item(self.queue, wait)) is not None:
             self._handle(item)
 
     def _wait_until(self, when: float) -> None:
         while not self.run.aborted and (remaining := when - time.perf_counter()) > 0:
-            try:
-                item = self.transport.next_item(self.queue, remaining)
-            except queue.Empty:
+            item = self.transport.next_item(self.queue, remaining)
+            if item is None:
                 return
             self._handle(item)
 
@@ -415,7 +419,8 @@ class _SessionRunner:
         params = message.params
         if (params and REQUEST_STATE in params) or message.method in _BUILT_LIVE or self.conn.negotiated is None:
             return _LIVE, None  # (no version settled yet: an `initialize` is still in flight)
-        message = self._prepare(message, step.call)
+        if self.era is not self.recorded_era:  # else `_prepare` has nothing left to change
+            message = self._prepare(message, step.call)
         if type(message) is not Request:
             return message, None
         return message, self.conn.prepare(message.method, message.params)
@@ -429,17 +434,17 @@ class _SessionRunner:
     def _send(self, message: Request | Notification, live: LiveCall | None, out: Outgoing | None = None) -> None:
         """Send `message` (`out`: the connection's request for it, built ahead)."""
         ts = time.perf_counter()
-        if isinstance(message, Notification):
-            self._write(self.conn.send(message, ts=ts))
-            return
-        if out is None:
-            out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
-            self._write(out)
-        else:
+        if out is not None:
             # Built ahead: written first, and the connection told after. Nothing can be answered
             # in between: what arrives is fed to the connection on this thread, after this returns.
             self._write(out)
             self.conn.sent(out, waiter=live, ts=ts)
+        elif type(message) is Notification:
+            self._write(self.conn.send(message, ts=ts))
+            return
+        else:
+            out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
+            self._write(out)
         if live is not None:
             live.live_ids.append(out.request_id)
             if live.sent is None:
@@ -615,6 +620,16 @@ class Replayer:
 
     def run(self, trace: TracePlan) -> ReplayRun:
         """Replay every session of `trace`; stops at the first session the target broke off."""
+        # What is loaded by now (the plan, the modules) outlives the run: frozen, it is left out of
+        # the collector's full passes, each of which walked it for 5-15 ms (a 2,000-call plan),
+        # a pause that landed in some call's latency.
+        gc.freeze()
+        try:
+            return self._run(trace)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, trace: TracePlan) -> ReplayRun:
         started = time.perf_counter()
         out = ReplayRun(trace, self.target_text, [])
         for plan in trace.sessions:

@@ -21,7 +21,6 @@ style: one thread owns the connection, the others only queue bytes).
 
 import http.client
 import itertools
-import math
 import os
 import queue
 import select
@@ -83,7 +82,7 @@ class Opened:
     ts: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per answer on the replay's critical path: not frozen, whose `__init__` costs 3x
 class Arrival:
     """Raw bytes of one stream (a POST's answer, the GET stream, stdout); `b""` at its end."""
 
@@ -149,13 +148,12 @@ class ReplayTransport:
     def _opened(self, item: Opened) -> list[Event]:
         return []
 
-    def next_item(self, items: queue.SimpleQueue, timeout: float) -> Item:
-        """The next thing that arrived, waiting at most `timeout` seconds (0: not at all).
-
-        Raises:
-            queue.Empty: nothing came in time.
-        """
-        return items.get(timeout=timeout) if timeout > 0 else items.get_nowait()
+    def next_item(self, items: queue.SimpleQueue, timeout: float) -> Item | None:
+        """The next thing that arrived, waiting at most `timeout` seconds (0: not at all); None if nothing came."""
+        try:
+            return items.get(timeout=timeout) if timeout > 0 else items.get_nowait()
+        except queue.Empty:
+            return None
 
     def close(self) -> None:
         """End the session and release everything; idempotent."""
@@ -272,13 +270,13 @@ class StdioTransport(ReplayTransport):
                 self.exit_detail = "the server process closed its stdout"
         return Arrival(STDOUT, chunk, time.perf_counter())
 
-    def next_item(self, items: queue.SimpleQueue, timeout: float) -> Item:
+    def next_item(self, items: queue.SimpleQueue, timeout: float) -> Item | None:
         """With `direct`, stdout is read here, on the owner's thread; what other threads queued first."""
         if not self.direct or not self._stdout_open or self._closing:
             return super().next_item(items, timeout)
         if not items.empty():
             return items.get_nowait()  # stderr lines and write failures wait for no answer
-        if not self._stdout_ready(max(0, math.ceil(timeout * 1000))):  # poll takes ms: never less than asked
+        if not self._stdout_ready(int(timeout * 1000) + 1 if timeout > 0 else 0):  # poll takes ms: never less than asked
             return super().next_item(items, 0)
         try:
             chunk = os.read(self._stdout_fd, READ_SIZE)
