@@ -5,6 +5,7 @@ import platform
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +36,37 @@ def write_result(name: str, data: dict[str, Any], out_dir: Path | None = None) -
 
 def bar_chart(path: Path, title: str, labels: list[str], values: list[float], unit: str) -> Path:
     """A simple labelled bar chart saved as PNG (matplotlib imported lazily)."""
+    return bar_panels(path, title, [Panel("", labels, values, unit)])
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One panel of bars: figures that share a unit."""
+
+    title: str
+    labels: list[str]
+    values: list[float]
+    unit: str
+
+
+def bar_panels(path: Path, title: str, panels: list[Panel]) -> Path:
+    """Labelled bar charts side by side, one per unit, saved as one PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    bars = ax.bar(range(len(values)), values, color="#4c72b0")
-    # Whole numbers with separators from 100 up ("1,462", not "1.46e+03"); long names on two lines.
-    ax.bar_label(bars, labels=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in values])
-    ax.set_xticks(range(len(labels)), [textwrap.fill(label, 14) for label in labels], fontsize=8)
-    ax.set_title(textwrap.fill(title, 70), fontsize=10)
-    ax.margins(y=0.12)  # room above the tallest bar for its label
-    ax.set_ylabel(unit)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 if len(panels) == 1 else 3.6 * len(panels), 3.5), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        bars = ax.bar(range(len(panel.values)), panel.values, color="#4c72b0")
+        # Whole numbers with separators from 100 up ("1,462", not "1.46e+03"); long names on two lines.
+        ax.bar_label(bars, labels=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in panel.values])
+        ax.set_xticks(range(len(panel.labels)), [textwrap.fill(label, 14) for label in panel.labels], fontsize=8)
+        if panel.title:
+            ax.set_title(textwrap.fill(panel.title, 40), fontsize=9)
+        ax.margins(y=0.12)  # room above the tallest bar for its label
+        ax.set_ylabel(panel.unit)
+    fig.suptitle(textwrap.fill(title, 70 if len(panels) == 1 else 110), fontsize=10)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from mcpbench.bench.common import bar_chart, machine, write_result
+from mcpbench.bench.common import Panel, bar_panels, machine, write_result
 from mcpbench.lab.servers import free_port, serve_argv, start_listening, stop_process
 
 BENCH_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "bench_locustfile.py"
@@ -196,13 +196,21 @@ def run(quick: bool = False) -> Path:
         "note": "one client, one session, sequential calls against the reference server (SSE answers)",
     }
     path = write_result("loadgen", result)
-    bar_chart(
-        path.with_suffix(".png"), "load generator (higher is better except CPU/call)",
-        ["CPU/call raw µs", "CPU/call MCP µs", "1 worker kcalls/s", "2 workers kcalls/s", "SDK calls/CPU-s /100", "ours calls/CPU-s /100"],
-        [raw_cpu * 1e6, mcp_cpu * 1e6, one["calls"] / one["wall_s"] / 1000, two["calls"] / two["wall_s"] / 1000, sdk_per_core / 100, ours_per_core / 100],
-        "mixed",
-    )
+    chart(result, path.with_suffix(".png"))
     return path
+
+
+def chart(result: dict, path: Path) -> Path:
+    """The three comparisons side by side, each in its own unit."""
+    cpu, workers, sdk = result["cpu_per_call"], result["workers"], result["per_core_vs_sdk"]
+    return bar_panels(path, f"load generator, {result['users']} users, {result['duration_s']} s per run", [
+        Panel(f"CPU per call (lower is better): {cpu['ratio']:.2f}x", ["raw FastHttpUser", "MCP user"],
+              [cpu["raw_fasthttpuser_us"], cpu["streamable_http_user_us"]], "µs"),
+        Panel(f"Locust workers: {workers['ratio']:.2f}x on {workers['cores']} cores", ["1 worker", "2 workers"],
+              [workers["one_worker_calls_per_s"], workers["two_workers_calls_per_s"]], "calls/s"),
+        Panel(f"vs the SDK client, one session: {sdk['ratio']:.1f}x", ["SDK client", "MCP user"],
+              [sdk["sdk_calls_per_cpu_s"], sdk["streamable_http_user_calls_per_cpu_s"]], "calls per CPU second"),
+    ])
 
 
 if __name__ == "__main__":
