@@ -35,13 +35,15 @@ from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.trace.format import now
 from mcpbench.trace.writer import TraceWriter
 
-# Many short rounds rather than a few long ones: a pair of neighbouring rounds then spans a few
-# seconds, shorter than the slow spells of this shared 2-core machine (seconds to tens of seconds),
-# so more pairs see both sides under the same load. 2,000 calls keep process start-up (left out of
-# the timing) and the first calls' warm-up small against a round.
-CALLS = 2_000
+# Many short rounds rather than a few long ones: a pair of neighbouring rounds then spans a couple
+# of seconds, shorter than the slow spells of this shared 2-core machine (seconds to tens of
+# seconds), so more pairs see both sides under the same load. One pair still moves by 2-3 %; the
+# median of 25 pairs moves by well under 1 %, which a ratio near 1.0 needs. 1,000 calls keep process
+# start-up (left out of the timing) and the first calls' warm-up small against a round.
+CALLS = 1_000
 QUICK_CALLS = 500
-ROUNDS = 9
+ROUNDS = 25
+QUICK_ROUNDS = 5
 KEEP_RATIO = 0.80
 NO_REGRESSION_RATIO = 1.0
 READ_MB_S = 200.0
@@ -151,7 +153,7 @@ def run(quick: bool = False) -> Path:
     with tempfile.TemporaryDirectory(prefix="mcpbench-bench-replay-") as tmp:
         trace = Path(tmp) / "calls.jsonl"
         plain_rounds, replay_rounds, changed = [plain_loop(calls, trace)], [], 0
-        for _ in range(ROUNDS):
+        for _ in range(QUICK_ROUNDS if quick else ROUNDS):
             rate, bad = replay_once(trace)
             replay_rounds.append(rate)
             changed += bad
@@ -168,6 +170,7 @@ def run(quick: bool = False) -> Path:
         "replay_calls_per_s": replayed,
         "ratio": ratio,
         "paired_ratios": paired,
+        "paired_quartiles": [paired[len(paired) // 4], paired[(3 * len(paired)) // 4]],
         "ratio_best_rounds": replayed / plain,
         "rounds": {"plain": plain_rounds, "replay": replay_rounds},
         "changed_calls": changed,
