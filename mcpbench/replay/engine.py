@@ -434,21 +434,24 @@ class _SessionRunner:
     def _send(self, message: Request | Notification, live: LiveCall | None, out: Outgoing | None = None) -> None:
         """Send `message` (`out`: the connection's request for it, built ahead)."""
         ts = time.perf_counter()
-        if out is not None:
-            # Built ahead: written first, and the connection told after. Nothing can be answered
-            # in between: what arrives is fed to the connection on this thread, after this returns.
-            self._write(out)
-            self.conn.sent(out, waiter=live, ts=ts)
-        elif type(message) is Notification:
+        if type(message) is Notification:
             self._write(self.conn.send(message, ts=ts))
             return
-        else:
+        ahead = out is not None
+        if not ahead:
             out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
-            self._write(out)
         if live is not None:
+            # In flight before it is written: a stop signal that lands once the server may have the
+            # request (another thread may send it, and this one wait for the GIL for milliseconds)
+            # finds it counted as sent and reports it interrupted, not unsent.
             live.live_ids.append(out.request_id)
             if live.sent is None:
                 live.sent = ts
+        self._write(out)
+        if ahead:
+            # Built ahead: written first, and the connection told after. Nothing can be answered
+            # in between: what arrives is fed to the connection on this thread, after this returns.
+            self.conn.sent(out, waiter=live, ts=ts)
 
     def _write(self, out: Outgoing) -> None:
         if self.r.writer is not None:
