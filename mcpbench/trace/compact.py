@@ -447,6 +447,16 @@ class Compactor(_State):
             del event["sse"]
         return True
 
+    def _head(self, ts: float, flow: Flow, session: Any, transport: Any) -> dict[str, Any]:
+        """The start of a v2 event of `flow` made from values: `v`, `ts`, and `session` and
+        `transport` where they differ from what the reader restores."""
+        event: dict[str, Any] = {"v": FORMAT_VERSION, "ts": ts}
+        if not _same(session, flow.session):
+            event["session"] = session
+        if not _same(transport, flow.transport if flow.transport is not None else self.transport):
+            event["transport"] = transport
+        return event
+
     def _named(self, flow_id: Any, flow: Flow | None) -> tuple[Flow, Any]:
         """The flow `flow_id` (`flow`: its state, None when new) and what a line names it by: its id
         the first time, its ordinal after."""
@@ -475,11 +485,7 @@ class Compactor(_State):
         method, path, status, content_type, headers = http
         side = "resp" if s2c else "req"
         base = self.base(side, Kind.MESSAGE, flow, session)
-        event: dict[str, Any] = {"v": FORMAT_VERSION, "ts": ts}
-        if not _same(session, flow.session):
-            event["session"] = session
-        if not _same(transport, flow.transport if flow.transport is not None else self.transport):
-            event["transport"] = transport
+        event = self._head(ts, flow, session, transport)
         event["dir"] = direction
         event["kind"] = Kind.MESSAGE
         event["flow"] = ref
@@ -529,11 +535,7 @@ class Compactor(_State):
         flow, ref = self._named(flow_id, flow)
         req_base = self.base("req", Kind.HTTP, flow, session)
         resp_base = self.base("resp", Kind.HTTP, flow, session)
-        event: dict[str, Any] = {"v": FORMAT_VERSION, "ts": ts}
-        if not _same(session, flow.session):
-            event["session"] = session
-        if not _same(transport, flow.transport if flow.transport is not None else self.transport):
-            event["transport"] = transport
+        event = self._head(ts, flow, session, transport)
         event["kind"] = Kind.HTTP
         event["flow"] = ref
         if not _same(conn, flow.conn):
@@ -578,14 +580,55 @@ class Compactor(_State):
             size = _content_length(resp)
         if size is _MISSING or not _same(response_size, size):
             event["response_size"] = response_size
-        # `update`, for this kind
-        flow.session = self.last_session = session
-        flow.transport = transport
-        flow.conn, flow.method, flow.path = conn, method, path
-        self.last_conn, self.last_method, self.last_path = conn, method, path
+        self._exchange_moved(flow, session, transport, conn, method, path)  # `update`, for this kind
         flow.status = status
         self._block(session, "req", Kind.HTTP, req, flow)
         self._block(session, "resp", Kind.HTTP, resp, flow)
+        return event
+
+    def stream(
+        self, ts: float, flow_id: str, session: Any, transport: str, name: str, conn: str, method: str, path: str,
+        tail: dict,
+    ) -> dict:
+        """The v2 `stream` event of an SSE answer opening (`tail`: status, content_type, headers) or
+        closing (events, bytes), as the addon records it, built directly.
+
+        The addon's hot path: `compact` of the full event (`dir` None, `event` = `name`, then conn,
+        method, path and `tail`) would build it and take it apart again; this makes `_stream`'s
+        decisions from the values (a test holds them equal). `tail` is taken over.
+        """
+        flow, ref = self._named(flow_id, self.flows.get(flow_id))
+        opened = name == "open"
+        headers = tail.get("headers") if opened else None
+        base = self.base("resp", Kind.STREAM, flow, session) if opened else None
+        event = self._head(ts, flow, session, transport)
+        event["kind"] = Kind.STREAM
+        event["flow"] = ref
+        event["event"] = name
+        if not _same(conn, flow.conn):
+            event["conn"] = conn
+        if not _same(method, flow.method):
+            event["method"] = method
+        if not _same(path, flow.path):
+            event["path"] = path
+        if opened:
+            status = tail["status"]
+            if flow.status is not _MISSING and _same(status, flow.status):
+                del tail["status"]
+            if _same(tail["content_type"], headers.get("content-type")):
+                del tail["content_type"]
+            written = self._written(base, headers)
+            if written is _MISSING:
+                del tail["headers"]
+            else:
+                tail["headers"] = written
+            flow.status = status
+            self._block(session, "resp", Kind.STREAM, headers, flow)
+            flow.streamed = True
+        elif "bytes" in tail:
+            flow.stream_bytes = tail["bytes"]
+        event.update(tail)
+        self._exchange_moved(flow, session, transport, conn, method, path)  # `update`, for this kind
         return event
 
     def _http(self, event: dict, flow: Flow) -> bool:
@@ -670,10 +713,14 @@ class Compactor(_State):
 
     def _exchange_update(self, event: dict, flow: Flow) -> None:
         """`update`'s first part for an `http` or `stream` event (all fields present)."""
-        flow.session = self.last_session = event["session"]
-        flow.transport = event["transport"]
-        flow.conn, flow.method, flow.path = event["conn"], event["method"], event["path"]
-        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
+        self._exchange_moved(flow, event["session"], event["transport"], event["conn"], event["method"], event["path"])
+
+    def _exchange_moved(self, flow: Flow, session: Any, transport: Any, conn: Any, method: Any, path: Any) -> None:
+        """`_exchange_update` from the values."""
+        flow.session = self.last_session = session
+        flow.transport = transport
+        flow.conn, flow.method, flow.path = conn, method, path
+        self.last_conn, self.last_method, self.last_path = conn, method, path
 
     def _stream(self, event: dict, flow: Flow) -> bool:
         """`compact` for a `stream` event, in straight lines (an SSE answer opens and closes one).

@@ -241,6 +241,11 @@ class TraceWriter:
         event = self._compactor.http(*parts)
         return None if event is None else orjson.dumps(event) + b"\n"
 
+    def encode_flow_stream(self, *parts: Any) -> bytes:
+        """The `stream` event of an SSE answer opening or closing, from its values (`Compactor.stream`,
+        the recording addon's hot path): the line `encode_flow_event` makes of the full event."""
+        return orjson.dumps(self._compactor.stream(*parts)) + b"\n"
+
     def encode_messages(self, session: str | None, direction: str, raws: list[bytes], ts: float) -> bytes:
         """Several messages read at the same time `ts`, as trace lines in one bytes.
 
