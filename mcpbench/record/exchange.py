@@ -31,12 +31,37 @@ def json_text(raw: bytes) -> bytes:
     return raw
 
 
+# Distinct (scheme, host, port) origins and wire strings (HTTP versions, reasons) kept decoded: a few
+# per upstream; emptied when full.
+TEXT_CACHE_SIZE = 1024
+_ORIGINS: dict[tuple, str] = {}
+_WIRE_TEXT: dict[bytes, str] = {}
+
+
 def url_of(request, path: str) -> str:
-    """The request's absolute URL (mitmproxy's `Request.url` rebuilds it at a much higher cost)."""
-    host = request.host
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{request.scheme}://{host}:{request.port}{path}"
+    """The request's absolute URL (mitmproxy's `Request.url` rebuilds it at a much higher cost):
+    its origin, decoded once per (scheme, host, port), and `path`."""
+    data = request.data
+    key = (data.scheme, data.host, data.port)
+    origin = _ORIGINS.get(key)
+    if origin is None:
+        if len(_ORIGINS) >= TEXT_CACHE_SIZE:
+            _ORIGINS.clear()
+        host = request.host
+        if ":" in host:
+            host = f"[{host}]"
+        origin = _ORIGINS[key] = f"{request.scheme}://{host}:{request.port}"
+    return origin + path
+
+
+def wire_text(raw: bytes) -> str:
+    """A short wire string (HTTP version, reason phrase) as mitmproxy's properties decode it, cached."""
+    text = _WIRE_TEXT.get(raw)
+    if text is None:
+        if len(_WIRE_TEXT) >= TEXT_CACHE_SIZE:
+            _WIRE_TEXT.clear()
+        text = _WIRE_TEXT[raw] = raw.decode("utf-8", "surrogateescape")
+    return text
 
 
 def looks_json(body: bytes) -> bool:

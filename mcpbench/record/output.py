@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 
 from mcpbench.protocol.session import Direction, Violation
-from mcpbench.record.exchange import STREAMABLE, HttpExchange, body_fields, url_of
+from mcpbench.record.exchange import STREAMABLE, HttpExchange, body_fields, url_of, wire_text
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
@@ -152,21 +152,26 @@ class TraceOutput:
 
     def _http(self, ex: HttpExchange, flow, fields: dict) -> None:
         request, response = flow.request, flow.response
+        # The parts read from the messages' data at once: mitmproxy's properties decode on every read.
+        sent = request.data
         ts = now()
         session = ex.session if ex.mcp else None
         transport = ex.transport if ex.mcp else STREAMABLE
         url = url_of(request, ex.path)
-        request_size = len(request.raw_content or b"")
-        started = round(request.timestamp_start, 6)
+        http_version = wire_text(sent.http_version)
+        request_size = len(sent.content or b"")
+        started = round(sent.timestamp_start, 6)
         if response is not None:
-            responded = round(response.timestamp_start, 6) if response.timestamp_start else None
-            ended = round(response.timestamp_end, 6) if response.timestamp_end else None
+            answer = response.data
+            responded = round(answer.timestamp_start, 6) if answer.timestamp_start else None
+            ended = round(answer.timestamp_end, 6) if answer.timestamp_end else None
             streamed = ex.tap is not None
-            response_size = ex.tap.size if streamed else len(response.raw_content or b"")
+            response_size = ex.tap.size if streamed else len(answer.content or b"")
+            reason = wire_text(answer.reason)
             if not fields:  # the usual case: the compact event made from these values (`Compactor.http`)
                 line = self.writer.encode_flow_http(
-                    ts, ex.flow_id, session, transport, ex.conn, ex.mcp, ex.method, url, ex.path, request.http_version,
-                    ex.req_content_type, ex.req_headers, request_size, started, ex.resp_status, response.reason,
+                    ts, ex.flow_id, session, transport, ex.conn, ex.mcp, ex.method, url, ex.path, http_version,
+                    ex.req_content_type, ex.req_headers, request_size, started, ex.resp_status, reason,
                     ex.resp_content_type, ex.resp_headers, responded, ended, streamed, response_size,
                 )
                 if line is not None:
@@ -186,7 +191,7 @@ class TraceOutput:
             "method": ex.method,
             "url": url,
             "path": ex.path,
-            "http_version": request.http_version,
+            "http_version": http_version,
             "request_content_type": ex.req_content_type,
             "request_headers": ex.req_headers,
             "request_size": request_size,
@@ -194,7 +199,7 @@ class TraceOutput:
             "status": ex.resp_status,
         }
         if response is not None:
-            event["reason"] = response.reason
+            event["reason"] = reason
             event["content_type"] = ex.resp_content_type
             event["response_headers"] = ex.resp_headers
             if responded is not None:
