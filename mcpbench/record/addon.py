@@ -99,7 +99,7 @@ class Recording(SseStreams, TraceOutput):
         ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), method, writer.redactor.url(path))
         self.exchanges[flow.id] = ex
         # One pass over the raw header fields; every lookup reads this (lower-case) dict.
-        headers = ex.req_headers = self._headers(request.headers)
+        headers = ex.req_headers = self._headers(data.headers)
         ex.req_content_type = headers.get("content-type")
         classify(ex, request, headers, self.book)
         if ex.session is not None:
@@ -149,7 +149,7 @@ class Recording(SseStreams, TraceOutput):
                 tap(b"")
                 self.settle()
         else:
-            body = response.raw_content or b""
+            body = response.data.content or b""
             if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
                 body = response.get_content(strict=False) or b""
             recorded = bool(body) and ex.mcp and self._response_body(ex, body)
@@ -210,8 +210,9 @@ class Recording(SseStreams, TraceOutput):
 
     def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
         if ex.resp_headers is None:
-            headers = ex.resp_headers = self._headers(response.headers)
-            ex.resp_status = response.status_code
+            data = response.data
+            headers = ex.resp_headers = self._headers(data.headers)
+            ex.resp_status = data.status_code
             ex.resp_content_type = headers.get("content-type")
         return ex.resp_headers
 

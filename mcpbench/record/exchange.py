@@ -31,11 +31,14 @@ def json_text(raw: bytes) -> bytes:
     return raw
 
 
-# Distinct (scheme, host, port) origins and wire strings (HTTP versions, reasons) kept decoded: a few
-# per upstream; emptied when full.
+# Distinct (scheme, host, port) origins and wire strings (methods, HTTP versions, reasons) kept
+# decoded: a few per upstream; emptied when full.
 TEXT_CACHE_SIZE = 1024
 _ORIGINS: dict[tuple, str] = {}
-_WIRE_TEXT: dict[bytes, str] = {}
+# mitmproxy decodes a reason phrase as ISO-8859-1 (`Response.reason`), everything else as UTF-8
+# with surrogate escapes.
+UTF8, LATIN1 = "utf-8", "iso-8859-1"
+_WIRE_TEXT: dict[str, dict[bytes, str]] = {UTF8: {}, LATIN1: {}}
 
 
 def url_of(request, path: str) -> str:
@@ -54,13 +57,15 @@ def url_of(request, path: str) -> str:
     return origin + path
 
 
-def wire_text(raw: bytes) -> str:
-    """A short wire string (HTTP version, reason phrase) as mitmproxy's properties decode it, cached."""
-    text = _WIRE_TEXT.get(raw)
+def wire_text(raw: bytes, encoding: str = UTF8) -> str:
+    """A short wire string (method, HTTP version; a reason phrase in `LATIN1`) as mitmproxy's
+    properties decode it, cached."""
+    cache = _WIRE_TEXT[encoding]
+    text = cache.get(raw)
     if text is None:
-        if len(_WIRE_TEXT) >= TEXT_CACHE_SIZE:
-            _WIRE_TEXT.clear()
-        text = _WIRE_TEXT[raw] = raw.decode("utf-8", "surrogateescape")
+        if len(cache) >= TEXT_CACHE_SIZE:
+            cache.clear()
+        text = cache[raw] = raw.decode(encoding, "surrogateescape") if encoding == UTF8 else raw.decode(encoding)
     return text
 
 

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 
 from mcpbench.protocol.session import Direction, Violation
-from mcpbench.record.exchange import STREAMABLE, HttpExchange, body_fields, url_of, wire_text
+from mcpbench.record.exchange import LATIN1, STREAMABLE, HttpExchange, body_fields, url_of, wire_text
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
@@ -167,7 +167,7 @@ class TraceOutput:
             ended = round(answer.timestamp_end, 6) if answer.timestamp_end else None
             streamed = ex.tap is not None
             response_size = ex.tap.size if streamed else len(answer.content or b"")
-            reason = wire_text(answer.reason)
+            reason = wire_text(answer.reason, LATIN1)
             if not fields:  # the usual case: the compact event made from these values (`Compactor.http`)
                 line = self.writer.encode_flow_http(
                     ts, ex.flow_id, session, transport, ex.conn, ex.mcp, ex.method, url, ex.path, http_version,
