@@ -40,7 +40,7 @@ from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, is_json
 from mcpbench.protocol.session import C2S, S2C, Direction
 from mcpbench.record.classify import classify
-from mcpbench.record.exchange import LEGACY, STREAMABLE, HttpExchange, body_fields, json_text, looks_json
+from mcpbench.record.exchange import LEGACY, STREAMABLE, HttpExchange, body_fields, json_text, looks_json, wire_text
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
 from mcpbench.record.streams import SseStreams
@@ -93,11 +93,13 @@ class Recording(SseStreams, TraceOutput):
         if writer is None:
             return
         request = flow.request
+        data = request.data  # read at once: mitmproxy's `method` and `path` properties decode on every read
         # The recorded path has secret query values redacted; matching uses the real one.
-        ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), request.method, writer.redactor.url(request.path))
+        method, path = wire_text(data.method).upper(), data.path.decode("utf-8", "surrogateescape")
+        ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), method, writer.redactor.url(path))
         self.exchanges[flow.id] = ex
         # One pass over the raw header fields; every lookup reads this (lower-case) dict.
-        headers = ex.req_headers = self._headers(request.headers)
+        headers = ex.req_headers = self._headers(data.headers)
         ex.req_content_type = headers.get("content-type")
         classify(ex, request, headers, self.book)
         if ex.session is not None:
@@ -147,7 +149,7 @@ class Recording(SseStreams, TraceOutput):
                 tap(b"")
                 self.settle()
         else:
-            body = response.raw_content or b""
+            body = response.data.content or b""
             if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
                 body = response.get_content(strict=False) or b""
             recorded = bool(body) and ex.mcp and self._response_body(ex, body)
@@ -208,8 +210,9 @@ class Recording(SseStreams, TraceOutput):
 
     def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
         if ex.resp_headers is None:
-            headers = ex.resp_headers = self._headers(response.headers)
-            ex.resp_status = response.status_code
+            data = response.data
+            headers = ex.resp_headers = self._headers(data.headers)
+            ex.resp_status = data.status_code
             ex.resp_content_type = headers.get("content-type")
         return ex.resp_headers
 

@@ -22,7 +22,7 @@ def classify(ex: HttpExchange, request, headers: dict[str, str], book: SessionBo
     method = ex.method
     if method == "POST":
         legacy = book.endpoint_session(request)
-        body = request.raw_content or b""
+        body = request.data.content or b""  # `raw_content`, without the property
         if body and "content-encoding" in headers:
             body = request.get_content(strict=False) or b""
         if legacy is not None:

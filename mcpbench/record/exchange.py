@@ -31,12 +31,42 @@ def json_text(raw: bytes) -> bytes:
     return raw
 
 
+# Distinct (scheme, host, port) origins and wire strings (methods, HTTP versions, reasons) kept
+# decoded: a few per upstream; emptied when full.
+TEXT_CACHE_SIZE = 1024
+_ORIGINS: dict[tuple, str] = {}
+# mitmproxy decodes a reason phrase as ISO-8859-1 (`Response.reason`), everything else as UTF-8
+# with surrogate escapes.
+UTF8, LATIN1 = "utf-8", "iso-8859-1"
+_WIRE_TEXT: dict[str, dict[bytes, str]] = {UTF8: {}, LATIN1: {}}
+
+
 def url_of(request, path: str) -> str:
-    """The request's absolute URL (mitmproxy's `Request.url` rebuilds it at a much higher cost)."""
-    host = request.host
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{request.scheme}://{host}:{request.port}{path}"
+    """The request's absolute URL (mitmproxy's `Request.url` rebuilds it at a much higher cost):
+    its origin, decoded once per (scheme, host, port), and `path`."""
+    data = request.data
+    key = (data.scheme, data.host, data.port)
+    origin = _ORIGINS.get(key)
+    if origin is None:
+        if len(_ORIGINS) >= TEXT_CACHE_SIZE:
+            _ORIGINS.clear()
+        host = request.host
+        if ":" in host:
+            host = f"[{host}]"
+        origin = _ORIGINS[key] = f"{request.scheme}://{host}:{request.port}"
+    return origin + path
+
+
+def wire_text(raw: bytes, encoding: str = UTF8) -> str:
+    """A short wire string (method, HTTP version; a reason phrase in `LATIN1`) as mitmproxy's
+    properties decode it, cached."""
+    cache = _WIRE_TEXT[encoding]
+    text = cache.get(raw)
+    if text is None:
+        if len(cache) >= TEXT_CACHE_SIZE:
+            cache.clear()
+        text = cache[raw] = raw.decode(encoding, "surrogateescape") if encoding == UTF8 else raw.decode(encoding)
+    return text
 
 
 def looks_json(body: bytes) -> bool:

@@ -94,10 +94,10 @@ class SseStreams:
         ex.tap = tap
         response.stream = tap
         # Not flushed here: the first chunk (or any other exchange) writes it moments later.
-        self._event(
-            ex, Kind.STREAM, None, now(), event="open", conn=ex.conn, method=ex.method, path=ex.path,
-            status=ex.resp_status, content_type=ex.resp_content_type, headers=headers,
-        )
+        self._lines.append(self.writer.encode_flow_stream(
+            now(), ex.flow_id, ex.session, ex.transport, "open", ex.conn, ex.method, ex.path,
+            {"status": ex.resp_status, "content_type": ex.resp_content_type, "headers": headers},
+        ))
         if encoding and decode is None:
             tap.closed = True  # passed through untouched, but its events cannot be read
             self._violation(ex, S2C, now(), "sse-undecodable", f"an event stream with Content-Encoding {encoding}, which this recorder cannot decode", None)
@@ -131,7 +131,9 @@ class SseStreams:
             self._flush()
         else:  # the end: the `response` hook follows at once and writes this with the `http` event
             tap.closed = True
-            self._event(ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path, events=tap.events, bytes=tap.size)
+            self._lines.append(self.writer.encode_flow_stream(
+                ts, ex.flow_id, ex.session, ex.transport, "close", ex.conn, ex.method, ex.path, {"events": tap.events, "bytes": tap.size},
+            ))
 
     def _decoded(self, tap: StreamTap, chunk: bytes, ts: float) -> bytes:
         """A compressed stream's chunk, decoded; a stream that fails to decode is recorded no further."""

@@ -269,6 +269,14 @@ def _times_as_offsets(event: dict) -> None:
                 event[name] = [offset]
 
 
+def _time_as_offset(value: float, ts: float) -> Any:
+    """`_times_as_offsets` for one time of an event made from values (`Compactor.http`)."""
+    if type(value) is not float:
+        return value
+    offset = round((value - ts) * 1e6)
+    return [offset] if round(ts + offset / 1e6, 6) == value else value
+
+
 def _times_from_offsets(event: dict) -> None:
     ts = event["ts"]
     for name in _TIMES:
@@ -439,6 +447,24 @@ class Compactor(_State):
             del event["sse"]
         return True
 
+    def _head(self, ts: float, flow: Flow, session: Any, transport: Any) -> dict[str, Any]:
+        """The start of a v2 event of `flow` made from values: `v`, `ts`, and `session` and
+        `transport` where they differ from what the reader restores."""
+        event: dict[str, Any] = {"v": FORMAT_VERSION, "ts": ts}
+        if not _same(session, flow.session):
+            event["session"] = session
+        if not _same(transport, flow.transport if flow.transport is not None else self.transport):
+            event["transport"] = transport
+        return event
+
+    def _named(self, flow_id: Any, flow: Flow | None) -> tuple[Flow, Any]:
+        """The flow `flow_id` (`flow`: its state, None when new) and what a line names it by: its id
+        the first time, its ordinal after."""
+        if flow is None:
+            return self._new_flow(flow_id, self.next_ordinal), flow_id
+        self.flows.move_to_end(flow_id)
+        return flow, flow.id
+
     def message(
         self, ts: float, flow_id: str, session: Any, transport: str, direction: str,
         http: tuple[str, str, Any, Any, dict], sse: dict | None,
@@ -455,20 +481,11 @@ class Compactor(_State):
         s2c = direction == "s2c"
         if flow is not None and sse is None and flow.streamed and s2c:
             return None  # the general path notes the missing `sse` as `_absent`
-        if flow is None:
-            flow = self._new_flow(flow_id, self.next_ordinal)
-            ref: Any = flow_id
-        else:
-            self.flows.move_to_end(flow_id)
-            ref = flow.id
+        flow, ref = self._named(flow_id, flow)
         method, path, status, content_type, headers = http
         side = "resp" if s2c else "req"
         base = self.base(side, Kind.MESSAGE, flow, session)
-        event: dict[str, Any] = {"v": FORMAT_VERSION, "ts": ts}
-        if not _same(session, flow.session):
-            event["session"] = session
-        if not _same(transport, flow.transport if flow.transport is not None else self.transport):
-            event["transport"] = transport
+        event = self._head(ts, flow, session, transport)
         event["dir"] = direction
         event["kind"] = Kind.MESSAGE
         event["flow"] = ref
@@ -481,10 +498,9 @@ class Compactor(_State):
             small["status"] = status
         if not _same(content_type, headers.get("content-type")):
             small["content_type"] = content_type
-        if base is None:
-            small["headers"] = headers
-        elif base is not headers and base != headers:
-            small["headers"] = self._delta(base, headers)
+        written = self._written(base, headers)
+        if written is not _MISSING:
+            small["headers"] = written
         if small:
             event["http"] = small
         if sse is not None and not (flow.streamed and s2c and sse == _SSE_MESSAGE):
@@ -497,6 +513,122 @@ class Compactor(_State):
         if s2c:
             flow.status = status
         self._block(session, side, Kind.MESSAGE, headers, flow)
+        return event
+
+    def http(
+        self, ts: float, flow_id: str, session: Any, transport: str, conn: str, mcp: bool, method: str,
+        url: str, path: str, http_version: str, request_content_type: Any, req: dict, request_size: int,
+        started: float, status: Any, reason: str, content_type: Any, resp: dict, responded: float | None,
+        ended: float | None, streamed: bool, response_size: int,
+    ) -> dict | None:
+        """The v2 `http` event of an exchange with an answer, as the addon records it, built directly.
+
+        The addon's hot path: `compact` of the full event (`dir` None, no `error`; `responded` and
+        `ended` left out when None, `streamed` when False) would build it and take it apart again;
+        this makes `_http`'s decisions from the values (a test holds them equal). None, and nothing
+        changed, when the flow's state asks for the general path (a broken stream, a stream's flow
+        answered without `streamed`).
+        """
+        flow = self.flows.get(flow_id)
+        if flow is not None and (flow.stream_error is not _MISSING or (flow.streamed and not streamed)):
+            return None  # the general path notes the missing `error` / `streamed` as `_absent`
+        flow, ref = self._named(flow_id, flow)
+        req_base = self.base("req", Kind.HTTP, flow, session)
+        resp_base = self.base("resp", Kind.HTTP, flow, session)
+        event = self._head(ts, flow, session, transport)
+        event["kind"] = Kind.HTTP
+        event["flow"] = ref
+        if not _same(conn, flow.conn):
+            event["conn"] = conn
+        if mcp is not True:
+            event["mcp"] = mcp
+        if not _same(method, flow.method):
+            event["method"] = method
+        if not (self.upstream is not None and type(path) is str and _same(url, self.upstream + path)):
+            event["url"] = url
+        if not _same(path, flow.path):
+            event["path"] = path
+        if not _same(http_version, "HTTP/1.1"):
+            event["http_version"] = http_version
+        if not _same(request_content_type, req.get("content-type")):
+            event["request_content_type"] = request_content_type
+        written = self._written(req_base, req)
+        if written is not _MISSING:
+            event["request_headers"] = written
+        if not _same(request_size, _content_length(req)):
+            event["request_size"] = request_size
+        event["started"] = _time_as_offset(started, ts)
+        if flow.status is _MISSING or not _same(status, flow.status):
+            event["status"] = status
+        phrase = _PHRASES.get(status, _MISSING) if type(status) is int else _MISSING
+        if phrase is _MISSING or not _same(reason, phrase):
+            event["reason"] = reason
+        if not _same(content_type, resp.get("content-type")):
+            event["content_type"] = content_type
+        written = self._written(resp_base, resp)
+        if written is not _MISSING:
+            event["response_headers"] = written
+        if responded is not None:
+            event["responded"] = _time_as_offset(responded, ts)
+        if ended is not None:
+            event["ended"] = _time_as_offset(ended, ts)
+        if flow.streamed:
+            size = flow.stream_bytes
+        else:
+            if streamed:
+                event["streamed"] = True
+            size = _content_length(resp)
+        if size is _MISSING or not _same(response_size, size):
+            event["response_size"] = response_size
+        self._exchange_moved(flow, session, transport, conn, method, path)  # `update`, for this kind
+        flow.status = status
+        self._block(session, "req", Kind.HTTP, req, flow)
+        self._block(session, "resp", Kind.HTTP, resp, flow)
+        return event
+
+    def stream(
+        self, ts: float, flow_id: str, session: Any, transport: str, name: str, conn: str, method: str, path: str,
+        tail: dict,
+    ) -> dict:
+        """The v2 `stream` event of an SSE answer opening (`tail`: status, content_type, headers) or
+        closing (events, bytes), as the addon records it, built directly.
+
+        The addon's hot path: `compact` of the full event (`dir` None, `event` = `name`, then conn,
+        method, path and `tail`) would build it and take it apart again; this makes `_stream`'s
+        decisions from the values (a test holds them equal). `tail` is taken over.
+        """
+        flow, ref = self._named(flow_id, self.flows.get(flow_id))
+        opened = name == "open"
+        headers = tail.get("headers") if opened else None
+        base = self.base("resp", Kind.STREAM, flow, session) if opened else None
+        event = self._head(ts, flow, session, transport)
+        event["kind"] = Kind.STREAM
+        event["flow"] = ref
+        event["event"] = name
+        if not _same(conn, flow.conn):
+            event["conn"] = conn
+        if not _same(method, flow.method):
+            event["method"] = method
+        if not _same(path, flow.path):
+            event["path"] = path
+        if opened:
+            status = tail["status"]
+            if flow.status is not _MISSING and _same(status, flow.status):
+                del tail["status"]
+            if _same(tail["content_type"], headers.get("content-type")):
+                del tail["content_type"]
+            written = self._written(base, headers)
+            if written is _MISSING:
+                del tail["headers"]
+            else:
+                tail["headers"] = written
+            flow.status = status
+            self._block(session, "resp", Kind.STREAM, headers, flow)
+            flow.streamed = True
+        elif "bytes" in tail:
+            flow.stream_bytes = tail["bytes"]
+        event.update(tail)
+        self._exchange_moved(flow, session, transport, conn, method, path)  # `update`, for this kind
         return event
 
     def _http(self, event: dict, flow: Flow) -> bool:
@@ -581,10 +713,14 @@ class Compactor(_State):
 
     def _exchange_update(self, event: dict, flow: Flow) -> None:
         """`update`'s first part for an `http` or `stream` event (all fields present)."""
-        flow.session = self.last_session = event["session"]
-        flow.transport = event["transport"]
-        flow.conn, flow.method, flow.path = event["conn"], event["method"], event["path"]
-        self.last_conn, self.last_method, self.last_path = flow.conn, flow.method, flow.path
+        self._exchange_moved(flow, event["session"], event["transport"], event["conn"], event["method"], event["path"])
+
+    def _exchange_moved(self, flow: Flow, session: Any, transport: Any, conn: Any, method: Any, path: Any) -> None:
+        """`_exchange_update` from the values."""
+        flow.session = self.last_session = session
+        flow.transport = transport
+        flow.conn, flow.method, flow.path = conn, method, path
+        self.last_conn, self.last_method, self.last_path = conn, method, path
 
     def _stream(self, event: dict, flow: Flow) -> bool:
         """`compact` for a `stream` event, in straight lines (an SSE answer opens and closes one).
@@ -625,6 +761,15 @@ class Compactor(_State):
             else:
                 event["headers"] = self._delta(base, headers)
         return True
+
+    def _written(self, base: dict | None, block: dict) -> Any:
+        """`block` as an event holds it against `base`: whole (no base), `_MISSING` (left out: it
+        equals the base) or a delta."""
+        if base is None:
+            return block
+        if base is block or base == block:
+            return _MISSING
+        return self._delta(base, block)
 
     def _delta(self, base: dict, block: dict) -> Any:
         """`block` as written against `base`: a delta (cached per pair), or the block itself."""

@@ -234,6 +234,18 @@ class TraceWriter:
             return self.encode_message(session, direction, raw, ts, extra)
         return orjson.dumps(head)[:-1] + b',"msg":' + raw + b"}\n"
 
+    def encode_flow_http(self, *parts: Any) -> bytes | None:
+        """The `http` event of an exchange with an answer and no free-text fields, from its values
+        (`Compactor.http`, the recording addon's hot path); None when the flow's state asks for the
+        general path (`encode_flow_event` of the full event)."""
+        event = self._compactor.http(*parts)
+        return None if event is None else orjson.dumps(event) + b"\n"
+
+    def encode_flow_stream(self, *parts: Any) -> bytes:
+        """The `stream` event of an SSE answer opening or closing, from its values (`Compactor.stream`,
+        the recording addon's hot path): the line `encode_flow_event` makes of the full event."""
+        return orjson.dumps(self._compactor.stream(*parts)) + b"\n"
+
     def encode_messages(self, session: str | None, direction: str, raws: list[bytes], ts: float) -> bytes:
         """Several messages read at the same time `ts`, as trace lines in one bytes.
 

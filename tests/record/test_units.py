@@ -21,6 +21,7 @@ from mcpbench.record import sessions
 from mcpbench.record.addon import make_addons
 from mcpbench.protocol.http import legacy_session_key
 from mcpbench.record.sessions import conn_key
+from mcpbench.record.exchange import LATIN1, url_of, wire_text
 from mcpbench.record.cli import addon_path, export
 from mcpbench.record.har import to_har
 from mcpbench.record.proxy import parse_listen, parse_upstream
@@ -57,6 +58,26 @@ def test_legacy_session_key(endpoint: str, key: str) -> None:
 
 def test_conn_key() -> None:
     assert conn_key("9fcd75a7-eca7-4c1b-9d2e-000000000000") == "conn-9fcd75a7eca7"
+
+
+@pytest.mark.parametrize(("url", "recorded"), [
+    ("http://127.0.0.1:8000/mcp", "http://127.0.0.1:8000/mcp"),
+    ("https://[::1]:8443/mcp?a=b", "https://[::1]:8443/mcp?a=b"),
+    ("http://example.com/x%20y", "http://example.com:80/x%20y"),  # the port always written
+])
+def test_parts_read_from_message_data_are_what_mitmproxy_properties_give(url: str, recorded: str) -> None:
+    """The addon reads an exchange's parts from mitmproxy's message data, with caches: the same
+    strings as mitmproxy's properties, also for bytes that are not ASCII."""
+    request = http.Request.make("post", url, b"{}")
+    request.data.method = b"po\xffst"
+    response = http.Response.make(404, b"")
+    for reason in (b"Not Found", b"Nicht gefunden \xe4", b"\xff\xfe"):
+        response.data.reason = reason
+        assert wire_text(response.data.reason, LATIN1) == response.reason
+    assert wire_text(request.data.method).upper() == request.method
+    assert wire_text(request.data.http_version) == request.http_version
+    for _ in range(2):  # the second time from the cache
+        assert url_of(request, request.path) == recorded
 
 
 def test_parse_upstream_and_listen() -> None:
@@ -268,3 +289,21 @@ def test_mitmproxy_streaming_line_is_dropped_while_recording(tmp_path: Path, cap
     assert [r.getMessage() for r in caplog.records if r.name == server_log.name] == [
         "client connect", "Streaming response from 127.0.0.2.",
     ]
+
+
+def test_a_reason_phrase_is_recorded_as_mitmproxy_reads_it(tmp_path: Path) -> None:
+    """Reason phrases are ISO-8859-1 on the wire (mitmproxy's `Response.reason`), not UTF-8."""
+    out = tmp_path / "reason.jsonl"
+    (addon,) = make_addons()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, mcpbench_out=str(out))
+        flow = tflow.tflow()
+        flow.request = http.Request.make("POST", "http://127.0.0.1:8000/mcp", REQUEST, {"content-type": "application/json"})
+        addon.request(flow)
+        flow.response = http.Response.make(200, b'{"jsonrpc":"2.0","id":1,"result":{}}', {"content-type": "application/json"})
+        flow.response.data.reason = b"Tr\xe8s bien"
+        addon.responseheaders(flow)
+        addon.response(flow)
+        addon.done()
+    (event,) = [e for e in read_trace(out) if e["kind"] == "http"]
+    assert event["reason"] == "Très bien" == flow.response.reason
