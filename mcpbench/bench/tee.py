@@ -7,6 +7,7 @@
   (`plain_tee.py`: three copying threads, no recording), alike. The added p50
   is the median over turns of the difference between back-to-back turns
   (`paired_added_p50`); the difference of the pooled p50s is kept beside it.
+  Each comparison is run `ROTATIONS` times with fresh processes and its turns pooled.
 - One-way throughput: 1 KiB messages pushed into `cat > /dev/null`, through a
   plain pipe and through the tee.
 
@@ -34,6 +35,10 @@ REQUEST = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"ech
 MESSAGE_SIZE = 1024
 WARMUP = 200
 TURN = 100  # round trips per server before the other takes its turn
+# Each comparison runs this many times with fresh processes, the first-to-go alternating. Where
+# the scheduler places the processes (which shares a core with what) holds for a whole rotation
+# and moved one rotation's ratio by +-5 % from run to run; pooled over rotations, it cancels.
+ROTATIONS = 8
 READY_TIMEOUT = 30.0
 
 
@@ -80,6 +85,18 @@ def round_trips(argvs: dict[str, list[str]], count: int) -> dict[str, list[list[
     return turns
 
 
+def rotations(argvs: dict[str, list[str]], count: int, times: int) -> dict[str, list[list[float]]]:
+    """`round_trips` `times` over with fresh processes, the order of turns alternating; turns pooled."""
+    pooled: dict[str, list[list[float]]] = {name: [] for name in argvs}
+    names = list(argvs)
+    for rotation in range(times):
+        order = names if rotation % 2 == 0 else names[::-1]
+        turns = round_trips({name: argvs[name] for name in order}, count)
+        for name in names:
+            pooled[name] += turns[name]
+    return pooled
+
+
 def paired_added_p50(base: list[list[float]], other: list[list[float]]) -> float:
     """The median, over turns, of `other`'s p50 minus `base`'s p50 in the same turn.
 
@@ -119,14 +136,14 @@ def one_way(argv: list[str], count: int, *, ready_line: bool = False) -> float:
 
 
 def run(quick: bool = False) -> Path:
-    rts, messages, repeats = (500, 20_000, 1) if quick else (5_000, 200_000, 3)
+    rts, messages, repeats, times = (500, 20_000, 1, 1) if quick else (1_500, 200_000, 3, ROTATIONS)
     with tempfile.TemporaryDirectory(prefix="mcpbench-bench-") as tmp:
         trace = Path(tmp) / "bench.jsonl"
         # Two pairings rather than three servers in one rotation: the one after a recording tee
         # would pay for its recorder's last batch (measured: up to 10 µs on its p50).
-        turns = round_trips({"direct": ECHO, "tee": tee_argv(trace) + ECHO}, rts)
-        copying = round_trips({"direct": ECHO, "tee unrecorded": UNRECORDED + ECHO}, rts)
-        baseline = round_trips({"plain tee": PLAIN_TEE + ECHO, "tee": tee_argv(trace) + ECHO}, rts)
+        turns = rotations({"direct": ECHO, "tee": tee_argv(trace) + ECHO}, rts, times)
+        copying = rotations({"direct": ECHO, "tee unrecorded": UNRECORDED + ECHO}, rts, times)
+        baseline = rotations({"plain tee": PLAIN_TEE + ECHO, "tee": tee_argv(trace) + ECHO}, rts, times)
         direct, via_tee = (sum(turns[name], []) for name in ("direct", "tee"))
         flows = {"pipe": [], "tee": []}
         for _ in range(repeats):  # alternate, so drift in machine load hits both alike
@@ -163,7 +180,7 @@ def run(quick: bool = False) -> Path:
     data = {
         "round_trip": rt,
         "one_way": throughput,
-        "settings": {"round_trips": rts, "messages": messages, "message_bytes": MESSAGE_SIZE, "repeats": repeats, "trace_bytes_last": trace_bytes},
+        "settings": {"round_trips": rts * times, "rotations": times, "messages": messages, "message_bytes": MESSAGE_SIZE, "repeats": repeats, "trace_bytes_last": trace_bytes},
         "targets": {"added_p50_us_max": 50, "added_p99_us_max": 200, "vs_plain_tee_min": 1.0, "tee_messages_per_s_min": 100_000},
         "met": {
             "added_p50": rt["added_p50_us"] <= 50,
