@@ -112,16 +112,35 @@ def _default_ready(url: str) -> None:
 
 
 def new_master(spec: str, host: str, port: int):
-    """A mitmproxy DumpMaster in reverse mode to `spec`, listening on host:port, its warnings on stderr."""
-    from mitmproxy import options
-    from mitmproxy.addons import termlog
-    from mitmproxy.tools.dump import DumpMaster
+    """A mitmproxy master in reverse mode to `spec`, listening on host:port, its warnings on stderr.
+
+    It carries only the addons a recording reverse proxy uses. mitmproxy offers every flow event to
+    each addon in its chain (with a context manager and a coroutine per addon, and again as an
+    `update` event), so mitmdump's thirty-odd addons, idle here, cost more CPU per exchange than
+    the recording itself. Kept: mitmproxy's core, the proxy server and its layer choice, TLS to an
+    https upstream, the refusal of non-local clients (`block`), h2c and Alt-Svc handling as
+    mitmdump does them, and the start-up error check.
+    """
+    from mitmproxy import master, options
+    from mitmproxy.addons import (
+        block, core, disable_h2c, errorcheck, next_layer, proxyserver, termlog, tlsconfig, update_alt_svc,
+    )
 
     opts = options.Options(mode=[f"reverse:{spec}"], listen_host=host, listen_port=port)
-    master = DumpMaster(opts, with_termlog=False, with_dumper=False)
-    master.addons.add(termlog.TermLog(out=sys.stderr))  # mitmproxy's own warnings, on stderr
+    lean = master.Master(opts)
+    lean.addons.add(
+        core.Core(),
+        block.Block(),
+        disable_h2c.DisableH2C(),
+        proxyserver.Proxyserver(),
+        next_layer.NextLayer(),
+        tlsconfig.TlsConfig(),
+        update_alt_svc.UpdateAltSvc(),
+        errorcheck.ErrorCheck(),
+        termlog.TermLog(out=sys.stderr),  # mitmproxy's own warnings, on stderr
+    )
     opts.update(termlog_verbosity="warn")
-    return master
+    return lean
 
 
 async def run_master(master, host: str, port: int) -> None:
