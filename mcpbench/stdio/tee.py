@@ -17,9 +17,11 @@ one thread with an epoll loop (p50 4 µs slower: an `epoll_wait` more per chunk,
 never contended here, as the pumps sleep in `read` with it released); frames stored into a shared
 mapping of the spool instead of written (the lock and the call cost 0.3 µs per chunk more than
 the `write` they save); reads of 1 MiB (11 µs per read: the allocator maps and unmaps them; 512 B
-to 64 KiB cost the same); `readv` into a buffer made once; the recorder at SCHED_IDLE or pausing
-50 ms (all within ±1 %). What the recording costs the session is the spool `write` (~0.5 µs of
-CPU per chunk) and the recorder's work on the other core (~2.5 % of round trips).
+to 64 KiB cost the same); `readv` into a buffer made once; the recorder pausing 1 or 50 ms
+between reads (all within ±1 %). What the recording costs the session is the spool `write` (~0.5 µs
+of CPU per chunk, more on ext4 than on tmpfs) and the recorder's work on the other core; the
+recorder asks the kernel for a long slice so that it never holds a core a session process wakes up
+for (see `recorder.background`: that was one round trip in a hundred, ~1 ms late).
 """
 
 import errno

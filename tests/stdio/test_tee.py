@@ -1,11 +1,13 @@
 """The stdio tee with real processes: the official SDK client and server, junk, crashes, volume."""
 
 import os
+import platform
 import random
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -179,6 +181,43 @@ def wait_for_exit(pid, timeout):
         assert ready, f"process {pid} still running after {timeout} s"
     finally:
         os.close(fd)
+
+
+def sched_field(pid, name):
+    """A field of /proc/PID/sched, or None where this kernel does not show it."""
+    with open(f"/proc/{pid}/sched") as handle:
+        for line in handle:
+            key, _, value = line.partition(":")
+            if key.strip() == name:
+                return int(float(value))
+    return None
+
+
+def test_recorder_is_background_work(tmp_path):
+    """The recorder runs 10 nicer than the tee, on the longest scheduler slice the kernel has:
+    then a session process waking up preempts it at once instead of waiting out its slice."""
+    from mcpbench.stdio.recorder import RECORDER_NICENESS, RECORDER_SLICE_NS
+
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen(TEE + ["--out", str(trace), "--", "cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"ping","id":1}\n')
+        proc.stdin.flush()
+        assert proc.stdout.readline()
+        [recorder] = forked_children(proc.pid)
+        # The recorder sets itself up before it records anything: wait (bounded) for the ping's line.
+        deadline = time.monotonic() + WAIT
+        while b'"ping"' not in trace.read_bytes():
+            assert time.monotonic() < deadline, "the recorder wrote nothing"
+            time.sleep(0.01)
+        assert os.getpriority(os.PRIO_PROCESS, recorder) == os.getpriority(os.PRIO_PROCESS, proc.pid) + RECORDER_NICENESS
+        tee_slice, recorder_slice = sched_field(proc.pid, "se.slice"), sched_field(recorder, "se.slice")
+        if tee_slice is None or tuple(map(int, platform.release().split(".")[:2])) < (6, 12):
+            pytest.skip("this kernel has no per-task scheduler slices (Linux 6.12+)")
+        assert recorder_slice == RECORDER_SLICE_NS > tee_slice
+    finally:
+        proc.stdin.close()
+        assert proc.wait(WAIT) == 0
 
 
 def test_kill_9_mid_session_loses_nothing_written(tmp_path):
