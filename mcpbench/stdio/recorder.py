@@ -23,11 +23,9 @@ and the redaction rules, so that a recovery encodes exactly what this process
 would have.
 """
 
-import ctypes
 import fcntl
 import mmap
 import os
-import platform
 import select
 import signal
 import struct
@@ -288,11 +286,14 @@ def background() -> None:
     every core is busy: a machine running a local model, say). Kernels before 6.12 ignore the slice.
     """
     nice = os.nice(RECORDER_NICENESS)
-    number = SCHED_SETATTR.get(platform.machine())
-    if number is None:
+    number = SCHED_SETATTR.get(os.uname().machine)
+    policy = os.sched_getscheduler(0)
+    if number is None or policy not in (os.SCHED_OTHER, os.SCHED_BATCH):  # keep a policy the host chose
         return
+    import ctypes  # here, not at the top: the tee's start-up (the host waits for it) need not load it
+
     # struct sched_attr (its first version, 48 bytes): size, policy, flags, nice, priority, runtime, deadline, period.
-    attr = struct.pack("=IIQiIQQQ", 48, os.SCHED_OTHER, 0, nice, 0, RECORDER_SLICE_NS, 0, 0)
+    attr = struct.pack("=IIQiIQQQ", 48, policy, 0, nice, 0, RECORDER_SLICE_NS, 0, 0)
     try:
         ctypes.CDLL(None, use_errno=True).syscall(number, 0, attr, 0)  # best effort: the slice is only a hint
     except (OSError, AttributeError):
