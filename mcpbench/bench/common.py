@@ -56,14 +56,17 @@ def bar_panels(path: Path, title: str, panels: list[Panel]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(7 if len(panels) == 1 else 3.6 * len(panels), 3.5), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
+    # A panel is as wide as its bars need (0.8 in each, with their labels), and at least 3.6 in.
+    widths = [max(3.6, 0.8 * len(panel.values)) for panel in panels]
+    size = (max(7, widths[0]) if len(panels) == 1 else sum(widths), 3.5)
+    fig, axes = plt.subplots(1, len(panels), figsize=size, squeeze=False, gridspec_kw={"width_ratios": widths})
+    for ax, panel, width in zip(axes[0], panels, widths):
         bars = ax.bar(range(len(panel.values)), panel.values, color="#4c72b0")
         # Whole numbers with separators from 100 up ("1,462", not "1.46e+03"); long names on two lines.
-        ax.bar_label(bars, labels=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in panel.values])
+        ax.bar_label(bars, labels=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in panel.values], fontsize=8)
         ax.set_xticks(range(len(panel.labels)), [textwrap.fill(label, 14) for label in panel.labels], fontsize=8)
         if panel.title:
-            ax.set_title(textwrap.fill(panel.title, 40), fontsize=9)
+            ax.set_title(textwrap.fill(panel.title, max(40, int(11 * width))), fontsize=9)
         ax.margins(y=0.12)  # room above the tallest bar for its label
         ax.set_ylabel(panel.unit)
     fig.suptitle(textwrap.fill(title, 70 if len(panels) == 1 else 110), fontsize=10)

@@ -70,7 +70,7 @@ import time
 from pathlib import Path
 
 from mcpbench.analysis.stats import summary
-from mcpbench.bench.common import bar_chart, write_result
+from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.servers import free_port, start_listening, stop_process
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection
@@ -88,6 +88,10 @@ ALL_PATHS = PATHS + JSON_PATHS
 # no addon at all) is only timed for first events.
 PROXIES = ("bare", "bare_slb", "stream", "addon")
 TTFE_PATHS = ("direct", "bare", "bare_slb", "stream", "addon")
+# The proxies started in front of each reference server: the SSE-answer one (`server`) gets every
+# set-up and `mcpbench record`; the legacy one is only timed for first events; the JSON one gets
+# what its paths (`JSON_PATHS`) measure.
+PROXIES_BY_UPSTREAM = {"server": (*PROXIES, "record"), "legacy": PROXIES, "json": ("bare", "addon", "record")}
 
 # The `stream` path: mitmdump with only a pass-through stream callable on SSE answers, which is what
 # any recorder that must not buffer SSE pays before recording anything.
@@ -397,13 +401,14 @@ def run(quick: bool = False) -> Path:
             stream_only = tmpdir / "stream_only.py"
             stream_only.write_text(STREAM_ONLY_ADDON)
             proxy_procs = {}
-            for upstream in ("server", "legacy", "json"):
-                for kind in PROXIES if upstream == "legacy" else (*PROXIES, "record") if upstream == "server" else ("bare", "addon", "record"):
+            for upstream, kinds in PROXIES_BY_UPSTREAM.items():
+                for kind in kinds:
                     port = ports[f"{kind}-{upstream}"] = free_port()
-                    argv = [mitmdump, "-q", "--mode", f"reverse:http://{HOST}:{ports[upstream]}", "--listen-host", HOST, "-p", str(port)]
                     if kind == "record":
                         argv = [python, "-m", "mcpbench", "record", "--upstream", f"http://{HOST}:{ports[upstream]}/mcp",
                                 "--listen", f"{HOST}:{port}", "--out", str(tmpdir / f"{upstream}-record.jsonl")]
+                    else:
+                        argv = [mitmdump, "-q", "--mode", f"reverse:http://{HOST}:{ports[upstream]}", "--listen-host", HOST, "-p", str(port)]
                     if kind == "stream":
                         argv += ["-s", str(stream_only)]
                     if kind == "bare_slb":
@@ -416,8 +421,7 @@ def run(quick: bool = False) -> Path:
                     elif upstream == "json":
                         proxy_procs[f"json_{kind}"] = procs[-1]
             targets = {name: ports["server"] if name == "direct" else ports[f"{name}-server"] for name in PATHS}
-            targets |= {"json_direct": ports["json"], "json_bare": ports["bare-json"], "json_addon": ports["addon-json"],
-                        "json_record": ports["record-json"]}
+            targets |= {name: ports["json"] if name == "json_direct" else ports[f"{name.removeprefix('json_')}-json"] for name in JSON_PATHS}
             slow_targets = {name: ports["server"] if name == "direct" else ports[f"{name}-server"] for name in TTFE_PATHS}
             legacy_targets = {name: ports["legacy"] if name == "direct" else ports[f"{name}-legacy"] for name in TTFE_PATHS}
             rounds = measure_rounds(targets, proxy_procs, config, "proxy_cpu_us_per_exchange")
@@ -530,11 +534,18 @@ def run(quick: bool = False) -> Path:
         "rounds": rounds,
     }
     path = write_result(NAME, data)
-    bar_chart(
-        path.with_suffix(".png"),
-        "tools/call echo throughput: direct vs mitmdump vs mitmdump + mcpbench addon",
-        list(ALL_PATHS),
-        [medians[name]["calls_per_s"] for name in ALL_PATHS],
-        "calls/s",
-    )
+    chart(data, path.with_suffix(".png"))
     return path
+
+
+def chart(data: dict, path: Path) -> Path:
+    """Throughput on every path, and the proxy's CPU per exchange against bare mitmdump's."""
+    medians, ratios = data["medians"], data["ratios"]
+    proxied = [name for name in ALL_PATHS if "proxy_cpu_us_per_exchange" in medians[name]]
+    return bar_panels(path, "tools/call echo: direct, bare mitmdump, mitmdump + mcpbench addon, mcpbench record", [
+        Panel("calls/s (SSE answers, then json_*: JSON answers)", list(ALL_PATHS),
+              [medians[name]["calls_per_s"] for name in ALL_PATHS], "calls/s"),
+        Panel(f"proxy CPU per exchange (lower is better); record vs bare: {ratios['record_vs_bare_cpu_sse']:.2f}x SSE, "
+              f"{ratios['record_vs_bare_cpu_json']:.2f}x JSON", proxied,
+              [medians[name]["proxy_cpu_us_per_exchange"] for name in proxied], "µs per exchange"),
+    ])
