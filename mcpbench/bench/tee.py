@@ -3,9 +3,9 @@
 - Round trips: one request, wait for its answer, repeat (after the handshake,
   untimed); against a fast echo server started directly and through
   `mcpbench tee` (recording on), the two taking turns every 100 round trips;
-  then direct and the tee with recording
-  off, alike; then the tee against a plain pipe-through tee in Python
-  (`plain_tee.py`: three copying threads, no recording), alike. The added p50
+  then direct and the tee with recording off, alike; then the tee against a
+  plain pipe-through tee in Python (`plain_tee.py`: three copying threads, no
+  recording), alike. The added p50
   is the median over turns of the difference between back-to-back turns
   (`paired_added_p50`); the difference of the pooled p50s is kept beside it.
   Each comparison is run `ROTATIONS` times with fresh processes and its turns pooled.
