@@ -51,7 +51,7 @@ def run_faults(
     host, port = parse_listen(listen)
     check_listen(host, port)
     if problem := _probe(spec):
-        print(f"mcpbench: warning: {spec} does not answer now ({problem}); proxying anyway", file=sys.stderr, flush=True)
+        print(f"mcpbench: warning: {spec} {problem}; proxying anyway", file=sys.stderr, flush=True)
     if not plan.any:
         print("mcpbench: note: no fault chosen; passing traffic through untouched", file=sys.stderr, flush=True)
     asyncio.run(_serve(spec, path, host, port, texts, log, on_ready or _default_ready))

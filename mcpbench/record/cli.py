@@ -21,8 +21,11 @@ from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 )
 @click.option("--upstream-timeout", type=click.IntRange(0), default=DEFAULT_UPSTREAM_TIMEOUT, show_default=True, metavar="SECONDS",
               help="An upstream that has not begun its answer by then: the client gets a 504, the trace an error (0: no limit).")
+@click.option("--upstream-ca", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Trust the CA certificates in this PEM file (only them) for an https upstream, e.g. a private or self-signed one.")
+@click.option("--upstream-insecure", is_flag=True, help="Do not verify an https upstream's certificate at all.")
 @map_errors
-def record(upstream, listen, out, redact, upstream_timeout):
+def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -30,10 +33,11 @@ def record(upstream, listen, out, redact, upstream_timeout):
 
     Example: mcpbench record --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8081 --out s.jsonl
     """
-    from mcpbench.record.proxy import run_record
+    from mcpbench.record.proxy import UpstreamTls, run_record
 
     check_output(out, "--out")
-    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout)
+    tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
+    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls)
 
 
 @click.command("addon-path")

@@ -9,8 +9,10 @@ close the trace, so the file is complete. mitmproxy is imported only when a reco
 import asyncio
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -78,15 +80,56 @@ def _check_listen(host: str, port: int) -> None:
     check_listen(host, port)
 
 
-def _probe(spec: str) -> str | None:
-    """Why the upstream cannot be reached right now, or None (a warning only: it may start later)."""
+@dataclass(frozen=True, slots=True)
+class UpstreamTls:
+    """How `record` checks an https upstream's certificate: the CAs it trusts (PEM), or not at all."""
+
+    ca: str | None = None  # None: the certifi bundle, as mitmproxy's default
+    insecure: bool = False
+
+    def context(self) -> ssl.SSLContext:
+        """A client context that verifies as mitmproxy will (for the start-up probe).
+
+        Raises:
+            BadTargetError: the CA file is not one.
+        """
+        if self.insecure:  # asked for with --upstream-insecure
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            return context
+        try:
+            if self.ca is None:
+                import certifi
+
+                return ssl.create_default_context(cafile=certifi.where())
+            return ssl.create_default_context(cafile=self.ca)
+        except ssl.SSLError:
+            raise BadTargetError(f"--upstream-ca {self.ca}: no PEM certificate in it") from None
+        except OSError as exc:
+            raise BadTargetError(f"--upstream-ca {self.ca}: {exc.strerror}") from None
+
+
+def _probe(spec: str, tls: UpstreamTls | None = None) -> str | None:
+    """What is wrong with the upstream right now, as a phrase after its URL, or None.
+
+    A warning only: the upstream may start later. With `tls`, an https upstream also gets a TLS
+    handshake verified as the proxy will verify it: a certificate the proxy refuses turns every
+    request into a 502, so the phrase names the options that fix that.
+    """
     parts = urlsplit(spec)
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    context = tls.context() if tls is not None and parts.scheme == "https" else None
     try:
-        with socket.create_connection((parts.hostname, port), timeout=PROBE_TIMEOUT):
+        with socket.create_connection((parts.hostname, port), timeout=PROBE_TIMEOUT) as sock:
+            if context is not None:
+                with context.wrap_socket(sock, server_hostname=parts.hostname):
+                    pass
             return None
-    except OSError as exc:
-        return exc.strerror or str(exc)
+    except ssl.SSLCertVerificationError as exc:
+        return f"has a certificate the proxy will refuse ({exc.verify_message}); --upstream-ca FILE trusts its CA, --upstream-insecure skips the check"
+    except OSError as exc:  # ssl.SSLError too: a TLS failure that those options do not fix
+        return f"does not answer now ({exc.strerror or exc})"
 
 
 class _Announce:
@@ -162,7 +205,7 @@ async def run_master(master, host: str, port: int) -> None:
             loop.remove_signal_handler(sig)
 
 
-async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int):
+async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int, tls: UpstreamTls):
     from mitmproxy import exceptions
 
     from mcpbench.record.addon import make_addons
@@ -172,7 +215,8 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     recording_addons = make_addons(upstream_timeout=True)
     master.addons.add(*recording_addons, _Announce(path, on_ready))
     try:
-        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout)
+        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout,
+                    ssl_insecure=tls.insecure, ssl_verify_upstream_trusted_ca=tls.ca)
     except exceptions.OptionsError as exc:
         raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
     await run_master(master, host, port)
@@ -187,12 +231,13 @@ def run_record(
     redact: Sequence[str] = (),
     on_ready: Callable[[str], None] | None = None,
     upstream_timeout: int = DEFAULT_UPSTREAM_TIMEOUT,
+    tls: UpstreamTls = UpstreamTls(),
 ) -> Path:
     """Reverse-proxy `listen` to `upstream`, recording to `out`, until SIGINT/SIGTERM.
 
     `on_ready` gets the URL clients should use (default: print it on stdout, and a hint on stderr).
     An upstream that has not begun an answer after `upstream_timeout` s (0: no limit) gets its
-    client a 504 and the trace an error event.
+    client a 504 and the trace an error event. `tls`: how an https upstream's certificate is checked.
 
     Returns:
         The trace file, complete.
@@ -205,13 +250,16 @@ def run_record(
     from mcpbench.trace.writer import default_trace_path
 
     spec, path = parse_upstream(upstream)
+    if (tls.ca or tls.insecure) and not spec.startswith("https:"):
+        option = "--upstream-ca" if tls.ca else "--upstream-insecure"
+        raise BadTargetError(f"{option} is for an https:// upstream; --upstream {upstream!r} is not one")
     host, port = parse_listen(listen)
     _check_listen(host, port)
     trace = Path(out) if out else default_trace_path(urlsplit(spec).netloc)
-    if problem := _probe(spec):
-        print(f"mcpbench: warning: {spec} does not answer now ({problem}); recording anyway", file=sys.stderr, flush=True)
+    if problem := _probe(spec, tls):
+        print(f"mcpbench: warning: {spec} {problem}; recording anyway", file=sys.stderr, flush=True)
     print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
-    recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout))
+    recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout, tls))
     if recording.failed:  # said on stderr when it happened; the proxy kept serving
         raise TraceWriteError(recording.failed, reported=True)
     print(f"mcpbench: wrote {recording.events_written} events to {trace}", file=sys.stderr, flush=True)
