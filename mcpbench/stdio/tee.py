@@ -18,8 +18,15 @@ never contended here, as the pumps sleep in `read` with it released); frames sto
 mapping of the spool instead of written (the lock and the call cost 0.3 µs per chunk more than
 the `write` they save); reads of 1 MiB (11 µs per read: the allocator maps and unmaps them; 512 B
 to 64 KiB cost the same); `readv` into a buffer made once; the recorder pausing 1 or 50 ms
-between reads (all within ±1 %). What the recording costs the session is the spool `write` (~0.5 µs
-of CPU per chunk, more on ext4 than on tmpfs) and the recorder's work on the other core; the
+between reads (all within ±1 %); the answer pump polling for 50-200 µs before it sleeps (0.86× the
+plain tee's round trips: it takes the core the server needs); splicing each pipe into a spool file
+per direction and `sendfile` onward, no copy in user space (0.95-0.99× before any timestamp or
+index); both pumps pinned to one CPU (about 1.0× on an idle machine, but 0.43× and a 2 ms p99 when
+another process is busy on that CPU: the scheduler can no longer move them). What the recording
+costs the session is packing and writing each frame before the forward: ~1.1 µs in a loop, but
+~2.4 µs (p50) in place, run cold right after the pump wakes up (a `write` to /dev/null or a store
+into a mapping took ~2 µs there too), and time spent before a forward costs the round trip about
+1.5× its length (a 1-10 µs spin there, measured); then the recorder's work on the other core. The
 recorder asks the kernel for a long slice so that it never holds a core a session process wakes up
 for (see `recorder.background`: that was one round trip in a hundred, ~1 ms late).
 """
