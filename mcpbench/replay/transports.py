@@ -26,6 +26,7 @@ import queue
 import select
 import shlex
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -351,6 +352,8 @@ def _shut(sock: socket.socket | None) -> None:
 
 
 def _connect_failure(url: str, exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError):  # the usual fix is not obvious from OpenSSL's words
+        return f"cannot connect to {url}: its certificate is not trusted ({exc.verify_message}); SSL_CERT_FILE=FILE trusts the CAs in that PEM file"
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return f"cannot connect to {url}: {reason}"
 

@@ -1,8 +1,10 @@
-"""`mcpbench record` in front of an https server whose certificate a private CA signed."""
+"""`mcpbench record` in front of an https server whose certificate a private CA signed, and `replay` against it."""
 
 import contextlib
 import datetime
 import ipaddress
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -98,6 +100,20 @@ def test_a_private_ca_upstream_is_recorded_with_either_option(tmp_path: Path, tl
     events = list(read_trace(out))
     assert any(e["kind"] == "message" and e["msg"].get("method") == "tools/call" for e in events)
     assert not [e for e in events if e["kind"] == "error"]
+
+
+def test_the_recording_replays_against_it_once_its_ca_is_trusted(tmp_path: Path, tls_upstream) -> None:
+    upstream, ca = tls_upstream
+    out = tmp_path / "t.jsonl"
+    with _recording(upstream, out, "--upstream-ca", str(ca)) as (url, _):
+        assert _call_echo(url) == "hi"
+    replay = [sys.executable, "-m", "mcpbench", "replay", str(out), "--target", upstream]
+    untrusted = subprocess.run(replay, cwd=REPO_ROOT, capture_output=True, timeout=120)
+    assert untrusted.returncode == 3  # the target could not be reached
+    assert b"its certificate is not trusted" in untrusted.stderr and b"SSL_CERT_FILE=FILE" in untrusted.stderr
+    trusted = subprocess.run(replay, cwd=REPO_ROOT, capture_output=True, timeout=120, env={**os.environ, "SSL_CERT_FILE": str(ca)})
+    assert trusted.returncode == 0, trusted.stdout  # every answer as recorded
+    assert re.search(rb"calls: [1-9]\d* identical, 0 changed, 0 missing, 0 extra, 0 failed", trusted.stdout), trusted.stdout
 
 
 def test_without_them_the_start_says_how_and_each_request_is_recorded_as_refused(tmp_path: Path, tls_upstream) -> None:
