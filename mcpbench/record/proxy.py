@@ -128,7 +128,9 @@ def _probe(spec: str, tls: UpstreamTls | None = None) -> str | None:
             return None
     except ssl.SSLCertVerificationError as exc:
         return f"has a certificate the proxy will refuse ({exc.verify_message}); --upstream-ca FILE trusts its CA, --upstream-insecure skips the check"
-    except OSError as exc:  # ssl.SSLError too: a TLS failure that those options do not fix
+    except ssl.SSLError as exc:  # not a certificate matter: those options would not help
+        return f"fails the TLS handshake ({exc.reason or exc})"
+    except OSError as exc:
         return f"does not answer now ({exc.strerror or exc})"
 
 
