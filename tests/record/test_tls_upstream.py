@@ -82,9 +82,10 @@ def _call_echo(url: str) -> str:
 
 
 @contextlib.contextmanager
-def _recording(upstream: str, out: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
+def _recording(upstream: str, out: Path, *options: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`record_command`, stopped with SIGTERM at the block's end and checked to have ended well."""
     with record_command(upstream, out, *options) as (proc, url):
-        yield url, proc
+        yield proc, url
         proc.terminate()
         assert proc.wait(15) == 143  # 128 + SIGTERM, the trace complete
 
@@ -94,7 +95,7 @@ def test_a_private_ca_upstream_is_recorded_with_either_option(tmp_path: Path, tl
     upstream, ca = tls_upstream
     out = tmp_path / "t.jsonl"
     options = [option, str(ca)] if option == "--upstream-ca" else [option]
-    with _recording(upstream, out, *options) as (url, proc):
+    with _recording(upstream, out, *options) as (proc, url):
         assert _call_echo(url) == "hi"
     assert b"warning" not in proc.stderr.read()
     events = list(read_trace(out))
@@ -105,7 +106,7 @@ def test_a_private_ca_upstream_is_recorded_with_either_option(tmp_path: Path, tl
 def test_the_recording_replays_against_it_once_its_ca_is_trusted(tmp_path: Path, tls_upstream) -> None:
     upstream, ca = tls_upstream
     out = tmp_path / "t.jsonl"
-    with _recording(upstream, out, "--upstream-ca", str(ca)) as (url, _):
+    with _recording(upstream, out, "--upstream-ca", str(ca)) as (_, url):
         assert _call_echo(url) == "hi"
     replay = [sys.executable, "-m", "mcpbench", "replay", str(out), "--target", upstream]
     untrusted = subprocess.run(replay, cwd=REPO_ROOT, capture_output=True, timeout=120)
@@ -121,7 +122,7 @@ def test_without_them_the_start_says_how_and_each_request_is_recorded_as_refused
 
     upstream, _ = tls_upstream
     out = tmp_path / "t.jsonl"
-    with _recording(upstream, out) as (url, proc):
+    with _recording(upstream, out) as (proc, url):
         answer = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30)
         assert answer.status_code == 502
     warning = proc.stderr.read().decode().splitlines()[0]
