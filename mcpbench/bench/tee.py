@@ -231,6 +231,7 @@ def _chart(path: Path, rt: dict, throughput: dict) -> None:
     left.legend()
     bars = right.bar(["pipe", "tee"], [throughput["pipe"]["messages_per_s"] / 1000, throughput["tee"]["messages_per_s"] / 1000])
     right.bar_label(bars, fmt="%.0f")
+    right.margins(y=0.12)  # room above the taller bar for its label
     right.set_ylabel("thousand 1 KiB messages/s")
     right.set_title("One-way throughput")
     fig.tight_layout()
