@@ -214,15 +214,15 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
 
     master = new_master(spec, host, port)
     opts = master.options
-    recording_addons = make_addons(upstream_timeout=True)
-    master.addons.add(*recording_addons, _Announce(path, on_ready))
+    (recorder,) = make_addons(upstream_timeout=True)
+    master.addons.add(recorder, _Announce(path, on_ready))
     try:
         opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout,
                     ssl_insecure=tls.insecure, ssl_verify_upstream_trusted_ca=tls.ca)
     except exceptions.OptionsError as exc:
-        raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
+        raise recorder.output.open_error or TraceError(str(exc)) from None
     await run_master(master, host, port)
-    return recording_addons[0].recording
+    return recorder.output
 
 
 def run_record(
@@ -261,8 +261,8 @@ def run_record(
     if problem := _probe(spec, tls):
         print(f"mcpbench: warning: {spec} {problem}; recording anyway", file=sys.stderr, flush=True)
     print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
-    recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout, tls))
-    if recording.failed:  # said on stderr when it happened; the proxy kept serving
-        raise TraceWriteError(recording.failed, reported=True)
-    print(f"mcpbench: wrote {recording.events_written} events to {trace}", file=sys.stderr, flush=True)
+    output = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout, tls))
+    if output.failed:  # said on stderr when it happened; the proxy kept serving
+        raise TraceWriteError(output.failed, reported=True)
+    print(f"mcpbench: wrote {output.events_written} events to {trace}", file=sys.stderr, flush=True)
     return trace
