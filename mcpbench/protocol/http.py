@@ -8,10 +8,13 @@ rule lives in one place.
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
+from mcpbench.protocol.errors import RemoteProtocolError
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, MessageId, Request, Response, decode
 # What a body is (its media type, its content coding) is read in `media.py`; imported here for
 # the callers that take it with the other HTTP rules.
 from mcpbench.protocol.media import EVENT_STREAM, JSON, is_event_stream, is_json, media_type, stream_decoder  # noqa: F401
+from mcpbench.protocol.observer import Endpoint as EndpointEvent
+from mcpbench.protocol.observer import Observed, SseObserver, Violation
 from mcpbench.protocol.rules import STREAMABLE_HTTP, applies
 from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
 from mcpbench.protocol.versions import NAMED_METHODS, rules
@@ -289,39 +292,41 @@ class LegacyStream:
 
     2024-11-05: the first event, `endpoint`, names where to POST; every server
     message then comes on this stream as a `message` event, answers included.
+    Read with the observer (`observer.SseObserver`), as every reader of the stream reads it.
 
         stream = LegacyStream(url)
         for chunk in body: items = stream.feed(chunk)    # Endpoint, Carried, Problem
 
     An endpoint on another origin than the stream's is refused (a Problem):
     the client would otherwise post its messages wherever the stream says.
+
+    Raises (from `feed`):
+        RemoteProtocolError: an SSE line grew past `sse.MAX_LINE_BYTES`.
     """
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.endpoint: str | None = None
-        self._parser = SseParser()
+        self._observer = SseObserver()
 
     def feed(self, chunk: bytes) -> list[Endpoint | Carried | Problem]:
         """What `chunk` completes; `b""` marks the stream's end."""
         out: list[Endpoint | Carried | Problem] = []
-        for event in self._parser.feed(chunk):
-            if type(event) is not SseEvent or event.data is None:
-                continue
-            if event.type == "endpoint":
+        for event in self._observer.feed(chunk):
+            if type(event) is Observed:
+                out.extend(Carried(item, event.raw, "stream") for item in _each(event.message))
+            elif type(event) is EndpointEvent:
                 url = resolve_endpoint(self.url, event.data)
                 if same_origin(url, self.url):
                     self.endpoint = url
                     out.append(Endpoint(url))
                 else:
                     out.append(Problem(Failure.CONNECT, f"the endpoint event names another origin: {url}"))
-            elif event.type == "message":
-                raw = event.data.encode()
-                items = _server_messages(raw)
-                if type(items) is Problem:
-                    out.append(items)
-                else:
-                    out.extend(Carried(item, raw, "stream") for item in items)
+            elif type(event) is Violation:
+                if event.code == "sse-line-too-long":
+                    raise RemoteProtocolError(event.detail)
+                if event.code in ("not-json", "invalid-message"):
+                    out.append(Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({event.detail})"))
         return out
 
 
@@ -331,4 +336,9 @@ def _server_messages(data: bytes) -> tuple[Message, ...] | Problem:
         message = decode(data)
     except InvalidMessage as exc:
         return Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({exc.reason})")
+    return _each(message)
+
+
+def _each(message: Message) -> tuple[Message, ...]:
+    """A batch's items one by one, or the message alone."""
     return message.items if type(message) is Batch else (message,)
