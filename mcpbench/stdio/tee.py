@@ -46,6 +46,7 @@ from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
 from mcpbench.stdio import orphans, recorder
 from mcpbench.trace.format import Kind
+from mcpbench.trace.spool import C2S_DATA, HEADER, S2C_DATA, STDERR_DATA, event_frame
 from mcpbench.trace.writer import TraceWriter
 
 # One read takes at most a pipe's default capacity on Linux: larger reads only
@@ -133,9 +134,9 @@ class Tee:
         # After the handlers are set: one pending since before is forwarded too.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
         pumps = [
-            threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), recorder.C2S_DATA, proc.stdin.close), daemon=True),
-            threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, recorder.S2C_DATA, lambda: os.close(stdout)), daemon=True),
-            threading.Thread(target=self._pump, args=(proc.stderr.fileno(), stderr, recorder.STDERR_DATA, lambda: None), daemon=True),
+            threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), C2S_DATA, proc.stdin.close), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, S2C_DATA, lambda: os.close(stdout)), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stderr.fileno(), stderr, STDERR_DATA, lambda: None), daemon=True),
         ]
         # Only the main thread may take the forwarded signals: one that lands on
         # a pump thread, blocked in read(), leaves the main thread blocked in
@@ -185,8 +186,8 @@ class Tee:
         # small chunks an MCP session is made of (the copy costs less than the
         # iovec), a `writev` saves copying a large one; the time is packed as
         # integer µs, converted by the recorder.
-        read, write, writev, pack, clock = os.read, os.write, os.writev, recorder.HEADER.pack, time.time_ns
-        overhead, copy_limit = recorder.HEADER.size, COPY_LIMIT
+        read, write, writev, pack, clock = os.read, os.write, os.writev, HEADER.pack, time.time_ns
+        overhead, copy_limit = HEADER.size, COPY_LIMIT
         forwarding = True
         while True:
             try:
@@ -229,7 +230,7 @@ class Tee:
         spool = self._appending
         if spool is not None:
             try:
-                os.writev(spool, recorder.event_frame(time.time_ns() // 1000, event))
+                os.writev(spool, event_frame(time.time_ns() // 1000, event))
             except OSError as exc:
                 self._spool_failed(exc)
 

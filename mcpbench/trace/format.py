@@ -15,6 +15,9 @@ FORMAT_VERSION = 2
 
 TRANSPORTS = ("stdio", "sse", "streamable-http")
 
+# The UTF-8 byte order mark some editors put at the start of a text file.
+BOM = b"\xef\xbb\xbf"
+
 
 class Kind:
     """The `kind` of a trace event."""

@@ -28,13 +28,10 @@ import orjson
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace.compact import Expander
 from mcpbench.trace.compress import read_blocks
-from mcpbench.trace.format import FORMAT_VERSION, Kind
+from mcpbench.trace.format import BOM, FORMAT_VERSION, Kind
 from mcpbench.trace import spool
 
 REQUIRED = ("v", "ts", "kind")
-
-# The UTF-8 byte order mark some editors put at the start of a text file.
-BOM = b"\xef\xbb\xbf"
 
 # One read from the file: few system calls, and the memory held at once (one
 # read, plus a line longer than that while it is gathered).
@@ -93,7 +90,8 @@ class TraceReader:
         self._expander: Expander | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        spool.finish(self.path)  # a recording killed with its recorder: complete it first
+        with contextlib.suppress(OSError):  # a trace that cannot be written back is read as it is
+            spool.finish(self.path)  # a recording killed with its recorder: complete it first
         try:
             handle = open(self.path, "rb")
         except OSError as exc:

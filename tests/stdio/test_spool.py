@@ -3,11 +3,8 @@
 import fcntl
 import os
 
-import orjson
-
-from mcpbench.stdio.recorder import C2S_DATA, S2C_DATA, START, Recorder, frame, redaction_rules
 from mcpbench.trace import Redactor, TraceReader, TraceWriter
-from mcpbench.trace.spool import spool_path
+from mcpbench.trace.spool import C2S_DATA, S2C_DATA, SpoolDecoder, frame, spool_path, start_frame
 
 SECRET = b"s3cr3t-in-a-param"
 
@@ -16,7 +13,7 @@ def killed_recording(tmp_path, recorded_frames: int):
     """A trace and its spool as a kill leaves them: the recorder wrote `recorded_frames` data frames and half a line."""
     trace = tmp_path / "t.jsonl"
     writer = TraceWriter(trace, transport="stdio", redactor=Redactor(["token"]))
-    frames = [frame(START, 0, orjson.dumps({"session": "s1", "redact": redaction_rules(writer.redactor)}))]
+    frames = [start_frame("s1", writer.redactor)]
     for n in range(6):  # pings both ways, split mid-line across frames
         line = b'{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"token":"%s"}}\n' % (n, SECRET)
         kind = C2S_DATA if n % 2 == 0 else S2C_DATA
@@ -25,7 +22,7 @@ def killed_recording(tmp_path, recorded_frames: int):
     torn_frame = b"".join(frame(C2S_DATA, 9_000_000, b'{"jsonrpc":"2.0","id":99,"method":"ping"}\n'))[:-7]
     spool_path(trace).write_bytes(data + torn_frame)  # the tee was killed inside its last writev
     done = b"".join(b"".join(pieces) for pieces in frames[: 1 + recorded_frames])
-    _, records = Recorder(writer, "s1").take(done, len(done))
+    _, records = SpoolDecoder(writer, "s1").take(done, len(done))
     writer.write_lines(records + [b'{"v":1,"ts":2.0,"sess'])  # ... and the recorder inside a write
     writer.close()
     return trace
