@@ -23,7 +23,10 @@ The observed session never breaks:
 concern each: `TraceOutput` (`output.py`: the trace file and the event encoders), `SessionBook`
 (`sessions.py`: session keys and each session's state), `classify` (`classify.py`: what a request
 is), `SseTap` and `ChunkQueue` (`streams.py`: an SSE answer's bytes, read once forwarded) and
-`UpstreamTimeout` (`timeout.py`: the 504 for a silent upstream).
+`UpstreamTimeout` (`timeout.py`: the 504 for a silent upstream). Bytes become messages, or the
+violations that say why they are none, only in the protocol core's observer (`observer.py`):
+`read_body` for a request's or an answer's body, `SseObserver` (in the tap) for an event stream,
+its legacy `endpoint` event included.
 
 Everything here runs on mitmproxy's event loop, one hook at a time, on the proxy's hot path: per
 request the work is one JSON decode, one session step and a few `os.write`s.
@@ -37,15 +40,14 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
-from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import TraceError, TraceWriteError
-from mcpbench.protocol.http import (
-    PROTOCOL_VERSION, SESSION_ID, is_event_stream, is_json, legacy_session_key, resolve_endpoint, stream_decoder,
-)
+from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, legacy_session_key, resolve_endpoint
+from mcpbench.protocol.media import is_event_stream
+from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
-from mcpbench.protocol.sse import SseComment, SseEvent, SseTruncated
+from mcpbench.protocol.sse import SseComment, SseEvent
 from mcpbench.record.classify import classify
-from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, looks_json, wire_text
+from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, wire_text
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
 from mcpbench.record.streams import ChunkQueue, SseTap
@@ -188,8 +190,8 @@ class McpRecorder:
         if not ex.mcp:
             return
         ts = ex.req_ts
-        for code, detail, raw in ex.req_problems:
-            self.output.violation(ex, C2S, ts, code, detail, raw)
+        for item in ex.req_problems:
+            self.output.violation(ex, C2S, ts, item.code, item.detail, item.raw)
         ex.req_problems = []
         message = ex.req_message
         if message is None:
@@ -216,13 +218,12 @@ class McpRecorder:
             ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
         self.resolve(ex, flow)
         encoding = headers.get("content-encoding")
-        decode = stream_decoder(encoding) if encoding else None
-        tap = ex.tap = response.stream = SseTap(self.chunks, ex, flow.request, decode)
+        tap = ex.tap = response.stream = SseTap(self.chunks, ex, flow.request, encoding)
         # Not flushed here: the first chunk (or any other exchange) writes it moments later.
         self.output.stream(ex, now(), "open", {"status": ex.resp_status, "content_type": ex.resp_content_type, "headers": headers})
-        if encoding and decode is None:
-            tap.closed = True  # passed through untouched, but its events cannot be read
-            self.output.violation(ex, S2C, now(), "sse-undecodable", f"an event stream with Content-Encoding {encoding}, which this recorder cannot decode", None)
+        if encoding and type(item := tap.observer.next_event()) is Violation:
+            tap.closed = True  # an encoding the observer cannot undo: passed through untouched, unread
+            self.output.violation(ex, S2C, now(), item.code, item.detail, item.raw)
 
     def response(self, flow) -> None:
         if self.timeout is not None:
@@ -288,22 +289,13 @@ class McpRecorder:
         self.output.flush()
 
     def _response_body(self, ex: HttpExchange, body: bytes) -> bool:
-        """Record a buffered body's JSON-RPC message; False when it holds none."""
-        json_type = is_json(ex.resp_content_type)
-        if not (json_type or looks_json(body)):
-            return False
-        ts = now()
-        try:
-            message = jsonrpc.decode(body)
-        except jsonrpc.NotJson as exc:
-            if json_type:
-                self.output.violation(ex, S2C, ts, "not-json", f"{ex.resp_content_type} body: {exc.reason}", body)
-            return False
-        except jsonrpc.InvalidMessage as exc:
-            self.output.violation(ex, S2C, ts, "invalid-message", exc.reason, body)
-            return False
-        self._message(ex, S2C, json_text(body), message, ts)
-        return True
+        """Record a buffered body's JSON-RPC message, or why it holds none; False when it holds none."""
+        for item in read_body(body, S2C, ex.resp_content_type):  # at most one
+            if type(item) is Observed:
+                self._message(ex, S2C, json_text(item.raw), item.message, now())
+                return True
+            self.output.violation(ex, S2C, now(), item.code, item.detail, item.raw)
+        return False
 
     def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
         if ex.resp_headers is None:
@@ -321,54 +313,42 @@ class McpRecorder:
         output = self.output
         for item in tap.read(chunk):
             kind = type(item)
-            if kind is SseEvent:
-                tap.events += 1
-                self._sse_event(tap, item, ts)
+            if kind is Observed:
+                sse = item.sse
+                fields = {"event": sse.event} if sse.id is None else {"event": sse.event, "id": sse.id}
+                self._message(ex, S2C, json_text(item.raw), item.message, ts, fields)
+            elif kind is Violation:
+                output.violation(ex, S2C, ts, item.code, item.detail, item.raw)
+                if item.code == "sse-line-too-long":
+                    tap.closed = True  # the observer reads this stream no further
             elif kind is SseComment:
                 output.event(ex, Kind.SSE, S2C, ts, comment=item.text)
-            elif kind is SseTruncated:
-                output.violation(ex, S2C, ts, "sse-truncated", "the stream ended inside an SSE event", item.pending)
-            else:  # StreamProblem: the tap reads no further
-                output.violation(ex, S2C, ts, item.code, item.detail, None)
+            elif kind is Endpoint:
+                self._endpoint(tap, item, ts)
+            else:  # an SSE event that carries no message
+                output.event(ex, Kind.SSE, S2C, ts, **_sse_fields(item))
         if chunk:
             output.flush()
         else:  # the end: the `response` hook follows at once and writes this with the `http` event
-            output.stream(ex, ts, "close", {"events": tap.events, "bytes": tap.size})
+            tap.closed = True
+            output.stream(ex, ts, "close", {"events": tap.observer.events, "bytes": tap.size})
 
-    def _sse_event(self, tap: SseTap, item: SseEvent, ts: float) -> None:
+    def _endpoint(self, tap: SseTap, item: Endpoint, ts: float) -> None:
+        """A legacy stream's `endpoint` event: POSTs to it belong to the session it names from now on.
+
+        POSTs go to the endpoint as sent; the trace (its data, and the session key taken from it)
+        gets it with secret query values fingerprinted.
+        """
         ex = tap.exchange
-        kind, data = item.event, item.data
-        if data and (kind is None or kind == "message"):
-            raw = data.encode()
-            try:
-                message = jsonrpc.decode(raw)
-            except jsonrpc.NotJson as exc:
-                self.output.violation(ex, S2C, ts, "not-json", exc.reason, raw)
-                return
-            except jsonrpc.InvalidMessage as exc:
-                self.output.violation(ex, S2C, ts, "invalid-message", exc.reason, raw)
-                return
-            sse = {"event": kind} if item.id is None else {"event": kind, "id": item.id}
-            self._message(ex, S2C, json_text(raw), message, ts, sse)
-            return
-        fields: dict = {"event": kind}
-        if item.id is not None:
-            fields["id"] = item.id
-        if item.retry is not None:
-            fields["retry"] = item.retry
-        if data is not None:
-            fields["data"] = data
-        if kind == "endpoint" and data:
-            # POSTs go to the endpoint as sent; the trace (its data, and the
-            # session key taken from it) gets it with secret query values fingerprinted.
-            url = resolve_endpoint(tap.request.url, data)
-            redact = self.output.writer.redactor.url
-            fields["data"] = redact(data)
-            key = legacy_session_key(fields["data"])
-            self.sessions.add_endpoint(url, key)
-            fields["endpoint"] = redact(url)
-            fields["conn_session"] = ex.session
-            ex.session, ex.transport = key, LEGACY
+        url = resolve_endpoint(tap.request.url, item.data)
+        redact = self.output.writer.redactor.url
+        fields = _sse_fields(item.sse)
+        data = fields["data"] = redact(item.data)
+        key = legacy_session_key(data)
+        self.sessions.add_endpoint(url, key)
+        fields["endpoint"] = redact(url)
+        fields["conn_session"] = ex.session
+        ex.session, ex.transport = key, LEGACY
         self.output.event(ex, Kind.SSE, S2C, ts, **fields)
 
     def _stream_broke(self, ex: HttpExchange, flow) -> None:
@@ -376,11 +356,12 @@ class McpRecorder:
         tap = ex.tap
         ts = now()
         for item in tap.broken():
-            self.output.violation(ex, S2C, ts, "sse-truncated", "the stream broke inside an SSE event", item.pending)
+            if type(item) is Violation:
+                self.output.violation(ex, S2C, ts, item.code, item.detail, item.raw)
         detail = flow.error.msg if flow.error else "stream broken"
         self.output.event(
             ex, Kind.STREAM, None, now(), event="error", conn=ex.conn, method=ex.method, path=ex.path,
-            events=tap.events, bytes=tap.size, error=detail,
+            events=tap.observer.events, bytes=tap.size, error=detail,
         )
 
     # ---- sessions ---------------------------------------------------------------------------------
@@ -443,7 +424,7 @@ class McpRecorder:
                 ex.tap.closed = True
                 output.event(
                     ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path,
-                    events=ex.tap.events, bytes=ex.tap.size, reason="proxy stopped",
+                    events=ex.tap.observer.events, bytes=ex.tap.size, reason="proxy stopped",
                 )
             elif ex.mcp:
                 output.event(
@@ -455,6 +436,18 @@ class McpRecorder:
             self._close_session(None, key, keep=False)
         self.sessions.clear_endpoints()
         output.flush()
+
+
+def _sse_fields(item: SseEvent) -> dict:
+    """An SSE event's fields as an `sse` trace event holds them."""
+    fields: dict = {"event": item.event}
+    if item.id is not None:
+        fields["id"] = item.id
+    if item.retry is not None:
+        fields["retry"] = item.retry
+    if item.data is not None:
+        fields["data"] = item.data
+    return fields
 
 
 def make_addons(*, exit_on_failure: bool = False, upstream_timeout: bool = False) -> list:

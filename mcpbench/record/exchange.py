@@ -10,6 +10,7 @@ import orjson
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP
+from mcpbench.protocol.session import Violation
 from mcpbench.trace.format import text_or_b64
 
 if TYPE_CHECKING:
@@ -68,10 +69,6 @@ def wire_text(raw: bytes, encoding: str = UTF8) -> str:
     return text
 
 
-def looks_json(body: bytes) -> bool:
-    return body.lstrip()[:1] in (b"{", b"[")
-
-
 def body_fields(body: bytes, name: str = "body") -> dict:
     if len(body) <= MAX_BODY_BYTES:
         return {name: text_or_b64(body)}
@@ -101,7 +98,7 @@ class HttpExchange:
         self.req_raw: bytes | None = None
         self.req_message: jsonrpc.Message | None = None
         self.req_ts = 0.0
-        self.req_problems: list[tuple[str, str, bytes | None]] = []
+        self.req_problems: list[Violation] = []
         self.resp_headers: dict[str, str] | None = None
         self.resp_status: int | None = None
         self.resp_content_type: str | None = None

@@ -4,53 +4,47 @@ of chunks forwarded but not yet recorded.
 A `text/event-stream` response is streamed from `responseheaders` on (mitmproxy buffers bodies by
 default, which holds back a legacy `/sse` stream entirely). Its `SseTap` returns each chunk
 unchanged and hands it to the `ChunkQueue`; once mitmproxy has forwarded it (later in the same
-event-loop turn), the queue gives it back to the addon, which has the tap read it (`SseTap.read`:
-a compressed stream is decoded first, a chunk may end anywhere) and records what it completes. So
-recording adds nothing to an event's way to the client. A recorder failure while recording a
-stream is logged once and the stream passes on unrecorded.
+event-loop turn), the queue gives it back to the addon, which has the tap read it (`SseTap.read`,
+with the protocol core's `SseObserver`: a compressed stream is decoded first, a chunk may end
+anywhere) and records what it completes. So recording adds nothing to an event's way to the
+client. A recorder failure while recording a stream is logged once and the stream passes on
+unrecorded.
 """
 
 import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from mcpbench.protocol.errors import RemoteProtocolError
-from mcpbench.protocol.sse import SseComment, SseEvent, SseParser, SseTruncated
+from mcpbench.protocol.observer import ObserverEvent, SseObserver
+from mcpbench.protocol.session import S2C
 from mcpbench.record.exchange import HttpExchange
 from mcpbench.trace.format import now
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class StreamProblem:
-    """Why the tap stops reading a stream (the stream itself passes on): a violation's code and detail."""
-
-    code: str
-    detail: str
-
-
-SseItem = SseEvent | SseComment | SseTruncated | StreamProblem
-
-
 class SseTap:
-    """The stream callable of one SSE answer, and the reader of its bytes.
+    """The stream callable of one SSE answer, and the protocol core's observer of its bytes.
 
     mitmproxy calls it with each chunk, then `b""` at the end, and sends on what it returns: the
     chunk, unchanged. The chunk goes to the queue, which hands it back (`read`) once forwarded.
+
+    Args:
+        queue: where forwarded chunks wait to be read.
+        exchange: the exchange whose answer this is.
+        request: its mitmproxy request (a legacy endpoint URI is relative to its URL).
+        encoding: the answer's `Content-Encoding`, undone by the observer before it parses.
     """
 
-    __slots__ = ("queue", "exchange", "request", "parser", "decode", "events", "size", "started", "closed")
+    __slots__ = ("queue", "exchange", "request", "observer", "compressed", "size", "started", "closed")
 
-    def __init__(self, queue: "ChunkQueue", exchange: HttpExchange, request, decode: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(self, queue: "ChunkQueue", exchange: HttpExchange, request, encoding: str | None = None) -> None:
         self.queue = queue
         self.exchange = exchange
-        self.request = request  # the stream's request: a legacy endpoint URI is relative to its URL
-        self.parser = SseParser()
-        self.decode = decode  # for a compressed stream: its incremental decoder (`stream_decoder`)
-        self.events = 0  # SSE events read (comments not counted)
+        self.request = request
+        self.observer = SseObserver(S2C, content_encoding=encoding)
+        self.compressed = bool(encoding)
         self.size = 0  # bytes on the wire
         self.started = False  # mitmproxy has called it
         self.closed = False  # read no further (ended, broken, or unreadable)
@@ -60,46 +54,19 @@ class SseTap:
             self.queue.defer(self, chunk)
         return chunk
 
-    def read(self, chunk: bytes) -> list[SseItem]:
-        """What `chunk` (b"": the stream's end) completes: SSE events, comments, a truncated event,
-        or a `StreamProblem` after which the tap is closed."""
+    def read(self, chunk: bytes) -> list[ObserverEvent]:
+        """What `chunk` (b"": the stream's end) completes, as the observer reads it."""
         self.started = True
         self.size += len(chunk)
-        try:
-            if self.decode is None:
-                items = self.parser.feed(chunk)
-            else:  # b"" tells the parser the stream ended: only once the decoder is drained
-                items = []
-                try:
-                    data = self.decode(chunk)
-                except Exception as exc:  # noqa: BLE001 - zlib.error, brotli.error: the codecs share no base class
-                    self.decode = _nothing  # the rest is passed on, not read
-                    items.append(StreamProblem("sse-undecodable", f"the compressed event stream failed to decode: {exc}"))
-                    data = b""
-                if data:
-                    items += self.parser.feed(data)
-                if not chunk:
-                    items += self.parser.feed(b"")
-        except RemoteProtocolError as exc:
-            self.closed = True
-            return [StreamProblem("sse-line-too-long", str(exc))]
-        if not chunk:
-            self.closed = True
-        return items
+        return self.observer.feed(chunk)
 
-    def broken(self) -> list[SseTruncated]:
-        """The stream broke: the event it cut short, if any (a compressed stream's is lost)."""
+    def broken(self) -> list[ObserverEvent]:
+        """The stream broke: the event it cut short (`sse-truncated`), if any. The tap reads no further.
+
+        A compressed stream's is not reported: the recorder never has (its trace bytes stay as they were).
+        """
         self.closed = True
-        if self.decode is not None:
-            return []
-        try:
-            return [item for item in self.parser.feed(b"") if type(item) is SseTruncated]
-        except RemoteProtocolError:
-            return []
-
-
-def _nothing(_chunk: bytes) -> bytes:
-    return b""
+        return [] if self.compressed else self.observer.broken()
 
 
 class ChunkQueue:

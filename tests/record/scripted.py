@@ -158,6 +158,22 @@ def streamable(s: Script) -> None:
         s.answer(long, 200, SSE)
         s.chunks(long, b"event: message\n", b"data: " + RESULT % 12, b"\n\n", b"")
         s.finish(long)
+    # A compressed stream broken inside an event; one whose bytes stop decoding; one said `identity`.
+    cut = s.request("a", "POST", "http://127.0.0.1:8000/mcp", CALL % 13, JSON | session)
+    s.answer(cut, 200, SSE | {"content-encoding": "gzip"})
+    packed = gzip.compress(b"event: message\ndata: " + RESULT % 13 + b"\n\nevent: message\ndata: {")
+    s.chunks(cut, packed[:-8])
+    cut.error = Error("upstream reset")
+    s.hook("error", cut)
+    garbled = s.request("a", "POST", "http://127.0.0.1:8000/mcp", CALL % 14, JSON | session)
+    s.answer(garbled, 200, SSE | {"content-encoding": "deflate"})
+    packed = gzip.compress(b"event: message\ndata: " + RESULT % 14 + b"\n\ndata: {")
+    s.chunks(garbled, packed[:-8], b"\x00not deflate at all\xff" * 3, b"")
+    s.finish(garbled)
+    plain = s.request("a", "POST", "http://127.0.0.1:8000/mcp", CALL % 15, JSON | session)
+    s.answer(plain, 200, SSE | {"content-encoding": "identity"})
+    s.chunks(plain, b"event: message\ndata: " + RESULT % 15 + b"\n\n", b": bye\n\n", b"")
+    s.finish(plain)
     # Bodies that are not messages, both ways; an empty POST; a JSON-RPC error with a 4xx.
     s.exchange("a", "POST", "http://127.0.0.1:8000/mcp", b'{"jsonrpc": "2.0", "id": 5, "method": tools/call}', JSON | session,
                400, {"content-type": "text/plain"}, b"Bad Request: not JSON")
@@ -194,6 +210,10 @@ def sessionless(s: Script) -> None:
                200, {"content-type": "application/json"}, b"[" + RESULT % 2 + b"]")
     s.exchange("b", "POST", "http://127.0.0.1:8000/mcp", b'  {"jsonrpc":"2.0","id":3,"method":"ping"}', {"content-type": "text/plain"},
                200, {"content-type": "text/plain"}, b'{"jsonrpc":"2.0","id":3,"result":{}}')
+    s.exchange("b", "POST", "http://127.0.0.1:8000/mcp", b'{"jsonrpc":"2.0","id":4,"method":"ping"}', JSON,
+               200, {"content-type": "text/plain"}, b"{not json, and not said to be}")
+    s.exchange("b", "POST", "http://127.0.0.1:8000/mcp", b'{"jsonrpc":"2.0","id":5,"method":"ping"}', JSON,
+               200, {"content-type": "application/vnd.x+json"}, b'{"jsonrpc":"2.0","id":5}')
     s.hook("client_disconnected", s.conn("b"))
 
 
@@ -213,7 +233,7 @@ def legacy(s: Script) -> None:
     # A second stream whose endpoint is an absolute URL, left open when the proxy stops.
     sse2 = s.request("d", "GET", "http://127.0.0.1:8001/sse", b"", {"accept": "text/event-stream"})
     s.answer(sse2, 200, SSE)
-    s.chunks(sse2, b"event: endpoint\ndata: http://127.0.0.1:8001/messages?sessionId=XY\n\n")
+    s.chunks(sse2, b"event: endpoint\nid: e1\nretry: 500\ndata: http://127.0.0.1:8001/messages?sessionId=XY\n\n")
     s.exchange("d", "POST", "http://127.0.0.1:8001/messages?sessionId=XY", INIT, {"content-type": "application/json"}, 202, {})
 
 
