@@ -13,6 +13,7 @@ import click
 from mcpbench import cliutil
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
+from mcpbench.protocol.transports import TRANSPORTS
 
 
 
@@ -195,7 +196,7 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
 @click.command(name="serve-trace")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.argument("forward_url", metavar="[URL]", required=False)
-@click.option("--transport", type=click.Choice(("stdio", "sse", "streamable-http")), default="stdio", show_default=True)
+@click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (HTTP transports).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer JSON bodies even where the recording had SSE.")

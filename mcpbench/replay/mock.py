@@ -44,7 +44,7 @@ from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import C2S, S2C, Exchange, Session
 from mcpbench.protocol.sse import SseEvent
-from mcpbench.protocol.versions import V2026_07_28, Era, era_of, meta_version
+from mcpbench.protocol.versions import Era, era_title, request_era
 from mcpbench.protocol.sse import encode as sse_encode
 from mcpbench.replay.forward import Forwarder
 from mcpbench.replay.plan import Ask, RecordedCall, TracePlan, call_name, progress_token
@@ -71,16 +71,6 @@ READ_SIZE = 64 * 1024
 
 # The one client session a stdio mock serves, as a `Forwarder` session key.
 STDIO_SESSION = "stdio"
-
-
-def _era_of_request(request: Request) -> Era | None:
-    """The era a client speaks, as its request shows it: a handshake, or the 2026-07-28 envelope."""
-    if request.method == "initialize":
-        params = request.params if isinstance(request.params, dict) else {}
-        return era_of(params.get("protocolVersion")) or Era.HANDSHAKE
-    if request.method == "server/discover":
-        return era_of(meta_version(request.params)) or Era.STATELESS
-    return era_of(meta_version(request.params))
 
 
 def match_key(method: str, params: Any) -> bytes:
@@ -161,7 +151,7 @@ class TraceAnswers:
         if cursor is not None and not starts:
             self._cursors.move_to_end(session)
             return cursor
-        wanted = _era_of_request(request)
+        wanted = request_era(request.method, request.params)
         if wanted is None:  # a client that does not say: the recording's first era
             era = self._eras[0] if self._eras else None
         else:
@@ -211,8 +201,8 @@ class TraceAnswers:
 
     def _wrong_era(self, era: Era | None) -> dict:
         """The error a client gets when the recording has no session in the era it speaks."""
-        wanted = "handshake-era (2024-11-05 … 2025-11-25)" if era is Era.HANDSHAKE else f"{V2026_07_28}"
-        has = " and ".join("handshake-era" if e is Era.HANDSHAKE else V2026_07_28 for e in self._eras) or "none"
+        wanted = era_title(era, span=True)
+        has = " and ".join(era_title(e) for e in self._eras) or "none"
         return {"code": WRONG_ERA, "message": f"mcpbench serve-trace: the recording has no {wanted} session "
                                               f"(it has {has} only); connect in the era it was recorded in"}
 

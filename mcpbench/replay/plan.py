@@ -29,39 +29,25 @@ from typing import Any
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
-from mcpbench.protocol.versions import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, Era, era_of, meta_version
+from mcpbench.protocol.versions import (
+    INPUT_REQUESTS,
+    INPUT_RESPONSES,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    Era,
+    asks_for_input,
+    call_name,
+    era_of,
+    meta_version,
+    progress_token,
+)
 from mcpbench.trace.format import Kind
 from mcpbench.trace.reader import TraceReader, collector_paused
-
-# Methods whose target (a tool, a prompt, a resource) names a call in reports.
-NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-# 2026-07-28 multi round-trip requests (SEP-2322): a result asking the client
-# for input, and the retried request carrying the answers.
-INPUT_REQUIRED = "input_required"
-INPUT_REQUESTS = "inputRequests"
-INPUT_RESPONSES = "inputResponses"
-REQUEST_STATE = "requestState"
 
 NO_SESSION = "-"
 
 # Event fields that can name the HTTP exchange a message travelled in (`_stream_key`).
 STREAM_FIELDS = frozenset({"stream", "flow", "exchange", "http"})
-
-
-def call_name(method: str, params: dict | None) -> str | None:
-    """The tool, prompt or resource a request names, if any."""
-    key = NAME_KEYS.get(method)
-    if key and params and isinstance(params.get(key), str):
-        return params[key]
-    return None
-
-
-def progress_token(params: dict | None) -> Any:
-    if not params:
-        return None
-    meta = params.get("_meta")
-    return meta.get("progressToken") if isinstance(meta, dict) else None
 
 
 def answer_obj(answer: Response | ErrorResponse | None) -> dict | None:
@@ -77,11 +63,8 @@ def answer_obj(answer: Response | ErrorResponse | None) -> dict | None:
 
 
 def is_input_required(answer: Response | ErrorResponse | None) -> bool:
-    return (
-        isinstance(answer, Response)
-        and isinstance(answer.result, dict)
-        and answer.result.get("resultType") == INPUT_REQUIRED
-    )
+    """Whether `answer` asks the client for input (2026-07-28's `input_required` result)."""
+    return isinstance(answer, Response) and asks_for_input(answer.result)
 
 
 @dataclass(slots=True)
