@@ -124,14 +124,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with server.lock:
             head = server.conn.stream(call)
         wfile = self.wfile
+        chunked = self.request_version == "HTTP/1.1"  # an HTTP/1.0 client reads to the connection's end
 
         def write(data: bytes) -> None:
-            wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
 
-        wfile.write(self._head(head, chunked=True))
+        wfile.write(self._head(head, chunked=chunked, stream=not chunked))
         server.player.play(call, reply, write)
         try:
-            wfile.write(LAST_CHUNK)
+            if chunked:
+                wfile.write(LAST_CHUNK)
         except OSError:
             self.close_connection = True
 
