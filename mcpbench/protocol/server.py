@@ -144,10 +144,9 @@ class Call(ServerEvent):
     request: Request
     session: str | None
     version: str | None
-    transport: str
     reply: Reply | None = None
     sse: bool = True
-    seq: int = 0
+    seq: int = 0  # the connection's number for the call: what it knows the call by
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -501,8 +500,7 @@ class ServerConnection:
 
     def _call(self, request: Request, session: str | None, version: str | None, *, reply: Reply | None = None,
               sse: bool = True) -> Call:
-        call = Call(request=request, session=session, version=version, transport=self.transport, reply=reply, sse=sse,
-                    seq=next(self._seq))
+        call = Call(request=request, session=session, version=version, reply=reply, sse=sse, seq=next(self._seq))
         self._open[call.seq] = call
         return call
 
