@@ -7,7 +7,8 @@ import pytest
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import LocalProtocolError
-from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.framing import NEED_DATA
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Response
 from mcpbench.protocol.server import (
     Accepted,
     Call,
@@ -21,7 +22,7 @@ from mcpbench.protocol.server import (
     era_of_request,
 )
 from mcpbench.protocol.versions import Era
-from tests.protocol.helpers import byte_by_byte
+from tests.protocol.helpers import byte_by_byte, feed_all
 
 HOST = "127.0.0.1:8000"
 MODERN = "2026-07-28"
@@ -261,15 +262,11 @@ class _Stdin:
         self.events += self.conn.receive_stdin(data)
 
     def next_event(self):
-        from mcpbench.protocol.framing import NEED_DATA
-
         return self.events.pop(0) if self.events else NEED_DATA
 
 
 @pytest.mark.parametrize("chunking", ["whole", "byte by byte"])
 def test_stdio_lines_in_any_chunking(chunking):
-    from tests.protocol.helpers import feed_all
-
     events = feed_all(_Stdin, STDIN) if chunking == "whole" else byte_by_byte(_Stdin, STDIN)
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["Call", "Accepted", "Call", "Refused", "Call", "SessionEnded"]
