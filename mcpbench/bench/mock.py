@@ -29,6 +29,7 @@ from mcpbench.analysis.stats import summary
 from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.servers import ENDPOINT_PATHS, HOST, free_port, reference_server, serve_argv, start_listening, stop_process
 from mcpbench.protocol.client import Answered, ClientConnection, EndpointReady, Failed, Outgoing
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.trace.format import now
 from mcpbench.trace.writer import TraceWriter
@@ -39,10 +40,10 @@ FULL = {"rounds": 5, "calls": 1_000, "warmup": 100}
 QUICK = {"rounds": 1, "calls": 200, "warmup": 20}
 # (label, transport, JSON answers): the four ways a client reaches an MCP server.
 CASES = (
-    ("streamable-http json", "streamable-http", True),
-    ("streamable-http sse", "streamable-http", False),
-    ("legacy sse", "sse", False),
-    ("stdio", "stdio", False),
+    ("streamable-http json", STREAMABLE_HTTP, True),
+    ("streamable-http sse", STREAMABLE_HTTP, False),
+    ("legacy sse", LEGACY_SSE, False),
+    ("stdio", STDIO, False),
 )
 PARAMS = {"name": "echo", "arguments": {"text": "hi"}}
 READ_SIZE = 64 * 1024
@@ -83,7 +84,7 @@ def _session(conn: ClientConnection, exchange: Exchange) -> Calls:
 def stdio_client(argv: list[str], log: list | None = None) -> Iterator[Calls]:
     """Calls to a stdio server started from `argv`; with `log`, every line both ways with its time."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-    conn = ClientConnection("stdio", LATEST_HANDSHAKE)
+    conn = ClientConnection(STDIO, LATEST_HANDSHAKE)
     stdin, stdout = proc.stdin.fileno(), proc.stdout.fileno()
 
     def exchange(out: Outgoing) -> None:
@@ -115,7 +116,7 @@ def streamable_client(url: str) -> Iterator[Calls]:
     """Calls over Streamable HTTP: one kept-alive connection (opened again when a server closes it)."""
     parts = urlsplit(url)
     link = http.client.HTTPConnection(parts.hostname, parts.port, timeout=CALL_TIMEOUT)
-    conn = ClientConnection("streamable-http", LATEST_HANDSHAKE, url=url)
+    conn = ClientConnection(STREAMABLE_HTTP, LATEST_HANDSHAKE, url=url)
 
     def exchange(out: Outgoing) -> None:
         link.request("POST", parts.path, body=out.data, headers=out.headers)
@@ -137,7 +138,7 @@ def legacy_client(url: str) -> Iterator[Calls]:
     parts = urlsplit(url)
     stream_link = http.client.HTTPConnection(parts.hostname, parts.port, timeout=CALL_TIMEOUT)
     post_link = http.client.HTTPConnection(parts.hostname, parts.port, timeout=CALL_TIMEOUT)
-    conn = ClientConnection("sse", LATEST_HANDSHAKE, url=url)
+    conn = ClientConnection(LEGACY_SSE, LATEST_HANDSHAKE, url=url)
     try:
         stream_link.request("GET", parts.path, headers=conn.legacy_headers())
         stream = stream_link.getresponse()
@@ -167,26 +168,26 @@ def legacy_client(url: str) -> Iterator[Calls]:
 
 def record(trace: Path, calls: int) -> None:
     """The reference server's answers to `calls` echo calls (stdio), as a trace for the mock."""
-    argv = serve_argv("stdio")
+    argv = serve_argv(STDIO)
     log: list[tuple[str, bytes, float]] = []
     with stdio_client(argv, log) as session:
         session(calls)
-    with TraceWriter(trace, transport="stdio", header={"command": argv}) as writer:
+    with TraceWriter(trace, transport=STDIO, header={"command": argv}) as writer:
         for direction, data, ts in log:
             writer.message("bench", direction, data, ts)
 
 
 def _client(transport: str, where: str | list[str]):
     """The client of `transport` for a server at URL `where` (stdio: the command that starts it)."""
-    if transport == "stdio":
+    if transport == STDIO:
         return stdio_client(where)
-    return (legacy_client if transport == "sse" else streamable_client)(where)
+    return (legacy_client if transport == LEGACY_SSE else streamable_client)(where)
 
 
 @contextlib.contextmanager
 def real_server(transport: str, json_response: bool) -> Iterator[Calls]:
     with reference_server(transport, json_response=json_response) as server:
-        with _client(transport, server if transport == "stdio" else server.url) as calls:
+        with _client(transport, server if transport == STDIO else server.url) as calls:
             yield calls
 
 
@@ -195,7 +196,7 @@ def mock_server(trace: Path, transport: str, json_response: bool) -> Iterator[Ca
     argv = [sys.executable, "-m", "mcpbench", "serve-trace", str(trace), "--transport", transport]
     if json_response:
         argv.append("--json-response")
-    if transport == "stdio":
+    if transport == STDIO:
         with _client(transport, argv) as calls:
             yield calls
         return

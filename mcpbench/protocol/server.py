@@ -45,11 +45,11 @@ from mcpbench.protocol.errors import LocalProtocolError
 from mcpbench.protocol.framing import LineFramer, LineTooLong
 from mcpbench.protocol.http import EVENT_STREAM, JSON, PROTOCOL_VERSION, SESSION_ID, media_type, method_header_problems
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, Notification, NotJson, Request, Response
-from mcpbench.protocol.rules import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.session import C2S, S2C, Exchange, Session
 from mcpbench.protocol.sse import SseEvent
 from mcpbench.protocol.sse import encode as sse_encode
-from mcpbench.protocol.versions import VERSIONS, Era, era_of, meta_version, rules
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
+from mcpbench.protocol.versions import VERSIONS, allows_server_requests, has_get_stream, has_handshake, meta_version, rules
 
 # The one session a stdio server has: its client process.
 STDIO_SESSION = "stdio"
@@ -72,16 +72,6 @@ LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 ANY = "*"  # an allowed value that lets every Host (or Origin) through
 
 SSE_EOL = b"\r\n"  # what the SDK servers end SSE lines with
-
-
-def era_of_request(request: Request) -> Era | None:
-    """The era a client speaks, as one request shows it: a handshake, or the 2026-07-28 envelope."""
-    params = request.params if isinstance(request.params, dict) else {}
-    if request.method == "initialize":
-        return era_of(params.get("protocolVersion")) or Era.HANDSHAKE
-    if request.method == "server/discover":
-        return era_of(meta_version(params)) or Era.STATELESS
-    return era_of(meta_version(params))
 
 
 # --- what a shell hands in, and writes out ---------------------------------------------------------
@@ -369,7 +359,7 @@ class ServerConnection:
         header = headers.get(PROTOCOL_VERSION)
         params = getattr(message, "params", None)
         envelope = meta_version(params) if isinstance(params, dict) else None
-        if era_of(header) is Era.STATELESS or era_of(envelope) is Era.STATELESS:
+        if not has_handshake(header) or not has_handshake(envelope):  # either names a handshake-free version
             return self._stateless_post(message, header, envelope, headers)
         if header is not None and rules(header) is None:
             return _unsupported(header, getattr(message, "id", None))
@@ -411,7 +401,7 @@ class ServerConnection:
         return self._call(message, None, envelope, sse=_accepts_sse(headers))
 
     def _get(self, request: HttpRequest) -> ServerEvent:
-        sid, refused = self._in_session(request.headers, "get_stream", self.get_stream, allow="POST, DELETE",
+        sid, refused = self._in_session(request.headers, has_get_stream, self.get_stream, allow="POST, DELETE",
                                         why="this server sends nothing outside calls")
         if refused is not None:
             return refused
@@ -420,19 +410,21 @@ class ServerConnection:
         return StreamOpened(session=sid, reply=head)
 
     def _delete(self, request: HttpRequest) -> ServerEvent:
-        sid, refused = self._in_session(request.headers, "sessions", self.delete, allow="GET, POST",
+        sid, refused = self._in_session(request.headers, has_handshake, self.delete, allow="GET, POST",
                                         why="sessions end only with their client")
         if refused is not None:
             return refused
         self._sessions.pop(sid, None)
         return SessionEnded(session=sid, reply=Reply(status=200))
 
-    def _in_session(self, headers: Mapping[str, str], rule: str, offered: bool, *, allow: str, why: str) -> tuple[str, Refused | None]:
-        """A GET or DELETE: 405 where the version's `rule` (a `VersionRules` field) or this server
-        (`offered`) has no such thing; then the session it names, or 400/404."""
+    def _in_session(self, headers: Mapping[str, str], has: Callable[[str | None], bool], offered: bool, *, allow: str,
+                    why: str) -> tuple[str, Refused | None]:
+        """A GET or DELETE: 405 where the version (`has(version)`, a question to the version table:
+        a GET stream? a session to end?) or this server (`offered`) has no such thing; then the
+        session it names, or 400/404."""
         version = headers.get(PROTOCOL_VERSION)
-        if (known := rules(version)) is not None and not getattr(known, rule):
-            return "", Refused(reply=Reply(status=405, headers=(("allow", "POST"),)), reason=f"no {rule} in {version}")
+        if not has(version):
+            return "", Refused(reply=Reply(status=405, headers=(("allow", "POST"),)), reason=f"not in {version}")
         if not offered:
             return "", Refused(reply=Reply(status=405, headers=(("allow", allow),)), reason=why)
         return self._known_session(headers)
@@ -579,8 +571,7 @@ class ServerConnection:
         Raises:
             LocalProtocolError: `call`'s version forbids server requests (2026-07-28).
         """
-        known = rules(call.version)
-        if known is not None and not known.server_requests:
+        if not allows_server_requests(call.version):
             raise LocalProtocolError(f"a server sends no requests in {call.version}")
         request = Request(id=f"mcpbench-{next(self._ask_ids)}", method=method, params=params, _parsed=True)
         self._asks.observe(S2C, request)
@@ -653,5 +644,5 @@ def _unsupported(version: str | None, request_id: Any) -> Refused:
 
 __all__ = [
     "Accepted", "Call", "HostCheck", "HttpRequest", "Refused", "Reply", "STDIO_SESSION", "ServerConnection",
-    "ServerEvent", "SessionEnded", "State", "StreamOpened", "era_of_request",
+    "ServerEvent", "SessionEnded", "State", "StreamOpened",
 ]

@@ -14,6 +14,7 @@ import sys
 
 from mcpbench.listen import bind_error
 from mcpbench.protocol.server import HostCheck
+from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.engine import Pace
 from mcpbench.replay.forward import Forwarder
 from mcpbench.replay.mock_answers import NOT_RECORDED, WRONG_ERA, RecordedReply, TraceAnswers, answer_for, match_key
@@ -33,7 +34,7 @@ def serve(trace: TracePlan, transport: str, *, host: str = "127.0.0.1", port: in
     `allowed_origins` allowed besides.
     """
     answers = TraceAnswers(trace)
-    if transport == "stdio":
+    if transport == STDIO:
         try:
             serve_stdio(answers, forward=forward, pace=pace)
         finally:  # also on Ctrl-C or SIGTERM: the live upstream (a child process, say) is stopped

@@ -5,6 +5,7 @@ import threading
 
 from mcpbench.fdio import write_all
 from mcpbench.protocol.server import STDIO_SESSION, Accepted, Call, Refused, ServerConnection
+from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.engine import Pace
 from mcpbench.replay.forward import Forwarder
 from mcpbench.replay.mock_answers import TraceAnswers, answer_for
@@ -18,7 +19,7 @@ KEPT_THREADS = 64
 def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1, *, forward: Forwarder | None = None,
                 pace: Pace = DEFAULT_PACE) -> None:
     """Answer newline-delimited JSON-RPC on `stdin` until EOF. Each request runs on its own thread."""
-    conn = ServerConnection("stdio")
+    conn = ServerConnection(STDIO)
     lock = threading.Lock()  # the connection's
     out = threading.Lock()  # stdout's: whole lines, one writer at a time
     player = Player(conn, lock, pace)

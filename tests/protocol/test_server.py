@@ -5,7 +5,6 @@ import itertools
 import orjson
 import pytest
 
-from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import LocalProtocolError
 from mcpbench.protocol.framing import NEED_DATA
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Response
@@ -19,9 +18,7 @@ from mcpbench.protocol.server import (
     SessionEnded,
     State,
     StreamOpened,
-    era_of_request,
 )
-from mcpbench.protocol.versions import Era
 from tests.protocol.helpers import byte_by_byte, feed_all
 
 HOST = "127.0.0.1:8000"
@@ -342,16 +339,6 @@ def test_a_2026_client_is_never_asked():
     call = conn.http(request(body=MODERN_CALL, **MODERN_HEADERS))
     with pytest.raises(LocalProtocolError):
         conn.ask(call, "sampling/createMessage", {})
-
-
-@pytest.mark.parametrize(("message", "era"), [
-    (INIT, Era.HANDSHAKE),
-    ({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": META}, Era.STATELESS),
-    (MODERN_CALL, Era.STATELESS),
-    (CALL, None),
-])
-def test_era_of_request(message, era):
-    assert era_of_request(jsonrpc.from_obj(message)) is era
 
 
 def test_sessions_are_bounded(monkeypatch):

@@ -6,7 +6,7 @@ from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.client import Answered, ClientConnection, EndpointReady, Failed, Pushed, ServerRequest, SessionLost
 from mcpbench.protocol.jsonrpc import Notification, Response
 from mcpbench.protocol.server import Accepted, HostCheck, ServerConnection, SessionEnded
-from mcpbench.protocol.versions import Era, rules
+from mcpbench.protocol.versions import allows_server_requests, has_handshake
 from tests.protocol.helpers import ServerPair
 
 URLS = {"stdio": None, "streamable-http": "http://127.0.0.1:8000/mcp", "sse": "http://127.0.0.1:8000/sse"}
@@ -24,7 +24,7 @@ def play(call, server: ServerConnection) -> list:
     token = (request.params or {}).get("_meta", {}).get("progressToken")
     if token is not None:
         messages.append(Notification(method="notifications/progress", params={"progressToken": token, "progress": 1, "total": 1}))
-    if rules(call.version).server_requests:
+    if allows_server_requests(call.version):
         messages.append(server.ask(call, "sampling/createMessage", {"messages": [], "maxTokens": 1}, waiter="asked"))
     return messages + [Response(id=request.id, result={"content": [{"type": "text", "text": request.method}]})]
 
@@ -48,7 +48,7 @@ def test_a_session_from_start_to_end(transport, version, json):
     if transport == "sse":
         (ready,) = pair.open_legacy()
         assert type(ready) is EndpointReady and server.alive(ready.session_id)
-    if rules(version).era is Era.HANDSHAKE:
+    if has_handshake(version):
         (answered,) = pair.send(client.initialize(waiter="init"))
         assert type(answered) is Answered and answered.waiter == "init" and client.negotiated == version
         assert pair.send(client.initialized()) == []
@@ -56,7 +56,7 @@ def test_a_session_from_start_to_end(transport, version, json):
 
     events = pair.send(client.request("tools/call", {"name": "slow", "_meta": {"progressToken": "p1"}}, waiter="call"))
     kinds = [type(e) for e in events]
-    asks = rules(version).server_requests and not json
+    asks = allows_server_requests(version) and not json
     assert kinds == ([] if json else [Pushed]) + ([ServerRequest] if asks else []) + [Answered]
     assert events[-1].waiter == "call" and events[-1].answer.result["content"][0]["text"] == "tools/call"
     if not json:
