@@ -128,7 +128,7 @@ def report(paths, out):
     click.echo(f"mcpbench: wrote {path}")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock")
 
 
 @main.command()

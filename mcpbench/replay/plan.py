@@ -91,6 +91,8 @@ class RecordedCall:
     answered: float | None = None
     notifications: list[dict] = field(default_factory=list)  # {"method", "params"} in arrival order
     asks: list[Ask] = field(default_factory=list)
+    # The two above in arrival order, with their times: (ts, {"method", "params"}) or (ts, Ask).
+    server: list[tuple[float, dict | Ask]] = field(default_factory=list)
     via: str | None = None  # how the answer came: "stdio", "json", "sse"
     retry_of: int | None = None  # the input_required call this request answers (2026-07-28)
     retried: bool = False  # a later call answers this call's input_required result
@@ -245,13 +247,18 @@ class _Builder:
             owner = self._owner(event)
             if owner is not None:
                 owner.asks.append(ask)
+                owner.server.append((ts, ask))
         elif isinstance(message, Notification):
             note = {"method": message.method, "params": message.params}
             token = (message.params or {}).get("progressToken")
             owner = self.tokens.get(token) if token is not None else None
             if owner is None and (key := _stream_key(event)) is not None:
                 owner = self.streams.get(key)
-            (owner.notifications if owner is not None else plan.notifications).append(note)
+            if owner is not None:
+                owner.notifications.append(note)
+                owner.server.append((ts, note))
+            else:
+                plan.notifications.append(note)
         else:
             call = self.open_calls.pop(message.id, None)
             if call is None:
