@@ -1,7 +1,9 @@
 """Trace format v2: HTTP events written lean read back as the events version 1 wrote.
 
 The v1 files in `data/` are real recordings made by the v1 writer (mcpbench record, official SDK
-client in `legacy` and `auto` mode against the reference server, with JSON and with SSE answers).
+client in `legacy` and `auto` mode against the reference server, with JSON and with SSE answers),
+and `v1-mixed.jsonl` a made-up one with odd shapes (`recordings.py`); each `v2-*.jsonl` is what the
+v2 writer made of it.
 """
 
 from pathlib import Path
@@ -96,6 +98,27 @@ BLOCKS = st.dictionaries(NAMES, st.sampled_from(["1", "2", "application/json"]),
 @given(BLOCKS, BLOCKS)
 def test_a_header_delta_rebuilds_the_block_in_its_order(base: dict, block: dict) -> None:
     assert list(apply_delta(base, header_delta(base, block)).items()) == list(block.items())
+
+
+# Each v1 file here beside the v2 file that mcpbench's writer made of it: the bytes written must stay
+# those, line for line.
+V2_PAIRS = [(DATA / f"v1-{name}.jsonl", DATA / f"v2-{name}.jsonl") for name in ("http-json-answers", "http-sse-answers", "mixed")]
+
+
+def _events(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+@pytest.mark.parametrize(("v1", "v2"), V2_PAIRS, ids=lambda p: p.stem)
+def test_the_writer_writes_the_v2_lines_it_always_wrote(v1: Path, v2: Path, tmp_path: Path) -> None:
+    out = tmp_path / "v2.jsonl"
+    rewrite_as_v2(v1, out)
+    assert out.read_bytes().splitlines()[1:] == v2.read_bytes().splitlines()[1:]  # the header has today's time
+
+
+@pytest.mark.parametrize(("v1", "v2"), V2_PAIRS, ids=lambda p: p.stem)
+def test_v2_lines_written_before_read_back_as_the_v1_events(v1: Path, v2: Path) -> None:
+    assert [e | {"v": 2} for e in _events(v1)[1:]] == list(TraceReader(v2))[1:]
 
 
 @pytest.mark.parametrize("v1", V1_FILES, ids=lambda p: p.stem)
