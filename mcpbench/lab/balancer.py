@@ -13,7 +13,7 @@ Policies:
 - `sticky`: a request that names a session goes where that session was created. Streamable HTTP:
   the `Mcp-Session-Id` learned from the response that assigned it. Legacy HTTP+SSE: the session
   key of the POST URL (`legacy_session_key`), learned from the `endpoint` event of the `GET /sse`
-  stream, which is streamed through unbuffered and parsed with the protocol core's `SseParser`.
+  stream, which is streamed through unbuffered and read with the protocol core's `SseObserver`.
   Requests naming no known session fall back to round-robin;
 - `source`: client address affinity (each new client address is assigned the next instance).
   On loopback, clients differ by binding 127.0.0.N before connecting.
@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from mcpbench.protocol.http import INSTANCE, SESSION_ID, is_event_stream
-from mcpbench.protocol.sse import SseEvent, SseParser
-from mcpbench.protocol.http import legacy_session_key
+from mcpbench.protocol.http import INSTANCE, SESSION_ID, is_event_stream, legacy_session_key
+from mcpbench.protocol.observer import Endpoint, SseObserver
 
 POLICIES: Final = ("random", "round-robin", "sticky", "source")
 # Sessions (and client addresses) remembered at once, least recently used dropped first: as
@@ -162,13 +161,13 @@ class EndpointLearner:
     Wraps a stream callable set before (the recorder's), so both see every chunk.
     """
 
-    __slots__ = ("router", "instance", "inner", "parser", "seen", "done")
+    __slots__ = ("router", "instance", "inner", "observer", "seen", "done")
 
     def __init__(self, router: "Router", instance: Instance, inner: Callable[[bytes], bytes] | None) -> None:
         self.router = router
         self.instance = instance
         self.inner = inner
-        self.parser = SseParser()
+        self.observer = SseObserver()
         self.seen = 0
         self.done = False
 
@@ -179,8 +178,8 @@ class EndpointLearner:
 
     def _look(self, chunk: bytes) -> None:
         self.seen += len(chunk)
-        for event in self.parser.feed(chunk):
-            if type(event) is SseEvent and event.type == "endpoint" and event.data:
+        for event in self.observer.feed(chunk):
+            if type(event) is Endpoint:
                 self.router.learn(legacy_session_key(event.data), self.instance)
                 self.done = True
                 return

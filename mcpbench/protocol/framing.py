@@ -127,8 +127,12 @@ class LineFramer:
                 self._buf.clear()
                 self._scanned = 0
                 data = data[end + 1 :]
-            *lines, rest = data.split(b"\n")
-            self._buf += rest
+            if data[-1:] == b"\n":  # the usual chunk ends with its last line: nothing to hold back
+                lines = data.split(b"\n")
+                del lines[-1]
+            else:
+                *lines, rest = data.split(b"\n")
+                self._buf += rest
             if not self.keep_cr and data.find(b"\r") >= 0:
                 lines = [line[:-1] if line[-1:] == b"\r" else line for line in lines]
             return first + lines if first else lines

@@ -5,12 +5,16 @@ the replayer and the load users all build and read HTTP through these, so a
 rule lives in one place.
 """
 
-import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
+from mcpbench.protocol.errors import RemoteProtocolError
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, MessageId, Request, Response, decode
+# What a body is (its media type, its content coding) is read in `media.py`; imported here for
+# the callers that take it with the other HTTP rules.
+from mcpbench.protocol.media import EVENT_STREAM, JSON, is_event_stream, is_json, media_type, stream_decoder  # noqa: F401
+from mcpbench.protocol.observer import Endpoint as EndpointEvent
+from mcpbench.protocol.observer import Observed, SseObserver, Violation
 from mcpbench.protocol.rules import STREAMABLE_HTTP, applies
 from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
 from mcpbench.protocol.versions import NAMED_METHODS, rules
@@ -28,80 +32,6 @@ INSTANCE = "x-mcpbench-instance"
 # Streamable HTTP, "Sending Messages to the Server": the client MUST list both.
 POST_ACCEPT = "application/json, text/event-stream"
 GET_ACCEPT = "text/event-stream"
-JSON = "application/json"
-EVENT_STREAM = "text/event-stream"
-
-
-def media_type(content_type: str | None) -> str:
-    """`text/event-stream; charset=utf-8` -> `text/event-stream`."""
-    return (content_type or "").split(";", 1)[0].strip().lower()
-
-
-def is_event_stream(content_type: str | None) -> bool:
-    return media_type(content_type) == EVENT_STREAM
-
-
-def is_json(content_type: str | None) -> bool:
-    kind = media_type(content_type)
-    return kind == JSON or kind.endswith("+json")
-
-
-def stream_decoder(encoding: str | None) -> Callable[[bytes], bytes] | None:
-    """An incremental decoder for a body sent with `Content-Encoding: encoding`.
-
-    Feed it the body's chunks as they come and `b""` at the end; it returns the
-    decoded bytes each time. A compressing proxy in front of a server can send
-    an event stream gzip'd: the stream still passes through untouched, and the
-    recorder decodes its copy. Identity gives a pass-through; an encoding this
-    Python cannot decode (zstd before 3.14, say) gives None.
-    """
-    codings = [c.strip().lower() for c in (encoding or "").split(",") if c.strip() and c.strip().lower() != "identity"]
-    steps = []
-    for coding in reversed(codings):  # the last applied is listed last: undo it first
-        if coding in ("gzip", "x-gzip", "deflate"):
-            steps.append(_ZlibStream().feed)
-        elif coding == "br":
-            try:
-                import brotli  # a dependency of mitmproxy
-            except ImportError:
-                return None
-            decompressor = brotli.Decompressor()
-            steps.append(lambda chunk, d=decompressor: d.process(chunk) if chunk else b"")
-        else:
-            return None
-    if not steps:
-        return lambda chunk: chunk
-
-    def decode(chunk: bytes) -> bytes:
-        end = not chunk
-        for step in steps:  # at the end, each step takes what the one before let out, then flushes
-            chunk = (step(chunk) if chunk else b"") + (step(b"") if end else b"")
-        return chunk
-
-    return decode
-
-
-class _ZlibStream:
-    """gzip or zlib-wrapped deflate, incrementally; raw deflate when the first chunk says so."""
-
-    def __init__(self) -> None:
-        # wbits 47: a gzip or a zlib header, whichever comes. Some servers send raw deflate
-        # for "deflate": the first chunk then fails to decode and is tried again as that.
-        self._decompressor = zlib.decompressobj(47)
-        self._started = False
-
-    def feed(self, chunk: bytes) -> bytes:
-        if not chunk:
-            return self._decompressor.flush()
-        if not self._started:
-            self._started = True
-            try:
-                return self._decompressor.decompress(chunk)
-            except zlib.error:
-                self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
-        return self._decompressor.decompress(chunk)
-
-
 def post_headers(message: Message, *, version: str | None, session_id: str | None = None) -> dict[str, str]:
     """The MCP headers of a Streamable HTTP POST carrying `message`.
 
@@ -362,39 +292,41 @@ class LegacyStream:
 
     2024-11-05: the first event, `endpoint`, names where to POST; every server
     message then comes on this stream as a `message` event, answers included.
+    Read with the observer (`observer.SseObserver`), as every reader of the stream reads it.
 
         stream = LegacyStream(url)
         for chunk in body: items = stream.feed(chunk)    # Endpoint, Carried, Problem
 
     An endpoint on another origin than the stream's is refused (a Problem):
     the client would otherwise post its messages wherever the stream says.
+
+    Raises (from `feed`):
+        RemoteProtocolError: an SSE line grew past `sse.MAX_LINE_BYTES`.
     """
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.endpoint: str | None = None
-        self._parser = SseParser()
+        self._observer = SseObserver()
 
     def feed(self, chunk: bytes) -> list[Endpoint | Carried | Problem]:
         """What `chunk` completes; `b""` marks the stream's end."""
         out: list[Endpoint | Carried | Problem] = []
-        for event in self._parser.feed(chunk):
-            if type(event) is not SseEvent or event.data is None:
-                continue
-            if event.type == "endpoint":
+        for event in self._observer.feed(chunk):
+            if type(event) is Observed:
+                out.extend(Carried(item, event.raw, "stream") for item in _each(event.message))
+            elif type(event) is EndpointEvent:
                 url = resolve_endpoint(self.url, event.data)
                 if same_origin(url, self.url):
                     self.endpoint = url
                     out.append(Endpoint(url))
                 else:
                     out.append(Problem(Failure.CONNECT, f"the endpoint event names another origin: {url}"))
-            elif event.type == "message":
-                raw = event.data.encode()
-                items = _server_messages(raw)
-                if type(items) is Problem:
-                    out.append(items)
-                else:
-                    out.extend(Carried(item, raw, "stream") for item in items)
+            elif type(event) is Violation:
+                if event.code == "sse-line-too-long":
+                    raise RemoteProtocolError(event.detail)
+                if event.code in ("not-json", "invalid-message"):
+                    out.append(Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({event.detail})"))
         return out
 
 
@@ -404,4 +336,9 @@ def _server_messages(data: bytes) -> tuple[Message, ...] | Problem:
         message = decode(data)
     except InvalidMessage as exc:
         return Problem(Failure.JSONRPC_ERROR, f"the server sent an invalid message ({exc.reason})")
+    return _each(message)
+
+
+def _each(message: Message) -> tuple[Message, ...]:
+    """A batch's items one by one, or the message alone."""
     return message.items if type(message) is Batch else (message,)

@@ -120,11 +120,13 @@ class Exchange:
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """A broken rule. `code` is stable (documented in docs/trace-format.md)."""
+    """A broken rule. `code` is stable (documented in docs/trace-format.md); `raw` holds the
+    offending bytes when there are some to keep (an observer's framing violations, `observer.py`)."""
 
     code: str
     detail: str
     direction: Direction | None = None
+    raw: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

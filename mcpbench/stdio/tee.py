@@ -31,6 +31,7 @@ recorder asks the kernel for a long slice so that it never holds a core a sessio
 for (see `recorder.background`: that was one round trip in a hundred, ~1 ms late).
 """
 
+import contextlib
 import errno
 import os
 import select
@@ -46,6 +47,8 @@ from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
 from mcpbench.stdio import orphans, recorder
 from mcpbench.trace.format import Kind
+from mcpbench.trace.spool import C2S_DATA, HEADER, S2C_DATA, STDERR_DATA, event_frame
+from mcpbench.trace.spool import finish as finish_trace
 from mcpbench.trace.writer import TraceWriter
 
 # One read takes at most a pipe's default capacity on Linux: larger reads only
@@ -133,9 +136,9 @@ class Tee:
         # After the handlers are set: one pending since before is forwarded too.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
         pumps = [
-            threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), recorder.C2S_DATA, proc.stdin.close), daemon=True),
-            threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, recorder.S2C_DATA, lambda: os.close(stdout)), daemon=True),
-            threading.Thread(target=self._pump, args=(proc.stderr.fileno(), stderr, recorder.STDERR_DATA, lambda: None), daemon=True),
+            threading.Thread(target=self._pump, args=(stdin, proc.stdin.fileno(), C2S_DATA, proc.stdin.close), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stdout.fileno(), stdout, S2C_DATA, lambda: os.close(stdout)), daemon=True),
+            threading.Thread(target=self._pump, args=(proc.stderr.fileno(), stderr, STDERR_DATA, lambda: None), daemon=True),
         ]
         # Only the main thread may take the forwarded signals: one that lands on
         # a pump thread, blocked in read(), leaves the main thread blocked in
@@ -185,8 +188,8 @@ class Tee:
         # small chunks an MCP session is made of (the copy costs less than the
         # iovec), a `writev` saves copying a large one; the time is packed as
         # integer µs, converted by the recorder.
-        read, write, writev, pack, clock = os.read, os.write, os.writev, recorder.HEADER.pack, time.time_ns
-        overhead, copy_limit = recorder.HEADER.size, COPY_LIMIT
+        read, write, writev, pack, clock = os.read, os.write, os.writev, HEADER.pack, time.time_ns
+        overhead, copy_limit = HEADER.size, COPY_LIMIT
         forwarding = True
         while True:
             try:
@@ -229,7 +232,7 @@ class Tee:
         spool = self._appending
         if spool is not None:
             try:
-                os.writev(spool, recorder.event_frame(time.time_ns() // 1000, event))
+                os.writev(spool, event_frame(time.time_ns() // 1000, event))
             except OSError as exc:
                 self._spool_failed(exc)
 
@@ -264,7 +267,7 @@ class Tee:
                 code = os.waitstatus_to_exitcode(status)
                 if code == recorder.RECORDING_FAILED:  # it said why on stderr
                     self.recording_failed = "the trace could not be written to the end"
-                else:  # killed: what it had not written stays in the spool, which the next read finishes from
+                else:  # killed: what it had not written stays in the spool, which readers read on from
                     self.recording_failed = f"recorder gone (status {code}); recording stopped, traffic still passes"
                     self._say(f"mcpbench: {self.recording_failed}")
         finally:
@@ -284,6 +287,11 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
     writer = None
     if record:
         path = out or default_trace_path(os.path.basename(argv[0]) if argv else "session")
+        # A recording to this path killed with its recorder left a spool: that trace is written
+        # complete before it is replaced, so no spool is ever left beside another trace. (A path
+        # that cannot be written is said by the writer, next.)
+        with contextlib.suppress(OSError):
+            finish_trace(path)
         writer = TraceWriter(path, transport=TRANSPORT, header={"command": argv}, redactor=Redactor(redact))
         print(f"mcpbench: recording to {writer.path}", file=sys.stderr, flush=True)
     tee = Tee(argv, writer)

@@ -15,6 +15,9 @@ from mcpbench.protocol.transports import TRANSPORTS  # noqa: F401 (a trace's `tr
 # readers restore it, and still read version 1.
 FORMAT_VERSION = 2
 
+# The UTF-8 byte order mark some editors put at the start of a text file.
+BOM = b"\xef\xbb\xbf"
+
 
 class Kind:
     """The `kind` of a trace event."""

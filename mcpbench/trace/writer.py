@@ -25,8 +25,7 @@ from mcpbench.fdio import write_all
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.trace.compact import Compactor
 from mcpbench.trace.compress import compressor_for
-from mcpbench.trace.format import FORMAT_VERSION, Kind, now
-from mcpbench.trace.reader import BOM
+from mcpbench.trace.format import BOM, FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 
 TRACE_DIR_ENV = "MCPBENCH_TRACE_DIR"
