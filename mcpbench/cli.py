@@ -128,7 +128,43 @@ def report(paths, out):
     click.echo(f"mcpbench: wrote {path}")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer")
+@main.group("trace")
+def trace_group() -> None:
+    """Work on trace files."""
+
+
+@trace_group.command("finish")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@map_errors
+def finish_traces(traces):
+    """Write each stdio TRACE whose tee was killed complete, from the spool beside it, and delete the spool.
+
+    A tee killed with its recorder (a host killing its process group, the OOM killer) leaves the
+    rest of its trace in TRACE.spool. Every command reads such a trace complete and changes
+    neither file; this writes the trace complete. A trace still being recorded is left alone, so
+    is one without a spool. The next `mcpbench tee` to the same --out does this first too.
+
+    Exit status: 0; 2 for a trace that cannot be read or written, or whose spool does not continue it.
+
+    Example: mcpbench trace finish results/traces/*.jsonl
+    """
+    from mcpbench.protocol.errors import TraceError
+    from mcpbench.trace import spool
+
+    for path in traces:
+        if not os.path.isfile(path):
+            raise TraceError(f"{path}: cannot read trace: no such file")
+        if not spool.spool_path(path).exists():
+            click.echo(f"mcpbench: {path}: complete (no spool beside it)")
+        elif (added := spool.finish(path)) is not None:
+            click.echo(f"mcpbench: finished {path} ({len(added.lines)} events from its spool)")
+        elif spool.live(path):
+            click.echo(f"mcpbench: {path}: still being recorded (its tee holds the spool): left alone")
+        else:
+            raise TraceError(f"{path}: its spool {spool.spool_path(path)} does not continue it (another recording's?): both left as they are")
+
+
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock")
 
 
 @main.command()

@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mcpbench.protocol.errors import BadTargetError, TargetError
-
-STDIO = "stdio"
-SSE = "sse"
-STREAMABLE_HTTP = "streamable-http"
-TRANSPORTS = (STDIO, SSE, STREAMABLE_HTTP)
+from mcpbench.protocol.transports import LEGACY_SSE as SSE
+from mcpbench.protocol.transports import STDIO, STREAMABLE_HTTP, TRANSPORTS
 
 __all__ = ["STDIO", "SSE", "STREAMABLE_HTTP", "TRANSPORTS", "Target", "TargetError", "parse_target"]
 

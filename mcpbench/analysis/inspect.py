@@ -14,7 +14,7 @@ from mcpbench.analysis.stats import percentile
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
 from mcpbench.protocol.session import Direction, Exchange, Session
-from mcpbench.protocol.versions import step_name
+from mcpbench.protocol.versions import INPUT_REQUESTS, asks_for_input, step_name
 from mcpbench.trace.format import Kind
 from mcpbench.trace.reader import TraceReader
 
@@ -26,8 +26,8 @@ def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:
     if isinstance(answer, ErrorResponse):
         return "error", f"{answer.code}: {answer.message}"
     result = answer.result
-    if isinstance(result, dict) and result.get("resultType") == "input_required":
-        return "input-required", ", ".join(sorted(result.get("inputRequests") or {}))
+    if asks_for_input(result):
+        return "input-required", ", ".join(sorted(result.get(INPUT_REQUESTS) or {}))
     if isinstance(result, dict) and result.get("isError") is True:
         texts = [c.get("text", "") for c in result.get("content") or () if isinstance(c, dict)]
         return "tool-error", " ".join(texts)[:120]

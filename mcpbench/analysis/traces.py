@@ -27,7 +27,7 @@ from mcpbench.analysis.inspect import outcome
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Notification, Request
 from mcpbench.protocol.session import C2S, Direction, Exchange, Session
-from mcpbench.protocol.versions import META_CLIENT_INFO
+from mcpbench.protocol.versions import META_CLIENT_INFO, RESULT_TYPE
 from mcpbench.trace.format import Kind
 from mcpbench.trace.reader import TraceReader, collector_paused
 
@@ -217,7 +217,7 @@ def _answered(answer: jsonrpc.Message) -> tuple[str, float, str | None]:
     if type(answer) is ErrorResponse:
         return "error", answer.code, answer.message
     result = answer.result
-    if type(result) is dict and (result.get("isError") is True or "resultType" in result):
+    if type(result) is dict and (result.get("isError") is True or RESULT_TYPE in result):
         kind, detail = outcome(answer)
         return kind, NAN, detail or None
     return "ok", NAN, None

@@ -25,6 +25,7 @@ from pathlib import Path
 import orjson
 
 from mcpbench.bench.common import write_result
+from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.trace.writer import TraceWriter
 
 EVENTS = 1_000_000
@@ -64,8 +65,8 @@ def synthetic_trace(path: Path, events: int, seed: int = 13) -> Path:
                 ts += rng.uniform(0.0002, 0.003)
                 lines.append(writer.encode_message(session, direction, orjson.dumps(obj), round(ts, 6)))
 
-            put("c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench-client", "version": "1.0"}}})
-            put("s2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "bench-server", "version": "2.0"}}})
+            put("c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": LATEST_HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench-client", "version": "1.0"}}})
+            put("s2c", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": LATEST_HANDSHAKE, "capabilities": {"tools": {}}, "serverInfo": {"name": "bench-server", "version": "2.0"}}})
             put("c2s", {"jsonrpc": "2.0", "method": "notifications/initialized"})
             for call in range(1, CALLS_PER_SESSION + 1):
                 draw = rng.random()

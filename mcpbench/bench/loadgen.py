@@ -24,6 +24,7 @@ import orjson
 
 from mcpbench.bench.common import Panel, bar_panels, machine, write_result
 from mcpbench.lab.servers import free_port, serve_argv, start_listening, stop_process
+from mcpbench.protocol.versions import LATEST_HANDSHAKE
 
 BENCH_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "bench_locustfile.py"
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,9 @@ USERS = 20
 
 _ID = re.compile(rb'"id"\s*:\s*("[^"]*"|-?\d+)')
 _LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
+INITIALIZE_RESULT = (
+    b'{"protocolVersion":"' + LATEST_HANDSHAKE.encode() + b'","capabilities":{"tools":{}},"serverInfo":{"name":"fast","version":"0"}}'
+)
 
 
 def _answer(body: bytes, method: bytes) -> bytes:
@@ -47,7 +51,7 @@ def _answer(body: bytes, method: bytes) -> bytes:
     rid = match.group(1)
     extra = b""
     if b'"initialize"' in body:
-        result = b'{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fast","version":"0"}}'
+        result = INITIALIZE_RESULT
         extra = b"mcp-session-id: fast0001\r\n"
     else:
         result = b'{"content":[{"type":"text","text":"hello"}],"isError":false}'

@@ -4,11 +4,8 @@ import click
 
 from mcpbench.cliutil import exit_on_signal, map_errors
 from mcpbench.lab.faults_cli import fault_argv, fault_options, fault_texts
-
-# Mirrors mcpbench.lab.reference_server.TRANSPORTS, which cannot be imported here without `mcp`.
-TRANSPORTS = ("stdio", "sse", "streamable-http")
-# The path each HTTP transport serves, for the startup line.
-ENDPOINT_PATHS = {"sse": "/sse", "streamable-http": "/mcp"}
+from mcpbench.lab.servers import ENDPOINT_PATHS
+from mcpbench.protocol.transports import HTTP_TRANSPORTS, STDIO, STREAMABLE_HTTP, TRANSPORTS
 
 
 @click.group()
@@ -17,7 +14,7 @@ def lab() -> None:
 
 
 @lab.command()
-@click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True)
+@click.option("--transport", type=click.Choice(TRANSPORTS), default=STDIO, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (HTTP transports).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
@@ -31,13 +28,13 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
 
     Example: mcpbench lab serve --transport streamable-http --port 8101
     """
-    if transport != "streamable-http" and (json_response or stateless):
+    if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
     from mcpbench.lab.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
-    if transport == "stdio":
+    if transport == STDIO:
         exit_on_signal()  # nothing to save: the SDK's event loop would print the interrupt's traceback
     if transport in ENDPOINT_PATHS:
         check_listen(host, port)  # before the banner: a busy port is one line, exit 3
@@ -54,20 +51,19 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
 
 
 def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:
-    if resumable and (transport != "streamable-http" or stateless):
+    if resumable and (transport != STREAMABLE_HTTP or stateless):
         raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
 
 
 # Mirror mcpbench.lab.cluster's lists (importing it here would be cheap, but keeps the CLI's help
 # independent of the lab's modules).
-LAB_TRANSPORTS = ("sse", "streamable-http")
 POLICIES = ("random", "round-robin", "sticky", "source")
 BALANCERS = ("builtin", "haproxy")
 
 
 @lab.command()
 @click.option("--instances", type=click.IntRange(1, 16), default=3, show_default=True, help="Reference-server instances.")
-@click.option("--transport", type=click.Choice(LAB_TRANSPORTS), default="streamable-http", show_default=True)
+@click.option("--transport", type=click.Choice(HTTP_TRANSPORTS), default=STREAMABLE_HTTP, show_default=True)
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP: no sessions (stateless_http).")
 @click.option("--policy", type=click.Choice(POLICIES), default="round-robin", show_default=True)
@@ -91,7 +87,7 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
 
     from mcpbench.lab.up import run_detached, run_foreground
 
-    if transport != "streamable-http" and (json_response or stateless):
+    if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
     from pathlib import Path

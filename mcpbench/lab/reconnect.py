@@ -39,8 +39,9 @@ from mcpbench.load.samples import records
 from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, compose_yaml, parse_duration, scenario_from_node
 from mcpbench.protocol.reconnect import MODES as POLICIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 
-TRANSPORTS: Final = ("streamable-http", "sse", "stdio")
+TRANSPORTS: Final = (STREAMABLE_HTTP, LEGACY_SSE, STDIO)
 LAB_KEYS: Final = ("transports", "faults", "window", "policies", "sdk_client")
 # What a fault may set: the fault addon's options, a restart time, and stdio's kill.
 FAULT_KEYS: Final = ("cut_streams_after", "idle_timeout", "drop", "drop_as", "delay", "seed", "restart_at",

@@ -60,11 +60,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from mcpbench import __version__
+from mcpbench.protocol.transports import TRANSPORTS
 
 SERVER_NAME: Final = "mcpbench-reference"
 DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: a lab server must not be reachable from the network
 DEFAULT_PORT: Final = 8000
-TRANSPORTS: Final = ("stdio", "sse", "streamable-http")
 
 # A load run or replay must never hang on one call longer than a test's time budget (120 s):
 # 30 s is long enough to hold streams open for interesting traces.

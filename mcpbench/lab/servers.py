@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
+
 HOST: Final = "127.0.0.1"
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]  # where `python -m mcpbench` runs from
 # `python -m mcpbench` imports mcp and uvicorn (about 2 s on an idle 2-core machine); 30 s leaves
@@ -27,7 +29,8 @@ POLL_INTERVAL: Final = 0.02
 # A port from free_port() can be taken by someone else before the server binds it; a server that
 # exits before accepting is restarted on a fresh port this many times in all.
 START_ATTEMPTS: Final = 3
-ENDPOINT_PATHS: Final = {"sse": "/sse", "streamable-http": "/mcp"}
+# The path each HTTP transport serves (the official SDK's defaults).
+ENDPOINT_PATHS: Final = {LEGACY_SSE: "/sse", STREAMABLE_HTTP: "/mcp"}
 
 
 class ServerStartError(RuntimeError):

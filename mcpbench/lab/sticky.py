@@ -37,7 +37,7 @@ from typing import Any, Final
 from mcpbench.load.samples import records
 from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, compose_yaml, scenario_from_node
 from mcpbench.protocol.http import Failure
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, has_method
 
 # mode -> (transport, json_response, stateless, protocol version)
 MODES: Final = {
@@ -171,8 +171,9 @@ def plan_from_node(root: Any, source: str) -> StickyPlan:
         (yaml.ScalarNode(tag, "session", mark, mark), yaml.ScalarNode(tag, "session_per_task", mark, mark)),
     ]
     scenario = scenario_from_node(yaml.MappingNode(root.tag, rest, root.start_mark, root.end_mark), source)
-    if any(c.method == "ping" for c in scenario.mix) and "2026-07-28" in modes:
-        raise ScenarioError(f"{source}: ping does not exist in 2026-07-28 (drop it from the mix or the mode)")
+    pingless = [MODES[mode][3] for mode in modes if not has_method(MODES[mode][3], "ping")]
+    if any(c.method == "ping" for c in scenario.mix) and pingless:
+        raise ScenarioError(f"{source}: ping does not exist in {pingless[0]} (drop it from the mix or the mode)")
     cells = tuple(Cell(m, p, b, n) for m, p, b, n in itertools.product(modes, policies, balancers, counts))
     return StickyPlan(cells, scenario)
 

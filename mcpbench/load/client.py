@@ -39,7 +39,7 @@ from mcpbench.protocol.http import Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.target import STREAMABLE_HTTP
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of, step_name
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_handshake, step_name
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).
@@ -107,7 +107,7 @@ class McpClient:
 
     @property
     def stateless(self) -> bool:
-        return self.conn.stateless if self.conn is not None else era_of(self.version) is Era.STATELESS
+        return self.conn.stateless if self.conn is not None else not has_handshake(self.version)
 
     @property
     def session_id(self) -> str | None:

@@ -26,12 +26,8 @@ from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.samples import SampleWriter
 from mcpbench.load.scenario import Scenario
 from mcpbench.load.users import McpUser, build_user_class
-from mcpbench.protocol.versions import Era, era_of
+from mcpbench.protocol.versions import era_name
 from mcpbench.target import parse_target
-
-
-def _era_label(version: str) -> str:
-    return "2026-07-28" if era_of(version) is Era.STATELESS else "handshake"
 
 
 def _build() -> tuple[dict[str, type], ArrivalSchedule | None]:
@@ -48,7 +44,7 @@ def _build() -> tuple[dict[str, type], ArrivalSchedule | None]:
         schedule = ArrivalSchedule(scenario.open_model.rate / processes, scenario.open_model.max_lateness)
     classes = {}
     for version in scenario.versions:
-        label = f"{transport} {_era_label(version)}" if len(scenario.versions) > 1 else None
+        label = f"{transport} {era_name(version)}" if len(scenario.versions) > 1 else None
         # One schedule per process, shared by every user class: the rate is the whole process's rate.
         cls = build_user_class(scenario, version, label=label, schedule=schedule)
         classes[cls.__name__] = cls

@@ -51,7 +51,7 @@ from typing import Any
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, VERSIONS, Era, era_of
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, VERSIONS, era_version, has_legacy_sse, has_method
 from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
 
@@ -60,7 +60,6 @@ class ScenarioError(McpbenchError):
 
 
 SESSION_MODES = ("long_lived", "session_per_task")
-ERA_NAMES = {"handshake": LATEST_HANDSHAKE, "2026-07-28": V2026_07_28}
 # Methods a mix entry may call, with the key that names their target.
 CALLS = {
     "tools/call": "tool",
@@ -394,8 +393,8 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         out = []
         for item in items:
             item = str(item)
-            version = ERA_NAMES.get(item, item)
-            if era_of(version) is None:
+            version = era_version(item)
+            if version is None:
                 raise ValueError(f"unknown era {item!r} (handshake, 2026-07-28, or a handshake-era version like 2025-06-18)")
             out.append(version)
         if not out or len(set(out)) != len(out):
@@ -538,8 +537,8 @@ def check_consistency(scenario: Scenario) -> None:
         target = parse_target(scenario.target)
     except McpbenchError as exc:
         raise ScenarioError(str(exc)) from None
-    if target.transport == SSE and any(era_of(v) is Era.STATELESS for v in scenario.versions):
-        raise ScenarioError("era 2026-07-28 has no legacy SSE transport (use an http(s):// target)")
+    if target.transport == SSE and (version := _lacking(scenario.versions, has_legacy_sse)):
+        raise ScenarioError(f"era {version} has no legacy SSE transport (use an http(s):// target)")
     if scenario.distinct_sources and (target.transport not in (SSE, STREAMABLE_HTTP) or not _loopback(target.host)):
         raise ScenarioError("distinct_sources needs an HTTP target on loopback (127.x.x.x or localhost)")
     if scenario.sessions is not None and scenario.session != "session_per_task":
@@ -547,9 +546,15 @@ def check_consistency(scenario: Scenario) -> None:
     if scenario.open_model is not None and scenario.session != "long_lived":
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
     # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).
-    for call in scenario.mix:
-        if call.method == "ping" and any(era_of(v) is Era.STATELESS for v in scenario.versions):
-            raise ScenarioError("ping does not exist in 2026-07-28")
+    if any(call.method == "ping" for call in scenario.mix) and (
+        version := _lacking(scenario.versions, lambda v: has_method(v, "ping"))
+    ):
+        raise ScenarioError(f"ping does not exist in {version}")
+
+
+def _lacking(versions: tuple[str, ...], has: Callable[[str], bool]) -> str | None:
+    """The first of `versions` without what `has` asks about."""
+    return next((version for version in versions if not has(version)), None)
 
 
 def _loopback(host: str | None) -> bool:

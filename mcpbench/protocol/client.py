@@ -47,16 +47,14 @@ from mcpbench.protocol.http import (
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, Request, Response
 from mcpbench.protocol.session import C2S, S2C, Pending, Session
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, rules
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP, TRANSPORTS
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, progress_token, rules
 
 CLIENT_INFO = {"name": "mcpbench", "version": __version__}
 
 # Answered request ids and SSE event ids remembered to tell duplicates apart: far more than a
 # session has in flight or a resumed stream replays, and bounded over a long session.
 REMEMBERED = 4096
-
-STDIO, LEGACY_SSE, STREAMABLE_HTTP = "stdio", "sse", "streamable-http"
-TRANSPORTS = (STDIO, LEGACY_SSE, STREAMABLE_HTTP)
 
 
 # --- what to send --------------------------------------------------------------------------------
@@ -305,7 +303,7 @@ class ClientConnection:
             return
         self.session.asking(message, ts, waiter)
         params = message.params
-        if params and "_meta" in params and (token := _progress_token(params)) is not None:
+        if params and "_meta" in params and (token := progress_token(params)) is not None:
             self._tokens[token] = message.id
 
     def _outgoing(self, message: Message) -> Outgoing:
@@ -617,15 +615,6 @@ class Recent:
 
     def __contains__(self, key: Any) -> bool:
         return key in self._new or key in self._old
-
-
-def _progress_token(params: Any) -> Any:
-    """A request's `_meta.progressToken`, if it asks for progress."""
-    if isinstance(params, dict):
-        meta = params.get("_meta")
-        if isinstance(meta, dict):
-            return meta.get("progressToken")
-    return None
 
 
 __all__ = [

@@ -9,15 +9,12 @@ its own. Codes are stable and documented in docs/trace-format.md.
 
 from dataclasses import dataclass
 
+# The transport names, as a trace's `transport` field spells them (imported from here too).
+from mcpbench.protocol.transports import HTTP_TRANSPORTS, LEGACY_SSE, STDIO, STREAMABLE_HTTP, TRANSPORTS  # noqa: F401
 from mcpbench.protocol.versions import VERSIONS, Era
 
-# Transport names, as a trace's `transport` field spells them.
-STDIO = "stdio"
-LEGACY_SSE = "sse"  # HTTP+SSE (2024-11-05): GET /sse + POSTs to the endpoint it names
-STREAMABLE_HTTP = "streamable-http"
-
-ANY_TRANSPORT = frozenset({STDIO, LEGACY_SSE, STREAMABLE_HTTP})
-HTTP = frozenset({LEGACY_SSE, STREAMABLE_HTTP})
+ANY_TRANSPORT = frozenset(TRANSPORTS)
+HTTP = frozenset(HTTP_TRANSPORTS)
 ANY_VERSION = frozenset(VERSIONS)
 HANDSHAKE_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.era is Era.HANDSHAKE)
 STATELESS_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.era is Era.STATELESS)

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Message, Notification, Request, Response
 from mcpbench.protocol.rules import applies
-from mcpbench.protocol.versions import Era, META_PROTOCOL_VERSION, era_of, meta_version, rules
+from mcpbench.protocol.versions import (
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    Era,
+    allows_server_requests,
+    era_of,
+    meta_version,
+    rules,
+)
 
 
 class Direction(enum.Enum):
@@ -246,7 +255,7 @@ class Session:
             envelope_version = meta_version(request.params) if self.state is NEW or self.era is Era.STATELESS else None
             if envelope_version is not None and self.state is NEW and era_of(envelope_version) is Era.STATELESS:
                 self.era, self.version = Era.STATELESS, envelope_version
-                self.client_capabilities = request.params["_meta"].get("io.modelcontextprotocol/clientCapabilities")
+                self.client_capabilities = request.params["_meta"].get(META_CLIENT_CAPABILITIES)
                 self._advance(Trigger.ENVELOPE_REQUEST, out)
                 return
             if self.era is Era.STATELESS and envelope_version is None and method != "server/discover":
@@ -255,8 +264,8 @@ class Session:
                 # Without an envelope a request can only be handshake-era, however early.
                 out.append(Violation("request-before-initialized", f"{method} before the handshake completed", direction))
         else:
-            if self.era is Era.STATELESS:
-                out.append(Violation("server-request-forbidden", f"server sent request {method} in 2026-07-28", direction))
+            if not allows_server_requests(self.version):
+                out.append(Violation("server-request-forbidden", f"server sent request {method} in {self.version}", direction))
             elif self.era is Era.HANDSHAKE and self.state is not OPERATING and method not in _PRE_INIT_S2C:
                 out.append(Violation("request-before-initialized", f"server sent {method} before initialized", direction))
 
@@ -316,7 +325,7 @@ class Session:
         elif request.method == "server/discover" and isinstance(answer, Response) and isinstance(answer.result, dict):
             self.server_capabilities = answer.result.get("capabilities")
             meta = answer.result.get("_meta") or {}
-            self.server_info = meta.get("io.modelcontextprotocol/serverInfo", self.server_info)
+            self.server_info = meta.get(META_SERVER_INFO, self.server_info)
 
     def _advance(self, trigger: Trigger, out: list) -> None:
         era = self.era or Era.HANDSHAKE

@@ -169,65 +169,45 @@ class TraceOutput:
         self._lines.append(self.writer.encode_flow_event(event))
 
     def http(self, ex: HttpExchange, flow, fields: dict) -> None:
-        """The `http` event of the exchange `flow` (its request, its answer if any) with `fields`."""
+        """The exchange's `http` event, with `fields` (free text: a body, an error), in the line's
+        order (`encode_flow_event`); the writer leaves out what earlier lines said."""
         request, response = flow.request, flow.response
         # The parts read from the messages' data at once: mitmproxy's properties decode on every read.
         sent = request.data
-        ts = now()
-        session = ex.session if ex.mcp else None
-        transport = ex.transport if ex.mcp else STREAMABLE
-        url = url_of(request, ex.path)
-        http_version = wire_text(sent.http_version)
-        request_size = len(sent.content or b"")
-        started = round(sent.timestamp_start, 6)
-        if response is not None:
-            answer = response.data
-            responded = round(answer.timestamp_start, 6) if answer.timestamp_start else None
-            ended = round(answer.timestamp_end, 6) if answer.timestamp_end else None
-            streamed = ex.tap is not None
-            response_size = ex.tap.size if streamed else len(answer.content or b"")
-            reason = wire_text(answer.reason, LATIN1)
-            if not fields:  # the usual case: the compact event made from these values (`Compactor.http`)
-                line = self.writer.encode_flow_http(
-                    ts, ex.flow_id, session, transport, ex.conn, ex.mcp, ex.method, url, ex.path, http_version,
-                    ex.req_content_type, ex.req_headers, request_size, started, ex.resp_status, reason,
-                    ex.resp_content_type, ex.resp_headers, responded, ended, streamed, response_size,
-                )
-                if line is not None:
-                    self._lines.append(line)
-                    return
-        # Built in the line's order (`encode_flow_event`); only `fields` may hold free text.
         event = {
             "v": FORMAT_VERSION,
-            "ts": ts,
-            "session": session,
-            "transport": transport,
+            "ts": now(),
+            "session": ex.session if ex.mcp else None,
+            "transport": ex.transport if ex.mcp else STREAMABLE,
             "dir": None,
             "kind": Kind.HTTP,
             "flow": ex.flow_id,
             "conn": ex.conn,
             "mcp": ex.mcp,
             "method": ex.method,
-            "url": url,
+            "url": url_of(request, ex.path),
             "path": ex.path,
-            "http_version": http_version,
+            "http_version": wire_text(sent.http_version),
             "request_content_type": ex.req_content_type,
             "request_headers": ex.req_headers,
-            "request_size": request_size,
-            "started": started,
+            "request_size": len(sent.content or b""),
+            "started": round(sent.timestamp_start, 6),
             "status": ex.resp_status,
         }
         if response is not None:
-            event["reason"] = reason
+            answer = response.data
+            event["reason"] = wire_text(answer.reason, LATIN1)
             event["content_type"] = ex.resp_content_type
             event["response_headers"] = ex.resp_headers
-            if responded is not None:
-                event["responded"] = responded
-            if ended is not None:
-                event["ended"] = ended
-            if streamed:
+            if answer.timestamp_start:
+                event["responded"] = round(answer.timestamp_start, 6)
+            if answer.timestamp_end:
+                event["ended"] = round(answer.timestamp_end, 6)
+            if ex.tap is not None:
                 event["streamed"] = True
-            event["response_size"] = response_size
+                event["response_size"] = ex.tap.size
+            else:
+                event["response_size"] = len(answer.content or b"")
         if fields:
             event.update(fields)
         self._lines.append(self.writer.encode_flow_event(event, text=bool(fields)))

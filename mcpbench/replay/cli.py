@@ -13,6 +13,7 @@ import click
 from mcpbench import cliutil
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
+from mcpbench.protocol.transports import TRANSPORTS
 
 
 
@@ -195,7 +196,7 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
 @click.command(name="serve-trace")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.argument("forward_url", metavar="[URL]", required=False)
-@click.option("--transport", type=click.Choice(("stdio", "sse", "streamable-http")), default="stdio", show_default=True)
+@click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (HTTP transports).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (HTTP transports).")
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer JSON bodies even where the recording had SSE.")
@@ -203,8 +204,18 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
 @click.option("--on-miss", type=click.Choice(("error", "forward")), default="error", show_default=True,
               help="An unrecorded request gets an error naming the nearest recorded one, or (forward URL) the "
                    "answer of the live server at URL: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
+@click.option("--pace", default="original", show_default=True, metavar="original|fast|xN",
+              help="Gaps between the messages of one call (progress, then the answer): as recorded, none, or "
+                   "recorded divided by N.")
+@click.option("--max-gap", type=POSITIVE, metavar="SECONDS",
+              help="Cap any one gap between the messages of a call (default: 1 s).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="HOST",
+              help="HTTP: also accept this Host header (name:* for any port, * for any). Repeatable.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN",
+              help="HTTP: also accept this Origin header (http://name:* for any port, * for any). Repeatable.")
 @map_errors
-def serve_trace(trace, forward_url, transport, host, port, json_response, sessions, on_miss):
+def serve_trace(trace, forward_url, transport, host, port, json_response, sessions, on_miss, pace, max_gap,
+                allowed_hosts, allowed_origins):
     """Serve TRACE as a mock MCP server that answers exactly as recorded.
 
     Requests match on method and params (ids and _meta ignored); repeated identical requests get
@@ -215,14 +226,17 @@ def serve_trace(trace, forward_url, transport, host, port, json_response, sessio
     Example: mcpbench serve-trace s.jsonl --transport streamable-http --on-miss forward http://127.0.0.1:8101/mcp
     """
     from mcpbench.replay import plan as plans
+    from mcpbench.replay.engine import Pace
     from mcpbench.replay.forward import Forwarder
     from mcpbench.replay.mock import serve
+    from mcpbench.replay.mock_play import DEFAULT_MAX_GAP
     from mcpbench.target import parse_target
 
     if on_miss == "forward" and not forward_url:
         raise click.UsageError("--on-miss forward needs the live server's URL: --on-miss forward URL")
     if on_miss != "forward" and forward_url:
         raise click.UsageError(f"unexpected argument {forward_url!r} (a URL goes after --on-miss forward)")
+    pacing = Pace.parse(pace, DEFAULT_MAX_GAP if max_gap is None else max_gap)
     forward = Forwarder(parse_target(forward_url)) if forward_url else None
     serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response,
-          forward=forward)
+          forward=forward, pace=pacing, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)

@@ -56,18 +56,20 @@ from mcpbench.protocol.client import (
 from mcpbench.protocol.errors import ReplayError, TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import S2C
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of
-from mcpbench.replay.asks import RecordedAsks
-from mcpbench.replay.plan import (
+from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
+    LATEST_HANDSHAKE,
     REQUEST_STATE,
-    RecordedCall,
-    SessionPlan,
-    Step,
-    TracePlan,
-    is_input_required,
+    eras_differ,
+    has_get_stream,
+    has_handshake,
+    rules,
+    same_era,
+    translate,
 )
+from mcpbench.replay.asks import RecordedAsks
+from mcpbench.replay.plan import RecordedCall, SessionPlan, Step, TracePlan, is_input_required
 from mcpbench.replay.transports import Item, Lost, ReplayTransport, open_transport
 from mcpbench.target import Target
 from mcpbench.trace.format import Kind, now, text_or_b64
@@ -81,9 +83,6 @@ DEFAULT_TIMEOUT = 30.0
 # 2026-07-28 allows a request several input rounds; a server that keeps asking
 # is cut off here rather than looping.
 MAX_INPUT_ROUNDS = 8
-
-# Methods a 2026-07-28 session no longer has.
-HANDSHAKE_ONLY = ("initialize", "notifications/initialized", "ping")
 
 # `_ahead`: a step built after the wait, not before it.
 _LIVE = object()
@@ -176,7 +175,7 @@ class SessionRun:
 
     @property
     def era_switched(self) -> bool:
-        return era_of(self.version) is not None and era_of(self.plan.version) not in (None, era_of(self.version))
+        return eras_differ(self.plan.version, self.version)
 
 
 @dataclass(slots=True)
@@ -196,10 +195,9 @@ class _SessionRunner:
         self.plan = plan
         self.r = replayer
         self.version = replayer.protocol_version or plan.version or LATEST_HANDSHAKE
-        if era_of(self.version) is None:
+        if rules(self.version) is None:
             self.version = LATEST_HANDSHAKE
-        self.era = era_of(self.version)
-        self.recorded_era = era_of(plan.version) or Era.HANDSHAKE
+        self.translating = not same_era(plan.version, self.version)  # recorded in the other era
         self.run = SessionRun(plan, [LiveCall(call) for call in plan.calls], self.version)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.states: dict[Any, Any] = {}  # recorded requestState -> live
@@ -268,7 +266,7 @@ class _SessionRunner:
 
     def _steps(self) -> None:
         plan, run = self.plan, self.run
-        if self.era is Era.HANDSHAKE and self.recorded_era is Era.STATELESS:
+        if self.translating and has_handshake(self.version):
             self._handshake()
         last_sent: float | None = None
         last_ts: float | None = None
@@ -310,7 +308,7 @@ class _SessionRunner:
     def _listen(self) -> None:
         """Open the transport's GET stream when the recording shows the server speaking outside any call."""
         listen = getattr(self.transport, "listen", None)
-        if self.plan.listens and self.era is Era.HANDSHAKE and listen is not None:
+        if self.plan.listens and has_get_stream(self.version) and listen is not None:
             listen()
             self.listening = True
 
@@ -373,35 +371,23 @@ class _SessionRunner:
     def _prepare(self, message: Request | Notification, call: RecordedCall | None) -> Request | Notification | None:
         """The recorded message as this replay sends it, or None when the era drops it.
 
-        The 2026-07-28 envelope is the connection's to add (`ClientConnection.request`);
-        what stays here is what an era switch changes in the recording itself.
+        What an era switch changes in the recording itself is the core's (`versions.translate`;
+        an input round dropped there is asked as server requests, answered from the recording,
+        during its retry: the retry's final answer is the one to compare); the 2026-07-28 envelope
+        is the connection's to add (`ClientConnection.request`).
         """
         live = self.run.calls[call.index] if call is not None else None
         method, params = message.method, message.params
-        if self.era is Era.STATELESS and self.recorded_era is Era.HANDSHAKE:
-            if method in HANDSHAKE_ONLY:
+        if self.translating:
+            params, dropped = translate(method, params, self.plan.version, self.version,
+                                        input_round=call is not None and call.retried,
+                                        input_retry=call is not None and call.retry_of is not None)
+            if dropped is not None:
                 if live is not None:
-                    live.skipped = f"{method} does not exist in {self.version}"
+                    live.skipped = dropped
                 return None
-        elif self.era is Era.HANDSHAKE and self.recorded_era is Era.STATELESS:
-            if method == "server/discover":
-                if live is not None:
-                    live.skipped = f"server/discover is replaced by initialize in {self.version}"
-                return None
-            if call is not None and call.retried:
-                # The input round becomes a server request, answered from the recording,
-                # during the retry below: its final answer is the one to compare.
-                live.skipped = f"an input_required round: a server request in {self.version}"
-                return None
-            if call is not None and call.retry_of is not None and params:
-                params = {k: v for k, v in params.items() if k not in (INPUT_RESPONSES, REQUEST_STATE)}
-            if params and isinstance(params.get("_meta"), dict):
-                meta = {k: v for k, v in params["_meta"].items() if not k.startswith("io.modelcontextprotocol/")}
-                params = {k: v for k, v in params.items() if k != "_meta"}
-                if meta:
-                    params["_meta"] = meta
-        elif method == "initialize" and params and self.version != self.plan.version and self.r.protocol_version:
-            params = {**params, "protocolVersion": self.version}
+        elif method == "initialize" and params and self.r.protocol_version:
+            params = {**params, "protocolVersion": self.version}  # the version asked for, offered
         if params and REQUEST_STATE in params and params[REQUEST_STATE] in self.states:
             params = {**params, REQUEST_STATE: self.states[params[REQUEST_STATE]]}
         if isinstance(message, Notification):
@@ -419,7 +405,7 @@ class _SessionRunner:
         params = message.params
         if (params and REQUEST_STATE in params) or message.method in _BUILT_LIVE or self.conn.negotiated is None:
             return _LIVE, None  # (no version settled yet: an `initialize` is still in flight)
-        if self.era is not self.recorded_era:  # else `_prepare` has nothing left to change
+        if self.translating:  # else `_prepare` has nothing left to change
             message = self._prepare(message, step.call)
         if type(message) is not Request:
             return message, None
@@ -606,7 +592,7 @@ class Replayer:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        if protocol_version is not None and era_of(protocol_version) is None:
+        if protocol_version is not None and rules(protocol_version) is None:
             raise ReplayError(f"unknown protocol version {protocol_version!r}")
         self.target = target
         self.target_text = str(target)

@@ -37,7 +37,7 @@ from mcpbench.protocol.client import (
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
 from mcpbench.protocol.session import C2S
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, Era, era_of, meta_version
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, era_of, has_handshake, meta_version
 from mcpbench.replay.transports import Item, Lost, ReplayTransport, open_transport
 from mcpbench.target import Target
 
@@ -77,7 +77,7 @@ class _Upstream:
             with self._lock:
                 early = self.transport.connect(self.conn)
             self._route(early)
-            if era_of(version) is not Era.STATELESS:
+            if has_handshake(version):
                 self._handshake(hello)
                 if (listen := getattr(self.transport, "listen", None)) is not None:
                     listen()  # Streamable HTTP: the GET stream, for what the server sends outside requests

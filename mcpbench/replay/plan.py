@@ -29,39 +29,25 @@ from typing import Any
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
-from mcpbench.protocol.versions import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, Era, era_of, meta_version
+from mcpbench.protocol.versions import (
+    INPUT_REQUESTS,
+    INPUT_RESPONSES,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    Era,
+    asks_for_input,
+    call_name,
+    era_of,
+    meta_version,
+    progress_token,
+)
 from mcpbench.trace.format import Kind
 from mcpbench.trace.reader import TraceReader, collector_paused
-
-# Methods whose target (a tool, a prompt, a resource) names a call in reports.
-NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-# 2026-07-28 multi round-trip requests (SEP-2322): a result asking the client
-# for input, and the retried request carrying the answers.
-INPUT_REQUIRED = "input_required"
-INPUT_REQUESTS = "inputRequests"
-INPUT_RESPONSES = "inputResponses"
-REQUEST_STATE = "requestState"
 
 NO_SESSION = "-"
 
 # Event fields that can name the HTTP exchange a message travelled in (`_stream_key`).
 STREAM_FIELDS = frozenset({"stream", "flow", "exchange", "http"})
-
-
-def call_name(method: str, params: dict | None) -> str | None:
-    """The tool, prompt or resource a request names, if any."""
-    key = NAME_KEYS.get(method)
-    if key and params and isinstance(params.get(key), str):
-        return params[key]
-    return None
-
-
-def progress_token(params: dict | None) -> Any:
-    if not params:
-        return None
-    meta = params.get("_meta")
-    return meta.get("progressToken") if isinstance(meta, dict) else None
 
 
 def answer_obj(answer: Response | ErrorResponse | None) -> dict | None:
@@ -77,11 +63,8 @@ def answer_obj(answer: Response | ErrorResponse | None) -> dict | None:
 
 
 def is_input_required(answer: Response | ErrorResponse | None) -> bool:
-    return (
-        isinstance(answer, Response)
-        and isinstance(answer.result, dict)
-        and answer.result.get("resultType") == INPUT_REQUIRED
-    )
+    """Whether `answer` asks the client for input (2026-07-28's `input_required` result)."""
+    return isinstance(answer, Response) and asks_for_input(answer.result)
 
 
 @dataclass(slots=True)
@@ -108,6 +91,8 @@ class RecordedCall:
     answered: float | None = None
     notifications: list[dict] = field(default_factory=list)  # {"method", "params"} in arrival order
     asks: list[Ask] = field(default_factory=list)
+    # The two above in arrival order, with their times: (ts, {"method", "params"}) or (ts, Ask).
+    server: list[tuple[float, dict | Ask]] = field(default_factory=list)
     via: str | None = None  # how the answer came: "stdio", "json", "sse"
     retry_of: int | None = None  # the input_required call this request answers (2026-07-28)
     retried: bool = False  # a later call answers this call's input_required result
@@ -262,13 +247,18 @@ class _Builder:
             owner = self._owner(event)
             if owner is not None:
                 owner.asks.append(ask)
+                owner.server.append((ts, ask))
         elif isinstance(message, Notification):
             note = {"method": message.method, "params": message.params}
             token = (message.params or {}).get("progressToken")
             owner = self.tokens.get(token) if token is not None else None
             if owner is None and (key := _stream_key(event)) is not None:
                 owner = self.streams.get(key)
-            (owner.notifications if owner is not None else plan.notifications).append(note)
+            if owner is not None:
+                owner.notifications.append(note)
+                owner.server.append((ts, note))
+            else:
+                plan.notifications.append(note)
         else:
             call = self.open_calls.pop(message.id, None)
             if call is None:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT
+from mcpbench.protocol.versions import eras_differ
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import RecordedCall, SessionPlan, TracePlan, answer_obj
@@ -304,7 +305,7 @@ def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, la
     calls_a = a.calls if a else []
     calls_b = b.calls if b else []
     out = SessionResult(a.id if a else f"(only in B) {b.id}", b.id if b else None, [])
-    if a and b and a.era and b.era and a.era is not b.era:
+    if a and b and eras_differ(a.version, b.version):
         rules = _with_era(rules)
     keys_a = [(c.method, c.name) for c in calls_a]
     keys_b = [(c.method, c.name) for c in calls_b]

@@ -13,8 +13,9 @@ order is causal. Durability: a chunk is in the kernel (the spool's page cache)
 before the peer can have it. When the tee dies alone (even by kill -9), this
 process drains the spool to the trace and exits; it ignores SIGINT and SIGTERM
 for that reason. When the tee, the server and this process are killed together
-(a host killing its process group, the OOM killer), the spool is left behind
-and the trace reader finishes the trace from it (`trace/spool.py` `finish`). A
+(a host killing its process group, the OOM killer), the spool is left behind:
+every trace reader reads the rest of the trace from it, in memory, and
+`mcpbench trace finish` (or the next tee recording to that path) writes it. A
 spool is deleted once its trace is complete.
 
 The spool's frames and their decoding into trace lines are `trace/spool.py`'s
@@ -161,7 +162,8 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
     the host's pipes open.
 
     The tee's and the recorder's spool descriptors each hold a shared `flock`:
-    `spool.finish` takes it exclusively, so it never touches a live recording.
+    a reader of a spool left behind takes it exclusively (`spool.leftover`), so
+    it never reads a live recording as a killed one.
     """
     spool = spool_path(writer.path)
     try:
@@ -193,7 +195,7 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
         Recorder(writer, session_id).run(reader, alive_read)
         writer.close()
         if writer.failed:  # said on stderr when it happened; the tee ends non-zero
-            status = RECORDING_FAILED  # the spool stays: a later read finishes the trace from it
+            status = RECORDING_FAILED  # the spool stays: readers read the rest from it, `trace finish` writes it
         else:
             os.unlink(spool)  # the trace is complete: the raw copy goes (before our lock does)
     except BaseException:  # noqa: BLE001 - a child of fork must never return into the tee's code

@@ -31,6 +31,7 @@ recorder asks the kernel for a long slice so that it never holds a core a sessio
 for (see `recorder.background`: that was one round trip in a hundred, ~1 ms late).
 """
 
+import contextlib
 import errno
 import os
 import select
@@ -47,6 +48,7 @@ from mcpbench.protocol.rules import STDIO
 from mcpbench.stdio import orphans, recorder
 from mcpbench.trace.format import Kind
 from mcpbench.trace.spool import C2S_DATA, HEADER, S2C_DATA, STDERR_DATA, event_frame
+from mcpbench.trace.spool import finish as finish_trace
 from mcpbench.trace.writer import TraceWriter
 
 # One read takes at most a pipe's default capacity on Linux: larger reads only
@@ -265,7 +267,7 @@ class Tee:
                 code = os.waitstatus_to_exitcode(status)
                 if code == recorder.RECORDING_FAILED:  # it said why on stderr
                     self.recording_failed = "the trace could not be written to the end"
-                else:  # killed: what it had not written stays in the spool, which the next read finishes from
+                else:  # killed: what it had not written stays in the spool, which readers read on from
                     self.recording_failed = f"recorder gone (status {code}); recording stopped, traffic still passes"
                     self._say(f"mcpbench: {self.recording_failed}")
         finally:
@@ -285,6 +287,11 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
     writer = None
     if record:
         path = out or default_trace_path(os.path.basename(argv[0]) if argv else "session")
+        # A recording to this path killed with its recorder left a spool: that trace is written
+        # complete before it is replaced, so no spool is ever left beside another trace. (A path
+        # that cannot be written is said by the writer, next.)
+        with contextlib.suppress(OSError):
+            finish_trace(path)
         writer = TraceWriter(path, transport=TRANSPORT, header={"command": argv}, redactor=Redactor(redact))
         print(f"mcpbench: recording to {writer.path}", file=sys.stderr, flush=True)
     tee = Tee(argv, writer)

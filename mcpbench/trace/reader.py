@@ -29,7 +29,7 @@ from mcpbench.protocol.errors import TraceError
 from mcpbench.trace.compact import Expander
 from mcpbench.trace.compress import read_blocks
 from mcpbench.trace.format import BOM, FORMAT_VERSION, Kind
-from mcpbench.trace import spool
+from mcpbench.trace.spool import leftover
 
 REQUIRED = ("v", "ts", "kind")
 
@@ -73,7 +73,10 @@ class TraceReader:
 
     A last line that is cut short (the writer was killed mid-write) is skipped
     and described in `torn`; any other bad line raises `TraceError` naming the
-    file and line. `header` is the `trace` line, once read.
+    file and line. `header` is the `trace` line, once read. A stdio trace whose
+    tee and recorder were killed together reads complete: the rest of its events
+    is decoded from the spool beside it, in memory (`spool.leftover`). Reading
+    changes no file; `spool.finish` writes such a trace complete.
 
     Example:
         reader = TraceReader("session.jsonl")
@@ -90,8 +93,8 @@ class TraceReader:
         self._expander: Expander | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        with contextlib.suppress(OSError):  # a trace that cannot be written back is read as it is
-            spool.finish(self.path)  # a recording killed with its recorder: complete it first
+        # A recording killed with its recorder left the rest in a spool: read it too, changing neither file.
+        rest = leftover(self.path)
         try:
             handle = open(self.path, "rb")
         except OSError as exc:
@@ -108,13 +111,12 @@ class TraceReader:
                     continue
                 data = b"".join((*pieces, block[:cut])) if pieces else block[:cut]
                 pieces = [block[cut:]] if cut < len(block) else []
-                start = 0
-                while start < len(data):
-                    end = data.find(b"\n", start + BATCH_BYTES - 1) + 1 or len(data)
-                    yield from self._block(data[start:end])
-                    start = end
+                yield from self._lines(data)
             tail = b"".join(pieces)
-            if tail.strip():
+            if rest is not None:
+                if rest.lines:  # they replace the torn line the kill left, if any
+                    yield from self._lines(b"\n".join(rest.lines) + b"\n")
+            elif tail.strip():
                 # Only the file's last line can lack a newline. Unless it is a whole event, it is what
                 # a writer stopped mid-write leaves (or junk appended later): reported, never an event.
                 try:
@@ -129,10 +131,18 @@ class TraceReader:
                         f"{self.path}:{self.lines + 1}: torn last line skipped "
                         f"({len(tail)} bytes, no newline: the writer stopped mid-write)"
                     )
-            if notes:
+            if notes and rest is None:
                 self.torn = "; ".join(([self.torn] if self.torn else []) + notes)
         if self.lines == 0:
             raise TraceError(f"{self.path}: empty trace" + (" (only a torn line)" if self.torn else ""))
+
+    def _lines(self, data: bytes) -> Iterator[dict[str, Any]]:
+        """The events of whole lines `data` (ending in a newline), a batch at a time."""
+        start = 0
+        while start < len(data):
+            end = data.find(b"\n", start + BATCH_BYTES - 1) + 1 or len(data)
+            yield from self._block(data[start:end])
+            start = end
 
     def _block(self, data: bytes) -> Iterator[dict[str, Any]]:
         """The events of whole lines `data` (ending in a newline)."""

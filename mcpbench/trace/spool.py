@@ -4,8 +4,10 @@ The stdio tee appends each chunk it copies to `<trace>.spool` (mode 0600) before
 its recorder process (`stdio/recorder.py`) decodes the spool as it grows into the trace's events
 with a `SpoolDecoder`, and deletes the spool once the trace is complete. A spool outlives its
 recording only when the tee and its recorder were killed together (a host killing its process
-group, the OOM killer); `finish` then completes the trace from it with the same decoding. The
-trace reader calls it, so every command reads complete traces.
+group, the OOM killer). Such a trace reads complete all the same: the reader (`TraceReader`)
+decodes the spool's tail in memory (`leftover`) and changes neither file. Writing the finished
+trace to disk is one explicit step, `finish`: `mcpbench trace finish TRACE`, and the next
+`mcpbench tee` recording to that path before it starts.
 
 Frames: a header `<B q I` (frame kind, wall-clock time in integer µs, payload length) and the
 payload. The first frame (`START`) names the session and the redaction rules, so that a spool
@@ -208,14 +210,24 @@ class Leftover:
     compressed: str | None
 
 
+def leftover(trace: str | os.PathLike) -> Leftover | None:
+    """The events a spool beside `trace` holds beyond the trace's own, decoded in memory.
+
+    None when there is no spool, when a running tee or its recorder holds it (the recording is
+    live), or when it is not this trace's (the trace's events are not the beginning of the
+    spool's). Neither file is changed.
+    """
+    with _claimed(trace) as found:
+        return found
+
+
 def finish(trace: str | os.PathLike) -> Leftover | None:
     """Write `trace` complete from the spool a killed recording left beside it, then delete the spool.
 
-    A plain trace
+    The trace reads the same before and after (`leftover` gives what this appends). A plain trace
     has its torn last line, if any, cut and the rest appended; a compressed one is written anew
     beside it and renamed over it. Returns what was added, or None when there was nothing to
-    finish: no spool, one a running tee or its recorder holds (the recording is live), or one
-    that is not this trace's (the trace's events are not the beginning of the spool's).
+    finish (see `leftover`).
 
     Raises:
         OSError: the trace cannot be written (read-only, say); both files are left as they were.
@@ -236,6 +248,27 @@ def finish(trace: str | os.PathLike) -> Leftover | None:
     return found
 
 
+def live(trace: str | os.PathLike) -> bool:
+    """Whether a running tee or its recorder holds the spool beside `trace` (the recording goes on)."""
+    try:
+        fd = os.open(spool_path(trace), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return not _exclusive(fd)
+    finally:
+        os.close(fd)
+
+
+def _exclusive(fd: int) -> bool:
+    """Lock the spool `fd` exclusively unless a running tee or its recorder holds it (each holds it shared)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 @contextmanager
 def _claimed(trace: str | os.PathLike) -> Iterator[Leftover | None]:
     """The spool beside `trace` held exclusively (no recording holds it), with its leftover; or None."""
@@ -245,13 +278,7 @@ def _claimed(trace: str | os.PathLike) -> Iterator[Leftover | None]:
         yield None
         return
     with os.fdopen(fd, "rb") as handle:
-        try:
-            # A running tee and its recorder each hold a shared lock: then the recording is live.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield None
-            return
-        yield _compare(trace, handle.read())
+        yield _compare(trace, handle.read()) if _exclusive(fd) else None  # else the recording is live
 
 
 def _compare(trace: str | os.PathLike, data: bytes) -> Leftover | None:
@@ -284,10 +311,14 @@ def _decode_spool(data: bytes) -> list[bytes] | None:
     if len(data) < HEADER.size or HEADER.unpack_from(data)[0] != START:
         return None
     length = HEADER.unpack_from(data)[2]
-    start = orjson.loads(data[HEADER.size : HEADER.size + length])
-    encoder = TraceWriter(os.devnull, transport=STDIO, redactor=Redactor(start["redact"]))
+    try:
+        start = orjson.loads(data[HEADER.size : HEADER.size + length])
+        session, rules = start["session"], start["redact"]
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        return None  # a START frame the tee did not write
+    encoder = TraceWriter(os.devnull, transport=STDIO, redactor=Redactor(rules))
     encoder.close()  # only its encoding is used
-    decoder = SpoolDecoder(encoder, start["session"])
+    decoder = SpoolDecoder(encoder, session)
     _, records = decoder.take(data, len(data))
     records += decoder.finish()  # as the recorder ends a session it saw to the end
     return b"".join(records).split(b"\n")[:-1]

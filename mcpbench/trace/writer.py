@@ -214,36 +214,34 @@ class TraceWriter:
 
         The same line as `encode_message(session, direction, raw, ts, extra)` with `extra` =
         `{flow, http: {method, path, [status], content_type, headers}, [sse], [transport]}`, where
-        `http` is (method, path, status, content_type, headers) and `status` is left out for c2s;
-        the compact form is made at once (`Compactor.message`) rather than from a full event.
+        `http` is (method, path, status, content_type, headers) and `status` is left out for c2s.
         """
-        raw = self._message_text(raw)
-        head = self._compactor.message(ts, flow, session, transport or self.transport, direction, http, sse)
-        if head is None:  # a shape the direct path leaves to the general one
-            method, path, status, content_type, headers = http
-            fields = {"method": method, "path": path}
-            if direction == "s2c":
-                fields["status"] = status
-            fields["content_type"], fields["headers"] = content_type, headers
-            extra: dict[str, Any] = {"flow": flow, "http": fields}
-            if sse is not None:
-                extra["sse"] = sse
-            if transport is not None:
-                extra["transport"] = transport
-            return self.encode_message(session, direction, raw, ts, extra)
-        return orjson.dumps(head)[:-1] + b',"msg":' + raw + b"}\n"
+        method, path, status, content_type, headers = http
+        if direction == "s2c":
+            fields = {"method": method, "path": path, "status": status, "content_type": content_type, "headers": headers}
+        else:
+            fields = {"method": method, "path": path, "content_type": content_type, "headers": headers}
+        event = {
+            "v": FORMAT_VERSION, "ts": ts, "session": session, "transport": transport or self.transport,
+            "dir": direction, "kind": Kind.MESSAGE, "flow": flow, "http": fields,
+        }
+        if sse is not None:
+            event["sse"] = sse
+        return orjson.dumps(self._compactor.compact(event))[:-1] + b',"msg":' + self._message_text(raw) + b"}\n"
 
-    def encode_flow_http(self, *parts: Any) -> bytes | None:
-        """The `http` event of an exchange with an answer and no free-text fields, from its values
-        (`Compactor.http`, the recording addon's hot path); None when the flow's state asks for the
-        general path (`encode_flow_event` of the full event)."""
-        event = self._compactor.http(*parts)
-        return None if event is None else orjson.dumps(event) + b"\n"
-
-    def encode_flow_stream(self, *parts: Any) -> bytes:
-        """The `stream` event of an SSE answer opening or closing, from its values (`Compactor.stream`,
-        the recording addon's hot path): the line `encode_flow_event` makes of the full event."""
-        return orjson.dumps(self._compactor.stream(*parts)) + b"\n"
+    def encode_flow_stream(
+        self, ts: float, flow: str, session: str | None, transport: str, name: str, conn: str, method: str, path: str,
+        tail: dict,
+    ) -> bytes:
+        """The `stream` event of an SSE answer opening (`tail`: status, content_type, headers) or
+        closing (events, bytes), from its values (the recording addon's hot path): the line
+        `encode_flow_event` makes of the full event."""
+        event = {
+            "v": FORMAT_VERSION, "ts": ts, "session": session, "transport": transport, "dir": None,
+            "kind": Kind.STREAM, "flow": flow, "event": name, "conn": conn, "method": method, "path": path,
+        }
+        event.update(tail)
+        return orjson.dumps(self._compactor.compact(event)) + b"\n"
 
     def encode_messages(self, session: str | None, direction: str, raws: list[bytes], ts: float) -> bytes:
         """Several messages read at the same time `ts`, as trace lines in one bytes.

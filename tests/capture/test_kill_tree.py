@@ -2,7 +2,8 @@
 
 A host killing its process group, or the OOM killer, takes the tee, its recorder and the server
 at once, right after the last answer went out. Every message the client saw must be in the trace
-(read back with the trace reader, as every command does), in every try.
+(read back with the trace reader, as every command does, which decodes what the recorder had not
+written from the spool the tee left), in every try; `trace finish` then writes it complete.
 """
 
 import http.client
@@ -15,7 +16,7 @@ from pathlib import Path
 import orjson
 
 from mcpbench.trace import TraceReader
-from mcpbench.trace.spool import spool_path
+from mcpbench.trace.spool import finish, spool_path
 from tests.record.helpers import mitmdump, record_proxy
 from tests.stdio.test_tee import wait_for_exit
 from tests.support.servers import HOST
@@ -76,7 +77,9 @@ def test_tee_tree_killed_right_after_the_last_answer(tmp_path: Path) -> None:
         # All that crossed is there; only a torn last line may be missing.
         assert both == [REQUESTS, REQUESTS] or (torn and sum(both) == 2 * REQUESTS - 1), (attempt, both, torn)
         assert [e["msg"]["id"] for e in messages if e["dir"] == "s2c"][:REQUESTS] == list(range(REQUESTS))[: both[1]]
-        assert not spool_path(trace).exists()  # the reader completed the trace and removed the spool
+        finish(trace)  # the explicit step: the trace written as it was read, the spool removed
+        assert not spool_path(trace).exists()
+        assert recorded(trace) == (messages, torn)
     assert kept == [2 * REQUESTS] * TRIES
 
 

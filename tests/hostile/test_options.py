@@ -62,6 +62,13 @@ def test_ports_out_of_range(tmp_path, command, option, value):
     assert_clean_failure(run(args), EXIT_INPUT, option)
 
 
+@pytest.mark.parametrize(("option", "value"), [("--pace", "x0"), ("--pace", "sometimes"), ("--max-gap", "0")])
+def test_serve_trace_refuses_a_pace_that_cannot_work(tmp_path, option, value):
+    trace = counter_trace(tmp_path / "t.jsonl")
+    # A refused option stops the command before it serves anything (else `run` times out).
+    assert_clean_failure(run(["serve-trace", str(trace), "--transport", "sse", "--port", "9", option, value]), EXIT_INPUT, option)
+
+
 def test_record_listen_port_out_of_range(tmp_path):
     result = run(["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:70000"])
     assert_clean_failure(result, EXIT_INPUT, "--listen")
