@@ -7,6 +7,12 @@ the instance the policy picks)::
         --set mcpbench_balancer_instances=127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003 \\
         --set mcpbench_balancer_policy=sticky
 
+or as its own process through mcpbench's mitmproxy host (`mcpbench.mitmhost`, without mitmdump's
+idle addons), which is how `lab up` runs it (`lab/cluster.py`)::
+
+    python -m mcpbench.lab.balancer --upstream http://127.0.0.1:8001 --listen 127.0.0.1:8000 \\
+        --set mcpbench_balancer_instances=127.0.0.1:8001,127.0.0.1:8002 --set mcpbench_balancer_policy=sticky
+
 Policies:
 
 - `random`, `round-robin`: every request on its own, as HAProxy does in `mode http`;
@@ -27,8 +33,10 @@ SSE stream callable set before this addon's `responseheaders` is wrapped, not re
 
 # No `from __future__ import annotations`: mitmproxy loads this file as a script, and dataclasses
 # of a module missing from sys.modules cannot resolve string annotations.
+import argparse
 import itertools
 import random
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -268,3 +276,62 @@ class Balancer:
 
 
 addons = [Balancer()]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"mcpbench balancer: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m mcpbench.lab.balancer --upstream URL --listen HOST:PORT [--faults] [--set NAME=VALUE …]`.
+
+    The balancer in mitmproxy's reverse mode, in-process, and the fault addon after it with
+    `--faults` (`lab/faults.py`), until SIGINT or SIGTERM. `--set` takes the addons' options as
+    mitmdump's does. A bad argument or option value: one line, exit 2; the address taken: exit 3.
+    """
+    import asyncio
+
+    from mitmproxy import exceptions
+
+    from mcpbench.mitmhost import parse_listen, parse_upstream, reverse_master, run_master
+    from mcpbench.protocol.errors import McpbenchError
+
+    parser = _Parser(prog="python -m mcpbench.lab.balancer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upstream", required=True, metavar="URL", help="the reverse target (an instance; requests go where the policy says)")
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT")
+    parser.add_argument("--faults", action="store_true", help="also inject faults (the mcpbench_faults_* options)")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help="an addon option; repeatable")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad argument (2, said in one line)
+        return exc.code if isinstance(exc.code, int) else 2
+
+    async def serve() -> None:
+        master = reverse_master(spec, host, port)
+        # lazy: connect upstream once the request has picked its instance, not on accept
+        master.options.update(connection_strategy="lazy")
+        master.addons.add(Balancer())
+        if args.faults:
+            from mcpbench.lab.faults import Faults
+
+            master.addons.add(Faults())
+        master.options.set(*args.settings)
+        await run_master(master, host, port)
+
+    try:
+        spec, _ = parse_upstream(args.upstream)
+        host, port = parse_listen(args.listen)
+        asyncio.run(serve())
+    except exceptions.OptionsError as exc:  # the balancer's own name the addon; mitmproxy's do not
+        print(str(exc) if str(exc).startswith("mcpbench") else f"mcpbench balancer: {exc}", file=sys.stderr)
+        return 2
+    except McpbenchError as exc:
+        print(f"mcpbench balancer: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,8 @@
 """N reference-server instances behind a balancer on 127.0.0.1: what `mcpbench lab up` runs.
 
 `running_instances()` starts the instances (through `servers.reference_server`, which picks ports
-and stops them), `running_balancer()` puts the built-in balancer (`mitmdump` with
-`lab/balancer.py`) or HAProxy in front of them. Every process is stopped and reaped when its
+and stops them), `running_balancer()` puts the built-in balancer (`python -m mcpbench.lab.balancer`:
+`lab/balancer.py` in mitmproxy through `mcpbench.mitmhost`) or HAProxy in front of them. Every process is stopped and reaped when its
 context exits, also on failure or a signal turned into an exception.
 """
 
@@ -37,8 +37,6 @@ from mcpbench.protocol.errors import McpbenchError
 
 BALANCERS: Final = ("builtin", "haproxy")
 POLICIES: Final = ("random", "round-robin", "sticky", "source")
-BALANCER_SCRIPT: Final = Path(__file__).with_name("balancer.py")
-FAULTS_SCRIPT: Final = Path(__file__).with_name("faults.py")
 # Instances a lab may run at once: each is a Python process of some 60 MB.
 MAX_INSTANCES: Final = 16
 
@@ -132,7 +130,7 @@ def balancer_argv(
     """The command line of a balancer on 127.0.0.1:`port`, and HAProxy's config file (written here).
 
     `faults`: `--set` arguments for the fault addon (`faultplan.addon_settings`), loaded after the
-    balancer (builtin only).
+    balancer (builtin only). The builtin balancer is its own process (`lab/balancer.py`'s `main`).
     """
     names = instance_names(len(servers))
     if faults and kind != "builtin":
@@ -140,13 +138,10 @@ def balancer_argv(
     if kind == "builtin":
         instances = ",".join(f"{name}={HOST}:{server.port}" for name, server in zip(names, servers))
         return [
-            mitmdump_path(), "--mode", f"reverse:http://{HOST}:{servers[0].port}",
-            "--listen-host", HOST, "--listen-port", str(port),
-            # lazy: connect upstream once the request has picked its instance, not on accept
-            "--set", "connection_strategy=lazy", "--set", "flow_detail=0", "--set", "termlog_verbosity=warn",
-            "-s", str(BALANCER_SCRIPT),
+            sys.executable, "-m", "mcpbench.lab.balancer", "--upstream", f"http://{HOST}:{servers[0].port}",
+            "--listen", f"{HOST}:{port}",
             "--set", f"mcpbench_balancer_instances={instances}", "--set", f"mcpbench_balancer_policy={policy}",
-            *(["-s", str(FAULTS_SCRIPT), *faults] if faults else []),
+            *(["--faults", *faults] if faults else []),
         ], None
     from mcpbench.lab.haproxy import write_config
 

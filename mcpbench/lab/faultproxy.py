@@ -1,4 +1,4 @@
-"""`mcpbench faults`: mitmproxy's reverse mode, in-process, with the fault addon (as `record` runs its own).
+"""`mcpbench faults`: mitmproxy's reverse mode, in-process (`mcpbench.mitmhost`), with the fault addon.
 
     run_faults("http://127.0.0.1:8000/mcp", listen="127.0.0.1:8082", texts={"drop": "5%"}, log="f.jsonl")
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from mcpbench.lab.faultplan import ADDON_OPTIONS, LOG_OPTION, parse_plan
 from mcpbench.listen import check_listen
-from mcpbench.record.proxy import _Announce, _probe, new_master, parse_listen, parse_upstream, run_master
+from mcpbench.mitmhost import Announce, parse_listen, parse_upstream, probe, reverse_master, run_master
 
 DEFAULT_LISTEN = "127.0.0.1:8082"
 
@@ -24,9 +24,9 @@ def _default_ready(url: str) -> None:
 async def _serve(spec: str, path: str, host: str, port: int, texts: Mapping[str, str | None], log: str | None, on_ready) -> None:
     from mcpbench.lab.faults import Faults
 
-    master = new_master(spec, host, port)
+    master = reverse_master(spec, host, port)
     master.options.update(connection_strategy="lazy")
-    master.addons.add(Faults(), _Announce(path, on_ready))
+    master.addons.add(Faults(), Announce(path, on_ready))
     settings = {ADDON_OPTIONS[name]: str(value) for name, value in texts.items() if value is not None}
     master.options.update(**settings, **{LOG_OPTION: log or ""})
     await run_master(master, host, port)
@@ -50,7 +50,7 @@ def run_faults(
     spec, path = parse_upstream(upstream)
     host, port = parse_listen(listen)
     check_listen(host, port)
-    if problem := _probe(spec):
+    if problem := probe(spec):
         print(f"mcpbench: warning: {spec} {problem}; proxying anyway", file=sys.stderr, flush=True)
     if not plan.any:
         print("mcpbench: note: no fault chosen; passing traffic through untouched", file=sys.stderr, flush=True)

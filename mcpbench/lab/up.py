@@ -29,7 +29,7 @@ STATE_DIR: Final = Path("results") / "lab-up"
 # How often a foreground lab checks that its processes still run: a dead instance is noticed
 # within this, at the cost of one waitpid per process.
 HEALTH_INTERVAL: Final = 0.5
-# A detached lab starts N Python servers and mitmdump; on a busy 2-core machine that can take a
+# A detached lab starts N Python servers and the balancer; on a busy 2-core machine that can take a
 # while, and a lab that is not up by then has failed.
 DETACH_TIMEOUT: Final = 120.0
 # `lab down` waits this long for a lab to stop its processes (each gets 5 s to exit) before giving up.

@@ -5,7 +5,7 @@ HTTP(S)_PROXY and trust mitmproxy's CA for https upstreams)::
 
     mitmdump --mode reverse:http://127.0.0.1:8000 -s "$(mcpbench addon-path)" --set mcpbench_out=t.jsonl
 
-`mcpbench record` runs the same addons in-process. The trace has the format of the stdio tee's
+`mcpbench record` runs the same addon in-process. The trace has the format of the stdio tee's
 (docs/trace-format.md, HTTP kinds in docs/trace-format-http.md): one `message` event per JSON-RPC
 message with its HTTP context, one `http` event per HTTP exchange, `stream` events when an SSE stream
 opens, ends or breaks, `sse` events for SSE comments and events that carry no message, and
@@ -19,9 +19,14 @@ The observed session never breaks:
   and are recorded as `http` events only (`classify.py` tells them apart).
 - Secrets are redacted by the trace writer's `Redactor` (Authorization and cookies by default).
 
-`Recording` is put together from `output.py` (the trace file and the event encoders), `streams.py`
-(SSE streams) and what is here: each exchange from request to answer, and session endings. Session
-keys and the per-session state live in `sessions.py`.
+`McpRecorder` follows each exchange from request to answer and is composed of plain parts, one
+concern each: `TraceOutput` (`output.py`: the trace file and the event encoders), `SessionBook`
+(`sessions.py`: session keys and each session's state), `classify` (`classify.py`: what a request
+is), `SseTap` and `ChunkQueue` (`streams.py`: an SSE answer's bytes, read once forwarded) and
+`UpstreamTimeout` (`timeout.py`: the 504 for a silent upstream). Bytes become messages, or the
+violations that say why they are none, only in the protocol core's observer (`observer.py`):
+`read_body` for a request's or an answer's body, `SseObserver` (in the tap) for an event stream,
+its legacy `endpoint` event included.
 
 Everything here runs on mitmproxy's event loop, one hook at a time, on the proxy's hot path: per
 request the work is one JSON decode, one session step and a few `os.write`s.
@@ -35,15 +40,17 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
-from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import TraceError, TraceWriteError
-from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, is_json
+from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, legacy_session_key, resolve_endpoint
+from mcpbench.protocol.media import is_event_stream
+from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
+from mcpbench.protocol.sse import SseComment, SseEvent
 from mcpbench.record.classify import classify
-from mcpbench.record.exchange import LEGACY, STREAMABLE, HttpExchange, body_fields, json_text, looks_json, wire_text
+from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, wire_text
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
-from mcpbench.record.streams import SseStreams
+from mcpbench.record.streams import ChunkQueue, SseTap
 from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.trace.format import Kind, now
 
@@ -68,230 +75,33 @@ class _QuietStreaming(logging.Filter):
 _QUIET_STREAMING = _QuietStreaming()
 
 
-class Recording(SseStreams, TraceOutput):
-    """The state shared by the addon's hooks: the trace output, sessions, open exchanges.
-
-    Not an addon itself: `McpRecorder` calls into it. Every entry point collects its events and
-    writes them with one `os.write` (`_flush`) before it returns: a request is in the file before
-    mitmproxy sends it on. Every entry point first records the SSE chunks still queued (`settle`).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.book = SessionBook()
-        self.exchanges: dict[str, HttpExchange] = {}  # open exchanges by flow id
-
-    def close_writer(self) -> None:
-        self.settle()
-        super().close_writer()
-
-    # ---- requests -------------------------------------------------------------------------------
-
-    def request(self, flow) -> None:
-        self.settle()
-        writer = self.writer
-        if writer is None:
-            return
-        request = flow.request
-        data = request.data  # read at once: mitmproxy's `method` and `path` properties decode on every read
-        # The recorded path has secret query values redacted; matching uses the real one.
-        method, path = wire_text(data.method).upper(), data.path.decode("utf-8", "surrogateescape")
-        ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), method, writer.redactor.url(path))
-        self.exchanges[flow.id] = ex
-        # One pass over the raw header fields; every lookup reads this (lower-case) dict.
-        headers = ex.req_headers = self._headers(data.headers)
-        ex.req_content_type = headers.get("content-type")
-        classify(ex, request, headers, self.book)
-        if ex.session is not None:
-            self._record_request(ex)
-            self._flush()
-
-    def resolve(self, ex: HttpExchange, flow) -> str:
-        """The exchange's session key, deciding it now if the request did not name one."""
-        if ex.session is None:
-            response = flow.response
-            minted = None
-            if response is not None and 200 <= response.status_code < 300:
-                minted = self._resp_headers(ex, response).get(SESSION_ID)
-            ex.session = minted or ex.conn
-            self._record_request(ex)
-        return ex.session
-
-    def _record_request(self, ex: HttpExchange) -> None:
-        """Record the request's message and problems, now that its session key is known."""
-        if not ex.mcp:
-            return
-        ts = ex.req_ts
-        for code, detail, raw in ex.req_problems:
-            self._violation(ex, C2S, ts, code, detail, raw)
-        ex.req_problems = []
-        message = ex.req_message
-        if message is None:
-            return
-        http = (ex.method, ex.path, None, ex.req_content_type, ex.req_headers)
-        transport = ex.transport if ex.transport != STREAMABLE else None
-        self._lines.append(self.writer.encode_flow_message(ex.session, C2S.value, ex.req_raw, ts, ex.flow_id, http, transport))
-        ex.req_message = ex.req_raw = None
-        self._observe(ex, C2S, message, ts)
-
-    # ---- responses ------------------------------------------------------------------------------
-
-    def response(self, flow) -> None:
-        ex = self._answered(flow)
-        if ex is None:
-            return
-        response = flow.response
-        tap = ex.tap
-        fields: dict = {}
-        if tap is not None:
-            if not tap.started:  # the body ended with the headers: mitmproxy never called the tap
-                tap(response.get_content(strict=False) or b"")
-                tap(b"")
-                self.settle()
-        else:
-            body = response.data.content or b""
-            if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
-                body = response.get_content(strict=False) or b""
-            recorded = bool(body) and ex.mcp and self._response_body(ex, body)
-            if body and (not recorded or response.status_code >= 400):
-                fields = body_fields(body)
-        self._ended(ex, flow, fields)
-
-    def error(self, flow) -> None:
-        """The exchange failed (upstream refused, reset or timed out; a client that left)."""
-        ex = self._answered(flow)
-        if ex is None:
-            return
-        detail = flow.error.msg if flow.error else "unknown error"
-        if ex.tap is None:
-            self._event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
-        self._ended(ex, flow, {"error": detail})
-
-    def _answered(self, flow) -> HttpExchange | None:
-        """The exchange of `flow`, no longer open, with its answer's head and its session key."""
-        self.settle()
-        ex = self.exchanges.pop(flow.id, None)
-        if ex is None:
-            return None
-        if flow.response is not None:
-            self._resp_headers(ex, flow.response)
-        self.resolve(ex, flow)
-        return ex
-
-    def _ended(self, ex: HttpExchange, flow, fields: dict) -> None:
-        """The exchange's `http` event (with `fields`), the session it ends, and the write."""
-        self._http(ex, flow, fields)
-        self._end(ex, ex.resp_status)
-        self._flush()
-
-    def _response_body(self, ex: HttpExchange, body: bytes) -> bool:
-        """Record a buffered body's JSON-RPC message; False when it holds none."""
-        json_type = is_json(ex.resp_content_type)
-        if not (json_type or looks_json(body)):
-            return False
-        ts = now()
-        try:
-            message = jsonrpc.decode(body)
-        except jsonrpc.NotJson as exc:
-            if json_type:
-                self._violation(ex, S2C, ts, "not-json", f"{ex.resp_content_type} body: {exc.reason}", body)
-            return False
-        except jsonrpc.InvalidMessage as exc:
-            self._violation(ex, S2C, ts, "invalid-message", exc.reason, body)
-            return False
-        self._response_message(ex, json_text(body), message, ts, None)
-        return True
-
-    def _response_message(self, ex: HttpExchange, raw: bytes, message, ts: float, sse: dict | None) -> None:
-        http = (ex.method, ex.path, ex.resp_status, ex.resp_content_type, ex.resp_headers)
-        transport = ex.transport if ex.transport != STREAMABLE else None
-        self._lines.append(self.writer.encode_flow_message(ex.session, S2C.value, raw, ts, ex.flow_id, http, transport, sse))
-        self._observe(ex, S2C, message, ts)
-
-    def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
-        if ex.resp_headers is None:
-            data = response.data
-            headers = ex.resp_headers = self._headers(data.headers)
-            ex.resp_status = data.status_code
-            ex.resp_content_type = headers.get("content-type")
-        return ex.resp_headers
-
-    # ---- endings ---------------------------------------------------------------------------------
-
-    def _end(self, ex: HttpExchange, status: int | None) -> None:
-        """Session endings: a DELETE that succeeded, a legacy stream that ended."""
-        if not ex.mcp:
-            return
-        if ex.method == "DELETE" and status is not None and 200 <= status < 300:
-            self._close_session(ex, ex.session, keep=True)
-        elif ex.method == "GET" and ex.transport == LEGACY and ex.tap is not None:
-            self._close_session(ex, ex.session, keep=False)
-            self.book.forget_endpoints(ex.session)
-
-    def client_disconnected(self, client) -> None:
-        self.settle()
-        key = conn_key(client.id)
-        if key in self.book and self.writer is not None:
-            self._close_session(None, key, keep=False)
-            self._flush()
-
-    def _close_session(self, ex: HttpExchange | None, key: str, *, keep: bool) -> None:
-        """Close a session (violations only); `keep` it to flag messages that come after."""
-        for item in self.book.close(key, keep=keep):
-            self._session_violation(ex, key, item, now())
-
-    def done(self) -> None:
-        """The proxy is stopping: end open streams and exchanges, close every session."""
-        self.settle()
-        if self.writer is None:
-            return
-        ts = now()
-        for ex in list(self.exchanges.values()):
-            if ex.session is None:
-                ex.session = ex.conn
-                self._record_request(ex)
-            if ex.tap is not None and not ex.tap.closed:
-                ex.tap.closed = True
-                self._event(
-                    ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path,
-                    events=ex.tap.events, bytes=ex.tap.size, reason="proxy stopped",
-                )
-            elif ex.mcp:
-                self._event(
-                    ex, Kind.ERROR, None, ts, detail="the proxy stopped before the exchange ended",
-                    conn=ex.conn, method=ex.method, path=ex.path,
-                )
-        self.exchanges.clear()
-        for key in self.book.keys():
-            self._close_session(None, key, keep=False)
-        self.book.clear_endpoints()
-        self._write_now()
-
-    # ---- sessions ---------------------------------------------------------------------------------
-
-    def _observe(self, ex: HttpExchange, direction: Direction, message, ts: float) -> None:
-        version = ex.req_headers.get(PROTOCOL_VERSION)
-        for item in self.book.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
-            self._session_violation(ex, ex.session, item, ts)
-
-
-# ---- the addon ----------------------------------------------------------------------------------
-
-
 class McpRecorder:
-    """The recording addon: options and the trace file, the SSE tap, each HTTP exchange.
+    """The recording addon: its options, and each HTTP exchange from request to answer.
 
-    One object: mitmproxy offers every event to every addon object, so each extra object costs a
-    dispatch per event on the proxy's hot path; the upstream time-out (`timeout`) is called from
-    these hooks for that reason. The trace file is opened in `configure` and closed last in `done`.
+    One addon object, composed of plain parts: mitmproxy offers every event to every addon object,
+    so each extra one costs a dispatch per event on the proxy's hot path. Every hook first records
+    the SSE chunks still queued (`chunks.settle`), then collects its events in `output` and writes
+    them with one `os.write` (`output.flush`) before it returns: a request is in the file before
+    mitmproxy sends it on. The trace file is opened in `configure` and closed last in `done`.
+
+    Args:
+        exit_on_failure: end the process non-zero at `done` when the trace could not be written to
+            the end, and at start-up when it cannot be created (mitmdump; `mcpbench record` reads
+            `output` itself).
+        timeout: the upstream time-out, driven from these hooks (`timeout.py`), or None.
     """
 
-    def __init__(self, recording: Recording, *, exit_on_failure: bool = False, timeout: UpstreamTimeout | None = None) -> None:
-        self.recording = recording
+    def __init__(self, *, exit_on_failure: bool = False, timeout: UpstreamTimeout | None = None) -> None:
+        self.output = TraceOutput()
+        self.sessions = SessionBook()
+        self.chunks = ChunkQueue(self._stream_chunk)
+        self.exchanges: dict[str, HttpExchange] = {}  # open exchanges by flow id
         self.exit_on_failure = exit_on_failure
-        self.timeout = timeout  # the 504 for a silent upstream, driven from these hooks (record/timeout.py)
+        self.timeout = timeout
         self.running_ = False  # mitmproxy has started (options set now are changes, not start-up)
         self.rolling_back = False  # an OptionsError was raised: mitmproxy's next configure undoes the change
+
+    # ---- options ----------------------------------------------------------------------------------
 
     def running(self) -> None:
         self.running_ = True
@@ -328,10 +138,11 @@ class McpRecorder:
         upstreams = [mode.split(":", 1)[1] for mode in modes if mode.startswith("reverse:")]
         if upstreams:  # what the trace header names for a tee's command (docs/trace-format.md)
             header["upstream"] = upstreams[0] if len(upstreams) == 1 else upstreams
+        self.chunks.settle()  # what the old trace's streams sent goes to the old trace
         try:
-            self.recording.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
+            self.output.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
         except TraceError as exc:
-            self.recording.open_error = exc
+            self.output.open_error = exc
             if self.exit_on_failure and not self.running_:
                 # At mitmdump's start an exception here is logged with a traceback and mitmdump
                 # exits 1: say it in one line and end with our exit status instead. Later (an
@@ -341,57 +152,313 @@ class McpRecorder:
             self.rolling_back = True
             raise exceptions.OptionsError(str(exc)) from None
 
+    # ---- requests ---------------------------------------------------------------------------------
+
     def request(self, flow) -> None:
-        self.recording.request(flow)
+        self.chunks.settle()
+        output = self.output
+        if output.writer is not None:
+            request = flow.request
+            data = request.data  # read at once: mitmproxy's `method` and `path` properties decode on every read
+            # The recorded path has secret query values redacted; matching uses the real one.
+            method, path = wire_text(data.method).upper(), data.path.decode("utf-8", "surrogateescape")
+            ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), method, output.writer.redactor.url(path))
+            self.exchanges[flow.id] = ex
+            # One pass over the raw header fields; every lookup reads this (lower-case) dict.
+            headers = ex.req_headers = output.headers(data.headers)
+            ex.req_content_type = headers.get("content-type")
+            classify(ex, request, headers, self.sessions)
+            if ex.session is not None:
+                self._record_request(ex)
+                output.flush()
         if self.timeout is not None:  # after recording: the request goes upstream when this returns
             self.timeout.sent(flow)
 
+    def resolve(self, ex: HttpExchange, flow) -> str:
+        """The exchange's session key, deciding it now if the request did not name one."""
+        if ex.session is None:
+            response = flow.response
+            minted = None
+            if response is not None and 200 <= response.status_code < 300:
+                minted = self._resp_headers(ex, response).get(SESSION_ID)
+            ex.session = minted or ex.conn
+            self._record_request(ex)
+        return ex.session
+
+    def _record_request(self, ex: HttpExchange) -> None:
+        """Record the request's message and problems, now that its session key is known."""
+        if not ex.mcp:
+            return
+        ts = ex.req_ts
+        for item in ex.req_problems:
+            self.output.violation(ex, C2S, ts, item.code, item.detail, item.raw)
+        ex.req_problems = []
+        message = ex.req_message
+        if message is None:
+            return
+        raw, ex.req_message, ex.req_raw = ex.req_raw, None, None
+        self._message(ex, C2S, raw, message, ts)
+
+    # ---- answers ----------------------------------------------------------------------------------
+
     def responseheaders(self, flow) -> None:
-        """Streams a `text/event-stream` answer through a recording callable, never buffering it."""
+        """Streams a `text/event-stream` answer through an `SseTap`, never buffering it."""
         if self.timeout is not None:
             self.timeout.answered(flow)
-        self.recording.response_headers(flow)
+        self.chunks.settle()
+        ex = self.exchanges.get(flow.id)
+        if ex is None:
+            return
+        response = flow.response
+        headers = self._resp_headers(ex, response)
+        if not is_event_stream(ex.resp_content_type):
+            return
+        ex.mcp = True
+        if ex.method == "GET" and ex.session is None:
+            ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
+        self.resolve(ex, flow)
+        encoding = headers.get("content-encoding")
+        tap = ex.tap = response.stream = SseTap(self.chunks, ex, flow.request, encoding)
+        # Not flushed here: the first chunk (or any other exchange) writes it moments later.
+        self.output.stream(ex, now(), "open", {"status": ex.resp_status, "content_type": ex.resp_content_type, "headers": headers})
+        if encoding and type(item := tap.observer.next_event()) is Violation:
+            tap.closed = True  # an encoding the observer cannot undo: passed through untouched, unread
+            self.output.violation(ex, S2C, now(), item.code, item.detail, item.raw)
 
     def response(self, flow) -> None:
         if self.timeout is not None:
             self.timeout.answered(flow)  # an answer another addon set comes without `responseheaders`
         if detail := flow.metadata.get(TIMED_OUT):  # our 504 for a silent upstream (record/timeout.py)
             flow.error = Error(detail)  # recorded as a failed exchange, with this cause
-            self.recording.error(flow)
+            self._failed(flow)
+            return
+        ex = self._answered(flow)
+        if ex is None:
+            return
+        response = flow.response
+        tap = ex.tap
+        fields: dict = {}
+        if tap is not None:
+            if not tap.started:  # the body ended with the headers: mitmproxy never called the tap
+                tap(response.get_content(strict=False) or b"")
+                tap(b"")
+                self.chunks.settle()
         else:
-            self.recording.response(flow)
+            body = response.data.content or b""
+            if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
+                body = response.get_content(strict=False) or b""
+            recorded = bool(body) and ex.mcp and self._response_body(ex, body)
+            if body and (not recorded or response.status_code >= 400):
+                fields = body_fields(body)
+        self._ended(ex, flow, fields)
 
     def error(self, flow) -> None:
+        """The exchange failed (upstream refused, reset or timed out; a client that left)."""
         if self.timeout is not None:
             self.timeout.answered(flow)
-        self.recording.stream_error(flow)
-        self.recording.error(flow)
+        self.chunks.settle()
+        ex = self.exchanges.get(flow.id)
+        if ex is not None and ex.tap is not None and not ex.tap.closed:
+            self._stream_broke(ex, flow)
+        self._failed(flow)
+
+    def _failed(self, flow) -> None:
+        ex = self._answered(flow)
+        if ex is None:
+            return
+        detail = flow.error.msg if flow.error else "unknown error"
+        if ex.tap is None:
+            self.output.event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
+        self._ended(ex, flow, {"error": detail})
+
+    def _answered(self, flow) -> HttpExchange | None:
+        """The exchange of `flow`, no longer open, with its answer's head and its session key."""
+        self.chunks.settle()
+        ex = self.exchanges.pop(flow.id, None)
+        if ex is None:
+            return None
+        if flow.response is not None:
+            self._resp_headers(ex, flow.response)
+        self.resolve(ex, flow)
+        return ex
+
+    def _ended(self, ex: HttpExchange, flow, fields: dict) -> None:
+        """The exchange's `http` event (with `fields`), the session it ends, and the write."""
+        self.output.http(ex, flow, fields)
+        self._end(ex, ex.resp_status)
+        self.output.flush()
+
+    def _response_body(self, ex: HttpExchange, body: bytes) -> bool:
+        """Record a buffered body's JSON-RPC message, or why it holds none; False when it holds none."""
+        for item in read_body(body, S2C, ex.resp_content_type):  # at most one
+            if type(item) is Observed:
+                self._message(ex, S2C, json_text(item.raw), item.message, now())
+                return True
+            self.output.violation(ex, S2C, now(), item.code, item.detail, item.raw)
+        return False
+
+    def _resp_headers(self, ex: HttpExchange, response) -> dict[str, str]:
+        if ex.resp_headers is None:
+            data = response.data
+            headers = ex.resp_headers = self.output.headers(data.headers)
+            ex.resp_status = data.status_code
+            ex.resp_content_type = headers.get("content-type")
+        return ex.resp_headers
+
+    # ---- SSE answers ------------------------------------------------------------------------------
+
+    def _stream_chunk(self, tap: SseTap, chunk: bytes, ts: float) -> None:
+        """Record what one forwarded chunk of an SSE answer (b"": its end) completes, read at `ts`."""
+        ex = tap.exchange
+        output = self.output
+        for item in tap.read(chunk):
+            kind = type(item)
+            if kind is Observed:
+                sse = item.sse
+                fields = {"event": sse.event} if sse.id is None else {"event": sse.event, "id": sse.id}
+                self._message(ex, S2C, json_text(item.raw), item.message, ts, fields)
+            elif kind is Violation:
+                output.violation(ex, S2C, ts, item.code, item.detail, item.raw)
+                if item.code == "sse-line-too-long":
+                    tap.closed = True  # the observer reads this stream no further
+            elif kind is SseComment:
+                output.event(ex, Kind.SSE, S2C, ts, comment=item.text)
+            elif kind is Endpoint:
+                self._endpoint(tap, item, ts)
+            else:  # an SSE event that carries no message
+                output.event(ex, Kind.SSE, S2C, ts, **_sse_fields(item))
+        if chunk:
+            output.flush()
+        else:  # the end: the `response` hook follows at once and writes this with the `http` event
+            tap.closed = True
+            output.stream(ex, ts, "close", {"events": tap.observer.events, "bytes": tap.size})
+
+    def _endpoint(self, tap: SseTap, item: Endpoint, ts: float) -> None:
+        """A legacy stream's `endpoint` event: POSTs to it belong to the session it names from now on.
+
+        POSTs go to the endpoint as sent; the trace (its data, and the session key taken from it)
+        gets it with secret query values fingerprinted.
+        """
+        ex = tap.exchange
+        url = resolve_endpoint(tap.request.url, item.data)
+        redact = self.output.writer.redactor.url
+        fields = _sse_fields(item.sse)
+        data = fields["data"] = redact(item.data)
+        key = legacy_session_key(data)
+        self.sessions.add_endpoint(url, key)
+        fields["endpoint"] = redact(url)
+        fields["conn_session"] = ex.session
+        ex.session, ex.transport = key, LEGACY
+        self.output.event(ex, Kind.SSE, S2C, ts, **fields)
+
+    def _stream_broke(self, ex: HttpExchange, flow) -> None:
+        """The SSE answer of `ex` broke: the event it cut short, and the stream's `error` event."""
+        tap = ex.tap
+        ts = now()
+        for item in tap.broken():
+            if type(item) is Violation:
+                self.output.violation(ex, S2C, ts, item.code, item.detail, item.raw)
+        detail = flow.error.msg if flow.error else "stream broken"
+        self.output.event(
+            ex, Kind.STREAM, None, now(), event="error", conn=ex.conn, method=ex.method, path=ex.path,
+            events=tap.observer.events, bytes=tap.size, error=detail,
+        )
+
+    # ---- sessions ---------------------------------------------------------------------------------
+
+    def _message(self, ex: HttpExchange, direction: Direction, raw: bytes, message, ts: float, sse: dict | None = None) -> None:
+        """Record a message of `ex` (its JSON text `raw`) and show it to its session."""
+        self.output.message(ex, direction, raw, ts, sse)
+        version = ex.req_headers.get(PROTOCOL_VERSION)
+        for item in self.sessions.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
+            self.output.session_violation(ex, ex.session, item, ts)
+
+    def _end(self, ex: HttpExchange, status: int | None) -> None:
+        """Session endings: a DELETE that succeeded, a legacy stream that ended."""
+        if not ex.mcp:
+            return
+        if ex.method == "DELETE" and status is not None and 200 <= status < 300:
+            self._close_session(ex, ex.session, keep=True)
+        elif ex.method == "GET" and ex.transport == LEGACY and ex.tap is not None:
+            self._close_session(ex, ex.session, keep=False)
+            self.sessions.forget_endpoints(ex.session)
 
     def client_disconnected(self, client) -> None:
-        self.recording.client_disconnected(client)
+        self.chunks.settle()
+        key = conn_key(client.id)
+        if key in self.sessions and self.output.writer is not None:
+            self._close_session(None, key, keep=False)
+            self.output.flush()
+
+    def _close_session(self, ex: HttpExchange | None, key: str, *, keep: bool) -> None:
+        """Close a session (violations only); `keep` it to flag messages that come after."""
+        for item in self.sessions.close(key, keep=keep):
+            self.output.session_violation(ex, key, item, now())
+
+    # ---- the end ----------------------------------------------------------------------------------
 
     def done(self) -> None:
+        """The proxy is stopping: end open streams and exchanges, close every session and the trace."""
         logging.getLogger(MITMPROXY_SERVER_LOGGER).removeFilter(_QUIET_STREAMING)
         if self.timeout is not None:
             self.timeout.done()
-        recording = self.recording
-        recording.done()
-        recording.close_writer()
-        if recording.failed and self.exit_on_failure:
+        self.chunks.settle()
+        if self.output.writer is not None:
+            self._stopped()
+        self.chunks.settle()
+        self.output.close()
+        if self.output.failed and self.exit_on_failure:
             # In mitmdump, as its own save addon does: the reason was said when it happened; the
             # proxy kept serving, and now ends non-zero.
             raise SystemExit(TraceWriteError.exit_code)
+
+    def _stopped(self) -> None:
+        """The events of what the proxy's stop cuts short, and every session closed."""
+        output = self.output
+        ts = now()
+        for ex in list(self.exchanges.values()):
+            if ex.session is None:
+                ex.session = ex.conn
+                self._record_request(ex)
+            if ex.tap is not None and not ex.tap.closed:
+                ex.tap.closed = True
+                output.event(
+                    ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path,
+                    events=ex.tap.observer.events, bytes=ex.tap.size, reason="proxy stopped",
+                )
+            elif ex.mcp:
+                output.event(
+                    ex, Kind.ERROR, None, ts, detail="the proxy stopped before the exchange ended",
+                    conn=ex.conn, method=ex.method, path=ex.path,
+                )
+        self.exchanges.clear()
+        for key in self.sessions.keys():
+            self._close_session(None, key, keep=False)
+        self.sessions.clear_endpoints()
+        output.flush()
+
+
+def _sse_fields(item: SseEvent) -> dict:
+    """An SSE event's fields as an `sse` trace event holds them."""
+    fields: dict = {"event": item.event}
+    if item.id is not None:
+        fields["id"] = item.id
+    if item.retry is not None:
+        fields["retry"] = item.retry
+    if item.data is not None:
+        fields["data"] = item.data
+    return fields
 
 
 def make_addons(*, exit_on_failure: bool = False, upstream_timeout: bool = False) -> list:
     """A fresh recording addon (a list of one, as mitmproxy scripts name theirs).
 
     `exit_on_failure`: end the process non-zero at `done` when the trace could not be written to
-    the end (for mitmdump; `mcpbench record` reads `Recording.failed` itself). `upstream_timeout`:
+    the end (for mitmdump; `mcpbench record` reads `McpRecorder.output` itself). `upstream_timeout`:
     answer 504 for an upstream that does not answer in time (the `mcpbench_upstream_timeout` option).
     """
     timeout = UpstreamTimeout() if upstream_timeout else None
-    return [McpRecorder(Recording(), exit_on_failure=exit_on_failure, timeout=timeout)]
+    return [McpRecorder(exit_on_failure=exit_on_failure, timeout=timeout)]
 
 
 # mitmdump -s: the recording, with a 504 for an upstream that does not answer in time.

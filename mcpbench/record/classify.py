@@ -1,5 +1,6 @@
 """Request classification for the recording addon: is an HTTP request MCP, which transport and
-session does it belong to, and what message (or problem) does its body hold.
+session does it belong to, and what message (or problem) does its body hold (read by the protocol
+core's observer, `observer.read_body`).
 
 Requests that are not MCP pass untouched and are recorded as `http` events only. The answer is
 decided from what the request itself shows, at the least cost (it runs for every proxied request):
@@ -8,9 +9,12 @@ that looks like JSON; a GET that carries a session or asks for an event stream; 
 """
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.http import METHOD, PROTOCOL_VERSION, SESSION_ID, is_json, method_header_problems
+from mcpbench.protocol.http import METHOD, PROTOCOL_VERSION, SESSION_ID, method_header_problems
+from mcpbench.protocol.media import is_json, looks_json
+from mcpbench.protocol.observer import Observed, Violation, read_body
+from mcpbench.protocol.session import C2S
 from mcpbench.protocol.versions import meta_version
-from mcpbench.record.exchange import LEGACY, HttpExchange, json_text, looks_json
+from mcpbench.record.exchange import LEGACY, HttpExchange, json_text
 from mcpbench.record.sessions import SessionBook
 from mcpbench.trace.format import now
 
@@ -38,7 +42,7 @@ def classify(ex: HttpExchange, request, headers: dict[str, str], book: SessionBo
             or looks_json(body)
         )
         if ex.mcp:
-            read_body(ex, body, headers)
+            read_request(ex, body, headers)
     elif method == "GET":
         # The Streamable HTTP GET stream carries a session; legacy `GET /sse` carries nothing.
         ex.mcp = session_id is not None or "text/event-stream" in headers.get("accept", "")
@@ -48,23 +52,17 @@ def classify(ex: HttpExchange, request, headers: dict[str, str], book: SessionBo
         ex.session = session_id
 
 
-def read_body(ex: HttpExchange, body: bytes, headers: dict[str, str]) -> None:
-    """Decode an MCP request's body into `ex.req_message`, or note why it holds none (`req_problems`),
+def read_request(ex: HttpExchange, body: bytes, headers: dict[str, str]) -> None:
+    """Read an MCP request's body into `ex.req_message`, or note why it holds none (`req_problems`),
     with the header rules its message breaks; they are recorded once the session key is known."""
     ex.req_ts = now()
-    if not body:
-        ex.req_problems.append(("empty-body", f"{ex.method} {ex.path} without a body", None))
+    (event,) = read_body(body, C2S, ex.req_content_type, required=True, label=f"{ex.method} {ex.path}")
+    if type(event) is not Observed:
+        ex.req_problems.append(event)
         return
-    try:
-        message = jsonrpc.decode(body)
-    except jsonrpc.NotJson as exc:
-        ex.req_problems.append(("not-json", exc.reason, body))
-        return
-    except jsonrpc.InvalidMessage as exc:
-        ex.req_problems.append(("invalid-message", exc.reason, body))
-        return
-    ex.req_raw, ex.req_message = json_text(body), message
+    message = event.message
+    ex.req_raw, ex.req_message = json_text(event.raw), message
     if not isinstance(message, jsonrpc.Batch):
         version = meta_version(getattr(message, "params", None)) or headers.get(PROTOCOL_VERSION)
         for code, detail in method_header_problems(message, headers, version=version, transport=ex.transport):
-            ex.req_problems.append((code, detail, None))
+            ex.req_problems.append(Violation(code, detail, C2S))

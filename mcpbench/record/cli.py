@@ -33,7 +33,8 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
 
     Example: mcpbench record --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8081 --out s.jsonl
     """
-    from mcpbench.record.proxy import UpstreamTls, run_record
+    from mcpbench.mitmhost import UpstreamTls
+    from mcpbench.record.proxy import run_record
 
     check_output(out, "--out")
     tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)

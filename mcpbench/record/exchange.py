@@ -1,4 +1,4 @@
-"""One HTTP exchange as the recording addon follows it, and the stream callable of an SSE answer.
+"""One HTTP exchange as the recording addon follows it.
 
 Helpers here turn mitmproxy's raw request and response parts into what a trace holds (header pairs,
 URLs, bodies cut to `MAX_BODY_BYTES`), at the least cost: they run for every proxied request.
@@ -10,11 +10,11 @@ import orjson
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP
-from mcpbench.protocol.sse import SseParser
+from mcpbench.protocol.session import Violation
 from mcpbench.trace.format import text_or_b64
 
 if TYPE_CHECKING:
-    from mcpbench.record.addon import Recording
+    from mcpbench.record.streams import SseTap
 
 STREAMABLE, LEGACY = STREAMABLE_HTTP, LEGACY_SSE  # the names the protocol core's rule table uses
 
@@ -69,10 +69,6 @@ def wire_text(raw: bytes, encoding: str = UTF8) -> str:
     return text
 
 
-def looks_json(body: bytes) -> bool:
-    return body.lstrip()[:1] in (b"{", b"[")
-
-
 def body_fields(body: bytes, name: str = "body") -> dict:
     if len(body) <= MAX_BODY_BYTES:
         return {name: text_or_b64(body)}
@@ -94,7 +90,7 @@ class HttpExchange:
         self.method = method
         self.path = path
         self.mcp = False
-        self.session: str | None = None  # None until known (see `Recording.resolve`)
+        self.session: str | None = None  # None until known (see `McpRecorder.resolve`)
         self.transport = STREAMABLE
         self.req_headers: dict[str, str] = {}
         self.req_content_type: str | None = None
@@ -102,36 +98,8 @@ class HttpExchange:
         self.req_raw: bytes | None = None
         self.req_message: jsonrpc.Message | None = None
         self.req_ts = 0.0
-        self.req_problems: list[tuple[str, str, bytes | None]] = []
+        self.req_problems: list[Violation] = []
         self.resp_headers: dict[str, str] | None = None
         self.resp_status: int | None = None
         self.resp_content_type: str | None = None
-        self.tap: "StreamTap | None" = None
-
-
-class StreamTap:
-    """The stream callable of one SSE response: return the chunk unchanged, record it right after.
-
-    mitmproxy calls it and then writes what it returns to the client in the same turn of the event
-    loop, so the chunk is queued (`Recording.defer_chunk`) and parsed and recorded once it has been
-    forwarded: the recorder's work (SSE parsing, JSON decoding, the session step, encoding) stays
-    off the event's way to the client.
-    """
-
-    __slots__ = ("recording", "exchange", "request", "parser", "decode", "events", "size", "started", "closed")
-
-    def __init__(self, recording: "Recording", exchange: HttpExchange, request, decode=None) -> None:
-        self.recording = recording
-        self.exchange = exchange
-        self.request = request  # the stream's request: a legacy endpoint URI is relative to its URL
-        self.parser = SseParser()
-        self.decode = decode  # for a compressed stream: its incremental decoder (`stream_decoder`)
-        self.events = 0
-        self.size = 0
-        self.started = False
-        self.closed = False
-
-    def __call__(self, chunk: bytes) -> bytes:
-        if not self.closed:
-            self.recording.defer_chunk(self, chunk)
-        return chunk
+        self.tap: "SseTap | None" = None  # an SSE answer's

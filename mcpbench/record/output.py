@@ -1,14 +1,16 @@
 """The trace output of the recording addon: the trace file, and the encoding of every event.
 
-Each hook of the addon collects its events here (`_lines`) and writes them with one `os.write`
-(`_flush`) before it returns, so a request is in the file before mitmproxy sends it on. Header
-blocks are redacted once and cached: clients and servers repeat them on every exchange.
+`TraceOutput` is one part the addon is composed of (`addon.py`): the addon hands it what happened,
+each exchange's part as an `HttpExchange`, and it collects the encoded lines; the addon writes them
+with one `os.write` (`flush`) before each hook returns, so a request is in the file before
+mitmproxy sends it on. Header blocks are redacted once and cached: clients and servers repeat them
+on every exchange.
 """
 
 import logging
 from collections.abc import Sequence
 
-from mcpbench.protocol.session import Direction, Violation
+from mcpbench.protocol.session import C2S, Direction, Violation
 from mcpbench.record.exchange import LATIN1, STREAMABLE, HttpExchange, body_fields, url_of, wire_text
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
@@ -28,7 +30,11 @@ DEFAULT_LABEL = "http"
 
 
 class TraceOutput:
-    """The trace writer, the events collected for it, and the encoders of the HTTP event kinds."""
+    """The trace writer, the lines collected for it, and the encoders of the HTTP event kinds.
+
+    Every encoder appends one line; nothing is written until `flush`. `writer` is None before
+    `open` and after `close`: the addon records nothing then.
+    """
 
     def __init__(self) -> None:
         self.writer: TraceWriter | None = None
@@ -60,35 +66,32 @@ class TraceOutput:
         if isinstance(header.get("mode"), list):  # `upstream:http://user:password@proxy:8080`
             header = header | {"mode": [redactor.url(mode) for mode in header["mode"]]}
         writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=redactor)
-        self.close_writer()
+        self.close()
         self.writer, self.settings = writer, settings
         self._header_cache.clear()
         self._field_cache.clear()
         logger.info(f"mcpbench: recording MCP traffic to {writer.path}")
 
-    def close_writer(self) -> None:
+    def close(self) -> None:
+        """Write what is collected and close the trace (`events_written` and `failed` say how it went)."""
         if self.writer is not None:
-            self._write_now()
+            self.flush()
             self.events_written = self.writer.events
             self.writer.close()
             self.failed = self.writer.failed
             self.writer = None
 
-    def _flush(self) -> None:
-        """Write the collected events now, with one `os.write`.
+    def flush(self) -> None:
+        """Write the collected lines now, with one `os.write`.
 
         At once rather than at the end of the loop's turn: a `call_soon` round per hook cost more
         CPU than the few writes it saved by coalescing, and nothing waits in memory.
         """
-        if self._lines:
-            self._write_now()
-
-    def _write_now(self) -> None:
         if self._lines and self.writer is not None:
             lines, self._lines = self._lines, []
             self.writer.write_lines(lines)
 
-    def _headers(self, headers) -> dict[str, str]:
+    def headers(self, headers) -> dict[str, str]:
         """A mitmproxy `Headers` as a redacted dict with lower-case names, cached by its raw fields.
 
         Clients and servers repeat the same header blocks; the cache skips decoding and redacting
@@ -122,7 +125,22 @@ class TraceOutput:
 
     # ---- events ---------------------------------------------------------------------------------
 
-    def _session_violation(self, ex: HttpExchange | None, key: str, item: Violation, ts: float) -> None:
+    def message(self, ex: HttpExchange, direction: Direction, raw: bytes, ts: float, sse: dict | None = None) -> None:
+        """A JSON-RPC message of `ex` whose JSON text (one line) is `raw`; `sse`: its SSE event's fields."""
+        if direction is C2S:
+            http = (ex.method, ex.path, None, ex.req_content_type, ex.req_headers)
+        else:
+            http = (ex.method, ex.path, ex.resp_status, ex.resp_content_type, ex.resp_headers)
+        transport = ex.transport if ex.transport != STREAMABLE else None
+        self._lines.append(self.writer.encode_flow_message(ex.session, direction.value, raw, ts, ex.flow_id, http, transport, sse))
+
+    def stream(self, ex: HttpExchange, ts: float, event: str, fields: dict) -> None:
+        """A `stream` event of `ex`'s SSE answer: `open` (its status, content type, headers) or `close`."""
+        self._lines.append(self.writer.encode_flow_stream(
+            ts, ex.flow_id, ex.session, ex.transport, event, ex.conn, ex.method, ex.path, fields,
+        ))
+
+    def session_violation(self, ex: HttpExchange | None, key: str, item: Violation, ts: float) -> None:
         event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}
         if ex is not None:
             event["flow"] = ex.flow_id
@@ -131,13 +149,13 @@ class TraceOutput:
         event["code"], event["detail"] = item.code, item.detail
         self._lines.append(self.writer.encode(event))
 
-    def _violation(self, ex: HttpExchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
+    def violation(self, ex: HttpExchange, direction: Direction, ts: float, code: str, detail: str, raw: bytes | None) -> None:
         fields = {"code": code, "detail": detail}
         if raw is not None:
             fields.update(body_fields(raw, "raw"))
-        self._event(ex, Kind.VIOLATION, direction, ts, **fields)
+        self.event(ex, Kind.VIOLATION, direction, ts, **fields)
 
-    def _event(self, ex: HttpExchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
+    def event(self, ex: HttpExchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
         event = {
             "v": FORMAT_VERSION,
             "ts": ts,
@@ -150,7 +168,7 @@ class TraceOutput:
         event.update(fields)
         self._lines.append(self.writer.encode_flow_event(event))
 
-    def _http(self, ex: HttpExchange, flow, fields: dict) -> None:
+    def http(self, ex: HttpExchange, flow, fields: dict) -> None:
         """The exchange's `http` event, with `fields` (free text: a body, an error), in the line's
         order (`encode_flow_event`); the writer leaves out what earlier lines said."""
         request, response = flow.request, flow.response

@@ -1,4 +1,4 @@
-"""`mcpbench record`: mitmproxy's reverse mode, in-process, with the recording addon.
+"""`mcpbench record`: mitmproxy's reverse mode, in-process (`mcpbench.mitmhost`), with the recording addon.
 
     path = run_record("http://127.0.0.1:8000/mcp", listen="127.0.0.1:8081", out="t.jsonl")
 
@@ -7,147 +7,18 @@ close the trace, so the file is complete. mitmproxy is imported only when a reco
 """
 
 import asyncio
-import signal
-import socket
-import ssl
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from mcpbench.listen import check_listen
-from mcpbench.protocol.errors import BadTargetError, BindError, TraceError, TraceWriteError
+from mcpbench.mitmhost import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
+from mcpbench.protocol.errors import BadTargetError, TraceError, TraceWriteError
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 from mcpbench.trace.redact import Redactor
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
-
-# How long the start-up probe of the upstream may take: it only decides whether to warn.
-PROBE_TIMEOUT = 1.0
-
-
-def parse_upstream(url: str) -> tuple[str, str]:
-    """`http://host:port/mcp` -> (`http://host:port`, `/mcp`): mitmproxy's reverse spec takes no path.
-
-    Raises:
-        BadTargetError: not an http(s) URL with a host.
-    """
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadTargetError(f"--upstream {url!r}: expected an http:// or https:// URL, such as http://127.0.0.1:8000/mcp")
-    try:
-        port = parts.port
-    except ValueError:
-        raise BadTargetError(f"--upstream {url!r}: bad port") from None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    spec = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
-    path = parts.path if parts.path not in ("", "/") else ""
-    if parts.query:
-        path += "?" + parts.query
-    return spec, path
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """`127.0.0.1:8081` -> (`127.0.0.1`, 8081); `[::1]:8081` for IPv6; port 0 picks a free one.
-
-    Raises:
-        BadTargetError: not HOST:PORT.
-    """
-    host, colon, port = listen.strip().rpartition(":")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
-        raise BadTargetError(f"--listen {listen!r}: expected HOST:PORT, such as {DEFAULT_LISTEN}")
-    return host.strip("[]"), int(port)
-
-
-def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict) -> None:
-    """asyncio's handler, minus the traceback for a client connection the stop cut short."""
-    if isinstance(context.get("exception"), asyncio.CancelledError):
-        return
-    loop.default_exception_handler(context)
-
-
-def _stop(signum: int, master) -> None:
-    """A stop signal: let mitmproxy finish (the trace completes); the command exits 128 + signum."""
-    from mcpbench.cliutil import note_signal
-
-    note_signal(signum)
-    master.shutdown()
-
-
-def _check_listen(host: str, port: int) -> None:
-    """Fail early, with one line, when the listen address is taken (mitmproxy would only log it)."""
-    check_listen(host, port)
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamTls:
-    """How `record` checks an https upstream's certificate: the CAs it trusts (PEM), or not at all."""
-
-    ca: str | None = None  # None: the certifi bundle, as mitmproxy's default
-    insecure: bool = False
-
-    def context(self) -> ssl.SSLContext:
-        """A client context that verifies as mitmproxy will (for the start-up probe).
-
-        Raises:
-            BadTargetError: the CA file is not one.
-        """
-        if self.insecure:  # asked for with --upstream-insecure
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-            return context
-        try:
-            if self.ca is None:
-                import certifi
-
-                return ssl.create_default_context(cafile=certifi.where())
-            return ssl.create_default_context(cafile=self.ca)
-        except ssl.SSLError:
-            raise BadTargetError(f"--upstream-ca {self.ca}: no PEM certificate in it") from None
-        except OSError as exc:
-            raise BadTargetError(f"--upstream-ca {self.ca}: {exc.strerror}") from None
-
-
-def _probe(spec: str, tls: UpstreamTls | None = None) -> str | None:
-    """What is wrong with the upstream right now, as a phrase after its URL, or None.
-
-    A warning only: the upstream may start later. With `tls`, an https upstream also gets a TLS
-    handshake verified as the proxy will verify it: a certificate the proxy refuses turns every
-    request into a 502, so the phrase names the options that fix that.
-    """
-    parts = urlsplit(spec)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    context = tls.context() if tls is not None and parts.scheme == "https" else None
-    try:
-        with socket.create_connection((parts.hostname, port), timeout=PROBE_TIMEOUT) as sock:
-            if context is not None:
-                with context.wrap_socket(sock, server_hostname=parts.hostname):
-                    pass
-            return None
-    except ssl.SSLCertVerificationError as exc:
-        return f"has a certificate the proxy will refuse ({exc.verify_message}); --upstream-ca FILE trusts its CA, --upstream-insecure skips the check"
-    except ssl.SSLError as exc:  # not a certificate matter: those options would not help
-        return f"fails the TLS handshake ({exc.reason or exc})"
-    except OSError as exc:
-        return f"does not answer now ({exc.strerror or exc})"
-
-
-class _Announce:
-    """Says where clients should connect once mitmproxy listens (port 0 is known only then)."""
-
-    def __init__(self, path: str, on_ready: Callable[[str], None]) -> None:
-        self.path = path
-        self.on_ready = on_ready
-
-    def running(self) -> None:
-        from mitmproxy import ctx
-
-        server = ctx.master.addons.get("proxyserver")
-        host, port = server.listen_addrs()[0][:2]
-        host = f"[{host}]" if ":" in host else host
-        self.on_ready(f"http://{host}:{port}{self.path}")
 
 
 def _default_ready(url: str) -> None:
@@ -156,73 +27,20 @@ def _default_ready(url: str) -> None:
     print(f"mcpbench: point clients at {hint} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
 
 
-def new_master(spec: str, host: str, port: int):
-    """A mitmproxy master in reverse mode to `spec`, listening on host:port, its warnings on stderr.
-
-    It carries only the addons a recording reverse proxy uses. mitmproxy offers every flow event to
-    each addon in its chain (with a context manager and a coroutine per addon, and again as an
-    `update` event), so mitmdump's thirty-odd addons, idle here, cost more CPU per exchange than
-    the recording itself. Kept: mitmproxy's core, the proxy server and its layer choice, TLS to an
-    https upstream, the refusal of non-local clients (`block`), h2c and Alt-Svc handling as
-    mitmdump does them, and the start-up error check.
-    """
-    from mitmproxy import master, options
-    from mitmproxy.addons import (
-        block, core, disable_h2c, errorcheck, next_layer, proxyserver, termlog, tlsconfig, update_alt_svc,
-    )
-
-    opts = options.Options(mode=[f"reverse:{spec}"], listen_host=host, listen_port=port)
-    lean = master.Master(opts)
-    lean.addons.add(
-        core.Core(),
-        block.Block(),
-        disable_h2c.DisableH2C(),
-        proxyserver.Proxyserver(),
-        next_layer.NextLayer(),
-        tlsconfig.TlsConfig(),
-        update_alt_svc.UpdateAltSvc(),
-        errorcheck.ErrorCheck(),
-        termlog.TermLog(out=sys.stderr),  # mitmproxy's own warnings, on stderr
-    )
-    opts.update(termlog_verbosity="warn")
-    return lean
-
-
-async def run_master(master, host: str, port: int) -> None:
-    """Run `master` until SIGINT or SIGTERM (then its `done` hooks run).
-
-    Raises:
-        BindError: mitmproxy could not listen on host:port.
-    """
-    loop = asyncio.get_running_loop()
-    loop.set_exception_handler(_quiet_cancelled)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, _stop, sig, master)
-    try:
-        await master.run()
-    except SystemExit:
-        raise BindError(f"--listen {host}:{port}: mitmproxy could not start there (see its errors above)") from None
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-
 async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int, tls: UpstreamTls):
     from mitmproxy import exceptions
 
     from mcpbench.record.addon import make_addons
 
-    master = new_master(spec, host, port)
-    opts = master.options
-    recording_addons = make_addons(upstream_timeout=True)
-    master.addons.add(*recording_addons, _Announce(path, on_ready))
+    master = reverse_master(spec, host, port)
+    (recorder,) = make_addons(upstream_timeout=True)
+    master.addons.add(recorder, Announce(path, on_ready))
     try:
-        opts.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout,
-                    ssl_insecure=tls.insecure, ssl_verify_upstream_trusted_ca=tls.ca)
+        master.options.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout, **tls.options())
     except exceptions.OptionsError as exc:
-        raise recording_addons[0].recording.open_error or TraceError(str(exc)) from None
+        raise recorder.output.open_error or TraceError(str(exc)) from None
     await run_master(master, host, port)
-    return recording_addons[0].recording
+    return recorder.output
 
 
 def run_record(
@@ -256,13 +74,13 @@ def run_record(
         option = "--upstream-ca" if tls.ca else "--upstream-insecure"
         raise BadTargetError(f"{option} is for an https:// upstream; --upstream {upstream!r} is not one")
     host, port = parse_listen(listen)
-    _check_listen(host, port)
+    check_listen(host, port)  # fail early, with one line, when it is taken (mitmproxy would only log it)
     trace = Path(out) if out else default_trace_path(urlsplit(spec).netloc)
-    if problem := _probe(spec, tls):
+    if problem := probe(spec, tls):
         print(f"mcpbench: warning: {spec} {problem}; recording anyway", file=sys.stderr, flush=True)
     print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
-    recording = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout, tls))
-    if recording.failed:  # said on stderr when it happened; the proxy kept serving
-        raise TraceWriteError(recording.failed, reported=True)
-    print(f"mcpbench: wrote {recording.events_written} events to {trace}", file=sys.stderr, flush=True)
+    output = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout, tls))
+    if output.failed:  # said on stderr when it happened; the proxy kept serving
+        raise TraceWriteError(output.failed, reported=True)
+    print(f"mcpbench: wrote {output.events_written} events to {trace}", file=sys.stderr, flush=True)
     return trace

@@ -193,7 +193,8 @@ def test_the_schedule_limits_drops_to_its_window(tmp_path):
 
 def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path):
     """One mitmdump: recorder, balancer and faults; a stream is cut, recorded as broken, and logged."""
-    from mcpbench.lab.cluster import BALANCER_SCRIPT, mitmdump_path
+    from mcpbench.lab.balancer import __file__ as balancer_script
+    from mcpbench.lab.cluster import mitmdump_path
     from mcpbench.lab.faults import __file__ as faults_script
     from mcpbench.record import ADDON_PATH
     from tests.support.servers import free_port, stop_process, wait_for_port
@@ -205,7 +206,7 @@ def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path):
             mitmdump_path(), "-q", "--mode", f"reverse:http://127.0.0.1:{one.port}", "--listen-host", "127.0.0.1", "-p", str(port),
             "--set", "connection_strategy=lazy",
             "-s", str(ADDON_PATH), "--set", f"mcpbench_out={trace}",
-            "-s", str(BALANCER_SCRIPT), "--set", f"mcpbench_balancer_instances=127.0.0.1:{one.port},127.0.0.1:{two.port}",
+            "-s", balancer_script, "--set", f"mcpbench_balancer_instances=127.0.0.1:{one.port},127.0.0.1:{two.port}",
             "--set", "mcpbench_balancer_policy=sticky",
             "-s", faults_script, "--set", f"mcpbench_faults_cut_streams_after={CUT}s", "--set", f"mcpbench_faults_log={log}",
         ], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

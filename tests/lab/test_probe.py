@@ -36,7 +36,8 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
     import gevent
     import orjson
 
-    from mcpbench.lab.cluster import BALANCER_SCRIPT, mitmdump_path
+    from mcpbench.lab.balancer import __file__ as balancer_script
+    from mcpbench.lab.cluster import mitmdump_path
     from mcpbench.lab.servers import HOST, free_port, start_listening, stop_process
     from mcpbench.load.client import McpClient
     from mcpbench.load.transports import SseTransport, http_client
@@ -57,7 +58,7 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
             proxy = start_listening(
                 [mitmdump_path(), "-q", "--mode", f"reverse:http://{HOST}:{servers[0].port}", "--listen-host", HOST, "-p", str(port),
                  "--set", "connection_strategy=lazy", "-s", str(ADDON_PATH), "--set", f"mcpbench_out={trace}",
-                 "-s", str(BALANCER_SCRIPT), "--set", f"mcpbench_balancer_instances={instances}",
+                 "-s", balancer_script, "--set", f"mcpbench_balancer_instances={instances}",
                  "--set", "mcpbench_balancer_policy=sticky"],
                 port, stdout=log, stderr=log,
             )

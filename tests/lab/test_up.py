@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-# A lab starts Python servers and mitmdump: generous on a busy 2-core machine.
+# A lab starts Python servers and a mitmproxy balancer: generous on a busy 2-core machine.
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 60.0
 

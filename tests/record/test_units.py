@@ -24,7 +24,7 @@ from mcpbench.record.sessions import conn_key
 from mcpbench.record.exchange import LATIN1, url_of, wire_text
 from mcpbench.record.cli import addon_path, export
 from mcpbench.record.har import to_har
-from mcpbench.record.proxy import parse_listen, parse_upstream
+from mcpbench.mitmhost import parse_listen, parse_upstream
 from mcpbench.protocol.errors import TargetError
 from mcpbench.trace.reader import read_trace
 from tests.record.helpers import record_command
@@ -95,7 +95,7 @@ def test_parse_upstream_and_listen() -> None:
 def _record(tmp_path: Path, chunks: list[bytes], on_chunk=None, encoding: str | None = None) -> list[dict]:
     """Run one streamed POST through the hooks, the body cut into `chunks`; the trace's events.
 
-    `on_chunk(recording)` runs after each chunk has been passed on; `encoding` is the response's
+    `on_chunk(addon)` runs after each chunk has been passed on; `encoding` is the response's
     Content-Encoding.
     """
     out = tmp_path / (f"{len(chunks)}.jsonl" if encoding is None else f"{len(chunks)}-{encoding}.jsonl")
@@ -118,7 +118,7 @@ def _record(tmp_path: Path, chunks: list[bytes], on_chunk=None, encoding: str | 
         for chunk in chunks:
             assert flow.response.stream(chunk) == chunk  # passed on unchanged
             if on_chunk is not None:
-                on_chunk(addon.recording)
+                on_chunk(addon)
         flow.response.stream(b"")
         addon.response(flow)
         addon.done()
@@ -149,7 +149,7 @@ def test_sse_chunks_are_recorded_after_they_are_passed_on(tmp_path: Path) -> Non
     queued = []
 
     async def on_the_loop() -> list[dict]:
-        return _record(tmp_path / "loop", chunks, lambda recording: queued.append(len(recording._chunks)))
+        return _record(tmp_path / "loop", chunks, lambda addon: queued.append(len(addon.chunks)))
 
     (tmp_path / "loop").mkdir()
     deferred = asyncio.run(on_the_loop())
@@ -200,7 +200,7 @@ def test_least_recently_active_session_state_is_dropped_and_picked_up_again(tmp_
             flow.response = http.Response.make(200, b'{"jsonrpc":"2.0","id":%d,"result":{}}' % n, {"content-type": "application/json"})
             addon.responseheaders(flow)
             addon.response(flow)
-            seen.append(addon.recording.book.keys())
+            seen.append(addon.sessions.keys())
         addon.done()
     assert seen == [["a"], ["a", "b"], ["b", "c"], ["c", "a"]]
     trace = list(read_trace(out))
