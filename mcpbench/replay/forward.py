@@ -186,10 +186,13 @@ class _Upstream:
             waiters = [p.waiter for (direction, _), p in pending.items() if direction is C2S]
             return waiters[0] if len(waiters) == 1 else None  # stdio, legacy SSE: the only request in flight
 
-    def close(self) -> None:
+    def close(self, *, failing: str | None = None) -> None:
+        """End the session. `failing`: why the requests still in flight fail (else they wait out their time)."""
         self.transport.close()
         with self._lock:
             self.conn.close()
+            events = self.conn.broken(failing) if failing else []
+        self._route(events)
 
 
 class Forwarder:
@@ -294,7 +297,7 @@ class Forwarder:
                     return upstream
                 hello = self._hello.get(session)
             if upstream is not None:  # lost: a forwarder reopens it (`plan_recovery`: REOPENING reinitializes)
-                upstream.close()
+                upstream.close(failing="the upstream session was lost")  # requests sent on it since go again
             version = meta_version(request.params) or (hello or {}).get("protocolVersion")
             upstream = _Upstream(self.target, hello=hello, version=version, timeout=self.timeout,
                                  unsolicited=functools.partial(self._unsolicited, session))
