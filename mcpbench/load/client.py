@@ -37,7 +37,8 @@ from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.client import Answered, ClientConnection, Event, Failed, Outgoing, ServerRequest, SessionLost, Unmatched
 from mcpbench.protocol.http import Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse
-from mcpbench.protocol.reconnect import NONE, REINITIALIZE, RESUME, RETRY, ReconnectPolicy, Recovery
+from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
+from mcpbench.protocol.recovery import plan_recovery
 from mcpbench.target import STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_handshake, step_name
 
@@ -381,12 +382,14 @@ class McpClient:
     # --- recovery -----------------------------------------------------------------------------
 
     def _recover(self, failed: Failed, name: str, method: str, params: dict | None) -> tuple[Answered | Failed, int]:
-        """Do what the reconnect policy says about `failed`; the call's final outcome and extra bytes."""
+        """Do what `plan_recovery` says about `failed` under the reconnect policy; the call's final outcome and extra bytes."""
         recovery, conn, transport = self.recovery, self.conn, self.transport
         tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
         resumable = transport is not None and transport.name == STREAMABLE_HTTP and bool(failed.last_event_id)
-        action = recovery.action(failed.failure, usable=conn.usable, resumable=resumable)
-        if action is None:
+        plan = plan_recovery(recovery.policy, failed.failure, lost=conn.lost_by, resumable=resumable, tool=tool,
+                             status=failed.status)
+        action = plan.action
+        if action == REPORT:
             return failed, 0
         broke = time.perf_counter()
         sample = {
@@ -412,7 +415,7 @@ class McpClient:
             if action == REINITIALIZE and self._reinitialize(sample):
                 sample["ok"] = True
             if action in (RETRY, REINITIALIZE) and (action == RETRY or sample["ok"]):
-                if not recovery.may_resend(failed.failure, tool, failed.status):
+                if not plan.resend:
                     sample["uncertain"] = 1  # it may have run: never silently repeated
                 elif recovery.allows(1, time.monotonic()):
                     sample["resent"] = 1
@@ -468,6 +471,8 @@ class McpClient:
             sample["attempts"] = attempt + 1
             waiter = gevent.event.AsyncResult()
             headers = conn.resume(failed, waiter=waiter)
+            if headers is None:
+                break  # the session is gone (lost): nothing to resume
             self._count()
             last = None
             try:

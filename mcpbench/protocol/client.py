@@ -17,8 +17,10 @@ each entry keeps the shell's opaque `waiter`, returned with the request's
 outcome), id allocation, the headers of each transport and era
 (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Mcp-Method`/`Mcp-Name`,
 `Last-Event-ID`), the one legacy-session parser, and the server-request policy
-(`asks.py`). Once the session is gone (lost, stream ended, endpoint refused)
-`lost` says why, and every request in flight has failed.
+(`asks.py`). A session is lost in one place (`_lose`): its `Session` moves to
+LOST for the cause (the table's), every request in flight fails, and one
+`SessionLost` says so; `lost` and `lost_by` say why from then on. What the shell
+does next is `recovery.plan_recovery`'s.
 """
 
 import itertools
@@ -46,7 +48,8 @@ from mcpbench.protocol.http import (
     post_headers,
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, Request, Response
-from mcpbench.protocol.session import C2S, S2C, Pending, Session
+from mcpbench.protocol.recovery import LOSSES
+from mcpbench.protocol.session import C2S, S2C, Session, Trigger
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP, TRANSPORTS
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, progress_token, rules
 
@@ -159,9 +162,11 @@ class Garbled:
 
 @dataclass(slots=True)
 class SessionLost:
-    """The server no longer knows the session (Streamable HTTP 404, legacy 404): start a new one."""
+    """The session is gone, for `cause` (one of `session.LOSSES`: the server no longer knows it,
+    its process or stream ended, the connection broke); what now is `recovery.plan_recovery`'s."""
 
     detail: str
+    cause: Trigger
 
 
 @dataclass(slots=True)
@@ -225,8 +230,8 @@ class ClientConnection:
         self.session = Session(version if self.stateless else None, transport)
         self.session_id: str | None = None  # Mcp-Session-Id, or the legacy endpoint's session
         self.endpoint: str | None = None  # legacy: where to POST
-        self.lost: str | None = None  # why the session is gone, once it is
         self.last_event_id: str | None = None  # of the GET stream, for Last-Event-ID
+        self._carrier_gone = False  # a loss took the process or stream the session lived on (`_lose`)
         self._ids = itertools.count(1)
         self._tokens: dict[Any, Any] = {}  # progress token -> request id
         self._given_up: set[Any] = set()
@@ -237,6 +242,18 @@ class ClientConnection:
         self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name)
 
     # --- state --------------------------------------------------------------------------------
+
+    @property
+    def lost(self) -> str | None:
+        """Why the session is gone (lost, or closed by the client), once it is; None while it stands."""
+        ending = self.session.ending
+        return ending.detail if ending is not None else None
+
+    @property
+    def lost_by(self) -> Trigger | None:
+        """The cause of the session's end (a loss's, or CLOSE); None while it stands."""
+        ending = self.session.ending
+        return ending.cause if ending is not None else None
 
     @property
     def usable(self) -> bool:
@@ -360,10 +377,12 @@ class ClientConnection:
         self._forget_token(request_id)
         return Failed(pending.request, pending.waiter, Failure.ANSWER_LOST, detail)
 
-    def resume(self, failed: Failed, *, waiter: Any = None) -> dict[str, str]:
+    def resume(self, failed: Failed, *, waiter: Any = None) -> dict[str, str] | None:
         """Wait again for the answer `failed` lost with its stream: the headers of the `GET` that
-        resumes that stream from `failed.last_event_id` (read it with `get_stream(..., stream="resume")`)."""
-        self.session.pending[(C2S, failed.request.id)] = Pending(failed.request, failed.sent, waiter)
+        resumes that stream from `failed.last_event_id` (read it with `get_stream(..., stream="resume")`).
+        None when the session is gone: nothing can be resumed."""
+        if not self.session.resuming(failed.request, failed.sent, waiter):
+            return None
         return self.resume_headers(failed.last_event_id or "")
 
     def post_failed(self, out: Outgoing, failure: str, detail: str) -> list[Event]:
@@ -374,19 +393,21 @@ class ClientConnection:
 
     def broken(self, detail: str, failure: str = Failure.CONNECT) -> list[Event]:
         """The shell's transport broke (a child's stdin closed, a connection refused): the session is
-        gone and every request in flight has failed."""
-        self.lost = self.lost or detail
-        return self._fail_all(failure, detail)
+        lost and every request in flight has failed."""
+        return self._lose(Trigger.CONNECTION_BROKE, detail, failure)
 
     def close(self) -> None:
         """The client ended the session (DELETE sent, stdin closed, stream closed)."""
-        self.session.close()
-        self.lost = self.lost or "closed by the client"
+        self.session.close("closed by the client")
 
     # --- receiving: stdio ----------------------------------------------------------------------
 
-    def receive_stdout(self, chunk: bytes, ts: float = 0.0) -> list[Event]:
-        """What the server wrote on stdout; `b""` at its end (the process exited or closed it)."""
+    def receive_stdout(self, chunk: bytes, ts: float = 0.0, *, why: str | None = None) -> list[Event]:
+        """What the server wrote on stdout; `b""` at its end (the process exited or closed it).
+
+        `why`: at the end, what the shell knows of it (the exit status), for `StreamEnded` and
+        `SessionLost` to say; the requests in flight fail as their stream closed.
+        """
         out: list[Event] = []
         for line in self._framer.lines(chunk):  # a whole line comes as bytes: no object per line
             if type(line) is LineTooLong:
@@ -397,7 +418,7 @@ class ClientConnection:
             if line and not line.isspace():
                 self._carried_text(line, "stdio", None, ts, out)
         if not chunk:
-            out += self._stream_ended("stdio", "the server process closed its stdout")
+            out += self._stream_ended("stdio", "the server process closed its stdout", why=why)
         return out
 
     # --- receiving: Streamable HTTP ------------------------------------------------------------
@@ -472,9 +493,7 @@ class ClientConnection:
             else:
                 out = self._fail(request_id, problem.failure, problem.detail, status)
             if self.lost is None:
-                self.lost = problem.detail
-                out.append(SessionLost(problem.detail))
-                out += self._fail_all(Failure.SESSION_NOT_FOUND, problem.detail)
+                out += self._lose(Trigger.SESSION_NOT_FOUND, problem.detail)
             return out
         if request_id is None:
             return [Failed(None, None, problem.failure, problem.detail, status)]
@@ -494,12 +513,27 @@ class ClientConnection:
                 out += self._fail(request_id, failure, detail)
         return out
 
-    def _stream_ended(self, stream: str, detail: str, last_event_id: str | None = None) -> list[Event]:
-        out: list[Event] = [StreamEnded(stream, detail, last_event_id)]
-        if stream != "get":  # stdio and legacy: the session's only way back is gone
-            self.lost = self.lost or detail
-            out += self._fail_all(Failure.STREAM_CLOSED, detail)
+    def _stream_ended(self, stream: str, detail: str, last_event_id: str | None = None, why: str | None = None) -> list[Event]:
+        out: list[Event] = [StreamEnded(stream, why or detail, last_event_id)]
+        if stream == "stdio":  # the session lived on the process: it is gone with its stdout
+            out += self._lose(Trigger.STDOUT_CLOSED, why or detail, calls=detail)
+        elif stream == "legacy":  # the session lived on its one stream
+            out += self._lose(Trigger.STREAM_ENDED, detail)
         return out
+
+    def _lose(self, cause: Trigger, detail: str, failure: str | None = None, *, calls: str | None = None) -> list[Event]:
+        """The one place a session is lost: LOST for `cause`, and every request in flight fails with
+        the cause's class (`failure` when given), as `calls` says.
+
+        `SessionLost` says so once, and once more only when a later cause takes the carrier (the
+        process, the stream) that the first left standing: then nothing more can be sent either.
+        """
+        first, gone = self.session.ending, LOSSES[cause].carrier_gone
+        self.session.lose(cause, detail)
+        news = first is None or (gone and not self._carrier_gone and first.cause is not Trigger.CLOSE)
+        self._carrier_gone = self._carrier_gone or gone
+        out: list[Event] = [SessionLost(detail, cause)] if news else []
+        return out + self._fail_all(failure or LOSSES[cause].failure, calls or detail)
 
     def _forget_token(self, request_id: Any) -> None:
         if self._tokens:
@@ -586,8 +620,8 @@ class LegacyReader:
                 conn.session_id = legacy_session_key(item.url)
                 out.append(EndpointReady(item.url, conn.session_id))
             elif conn.endpoint is None:  # an endpoint we must not use: the session cannot start
-                conn.lost = item.detail
                 out.append(Garbled(item.detail, b""))
+                out += conn._lose(Trigger.ENDPOINT_REFUSED, item.detail)
             else:
                 out.append(Garbled(item.detail, b""))
         if not chunk:

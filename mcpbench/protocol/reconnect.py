@@ -1,7 +1,8 @@
 """Reconnect policies, free of I/O: what a client does when its session or stream breaks.
 
 Written once for every transport; the load users' client (`load/client.py`) asks
-`Recovery` what to do and does it:
+`recovery.plan_recovery` what to do under its policy, and does it, keeping count
+in `Recovery`:
 
 - `none`: nothing; every later call fails until the run ends.
 - `reinitialize`: a new session (stdio: a new process; legacy SSE: a new stream;
@@ -32,7 +33,10 @@ from dataclasses import dataclass, field
 from mcpbench.protocol.http import Failure
 
 NONE, REINITIALIZE, RESUME = "none", "reinitialize", "resume"
-MODES = (NONE, REINITIALIZE, RESUME)
+MODES = (NONE, REINITIALIZE, RESUME)  # what a scenario's `reconnect:` may say
+# The policies of the other clients (`protocol/recovery.py`), never a scenario's.
+REPORT = "report"  # replay: nothing is recovered (and, as an action: the failure is the outcome)
+REOPEN = "reopen"  # forward: a new upstream session, the request again when it did not run
 RETRY = "retry"  # the session still stands (a dropped request): only the call is re-sent
 
 # Failure classes after which a session (or the stream it lived on) cannot be trusted.
@@ -80,8 +84,8 @@ class ReconnectPolicy:
     idempotent: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"unknown reconnect policy {self.mode!r} (expected {', '.join(MODES)})")
+        if self.mode not in (*MODES, REPORT, REOPEN):
+            raise _unknown(self.mode)
         if self.attempts < 1 or self.backoff < 0 or self.max_backoff < self.backoff or self.budget_floor < 0 or self.budget_per_s < 0:
             raise ValueError("reconnect: attempts >= 1, 0 <= backoff <= max_backoff, budgets >= 0")
 
@@ -99,6 +103,8 @@ class ReconnectPolicy:
         unknown = sorted(set(obj) - known)
         if unknown:
             raise ValueError(f"reconnect: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        if str(obj.get("policy", REINITIALIZE)) not in MODES:
+            raise _unknown(obj["policy"])
         idempotent = obj.get("idempotent") or ()
         if isinstance(idempotent, str):
             idempotent = [t for t in re.split(r"[+ ]", idempotent) if t]
@@ -123,6 +129,10 @@ class ReconnectPolicy:
         return {"policy": self.mode, "attempts": self.attempts, "backoff": f"{self.backoff * 1000:g}ms",
                 "max_backoff": f"{self.max_backoff:g}s", "budget": self.budget, "budget_floor": self.budget_floor,
                 "budget_per_s": self.budget_per_s, "idempotent": sorted(self.idempotent)}
+
+
+def _unknown(mode: object) -> ValueError:
+    return ValueError(f"unknown reconnect policy {mode!r} (expected {', '.join(MODES)})")
 
 
 def _option(text: str) -> tuple[str, str]:
@@ -172,26 +182,5 @@ class Recovery:
         """Full jitter: a uniform draw from [0, min(max_backoff, backoff * 2**attempt)]."""
         return self.rng.uniform(0.0, min(self.policy.max_backoff, self.policy.backoff * (2 ** attempt)))
 
-    def action(self, failure: str, *, usable: bool, resumable: bool) -> str | None:
-        """What to do about a call that failed with `failure`: None (not a break), none, retry, resume, reinitialize.
 
-        `usable`: the client core still holds the session; `resumable`: the cut stream had an event id
-        and the transport can resume it.
-        """
-        if failure not in BREAKS and failure not in DROPPED:
-            return None
-        if self.policy.mode == NONE:
-            return NONE
-        if usable and failure not in BREAKS:
-            return RETRY  # a dropped request on a live session
-        if self.policy.mode == RESUME and resumable and failure == Failure.STREAM_CLOSED:
-            return RESUME
-        return REINITIALIZE if not usable or failure in BREAKS else RETRY
-
-    def may_resend(self, failure: str, tool: str | None, status: int | None = None) -> bool:
-        """Whether the failed call may go again: it did not run (refused, or answered 503 or 429,
-        which say the request was not handled), or its tool is idempotent."""
-        return failure in NOT_RUN or status in NOT_HANDLED or (tool is not None and tool in self.policy.idempotent)
-
-
-__all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]
+__all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "REOPEN", "REPORT", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]

@@ -10,6 +10,14 @@ Two rules keep it honest, as in h11's `_state.py`: every transition lives in
 the `TRANSITIONS` table below, and nothing outside `Session._advance` changes
 `Session.state`.
 
+A session ends in one of two states: CLOSED, when its client ended it (or an
+observer saw it end), and LOST, when it went without the client's word. Each
+cause of a loss is a trigger of its own (`LOSSES`: the server no longer knows
+the session, the stdio server's stdout closed, the legacy stream ended, the
+connection broke, the legacy endpoint was refused), so the table says where a
+session can be lost; what a loss means for the calls in flight and what a
+client does next is `protocol/recovery.py`'s.
+
 Lifecycle (2024-11-05 … 2025-11-25, `basic/lifecycle`): the client sends
 `initialize`, the server answers, the client sends `notifications/initialized`,
 then normal operation. 2026-07-28 has no handshake: every request carries its
@@ -57,38 +65,57 @@ class SessionState(enum.Enum):
     INITIALIZING = "initializing"  # initialize sent, no answer yet
     INITIALIZED = "initialized"  # initialize answered, notifications/initialized not yet sent
     OPERATING = "operating"
+    LOST = "lost"  # gone without the client's word (`LOSSES` says how)
     CLOSED = "closed"
 
 
 class Trigger(enum.Enum):
-    """The lifecycle-relevant things a message can be."""
+    """What moves a session: the lifecycle-relevant things a message can be, and what can end it."""
 
     INITIALIZE = "initialize request"
     INITIALIZE_RESULT = "initialize result"
     INITIALIZE_ERROR = "initialize error"
     INITIALIZED = "initialized notification"
     ENVELOPE_REQUEST = "request with a _meta envelope"
-    CLOSE = "close"
+    JOIN = "joined mid-session"  # a recorder that began after the handshake (`Session.joined`)
+    RESUME = "a cut stream resumed"  # a request of ours awaited again (`Session.resuming`)
+    CLOSE = "close"  # by the client, or seen ending (stream closed, DELETE, process exit)
+    # The causes of a lost session (`LOSSES`):
+    SESSION_NOT_FOUND = "session not found"  # HTTP 404 for the session id, or a 400 that names the session
+    STDOUT_CLOSED = "the stdio server's stdout closed"
+    STREAM_ENDED = "the legacy SSE stream ended"  # the session lived on it
+    CONNECTION_BROKE = "the connection broke"  # a write failed, a connection was refused
+    ENDPOINT_REFUSED = "the legacy endpoint was refused"  # on another origin: the session cannot start
 
 
-NEW, INITIALIZING, INITIALIZED, OPERATING, CLOSED = SessionState
+NEW, INITIALIZING, INITIALIZED, OPERATING, LOST, CLOSED = SessionState
 
-# (era, state, trigger) -> new state. A trigger absent for a state leaves it unchanged.
+LOSSES = (Trigger.SESSION_NOT_FOUND, Trigger.STDOUT_CLOSED, Trigger.STREAM_ENDED, Trigger.CONNECTION_BROKE,
+          Trigger.ENDPOINT_REFUSED)
+
+
+def _live(state: SessionState, **rows: SessionState) -> dict[Trigger, SessionState]:
+    """The row of a state the session has not ended in: its own `rows` (by trigger name), then what
+    every such state has: a cut stream resumes (the state stays), a loss of any cause, the close."""
+    return {**{Trigger[name]: new for name, new in rows.items()}, Trigger.RESUME: state,
+            **dict.fromkeys(LOSSES, LOST), Trigger.CLOSE: CLOSED}
+
+
+# (era, state, trigger) -> new state. A trigger absent for a state leaves it unchanged (a second
+# loss keeps the first cause; an ended session does not resume).
 TRANSITIONS: dict[Era, dict[SessionState, dict[Trigger, SessionState]]] = {
     Era.HANDSHAKE: {
-        NEW: {Trigger.INITIALIZE: INITIALIZING, Trigger.CLOSE: CLOSED},
-        INITIALIZING: {
-            Trigger.INITIALIZE_RESULT: INITIALIZED,
-            Trigger.INITIALIZE_ERROR: NEW,
-            Trigger.CLOSE: CLOSED,
-        },
-        INITIALIZED: {Trigger.INITIALIZED: OPERATING, Trigger.CLOSE: CLOSED},
-        OPERATING: {Trigger.CLOSE: CLOSED},
+        NEW: _live(NEW, INITIALIZE=INITIALIZING, JOIN=OPERATING),
+        INITIALIZING: _live(INITIALIZING, INITIALIZE_RESULT=INITIALIZED, INITIALIZE_ERROR=NEW),
+        INITIALIZED: _live(INITIALIZED, INITIALIZED=OPERATING),
+        OPERATING: _live(OPERATING),
+        LOST: {Trigger.CLOSE: CLOSED},
         CLOSED: {},
     },
     Era.STATELESS: {
-        NEW: {Trigger.ENVELOPE_REQUEST: OPERATING, Trigger.CLOSE: CLOSED},
-        OPERATING: {Trigger.CLOSE: CLOSED},
+        NEW: _live(NEW, ENVELOPE_REQUEST=OPERATING, JOIN=OPERATING),
+        OPERATING: _live(OPERATING),
+        LOST: {Trigger.CLOSE: CLOSED},
         CLOSED: {},
     },
 }
@@ -136,6 +163,14 @@ class StateChange:
     era: Era
 
 
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a session ended: `cause` is the trigger that took it to LOST or CLOSED, `detail` what happened."""
+
+    cause: Trigger
+    detail: str
+
+
 @dataclass(slots=True)
 class Pending:
     """A request in flight. `waiter` is whatever its sender wants back with the answer
@@ -173,6 +208,7 @@ class Session:
         self.pending: dict[tuple[Direction, object], Pending] = {}
         self.handshake_started: float | None = None
         self.handshake_finished: float | None = None
+        self.ending: Ending | None = None  # set once, as the session becomes LOST or CLOSED
 
     @classmethod
     def joined(cls, version: str | None = None, transport: str | None = None) -> "Session":
@@ -184,7 +220,7 @@ class Session:
         """
         session = cls(version, transport)
         session.era = session.era or Era.HANDSHAKE
-        session.state = OPERATING
+        session._advance(Trigger.JOIN, [])
         return session
 
     def observe(self, direction: Direction, message: Message, ts: float = 0.0) -> list[SessionEvent]:
@@ -220,13 +256,36 @@ class Session:
             return out
         return [item for item in out if type(item) is not Violation or applies(item.code, self.transport, self.version)]
 
-    def close(self) -> list[SessionEvent]:
-        """The session ended (stream closed, DELETE, process exit)."""
+    def close(self, detail: str = "closed") -> list[SessionEvent]:
+        """The session ended (stream closed, DELETE, process exit): CLOSED, from any state.
+
+        A lost session keeps its `ending`: the loss, not the closing, says why it is gone.
+        """
+        return self._end(Trigger.CLOSE, detail)
+
+    def lose(self, cause: Trigger, detail: str) -> list[SessionEvent]:
+        """The session went without the client's word, for `cause` (one of `LOSSES`): LOST.
+
+        Returns:
+            Its state change; empty when it had ended already (the first cause stays).
+        """
+        return self._end(cause, detail)
+
+    def _end(self, trigger: Trigger, detail: str) -> list[SessionEvent]:
         out: list[SessionEvent] = []
         if self.era is None:
             self.era = Era.HANDSHAKE
-        self._advance(Trigger.CLOSE, out)
+        if self._advance(trigger, out) and self.ending is None:
+            self.ending = Ending(trigger, detail)
         return out
+
+    def resuming(self, request: Request, started: float, waiter: object = None) -> bool:
+        """A request of ours whose stream was cut is awaited again (its stream resumed), in flight
+        from `started` as before, if the session still stands (False: it was lost or closed)."""
+        if not self._advance(Trigger.RESUME, []):
+            return False
+        self.pending[(C2S, request.id)] = Pending(request, started, waiter)
+        return True
 
     @property
     def handshake_time(self) -> float | None:
@@ -327,13 +386,15 @@ class Session:
             meta = answer.result.get("_meta") or {}
             self.server_info = meta.get(META_SERVER_INFO, self.server_info)
 
-    def _advance(self, trigger: Trigger, out: list) -> None:
+    def _advance(self, trigger: Trigger, out: list) -> bool:
+        """Move as the table says; False when it has no row for `trigger` in this state."""
         era = self.era or Era.HANDSHAKE
         new = TRANSITIONS[era].get(self.state, {}).get(trigger)
         if new is None:
             if trigger is Trigger.INITIALIZED:
                 out.append(Violation("unexpected-initialized", f"notifications/initialized in state {self.state.value}", C2S))
-            return
+            return False
         if new is not self.state:
             out.append(StateChange(self.state, new, era))
             self.state = new
+        return True

@@ -50,10 +50,11 @@ from mcpbench.protocol.client import (
     Pushed,
     ServerRequest,
     SessionLost,
-    StreamEnded,
     Unmatched,
 )
 from mcpbench.protocol.errors import ReplayError, TargetError
+from mcpbench.protocol.reconnect import NONE
+from mcpbench.protocol.recovery import REPORTING, plan_recovery
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import S2C
 from mcpbench.protocol.versions import (
@@ -476,18 +477,24 @@ class _SessionRunner:
                 self._unmatched(event)
         elif kind is Failed:
             self._failed(event)
-        elif kind is StreamEnded:
-            if event.stream != "get" and not self.stopping:  # stdio, legacy: the session's only way back is gone
-                self._event(Kind.ERROR, None, detail=event.detail)
-                self.run.aborted = self.run.aborted or event.detail
         elif kind is SessionLost:
-            self._event(Kind.ERROR, None, detail=event.detail)
-            self.run.notes.append(f"the server lost the session: {event.detail}")
+            self._lost(event)
         elif kind is Garbled:
             self._event(Kind.ERROR, None, detail=event.detail)
             self.run.notes.append(event.detail)
         elif kind is EndpointReady:
             pass  # the transport waited for it before the session began
+
+    def _lost(self, lost: SessionLost) -> None:
+        """The session is gone: a replay reports it (`plan_recovery`), the calls in flight failing with
+        their class; one whose process or stream went with it ends here, the rest go on."""
+        if plan_recovery(REPORTING, None, lost=lost.cause).action == NONE:
+            if not self.stopping:
+                self._event(Kind.ERROR, None, detail=lost.detail)
+                self.run.aborted = self.run.aborted or lost.detail
+        else:
+            self._event(Kind.ERROR, None, detail=lost.detail)
+            self.run.notes.append(f"the server lost the session: {lost.detail}")
 
     def _failed(self, failed: Failed) -> None:
         reason = f"{failed.detail} ({failed.failure})"

@@ -14,6 +14,12 @@ HTTP GET stream, which the upstream session opens, or between calls on stdio
 and legacy SSE) go to the client's stream outside calls, where the mock has one
 (`Forwarder.attach`): stdio's stdout, the legacy SSE stream, or the client's
 Streamable HTTP GET stream. With none, they are dropped, as a server would.
+
+An upstream session that is lost (its process exits, its stream ends, the
+server answers 404 for it) is reopened, as `recovery.plan_recovery` says a
+forwarder does (`REOPENING`): a new session with a new handshake, and the
+request that found it lost goes again when it did not run; one that may have
+run gets an error, as before.
 """
 
 import functools
@@ -36,7 +42,8 @@ from mcpbench.protocol.client import (
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
-from mcpbench.protocol.session import C2S
+from mcpbench.protocol.recovery import REOPENING, plan_recovery
+from mcpbench.protocol.session import C2S, Trigger
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, era_of, has_handshake, meta_version
 from mcpbench.replay.transports import Item, Lost, ReplayTransport, open_transport
 from mcpbench.target import Target
@@ -132,6 +139,11 @@ class _Upstream:
     def answer(self, message: Response | ErrorResponse) -> None:
         self._send(lambda: self.conn.send(message, ts=time.perf_counter()))
 
+    @property
+    def lost_by(self) -> Trigger | None:
+        """Why the session is gone (`ClientConnection.lost_by`); None while it stands."""
+        return self.conn.lost_by  # one attribute read: no lock, so that it may be asked under the forwarder's
+
     def _sink(self, item: Item) -> None:
         """From the transport's threads: feed the connection, then route what it says."""
         with self._lock:
@@ -174,10 +186,13 @@ class _Upstream:
             waiters = [p.waiter for (direction, _), p in pending.items() if direction is C2S]
             return waiters[0] if len(waiters) == 1 else None  # stdio, legacy SSE: the only request in flight
 
-    def close(self) -> None:
+    def close(self, *, failing: str | None = None) -> None:
+        """End the session. `failing`: why the requests still in flight fail (else they wait out their time)."""
         self.transport.close()
         with self._lock:
             self.conn.close()
+            events = self.conn.broken(failing) if failing else []
+        self._route(events)
 
 
 class Forwarder:
@@ -227,23 +242,34 @@ class Forwarder:
     def forward(self, session: Any, request: Request, send: Send, ask: AskClient) -> None:
         """Answer `request` from the live server: relay its messages to `send`, the answer last.
 
-        `ask` relays a server request to the client and returns the client's answer.
+        `ask` relays a server request to the client and returns the client's answer. A request
+        that finds the upstream session lost goes again on a new one when it did not run.
         """
-        try:
-            if request.method == "initialize":
-                self.remember(session, request)
-            upstream = self._upstream(session, request)
-            if request.method == "initialize":
-                if upstream.init_result is None:
-                    raise TargetError(f"{self.target} speaks {upstream.version}, which has no initialize")
-                send(Response(id=request.id, result=upstream.init_result))
+        if request.method == "initialize":
+            self.remember(session, request)
+        for _ in range(1 + REOPENING.attempts):
+            try:
+                upstream = self._upstream(session, request)
+                if request.method == "initialize":
+                    if upstream.init_result is None:
+                        raise TargetError(f"{self.target} speaks {upstream.version}, which has no initialize")
+                    send(Response(id=request.id, result=upstream.init_result))
+                    return
+            except TargetError as exc:
+                send(self._error(request, str(exc)))
                 return
-        except TargetError as exc:
-            send(self._error(request, str(exc)))
-            return
+            failed = self._relay(upstream, request, send, ask)
+            if failed is None:
+                return
+            if not plan_recovery(REOPENING, failed.failure, lost=upstream.lost_by, status=failed.status).resend:
+                break  # it may have run: never silently repeated
+        send(self._error(request, failed.detail))
+
+    def _relay(self, upstream: _Upstream, request: Request, send: Send, ask: AskClient) -> Failed | None:
+        """Send `request` upstream and relay what comes for it, the answer last; its failure instead, if it failed."""
         for item in upstream.exchange(request.method, request.params):
             if isinstance(item, Failed):
-                send(self._error(request, item.detail))
+                return item
             elif isinstance(item, Response):
                 send(Response(id=request.id, result=item.result))
             elif isinstance(item, ErrorResponse):
@@ -255,18 +281,23 @@ class Forwarder:
                 upstream.answer(_with_id(reply, item.id))
             else:
                 send(item)
+        return None
 
     def _upstream(self, session: Any, request: Request) -> _Upstream:
+        """The upstream session of `session`: opened on its first miss, reopened once lost."""
         with self._lock:
             upstream = self._upstreams.get(session)
-            if upstream is not None:
+            if upstream is not None and upstream.lost_by is None:
                 return upstream
             opening = self._opening.setdefault(session, threading.Lock())
-        with opening:  # concurrent first misses of one session open one upstream session
+        with opening:  # concurrent misses of one session open one upstream session
             with self._lock:
-                if (upstream := self._upstreams.get(session)) is not None:
+                upstream = self._upstreams.get(session)
+                if upstream is not None and upstream.lost_by is None:
                     return upstream
                 hello = self._hello.get(session)
+            if upstream is not None:  # lost: a forwarder reopens it (`plan_recovery`: REOPENING reinitializes)
+                upstream.close(failing="the upstream session was lost")  # requests sent on it since go again
             version = meta_version(request.params) or (hello or {}).get("protocolVersion")
             upstream = _Upstream(self.target, hello=hello, version=version, timeout=self.timeout,
                                  unsolicited=functools.partial(self._unsolicited, session))

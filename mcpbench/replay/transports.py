@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from mcpbench.fdio import write_all
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
-from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointReady, Event, Garbled, Outgoing, StreamEnded
+from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointReady, Event, Garbled, Outgoing
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.jsonrpc import Message
@@ -242,12 +242,9 @@ class StdioTransport(ReplayTransport):
         return super().connect(conn)
 
     def _stdout(self, data: bytes, ts: float) -> list[Event]:
-        events = self.conn.receive_stdout(data, ts)
-        if not data and self.exit_detail:
-            for event in events:
-                if type(event) is StreamEnded:
-                    event.detail = self.exit_detail  # the exit status says more than "stdout closed"
-        return events
+        if data:
+            return self.conn.receive_stdout(data, ts)
+        return self.conn.receive_stdout(data, ts, why=self.exit_detail)  # the exit status says more than "stdout closed"
 
     def send(self, out: Outgoing) -> None:
         with self._lock:

@@ -4,72 +4,22 @@ The load users' client (`McpClient`) runs in a greenlet against the lab (the ref
 the builtin balancer, which injects the faults); each break leaves one reconnect record.
 """
 
-import random
+import sys
 import threading
 
-import gevent
 import pytest
 
 from mcpbench.lab.cluster import RestartPlan, running_lab
-from mcpbench.load.client import McpClient
-from mcpbench.load.transports import transport_for
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
-import sys
-
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from tests.support.load_client import TIMEOUT, Run
 
-TIMEOUT = 20.0
 # The balancer cuts every SSE stream this long after it began; `slow` runs longer, `echo` far shorter.
 CUT = "1s"
 SLOW = {"seconds": 1.6, "steps": 8}
 # A restart far in the future: the lab then has a restarter, which the test calls by hand.
 MANUAL = RestartPlan(at=3600.0)
-
-
-class Run:
-    """One client's session in a greenlet: results per call, steps reported, reconnect records."""
-
-    def __init__(self, url: str | Target, policy: ReconnectPolicy | None) -> None:
-        self.steps: list[dict] = []
-        self.reconnects: list[dict] = []
-        target = url if isinstance(url, Target) else Target(STREAMABLE_HTTP, url=url)
-        self.client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), self,
-                                request_type=target.transport, version="2025-11-25", timeout=TIMEOUT,
-                                reconnect=policy, on_reconnect=self.reconnects.append, rng=random.Random(3))
-
-    def fire(self, **kw) -> None:
-        self.steps.append(kw)
-
-    def calls(self, *calls, before=None) -> list:
-        """Start a session (a few tries: faults may hit the handshake), then make `calls` in order."""
-
-        def go():
-            try:
-                for _ in range(10):
-                    if self.client.start_session():
-                        break
-                else:
-                    raise AssertionError(f"no session: {self.steps}")
-                out = []
-                for index, (tool, arguments) in enumerate(calls):
-                    if before is not None:
-                        before(index)
-                    out.append(self.client.call_tool(tool, arguments))
-                return out
-            finally:
-                self.client.end_session()
-                self.client.close_transport()
-
-        greenlet = gevent.spawn(go)
-        greenlet.join(timeout=TIMEOUT * (len(calls) + 4))
-        assert greenlet.ready(), "the client did not finish"
-        if greenlet.exception is not None:
-            raise greenlet.exception
-        return greenlet.value
-
-    def failures(self, step: str) -> list:
-        return [s["exception"].kind if s["exception"] else None for s in self.steps if s["name"] == step]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from mcpbench.protocol.client import (
     Unmatched,
 )
 from mcpbench.protocol.http import Failure
-from mcpbench.protocol.session import S2C
+from mcpbench.protocol.session import S2C, SessionState, Trigger
 
 URL = "http://127.0.0.1:9/mcp"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
@@ -113,15 +113,38 @@ def test_stdio_end_fails_every_request_in_flight():
     failed = of(Failed, events)
     assert [(f.waiter, f.failure) for f in failed] == [("b", Failure.STREAM_CLOSED)]
     assert of(StreamEnded, events)[0].stream == "stdio" and not conn.usable
+    (lost,) = of(SessionLost, events)
+    assert lost.cause is Trigger.STDOUT_CLOSED and conn.lost_by is Trigger.STDOUT_CLOSED
+    assert conn.session.state is SessionState.LOST
+
+
+def test_the_shell_says_why_stdout_ended_and_the_calls_keep_their_own_words():
+    conn = ClientConnection("stdio", "2025-11-25")
+    conn.request("ping", waiter="p")
+    ended, lost, failed = conn.receive_stdout(b"", 1.0, why="the server process exited with status 137")
+    assert ended.detail == lost.detail == conn.lost == "the server process exited with status 137"
+    assert failed.detail == "the server process closed its stdout" and failed.failure == Failure.STREAM_CLOSED
 
 
 def test_a_broken_transport_fails_every_request_in_flight():
     conn = ClientConnection("stdio", "2025-11-25")
     conn.request("tools/list", waiter="a")
     conn.request("ping", waiter="b")
-    failed = conn.broken("cannot write to the server's stdin")
+    events = conn.broken("cannot write to the server's stdin")
+    failed = of(Failed, events)
     assert sorted(f.waiter for f in failed) == ["a", "b"] and {f.failure for f in failed} == {Failure.CONNECT}
     assert conn.in_flight == 0 and not conn.usable
+    assert type(events[0]) is SessionLost and events[0].cause is Trigger.CONNECTION_BROKE
+    assert len(events) == 3 and conn.broken("again") == []  # lost once: the first cause stays
+    assert conn.lost == "cannot write to the server's stdin"
+
+
+def test_closing_ends_the_session_without_failing_what_is_in_flight():
+    conn = ClientConnection("stdio", "2025-11-25")
+    conn.request("ping", waiter="p")
+    conn.close()
+    assert conn.lost == "closed by the client" and conn.lost_by is Trigger.CLOSE and conn.in_flight == 1
+    assert conn.session.state is SessionState.CLOSED and not conn.usable
 
 
 def test_stdout_pollution_is_garbled_not_guessed():
@@ -246,6 +269,7 @@ def test_session_lost_in_each_form_servers_use(status, content_type, body):
     assert [f.waiter for f in failed] == ["mine", "other"]
     assert {f.failure for f in failed} == {Failure.SESSION_NOT_FOUND}
     assert len(of(SessionLost, events)) == 1 and not conn.usable and conn.lost
+    assert of(SessionLost, events)[0].cause is Trigger.SESSION_NOT_FOUND and conn.session.state is SessionState.LOST
     if b"Session not found" in body:
         assert failed[0].detail == "HTTP 404: JSON-RPC -32600 Session not found"
     assert other.request_id not in [k[1] for k in conn.session.pending]
@@ -341,14 +365,31 @@ def test_legacy_post_404_is_a_lost_session_and_the_stream_end_fails_the_rest():
     reader2.feed(b"event: endpoint\ndata: /messages?sessionId=y\n\n")
     conn2.request("tools/list", waiter="b")
     events = reader2.feed(b"")
-    assert [type(e) for e in events] == [StreamEnded, Failed] and events[1].waiter == "b"
+    assert [type(e) for e in events] == [StreamEnded, SessionLost, Failed] and events[2].waiter == "b"
+    assert events[1].cause is Trigger.STREAM_ENDED
+
+
+def test_a_session_lost_by_404_whose_stream_then_ends_is_told_so_once_more():
+    """A replay goes on after a 404 (HTTP still answers) but not once the session's stream is gone."""
+    conn = ClientConnection("sse", "2024-11-05", url="http://127.0.0.1:9/sse")
+    reader = conn.legacy_stream(200, "text/event-stream")
+    reader.feed(b"event: endpoint\ndata: /messages?sessionId=x\n\n")
+    post = conn.post_answer(conn.request("tools/list", waiter="a"), 404, "text/plain")
+    post.feed(b"Could not find session")
+    post.feed(b"")
+    conn.request("ping", waiter="b")
+    events = reader.feed(b"")
+    assert [type(e) for e in events] == [StreamEnded, SessionLost, Failed] and events[1].cause is Trigger.STREAM_ENDED
+    assert conn.lost_by is Trigger.SESSION_NOT_FOUND and conn.lost == "HTTP 404: Could not find session"
+    assert conn.broken("a write failed") == []  # the carrier was gone already: no news
 
 
 def test_legacy_endpoint_on_another_origin_is_refused():
     conn = ClientConnection("sse", "2024-11-05", url="http://127.0.0.1:9/sse")
     reader = conn.legacy_stream(200, "text/event-stream")
-    (garbled,) = reader.feed(b"event: endpoint\ndata: http://elsewhere.invalid/messages?s=1\n\n")
+    garbled, lost = reader.feed(b"event: endpoint\ndata: http://elsewhere.invalid/messages?s=1\n\n")
     assert type(garbled) is Garbled and conn.endpoint is None and not conn.usable
+    assert type(lost) is SessionLost and lost.cause is Trigger.ENDPOINT_REFUSED and conn.lost == garbled.detail
     assert conn.legacy_stream(200, "text/html").refused() and conn.legacy_stream(500, None).refused()
 
 
@@ -399,6 +440,7 @@ def test_resuming_after_a_restart_finds_the_session_gone():
     events += resumed.feed(b"")
     assert [e.waiter for e in of(Failed, events) if e.request is not None] == ["w2"]
     assert of(SessionLost, events) and not conn.usable
+    assert conn.resume(failed, waiter="w3") is None and conn.in_flight == 0  # a lost session resumes nothing
 
 
 ALL_VERSIONS = [*HANDSHAKE_VERSIONS, "2026-07-28"]

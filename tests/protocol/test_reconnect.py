@@ -1,11 +1,10 @@
-"""Reconnect policies: parsing, the retry budget, full-jitter backoff and the action per failure."""
+"""Reconnect policies: parsing, the retry budget and full-jitter backoff (the action per failure: test_recovery)."""
 
 import random
 
 import pytest
 
-from mcpbench.protocol.http import Failure
-from mcpbench.protocol.reconnect import NONE, REINITIALIZE, RESUME, RETRY, ReconnectPolicy, Recovery
+from mcpbench.protocol.reconnect import REOPEN, REPORT, RESUME, ReconnectPolicy, Recovery
 
 
 def test_parse_short_and_long_forms():
@@ -16,7 +15,8 @@ def test_parse_short_and_long_forms():
     assert ReconnectPolicy.from_mapping(policy.to_json()) == policy
 
 
-@pytest.mark.parametrize("text", ["sometimes", "resume,attempts=0", "resume,budget=lots", "resume,backoff=1h", "resume,colour=red", "resume,attempts"])
+@pytest.mark.parametrize("text", ["sometimes", "resume,attempts=0", "resume,budget=lots", "resume,backoff=1h", "resume,colour=red", "resume,attempts",
+                                  REPORT, REOPEN])
 def test_bad_policies_are_refused_with_a_reason(text):
     with pytest.raises(ValueError):
         ReconnectPolicy.parse(text)
@@ -43,27 +43,9 @@ def test_backoff_is_full_jitter_under_an_exponential_cap():
         assert all(0 <= v <= cap for v in values) and max(values) > 0.8 * cap and min(values) < 0.2 * cap
 
 
-@pytest.mark.parametrize(
-    ("mode", "failure", "usable", "resumable", "expected"),
-    [
-        (NONE, Failure.STREAM_CLOSED, True, True, NONE),
-        (REINITIALIZE, Failure.SESSION_NOT_FOUND, False, False, REINITIALIZE),
-        (REINITIALIZE, Failure.STREAM_CLOSED, True, True, REINITIALIZE),
-        (RESUME, Failure.STREAM_CLOSED, True, True, RESUME),
-        (RESUME, Failure.STREAM_CLOSED, True, False, REINITIALIZE),
-        (RESUME, Failure.SESSION_NOT_FOUND, False, False, REINITIALIZE),
-        (REINITIALIZE, Failure.HTTP_5XX, True, False, RETRY),
-        (REINITIALIZE, Failure.TOOL_ERROR, True, False, None),
-        (REINITIALIZE, Failure.ANSWER_LOST, True, False, None),
-    ],
-)
-def test_the_action_for_each_failure(mode, failure, usable, resumable, expected):
-    assert Recovery(ReconnectPolicy(mode=mode)).action(failure, usable=usable, resumable=resumable) == expected
-
-
-def test_only_calls_that_did_not_run_or_are_idempotent_go_again():
-    recovery = Recovery(ReconnectPolicy(idempotent=frozenset({"echo"})))
-    assert recovery.may_resend(Failure.SESSION_NOT_FOUND, "transfer")
-    assert recovery.may_resend(Failure.STREAM_CLOSED, "echo")
-    assert not recovery.may_resend(Failure.STREAM_CLOSED, "transfer")
-    assert recovery.may_resend(Failure.HTTP_5XX, "transfer", 503) and not recovery.may_resend(Failure.HTTP_5XX, "transfer", 502)
+def test_the_other_clients_policies_are_no_scenarios():
+    with pytest.raises(ValueError, match="unknown reconnect policy 'report'"):
+        ReconnectPolicy.from_mapping({"policy": "report"})
+    with pytest.raises(ValueError, match="unknown reconnect policy 'sometimes'"):
+        ReconnectPolicy(mode="sometimes")
+    assert ReconnectPolicy(mode=REPORT).mode == REPORT

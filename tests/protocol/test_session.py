@@ -4,13 +4,16 @@ from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import (
     C2S,
+    LOSSES,
     Direction,
     S2C,
     TRANSITIONS,
+    Ending,
     Exchange,
     Session,
     SessionState,
     StateChange,
+    Trigger,
     Violation,
 )
 from mcpbench.protocol.versions import Era, envelope
@@ -178,3 +181,77 @@ def test_a_lone_violation_is_still_filtered_by_its_rule():
     session = Session(version="2026-07-28")
     assert session.observe(C2S, INITIALIZED, 0.0) == []
     assert codes(Session().observe(C2S, INITIALIZED, 0.0)) == ["unexpected-initialized"]
+
+
+# --- every row of the table, through the public API ----------------------------------------------
+
+STATELESS_VERSION = "2026-07-28"
+
+
+def reach(era, state):
+    """A session of `era` in `state`, got there by messages and calls as a client or observer would."""
+    session = Session(STATELESS_VERSION if era is Era.STATELESS else None)
+    steps = {
+        Era.HANDSHAKE: {SessionState.INITIALIZING: [(C2S, INIT)], SessionState.INITIALIZED: [(C2S, INIT), (S2C, INIT_OK)],
+                        SessionState.OPERATING: [(C2S, INIT), (S2C, INIT_OK), (C2S, INITIALIZED)]},
+        Era.STATELESS: {SessionState.OPERATING: [(C2S, modern(1, "tools/list"))]},
+    }[era]
+    if state in (SessionState.LOST, SessionState.CLOSED):
+        run(session, steps[SessionState.OPERATING])
+        session.lose(Trigger.SESSION_NOT_FOUND, "404") if state is SessionState.LOST else session.close()
+    else:
+        run(session, steps.get(state, []))
+    assert session.state is state
+    return session
+
+
+def fire(session, era, trigger):
+    """`trigger` as the public API makes it; the session it leaves (JOIN makes one)."""
+    messages = {
+        Trigger.INITIALIZE: (C2S, INIT),
+        Trigger.INITIALIZE_RESULT: (S2C, INIT_OK),
+        Trigger.INITIALIZE_ERROR: (S2C, ErrorResponse(id=1, code=-32602, message="bad version")),
+        Trigger.INITIALIZED: (C2S, INITIALIZED),
+        Trigger.ENVELOPE_REQUEST: (C2S, modern(2, "tools/list")),
+    }
+    if trigger in messages:
+        session.observe(*messages[trigger])
+    elif trigger is Trigger.JOIN:
+        return Session.joined(STATELESS_VERSION if era is Era.STATELESS else None)
+    elif trigger is Trigger.RESUME:
+        session.resuming(Request(id=9, method="tools/call", params={"name": "slow"}), 1.0, "waiter")
+    elif trigger is Trigger.CLOSE:
+        session.close("closed by the client")
+    else:
+        session.lose(trigger, f"lost: {trigger.value}")
+    return session
+
+
+ROWS = [(era, state, trigger, new) for era, table in TRANSITIONS.items() for state, rows in table.items()
+        for trigger, new in rows.items()]
+
+
+@pytest.mark.parametrize("era,state,trigger,new", ROWS, ids=[f"{e.value}-{s.value}-{t.name}" for e, s, t, _ in ROWS])
+def test_every_row_of_the_table(era, state, trigger, new):
+    session = fire(reach(era, state), era, trigger)
+    assert session.state is new and (session.era or Era.HANDSHAKE) is era  # no era yet reads as the handshake's
+    if new is SessionState.LOST and state is not SessionState.LOST:
+        assert session.ending == Ending(trigger, f"lost: {trigger.value}")
+    if trigger is Trigger.RESUME:
+        assert session.pending[(C2S, 9)].waiter == "waiter" and session.pending[(C2S, 9)].started == 1.0
+
+
+ENDS = [*LOSSES, Trigger.CLOSE, Trigger.RESUME]
+
+
+@pytest.mark.parametrize("era", list(Era))
+@pytest.mark.parametrize("trigger", ENDS, ids=[t.name for t in ENDS])
+def test_an_ended_session_stays_as_it_ended(era, trigger):
+    """Rows absent from the table: a lost session keeps its first cause (closing it keeps the cause too), and
+    neither a lost nor a closed one resumes."""
+    for state in (SessionState.LOST, SessionState.CLOSED):
+        session = reach(era, state)
+        first = session.ending
+        fire(session, era, trigger)
+        assert session.state is (SessionState.CLOSED if trigger is Trigger.CLOSE else state)
+        assert session.ending == first and (C2S, 9) not in session.pending

@@ -1,6 +1,7 @@
 """`serve-trace --on-miss forward URL`: recorded calls from the trace, the rest from a live reference server."""
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -9,11 +10,15 @@ import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 
+from mcpbench.protocol.client import Failed
+from mcpbench.protocol.http import Failure
+from mcpbench.replay.forward import _Upstream
+from mcpbench.target import parse_target
 from tests.record.helpers import peer_server
 from tests.replay.conftest import MODES, QUESTION, SAMPLED_PREFIX, cli, sample
 from tests.replay.test_get_stream import LIST_CHANGED, notify_trace
 from tests.replay.test_serve_trace import TIMEOUT, mock_server, text_of
-from tests.support.servers import HOST, stdio_params
+from tests.support.servers import HOST, reference_server, stdio_params
 
 # The recorded echo answer is rewritten, so an answer from the trace cannot pass for a live one.
 RECORDED = "recorded héllo"
@@ -96,3 +101,33 @@ def test_server_messages_outside_calls_reach_the_client(tmp_path, transport):
     with peer_server(transport) as peer, mock_server(trace, transport, "--on-miss", "forward", upstream.format(port=peer.port)) as url:
         anyio.run(check, url)
     assert seen.count(LIST_CHANGED) == 1
+
+
+def test_a_lost_upstream_replaced_fails_what_is_still_in_flight_on_it():
+    """A request still in flight on an upstream session that is being replaced (lost) fails at once, with
+    a class that lets it go again on the new one, instead of waiting out its time."""
+    with reference_server("streamable-http") as server:
+        upstream = _Upstream(parse_target(server.url), hello=None, version="2025-11-25", timeout=TIMEOUT,
+                             unsolicited=lambda message: None)
+        replaced_while_running(upstream)
+
+
+def replaced_while_running(upstream: _Upstream) -> None:
+    items: list = []
+    running = threading.Event()  # its first progress notification came: the call runs upstream
+
+    def call() -> None:
+        params = {"name": "slow", "arguments": {"seconds": 30.0, "steps": 30}, "_meta": {"progressToken": "p"}}
+        for item in upstream.exchange("tools/call", params):
+            items.append(item)
+            running.set()
+
+    waiting = threading.Thread(target=call)
+    waiting.start()
+    try:
+        assert running.wait(TIMEOUT)
+    finally:
+        upstream.close(failing="the upstream session was lost")
+    waiting.join(TIMEOUT)
+    assert not waiting.is_alive() and isinstance(items[-1], Failed), items
+    assert (items[-1].failure, items[-1].detail) == (Failure.CONNECT, "the upstream session was lost")

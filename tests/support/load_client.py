@@ -1,0 +1,57 @@
+"""A load user's MCP client (`McpClient`) run in a greenlet, for the reconnect tests: its steps and reconnect records."""
+
+import random
+
+import gevent
+
+from mcpbench.load.client import McpClient
+from mcpbench.load.transports import transport_for
+from mcpbench.protocol.reconnect import ReconnectPolicy
+from mcpbench.target import STREAMABLE_HTTP, Target
+
+TIMEOUT = 20.0
+
+
+class Run:
+    """One client's session in a greenlet: results per call, steps reported, reconnect records."""
+
+    def __init__(self, url: str | Target, policy: ReconnectPolicy | None) -> None:
+        self.steps: list[dict] = []
+        self.reconnects: list[dict] = []
+        target = url if isinstance(url, Target) else Target(STREAMABLE_HTTP, url=url)
+        self.client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), self,
+                                request_type=target.transport, version="2025-11-25", timeout=TIMEOUT,
+                                reconnect=policy, on_reconnect=self.reconnects.append, rng=random.Random(3))
+
+    def fire(self, **kw) -> None:
+        self.steps.append(kw)
+
+    def calls(self, *calls, before=None) -> list:
+        """Start a session (a few tries: faults may hit the handshake), then make `calls` in order."""
+
+        def go():
+            try:
+                for _ in range(10):
+                    if self.client.start_session():
+                        break
+                else:
+                    raise AssertionError(f"no session: {self.steps}")
+                out = []
+                for index, (tool, arguments) in enumerate(calls):
+                    if before is not None:
+                        before(index)
+                    out.append(self.client.call_tool(tool, arguments))
+                return out
+            finally:
+                self.client.end_session()
+                self.client.close_transport()
+
+        greenlet = gevent.spawn(go)
+        greenlet.join(timeout=TIMEOUT * (len(calls) + 4))
+        assert greenlet.ready(), "the client did not finish"
+        if greenlet.exception is not None:
+            raise greenlet.exception
+        return greenlet.value
+
+    def failures(self, step: str) -> list:
+        return [s["exception"].kind if s["exception"] else None for s in self.steps if s["name"] == step]
