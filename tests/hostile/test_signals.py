@@ -23,10 +23,9 @@ import pytest
 from mcpbench.trace.reader import read_trace
 from tests.hostile.helpers import MCPBENCH, log_stderr
 from tests.hostile.helpers import run as run_mcpbench
-from tests.hostile.hostile_peers import counter_trace
-from tests.hostile.test_options import LATE_SERVER
-from tests.stdio.test_tee import wait_for_exit
-from tests.support.servers import HOST, REPO_ROOT, free_port, reference_server, stop_process, wait_for_port
+from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
+from tests.support.processes import wait_for_exit
+from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 # Bounds on waits for events; a case that reaches one is broken, not slow.
@@ -201,6 +200,9 @@ def test_record_stops_with_the_exchange_in_flight_recorded(tmp_path, sig):
 
 
 def server_pid(trace: Path) -> int:
+    """The server's pid from the tee's trace: its start event, which the recorder may write a moment
+    after the server's first stderr line has passed through (bounded wait)."""
+    wait_for_text(trace, b'"event":"start"')
     for event in read_trace(trace):
         if event["kind"] == "process" and event.get("event") == "start":
             return event["pid"]
@@ -260,11 +262,11 @@ def test_replay_interrupted_keeps_its_report_and_trace(tmp_path, sig):
 
 
 @pytest.mark.parametrize(("sig", "workers"), [(signal.SIGTERM, "0"), (signal.SIGINT, "2")], ids=["SIGTERM", "SIGINT-workers"])
-def test_load_interrupted_reports_the_time_that_ran(tmp_path, sig, workers):
+def test_load_interrupted_reports_the_time_that_ran(tmp_path, sig, workers, http_server):
     out = tmp_path / "run"
     scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with reference_server("streamable-http") as server, command(
-        ["load", str(scenario), "--target", server.url, "--duration", "10m", "--users", "2", "--workers", workers,
+    with command(
+        ["load", str(scenario), "--target", http_server.url, "--duration", "10m", "--users", "2", "--workers", workers,
          "--out", str(out)], start_new_session=True,
     ) as proc:
         deadline = time.monotonic() + READY_WAIT
@@ -294,11 +296,11 @@ def test_run_interrupted_during_its_load_stage_leaves_no_process(tmp_path):
         assert not leftovers, leftovers  # neither `mcpbench load` nor its Locust outlive the run
 
 
-def test_load_web_ui_stops_and_releases_its_port(tmp_path):
+def test_load_web_ui_stops_and_releases_its_port(tmp_path, http_server):
     out, port = tmp_path / "run", free_port()
     scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with reference_server("streamable-http") as server, command(
-        ["load", str(scenario), "--target", server.url, "--ui", "--web-port", str(port), "--out", str(out)],
+    with command(
+        ["load", str(scenario), "--target", http_server.url, "--ui", "--web-port", str(port), "--out", str(out)],
         start_new_session=True,
     ) as proc:
         wait_for_port(HOST, port, proc=proc)
