@@ -390,10 +390,10 @@ def test_mitmdump_with_a_trace_that_cannot_be_created_ends_2(tmp_path: Path) -> 
     assert out.read_text() == "a file"
 
 
-def test_replay_whose_own_trace_fills_up_reports_and_ends_3(tmp_path: Path) -> None:
-    from tests.replay.conftest import record, stdio_target
+def test_replay_whose_own_trace_fills_up_reports_and_ends_3(tmp_path: Path, recordings: dict[str, Path]) -> None:
+    from tests.support.recordings import stdio_target
 
-    recording = record(tmp_path / "rec.jsonl", "legacy")
+    recording = recordings["legacy"]
     before = recording.read_bytes()
     out = tmp_path / "replay.jsonl"
     proc = subprocess.run(
