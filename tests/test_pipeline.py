@@ -57,6 +57,7 @@ def _processes_mentioning(text: str) -> list[str]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.slow
 def test_a_signal_stops_the_main_job_cleanly(tmp_path, signum, status):
     proc = subprocess.Popen([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

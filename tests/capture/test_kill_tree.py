@@ -13,12 +13,15 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from mcpbench.trace import TraceReader
 from mcpbench.trace.spool import spool_path
 from tests.record.helpers import mitmdump, record_proxy
 from tests.support.processes import wait_for_exit
 from tests.support.servers import HOST
+
+pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
 
 TEE = [sys.executable, "-m", "mcpbench", "tee"]
 TRIES = 20  # the measure: every message kept in 20 of 20 tries, for each recorder

@@ -77,6 +77,7 @@ TIMEOUT = "2"  # the replay's per-request timeout: far below LATE_SERVER's delay
 
 
 @pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+@pytest.mark.slow
 def test_replay_timeout_is_enforced_per_request(tmp_path, transport):
     trace, report = counter_trace(tmp_path / "t.jsonl", answers=("1",)), tmp_path / "r.json"
     script = tmp_path / "late_server.py"

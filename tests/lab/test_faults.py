@@ -82,6 +82,7 @@ def test_bad_values_are_one_line_and_status_2():
 
 # --- the addon in a real proxy --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_get_stream_and_a_post_sse_answer_are_cut_after_t(tmp_path, http_server):
     log = tmp_path / "faults.jsonl"
     with fault_proxy(http_server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:
@@ -105,6 +106,7 @@ def test_a_get_stream_and_a_post_sse_answer_are_cut_after_t(tmp_path, http_serve
     assert all(r["after_s"] >= CUT and r["flow"] and r["client"].startswith("127.0.0.1:") for r in cuts)
 
 
+@pytest.mark.slow
 def test_the_legacy_sse_stream_is_cut_after_t(tmp_path, sse_server):
     log = tmp_path / "faults.jsonl"
     with fault_proxy(sse_server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:
@@ -118,6 +120,7 @@ def test_the_legacy_sse_stream_is_cut_after_t(tmp_path, sse_server):
     assert [r["path"] for r in cuts] == ["/sse"] and cuts[0]["after_s"] >= CUT
 
 
+@pytest.mark.slow
 def test_a_drop_share_is_seeded_and_logged_over_200_requests(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
     requests = 200
@@ -141,6 +144,7 @@ def test_a_drop_share_is_seeded_and_logged_over_200_requests(tmp_path, stateless
     assert len(drops) == sum(dropped) and all(r["drop_as"] == "503" and r["method"] == "POST" for r in drops)
 
 
+@pytest.mark.slow
 def test_a_reset_drop_closes_the_connection_without_an_answer(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
     with fault_proxy(stateless_json_server.url, "--drop", "100%", "--fault-log", str(log)) as url:
@@ -152,6 +156,7 @@ def test_a_reset_drop_closes_the_connection_without_an_answer(tmp_path, stateles
     assert [r["drop_as"] for r in fault_records(log)] == ["reset"] * 3
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_cut_and_a_delay_holds_requests_back(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
     with fault_proxy(stateless_json_server.url, "--idle-timeout", f"{CUT}s", "--delay", "300ms±100ms", "--seed", "1", "--fault-log", str(log)) as url:
@@ -170,6 +175,7 @@ def test_an_idle_connection_is_cut_and_a_delay_holds_requests_back(tmp_path, sta
     assert len(delays) == 3 and all(200 <= d <= 400 for d in delays)
 
 
+@pytest.mark.slow
 def test_the_schedule_limits_drops_to_its_window(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
     with fault_proxy(stateless_json_server.url, "--drop", "100%", "--drop-as", "502", "--faults-from", "3s", "--faults-until", "4s", "--fault-log", str(log)) as url:
@@ -189,6 +195,7 @@ def test_the_schedule_limits_drops_to_its_window(tmp_path, stateless_json_server
     assert drops and all(3.0 <= r["elapsed"] < 4.0 for r in drops) and len(drops) == seen.count(502)
 
 
+@pytest.mark.slow
 def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path, http_server):
     """One mitmdump: recorder, balancer and faults; a stream is cut, recorded as broken, and logged."""
     from mcpbench.lab.cluster import BALANCER_SCRIPT, mitmdump_path
@@ -226,6 +233,7 @@ def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path, http_server):
     assert any(e.get("kind") == "message" and '"initialize"' in json.dumps(e) for e in events)
 
 
+@pytest.mark.slow
 def test_an_unused_proxy_stops_cleanly_on_sigterm(tmp_path, stateless_http_server):
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcpbench", "faults", "--upstream", stateless_http_server.url, "--listen", "127.0.0.1:0", "--drop", "1%"],

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from mcpbench.lab.stdio_faults import Killer
 from tests.lab.faulthelp import fault_records, read_first_line
 from tests.support.servers import REPO_ROOT, serve_argv
@@ -31,6 +33,7 @@ def test_killer_counts_messages_in_any_chunking_and_per_direction():
     assert not only.feed("to-server", b"{}\n") and only.feed("from-server", b"{}\n")
 
 
+@pytest.mark.slow
 def test_the_server_is_killed_after_n_messages(tmp_path):
     log = tmp_path / "faults.jsonl"
     proc = _wrapped("--kill-after-messages", "3", "--fault-log", str(log))
@@ -50,6 +53,7 @@ def test_the_server_is_killed_after_n_messages(tmp_path):
     assert record["kind"] == "kill" and record["messages"] == 3 and record["why"] == "after 3 messages"
 
 
+@pytest.mark.slow
 def test_the_server_is_killed_at_a_time(tmp_path):
     log = tmp_path / "faults.jsonl"
     proc = _wrapped("--kill-after", "1500ms", "--fault-log", str(log))
@@ -72,6 +76,7 @@ def test_a_server_that_ends_by_itself_gives_its_status():
     assert proc.returncode == 4 and proc.stdout == "not json\n{}\n"
 
 
+@pytest.mark.slow
 def test_sigterm_is_passed_to_the_server():
     import signal
 

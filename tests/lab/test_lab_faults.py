@@ -5,9 +5,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from mcpbench.lab.cluster import RestartPlan, running_lab
 from tests.lab.faulthelp import connection, fault_records, initialize, post, read_until_closed, start_stream_get, wait_for
 from tests.support.processes import alive, descendants, wait_for_lines
+
+pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
 
 RESTART_AT = 5.0  # seconds: far longer than a handshake through the lab, even on a busy machine
 WAIT = 90.0

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from mcpbench.analysis.results import load_lab, load_reconnect
 from tests.support.runs import RECONNECT_SCENARIO
 
@@ -33,6 +35,7 @@ def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
     assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume", "sdk"]
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_whole_experiment_and_keeps_what_ran(tmp_path):
     path = tmp_path / "reconnect.yaml"
     path.write_text(RECONNECT_SCENARIO)

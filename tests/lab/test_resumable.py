@@ -9,6 +9,8 @@ from mcpbench.protocol.sse import SseEvent, SseParser
 from tests.lab.faulthelp import connection, fault_proxy, fault_records, initialize, post, read_until_closed, start_stream_get
 from tests.support.servers import reference_server
 
+pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
+
 STEPS = 8
 SECONDS = 6  # the tool's length: several cuts of CUT seconds each
 CUT = 2.0  # seconds: a handshake through the proxy ends well before

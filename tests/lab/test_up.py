@@ -31,6 +31,7 @@ def _ports(lines: list[str]) -> list[int]:
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.slow
 def test_a_signal_stops_every_process_and_frees_every_port(tmp_path, sig, status):
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcpbench", "lab", "up", "--instances", "2", "--transport", "sse", "--policy", "sticky"],
@@ -53,6 +54,7 @@ def test_a_signal_stops_every_process_and_frees_every_port(tmp_path, sig, status
             proc.wait()
 
 
+@pytest.mark.slow
 def test_detach_then_down(tmp_path):
     command = [sys.executable, "-m", "mcpbench", "lab"]
     up = subprocess.run(

@@ -69,6 +69,7 @@ def test_cross_transport_replay_and_http_traces(recordings, tmp_path, mode, tran
     assert report_of(tmp_path / "r.json")["counts"]["identical"] >= 10
 
 
+@pytest.mark.slow
 def test_changed_server_names_exact_paths(recordings, tmp_path):
     trace = str(recordings["legacy"])
     expected = {
