@@ -6,8 +6,9 @@
   `tests.support.servers.reference_server`.
 - `recordings`: a stdio recording of the reference server per era (tests/support/recordings.py).
 - The long runs (tests/support/runs.py): `main_job`, the folder of one `mcpbench run`, read by the
-  pipeline and analysis tests; `reconnect_run`, a small reconnect experiment. A test that uses one is
-  marked `slow`, and its time limit grows by that run's, since whichever test comes first waits for it.
+  pipeline and analysis tests; `reconnect_run`, a small reconnect experiment. When a selected test
+  uses one, it starts with the session's first test and runs beside the others; the tests that use it
+  run last, are marked `slow`, and get its time limit on top of theirs (the first one waits for it).
 """
 
 import subprocess
@@ -25,15 +26,46 @@ from tests.support.servers import RunningServer, reference_server
 LONG_RUNS = {"main_job": runs.MAIN_JOB_TIMEOUT, "reconnect_run": runs.LAB_TIMEOUT}
 
 
+def long_runs_of(item: pytest.Item) -> list[str]:
+    return [name for name in LONG_RUNS if name in getattr(item, "fixturenames", ())]
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        extra = sum(limit for name, limit in LONG_RUNS.items() if name in getattr(item, "fixturenames", ()))
-        if extra:
+        if extra := sum(LONG_RUNS[name] for name in long_runs_of(item)):
             own = item.get_closest_marker("timeout")
             limit = own.args[0] if own and own.args else float(config.getini("timeout"))
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.timeout(limit + extra), append=False)
+    items.sort(key=lambda item: bool(long_runs_of(item)))  # stable: the readers of a long run go last
+
+
+class LongRuns:
+    """The session's long runs: started on first need, stopped (if still running) when the session ends."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.started: dict[str, runs.BackgroundRun] = {}
+
+    def get(self, name: str) -> runs.BackgroundRun:
+        if name not in self.started:
+            start = {"main_job": runs.main_job, "reconnect_run": runs.reconnect_experiment}[name]
+            self.started[name] = start(self.factory.mktemp(name.replace("_", "-")))
+        return self.started[name]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def long_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LongRuns]:
+    """Starts, with the first test, every long run a selected test will read."""
+    started = LongRuns(tmp_path_factory)
+    try:
+        for name in sorted({name for item in request.session.items for name in long_runs_of(item)}):
+            started.get(name)
+        yield started
+    finally:
+        for run in started.started.values():
+            run.stop()
 
 
 @pytest.fixture(scope="session")
@@ -72,14 +104,14 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def main_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+def main_job(long_runs: LongRuns) -> tuple[subprocess.CompletedProcess, Path]:
     """`mcpbench run` once per session: (the process, its folder). Read the folder, never write into it."""
-    folder = tmp_path_factory.mktemp("main-job")
-    return runs.main_job(folder), folder
+    run = long_runs.get("main_job")
+    return run.result(), run.out
 
 
 @pytest.fixture(scope="session")
-def reconnect_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+def reconnect_run(long_runs: LongRuns) -> tuple[subprocess.CompletedProcess, Path]:
     """`mcpbench lab run` on a small reconnect scenario, once per session: (the process, its folder)."""
-    folder = tmp_path_factory.mktemp("reconnect")
-    return runs.reconnect_experiment(folder), folder / "out"
+    run = long_runs.get("reconnect_run")
+    return run.result(), run.out
