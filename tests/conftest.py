@@ -1,18 +1,71 @@
-"""The reference servers (`mcpbench.lab.servers`) shared by every test module: one process per
-configuration, started when a test first asks for it and stopped when the test session ends.
+"""The one fixture set shared by every test module, each made once per test session when a test first asks.
 
-Tests that stop, kill or overload a server, or need one of an unusual configuration, start their
-own with `tests.support.servers.reference_server`.
+- The reference servers (`mcpbench.lab.servers`), one process per kind: `http_server`,
+  `json_http_server`, `stateless_http_server`, `sse_server`. Tests that stop, kill or overload a
+  server, or need one of another configuration, start their own with
+  `tests.support.servers.reference_server`.
+- `recordings`: a stdio recording of the reference server per era (tests/support/recordings.py).
+- The long runs (tests/support/runs.py): `main_job`, the folder of one `mcpbench run`, read by the
+  pipeline and analysis tests; `reconnect_run`, a small reconnect experiment. When a selected test
+  uses one, it starts with the session's first test and runs beside the others; the tests that use it
+  run last, are marked `slow`, and get its time limit on top of theirs (the first one waits for it).
 """
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.servers import REPO_ROOT, RunningServer, reference_server
+from tests.support import runs
+from tests.support.recordings import MODES, record
+from tests.support.servers import RunningServer, reference_server
+
+# session fixture -> the seconds it may take: added to the time limit of a test that uses it
+# (pytest-timeout counts fixture setup, and the first test to ask waits for the run)
+LONG_RUNS = {"main_job": runs.MAIN_JOB_TIMEOUT, "reconnect_run": runs.LAB_TIMEOUT}
+
+
+def long_runs_of(item: pytest.Item) -> list[str]:
+    return [name for name in LONG_RUNS if name in getattr(item, "fixturenames", ())]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if extra := sum(LONG_RUNS[name] for name in long_runs_of(item)):
+            own = item.get_closest_marker("timeout")
+            limit = own.args[0] if own and own.args else float(config.getini("timeout"))
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.timeout(limit + extra), append=False)
+    items.sort(key=lambda item: bool(long_runs_of(item)))  # stable: the readers of a long run go last
+
+
+class LongRuns:
+    """The session's long runs: started on first need, stopped (if still running) when the session ends."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.started: dict[str, runs.BackgroundRun] = {}
+
+    def get(self, name: str) -> runs.BackgroundRun:
+        if name not in self.started:
+            start = {"main_job": runs.main_job, "reconnect_run": runs.reconnect_experiment}[name]
+            self.started[name] = start(self.factory.mktemp(name.replace("_", "-")))
+        return self.started[name]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def long_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LongRuns]:
+    """Starts, with the first test, every long run a selected test will read."""
+    started = LongRuns(tmp_path_factory)
+    try:
+        for name in sorted({name for item in request.session.items for name in long_runs_of(item)}):
+            started.get(name)
+        yield started
+    finally:
+        for run in started.started.values():
+            run.stop()
 
 
 @pytest.fixture(scope="session")
@@ -43,33 +96,22 @@ def sse_server() -> Iterator[RunningServer]:
         yield server
 
 
-# A small reconnect experiment: one cut Streamable HTTP cell per policy, the SDK client too.
-RECONNECT_SCENARIO = """\
-name: reconnect-test
-transports: [streamable-http]
-faults:
-  cut: {cut_streams_after: 1s}
-policies: [none, resume]
-sdk_client: true
-reconnect: {idempotent: [echo]}
-mix:
-  - call: tools/call
-    tool: slow
-    arguments: {seconds: 1.5, steps: 6}
-users: 1
-spawn_rate: 1
-duration: 5s
-timeout: 10s
-"""
+@pytest.fixture(scope="session")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{"legacy": trace, "auto": trace}: one stdio recording per era. Read them, never write them."""
+    folder = tmp_path_factory.mktemp("recordings")
+    return {mode: record(folder / f"{mode}.jsonl", mode) for mode in MODES}
 
 
 @pytest.fixture(scope="session")
-def reconnect_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+def main_job(long_runs: LongRuns) -> tuple[subprocess.CompletedProcess, Path]:
+    """`mcpbench run` once per session: (the process, its folder). Read the folder, never write into it."""
+    run = long_runs.get("main_job")
+    return run.result(), run.out
+
+
+@pytest.fixture(scope="session")
+def reconnect_run(long_runs: LongRuns) -> tuple[subprocess.CompletedProcess, Path]:
     """`mcpbench lab run` on a small reconnect scenario, once per session: (the process, its folder)."""
-    folder = tmp_path_factory.mktemp("reconnect")
-    path = folder / "reconnect.yaml"
-    path.write_text(RECONNECT_SCENARIO)
-    out = folder / "out"
-    proc = subprocess.run([sys.executable, "-m", "mcpbench", "lab", "run", str(path), "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
-    return proc, out
+    run = long_runs.get("reconnect_run")
+    return run.result(), run.out

@@ -11,11 +11,10 @@ import pytest
 from mcpbench.analysis import load_trace
 
 
-@pytest.mark.timeout(600)  # the whole job: at most 3 minutes, more on a busy machine
-def test_main_job_records_replays_loads_and_reports(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
+def test_main_job_records_replays_loads_and_reports(main_job):
+    proc, folder = main_job  # the session's one run (tests/conftest.py)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = orjson.loads((tmp_path / "summary.json").read_bytes())
+    summary = orjson.loads((folder / "summary.json").read_bytes())
     assert list(summary) == ["record", "replay", "load", "sticky", "reconnect", "report", "elapsed_s"]
     assert "with no change" in summary["replay"] and "1 changed" in summary["replay"]
     assert summary["load"].count(" 0 failed") == 3
@@ -25,19 +24,19 @@ def test_main_job_records_replays_loads_and_reports(tmp_path):
     policies = dict(part.split(" ", 1) for part in summary["reconnect"].split("; "))
     assert policies["none"].startswith("0/") and policies["resume"].endswith(" 0 lost, 0 duplicated")
     assert set(policies) == {"none", "reinitialize", "resume", "sdk"}
-    frames = load_trace(sorted(tmp_path.glob("*.jsonl")))
+    frames = load_trace(sorted(folder.glob("*.jsonl")))
     assert frames.violations.empty
     eras = frames.calls.groupby("trace", observed=True)["era"].agg(lambda s: set(s.astype(str)))
     assert eras["stdio-legacy.jsonl"] == eras["http-legacy.jsonl"] == eras["sse-legacy.jsonl"] == {"handshake"}
     assert eras["stdio-auto.jsonl"] == eras["http-auto.jsonl"] == {"stateless"}
     for transport in ("stdio", "streamable-http", "sse"):
-        report = orjson.loads((tmp_path / f"replay-{transport}.json").read_bytes())
+        report = orjson.loads((folder / f"replay-{transport}.json").read_bytes())
         assert report["exit_code"] == 0 and report["counts"]["identical"] == 10
-    modified = orjson.loads((tmp_path / "replay-modified.json").read_bytes())
+    modified = orjson.loads((folder / "replay-modified.json").read_bytes())
     changed = [c for s in modified["sessions"] for c in s["calls"] if c["status"] == "changed"]
     assert [c["name"] for c in changed] == ["echo"]
     lines = proc.stdout.rstrip().splitlines()
-    assert lines[-4] == f"report: {tmp_path / 'report.html'}" and (tmp_path / "report.html").stat().st_size > 10_000
+    assert lines[-4] == f"report: {folder / 'report.html'}" and (folder / "report.html").stat().st_size > 10_000
     assert [line.split(":")[0].strip() for line in lines[-3:]] == ["traces", "load", "replay"]
     assert all(line.startswith("[") for line in lines[:-5])  # every progress line carries elapsed time and stage
     assert "4/7 load]" in proc.stdout and "5/7 sticky]" in proc.stdout and "6/7 reconnect]" in proc.stdout and "7/7 report]" in proc.stdout
@@ -58,6 +57,7 @@ def _processes_mentioning(text: str) -> list[str]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.slow
 def test_a_signal_stops_the_main_job_cleanly(tmp_path, signum, status):
     proc = subprocess.Popen([sys.executable, "-m", "mcpbench", "run", "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

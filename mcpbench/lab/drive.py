@@ -8,6 +8,7 @@ from typing import Any
 
 SESSION_TIMEOUT = 60.0
 SAMPLED_TEXT = "sampled by mcpbench"
+ASK_QUESTION = "ready?"  # the session asks `ask` this; SAMPLED_TEXT answers it
 
 
 def sdk_target(target: Any, transport: str = "streamable-http") -> Any:
@@ -19,20 +20,23 @@ def sdk_target(target: Any, transport: str = "streamable-http") -> Any:
     return target
 
 
+async def sampling_stub(context: Any, params: Any) -> Any:
+    """The session's sampling callback: SAMPLED_TEXT, whatever the question (a client of a recording answers alike)."""
+    from mcp.types import CreateMessageResult, TextContent
+
+    return CreateMessageResult(role="assistant", content=TextContent(type="text", text=SAMPLED_TEXT), model="mcpbench-stub")
+
+
 async def _session(target: Any, mode: str) -> dict[str, Any]:
     from mcp import Client
-    from mcp.types import CreateMessageResult, TextContent
 
     progress: list[float] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append(value)
 
-    async def on_sampling(context: Any, params: Any) -> CreateMessageResult:
-        return CreateMessageResult(role="assistant", content=TextContent(type="text", text=SAMPLED_TEXT), model="mcpbench-stub")
-
     results: dict[str, Any] = {}
-    async with Client(target, mode=mode, sampling_callback=on_sampling) as client:
+    async with Client(target, mode=mode, sampling_callback=sampling_stub) as client:
         results["tools"] = sorted(tool.name for tool in (await client.list_tools()).tools)
         results["echo"] = (await client.call_tool("echo", {"text": "héllo"})).model_dump(mode="json")
         results["add"] = (await client.call_tool("add", {"a": 2, "b": 40})).model_dump(mode="json")
@@ -40,7 +44,7 @@ async def _session(target: Any, mode: str) -> dict[str, Any]:
         results["big"] = len((await client.call_tool("big", {"size": 100_000})).content[0].text)
         slow = await client.call_tool("slow", {"seconds": 0.05, "steps": 2}, progress_callback=on_progress)
         results["slow"] = slow.model_dump(mode="json")
-        results["ask"] = (await client.call_tool("ask", {"question": "ready?"})).model_dump(mode="json")
+        results["ask"] = (await client.call_tool("ask", {"question": ASK_QUESTION})).model_dump(mode="json")
         results["resource"] = (await client.read_resource("mcpbench://greeting")).model_dump(mode="json")
         results["prompt"] = (await client.get_prompt("summarize", {"topic": "MCP"})).model_dump(mode="json")
         results["protocol_version"] = client.protocol_version

@@ -6,8 +6,8 @@ rule lives in one place.
 """
 
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urljoin, urlsplit
 
+from mcpbench.protocol import uri
 from mcpbench.protocol.errors import RemoteProtocolError
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, MessageId, Request, Response, decode
 # What a body is (its media type, its content coding) is read in `media.py`; imported here for
@@ -58,11 +58,11 @@ def resolve_endpoint(stream_url: str, data: str) -> str:
     2024-11-05: the event's data is a URI, relative or absolute; mcpbench treats
     it as opaque (the session parameter may be `sessionId`, `session_id`, …).
     """
-    return urljoin(stream_url, data.strip())
+    return uri.join(stream_url, data.strip())
 
 
 def same_origin(a: str, b: str) -> bool:
-    pa, pb = urlsplit(a), urlsplit(b)
+    pa, pb = uri.split(a), uri.split(b)
     return (pa.scheme, pa.netloc) == (pb.scheme, pb.netloc)
 
 
@@ -107,10 +107,10 @@ def legacy_session_key(endpoint: str) -> str:
     the whole query; no query -> the whole URI.
     """
     endpoint = endpoint.strip()
-    query = urlsplit(endpoint).query
+    query = uri.split(endpoint).query
     if not query:
         return endpoint
-    pairs = parse_qsl(query, keep_blank_values=True)
+    pairs = uri.query_pairs(query)
     if len(pairs) == 1 and pairs[0][1]:
         return pairs[0][1]
     return query

@@ -1,56 +1,43 @@
-"""Real data for the analysis tests, made once per test session: traces from every capture path
-(the tee, the record proxy on both HTTP transports, a replay's --out), a replay report, a short
-load run, and a lab folder with a sticky.csv that follows the lab's column contract."""
+"""Real data for the analysis tests, once per test session: the traces of every capture path (the tee,
+the record proxy on both HTTP transports, a replay's --out), a replay report and a short load run, all
+from the session's main-job run (tests/conftest.py), and a lab folder with a sticky.csv that follows the
+lab's column contract."""
 
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from mcpbench.pipeline import recording_proxy
-from tests.support.servers import REPO_ROOT, serve_argv, stdio_params
+from tests.support.recordings import stdio_target
+from tests.support.runs import MCPBENCH
+from tests.support.servers import REPO_ROOT
 
-MCPBENCH = [sys.executable, "-m", "mcpbench"]
-LOAD_TIMEOUT = 180.0
+REPLAY_TIMEOUT = 180.0
+# capture name -> the main job's trace
+MAIN_JOB_TRACES = {"stdio-legacy": "stdio-legacy", "stdio-auto": "stdio-auto", "http-legacy": "http-legacy",
+                   "http-auto": "http-auto", "sse": "sse-legacy"}
 
 
-def _make_captures(folder: Path, http, sse) -> Path:
-    from mcpbench.lab.drive import drive, sdk_target
-
-    server = serve_argv("stdio")
-    for mode in ("legacy", "auto"):
-        argv = [*MCPBENCH, "tee", "--out", str(folder / f"stdio-{mode}.jsonl"), "--", *server]
-        drive(stdio_params(argv), mode)
-    for mode in ("legacy", "auto"):
-        with recording_proxy(http.url, folder / f"http-{mode}.jsonl") as base:
-            drive(base + "/mcp", mode)
-    with recording_proxy(sse.url, folder / "sse.jsonl") as base:
-        drive(sdk_target(base + "/sse", "sse"), "legacy")
-    target = "stdio:" + " ".join(server)
+@pytest.fixture(scope="session")
+def captures(tmp_path_factory, main_job) -> Path:
+    """A folder of real traces: stdio-{legacy,auto}, http-{legacy,auto}, sse (the main job's), replay (+ replay.json)."""
+    _, run = main_job
+    folder = tmp_path_factory.mktemp("captures")
+    for name, source in MAIN_JOB_TRACES.items():
+        shutil.copy(run / f"{source}.jsonl", folder / f"{name}.jsonl")
     subprocess.run(
-        [*MCPBENCH, "replay", str(folder / "stdio-legacy.jsonl"), "--target", target, "--out", str(folder / "replay.jsonl"), "--report", str(folder / "replay.json")],
-        cwd=REPO_ROOT, check=False, capture_output=True, timeout=LOAD_TIMEOUT,
+        [*MCPBENCH, "replay", str(folder / "stdio-legacy.jsonl"), "--target", stdio_target(), "--out", str(folder / "replay.jsonl"), "--report", str(folder / "replay.json")],
+        cwd=REPO_ROOT, check=False, capture_output=True, timeout=REPLAY_TIMEOUT,
     )
     return folder
 
 
 @pytest.fixture(scope="session")
-def captures(tmp_path_factory, http_server, sse_server) -> Path:
-    """A folder of real traces: stdio-{legacy,auto}, http-{legacy,auto}, sse, replay (+ replay.json)."""
-    return _make_captures(tmp_path_factory.mktemp("captures"), http_server, sse_server)
-
-
-@pytest.fixture(scope="session")
-def load_folder(tmp_path_factory, http_server) -> Path:
-    """A short real load run on the reference Streamable HTTP server."""
-    out = tmp_path_factory.mktemp("load") / "run"
-    scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    proc = subprocess.run(
-        [*MCPBENCH, "load", str(scenario), "--target", http_server.url, "--users", "3", "--spawn-rate", "3", "--duration", "3s", "--out", str(out)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=LOAD_TIMEOUT,
-    )
-    assert (out / "samples.jsonl").is_file(), proc.stdout + proc.stderr
+def load_folder(main_job) -> Path:
+    """A short real load run on the reference Streamable HTTP server, both eras: the main job's."""
+    out = main_job[1] / "load-streamable-http"
+    assert (out / "samples.jsonl").is_file(), main_job[0].stdout[-3000:] + main_job[0].stderr[-3000:]
     return out
 
 

@@ -53,7 +53,7 @@ def test_calls_pair_requests_with_typed_columns(tmp_path):
     assert outcome_table(calls).loc["tools/list", "unanswered"] == 1
 
 
-@pytest.mark.timeout(300)  # makes the captures when it runs first
+@pytest.mark.timeout(300)  # may make the captures first (a replay; the main job adds its own limit)
 def test_same_frames_from_every_capture_path(captures):
     paths = {name: captures / f"{name}.jsonl" for name in ("stdio-legacy", "stdio-auto", "http-legacy", "http-auto", "sse", "replay")}
     dtypes = None

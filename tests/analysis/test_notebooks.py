@@ -29,7 +29,7 @@ def test_notebook_is_stored_without_outputs(name):
     assert all("mcpbench.analysis." not in cell.source or "mcpbench.analysis.charts" in cell.source or "mcpbench.analysis.tables" in cell.source for cell in code)
 
 
-@pytest.mark.timeout(300)  # a cold kernel, and maybe the captures and the load run first
+@pytest.mark.timeout(300)  # a cold kernel, and maybe the captures first
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_on_test_data(name, captures, load_folder, lab_folder, reconnect_run, tmp_path, monkeypatch):
     from nbclient import NotebookClient

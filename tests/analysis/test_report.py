@@ -29,7 +29,7 @@ def run_folder(tmp_path_factory, captures, load_folder, lab_folder) -> Path:
     return folder
 
 
-@pytest.mark.timeout(300)  # the first test to need the captures and the load run makes them
+@pytest.mark.timeout(300)  # the first test to need the captures makes them
 def test_report_renders_in_chromium(run_folder):
     proc = report_command(str(run_folder))
     assert proc.returncode == 0, proc.stderr

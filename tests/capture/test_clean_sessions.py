@@ -29,6 +29,7 @@ def transports_of_messages(trace: Path) -> Counter:
     return Counter(e["transport"] for e in read_trace(trace) if e["kind"] == "message")
 
 
+@pytest.mark.slow
 def test_stdio_through_the_tee(tmp_path: Path) -> None:
     for mode in MODES:
         trace = tmp_path / f"{mode}.jsonl"
@@ -43,6 +44,7 @@ def test_stdio_through_the_tee(tmp_path: Path) -> None:
     [("sse", "sse_server"), ("streamable-http", "http_server"), ("streamable-http", "json_http_server"), ("streamable-http", "stateless_http_server")],
     ids=["legacy-sse", "sse-answers", "json-answers", "stateless"],
 )
+@pytest.mark.slow
 def test_http_through_mcpbench_record(tmp_path: Path, transport: str, server: str, request: pytest.FixtureRequest) -> None:
     server = request.getfixturevalue(server)  # the shared reference server of that configuration
     for mode in MODES:
@@ -53,6 +55,7 @@ def test_http_through_mcpbench_record(tmp_path: Path, transport: str, server: st
         assert violations(trace) == Counter(), mode
 
 
+@pytest.mark.slow
 def test_legacy_sse_through_mitmdump(tmp_path: Path, sse_server) -> None:
     """The case that once failed: 2026-07-28 over legacy HTTP+SSE got Streamable HTTP's header rules."""
     for mode in MODES:

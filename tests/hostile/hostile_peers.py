@@ -113,3 +113,48 @@ def not_mcp_server() -> Iterator[str]:
         yield f"http://{HOST}:{port}"
     finally:
         stop_process(proc)
+
+
+# A server that answers the handshake at once and `tools/call` only after LATE seconds:
+# over stdio (argv[1] == "stdio") or Streamable HTTP with JSON bodies (argv[1] == a port).
+LATE = 8.0
+LATE_SERVER = f"""
+import http.server, json, sys, time
+LATE = {LATE}
+def answer(msg):
+    if "id" not in msg:
+        return None
+    if msg["method"] == "initialize":
+        result = {{"protocolVersion": "2025-11-25", "capabilities": {{"tools": {{}}}},
+                  "serverInfo": {{"name": "counter", "version": "1"}}}}
+    else:
+        sys.stderr.write("called\\n")  # a test waits for this line: the call is in flight
+        sys.stderr.flush()
+        time.sleep(LATE)
+        result = {{"content": [{{"type": "text", "text": "1"}}], "isError": False}}
+    return {{"jsonrpc": "2.0", "id": msg["id"], "result": result}}
+if sys.argv[1] == "stdio":
+    for line in sys.stdin:
+        reply = answer(json.loads(line))
+        if reply:
+            sys.stdout.write(json.dumps(reply) + "\\n")
+            sys.stdout.flush()
+else:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def do_POST(self):
+            reply = answer(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            body = json.dumps(reply).encode() if reply else b""
+            self.send_response(200 if reply else 202)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def do_DELETE(self):
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""

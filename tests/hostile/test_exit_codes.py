@@ -21,6 +21,7 @@ from tests.hostile.hostile_peers import HEADER, busy_port, counter_trace, event,
     ["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:{port}", "--out", "{out}"],
     ["load", "--target", "http://127.0.0.1:9/mcp", "--from-trace", "{trace}", "--ui", "--web-port", "{port}", "--out", "{out}"],
 ])
+@pytest.mark.slow
 def test_a_busy_port_is_one_line_and_exit_3(tmp_path, command):
     trace = counter_trace(tmp_path / "t.jsonl")
     with busy_port() as port:
@@ -35,6 +36,7 @@ def test_a_busy_port_is_one_line_and_exit_3(tmp_path, command):
     ["lab", "serve", "--transport", "sse", "--host", "no-such-host.invalid"],
     ["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "no-such-host.invalid:0", "--out", "{out}"],
 ])
+@pytest.mark.slow
 def test_a_bad_host_is_one_line_and_exit_3(tmp_path, command):
     trace = counter_trace(tmp_path / "t.jsonl")
     result = run([a.format(trace=trace, out=tmp_path / "r.jsonl") for a in command])
@@ -184,6 +186,7 @@ def test_the_same_http_trace_with_the_right_types_exports(tmp_path):
     ("import time; time.sleep(60)", "sent nothing within 2 s"),  # silent: each call would wait 2 s
     ("print('hello')", "exited with status"),  # prints a line and leaves
 ])
+@pytest.mark.slow
 def test_a_stdio_target_that_does_not_speak_mcp_is_exit_3(tmp_path, server, says):
     import subprocess
     import sys

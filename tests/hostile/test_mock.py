@@ -45,6 +45,7 @@ def replay(trace: Path, target: str, report: Path, *extra: str):
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+@pytest.mark.slow
 def test_replaying_one_trace_twice_against_one_mock_gives_the_same_result(tmp_path, transport):
     trace = counter_trace(tmp_path / "t.jsonl", answers=("1", "2", "3"))
     with mock(trace, transport) as url:

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from tests.hostile.helpers import EXIT_FAILED, EXIT_INPUT, assert_clean_failure, run
-from tests.hostile.hostile_peers import counter_trace
+from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
 from tests.support.servers import HOST, free_port, stop_process, wait_for_port
 
 
@@ -80,53 +80,11 @@ def test_record_refuses_an_upstream_timeout_that_cannot_work(value):
     assert_clean_failure(result, EXIT_INPUT, "--upstream-timeout")
 
 
-# A server that answers the handshake at once and `tools/call` only after LATE seconds:
-# over stdio (argv[1] == "stdio") or Streamable HTTP with JSON bodies (argv[1] == a port).
-LATE = 8.0
-TIMEOUT = "2"
-LATE_SERVER = f"""
-import http.server, json, sys, time
-LATE = {LATE}
-def answer(msg):
-    if "id" not in msg:
-        return None
-    if msg["method"] == "initialize":
-        result = {{"protocolVersion": "2025-11-25", "capabilities": {{"tools": {{}}}},
-                  "serverInfo": {{"name": "counter", "version": "1"}}}}
-    else:
-        sys.stderr.write("called\\n")  # a test waits for this line: the call is in flight
-        sys.stderr.flush()
-        time.sleep(LATE)
-        result = {{"content": [{{"type": "text", "text": "1"}}], "isError": False}}
-    return {{"jsonrpc": "2.0", "id": msg["id"], "result": result}}
-if sys.argv[1] == "stdio":
-    for line in sys.stdin:
-        reply = answer(json.loads(line))
-        if reply:
-            sys.stdout.write(json.dumps(reply) + "\\n")
-            sys.stdout.flush()
-else:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        def do_POST(self):
-            reply = answer(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-            body = json.dumps(reply).encode() if reply else b""
-            self.send_response(200 if reply else 202)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        def do_DELETE(self):
-            self.send_response(405)
-            self.send_header("content-length", "0")
-            self.end_headers()
-        def log_message(self, *args):
-            pass
-    http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
-"""
+TIMEOUT = "2"  # the replay's per-request timeout: far below LATE_SERVER's delay
 
 
 @pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+@pytest.mark.slow
 def test_replay_timeout_is_enforced_per_request(tmp_path, transport):
     trace, report = counter_trace(tmp_path / "t.jsonl", answers=("1",)), tmp_path / "r.json"
     script = tmp_path / "late_server.py"

@@ -169,6 +169,7 @@ def upstream(case: str) -> Iterator[int]:
         ("short-body", "received 11 bytes, expected 100", 200),
     ],
 )
+@pytest.mark.slow
 def test_upstream_failure_answers_502_and_is_recorded(tmp_path: Path, kind: str, case: str, cause: str, status: int | None) -> None:
     trace = tmp_path / "t.jsonl"
     with upstream(case) as port, recorder(kind, port, trace) as proxy:
@@ -218,6 +219,7 @@ def silent_upstream() -> Iterator[int]:
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
+@pytest.mark.slow
 def test_upstream_that_never_answers_is_recorded_when_the_client_gives_up(tmp_path: Path, kind: str) -> None:
     trace = tmp_path / "t.jsonl"
     with silent_upstream() as port, recorder(kind, port, trace) as proxy:
@@ -232,6 +234,7 @@ def test_upstream_that_never_answers_is_recorded_when_the_client_gives_up(tmp_pa
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
+@pytest.mark.slow
 def test_upstream_that_times_out_answers_504_and_is_recorded(tmp_path: Path, kind: str) -> None:
     trace = tmp_path / "t.jsonl"
     with silent_upstream() as port, recorder(kind, port, trace, timeout=1) as proxy:
@@ -254,6 +257,7 @@ def test_upstream_that_times_out_answers_504_and_is_recorded(tmp_path: Path, kin
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
+@pytest.mark.slow
 def test_trace_that_fills_up_keeps_the_proxy_serving_and_ends_3(tmp_path: Path, kind: str) -> None:
     trace = tmp_path / "t.jsonl"
     with peer_server(json_response=True) as peer, recorder(kind, peer.port, trace, fsize=FSIZE_LIMIT) as proxy:
@@ -390,10 +394,11 @@ def test_mitmdump_with_a_trace_that_cannot_be_created_ends_2(tmp_path: Path) -> 
     assert out.read_text() == "a file"
 
 
-def test_replay_whose_own_trace_fills_up_reports_and_ends_3(tmp_path: Path) -> None:
-    from tests.replay.conftest import record, stdio_target
+@pytest.mark.slow
+def test_replay_whose_own_trace_fills_up_reports_and_ends_3(tmp_path: Path, recordings: dict[str, Path]) -> None:
+    from tests.support.recordings import stdio_target
 
-    recording = record(tmp_path / "rec.jsonl", "legacy")
+    recording = recordings["legacy"]
     before = recording.read_bytes()
     out = tmp_path / "replay.jsonl"
     proc = subprocess.run(
@@ -424,6 +429,7 @@ def test_replay_onto_a_full_device_ends_3_before_replaying(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
+@pytest.mark.slow
 def test_trace_removed_while_recording_ends_3(tmp_path: Path, kind: str) -> None:
     trace = tmp_path / "t.jsonl"
     with peer_server(json_response=True) as peer, recorder(kind, peer.port, trace) as proxy:
@@ -452,6 +458,7 @@ def test_tee_whose_recorder_dies_passes_everything_and_ends_3(tmp_path: Path) ->
     assert list(TraceReader(trace))[0]["kind"] == "trace"  # what it wrote before is kept
 
 
+@pytest.mark.slow
 def test_sse_stream_cut_mid_event_keeps_the_bytes_it_had(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -478,6 +485,7 @@ LOAD_FSIZE_LIMIT = 30_000
 
 
 @pytest.mark.parametrize("workers", ["0", "1"])
+@pytest.mark.slow
 def test_load_whose_samples_fill_up_runs_on_and_ends_3(tmp_path: Path, workers: str, http_server) -> None:
     out = tmp_path / "run"
     scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"

@@ -60,6 +60,7 @@ def test_inspect_shows_one_session_per_legacy_sse_stream(tmp_path):
 
 
 @pytest.mark.parametrize("version", [STATELESS, HANDSHAKE])
+@pytest.mark.slow
 def test_load_from_trace_runs_in_the_recorded_era(tmp_path, version, http_server):
     trace = write_trace(tmp_path / "t.jsonl", counter_session("s", version, ["hi"], tool="echo", arguments={"text": "hi"}))
     out = tmp_path / "run"

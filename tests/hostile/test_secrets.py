@@ -108,6 +108,7 @@ def rpc(method: str, id: int, params: dict | None = None) -> dict:
     return {"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}}
 
 
+@pytest.mark.slow
 def test_http_recording_keeps_no_secret_anywhere(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     port = free_port()
@@ -235,6 +236,7 @@ def test_tee_start_failure_keeps_no_secret(tmp_path: Path) -> None:
     assert_no_secret("the error line", line)
 
 
+@pytest.mark.slow
 def test_load_results_keep_no_secret_of_the_target(tmp_path: Path, http_server) -> None:
     scenario = tmp_path / "scenario.yaml"
     out = tmp_path / "out"

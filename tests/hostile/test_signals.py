@@ -23,10 +23,9 @@ import pytest
 from mcpbench.trace.reader import read_trace
 from tests.hostile.helpers import MCPBENCH, log_stderr
 from tests.hostile.helpers import run as run_mcpbench
-from tests.hostile.hostile_peers import counter_trace
-from tests.hostile.test_options import LATE_SERVER
-from tests.stdio.test_tee import wait_for_exit
-from tests.support.servers import HOST, REPO_ROOT, free_port, reference_server, stop_process, wait_for_port
+from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
+from tests.support.processes import wait_for_exit
+from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 # Bounds on waits for events; a case that reaches one is broken, not slow.
@@ -152,6 +151,7 @@ def test_serve_trace_stdio_stops(tmp_path, sig):
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.slow
 def test_lab_serve_stops_and_releases_its_port(sig):
     port = free_port()
     with command(["lab", "serve", "--transport", "streamable-http", "--port", str(port)]) as proc:
@@ -164,6 +164,7 @@ def test_lab_serve_stops_and_releases_its_port(sig):
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.slow
 def test_record_stops_with_the_exchange_in_flight_recorded(tmp_path, sig):
     import http.client
     import threading
@@ -201,6 +202,9 @@ def test_record_stops_with_the_exchange_in_flight_recorded(tmp_path, sig):
 
 
 def server_pid(trace: Path) -> int:
+    """The server's pid from the tee's trace: its start event, which the recorder may write a moment
+    after the server's first stderr line has passed through (bounded wait)."""
+    wait_for_text(trace, b'"event":"start"')
     for event in read_trace(trace):
         if event["kind"] == "process" and event.get("event") == "start":
             return event["pid"]
@@ -218,6 +222,7 @@ def test_a_killed_tee_takes_its_server_with_it(tmp_path):
         wait_for_exit(pid, STOP_WAIT)  # the kernel ends the server (PR_SET_PDEATHSIG)
 
 
+@pytest.mark.slow
 def test_the_tee_kills_a_server_that_ignores_sigterm(tmp_path):
     trace = tmp_path / "tee.jsonl"
     server = ("import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
@@ -260,11 +265,12 @@ def test_replay_interrupted_keeps_its_report_and_trace(tmp_path, sig):
 
 
 @pytest.mark.parametrize(("sig", "workers"), [(signal.SIGTERM, "0"), (signal.SIGINT, "2")], ids=["SIGTERM", "SIGINT-workers"])
-def test_load_interrupted_reports_the_time_that_ran(tmp_path, sig, workers):
+@pytest.mark.slow
+def test_load_interrupted_reports_the_time_that_ran(tmp_path, sig, workers, http_server):
     out = tmp_path / "run"
     scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with reference_server("streamable-http") as server, command(
-        ["load", str(scenario), "--target", server.url, "--duration", "10m", "--users", "2", "--workers", workers,
+    with command(
+        ["load", str(scenario), "--target", http_server.url, "--duration", "10m", "--users", "2", "--workers", workers,
          "--out", str(out)], start_new_session=True,
     ) as proc:
         deadline = time.monotonic() + READY_WAIT
@@ -284,6 +290,7 @@ def test_load_interrupted_reports_the_time_that_ran(tmp_path, sig, workers):
 # --- run: the main job passes a stop on to the command it is running ----------------------------------
 
 
+@pytest.mark.slow
 def test_run_interrupted_during_its_load_stage_leaves_no_process(tmp_path):
     out = tmp_path / "run"
     with command(["run", "--out", str(out)], start_new_session=True) as proc:
@@ -294,11 +301,12 @@ def test_run_interrupted_during_its_load_stage_leaves_no_process(tmp_path):
         assert not leftovers, leftovers  # neither `mcpbench load` nor its Locust outlive the run
 
 
-def test_load_web_ui_stops_and_releases_its_port(tmp_path):
+@pytest.mark.slow
+def test_load_web_ui_stops_and_releases_its_port(tmp_path, http_server):
     out, port = tmp_path / "run", free_port()
     scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with reference_server("streamable-http") as server, command(
-        ["load", str(scenario), "--target", server.url, "--ui", "--web-port", str(port), "--out", str(out)],
+    with command(
+        ["load", str(scenario), "--target", http_server.url, "--ui", "--web-port", str(port), "--out", str(out)],
         start_new_session=True,
     ) as proc:
         wait_for_port(HOST, port, proc=proc)
@@ -314,6 +322,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("through_tee", [False, True], ids=["lab-serve", "tee-lab-serve"])
+@pytest.mark.slow
 def test_a_stdio_server_stops_without_a_traceback(tmp_path, sig, through_tee):
     """The reference stdio server, alone or behind the tee (which forwards the signal), mid-session."""
     serve = ["lab", "serve", "--transport", "stdio"]
@@ -343,6 +352,7 @@ for line in iter(sys.stdin.buffer.readline, b""):
 
 
 @pytest.mark.parametrize("end", ["SIGINT", "SIGTERM", "eof"])
+@pytest.mark.slow
 def test_tee_writes_requests_in_flight_as_error_events(tmp_path, end):
     """However the tee ends, each client request still unanswered becomes one `error` event, readable by all."""
     trace = tmp_path / "tee.jsonl"
@@ -387,6 +397,7 @@ def children_of(pid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.slow
 def test_serve_trace_stops_the_live_server_it_forwards_to(tmp_path, sig):
     """serve-trace --on-miss forward stdio:…: the upstream child process ends with the mock."""
     from tests.support.servers import serve_argv

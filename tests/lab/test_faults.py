@@ -4,7 +4,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,6 +18,7 @@ from tests.lab.faulthelp import (
     fault_records,
     initialize,
     post,
+    read_first_line,
     read_until_closed,
     start_stream_get,
     wait_for,
@@ -26,6 +26,13 @@ from tests.lab.faulthelp import (
 from tests.support.servers import reference_server
 
 CUT = 2.0  # seconds: the cut the stream tests ask for (a handshake through the proxy ends well before)
+
+
+@pytest.fixture(scope="module")
+def stateless_json_server():
+    """Streamable HTTP without sessions and with JSON answers: every request stands alone."""
+    with reference_server("streamable-http", stateless=True, json_response=True) as server:
+        yield server
 
 
 # --- the plan, without I/O ----------------------------------------------------------------------
@@ -75,50 +82,49 @@ def test_bad_values_are_one_line_and_status_2():
 
 # --- the addon in a real proxy --------------------------------------------------------------------
 
-def test_a_get_stream_and_a_post_sse_answer_are_cut_after_t(tmp_path):
+@pytest.mark.slow
+def test_a_get_stream_and_a_post_sse_answer_are_cut_after_t(tmp_path, http_server):
     log = tmp_path / "faults.jsonl"
-    with reference_server("streamable-http") as server, fault_proxy(server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:
+    with fault_proxy(http_server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:
         headers = initialize(url)  # its SSE answer ends before the cut
-        started = time.monotonic()
         conn, stream = start_stream_get(url, headers)
         assert stream.status == 200
         _, cut = read_until_closed(stream)  # the SDK's GET stream never ends by itself
-        lasted = time.monotonic() - started
         conn.close()
-        assert cut and lasted >= CUT
+        assert cut
 
         call = connection(url)
-        started = time.monotonic()
         answer = post(call, urlsplit(url).path, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
             "name": "slow", "arguments": {"seconds": 20, "steps": 40}, "_meta": {"progressToken": "p"}}}, headers)
         assert answer.status == 200 and answer.getheader("content-type").startswith("text/event-stream")
         body, cut = read_until_closed(answer)
-        lasted = time.monotonic() - started
-        assert cut and CUT <= lasted < 20  # cut, long before the tool's answer
+        assert cut  # long before the tool's answer: it carried progress, and no result
         assert b"notifications/progress" in body and b'"result"' not in body
     cuts = [r for r in fault_records(log) if r["kind"] == "cut-stream"]
     assert [(r["method"], r["path"]) for r in cuts] == [("GET", "/mcp"), ("POST", "/mcp")]
+    # cut when the plan says, by the proxy's own record (the cause, not a stopwatch in the test)
     assert all(r["after_s"] >= CUT and r["flow"] and r["client"].startswith("127.0.0.1:") for r in cuts)
 
 
-def test_the_legacy_sse_stream_is_cut_after_t(tmp_path):
+@pytest.mark.slow
+def test_the_legacy_sse_stream_is_cut_after_t(tmp_path, sse_server):
     log = tmp_path / "faults.jsonl"
-    with reference_server("sse") as server, fault_proxy(server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:
-        started = time.monotonic()
+    with fault_proxy(sse_server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:
         conn, stream = start_stream_get(url, {})
         assert stream.status == 200
         body, cut = read_until_closed(stream)
-        assert cut and time.monotonic() - started >= CUT
+        assert cut
         assert b"event: endpoint" in body
         conn.close()
-    assert [r["path"] for r in fault_records(log) if r["kind"] == "cut-stream"] == ["/sse"]
+    cuts = [r for r in fault_records(log) if r["kind"] == "cut-stream"]
+    assert [r["path"] for r in cuts] == ["/sse"] and cuts[0]["after_s"] >= CUT
 
 
-def test_a_drop_share_is_seeded_and_logged_over_200_requests(tmp_path):
+@pytest.mark.slow
+def test_a_drop_share_is_seeded_and_logged_over_200_requests(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
     requests = 200
-    with reference_server("streamable-http", stateless=True, json_response=True) as server, \
-            fault_proxy(server.url, "--drop", "25%", "--drop-as", "503", "--seed", "11", "--fault-log", str(log)) as url:
+    with fault_proxy(stateless_json_server.url, "--drop", "25%", "--drop-as", "503", "--seed", "11", "--fault-log", str(log)) as url:
         conn = connection(url)
         statuses = []
         for n in range(requests):
@@ -138,10 +144,10 @@ def test_a_drop_share_is_seeded_and_logged_over_200_requests(tmp_path):
     assert len(drops) == sum(dropped) and all(r["drop_as"] == "503" and r["method"] == "POST" for r in drops)
 
 
-def test_a_reset_drop_closes_the_connection_without_an_answer(tmp_path):
+@pytest.mark.slow
+def test_a_reset_drop_closes_the_connection_without_an_answer(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
-    with reference_server("streamable-http", stateless=True, json_response=True) as server, \
-            fault_proxy(server.url, "--drop", "100%", "--fault-log", str(log)) as url:
+    with fault_proxy(stateless_json_server.url, "--drop", "100%", "--fault-log", str(log)) as url:
         for n in range(3):
             conn = connection(url)
             with pytest.raises((ConnectionError, OSError)):  # RemoteDisconnected is a ConnectionError
@@ -150,31 +156,29 @@ def test_a_reset_drop_closes_the_connection_without_an_answer(tmp_path):
     assert [r["drop_as"] for r in fault_records(log)] == ["reset"] * 3
 
 
-def test_an_idle_connection_is_cut_and_a_delay_holds_requests_back(tmp_path):
+@pytest.mark.slow
+def test_an_idle_connection_is_cut_and_a_delay_holds_requests_back(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
-    with reference_server("streamable-http", stateless=True, json_response=True) as server, \
-            fault_proxy(server.url, "--idle-timeout", f"{CUT}s", "--delay", "300ms±100ms", "--seed", "1", "--fault-log", str(log)) as url:
+    with fault_proxy(stateless_json_server.url, "--idle-timeout", f"{CUT}s", "--delay", "300ms±100ms", "--seed", "1", "--fault-log", str(log)) as url:
         port = urlsplit(url).port
         with socket.create_connection(("127.0.0.1", port), timeout=STREAM_TIMEOUT) as idle:
-            started = time.monotonic()
             assert idle.recv(1) == b""  # the proxy closed it: nothing was ever sent
-            assert time.monotonic() - started >= CUT - 0.1  # accepted a moment before our clock started
         conn = connection(url)
         for n in range(3):
-            started = time.monotonic()
             answer = post(conn, urlsplit(url).path, {"jsonrpc": "2.0", "id": n, "method": "ping"})
             answer.read()
-            assert answer.status == 200 and time.monotonic() - started >= 0.2
+            assert answer.status == 200
+    # when the proxy cut and how long it held each request back, by its own record
     records = fault_records(log)
     assert [r["kind"] for r in records].count("cut-idle") >= 1 and records[0]["idle_s"] >= CUT
     delays = [r["delay_ms"] for r in records if r["kind"] == "delay"]
     assert len(delays) == 3 and all(200 <= d <= 400 for d in delays)
 
 
-def test_the_schedule_limits_drops_to_its_window(tmp_path):
+@pytest.mark.slow
+def test_the_schedule_limits_drops_to_its_window(tmp_path, stateless_json_server):
     log = tmp_path / "faults.jsonl"
-    with reference_server("streamable-http", stateless=True, json_response=True) as server, \
-            fault_proxy(server.url, "--drop", "100%", "--drop-as", "502", "--faults-from", "3s", "--faults-until", "4s", "--fault-log", str(log)) as url:
+    with fault_proxy(stateless_json_server.url, "--drop", "100%", "--drop-as", "502", "--faults-from", "3s", "--faults-until", "4s", "--fault-log", str(log)) as url:
         conn = connection(url)
         seen: list[int] = []
 
@@ -191,7 +195,8 @@ def test_the_schedule_limits_drops_to_its_window(tmp_path):
     assert drops and all(3.0 <= r["elapsed"] < 4.0 for r in drops) and len(drops) == seen.count(502)
 
 
-def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path):
+@pytest.mark.slow
+def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path, http_server):
     """One mitmdump: recorder, balancer and faults; a stream is cut, recorded as broken, and logged."""
     from mcpbench.lab.balancer import __file__ as balancer_script
     from mcpbench.lab.cluster import mitmdump_path
@@ -200,7 +205,8 @@ def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path):
     from tests.support.servers import free_port, stop_process, wait_for_port
 
     log, trace = tmp_path / "faults.jsonl", tmp_path / "t.jsonl"
-    with reference_server("streamable-http") as one, reference_server("streamable-http") as two:
+    one = http_server  # and a second instance behind the balancer
+    with reference_server("streamable-http") as two:
         port = free_port()
         proc = subprocess.Popen([
             mitmdump_path(), "-q", "--mode", f"reverse:http://127.0.0.1:{one.port}", "--listen-host", "127.0.0.1", "-p", str(port),
@@ -228,22 +234,20 @@ def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path):
     assert any(e.get("kind") == "message" and '"initialize"' in json.dumps(e) for e in events)
 
 
-def test_an_unused_proxy_stops_cleanly_on_sigterm(tmp_path):
-    with reference_server("streamable-http", stateless=True) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpbench", "faults", "--upstream", server.url, "--listen", "127.0.0.1:0", "--drop", "1%"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
-        )
-        from tests.lab.faulthelp import read_first_line
-
-        try:
-            assert read_first_line(proc).startswith("http://127.0.0.1:")
-            proc.terminate()
-            assert proc.wait(30) == 143
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+@pytest.mark.slow
+def test_an_unused_proxy_stops_cleanly_on_sigterm(tmp_path, stateless_http_server):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcpbench", "faults", "--upstream", stateless_http_server.url, "--listen", "127.0.0.1:0", "--drop", "1%"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert read_first_line(proc).startswith("http://127.0.0.1:")
+        proc.terminate()
+        assert proc.wait(30) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_the_addon_decides_in_its_hooks(tmp_path):

@@ -3,7 +3,8 @@
 import json
 import subprocess
 import sys
-import time
+
+import pytest
 
 from mcpbench.lab.stdio_faults import Killer
 from tests.lab.faulthelp import fault_records, read_first_line
@@ -32,6 +33,7 @@ def test_killer_counts_messages_in_any_chunking_and_per_direction():
     assert not only.feed("to-server", b"{}\n") and only.feed("from-server", b"{}\n")
 
 
+@pytest.mark.slow
 def test_the_server_is_killed_after_n_messages(tmp_path):
     log = tmp_path / "faults.jsonl"
     proc = _wrapped("--kill-after-messages", "3", "--fault-log", str(log))
@@ -51,16 +53,17 @@ def test_the_server_is_killed_after_n_messages(tmp_path):
     assert record["kind"] == "kill" and record["messages"] == 3 and record["why"] == "after 3 messages"
 
 
+@pytest.mark.slow
 def test_the_server_is_killed_at_a_time(tmp_path):
     log = tmp_path / "faults.jsonl"
-    started = time.monotonic()
     proc = _wrapped("--kill-after", "1500ms", "--fault-log", str(log))
     try:
         assert proc.stdout.readline() == ""
-        assert proc.wait(WAIT) == 128 + 9 and time.monotonic() - started >= 1.5
+        assert proc.wait(WAIT) == 128 + 9
     finally:
         proc.kill()
         proc.wait()
+    # killed when the plan says, by the wrapper's own record (the cause, not a stopwatch in the test)
     assert [r["kind"] for r in fault_records(log)] == ["kill"] and fault_records(log)[0]["elapsed"] >= 1.5
 
 
@@ -73,6 +76,7 @@ def test_a_server_that_ends_by_itself_gives_its_status():
     assert proc.returncode == 4 and proc.stdout == "not json\n{}\n"
 
 
+@pytest.mark.slow
 def test_sigterm_is_passed_to_the_server():
     import signal
 

@@ -5,9 +5,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from mcpbench.lab.cluster import RestartPlan, running_lab
 from tests.lab.faulthelp import connection, fault_records, initialize, post, read_until_closed, start_stream_get, wait_for
-from tests.lab.test_up import _alive, _descendants, _wait_for_lines
+from tests.support.processes import alive, descendants, wait_for_lines
+
+pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
 
 RESTART_AT = 5.0  # seconds: far longer than a handshake through the lab, even on a busy machine
 WAIT = 90.0
@@ -53,15 +57,15 @@ def test_lab_up_restarts_every_t_and_leaves_no_process_behind(tmp_path):
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        lines = _wait_for_lines(proc, 4)
+        lines = wait_for_lines(proc, 4, WAIT)
         assert lines[3] == f"  fault log: {log}"
         ups = wait_for(lambda: [r for r in fault_records(log) if r.get("phase") == "up"][2:] or None,
                        timeout=WAIT, what="three restarts")
         assert proc.poll() is None  # a restarted instance is no dead process: the lab runs on
-        kids = _descendants(proc.pid)
+        kids = descendants(proc.pid)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(WAIT) == 130
-        assert not [pid for pid in kids if _alive(pid)]
+        assert not [pid for pid in kids if alive(pid)]
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -5,7 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mcpbench.lab.cluster import running_balancer, running_instances
+
+pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
 
 PROBE = Path(__file__).resolve().parents[2] / "scenarios" / "sticky-probe.yaml"
 

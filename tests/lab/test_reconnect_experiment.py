@@ -7,7 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from mcpbench.analysis.results import load_lab, load_reconnect
+from tests.support.runs import RECONNECT_SCENARIO
+
 
 def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
     proc, out = reconnect_run
@@ -31,9 +35,8 @@ def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
     assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume", "sdk"]
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_whole_experiment_and_keeps_what_ran(tmp_path):
-    from tests.conftest import RECONNECT_SCENARIO
-
     path = tmp_path / "reconnect.yaml"
     path.write_text(RECONNECT_SCENARIO)
     out = tmp_path / "out"

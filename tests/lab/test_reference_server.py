@@ -1,12 +1,11 @@
 """The reference server, driven by the official SDK client over every transport, in both eras.
 
 `Client(mode="auto")` probes `server/discover` and speaks 2026-07-28 to this server, also over
-legacy HTTP+SSE and stdio; `mode="legacy"` forces the 2025-11-25 handshake. Each HTTP configuration
-runs one server process for the whole module; a stdio server lives as long as its client.
+legacy HTTP+SSE and stdio; `mode="legacy"` forces the 2025-11-25 handshake. The HTTP configurations are
+the session's servers (tests/conftest.py); a stdio server lives as long as its client.
 """
 
-import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
@@ -28,11 +27,12 @@ from mcpbench.lab.reference_server import (
     SERVER_NAME,
     big_payload,
 )
+from tests.support.mcp_client import SAMPLED_PREFIX, sample
 from tests.support.servers import (
     RunningServer,
     ServerStartError,
     free_port,
-    reference_server,
+    serve_argv,
     stdio_params,
     wait_for_port,
 )
@@ -41,13 +41,13 @@ from tests.support.servers import (
 # every call here takes well under a second; pytest-timeout (120 s) is the outer net.
 TEST_TIMEOUT: Final = 30.0
 
-# name -> reference_server() arguments
-CONFIGS: Final[dict[str, dict[str, Any]]] = {
-    "stdio": {"transport": "stdio"},
-    "sse": {"transport": "sse"},
-    "http": {"transport": "streamable-http"},
-    "http-json": {"transport": "streamable-http", "json_response": True},
-    "http-stateless": {"transport": "streamable-http", "stateless": True},
+# name -> the session fixture of that server (stdio: a command per client)
+CONFIGS: Final[dict[str, str | None]] = {
+    "stdio": None,
+    "sse": "sse_server",
+    "http": "http_server",
+    "http-json": "json_http_server",
+    "http-stateless": "stateless_http_server",
 }
 MODES: Final = ("auto", "legacy")
 ERA_OF_MODE: Final = {"auto": "2026-07-28", "legacy": "2025-11-25"}
@@ -55,7 +55,6 @@ TOOLS: Final = {"echo", "add", "slow", "fail", "big", "ask"}
 # Under the streamable-HTTP SDK client's 1 MiB cap on one SSE event, with the JSON framing around it.
 BIG_SIZE: Final = 200_000
 SLOW_STEPS: Final = 3
-SAMPLED_PREFIX: Final = "sampled: "
 ELICITED_ANSWER: Final = "forty-two"
 
 
@@ -74,34 +73,20 @@ class Peer:
         return self.server.url
 
 
-class ServerPool:
-    """Starts each configuration's server on first use and keeps it for the module."""
-
-    def __init__(self, stack: contextlib.ExitStack) -> None:
-        self._stack = stack
-        self._peers: dict[str, Peer] = {}
-
-    def get(self, name: str) -> Peer:
-        if name not in self._peers:
-            self._peers[name] = Peer(name, self._stack.enter_context(reference_server(**CONFIGS[name])))
-        return self._peers[name]
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[ServerPool]:
-    with contextlib.ExitStack() as stack:
-        yield ServerPool(stack)
+def peer_named(name: str, request: pytest.FixtureRequest) -> Peer:
+    fixture = CONFIGS[name]
+    return Peer(name, serve_argv("stdio") if fixture is None else request.getfixturevalue(fixture))
 
 
 @pytest.fixture(params=list(CONFIGS))
-def peer(pool: ServerPool, request: pytest.FixtureRequest) -> Peer:
-    return pool.get(request.param)
+def peer(request: pytest.FixtureRequest) -> Peer:
+    return peer_named(request.param, request)
 
 
 @pytest.fixture
-def http_peer(pool: ServerPool) -> Peer:
+def http_peer(request: pytest.FixtureRequest) -> Peer:
     """The plain Streamable HTTP server (SSE answers, sessions), for single-configuration tests."""
-    return pool.get("http")
+    return peer_named("http", request)
 
 
 def run(body: Callable[[], Awaitable[None]]) -> None:
@@ -112,15 +97,6 @@ def run(body: Callable[[], Awaitable[None]]) -> None:
             await body()
 
     anyio.run(bounded)
-
-
-async def sample(_ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
-    """A sampling callback standing in for an LLM: echoes the question with a prefix."""
-    question = params.messages[0].content
-    assert isinstance(question, types.TextContent)
-    return types.CreateMessageResult(
-        role="assistant", content=types.TextContent(type="text", text=SAMPLED_PREFIX + question.text), model="test"
-    )
 
 
 async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:

@@ -49,6 +49,7 @@ def check_consistent(summary: dict, lines: list[dict]) -> None:
     assert summary["last_ok_t"] == max((line["t"] for line in lines if line["ok"]), default=None)
 
 
+@pytest.mark.slow
 def test_without_faults_every_call_is_answered(http_server, tmp_path):
     out = tmp_path / "sdk.jsonl"
     summary = run_sdk_client(http_server.url, "streamable-http", duration=3.0, calls=[ECHO, ("add", {"a": 1, "b": 2})],
@@ -75,6 +76,7 @@ def test_an_unreachable_target_exits_3(tmp_path, capsys):
     assert "could not connect" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_cut_answer_stream_is_resumed_by_the_sdk_client(tmp_path):
     """The balancer cuts every SSE stream after 1 s; `slow` lasts 1.6 s. With a resumable server the
     SDK client reopens the stream with Last-Event-ID: cut calls still get their answer, and every
@@ -98,6 +100,7 @@ def test_a_cut_answer_stream_is_resumed_by_the_sdk_client(tmp_path):
     assert set(summary["failures"]) <= {Failure.STREAM_CLOSED, Failure.ANSWER_LOST}, summary
 
 
+@pytest.mark.slow
 def test_after_a_restart_every_call_fails_with_the_session_gone(tmp_path):
     """The CLI in its own process; the instance is killed and restarted under it. The SDK client keeps
     its dead session id: no call succeeds after the restart (it does not re-initialise)."""
@@ -126,6 +129,7 @@ def test_after_a_restart_every_call_fails_with_the_session_gone(tmp_path):
     assert summary["session_lost"] and summary["last_ok_t"] < up
 
 
+@pytest.mark.slow
 def test_a_cut_legacy_sse_stream_ends_the_sdk_client(tmp_path):
     """Legacy HTTP+SSE: the SDK client has no reconnect. Once the balancer cuts its stream every
     call fails, and the client counts as dead."""
@@ -143,6 +147,7 @@ def test_a_cut_legacy_sse_stream_ends_the_sdk_client(tmp_path):
     assert summary["failures"].get(CLIENT_CLOSED, 0) >= len(after) - 1  # all but the one that saw it close
 
 
+@pytest.mark.slow
 def test_a_killed_stdio_server_ends_the_sdk_client(tmp_path):
     """stdio: the server is killed after 20 messages (handshake and a few calls); the SDK client does
     not start it again, so it is dead from then on."""

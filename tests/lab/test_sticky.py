@@ -15,9 +15,11 @@ import pytest
 from mcpbench.lab.sticky import CSV_BASE, Cell, StickyPlan, run_plan
 from mcpbench.load.scenario import scenario_from_text
 
+pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
+
 HAPROXY = shutil.which("haproxy") is not None
 BALANCERS = ["builtin", pytest.param("haproxy", marks=pytest.mark.skipif(not HAPROXY, reason="haproxy is not on PATH"))]
-# Short cells: 4 users, 3 s, sessions of 3 calls; each cell still holds dozens of sessions.
+# Short cells: 4 users, 2 s, sessions of 3 calls; each cell still holds dozens of sessions (5 are enough to judge).
 SCENARIO = """
 target: http://127.0.0.1:9/mcp
 session: session_per_task
@@ -26,7 +28,7 @@ mix:
   - {call: tools/call, tool: echo, arguments: {text: hi}}
 users: 4
 spawn_rate: 4
-duration: 3s
+duration: 2s
 timeout: 10s
 """
 SHAPES = [
@@ -98,7 +100,7 @@ def test_one_instance_passes_every_policy_through_the_cli(tmp_path):
     policies = "[random, round-robin, sticky, source]"
     scenario.write_text(
         f"modes: [legacy-sse]\npolicies: {policies}\ninstances: [1]\nbalancers: [builtin]\n"
-        "calls_per_session: 2\nmix:\n  - {call: tools/list}\nusers: 2\nspawn_rate: 2\nduration: 2s\ntimeout: 10s\n"
+        "calls_per_session: 2\nmix:\n  - {call: tools/list}\nusers: 2\nspawn_rate: 2\nduration: 1s\ntimeout: 10s\n"
     )
     out = tmp_path / "run"
     done = subprocess.run(

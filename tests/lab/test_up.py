@@ -2,40 +2,20 @@
 
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support.processes import alive, descendants, wait_for_lines
+
 # A lab starts Python servers and a mitmproxy balancer: generous on a busy 2-core machine.
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 60.0
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of `pid` (Linux /proc)."""
-    out: list[int] = []
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return out
-    for child in map(int, children):
-        out += [child, *_descendants(child)]
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _accepts(port: int) -> bool:
@@ -50,34 +30,22 @@ def _ports(lines: list[str]) -> list[int]:
     return [urlsplit(line.split()[-1] if line.startswith("  s") else line.split()[3]).port for line in lines]
 
 
-def _wait_for_lines(proc: subprocess.Popen, count: int) -> list[str]:
-    """The first `count` lines of the lab's stdout (its URL line, then one per instance)."""
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
-    got = []
-    while len(got) < count:
-        try:
-            got.append(lines.get(timeout=START_TIMEOUT).rstrip("\n"))
-        except queue.Empty:
-            pytest.fail(f"the lab printed {got} within {START_TIMEOUT:g} s; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
-    return got
-
-
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.slow
 def test_a_signal_stops_every_process_and_frees_every_port(tmp_path, sig, status):
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcpbench", "lab", "up", "--instances", "2", "--transport", "sse", "--policy", "sticky"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        lines = _wait_for_lines(proc, 3)
+        lines = wait_for_lines(proc, 3, START_TIMEOUT)
         assert lines[0].startswith("mcpbench: lab up: http://127.0.0.1:") and lines[0].split()[3].endswith("/sse")
         ports = _ports(lines)
-        kids = _descendants(proc.pid)
+        kids = descendants(proc.pid)
         assert len(kids) >= 3 and all(_accepts(port) for port in ports)
         proc.send_signal(sig)
         assert proc.wait(STOP_TIMEOUT) == status
-        assert not [pid for pid in kids if _alive(pid)]
+        assert not [pid for pid in kids if alive(pid)]
         assert not [port for port in ports if _accepts(port)]
         assert not list((tmp_path / "results" / "lab-up").glob("*.json"))
     finally:
@@ -86,6 +54,7 @@ def test_a_signal_stops_every_process_and_frees_every_port(tmp_path, sig, status
             proc.wait()
 
 
+@pytest.mark.slow
 def test_detach_then_down(tmp_path):
     command = [sys.executable, "-m", "mcpbench", "lab"]
     up = subprocess.run(
@@ -94,22 +63,22 @@ def test_detach_then_down(tmp_path):
     )
     states = list((tmp_path / "results" / "lab-up").glob("*.json"))
     pid = json.loads(states[0].read_text())["pid"] if states else None
-    kids = _descendants(pid) if pid else []
+    kids = descendants(pid) if pid else []
     try:
         assert up.returncode == 0, up.stderr
         lines = up.stdout.splitlines()
         assert lines[0].startswith("mcpbench: lab up: http://127.0.0.1:") and "lab down" in lines[-1]
         ports = _ports(lines[:2])
-        assert _alive(pid) and len(kids) >= 2 and all(_accepts(port) for port in ports)
+        assert alive(pid) and len(kids) >= 2 and all(_accepts(port) for port in ports)
         down = subprocess.run(command + ["down"], cwd=tmp_path, capture_output=True, text=True, timeout=STOP_TIMEOUT + 30)
         assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
-        assert not _alive(pid) and not [k for k in kids if _alive(k)]
+        assert not alive(pid) and not [k for k in kids if alive(k)]
         assert not [port for port in ports if _accepts(port)]
         again = subprocess.run(command + ["down"], cwd=tmp_path, capture_output=True, text=True, timeout=30)
         assert again.returncode == 0 and "no lab is up" in again.stdout
     finally:
         for stray in [pid, *kids]:  # only if the test failed half-way
-            if stray is not None and _alive(stray):
+            if stray is not None and alive(stray):
                 os.kill(stray, signal.SIGKILL)
 
 

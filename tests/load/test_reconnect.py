@@ -29,6 +29,7 @@ def cutting_lab(tmp_path_factory):
         yield lab
 
 
+@pytest.mark.slow
 def test_none_fails_every_call_after_a_cut(cutting_lab):
     run = Run(cutting_lab.url, ReconnectPolicy(mode="none"))
     results = run.calls(("slow", SLOW), ("echo", {"text": "a"}), ("echo", {"text": "b"}))
@@ -39,6 +40,7 @@ def test_none_fails_every_call_after_a_cut(cutting_lab):
     assert record["action"] == "none" and not record["ok"] and record["lost"] == 1
 
 
+@pytest.mark.slow
 def test_reinitialize_recovers_in_a_handshake_and_loses_the_cut_answer(cutting_lab):
     run = Run(cutting_lab.url, ReconnectPolicy(mode="reinitialize", backoff=0.01))
     results = run.calls(("slow", SLOW), ("echo", {"text": "after"}))
@@ -50,6 +52,7 @@ def test_reinitialize_recovers_in_a_handshake_and_loses_the_cut_answer(cutting_l
     assert run.failures("initialize") == [None, None]
 
 
+@pytest.mark.slow
 def test_resume_loses_nothing_and_duplicates_nothing(cutting_lab):
     run = Run(cutting_lab.url, ReconnectPolicy(mode="resume"))
     results = run.calls(("slow", SLOW), ("echo", {"text": "after"}))
@@ -61,6 +64,7 @@ def test_resume_loses_nothing_and_duplicates_nothing(cutting_lab):
     assert run.failures("tools/call slow") == [None] and run.failures("initialize") == [None]
 
 
+@pytest.mark.slow
 def test_after_a_restart_resume_falls_back_to_reinitialize(tmp_path):
     """A restart while `slow` runs: the stream dies with the process, the resumed stream finds no
     session (404), and the client starts a new one. Not idempotent: uncertain; idempotent: re-sent."""
@@ -90,6 +94,7 @@ def test_after_a_restart_resume_falls_back_to_reinitialize(tmp_path):
     assert record["action"] == "reinitialize" and (record["lost"], record["uncertain"], record["resent"]) == (0, 0, 1)
 
 
+@pytest.mark.slow
 def test_a_drop_share_is_retried_within_the_budget(tmp_path):
     policy = ReconnectPolicy(mode="reinitialize", budget=0.1, budget_floor=2, budget_per_s=0.0, backoff=0.0, max_backoff=0.0,
                              idempotent=frozenset({"echo"}))
@@ -106,6 +111,7 @@ def test_a_drop_share_is_retried_within_the_budget(tmp_path):
     assert sum(1 for r in results if r is not None) > 20
 
 
+@pytest.mark.slow
 def test_the_same_policy_recovers_a_cut_legacy_stream(tmp_path):
     """Legacy SSE: the session's one stream is cut under a call; reinitialize opens a new stream
     and handshake, and re-sends the idempotent call (resume falls back: the stream had no ids)."""
@@ -118,6 +124,7 @@ def test_the_same_policy_recovers_a_cut_legacy_stream(tmp_path):
     assert run.failures("connect").count(None) >= 2  # a second stream was opened
 
 
+@pytest.mark.slow
 def test_the_same_policy_recovers_a_killed_stdio_server(tmp_path):
     """stdio: the server is killed after a few messages; reinitialize starts it again."""
     server = [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]

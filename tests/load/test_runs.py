@@ -71,6 +71,7 @@ def assert_clean_run(proc, out, request_type, steps, *, min_calls=5):
 CALL_STEPS = ["tools/call echo", "tools/list", "resources/read", "prompts/get"]
 
 
+@pytest.mark.slow
 def test_streamable_http_handshake_long_lived(tmp_path, http_server):
     proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 3\nspawn_rate: 10\nduration: 3s\nthresholds: ['fail_ratio < 0.01']\n")
     rows, summary = assert_clean_run(proc, out, "streamable-http", ["initialize", "notifications/initialized", *CALL_STEPS])
@@ -79,6 +80,7 @@ def test_streamable_http_handshake_long_lived(tmp_path, http_server):
     assert "PASS  fail_ratio < 0.01" in proc.stdout
 
 
+@pytest.mark.slow
 def test_streamable_http_both_eras_session_per_task(tmp_path, http_server):
     scenario = (
         f"target: {http_server.url}\nsession: session_per_task\ncalls_per_session: 3\nera: [handshake, 2026-07-28]\n"
@@ -92,12 +94,14 @@ def test_streamable_http_both_eras_session_per_task(tmp_path, http_server):
     assert int(handshake["Request Count"]) >= int(rows[("streamable-http handshake", "DELETE")]["Request Count"]) >= 1
 
 
+@pytest.mark.slow
 def test_sse_session_per_task(tmp_path, sse_server):
     scenario = f"target: sse+{sse_server.url}\nsession: session_per_task\ncalls_per_session: 4\n{MIX}  - call: ping\nusers: 3\nspawn_rate: 10\nduration: 3s\n"
     proc, out = run_load(tmp_path, scenario)
     assert_clean_run(proc, out, "sse", ["connect", "initialize", "notifications/initialized", "tools/call echo"])
 
 
+@pytest.mark.slow
 def test_stdio_long_lived(tmp_path):
     argv = " ".join(serve_argv("stdio"))
     proc, out = run_load(tmp_path, f"target: 'stdio:{argv}'\n{MIX}users: 2\nspawn_rate: 10\nduration: 10s\n")
@@ -105,6 +109,7 @@ def test_stdio_long_lived(tmp_path):
     assert int(rows[("stdio", "initialize")]["Request Count"]) == 2
 
 
+@pytest.mark.slow
 def test_stdio_session_per_task(tmp_path):
     """Each task starts a server process, does the handshake and its calls, and ends the process."""
     # Each server process writes its pid first, so sessions can be matched to processes
@@ -124,6 +129,7 @@ def test_stdio_session_per_task(tmp_path):
     assert calls <= 2 * sessions  # a long-lived session would go on calling
 
 
+@pytest.mark.slow
 def test_two_workers(tmp_path, http_server):
     proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 4\nspawn_rate: 20\nduration: 3s\n", "--workers", "2")
     _, summary = assert_clean_run(proc, out, "streamable-http", ["initialize", "tools/call echo"])
@@ -136,6 +142,7 @@ def test_two_workers(tmp_path, http_server):
     assert "--expect-workers" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_threshold_that_must_fail_exits_non_zero(tmp_path, http_server):
     proc, out = run_load(tmp_path, f"target: {http_server.url}\n{MIX}users: 2\nspawn_rate: 10\nduration: 2s\nthresholds: ['p50 < 0.001ms']\n")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -143,6 +150,7 @@ def test_threshold_that_must_fail_exits_non_zero(tmp_path, http_server):
     assert orjson.loads((out / "summary.json").read_bytes())["thresholds"][0]["ok"] is False
 
 
+@pytest.mark.slow
 def test_server_killed_mid_run_gives_classified_failures(tmp_path):
     with reference_server("streamable-http") as server:
         path = tmp_path / "scenario.yaml"

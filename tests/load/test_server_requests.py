@@ -12,7 +12,7 @@ from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.asks import Canned
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
-from tests.support.servers import reference_server
+from tests.support.servers import serve_argv
 
 # Every step of these clients is bounded by this (seconds); the greenlet by a little more.
 TIMEOUT = 20.0
@@ -50,11 +50,11 @@ def ask_once(target: Target, policy: Canned) -> tuple[object, Steps]:
 
 @pytest.fixture(scope="module", params=[STDIO, SSE, STREAMABLE_HTTP])
 def target(request):
-    with reference_server(request.param) as server:
-        if request.param == STDIO:
-            yield Target(STDIO, argv=tuple(server))
-        else:
-            yield Target(request.param, url=server.url)
+    """The reference server on each transport: a stdio command, or the session's HTTP server (tests/conftest.py)."""
+    if request.param == STDIO:
+        return Target(STDIO, argv=tuple(serve_argv("stdio")))
+    server = request.getfixturevalue({SSE: "sse_server", STREAMABLE_HTTP: "http_server"}[request.param])
+    return Target(request.param, url=server.url)
 
 
 def text_of(result) -> str:

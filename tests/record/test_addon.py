@@ -221,6 +221,7 @@ def test_legacy_sse(sse_server, tmp_path: Path) -> None:
     assert posts and all(e["status"] == 202 for e in posts)
 
 
+@pytest.mark.slow
 def test_concurrent_sessions(tmp_path: Path) -> None:
     """20 sessions x 50 calls at once: nothing lost, nothing duplicated, each call executed once."""
     sessions, calls = 20, 50

@@ -15,13 +15,14 @@ from mcpbench.protocol.http import Failure
 from mcpbench.replay.forward import _Upstream
 from mcpbench.target import parse_target
 from tests.record.helpers import peer_server
-from tests.replay.conftest import MODES, QUESTION, SAMPLED_PREFIX, cli, sample
-from tests.replay.test_get_stream import LIST_CHANGED, notify_trace
-from tests.replay.test_serve_trace import TIMEOUT, mock_server, text_of
+from tests.replay.helpers import LIST_CHANGED, TIMEOUT, cli, mock_server, notify_trace, text_of
+from tests.support.mcp_client import SAMPLED_PREFIX, sample
+from tests.support.recordings import MODES
 from tests.support.servers import HOST, reference_server, stdio_params
 
 # The recorded echo answer is rewritten, so an answer from the trace cannot pass for a live one.
 RECORDED = "recorded héllo"
+QUESTION = "what is forwarded?"  # never recorded: the live server asks the client
 
 
 def doctored(trace: Path, out: Path) -> Path:
@@ -42,8 +43,8 @@ async def check_forwarding(target: Any, mode: str) -> None:
             assert text_of(await client.call_tool("echo", {"text": "never recorded"})) == "never recorded"
             assert text_of(await client.call_tool("add", {"a": 20, "b": 3})) == "23"
             # The live server's sampling request reaches the SDK client through the mock.
-            answer = await client.call_tool("ask", {"question": "live " + QUESTION})
-            assert text_of(answer) == SAMPLED_PREFIX + "live " + QUESTION
+            answer = await client.call_tool("ask", {"question": QUESTION})
+            assert text_of(answer) == SAMPLED_PREFIX + QUESTION
 
 
 @pytest.mark.parametrize("mode", MODES)

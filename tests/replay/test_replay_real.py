@@ -1,6 +1,6 @@
 """Replays against real reference-server processes, driven through the command line.
 
-Recordings are stdio sessions of the official SDK client in both eras (conftest). HTTP-transport
+Recordings are stdio sessions of the official SDK client in both eras (tests/support/recordings.py). HTTP-transport
 traces come from the replayer's own `--out`, which records what it exchanged with an HTTP server.
 """
 
@@ -11,7 +11,9 @@ import orjson
 import pytest
 
 from mcpbench.replay import plan as plans
-from tests.replay.conftest import MODES, QUESTION, SAMPLED_PREFIX, cli, stdio_target, variant_target
+from mcpbench.lab.drive import SAMPLED_TEXT
+from tests.replay.helpers import cli, variant_target
+from tests.support.recordings import MODES, stdio_target
 
 
 def report_of(path: Path) -> dict:
@@ -38,7 +40,7 @@ def test_stdio_replay_of_same_server_is_identical(recordings, tmp_path, mode):
     done = cli("replay", str(recordings[mode]), "--target", stdio_target(), "--report", str(report), "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     data = report_of(report)
-    assert data["counts"]["identical"] == 9 + (1 if mode == "auto" else 0)  # auto: ask is two rounds
+    assert data["counts"]["identical"] == 10 + (1 if mode == "auto" else 0)  # auto: ask is two rounds
     assert data["counts"]["changed"] == data["counts"]["failed"] == data["counts"]["missing"] == 0
     assert "calls: " in done.stdout and "recorded" in done.stdout  # latency beside the recorded one
     # The replay's own trace compares equal to the recording without any server.
@@ -64,9 +66,10 @@ def test_cross_transport_replay_and_http_traces(recordings, tmp_path, mode, tran
     assert header["transport"] == transport and URL_SECRET.encode() not in out.read_bytes()
     again = cli("replay", str(out), "--target", target, "--report", str(tmp_path / "r.json"))
     assert again.returncode == 0, again.stdout + again.stderr
-    assert report_of(tmp_path / "r.json")["counts"]["identical"] >= 9
+    assert report_of(tmp_path / "r.json")["counts"]["identical"] >= 10
 
 
+@pytest.mark.slow
 def test_changed_server_names_exact_paths(recordings, tmp_path):
     trace = str(recordings["legacy"])
     expected = {
@@ -93,7 +96,7 @@ def test_sampling_request_is_answered_from_the_recording(recordings, tmp_path):
     asks = [m for m in messages if m["dir"] == "s2c" and m["msg"].get("method") == "sampling/createMessage"]
     assert len(asks) == 1
     answers = [m for m in messages if m["dir"] == "c2s" and m["msg"].get("id") == asks[0]["msg"]["id"] and "result" in m["msg"]]
-    assert answers and answers[0]["msg"]["result"]["content"]["text"] == SAMPLED_PREFIX + QUESTION
+    assert answers and answers[0]["msg"]["result"]["content"]["text"] == SAMPLED_TEXT
 
 
 def test_era_switch_replays_the_same_calls_in_2026(recordings, tmp_path, http_server):
@@ -103,7 +106,7 @@ def test_era_switch_replays_the_same_calls_in_2026(recordings, tmp_path, http_se
     assert done.returncode == 0, done.stdout
     data = report_of(report)
     assert data["counts"]["skipped"] == 1  # initialize
-    assert data["counts"]["identical"] == 8  # ask: sampling became an input_required round, answered from the recording
+    assert data["counts"]["identical"] == 9  # ask: sampling became an input_required round, answered from the recording
     back = cli("replay", str(recordings["auto"]), "--target", http_server.url, "--protocol-version", "2025-11-25")
     assert back.returncode == 0, back.stdout
 
@@ -169,6 +172,6 @@ def test_plan_reads_the_recording(recordings):
     assert [call.label for call in session.calls][:3] == ["initialize", "tools/list", "tools/call echo"]
     assert session.version == "2025-11-25"
     (ask,) = session.asks
-    assert ask.method == "sampling/createMessage" and ask.answer["result"]["content"]["text"] == SAMPLED_PREFIX + QUESTION
+    assert ask.method == "sampling/createMessage" and ask.answer["result"]["content"]["text"] == SAMPLED_TEXT
     slow = next(call for call in session.calls if call.name == "slow")
     assert [n["method"] for n in slow.notifications] == ["notifications/progress"] * 2

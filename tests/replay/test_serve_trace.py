@@ -1,10 +1,6 @@
 """`serve-trace`: the official SDK client against the mock, on every transport and in both eras."""
 
-import contextlib
-import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,44 +10,24 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.shared.exceptions import MCPError
 
+from mcpbench.lab.drive import ASK_QUESTION, SAMPLED_TEXT, sampling_stub
 from mcpbench.protocol.jsonrpc import Request
 from mcpbench.replay import plan as plans
 from mcpbench.replay.mock import NOT_RECORDED, TraceAnswers
-from tests.replay.conftest import MODES, QUESTION, SAMPLED_PREFIX, cli, sample
-from tests.support.servers import HOST, REPO_ROOT, free_port, stdio_params, stop_process, wait_for_port
-
-TIMEOUT = 30.0
-
-
-@contextlib.contextmanager
-def mock_server(trace: Path, transport: str, *extra: str) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mcpbench", "serve-trace", str(trace), "--transport", transport, "--port", str(port),
-         *extra],
-        cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(HOST, port, proc=proc)
-        yield f"http://{HOST}:{port}/{'sse' if transport == 'sse' else 'mcp'}"
-    finally:
-        stop_process(proc)
-
-
-def text_of(result: types.CallToolResult) -> str:
-    assert isinstance(result.content[0], types.TextContent)
-    return result.content[0].text
+from tests.replay.helpers import TIMEOUT, cli, mock_server, text_of
+from tests.support.recordings import MODES
+from tests.support.servers import stdio_params
 
 
 async def check_client(target: Any, mode: str) -> None:
     with anyio.fail_after(TIMEOUT):
-        async with Client(target, mode=mode, sampling_callback=sample) as client:
+        async with Client(target, mode=mode, sampling_callback=sampling_stub) as client:  # answers as the recording did
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
             tools = await client.list_tools()
             assert [tool.name for tool in tools.tools] == ["echo", "add", "slow", "fail", "big", "ask"]
             assert text_of(await client.call_tool("echo", {"text": "héllo"})) == "héllo"
-            assert (await client.call_tool("fail", {"message": "boom"})).is_error is True
-            assert text_of(await client.call_tool("ask", {"question": QUESTION})) == SAMPLED_PREFIX + QUESTION
+            assert (await client.call_tool("fail", {})).is_error is True
+            assert text_of(await client.call_tool("ask", {"question": ASK_QUESTION})) == SAMPLED_TEXT
             with pytest.raises(MCPError) as miss:
                 await client.call_tool("echo", {"text": "never recorded"})
             assert miss.value.error.code == NOT_RECORDED and "nearest recorded request" in miss.value.error.message

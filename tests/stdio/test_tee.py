@@ -16,6 +16,7 @@ import pytest
 
 from mcpbench.trace import TraceReader, read_trace
 from tests.support.mcp_client import run_session
+from tests.support.processes import wait_for_exit
 from tests.support.servers import serve_argv, stdio_params
 
 TEE = [sys.executable, "-m", "mcpbench", "tee"]
@@ -167,21 +168,6 @@ def forked_children(pid):
             if handle.read() == ours:
                 same.append(child)
     return same
-
-
-def wait_for_exit(pid, timeout):
-    """Wait, bounded, for a process that is not our child to exit."""
-    import select
-
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        ready, _, _ = select.select([fd], [], [], timeout)
-        assert ready, f"process {pid} still running after {timeout} s"
-    finally:
-        os.close(fd)
 
 
 def sched_field(pid, name):

@@ -1,0 +1,57 @@
+"""Watching processes a test did not start itself (Linux /proc, pidfd): every wait is bounded."""
+
+import os
+import queue
+import select
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid` (Linux /proc)."""
+    out: list[int] = []
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return out
+    for child in map(int, children):
+        out += [child, *descendants(child)]
+    return out
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_for_exit(pid: int, timeout: float) -> None:
+    """Wait, bounded, for a process that is not our child to exit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        assert ready, f"process {pid} still running after {timeout} s"
+    finally:
+        os.close(fd)
+
+
+def wait_for_lines(proc: subprocess.Popen, count: int, timeout: float) -> list[str]:
+    """The first `count` lines of `proc`'s stdout (text mode), each awaited at most `timeout` seconds."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    got: list[str] = []
+    while len(got) < count:
+        try:
+            got.append(lines.get(timeout=timeout).rstrip("\n"))
+        except queue.Empty:
+            pytest.fail(f"the process printed {got} within {timeout:g} s; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
+    return got

@@ -1,0 +1,76 @@
+"""The long runs that several tests read, each made once per test session by the root conftest.
+
+They are started in the background when the session's first test starts, and awaited by the first
+test that reads one (the conftest runs those tests last): their minutes are mostly fixed-length load
+and fault windows, which overlap the rest of the suite instead of adding to it.
+"""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Final
+
+from tests.support.servers import REPO_ROOT, stop_process
+
+MCPBENCH: Final = [sys.executable, "-m", "mcpbench"]
+# The main job takes at most 3 minutes; more on a busy 2-core machine.
+MAIN_JOB_TIMEOUT: Final = 900
+LAB_TIMEOUT: Final = 300
+
+# A small reconnect experiment: one cut Streamable HTTP cell per policy, the SDK client too.
+RECONNECT_SCENARIO: Final = """\
+name: reconnect-test
+transports: [streamable-http]
+faults:
+  cut: {cut_streams_after: 1s}
+policies: [none, resume]
+sdk_client: true
+reconnect: {idempotent: [echo]}
+mix:
+  - call: tools/call
+    tool: slow
+    arguments: {seconds: 1.5, steps: 6}
+users: 1
+spawn_rate: 1
+duration: 5s
+timeout: 10s
+"""
+
+
+class BackgroundRun:
+    """A command started now and awaited later; its output goes to files beside `out`, so no pipe fills."""
+
+    def __init__(self, args: list[str], out: Path, timeout: float) -> None:
+        self.out = out
+        self._stdout, self._stderr = out.parent / f"{out.name}.stdout", out.parent / f"{out.name}.stderr"
+        self._deadline = time.monotonic() + timeout  # the run's bound, as subprocess.run(timeout=) gave it
+        with open(self._stdout, "wb") as stdout, open(self._stderr, "wb") as stderr:
+            self.proc = subprocess.Popen([*MCPBENCH, *args], stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=REPO_ROOT)
+        self._done: subprocess.CompletedProcess | None = None
+
+    def result(self) -> subprocess.CompletedProcess:
+        """Wait (bounded) for the end: the process's status and output, as subprocess.run returns them."""
+        if self._done is None:
+            self.proc.wait(max(0.0, self._deadline - time.monotonic()))
+            self._done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode,
+                                                     self._stdout.read_text(errors="replace"), self._stderr.read_text(errors="replace"))
+        return self._done
+
+    def stop(self) -> None:
+        """SIGTERM (every mcpbench command stops its children on it), then SIGKILL if it lingers."""
+        stop_process(self.proc)
+
+
+def main_job(folder: Path) -> BackgroundRun:
+    """`mcpbench run --out FOLDER/run`, as `./dev run` runs it."""
+    out = folder / "run"
+    return BackgroundRun(["run", "--out", str(out)], out, MAIN_JOB_TIMEOUT)
+
+
+def reconnect_experiment(folder: Path) -> BackgroundRun:
+    """`mcpbench lab run` on RECONNECT_SCENARIO, into `FOLDER/out`."""
+    path = folder / "reconnect.yaml"
+    path.write_text(RECONNECT_SCENARIO)
+    out = folder / "out"
+    return BackgroundRun(["lab", "run", str(path), "--out", str(out)], out, LAB_TIMEOUT)
