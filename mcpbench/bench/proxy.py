@@ -10,7 +10,7 @@ bodies (`--json-response`): `json_direct`, `json_bare`, `json_addon`, `json_reco
   (mitmproxy's streaming path alone);
 - `addon`: through `mitmdump` with the mcpbench addon recording a trace;
 - `record`: through `mcpbench record` (the same addon in mitmproxy with only the addons a recording
-  reverse proxy uses, see `mcpbench/mitmhost.py`).
+  reverse proxy uses, see `mcpbench/proxies/host.py`).
 
 For each path: the latency of sequential calls on one session (p50/p99) and the throughput of a
 few concurrent sessions (calls/s). Paths are measured in turns, round after round, and the

@@ -3,9 +3,9 @@
 import click
 
 from mcpbench.cliutil import exit_on_signal, map_errors
-from mcpbench.lab.faults_cli import fault_argv, fault_options, fault_texts
 from mcpbench.lab.servers import ENDPOINT_PATHS
 from mcpbench.protocol.transports import HTTP_TRANSPORTS, STDIO, STREAMABLE_HTTP, TRANSPORTS
+from mcpbench.proxies.cli import fault_argv, fault_options, fault_texts
 
 
 @click.group()
@@ -94,7 +94,7 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
 
     from mcpbench.cliutil import check_output
     from mcpbench.lab.cluster import RestartPlan
-    from mcpbench.lab.faultplan import parse_plan, parse_time
+    from mcpbench.proxies.faultplan import parse_plan, parse_time
 
     texts = fault_texts(kwargs)
     parse_plan(**texts)  # a bad value is one line before anything starts

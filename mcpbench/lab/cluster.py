@@ -1,8 +1,8 @@
 """N reference-server instances behind a balancer on 127.0.0.1: what `mcpbench lab up` runs.
 
 `running_instances()` starts the instances (through `servers.reference_server`, which picks ports
-and stops them), `running_balancer()` puts the built-in balancer (`python -m mcpbench.lab.balancer`:
-`lab/balancer.py` in mitmproxy through `mcpbench.mitmhost`) or HAProxy in front of them. Every process is stopped and reaped when its
+and stops them), `running_balancer()` puts the built-in balancer (`python -m mcpbench.proxies.balancer`:
+`proxies/balancer.py` in mitmproxy through `mcpbench.proxies.host`) or HAProxy in front of them. Every process is stopped and reaped when its
 context exits, also on failure or a signal turned into an exception.
 """
 
@@ -130,7 +130,7 @@ def balancer_argv(
     """The command line of a balancer on 127.0.0.1:`port`, and HAProxy's config file (written here).
 
     `faults`: `--set` arguments for the fault addon (`faultplan.addon_settings`), loaded after the
-    balancer (builtin only). The builtin balancer is its own process (`lab/balancer.py`'s `main`).
+    balancer (builtin only). The builtin balancer is its own process (`proxies/balancer.py`'s `main`).
     """
     names = instance_names(len(servers))
     if faults and kind != "builtin":
@@ -138,7 +138,7 @@ def balancer_argv(
     if kind == "builtin":
         instances = ",".join(f"{name}={HOST}:{server.port}" for name, server in zip(names, servers))
         return [
-            sys.executable, "-m", "mcpbench.lab.balancer", "--upstream", f"http://{HOST}:{servers[0].port}",
+            sys.executable, "-m", "mcpbench.proxies.balancer", "--upstream", f"http://{HOST}:{servers[0].port}",
             "--listen", f"{HOST}:{port}",
             "--set", f"mcpbench_balancer_instances={instances}", "--set", f"mcpbench_balancer_policy={policy}",
             *(["--faults", *faults] if faults else []),
@@ -300,7 +300,7 @@ def running_lab(
     injected by the builtin balancer; `restarts`: instances killed and restarted on their ports.
     Both write to `fault_log` (default: `folder/faults.jsonl` when either is given).
     """
-    from mcpbench.lab.faultplan import addon_settings, parse_plan
+    from mcpbench.proxies.faultplan import addon_settings, parse_plan
 
     if balancer == "haproxy" and haproxy_path() is None:
         raise LabError("haproxy is not on PATH (install it, e.g. apt-get install haproxy, or use --balancer builtin)")
@@ -321,7 +321,7 @@ def running_lab(
             if restarts is None:
                 yield lab
                 return
-            from mcpbench.lab.faults import FaultLog
+            from mcpbench.proxies.faults import FaultLog
 
             log = FaultLog(fault_log)
             lab.restarter = Restarter(lab, restarts, json_response=json_response, stateless=stateless, resumable=resumable, log=log)

@@ -122,7 +122,7 @@ class _Lines:
     """The per-call lines and the tally the run returns."""
 
     def __init__(self, out: Path) -> None:
-        from mcpbench.lab.faults import FaultLog  # JSON Lines, one write per line
+        from mcpbench.proxies.faults import FaultLog  # JSON Lines, one write per line
 
         out.parent.mkdir(parents=True, exist_ok=True)
         self.log = FaultLog(out)

@@ -5,7 +5,7 @@ import random
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
-from mcpbench.lab.balancer import (
+from mcpbench.proxies.balancer import (
     Balancer,
     BalancerConfigError,
     EndpointLearner,

@@ -1,4 +1,4 @@
-"""The lab's balancer process (`python -m mcpbench.lab.balancer`, through `mcpbench.mitmhost`): what
+"""The lab's balancer process (`python -m mcpbench.proxies.balancer`, through `mcpbench.proxies.host`): what
 it says when it cannot start. Its working path is `lab up`'s (tests/lab/test_up.py, test_lab_faults.py)."""
 
 import socket
@@ -10,7 +10,7 @@ import pytest
 from tests.hostile.helpers import assert_clean_failure
 from tests.support.servers import REPO_ROOT
 
-BALANCER = [sys.executable, "-m", "mcpbench.lab.balancer"]
+BALANCER = [sys.executable, "-m", "mcpbench.proxies.balancer"]
 RUN_TIMEOUT = 60
 
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mcpbench.lab.faultplan import Decider, FaultConfigError, FaultPlan, addon_settings, parse_plan
+from mcpbench.proxies.faultplan import Decider, FaultConfigError, FaultPlan, addon_settings, parse_plan
 from tests.hostile.helpers import EXIT_INPUT, assert_clean_failure, run
 from tests.lab.faulthelp import (
     STREAM_TIMEOUT,
@@ -198,9 +198,9 @@ def test_the_schedule_limits_drops_to_its_window(tmp_path, stateless_json_server
 @pytest.mark.slow
 def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path, http_server):
     """One mitmdump: recorder, balancer and faults; a stream is cut, recorded as broken, and logged."""
-    from mcpbench.lab.balancer import __file__ as balancer_script
     from mcpbench.lab.cluster import mitmdump_path
-    from mcpbench.lab.faults import __file__ as faults_script
+    from mcpbench.proxies.balancer import __file__ as balancer_script
+    from mcpbench.proxies.faults import __file__ as faults_script
     from mcpbench.record import ADDON_PATH
     from tests.support.servers import free_port, stop_process, wait_for_port
 
@@ -256,7 +256,7 @@ def test_the_addon_decides_in_its_hooks(tmp_path):
 
     from mitmproxy.test import taddons, tflow, tutils
 
-    from mcpbench.lab.faults import DROP_BODY, Faults
+    from mcpbench.proxies.faults import DROP_BODY, Faults
 
     addon = Faults()
     with taddons.context(addon) as tctx:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from mcpbench.lab.stdio_faults import Killer
+from mcpbench.proxies.stdio_faults import Killer
 from tests.lab.faulthelp import fault_records, read_first_line
 from tests.support.servers import REPO_ROOT, serve_argv
 

@@ -2,13 +2,13 @@
 
 In front of any HTTP MCP server (reverse mode), alone or stacked with the recorder and the balancer::
 
-    mitmdump --mode reverse:http://127.0.0.1:8000 -s mcpbench/lab/faults.py \\
+    mitmdump --mode reverse:http://127.0.0.1:8000 -s mcpbench/proxies/faults.py \\
         --set mcpbench_faults_cut_streams_after=61s --set mcpbench_faults_drop=5% \\
         --set mcpbench_faults_drop_as=503 --set mcpbench_faults_delay=20ms±10ms \\
         --set mcpbench_faults_from=10s --set mcpbench_faults_until=20s --set mcpbench_faults_log=faults.jsonl
 
 `mcpbench faults --upstream URL --listen HOST:PORT` runs the same addon in-process, and `lab up`
-loads it into its balancer. The options (values as in `lab/faultplan.py`, which decides without I/O):
+loads it into its balancer. The options (values as in `proxies/faultplan.py`, which decides without I/O):
 
 - cut SSE streams (a Streamable HTTP GET stream or SSE answer, the legacy `/sse` stream) T seconds
   after their headers passed: the client connection is closed under the stream. `flow.kill()` does
@@ -34,8 +34,8 @@ from typing import Final
 
 import orjson
 
-from mcpbench.lab.faultplan import ADDON_OPTIONS, LOG_OPTION, Decider, FaultConfigError, FaultPlan, parse_plan
 from mcpbench.protocol.http import is_event_stream
+from mcpbench.proxies.faultplan import ADDON_OPTIONS, LOG_OPTION, Decider, FaultConfigError, FaultPlan, parse_plan
 from mcpbench.trace.redact import Redactor
 
 # How often the idle check looks at the open connections, at most: a cut comes this late at worst.

@@ -57,8 +57,8 @@ def faults(ctx, upstream, listen, fault_log, **kwargs):
         return
     if not upstream:
         raise click.UsageError("--upstream URL is required (or use `mcpbench faults stdio`)")
-    from mcpbench.lab.faultplan import parse_plan
-    from mcpbench.lab.faultproxy import run_faults
+    from mcpbench.proxies.faultplan import parse_plan
+    from mcpbench.proxies.faultproxy import run_faults
 
     texts = fault_texts(kwargs)
     parse_plan(**texts)  # a bad value is one line before anything starts
@@ -80,8 +80,8 @@ def stdio(kill_after_messages, kill_after, count, fault_log, command):
 
     Example: mcpbench faults stdio --kill-after-messages 6 -- mcpbench lab serve
     """
-    from mcpbench.lab.faultplan import parse_time
-    from mcpbench.lab.stdio_faults import run_killer
+    from mcpbench.proxies.faultplan import parse_time
+    from mcpbench.proxies.stdio_faults import run_killer
 
     if kill_after_messages is None and kill_after is None:
         raise click.UsageError("give --kill-after-messages N or --kill-after T")

@@ -1,4 +1,4 @@
-"""`mcpbench faults`: mitmproxy's reverse mode, in-process (`mcpbench.mitmhost`), with the fault addon.
+"""`mcpbench faults`: mitmproxy's reverse mode, in-process (`mcpbench.proxies.host`), with the fault addon.
 
     run_faults("http://127.0.0.1:8000/mcp", listen="127.0.0.1:8082", texts={"drop": "5%"}, log="f.jsonl")
 
@@ -9,9 +9,9 @@ import asyncio
 import sys
 from collections.abc import Callable, Mapping
 
-from mcpbench.lab.faultplan import ADDON_OPTIONS, LOG_OPTION, parse_plan
 from mcpbench.listen import check_listen
-from mcpbench.mitmhost import Announce, parse_listen, parse_upstream, probe, reverse_master, run_master
+from mcpbench.proxies.faultplan import ADDON_OPTIONS, LOG_OPTION, parse_plan
+from mcpbench.proxies.host import Announce, parse_listen, parse_upstream, probe, reverse_master, run_master
 
 DEFAULT_LISTEN = "127.0.0.1:8082"
 
@@ -22,7 +22,7 @@ def _default_ready(url: str) -> None:
 
 
 async def _serve(spec: str, path: str, host: str, port: int, texts: Mapping[str, str | None], log: str | None, on_ready) -> None:
-    from mcpbench.lab.faults import Faults
+    from mcpbench.proxies.faults import Faults
 
     master = reverse_master(spec, host, port)
     master.options.update(connection_strategy="lazy")

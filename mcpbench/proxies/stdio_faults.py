@@ -16,9 +16,9 @@ import time
 from typing import Final
 
 from mcpbench.fdio import write_all
-from mcpbench.lab.faults import FaultLog
-from mcpbench.protocol.framing import NEED_DATA, Line, LineFramer
 from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.framing import NEED_DATA, Line, LineFramer
+from mcpbench.proxies.faults import FaultLog
 from mcpbench.stdio.orphans import dying_with_parent, findable
 
 # Bytes per read: a pipe's default capacity.

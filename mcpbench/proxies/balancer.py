@@ -3,14 +3,14 @@
 Load it in reverse mode (the reverse target only has to be a valid URL; every request is sent to
 the instance the policy picks)::
 
-    mitmdump --mode reverse:http://127.0.0.1:8001 -s mcpbench/lab/balancer.py \\
+    mitmdump --mode reverse:http://127.0.0.1:8001 -s mcpbench/proxies/balancer.py \\
         --set mcpbench_balancer_instances=127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003 \\
         --set mcpbench_balancer_policy=sticky
 
-or as its own process through mcpbench's mitmproxy host (`mcpbench.mitmhost`, without mitmdump's
+or as its own process through mcpbench's mitmproxy host (`mcpbench.proxies.host`, without mitmdump's
 idle addons), which is how `lab up` runs it (`lab/cluster.py`)::
 
-    python -m mcpbench.lab.balancer --upstream http://127.0.0.1:8001 --listen 127.0.0.1:8000 \\
+    python -m mcpbench.proxies.balancer --upstream http://127.0.0.1:8001 --listen 127.0.0.1:8000 \\
         --set mcpbench_balancer_instances=127.0.0.1:8001,127.0.0.1:8002 --set mcpbench_balancer_policy=sticky
 
 Policies:
@@ -285,20 +285,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m mcpbench.lab.balancer --upstream URL --listen HOST:PORT [--faults] [--set NAME=VALUE …]`.
+    """`python -m mcpbench.proxies.balancer --upstream URL --listen HOST:PORT [--faults] [--set NAME=VALUE …]`.
 
     The balancer in mitmproxy's reverse mode, in-process, and the fault addon after it with
-    `--faults` (`lab/faults.py`), until SIGINT or SIGTERM. `--set` takes the addons' options as
+    `--faults` (`proxies/faults.py`), until SIGINT or SIGTERM. `--set` takes the addons' options as
     mitmdump's does. A bad argument or option value: one line, exit 2; the address taken: exit 3.
     """
     import asyncio
 
     from mitmproxy import exceptions
 
-    from mcpbench.mitmhost import parse_listen, parse_upstream, reverse_master, run_master
     from mcpbench.protocol.errors import McpbenchError
+    from mcpbench.proxies.host import parse_listen, parse_upstream, reverse_master, run_master
 
-    parser = _Parser(prog="python -m mcpbench.lab.balancer", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m mcpbench.proxies.balancer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", required=True, metavar="URL", help="the reverse target (an instance; requests go where the policy says)")
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--faults", action="store_true", help="also inject faults (the mcpbench_faults_* options)")
@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         master.options.update(connection_strategy="lazy")
         master.addons.add(Balancer())
         if args.faults:
-            from mcpbench.lab.faults import Faults
+            from mcpbench.proxies.faults import Faults
 
             master.addons.add(Faults())
         master.options.set(*args.settings)

@@ -1,6 +1,6 @@
 """What faults to inject and when: option parsing, the schedule and the per-request decisions (no I/O).
 
-The fault addon (`lab/faults.py`), `mcpbench faults` and `lab up` read their options through
+The fault addon (`proxies/faults.py`), `mcpbench faults` and `lab up` read their options through
 `parse_plan`, so a value means the same everywhere::
 
     plan = parse_plan(cut_streams_after="61s", drop="5%", drop_as="503", delay="20ms±10ms", faults_from="10s")

@@ -5,8 +5,8 @@
     master.addons.add(MyAddon(), Announce(path, print))
     asyncio.run(run_master(master, "127.0.0.1", 8081))
 
-`mcpbench record` (`record/proxy.py`), `mcpbench faults` (`lab/faultproxy.py`) and the lab's
-balancer process (`python -m mcpbench.lab.balancer`) run their addons here rather than in mitmdump.
+`mcpbench record` (`record/proxy.py`), `mcpbench faults` (`proxies/faultproxy.py`) and the lab's
+balancer process (`python -m mcpbench.proxies.balancer`) run their addons here rather than in mitmdump.
 mitmproxy offers every flow event to each addon in its chain (with a context manager and a
 coroutine per addon, and again as an `update` event), so mitmdump's thirty-odd addons, idle here,
 cost more CPU per exchange than the recording itself. mitmproxy is imported only when a master is
