@@ -18,8 +18,8 @@ import pytest
 from mcp import Client
 
 from mcpbench.lab.servers import start_listening
-from tests.replay.conftest import RECORD_TIMEOUT, tee_argv
 from tests.replay.late_client import SLOW, progress_seen
+from tests.support.recordings import RECORD_TIMEOUT, tee_argv
 from tests.support.servers import HOST, free_port, serve_argv, stdio_params, stop_process
 
 # A loaded machine can hold the client back past any small gap, the real server's too: a session
