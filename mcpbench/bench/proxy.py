@@ -71,7 +71,7 @@ from pathlib import Path
 
 from mcpbench.analysis.stats import summary
 from mcpbench.bench.common import Panel, bar_panels, write_result
-from mcpbench.lab.servers import free_port, start_listening, stop_process
+from mcpbench.lab.peers.servers import free_port, start_listening, stop_process
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection
 from mcpbench.protocol.http import SESSION_ID

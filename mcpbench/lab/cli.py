@@ -3,7 +3,7 @@
 import click
 
 from mcpbench.cliutil import exit_on_signal, map_errors
-from mcpbench.lab.servers import ENDPOINT_PATHS
+from mcpbench.lab.peers.servers import ENDPOINT_PATHS
 from mcpbench.protocol.transports import HTTP_TRANSPORTS, STDIO, STREAMABLE_HTTP, TRANSPORTS
 from mcpbench.proxies.cli import fault_argv, fault_options, fault_texts
 
@@ -31,7 +31,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
-    from mcpbench.lab.reference_server import serve as run_server
+    from mcpbench.lab.peers.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
     if transport == STDIO:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from mcpbench.lab.servers import (
+from mcpbench.lab.peers.servers import (
     ENDPOINT_PATHS,
     HOST,
     START_ATTEMPTS,

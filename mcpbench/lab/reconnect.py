@@ -295,7 +295,7 @@ def _run_client(plan: ReconnectPlan, cell: Cell, target: str, cell_dir: Path, sa
             raise KeyboardInterrupt  # the load run stopped on a signal: so does the experiment
         return
     calls = [f"{c.target}={orjson.dumps(c.arguments or {}).decode()}" for c in scenario.mix if c.method == "tools/call"]
-    argv = [sys.executable, "-m", "mcpbench.lab.sdk_client", "--target", target, "--duration", f"{scenario.duration:g}",
+    argv = [sys.executable, "-m", "mcpbench.lab.peers.sdk_client", "--target", target, "--duration", f"{scenario.duration:g}",
             "--timeout", f"{scenario.timeout:g}", "--out", str(cell_dir / "sdk.jsonl")]
     for call in calls:
         argv += ["--call", call]

@@ -41,7 +41,7 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
     import orjson
 
     from mcpbench.lab.cluster import mitmdump_path
-    from mcpbench.lab.servers import HOST, free_port, start_listening, stop_process
+    from mcpbench.lab.peers.servers import HOST, free_port, start_listening, stop_process
     from mcpbench.load.client import McpClient
     from mcpbench.load.transports import SseTransport, http_client
     from mcpbench.proxies.balancer import __file__ as balancer_script

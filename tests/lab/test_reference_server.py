@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 
 from mcpbench.lab.cli import lab
-from mcpbench.lab.reference_server import (
+from mcpbench.lab.peers.reference_server import (
     ASK_ELICIT_SCHEMA,
     ASK_INPUT_KEY,
     ASK_NEITHER_TEXT,

@@ -1,4 +1,4 @@
-"""The official SDK client as a second client under faults (`lab/sdk_client.py`), real processes.
+"""The official SDK client as a second client under faults (`lab/peers/sdk_client.py`), real processes.
 
 What the SDK client does is measured by these runs, not assumed: with a resumable server it
 answers calls whose stream was cut (Last-Event-ID), after a restart every call fails with the
@@ -14,7 +14,7 @@ import time
 import pytest
 
 from mcpbench.lab.cluster import RestartPlan, running_lab
-from mcpbench.lab.sdk_client import CLIENT_CLOSED, main, run_sdk_client
+from mcpbench.lab.peers.sdk_client import CLIENT_CLOSED, main, run_sdk_client
 from mcpbench.protocol.http import Failure
 from tests.lab.faulthelp import fault_records, wait_for
 from tests.support.servers import REPO_ROOT, free_port, stop_process
@@ -108,7 +108,7 @@ def test_after_a_restart_every_call_fails_with_the_session_gone(tmp_path):
     with running_lab(1, "streamable-http", policy="round-robin", folder=tmp_path / "lab", resumable=True,
                      restarts=MANUAL) as lab:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpbench.lab.sdk_client", "--target", lab.url, "--transport", "streamable-http",
+            [sys.executable, "-m", "mcpbench.lab.peers.sdk_client", "--target", lab.url, "--transport", "streamable-http",
              "--duration", "8", "--timeout", str(TIMEOUT), "--out", str(out), "--call", 'echo={"text": "x"}',
              "--call", 'slow={"seconds": 0.5, "steps": 2}'],
             cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

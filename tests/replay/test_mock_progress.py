@@ -17,7 +17,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcpbench.lab.servers import start_listening
+from mcpbench.lab.peers.servers import start_listening
 from tests.replay.late_client import SLOW, progress_seen
 from tests.support.recordings import RECORD_TIMEOUT, tee_argv
 from tests.support.servers import HOST, free_port, serve_argv, stdio_params, stop_process

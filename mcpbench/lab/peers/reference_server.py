@@ -228,7 +228,7 @@ def serve(
     """Run the reference server on `transport` until it is stopped (blocks).
 
     `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
-    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/event_store.py`).
+    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`).
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
@@ -260,7 +260,7 @@ async def _serve_resumable(server: MCPServer, host: str, port: int, json_respons
     """Streamable HTTP with an event store (as `MCPServer.run` does, plus the store's middleware)."""
     import uvicorn
 
-    from mcpbench.lab.event_store import MemoryEventStore, SessionScopes
+    from mcpbench.lab.peers.event_store import MemoryEventStore, SessionScopes
 
     app = server.streamable_http_app(
         json_response=json_response, event_store=MemoryEventStore(), retry_interval=RESUME_RETRY_MS, host=host

@@ -18,7 +18,7 @@ from typing import Final
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 
 HOST: Final = "127.0.0.1"
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]  # where `python -m mcpbench` runs from
+REPO_ROOT: Final = Path(__file__).resolve().parents[3]  # where `python -m mcpbench` runs from
 # `python -m mcpbench` imports mcp and uvicorn (about 2 s on an idle 2-core machine); 30 s leaves
 # room for a machine busy with other tests without letting a broken server hang the suite.
 STARTUP_TIMEOUT: Final = 30.0

@@ -1,6 +1,6 @@
 """The reference server with one change: what a replay against a new build should catch.
 
-Run: python -m mcpbench.lab.variant_server MODE (stdio). The main job replays a recording against it;
+Run: python -m mcpbench.lab.peers.variant_server MODE (stdio). The main job replays a recording against it;
 the replay tests use every mode.
 
 Modes: `echo-text` (echo answers with a suffix), `no-fail` (tool `fail` removed), `slow-add` (`add` takes
@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Final
 
-from mcpbench.lab.reference_server import build_server
+from mcpbench.lab.peers.reference_server import build_server
 
 ECHO_SUFFIX: Final = " (v2)"
 # Far above the latency slack (250 ms) and 3x any loopback call, well under a test's budget.

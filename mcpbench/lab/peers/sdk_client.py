@@ -16,7 +16,7 @@ same, so both clients line up in one experiment; the SDK adds `client-closed` (e
 the client died: its `async with` ended with an error, or its transport ended and the SDK answers
 every call "Connection closed" at once) and `jsonrpc-error <code>` (any other JSON-RPC error).
 
-The client is asyncio: it runs in its own process (`python -m mcpbench.lab.sdk_client …`, see
+The client is asyncio: it runs in its own process (`python -m mcpbench.lab.peers.sdk_client …`, see
 `main`), never inside Locust's gevent workers. Exit 0 whatever the calls did (that is the
 measurement), 2 for bad arguments, 3 when the target cannot be reached at the start. The SDK
 logs what it does (reconnects, tracebacks of cut streams) on stderr: send it to a file.
@@ -168,7 +168,7 @@ def sdk_server(target: str | Sequence[str], transport: str) -> Any:
         return StdioServerParameters(command=argv[0], args=argv[1:])
     if not isinstance(target, str) or not target.startswith(("http://", "https://")):
         raise BadTargetError(f"{transport} target {target!r}: expected an http(s):// URL")
-    from mcpbench.lab.drive import sdk_target
+    from mcpbench.lab.peers.drive import sdk_target
 
     return sdk_target(target, transport)
 
@@ -341,8 +341,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m mcpbench.lab.sdk_client --target URL --transport T --duration S --out FILE --call TOOL=JSON …`."""
-    parser = _Parser(prog="python -m mcpbench.lab.sdk_client", description=__doc__.split("\n\n")[0])
+    """`python -m mcpbench.lab.peers.sdk_client --target URL --transport T --duration S --out FILE --call TOOL=JSON …`."""
+    parser = _Parser(prog="python -m mcpbench.lab.peers.sdk_client", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True,
                         help="URL, or a stdio command line; without --transport: stdio:CMD, http(s)://…/mcp or sse+http(s)://…/sse")
     parser.add_argument("--transport", choices=TRANSPORTS)
