@@ -55,7 +55,7 @@ def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:
         raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
 
 
-# Mirror mcpbench.lab.cluster's lists (importing it here would be cheap, but keeps the CLI's help
+# Mirror mcpbench.lab.topology.cluster's lists (importing it here would be cheap, but keeps the CLI's help
 # independent of the lab's modules).
 POLICIES = ("random", "round-robin", "sticky", "source")
 BALANCERS = ("builtin", "haproxy")
@@ -85,7 +85,7 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
     """
     import sys
 
-    from mcpbench.lab.up import run_detached, run_foreground
+    from mcpbench.lab.topology.up import run_detached, run_foreground
 
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
@@ -93,7 +93,7 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
     from pathlib import Path
 
     from mcpbench.cliutil import check_output
-    from mcpbench.lab.cluster import RestartPlan
+    from mcpbench.lab.topology.cluster import RestartPlan
     from mcpbench.proxies.faultplan import parse_plan, parse_time
 
     texts = fault_texts(kwargs)
@@ -126,7 +126,7 @@ def down():
     """
     import sys
 
-    from mcpbench.lab.up import down as stop_all
+    from mcpbench.lab.topology.up import down as stop_all
 
     sys.exit(stop_all(click.echo))
 

@@ -223,7 +223,7 @@ def render(rows: list[dict]) -> str:
 
 def _lab_faults(options: dict[str, str], window: tuple[float, float] | None) -> tuple[dict[str, str], Any]:
     """The fault addon's options and the restart plan of one fault."""
-    from mcpbench.lab.cluster import RestartPlan
+    from mcpbench.lab.topology.cluster import RestartPlan
 
     texts = {k: v for k, v in options.items() if k not in ("restart_at", "restart_every")}
     if window is not None and texts:
@@ -244,7 +244,7 @@ def _policy(plan: ReconnectPlan, mode: str) -> ReconnectPolicy:
 
 def run_plan(plan: ReconnectPlan, folder: Path, *, say: Callable[[str], None] = print) -> list[dict]:
     """Run every cell of `plan` into `folder/cells/<slug>/`; write reconnect.csv and the two charts."""
-    from mcpbench.lab.cluster import running_lab
+    from mcpbench.lab.topology.cluster import running_lab
     from mcpbench.outputs import write_atomic
 
     rows: list[dict] = []

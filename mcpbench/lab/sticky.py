@@ -356,7 +356,7 @@ def run_plan(
 
     Cells on HAProxy are skipped (with a line said) when `haproxy` is not on PATH.
     """
-    from mcpbench.lab.cluster import haproxy_path, running_balancer, running_instances
+    from mcpbench.lab.topology.cluster import haproxy_path, running_balancer, running_instances
     from mcpbench.load.runner import run_scenario
     from mcpbench.outputs import write_atomic
 

@@ -8,7 +8,7 @@ the instance the policy picks)::
         --set mcpbench_balancer_policy=sticky
 
 or as its own process through mcpbench's mitmproxy host (`mcpbench.proxies.host`, without mitmdump's
-idle addons), which is how `lab up` runs it (`lab/cluster.py`)::
+idle addons), which is how `lab up` runs it (`lab/topology/cluster.py`)::
 
     python -m mcpbench.proxies.balancer --upstream http://127.0.0.1:8001 --listen 127.0.0.1:8000 \\
         --set mcpbench_balancer_instances=127.0.0.1:8001,127.0.0.1:8002 --set mcpbench_balancer_policy=sticky

@@ -198,7 +198,7 @@ def test_the_schedule_limits_drops_to_its_window(tmp_path, stateless_json_server
 @pytest.mark.slow
 def test_it_stacks_with_the_recorder_and_the_balancer(tmp_path, http_server):
     """One mitmdump: recorder, balancer and faults; a stream is cut, recorded as broken, and logged."""
-    from mcpbench.lab.cluster import mitmdump_path
+    from mcpbench.lab.topology.cluster import mitmdump_path
     from mcpbench.proxies.balancer import __file__ as balancer_script
     from mcpbench.proxies.faults import __file__ as faults_script
     from mcpbench.record import ADDON_PATH

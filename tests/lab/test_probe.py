@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpbench.lab.cluster import running_balancer, running_instances
+from mcpbench.lab.topology.cluster import running_balancer, running_instances
 
 pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
 
@@ -40,8 +40,8 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
     import gevent
     import orjson
 
-    from mcpbench.lab.cluster import mitmdump_path
     from mcpbench.lab.peers.servers import HOST, free_port, start_listening, stop_process
+    from mcpbench.lab.topology.cluster import mitmdump_path
     from mcpbench.load.client import McpClient
     from mcpbench.load.transports import SseTransport, http_client
     from mcpbench.proxies.balancer import __file__ as balancer_script

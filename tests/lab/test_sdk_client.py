@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from mcpbench.lab.cluster import RestartPlan, running_lab
 from mcpbench.lab.peers.sdk_client import CLIENT_CLOSED, main, run_sdk_client
+from mcpbench.lab.topology.cluster import RestartPlan, running_lab
 from mcpbench.protocol.http import Failure
 from tests.lab.faulthelp import fault_records, wait_for
 from tests.support.servers import REPO_ROOT, free_port, stop_process

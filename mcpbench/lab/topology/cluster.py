@@ -143,7 +143,7 @@ def balancer_argv(
             "--set", f"mcpbench_balancer_instances={instances}", "--set", f"mcpbench_balancer_policy={policy}",
             *(["--faults", *faults] if faults else []),
         ], None
-    from mcpbench.lab.haproxy import write_config
+    from mcpbench.lab.topology.haproxy import write_config
 
     binary = haproxy_path()
     if binary is None:

@@ -22,7 +22,7 @@ from typing import Final
 
 import orjson
 
-from mcpbench.lab.cluster import Lab, LabError, RestartPlan, running_lab
+from mcpbench.lab.topology.cluster import Lab, LabError, RestartPlan, running_lab
 from mcpbench.outputs import new_run_folder, write_atomic
 
 STATE_DIR: Final = Path("results") / "lab-up"
