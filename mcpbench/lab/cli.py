@@ -146,7 +146,7 @@ def run_experiment(scenario, out):
     """
     from pathlib import Path
 
-    from mcpbench.lab import reconnect, sticky
+    from mcpbench.lab.experiments import reconnect, sticky
     from mcpbench.load.scenario import compose_yaml
     from mcpbench.outputs import new_run_folder
 

@@ -81,7 +81,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         click.echo(verdict.line())
     status = result.exit_code
     if loaded.sessions is not None:  # a session probe (scenarios/sticky-probe.yaml): were sessions kept?
-        from mcpbench.lab.sticky import cell_stats, read_samples, render_sessions, verdict
+        from mcpbench.lab.experiments.sticky import cell_stats, read_samples, render_sessions, verdict
 
         sessions = cell_stats(None, read_samples(result.out_dir / "samples.jsonl"))
         click.echo(render_sessions(sessions))

@@ -14,7 +14,7 @@ from mcpbench.proxies.balancer import (
     parse_instances,
     request_session_key,
 )
-from mcpbench.lab.sticky import CSV_BASE, Cell, cell_stats, csv_text, failure_class, plan_from_node, verdict
+from mcpbench.lab.experiments.sticky import CSV_BASE, Cell, cell_stats, csv_text, failure_class, plan_from_node, verdict
 from mcpbench.lab.topology.haproxy import config
 from mcpbench.load.scenario import ScenarioError
 from mcpbench.protocol.http import INSTANCE, SESSION_ID
