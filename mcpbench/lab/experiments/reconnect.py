@@ -35,8 +35,9 @@ from typing import Any, Final
 import orjson
 
 from mcpbench.analysis.stats import percentile
+from mcpbench.lab.experiments.matrix import Matrix
 from mcpbench.load.samples import records
-from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, compose_yaml, parse_duration, scenario_from_node
+from mcpbench.load.scenario import ScenarioError, compose_yaml, parse_duration
 from mcpbench.protocol.reconnect import MODES as POLICIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
@@ -48,7 +49,6 @@ FAULT_KEYS: Final = ("cut_streams_after", "idle_timeout", "drop", "drop_as", "de
                      "restart_every", "kill_after_messages")
 HTTP_FAULTS: Final = frozenset(FAULT_KEYS) - {"kill_after_messages"}
 SDK: Final = "sdk"  # the policy column of the SDK client's cells
-PLACEHOLDER_TARGET: Final = "http://127.0.0.1:9/mcp"
 # Extra seconds an SDK client run may take over the cell's duration before it is stopped.
 SDK_GRACE: Final = 30.0
 CSV_COLUMNS: Final = (
@@ -89,54 +89,41 @@ def load_plan(path: str | Path) -> ReconnectPlan:
 
 
 def plan_from_node(root: Any, source: str) -> ReconnectPlan:
-    import yaml
-
-    lab_nodes = [(k, v) for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value in LAB_KEYS]
-    rest = [(k, v) for k, v in root.value if not (isinstance(k, yaml.ScalarNode) and k.value in LAB_KEYS)]
-    for key, _ in rest:
-        if isinstance(key, yaml.ScalarNode) and key.value in ("target", "session"):
-            raise ScenarioError(f"{_where(source, key)}: a reconnect scenario sets no {key.value!r}: the lab sets it for each cell")
-    keys = _mapping(yaml.MappingNode(root.tag, lab_nodes, root.start_mark, root.end_mark), source, "the lab's lists", LAB_KEYS)
+    matrix = Matrix.read(root, source, "reconnect", LAB_KEYS, shape="transports, faults, policies, mix, …")
 
     def listed(key: str, allowed: Iterable[str], default: list[str]) -> list[str]:
-        if key not in keys:
+        items = matrix.items(key)
+        if items is None:
             return default
-        node = keys[key][1]
-        value = _plain(node)
-        items = [str(v) for v in (value if isinstance(value, list) else [value])]
+        items = [str(v) for v in items]
         bad = [item for item in items if item not in allowed]
         if bad or not items or len(set(items)) != len(items):
-            raise ScenarioError(f"{_where(source, node)}: {key}: expected some of {', '.join(allowed)}, each once")
+            raise ScenarioError(f"{matrix.where(key)}: {key}: expected some of {', '.join(allowed)}, each once")
         return items
 
     transports = listed("transports", TRANSPORTS, ["streamable-http"])
     policies = listed("policies", POLICIES, list(POLICIES))
-    node = keys["faults"][1]
-    faults_value = _plain(node)
+    if "faults" not in matrix:
+        raise ScenarioError(f"{source}: a reconnect scenario names its faults (faults: {{cut: {{cut_streams_after: 1s}}}})")
+    faults_value = matrix.value("faults")
     if not isinstance(faults_value, dict) or not faults_value:
-        raise ScenarioError(f"{_where(source, node)}: faults: a mapping of names to fault options (cut: {{cut_streams_after: 1s}})")
+        raise ScenarioError(f"{matrix.where('faults')}: faults: a mapping of names to fault options (cut: {{cut_streams_after: 1s}})")
     faults: dict[str, dict[str, str]] = {}
     for name, options in faults_value.items():
         if not isinstance(options, dict) or not options or any(k not in FAULT_KEYS for k in options):
-            raise ScenarioError(f"{_where(source, node)}: faults: {name}: options among {', '.join(FAULT_KEYS)}")
+            raise ScenarioError(f"{matrix.where('faults')}: faults: {name}: options among {', '.join(FAULT_KEYS)}")
         faults[str(name)] = {k: str(v) for k, v in options.items()}
     window = None
-    if "window" in keys:
-        node = keys["window"][1]
-        value = _plain(node)
+    if "window" in matrix:
+        value = matrix.value("window")
         try:
             window = (parse_duration(str(value[0]), "window"), parse_duration(str(value[1]), "window"))
         except (TypeError, IndexError, KeyError, ValueError):
-            raise ScenarioError(f"{_where(source, node)}: window: [from, until], like [5s, 11s]") from None
+            raise ScenarioError(f"{matrix.where('window')}: window: [from, until], like [5s, 11s]") from None
         if not 0 <= window[0] < window[1]:
-            raise ScenarioError(f"{_where(source, node)}: window: the start must come before the end")
-    sdk = bool(_plain(keys["sdk_client"][1])) if "sdk_client" in keys else False
-    tag, mark = "tag:yaml.org,2002:str", root.start_mark
-    rest += [
-        (yaml.ScalarNode(tag, "target", mark, mark), yaml.ScalarNode(tag, PLACEHOLDER_TARGET, mark, mark)),
-        (yaml.ScalarNode(tag, "session", mark, mark), yaml.ScalarNode(tag, "long_lived", mark, mark)),
-    ]
-    scenario = scenario_from_node(yaml.MappingNode(root.tag, rest, root.start_mark, root.end_mark), source)
+            raise ScenarioError(f"{matrix.where('window')}: window: the start must come before the end")
+    sdk = bool(matrix.value("sdk_client")) if "sdk_client" in matrix else False
+    scenario = matrix.scenario("long_lived")
     cells = []
     for transport, fault in itertools.product(transports, faults):
         if not applies(transport, faults[fault]):

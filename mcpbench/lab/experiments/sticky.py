@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from mcpbench.lab.experiments.matrix import Matrix
 from mcpbench.load.samples import records
-from mcpbench.load.scenario import ScenarioError, _mapping, _plain, _where, compose_yaml, scenario_from_node
+from mcpbench.load.scenario import ScenarioError, compose_yaml
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, has_method
 
@@ -53,8 +54,6 @@ BALANCERS: Final = ("builtin", "haproxy")
 TRANSPORT_TITLES: Final = {"sse": "legacy HTTP+SSE", "streamable-http": "Streamable HTTP"}
 LAB_KEYS: Final = ("modes", "policies", "instances", "balancers")
 CLASS_ORDER: Final = ("session-not-found", "answer-lost", "stream-closed", "timeout")
-# The placeholder target of the scenario part; every cell sets its balancer's URL.
-PLACEHOLDER_TARGET: Final = "http://127.0.0.1:9/mcp"
 # Steps that are not MCP calls: the legacy stream's GET.
 NOT_CALLS: Final = frozenset({"connect"})
 CSV_BASE: Final = (
@@ -134,43 +133,26 @@ def load_plan(path: str | Path) -> StickyPlan:
 
 
 def plan_from_node(root: Any, source: str) -> StickyPlan:
-    import yaml
-
-    if not isinstance(root, yaml.MappingNode):
-        raise ScenarioError(f"{source}: a sticky scenario is a mapping (modes, policies, instances, mix, …)")
-    lab_nodes = [(k, v) for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value in LAB_KEYS]
-    rest = [(k, v) for k, v in root.value if not (isinstance(k, yaml.ScalarNode) and k.value in LAB_KEYS)]
-    if any(isinstance(k, yaml.ScalarNode) and k.value in ("target", "session") for k, _ in rest):
-        key = next(k for k, _ in rest if isinstance(k, yaml.ScalarNode) and k.value in ("target", "session"))
-        raise ScenarioError(f"{_where(source, key)}: a sticky scenario sets no {key.value!r}: the lab sets it for each cell")
-    keys = _mapping(yaml.MappingNode(root.tag, lab_nodes, root.start_mark, root.end_mark), source, "the lab's lists", LAB_KEYS)
+    matrix = Matrix.read(root, source, "sticky", LAB_KEYS, shape="modes, policies, instances, mix, …")
 
     def names(key: str, allowed: Iterable[str], default: list) -> list:
-        if key not in keys:
+        items = matrix.items(key)
+        if items is None:
             return default
-        node = keys[key][1]
-        value = _plain(node)
-        items = value if isinstance(value, list) else [value]
         if not items or len(set(map(str, items))) != len(items):
-            raise ScenarioError(f"{_where(source, node)}: {key}: list each value once")
+            raise ScenarioError(f"{matrix.where(key)}: {key}: list each value once")
         for item in items:
             if allowed and str(item) not in allowed:
-                raise ScenarioError(f"{_where(source, node)}: {key}: unknown {item!r} (one of {', '.join(allowed)})")
+                raise ScenarioError(f"{matrix.where(key)}: {key}: unknown {item!r} (one of {', '.join(allowed)})")
             if not allowed and (isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= 16):
-                raise ScenarioError(f"{_where(source, node)}: {key}: {item!r} is not a count from 1 to 16")
+                raise ScenarioError(f"{matrix.where(key)}: {key}: {item!r} is not a count from 1 to 16")
         return [item if not allowed else str(item) for item in items]
 
     modes = names("modes", MODES, list(MODES))
     policies = names("policies", POLICIES, ["round-robin", "sticky", "source"])
     counts = names("instances", (), [1, 3])
     balancers = names("balancers", BALANCERS, ["builtin"])
-    tag = "tag:yaml.org,2002:str"
-    mark = root.start_mark
-    rest += [
-        (yaml.ScalarNode(tag, "target", mark, mark), yaml.ScalarNode(tag, PLACEHOLDER_TARGET, mark, mark)),
-        (yaml.ScalarNode(tag, "session", mark, mark), yaml.ScalarNode(tag, "session_per_task", mark, mark)),
-    ]
-    scenario = scenario_from_node(yaml.MappingNode(root.tag, rest, root.start_mark, root.end_mark), source)
+    scenario = matrix.scenario("session_per_task")
     pingless = [MODES[mode][3] for mode in modes if not has_method(MODES[mode][3], "ping")]
     if any(c.method == "ping" for c in scenario.mix) and pingless:
         raise ScenarioError(f"{source}: ping does not exist in {pingless[0]} (drop it from the mix or the mode)")
