@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcpbench.analysis.stats import percentile
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
 from mcpbench.protocol.session import Direction, Exchange, Session
 from mcpbench.protocol.versions import INPUT_REQUESTS, asks_for_input, step_name
+from mcpbench.stats import percentile
 from mcpbench.trace.format import Kind
 from mcpbench.trace.reader import TraceReader
 

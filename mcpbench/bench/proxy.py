@@ -69,13 +69,13 @@ import threading
 import time
 from pathlib import Path
 
-from mcpbench.analysis.stats import summary
 from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import free_port, start_listening, stop_process
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection
 from mcpbench.protocol.http import SESSION_ID
 from mcpbench.protocol.sse import SseEvent, SseParser
+from mcpbench.stats import summary
 from mcpbench.trace.reader import TraceReader
 
 HOST = "127.0.0.1"

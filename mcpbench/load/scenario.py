@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 # Argument templates and the compiled mix live in templates.py; their names are kept here too.
+from mcpbench.durations import parse_duration
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.reconnect import ReconnectPolicy
@@ -189,28 +190,6 @@ class Scenario:
 
 
 # --- small parsers ------------------------------------------------------------------------------
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(value: Any, what: str = "duration") -> float:
-    """`10`, `10s`, `500ms`, `2m`, `1h` -> seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number of seconds or like 10s, 500ms, 2m")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise ValueError(f"{what} {value!r} is not a duration (like 10s, 500ms, 2m)")
-        seconds = float(match.group(1)) * _UNITS[match.group(2)]
-    if not math.isfinite(seconds):
-        raise ValueError(f"{what} must be a finite number of seconds")
-    if seconds < 0:
-        raise ValueError(f"{what} must not be negative")
-    return seconds
-
 
 def parse_timeout(value: Any, what: str = "timeout") -> float:
     """A duration that bounds a wait: > 0 (a zero timeout fails every call before it is sent)."""

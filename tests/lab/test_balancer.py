@@ -14,9 +14,10 @@ from mcpbench.proxies.balancer import (
     parse_instances,
     request_session_key,
 )
-from mcpbench.lab.experiments.sticky import CSV_BASE, Cell, cell_stats, csv_text, failure_class, plan_from_node, verdict
+from mcpbench.lab.experiments.sticky import CSV_BASE, Cell, cell_stats, csv_text, plan_from_node
 from mcpbench.lab.topology.haproxy import config
 from mcpbench.load.scenario import ScenarioError
+from mcpbench.load.sessions import failure_class, verdict
 from mcpbench.protocol.http import INSTANCE, SESSION_ID
 
 THREE = [Instance("s1", "127.0.0.1", 8001), Instance("s2", "127.0.0.1", 8002), Instance("s3", "127.0.0.1", 8003)]

@@ -34,13 +34,14 @@ from typing import Any, Final
 
 import orjson
 
-from mcpbench.analysis.stats import percentile
+from mcpbench.durations import parse_duration
 from mcpbench.lab.experiments.matrix import Matrix
 from mcpbench.load.samples import records
-from mcpbench.load.scenario import ScenarioError, compose_yaml, parse_duration
+from mcpbench.load.scenario import ScenarioError, compose_yaml
 from mcpbench.protocol.reconnect import MODES as POLICIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
+from mcpbench.stats import percentile
 
 TRANSPORTS: Final = (STREAMABLE_HTTP, LEGACY_SSE, STDIO)
 LAB_KEYS: Final = ("transports", "faults", "window", "policies", "sdk_client")

@@ -12,15 +12,8 @@ Each cell (mode × policy × balancer × instance count) is a bounded load run o
 (`session_per_task`, every user on its own loopback source address) by the load users in their
 own Locust process (`load.runner.run_scenario`), through a balancer in front of the mode's
 instances. The samples say which session every step belongs to and which instance answered it
-(`X-Mcpbench-Instance`); `cell_stats` turns them into one row of `sticky.csv`.
-
-Failure classes (of a step; a session's is that of its first failed step):
-
-    session-not-found  the instance did not know the session (the form seen is kept: status and error)
-    answer-lost        the POST was accepted, the answer never came (on the legacy stream, or in the body)
-    stream-closed      the stream or connection closed under the session
-    timeout            no answer within the scenario's timeout
-    …                  any other load failure class (http-4xx, http-5xx, jsonrpc-error, connect-failed)
+(`X-Mcpbench-Instance`); `cell_stats` tallies them by session (`load/sessions.py`, which also
+names the failure classes) into one row of `sticky.csv`.
 """
 
 from __future__ import annotations
@@ -28,16 +21,15 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from mcpbench.lab.experiments.matrix import Matrix
-from mcpbench.load.samples import records
 from mcpbench.load.scenario import ScenarioError, compose_yaml
-from mcpbench.protocol.http import Failure
+from mcpbench.load.sessions import SessionTally, count_sessions, ordered_classes, read_samples, verdict
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, has_method
 
 # mode -> (transport, json_response, stateless, protocol version)
@@ -53,9 +45,6 @@ POLICIES: Final = ("random", "round-robin", "sticky", "source")
 BALANCERS: Final = ("builtin", "haproxy")
 TRANSPORT_TITLES: Final = {"sse": "legacy HTTP+SSE", "streamable-http": "Streamable HTTP"}
 LAB_KEYS: Final = ("modes", "policies", "instances", "balancers")
-CLASS_ORDER: Final = ("session-not-found", "answer-lost", "stream-closed", "timeout")
-# Steps that are not MCP calls: the legacy stream's GET.
-NOT_CALLS: Final = frozenset({"connect"})
 CSV_BASE: Final = (
     "transport", "mode", "policy", "balancer", "instances", "sessions", "calls", "failed_calls",
     "failed_sessions", "first_instance_share",
@@ -87,19 +76,10 @@ class StickyPlan:
 
 
 @dataclass
-class CellResult:
-    """One row of sticky.csv."""
+class CellResult(SessionTally):
+    """One row of sticky.csv: a cell's sessions."""
 
-    cell: Cell | None  # None for a probe of a user's deployment
-    sessions: int = 0
-    calls: int = 0
-    failed_calls: int = 0
-    failed_sessions: int = 0
-    first_instance_share: float | None = None
-    calls_by_class: Counter = field(default_factory=Counter)
-    sessions_by_class: Counter = field(default_factory=Counter)
-    forms: Counter = field(default_factory=Counter)  # "class: detail" of failed steps
-    first_failure_at: Counter = field(default_factory=Counter)  # (class, index of the call) of broken sessions
+    cell: Cell | None = None
 
     def row(self) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -112,12 +92,6 @@ class CellResult:
             row[f"failed_calls:{name}"] = self.calls_by_class.get(name, 0)
             row[f"failed_sessions:{name}"] = self.sessions_by_class.get(name, 0)
         return row
-
-
-def ordered_classes(names: Iterable[str]) -> list[str]:
-    """Failure classes in a stable order: the lab's four first, then the others by name."""
-    names = set(names)
-    return [c for c in CLASS_ORDER if c in names] + sorted(names - set(CLASS_ORDER))
 
 
 # --- the scenario -------------------------------------------------------------------------------
@@ -163,67 +137,9 @@ def plan_from_node(root: Any, source: str) -> StickyPlan:
 # --- the measurements ---------------------------------------------------------------------------
 
 
-def failure_class(failure: str, detail: str | None) -> str:
-    """The lab's class of a load failure (`answer-lost/timeout` split by what happened)."""
-    if failure == Failure.ANSWER_LOST:
-        text = detail or ""
-        if "POST accepted" in text or "without an answer" in text:
-            return "answer-lost"
-        return "timeout"
-    return failure
-
-
-def read_samples(path: Path) -> Iterator[dict]:
-    """The step records of a samples.jsonl (a torn last line is skipped)."""
-    return (record for record in records(path) if "step" in record)
-
-
-def cell_stats(cell: Cell | None, records: Iterable[dict]) -> CellResult:
-    """One cell's row from its step records (those without a session tag are not counted).
-
-    `cell` None: the sessions of a probe (`mcpbench load` with a `sessions` scenario).
-    """
-    sessions: dict[str, list[dict]] = defaultdict(list)
-    for record in records:
-        if record.get("session"):
-            sessions[record["session"]].append(record)
-    result = CellResult(cell)
-    shares: list[float] = []
-    for steps in sessions.values():
-        steps.sort(key=lambda r: r.get("t") or 0.0)
-        result.sessions += 1
-        instances = [r["instance"] for r in steps if r.get("instance")]
-        if instances:
-            shares.append(instances.count(instances[0]) / len(instances))
-        first: tuple[str, int] | None = None
-        calls = 0
-        for record in steps:
-            is_call = record["step"] not in NOT_CALLS
-            if record.get("failure"):
-                name = failure_class(record["failure"], record.get("detail"))
-                result.forms[f"{name}: {record.get('detail') or record['failure']}"] += 1
-                if is_call:
-                    result.failed_calls += 1
-                    result.calls_by_class[name] += 1
-                if first is None:
-                    first = (name, calls)
-            calls += is_call
-        result.calls += calls
-        if first is not None:
-            result.failed_sessions += 1
-            result.sessions_by_class[first[0]] += 1
-            result.first_failure_at[first] += 1
-    result.first_instance_share = sum(shares) / len(shares) if shares else None
-    return result
-
-
-def verdict(result: CellResult) -> str:
-    """One line: "sessions kept: 50/50" or "sessions broken: 31/50, session-not-found after the first call"."""
-    if not result.failed_sessions:
-        return f"sessions kept: {result.sessions}/{result.sessions}"
-    (name, index), _ = result.first_failure_at.most_common(1)[0]
-    where = "on the first call" if index == 0 else "after the first call" if index == 1 else f"after {index} calls"
-    return f"sessions broken: {result.failed_sessions}/{result.sessions}, {name} {where}"
+def cell_stats(cell: Cell, records: Iterable[dict]) -> CellResult:
+    """One cell's row from its step records (those without a session tag are not counted)."""
+    return count_sessions(records, CellResult(cell=cell))
 
 
 # --- outputs ------------------------------------------------------------------------------------
@@ -239,18 +155,6 @@ def csv_text(results: Iterable[CellResult]) -> str:
     for result in results:
         writer.writerow(result.row())
     return out.getvalue()
-
-
-def render_sessions(result: CellResult) -> str:
-    """A probe's session table: sessions, calls, failures by class with the forms seen, where sessions landed."""
-    lines = [f"{'sessions':>8} {'broken':>8} {'calls':>6} {'failed':>6} {'1st instance':>12}"]
-    share = "" if result.first_instance_share is None else f"{result.first_instance_share:.2f}"
-    lines.append(f"{result.sessions:>8} {result.failed_sessions:>8} {result.calls:>6} {result.failed_calls:>6} {share:>12}")
-    for name in ordered_classes(result.sessions_by_class):
-        lines.append(f"  {name}: {result.sessions_by_class[name]} session(s)")
-    for form, count in result.forms.most_common(3):
-        lines.append(f"  seen: {form} ×{count}")
-    return "\n".join(lines)
 
 
 def render(results: Iterable[CellResult]) -> str:

@@ -1,4 +1,4 @@
-"""Small statistics shared by reports and benchmarks."""
+"""Small statistics (percentiles) shared by load results, the lab's experiments, analysis and benchmarks."""
 
 import statistics
 
