@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mcpbench.lab.topology.cluster import RestartPlan, running_lab
-from tests.lab.faulthelp import connection, fault_records, initialize, post, read_until_closed, start_stream_get, wait_for
+from tests.support.faults import connection, fault_records, initialize, post, read_until_closed, start_stream_get, wait_for
 from tests.support.processes import alive, descendants, wait_for_lines
 
 pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out

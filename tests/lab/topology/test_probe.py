@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from mcpbench.lab.topology.cluster import running_balancer, running_instances
+from tests.support.servers import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
 
-PROBE = Path(__file__).resolve().parents[2] / "scenarios" / "sticky-probe.yaml"
+PROBE = REPO_ROOT / "scenarios" / "sticky-probe.yaml"
 
 
 def _probe(url: str, cwd: Path) -> subprocess.CompletedProcess:

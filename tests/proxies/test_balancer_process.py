@@ -1,5 +1,5 @@
 """The lab's balancer process (`python -m mcpbench.proxies.balancer`, through `mcpbench.proxies.host`): what
-it says when it cannot start. Its working path is `lab up`'s (tests/lab/test_up.py, test_lab_faults.py)."""
+it says when it cannot start. Its working path is `lab up`'s (tests/lab/topology/test_up.py, test_lab_faults.py)."""
 
 import socket
 import subprocess

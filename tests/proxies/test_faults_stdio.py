@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from mcpbench.proxies.stdio_faults import Killer
-from tests.lab.faulthelp import fault_records, read_first_line
+from tests.support.faults import fault_records, read_first_line
 from tests.support.servers import REPO_ROOT, serve_argv
 
 WAIT = 60.0  # the server is a fresh Python importing the SDK, on a busy machine

@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from mcpbench.protocol.sse import SseEvent, SseParser
-from tests.lab.faulthelp import connection, fault_proxy, fault_records, initialize, post, read_until_closed, start_stream_get
+from tests.support.faults import connection, fault_proxy, fault_records, initialize, post, read_until_closed, start_stream_get
 from tests.support.servers import reference_server
 
 pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out

@@ -11,7 +11,7 @@ import pytest
 
 from mcpbench.proxies.faultplan import Decider, FaultConfigError, FaultPlan, addon_settings, parse_plan
 from tests.hostile.helpers import EXIT_INPUT, assert_clean_failure, run
-from tests.lab.faulthelp import (
+from tests.support.faults import (
     STREAM_TIMEOUT,
     connection,
     fault_proxy,

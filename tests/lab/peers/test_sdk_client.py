@@ -16,7 +16,7 @@ import pytest
 from mcpbench.lab.peers.sdk_client import CLIENT_CLOSED, main, run_sdk_client
 from mcpbench.lab.topology.cluster import RestartPlan, running_lab
 from mcpbench.protocol.http import Failure
-from tests.lab.faulthelp import fault_records, wait_for
+from tests.support.faults import fault_records, wait_for
 from tests.support.servers import REPO_ROOT, free_port, stop_process
 
 TIMEOUT = 10.0  # bound of each SDK call: far above any call here, short enough for a test
