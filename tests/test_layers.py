@@ -1,12 +1,13 @@
 """The package's layers: no import runs back up them, and no package imports another's private names.
 
-The ranks are written down here, once. A module may import its own layer and the layers below it; the rank of a
+The ranks are written down here, once (ARCHITECTURE.md shows them; a test keeps the two equal). A module may import its own layer and the layers below it; the rank of a
 module is that of the longest dotted prefix in `LAYERS` (`mcpbench` alone is the package's own
 `__init__`, its version). Every import counts: `import x`, `from x import y` (y a module or a
 name), relative ones, and those inside functions (the heavy ones are imported there).
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 import mcpbench
 
 PACKAGE = Path(mcpbench.__file__).resolve().parent
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
 
 LAYERS: dict[str, int] = {
     "mcpbench": 0,  # __init__.py: the version
@@ -151,3 +153,27 @@ def test_no_import_runs_up_the_layers_or_takes_another_packages_private_names():
     assert len(paths) > 100  # the walk saw the package
     found = [offence for path in paths for offence in offences(path.read_text(), module_name(path))]
     assert found == [], "\n".join(found)
+
+
+def shown_module(name: str) -> str:
+    """`lab/peers/` or `cli.py` as ARCHITECTURE.md names it -> the dotted module (`__init__.py`: the package)."""
+    if name == "__init__.py":
+        return "mcpbench"
+    return "mcpbench." + name.removesuffix("/").removesuffix(".py").replace("/", ".")
+
+
+def test_architecture_shows_the_same_layers():
+    """ARCHITECTURE.md's table, one row per layer (`| 3 | `stdio/`, `record/` | … |`), is LAYERS."""
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", ARCHITECTURE.read_text(), re.MULTILINE)
+    shown = {shown_module(name): int(layer) for layer, names in rows for name in re.findall(r"`([\w./]+)`", names)}
+    assert shown == LAYERS
+
+
+def test_every_module_path_architecture_names_exists():
+    """`lab/topology/cluster.py`, `proxies/` exist from mcpbench/; a bare `plan.py` exists somewhere in it."""
+    text = ARCHITECTURE.read_text()
+    paths = set(re.findall(r"`((?:\w+/)*\w+\.py)`", text)) | set(re.findall(r"`((?:\w+/)+)`", text))
+    assert len(paths) > 50  # the search found the module paths
+    modules = {path.name for path in PACKAGE.rglob("*.py")}
+    missing = sorted(path for path in paths if not (PACKAGE / path).exists() and ("/" in path or path not in modules))
+    assert missing == []
