@@ -72,14 +72,23 @@ def _is_device(fd: int) -> bool:
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
+@click.option("--follow", "-f", is_flag=True, help="Watch the trace as it is written: a live view on a terminal, one line per event in a pipe.")
 @map_errors
-def inspect(trace, as_json, strict):
+def inspect(trace, as_json, strict, follow):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
 
     Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
+    With --follow: 0 on `q` (or once a piped trace is complete), 2 for a trace that cannot be
+    followed, 3 for a terminal too small for the view, 130 on Ctrl-C.
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
+    if follow:
+        if as_json or strict:
+            raise click.UsageError("--follow shows the trace as it grows: it takes neither --json nor --strict")
+        from mcpbench.live import run_live
+
+        sys.exit(run_live(trace))
     import orjson
 
     from mcpbench.analysis.inspect import render, summarize
@@ -164,7 +173,7 @@ def finish_traces(traces):
             raise TraceError(f"{path}: its spool {spool.spool_path(path)} does not continue it (another recording's?): both left as they are")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live")
 
 
 @main.command()
