@@ -26,9 +26,10 @@ def main() -> None:
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<command>.jsonl).")
 @redact_option
+@click.option("--live", is_flag=True, help="Show the live view of the recording on the terminal stderr is on (q closes it; see README).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @map_errors
-def tee(out, redact, command):
+def tee(out, redact, live, command):
     """Run a stdio MCP server COMMAND and record its traffic, passing it through untouched.
 
     Put it in front of the server command in a host's mcpServers config.
@@ -49,7 +50,7 @@ def tee(out, redact, command):
          *(("a file the server command names", name) for name in files if os.path.isfile(name))],
     )
     try:
-        status = run_tee(list(command), out, redact)
+        status = run_tee(list(command), out, redact, live=live)
     except TargetError as exc:
         from mcpbench.trace.redact import Redactor
 

@@ -39,6 +39,8 @@ LOG_ROWS = 20_000
 PROBLEM_ROWS = 500
 # Outcomes of an answered call that count as errors.
 ERRORS = frozenset({"error", "tool-error"})
+# The entries shown as violations and errors (besides calls that failed, and streams that broke).
+PROBLEMS = frozenset({"violation", "error", "http", "answer"})
 # How far back the event rate looks.
 RATE_WINDOW = 2.0
 
@@ -173,7 +175,7 @@ class LiveStats:
                 if entry.outcome in ERRORS:
                     problems.append(row)
                     self.problems_seen += 1
-            elif entry.kind not in ("request", "notification", "process", "stderr"):
+            elif entry.kind in PROBLEMS or (entry.kind == "stream" and entry.detail):
                 problems.append(row)
                 self.problems_seen += 1
         self.events += len(steps)
@@ -196,7 +198,7 @@ class LiveStats:
     def _method(self, name: str) -> MethodStats:
         stats = self.methods.get(name)
         if stats is None:
-            if len(self.methods) >= MAX_NAMES:
+            if len(self.methods) >= MAX_NAMES - 1:  # the last row is the others'
                 name = OTHER
                 stats = self.methods.get(OTHER)
             if stats is None:

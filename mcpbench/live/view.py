@@ -105,6 +105,8 @@ class LiveApp(App):
     #top { height: 26%; }
     #middle { height: 30%; }
     .panel { border: round $primary; width: 1fr; height: 100%; padding: 0 1; }
+    #sessions { width: 3fr; }
+    #flight { width: 2fr; }
     #log { border: round $secondary; height: 1fr; overflow-x: hidden; }
     """
     BINDINGS = [
@@ -197,13 +199,16 @@ class LiveApp(App):
         self._shown = stats.logged
 
     def _update(self, name: str, key: object, build) -> None:
+        widget = self.query_one(f"#{name}", Static)
+        key = (key, widget.content_size)  # a resized panel shows more or fewer rows
         if self._keys.get(name) != key:
             self._keys[name] = key
-            self.query_one(f"#{name}", Static).update(build())
+            widget.update(build())
 
     def _title(self) -> Text:
+        """State, counts, filters and pause first: the path, last, is what a narrow screen cuts."""
         feed, stats = self.feed, self.stats
-        title = Text.assemble(("mcpbench live ", "bold"), (str(feed.path), ""), "  ")
+        title = Text.assemble(("mcpbench live  ", "bold"))
         if self.failure:
             title.append(f"stopped: {self.failure}", "bold red")
         elif feed.header is None:
@@ -218,13 +223,14 @@ class LiveApp(App):
             title.append("  filter: " + " ".join(filters), "cyan")
         if self.paused:
             title.append(f"  PAUSED ({stats.logged - self._shown} new events)", "bold reverse")
+        title.append(f"  {feed.path}", "dim")
         return title
 
     def _height(self, name: str) -> int:
         return max(1, self.query_one(f"#{name}").content_size.height - 1)  # less the table's header
 
     def _sessions(self) -> Table:
-        table = _table("session", "transport", "era", "state", "calls", "in flight")
+        table = _table("session", "transport", "era", "state", "calls", "in flight", widths=(12, 15, 22, 11, 5, 9))
         reports = list(self.feed.sessions.values())[-self._height("sessions") :]
         for report in reversed(reports):
             core = report.session
@@ -317,10 +323,11 @@ def _next(current: str | None, choices: list[str]) -> str | None:
     return choices[index] if index < len(choices) else None
 
 
-def _table(*columns: str) -> Table:
+def _table(*columns: str, widths: tuple[int, ...] = ()) -> Table:
+    """A table without lines; `widths`: the columns' least widths (the text they must show whole)."""
     table = Table(box=None, expand=True, pad_edge=False, show_edge=False, header_style="bold")
-    for column in columns:
-        table.add_column(column, no_wrap=True, overflow="ellipsis")
+    for index, column in enumerate(columns):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", min_width=widths[index] if index < len(widths) else None)
     return table
 
 
