@@ -31,9 +31,11 @@ LAYERS: dict[str, int] = {
     "mcpbench.stdio": 3,
     "mcpbench.record": 3,
     "mcpbench.proxies": 3,
+    "mcpbench.live.launch": 3,  # a recorder opens the live view: `inspect --follow` in a child process
     "mcpbench.replay": 4,
     "mcpbench.load": 4,
     "mcpbench.analysis": 5,
+    "mcpbench.live": 6,
     "mcpbench.lab.peers": 6,
     "mcpbench.lab.topology": 7,
     "mcpbench.lab.experiments": 8,

@@ -13,8 +13,6 @@ from mcpbench.lab.peers.drive import drive
 from tests.support.servers import serve_argv, stdio_params
 
 MODES: Final = ("legacy", "auto")
-# How long one recorded SDK session may take on a busy 2-core machine.
-RECORD_TIMEOUT: Final = 60.0
 
 
 def tee_argv(out: Path, server_argv: list[str]) -> list[str]:
