@@ -23,14 +23,16 @@ def quirk_options(func):
         click.option("--unknown-session-status", type=click.Choice([str(s) for s in UNKNOWN_SESSION_STATUSES]), default="404", show_default=True,
                      help="HTTP status for an unknown or ended Mcp-Session-Id (400: as some SDKs answer)."),
         click.option("--no-host-check", is_flag=True, help="No DNS-rebinding protection: serve any Host and Origin."),
+        click.option("--ignore-version-header", is_flag=True, help="Do not read MCP-Protocol-Version (as servers before 2025-06-18): serve any."),
         click.option("--no-delete", is_flag=True, help="Refuse DELETE with 405: sessions end only when the server times them out."),
         click.option("--max-sessions", type=click.IntRange(min=1), metavar="N", help="Streamable HTTP: at most N sessions open at once (503 beyond)."),
     ]
 
     @functools.wraps(func)
-    def wrapper(*args, leaky_events, unknown_session_status, no_host_check, no_delete, max_sessions, **kwargs):
-        quirks = Quirks(unknown_session_status=int(unknown_session_status), host_check=not no_host_check, delete=not no_delete,
-                        max_sessions=max_sessions, leaky_events=leaky_events)
+    def wrapper(*args, leaky_events, unknown_session_status, no_host_check, ignore_version_header, no_delete, max_sessions, **kwargs):
+        quirks = Quirks(unknown_session_status=int(unknown_session_status), host_check=not no_host_check,
+                        version_header=not ignore_version_header, delete=not no_delete, max_sessions=max_sessions,
+                        leaky_events=leaky_events)
         return func(*args, quirks=quirks, **kwargs)
 
     for option in reversed(options):

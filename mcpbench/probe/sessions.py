@@ -37,6 +37,10 @@ from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_handshake
 from mcpbench.probe.wire import Reply, Wire, WireError, left
 
 
+# After a streamed answer, how long its stream may take to end before it is cut.
+END_GRACE = 0.2
+
+
 @dataclass
 class Exchange:
     """One request and what came of it.
@@ -72,8 +76,8 @@ class Exchange:
         if self.ok:
             return None
         if self.answered is not None:
-            error = self.answered.answer
-            return Failure.JSONRPC_ERROR, f"JSON-RPC {error.code} {error.message}"
+            error, status = self.answered.answer, f"HTTP {self.status}: " if self.status and self.status >= 400 else ""
+            return Failure.JSONRPC_ERROR, f"{status}JSON-RPC {error.code} {error.message}"
         if self.failed is not None:
             return self.failed.failure, self.failed.detail
         if not self.expects_answer and self.status is not None and self.status < 300:
@@ -238,9 +242,12 @@ class HttpSession:
             if not chunk:
                 ex.closed_at = ts - reply.sent
             if self._done(ex, request_id) and chunk and reader.answer.streamed:
-                reply.close()  # the answer is in: a stream the server holds open is not waited for
-                return
-        if reply.broken and not reply.ended and request_id is not None:
+                # The answer is in: the stream's end is waited for only briefly (the SDKs end it
+                # at once, and the connection can be kept); one the server holds open is cut.
+                for rest, at in reply.chunks(time.monotonic() + END_GRACE):
+                    self._note(ex, reader.feed(rest, at), reply.sent, at)
+                break
+        if reply.broken and not reply.ended and request_id is not None and not self._done(ex, request_id):
             if (late := self.conn.give_up(request_id, reply.broken)) is not None:
                 self._note(ex, [late], reply.sent, time.perf_counter())
             ex.detail = ex.detail or reply.broken

@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from mcpbench.probe.sessions import Exchange, Session, new_session
 from mcpbench.probe.wire import Wire
 from mcpbench.protocol.errors import BadTargetError, TargetError
-from mcpbench.protocol.http import is_event_stream
+from mcpbench.protocol.http import Failure, is_event_stream
 from mcpbench.protocol.transports import LEGACY_SSE
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.target import STDIO, parse_target
 
+# Calls first contact makes in its session: a deployment that does not keep sessions on one
+# instance loses one of them (strict round-robin, the second request; random over 3, all but 1 in 27).
+FIRST_CALLS = 3
 # The lab's reference server reports progress from its `slow` tool: 8 steps over 2 s show a
 # buffering proxy (all 8 at the end) and leave room for two cuts and two resumptions.
 LAB_PROGRESS = ("slow", {"seconds": 2, "steps": 8})
@@ -76,6 +79,7 @@ class Target:
     settings: Settings
     version: str | None = None  # the version the handshake settled
     keeps_sessions: bool = True  # the server named an Mcp-Session-Id (legacy: always)
+    affinity: bool = True  # every request of first contact's session reached an instance that knew it
     streams: bool = True  # answers come as SSE streams (not JSON bodies)
     tools: list[str] = field(default_factory=list)
     progress: ProgressCall | None = None
@@ -86,6 +90,12 @@ class Target:
     @property
     def legacy(self) -> bool:
         return self.transport == LEGACY_SSE
+
+    def unsettled(self) -> str | None:
+        """Why a check that needs one session to stay put cannot run here, or None."""
+        if self.keeps_sessions and not self.affinity:
+            return "a session's requests do not all reach the instance that holds it (see the sessions check): not measurable"
+        return None
 
     def session(self, version: str | None = None) -> Session:
         return new_session(self.wire, self.transport, version or self.version or LATEST_HANDSHAKE)
@@ -118,15 +128,23 @@ def reach(url: str, wire: Wire, settings: Settings, *, deadline: float) -> Targe
             target.auth_status = ex.status
             target.auth_challenge = ex.headers.get("www-authenticate") if ex.headers is not None else None
             return target
-        if not ex.ok:
+        failure = ex.failure()
+        if failure is not None and failure[0] == Failure.SESSION_NOT_FOUND and target.legacy:
+            target.affinity = False  # the stream named an endpoint (it is MCP); the POST reached another instance
+            return target
+        if failure is not None:
             raise TargetError(_not_mcp(url, ex))
         result = ex.result or {}
         target.version = result.get("protocolVersion")
         target.server = result.get("serverInfo") or {}
         target.keeps_sessions = target.legacy or bool(session.session_id)
         target.streams = target.legacy or (ex.reader is not None and is_event_stream(ex.reader.answer.content_type))
-        listed = session.call("tools/list", deadline=deadline)
-        target.tools = [t.get("name") for t in (listed.result or {}).get("tools", []) if isinstance(t, dict)]
+        for _ in range(FIRST_CALLS):
+            listed = session.call("tools/list", deadline=deadline)
+            if (failure := listed.failure()) is not None:
+                target.affinity = failure[0] != Failure.SESSION_NOT_FOUND
+                break
+            target.tools = target.tools or [t.get("name") for t in listed.result.get("tools", []) if isinstance(t, dict)]
         if target.progress is None and LAB_PROGRESS[0] in target.tools:
             target.progress = ProgressCall(*LAB_PROGRESS)
         session.end(deadline=time.monotonic() + wire.options.timeout)
@@ -139,7 +157,7 @@ def _not_mcp(url: str, ex: Exchange) -> str:
     failure = ex.failure()
     detail = failure[1] if failure else "no answer"
     if ex.status is None:
-        return f"{url}: {detail}"
+        return detail  # it names the URL
     return f"{url} is not an MCP endpoint: initialize got {detail}"
 
 

@@ -35,7 +35,7 @@ class ProbeOptions:
     """
 
     headers: Mapping[str, str] = field(default_factory=dict)
-    timeout: float = 10.0
+    timeout: float = 5.0
     instance_header: str = INSTANCE
 
 

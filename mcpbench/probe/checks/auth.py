@@ -13,6 +13,7 @@ from urllib.parse import urljoin, urlsplit
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.probe.wire import Wire, WireError
+from mcpbench.protocol.http import GET_ACCEPT
 
 NAME, TITLE, BOUND = "auth", "Authentication shape", 8.0
 FIX = ("Answer 401 with WWW-Authenticate: Bearer resource_metadata=\"<URL>\" and serve Protected Resource Metadata "
@@ -31,21 +32,31 @@ def challenge_params(header: str | None) -> dict[str, str]:
 def run(target: Target, deadline: float) -> Row:
     status, header = target.auth_status, target.auth_challenge
     if status is None:
-        if target.legacy:
-            return not_applicable(NAME, "legacy HTTP+SSE: not probed")
-        session = target.session()
-        try:
-            ex = session.send(session.conn.initialize(), deadline=deadline, bare=True)
-            if ex.ok:
-                session.end(deadline=deadline)
-        finally:
-            session.close()
-        if ex.status != 401:
-            return not_applicable(NAME, f"the server asks for no credentials (initialize without any → HTTP {ex.status})")
-        status, header = ex.status, ex.headers.get("www-authenticate")
+        status, header = _bare(target, deadline)
+        if status != 401:
+            return not_applicable(NAME, f"the server asks for no credentials (a request without any → HTTP {status})")
     if status != 401:
         return Row(NAME, FAIL, f"HTTP {status} without a challenge: the credentials given were refused", FIX, {"status": status})
     return judge(_follow(target, header, deadline))
+
+
+def _bare(target: Target, deadline: float) -> tuple[int | None, str | None]:
+    """The status and challenge of the first request of a session, sent without the user's credentials."""
+    if target.legacy:
+        try:
+            reply = target.wire.request("GET", {"accept": GET_ACCEPT}, deadline=deadline, bare=True)
+        except WireError:
+            return None, None
+        reply.close()
+        return reply.status, reply.header("www-authenticate")
+    session = target.session()
+    try:
+        ex = session.send(session.conn.initialize(), deadline=deadline, bare=True)
+        if ex.ok:
+            session.end(deadline=deadline)
+    finally:
+        session.close()
+    return ex.status, ex.headers.get("www-authenticate") if ex.headers is not None else None
 
 
 def _get_json(url: str, target: Target, deadline: float) -> tuple[int | None, dict | None]:

@@ -27,6 +27,8 @@ FIX = ("Turn response buffering off for text/event-stream: nginx proxy_buffering
 
 
 def run(target: Target, deadline: float) -> Row:
+    if why := target.unsettled():
+        return not_applicable(NAME, why)
     if target.progress is None:
         return not_applicable(NAME, "no tool reports progress here: name one with --progress-tool 'NAME {\"arg\": 1}'")
     if not target.streams:

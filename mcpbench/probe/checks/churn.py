@@ -30,6 +30,8 @@ FIX_LEAK = ("Release what ended sessions held: support DELETE, expire idle sessi
 def run(target: Target, deadline: float) -> Row:
     if not target.keeps_sessions:
         return not_applicable(NAME, "the server keeps no sessions: nothing to churn")
+    if why := target.unsettled():
+        return not_applicable(NAME, why)
     steady = target.session()
     try:
         if not steady.open(deadline=deadline).ok:

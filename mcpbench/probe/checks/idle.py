@@ -36,6 +36,8 @@ def run(target: Target, deadline: float) -> Row:
     if target.legacy or not target.keeps_sessions:
         why = "legacy HTTP+SSE" if target.legacy else "the server keeps no sessions"
         return not_applicable(NAME, f"{why}: no GET stream to watch")
+    if why := target.unsettled():
+        return not_applicable(NAME, why)
     with ThreadPoolExecutor(2, thread_name_prefix="mcpbench-idle") as pool:
         stream = pool.submit(_watch_stream, target, up_to, deadline)
         kept = pool.submit(_watch_connection, target, up_to, deadline)

@@ -16,13 +16,18 @@ import time
 from mcpbench.probe.sessions import Exchange
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.wire import left
 from mcpbench.protocol.client import Answered, Pushed, Unmatched
 
 NAME, TITLE, BOUND = "resume", "Resumability", 20.0
+# The longest `retry` waited before resuming: a server asking for more is not waited on longer.
+MAX_RETRY_WAIT = 2.0
 # How long the second session's GET with a foreign Last-Event-ID is read: a leaking store replays at once.
 FOREIGN_READ = 3.0
 FIX_STORE = ("Give the server an event store (every SSE event gets an id, a priming event comes first with a retry), "
              "so that a client resumes a cut stream with Last-Event-ID.")
+FIX_RESUME = ("Pass a GET with Last-Event-ID through, unbuffered, to the instance that holds the stream, and replay "
+              "each missed event once.")
 FIX_LEAK = ("File events per session: a Last-Event-ID from another session must replay nothing "
             "(a store keyed by event id alone leaks one client's answers to another).")
 
@@ -34,6 +39,8 @@ def run(target: Target, deadline: float) -> Row:
         return not_applicable(NAME, "the server keeps no sessions: a stream cannot be resumed without one")
     if not target.streams:
         return not_applicable(NAME, "the server answers with JSON bodies: no answer streams, nothing to cut")
+    if why := target.unsettled():
+        return not_applicable(NAME, why)
     session = target.session()
     try:
         if not session.open(deadline=deadline).ok:
@@ -59,12 +66,16 @@ def _cut_and_resume(target: Target, session, deadline: float) -> dict:
         "answered_before_cut": first.answered is not None,
     }
     exchanges = [first]
-    failed = first.failed
+    failed, retry = first.failed, figures["retry_ms"]
     # Cut once more on a progress call (its stream has events to cut between), then read to the answer.
     for cut_after in ((1, None) if progress else (None,)):
         if failed is None or not failed.last_event_id or time.monotonic() >= deadline:
             break
+        # As a client must: wait the stream's `retry` before reconnecting (a proxy in front may
+        # not yet have told the server that the cut stream is gone).
+        time.sleep(min(MAX_RETRY_WAIT, (retry or 0) / 1000.0, left(deadline)))
         again = session.resume(failed, deadline=deadline, cut_after=cut_after)
+        retry = again.reader.answer.retry_ms if again.reader is not None and again.reader.answer.retry_ms else retry
         exchanges.append(again)
         figures["resumes"] += 1
         if again.answered is not None or again.reader is None:
@@ -104,40 +115,35 @@ def _foreign(target: Target, event_id: str, deadline: float) -> dict:
 
 
 def judge(figures: dict) -> Row:
-    parts, problems, warnings = [], [], []
     call = figures["call"]
     if not figures.get("first_id"):
         evidence = f"{call}: the answer stream's events carry no ids: a cut stream cannot be resumed, its answer is lost"
         return Row(NAME, FAIL, evidence, FIX_STORE, figures)
     retry = f"retry {figures['retry_ms']} ms" if figures.get("retry_ms") is not None else "no retry"
-    parts.append(f"{call}: events carry ids; {'a priming event came first' if figures['primed'] else 'no priming event'}; {retry}")
-    if not figures["primed"]:
-        warnings.append("no priming event")
-    if figures.get("retry_ms") is None:
-        warnings.append("no retry advertised")
+    parts = [f"{call}: events carry ids; {'a priming event came first' if figures['primed'] else 'no priming event'}; {retry}"]
+    problems: list[tuple[str, str]] = []  # (what, its fix)
     if figures["answered_before_cut"]:
         parts.append("the answer was the first event: nothing was left to resume")
     else:
         answers, progress, total = figures["answers"], figures["progress"], figures.get("total")
         parts.append(f"cut after 1 event, resumed {figures['resumes']}×: answer ×{answers}")
-        if answers != 1:
-            problems.append(f"the answer came {answers}× after resuming")
         if progress:
-            whole = total is None or (len(progress) == len(set(progress)) == total)
             parts.append(f"progress {len(progress)}{f'/{total:g}' if total is not None else ''}")
-            if not whole or progress != sorted(progress):
-                problems.append("progress events missed or repeated")
+        if answers != 1:
+            seen = f" ({figures['details'][-1]})" if figures.get("details") else ""
+            problems.append((f"the answer came {answers}× after resuming{seen}", FIX_RESUME))
+        if progress and (len(progress) != len(set(progress)) or progress != sorted(progress) or (total is not None and len(progress) != total)):
+            problems.append(("progress events missed or repeated", FIX_RESUME))
         if figures["duplicated_events"]:
-            problems.append(f"{figures['duplicated_events']} event(s) came twice")
+            problems.append((f"{figures['duplicated_events']} event(s) came twice", FIX_RESUME))
     foreign = figures.get("foreign")
     if foreign is not None and foreign.get("status") is not None:
-        leaked = foreign.get("leaked", 0)
-        parts.append(f"another session's Last-Event-ID → HTTP {foreign['status']}, {leaked} event(s) of the first session")
-        if leaked:
-            problems.append("events replayed across sessions")
-    evidence = "; ".join(parts + problems)
+        parts.append(f"another session's Last-Event-ID → HTTP {foreign['status']}, {foreign.get('leaked', 0)} event(s) of the first session")
+        if foreign.get("leaked"):
+            problems.append(("events replayed across sessions", FIX_LEAK))
+    evidence = "; ".join(parts + [what for what, _ in problems])
     if problems:
-        return Row(NAME, FAIL, evidence, FIX_LEAK if problems == ["events replayed across sessions"] else FIX_STORE, figures)
-    if warnings:
+        return Row(NAME, FAIL, evidence, " ".join(dict.fromkeys(fix for _, fix in problems)), figures)
+    if not figures["primed"] or figures.get("retry_ms") is None:
         return Row(NAME, WARN, evidence, FIX_STORE, figures)
     return Row(NAME, PASS, evidence, figures=figures)

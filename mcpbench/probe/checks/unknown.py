@@ -21,6 +21,8 @@ FIX = ("Answer 404 to an unknown or ended Mcp-Session-Id (the specification's ru
 def run(target: Target, deadline: float) -> Row:
     if not target.keeps_sessions:
         return not_applicable(NAME, "the server keeps no sessions (no Mcp-Session-Id): nothing to forget")
+    if target.legacy and (why := target.unsettled()):
+        return not_applicable(NAME, why)
     made_up = _made_up(target, deadline)
     ended = _ended(target, deadline)
     return judge({"made_up": made_up, "ended": ended}, legacy=target.legacy)
@@ -42,7 +44,7 @@ def _made_up(target: Target, deadline: float) -> dict:
 
 def _ended(target: Target, deadline: float) -> dict | None:
     """A request with a session id that DELETE ended (None for legacy: its sessions end with their stream)."""
-    if target.legacy:
+    if target.legacy or target.unsettled():
         return None
     session = target.session()
     try:

@@ -10,7 +10,7 @@ unsupported MCP-Protocol-Version, it MUST respond with 400 Bad Request", Streama
 import time
 
 from mcpbench.probe.target import Target
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.http import PROTOCOL_VERSION
 from mcpbench.protocol.versions import DISCOVER, LATEST, LATEST_HANDSHAKE, VERSIONS, has_handshake, is_latest_handshake, rules
 
@@ -20,6 +20,8 @@ BOGUS_VERSION = "1999-01-01"
 
 
 def run(target: Target, deadline: float) -> Row:
+    if target.legacy and (why := target.unsettled()):
+        return not_applicable(NAME, why)  # a legacy handshake is a POST beside its stream: it lands anywhere
     offered: dict[str, str | None] = {}
     for version in (v for v in VERSIONS if has_handshake(v)):
         session = target.session(version)
@@ -53,7 +55,7 @@ def _discover(target: Target, deadline: float) -> dict:
 def _bogus_header(target: Target, deadline: float) -> int | None:
     """The status of a request whose `MCP-Protocol-Version` names no version (None: the rule does not apply)."""
     known = rules(target.version)
-    if known is None or not known.protocol_version_header:
+    if known is None or not known.protocol_version_header or target.unsettled():
         return None
     session = target.session()
     try:
