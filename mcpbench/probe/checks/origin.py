@@ -66,5 +66,5 @@ def judge(figures: dict) -> Row:
         return Row(NAME, WARN, f"could not be tried: {host.get('detail') or origin.get('detail')}", figures=figures)
     if not served:
         return Row(NAME, PASS, evidence, figures=figures)
-    evidence += f": a foreign {' and '.join(served)} was served"
+    evidence += f": a foreign {' and a foreign '.join(served)} {'were' if len(served) > 1 else 'was'} served"
     return Row(NAME, FAIL if local else WARN, evidence, FIX, figures)

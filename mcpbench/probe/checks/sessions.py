@@ -1,6 +1,6 @@
 """Check 2, sessions across the deployment: N concurrent sessions, each a handshake, several calls and its end.
 
-This is the sticky probe (it was `scenarios/sticky-probe.yaml`): each step is a record as a load
+This is the sticky probe (it was the load scenario `sticky-probe.yaml`): each step is a record as a load
 user writes it (session, step, instance, failure class and detail), and the load runs' own tally
 (`load/sessions.py`) says whether sessions were kept: "sessions kept: 50/50", or "sessions
 broken: 33/50, session-not-found after the first call". The instance that answered each step
@@ -79,7 +79,7 @@ def judge(records: list[dict], asked: int, target: Target) -> Row:
         "failed_statuses": {str(k): v for k, v in statuses.items()}, "per_instance": {k: dict(v) for k, v in sorted(per_instance.items())},
         "keeps_sessions": target.keeps_sessions,
     }
-    named = [name for name in per_instance if name != "unnamed"]
+    named = sorted(name for name in per_instance if name != "unnamed")
     parts = [verdict(tally)]
     if tally.sessions < asked:
         parts.append(f"only {tally.sessions} of {asked} sessions ran within the {BOUND:g} s bound")

@@ -74,7 +74,8 @@ def _asked_with(target: Target, sid: str, deadline: float) -> dict:
 
 def _seen(ex) -> dict:
     failure = ex.failure()
-    return {"status": ex.status, "detail": (failure[1] if failure else "answered")[:160]}
+    detail = failure[1].removeprefix(f"HTTP {ex.status}: ") if failure else "answered"
+    return {"status": ex.status, "detail": detail[:160]}
 
 
 def judge(figures: dict, *, legacy: bool = False) -> Row:
