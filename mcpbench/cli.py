@@ -196,8 +196,9 @@ def _register() -> None:
     from mcpbench.lab.cli import lab
     from mcpbench.load.cli import load
     from mcpbench.proxies.cli import faults
-    from mcpbench.record.cli import addon_path, export, record
+    from mcpbench.record.cli import addon_path, record
     from mcpbench.replay.cli import diff, replay, serve_trace
+    from mcpbench.telemetry.cli import export
 
     for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load):
         main.add_command(command)

@@ -1,9 +1,7 @@
-"""`mcpbench record`, `mcpbench addon-path`, `mcpbench export`: thin commands over `mcpbench.record`.
+"""`mcpbench record`, `mcpbench addon-path`: thin commands over `mcpbench.record` (`mcpbench export`: `telemetry/cli.py`).
 
 Registered in the main group by `mcpbench.cli`. mitmproxy is imported only inside `record`.
 """
-
-import sys
 
 import click
 
@@ -54,32 +52,3 @@ def addon_path():
     from mcpbench.record import ADDON_PATH
 
     click.echo(str(ADDON_PATH))
-
-
-@click.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--har", "har", is_flag=True, help="Write HAR 1.2 (opens in a browser's network panel).")
-@click.option("--out", "-o", type=click.Path(dir_okay=False, writable=True), help="Write to this file instead of stdout.")
-@map_errors
-def export(trace, har, out):
-    """Export an HTTP TRACE (recorded by `mcpbench record` or the addon) in another format.
-
-    Example: mcpbench export --har results/traces/session.jsonl > session.har
-    """
-    if not har:
-        raise click.UsageError("choose a format: --har")
-    from mcpbench.outputs import refuse_overwrite, write_atomic
-    from mcpbench.record.har import export_har
-
-    check_output(out, "--out")
-    refuse_overwrite([("--out", out)], [("the trace being exported", trace)])
-    notes: list[str] = []
-    data = export_har(trace, notes)
-    if out:
-        write_atomic(out, data)  # a failed export leaves no half file where a good one was
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    for note in notes:
-        click.echo(f"mcpbench: note: {note}", err=True)
-
