@@ -44,7 +44,13 @@ class _Reasons(logging.Handler):
         self.last: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.last = short_reason(record.getMessage())
+        reason = short_reason(record.getMessage())
+        if self.last is None or reason not in GENERIC:  # "refused" says more than the retries' "timed out"
+            self.last = reason
+
+
+# What the exporter says when its retries ran out: a reason logged before it says more.
+GENERIC = frozenset({"timed out", "failed"})
 
 
 def short_reason(text: str) -> str:
@@ -99,6 +105,7 @@ class SpanShipper:
         self._sending = 0  # spans in the request under way (live)
         self._wake = threading.Event()
         self._closing = False
+        self._recovered = True  # the last batch went (or none was sent yet)
         self._thread: threading.Thread | None = None
         if live:
             self._thread = threading.Thread(target=self._run, name="mcpbench-otlp", daemon=True)
@@ -135,7 +142,8 @@ class SpanShipper:
                 return
             self._closing = True
             self._wake.set()
-            self._thread.join(CLOSE_SECONDS)
+            # An endpoint that failed is given no more time: what is left is dropped at once.
+            self._thread.join(0 if self.failure and not self._recovered else CLOSE_SECONDS)
             if self._thread.is_alive():  # the endpoint is slow or gone: give up on the rest
                 self.dropped += len(self._queue) + self._sending
                 self._queue.clear()
@@ -159,7 +167,9 @@ class SpanShipper:
             ok = False
         if ok:
             self.exported += len(batch)
+            self._recovered = True
             return True
+        self._recovered = False
         if self.failure is None:
             self.failure = self.reasons.last or "failed"
             if self.live:

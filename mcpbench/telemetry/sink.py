@@ -126,8 +126,9 @@ class Telemetry:
         shipper = self.shipper
         line = f"mcpbench: OTLP: {shipper.exported} spans sent to {shipper.url} ({self.calls} calls, {self.sessions} sessions)"
         if self.live:
-            dropped = shipper.dropped + (f", {self.events_dropped} events not read" if self.events_dropped else "")
-            line += f"; {dropped} dropped" + (f" ({shipper.failure})" if shipper.failure else "")
+            line += f"; {shipper.dropped} dropped" + (f" ({shipper.failure})" if shipper.failure else "")
+            if self.events_dropped:
+                line += f"; {self.events_dropped} trace events not read (the exporter fell behind)"
         return line
 
 
