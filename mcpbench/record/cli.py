@@ -7,6 +7,7 @@ import click
 
 from mcpbench.cliutil import check_output, map_errors
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
+from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 
 @click.command()
@@ -23,8 +24,9 @@ from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
               help="Trust the CA certificates in this PEM file (only them) for an https upstream, e.g. a private or self-signed one.")
 @click.option("--upstream-insecure", is_flag=True, help="Do not verify an https upstream's certificate at all.")
 @click.option("--live", is_flag=True, help="Show the live view of the recording on this terminal (q closes it, Ctrl-C stops; see README).")
+@telemetry_options
 @map_errors
-def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live):
+def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live, otlp, metrics, service_name):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -36,8 +38,9 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
     from mcpbench.record.proxy import run_record
 
     check_output(out, "--out")
+    telemetry = TelemetryOptions.parse(otlp, metrics, service_name)
     tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
-    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live)
+    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live, telemetry=telemetry)
 
 
 @click.command("addon-path")

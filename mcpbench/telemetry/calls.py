@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbench.analysis.rebuild import Entry, SessionReport, Step, ended
+from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import ERA_NAMES, progress_token
 from mcpbench.telemetry import conventions as otel
@@ -25,6 +26,8 @@ NO_SESSION = "-"
 MAX_EVENTS = 128
 # Sessions followed at once: past it the oldest is closed as it stands (a load opens thousands).
 MAX_SESSIONS = 10_000
+# How a session ends without an error: its client closed it, or closed the legacy stream it lived on.
+NORMAL_ENDS = frozenset({Trigger.CLOSE, Trigger.STREAM_ENDED})
 # Notifications that concern one call in flight, and the parameter that names it.
 PROGRESS = "notifications/progress"
 CANCELLED = "notifications/cancelled"
@@ -147,6 +150,8 @@ class CallTracker:
         self._calls: dict[int, Call] = {}  # in flight, by the identity of their `Entry`
         self._by_token: dict[tuple[int, Any], Call] = {}
         self._by_id: dict[tuple[int, str, Any], Call] = {}
+        # Sessions ended, kept (bounded) so that their identity is not reused meanwhile.
+        self._ended: OrderedDict[int, SessionReport] = OrderedDict()
         self.last_ts: float | None = None
 
     def take(self, event: dict[str, Any], step: Step | None) -> list[Finished]:
@@ -159,6 +164,8 @@ class CallTracker:
             return []
         ts = event["ts"]
         self.last_ts = ts
+        if id(step.session) in self._ended:
+            return []  # a stream closing after its session's DELETE: the session's span has gone
         state = self._session(step.session, ts)
         state.last = ts
         out: list[Finished] = []
@@ -198,9 +205,12 @@ class CallTracker:
                 self._forget(call)
                 out.append(self._unanswered(call, ts))
         self.sessions.pop(id(report), None)
+        self._ended[id(report)] = report
+        if len(self._ended) > MAX_SESSIONS:
+            self._ended.popitem(last=False)
         if not state.sessionless:
             ending = report.session.ending
-            lost = ending is not None and ending.cause.name != "CLOSE"
+            lost = ending is not None and ending.cause not in NORMAL_ENDS
             out.append(SessionDone(state, ts, ending.cause.name.lower() if lost else None))
 
     # ---- messages -------------------------------------------------------------------------------

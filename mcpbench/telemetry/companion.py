@@ -14,7 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mcpbench.protocol.errors import OutputError
 from mcpbench.telemetry.options import TelemetryOptions
+from mcpbench.trace.compress import GZIP_SUFFIX, ZSTD_SUFFIX
 
 # How long the recorder waits for its companion to send the rest (it gives the endpoint ~3 s,
 # then reads the last of the trace).
@@ -34,6 +36,19 @@ class Companion:
         self.options = options
         self.trace = Path(trace)
         self.proc: subprocess.Popen | None = None
+
+    @classmethod
+    def check(cls, options: TelemetryOptions, trace: str | os.PathLike) -> "Companion | None":
+        """The companion `options` ask for (None when they ask for nothing), its trace checked.
+
+        Raises:
+            OutputError: the trace is written compressed: it cannot be followed as it grows.
+        """
+        if not options.any:
+            return None
+        if str(trace).endswith((GZIP_SUFFIX, ZSTD_SUFFIX)):
+            raise OutputError(f"{trace}: --otlp and --metrics follow the trace as it is written, which a compressed one cannot be; record to a .jsonl")
+        return cls(options, trace)
 
     def start(self) -> "Companion":
         argv = [sys.executable, "-m", "mcpbench", "export", "--follow", "--until-eof", *self.options.argv(), str(self.trace)]

@@ -231,7 +231,7 @@ def follow(path: str, options: TelemetryOptions, *, until_eof: bool = False, pol
     stdin_open = until_eof
     try:
         while True:
-            telemetry.take_steps(feed.poll())
+            telemetry.take_steps(feed.steps())
             try:
                 now = os.stat(path).st_size
             except OSError:
@@ -241,7 +241,7 @@ def follow(path: str, options: TelemetryOptions, *, until_eof: bool = False, pol
                 size = now
             if until_eof:
                 if not stdin_open and not feed.tail.behind:
-                    telemetry.take_steps(feed.poll())  # what the recorder wrote last
+                    telemetry.take_steps(feed.steps())  # what the recorder wrote last
                     break
                 if select.select([0], [], [], poll)[0] and not os.read(0, 4096):
                     stdin_open = False
