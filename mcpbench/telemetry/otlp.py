@@ -59,6 +59,8 @@ def short_reason(text: str) -> str:
         return found.group(1).strip().lower()
     if found := re.search(r"code: (\d{3})", text):
         return f"HTTP {found.group(1)}"
+    if found := re.search(r"Transient error (.+?) encountered", text):  # a status the exporter retries (429, 502-504)
+        return found.group(1).lower()
     if "timed out" in text.lower() or "timeout" in text.lower():
         return "timed out"
     return text.splitlines()[0][:160] if text else "failed"
