@@ -4,8 +4,10 @@ Registered by the main CLI (`main.add_command(replay)` etc.). Expected failures
 are `McpbenchError`s, turned into one line and their exit status by `cliutil.map_errors`.
 """
 
+import contextlib
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -14,6 +16,8 @@ from mcpbench import cliutil
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
 from mcpbench.protocol.transports import TRANSPORTS
+from mcpbench.telemetry.companion import Companion
+from mcpbench.telemetry.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 
 
 
@@ -92,11 +96,13 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
+@click.option("--otlp", metavar="URL", help="Send the replay's calls as spans (and metrics) over OTLP/HTTP to URL as they go.")
+@click.option("--service-name", metavar="NAME", default=DEFAULT_SERVICE_NAME, show_default=True, help="The service.name of those spans.")
 @redact_option
 @compare_options
 @map_errors
-def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, redact,
-           ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
+def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, otlp, service_name,
+           redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
     """Replay the client side of TRACE against TARGET and report every answer that changed.
 
     Sessions go in recorded order, each client message in recorded order, requests that were in
@@ -140,13 +146,23 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
             report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
             _finish(report, report_path, verbose)
     redactor = Redactor(redact)
-    writer = TraceWriter(out, transport=target.transport, redactor=redactor,
-                         header={"replay_of": str(trace), "target": redactor.url(str(target)), "protocol_version": protocol_version}) if out else None
-    try:
-        run = run_once(writer)
-    finally:
-        if writer:
-            writer.close()
+    telemetry = TelemetryOptions.parse(otlp, None, service_name)
+    with contextlib.ExitStack() as stack:
+        # --otlp: the replay's own trace (a temporary one without --out), followed by the companion
+        spans_of = out or (str(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpbench-replay-"))) / "replay.jsonl") if otlp else None)
+        companion = Companion.check(telemetry, spans_of) if spans_of else None
+        writer = TraceWriter(spans_of, transport=target.transport, redactor=redactor,
+                             header={"replay_of": str(trace), "target": redactor.url(str(target)), "protocol_version": protocol_version}) if spans_of else None
+        if companion is not None:
+            stack.callback(companion.stop)
+            companion.start()
+        try:
+            run = run_once(writer)
+        finally:
+            if writer:
+                writer.close()
+    if not out:
+        writer = None  # the temporary trace is gone; nothing to say about it
     if learn_noise and not run.aborted:
         learned = learn(first, run, rules)
         path = Path(noise_path)
