@@ -39,6 +39,8 @@ def export(traces, har, out, otlp, follow, metrics, service_name, until_eof):
         raise click.UsageError("--out is for --har; --otlp sends to its URL")
     if metrics and not follow:
         raise click.UsageError("--metrics serves a trace followed as it is written: add --follow")
+    if not otlp and not metrics:
+        raise click.UsageError("--follow sends somewhere: add --otlp URL or --metrics HOST:PORT")
     options = TelemetryOptions.parse(otlp, metrics, service_name)
     if follow:
         if len(traces) != 1:

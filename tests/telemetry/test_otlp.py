@@ -14,6 +14,7 @@ from mcpbench.telemetry.conventions import OTHER, Folder
 from mcpbench.telemetry.options import signal_url
 from tests.record.helpers import record_proxy
 from tests.support.otlp import OtlpReceiver
+from tests.support.recordings import stdio_target
 from tests.support.servers import REPO_ROOT, reference_server
 from mcpbench.trace.reader import read_trace
 from tests.telemetry.helpers import CALLER_SPAN, CALLER_TRACE, MESSAGES, by_name, one, tee_session
@@ -178,3 +179,18 @@ def test_record_sends_spans_live_on_both_http_transports(tmp_path, transport, mo
         assert attributes["mcpbench.era"] == "handshake"
     else:  # 2026-07-28 has no session: a span per connection, and no session id
         assert "mcp.session.id" not in attributes and attributes["mcpbench.era"] == "2026-07-28"
+
+
+@pytest.mark.slow
+def test_replay_sends_its_calls_as_spans(recordings):
+    with OtlpReceiver() as receiver:
+        result = subprocess.run(
+            [sys.executable, "-m", "mcpbench", "replay", str(recordings["legacy"]), "--target", stdio_target(), "--otlp", receiver.url],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        spans = receiver.wait_for(lambda spans: any(span["name"] == "mcp.session" for span in spans))
+    assert {f"tools/call {tool}" for tool in TOOLS} <= set(by_name(spans))
+    session = one(spans, "mcp.session")
+    assert {span["parent"] for span in spans if span is not session} == {session["span_id"]}
+    assert "spans sent" in result.stderr and "0 dropped" in result.stderr
