@@ -265,8 +265,11 @@ class ClientConnection:
 
     @property
     def negotiated(self) -> str | None:
-        """The version in force: the envelope's, or the one `initialize` settled."""
-        return self.version if self.stateless else self.session.version
+        """The version in force: the envelope's, or the one `initialize` settled (not a probe's)."""
+        if self.stateless:
+            return self.version
+        version = self.session.version
+        return version if has_handshake(version) else None
 
     @property
     def in_flight(self) -> int:
@@ -344,7 +347,9 @@ class ClientConnection:
 
     def _post_headers(self, message: Message) -> dict[str, str]:
         method = getattr(message, "method", None)
-        if method is None or method == "initialize":  # answers; or before the session id and version are known
+        if method == "initialize":  # before a version is settled: none said
+            return post_headers(message, version=None, session_id=self.session_id)
+        if method is None:  # an answer to the server
             return post_headers(message, version=self.negotiated, session_id=self.session_id)
         settled = (self.negotiated, self.session_id)
         if settled != self._headers_for:  # a handshake after a probe, or a new session id: new headers

@@ -26,9 +26,12 @@ def compare_options(func):
                      help="Rules from a file (JSON list, {\"ignore\": [...]}, or one a line). Repeatable."),
         click.option("--no-default-rules", is_flag=True, help="Compare UUIDs, timestamps, session ids and progress tokens too."),
         click.option("--latency-factor", type=NON_NEGATIVE, default=None, show_default=False,
-                     help="Report a call as changed when FACTOR x slower than recorded (default 3; 0 turns it off)."),
+                     help="Flag a call FACTOR x slower than recorded beside it (default 3; 0 turns it off)."),
         click.option("--latency-slack-ms", type=NON_NEGATIVE, default=None,
                      help="…and slower by more than this (default 250 ms)."),
+        click.option("--fail-on-latency", type=POSITIVE, default=None, metavar="FACTOR",
+                     help="Count a call FACTOR x slower than recorded (and by the slack) as changed: exit 1. "
+                          "Off by default: latency is reported, not judged."),
         click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON."),
         click.option("--verbose", "-v", is_flag=True, help="List every call, also in long sessions."),
     ]
@@ -46,10 +49,12 @@ def _rules(ignore, ignore_files, no_default_rules, extra=()):
     return Rules(texts + list(extra), defaults=not no_default_rules)
 
 
-def _latency(factor, slack_ms):
+def _latency(factor, slack_ms, fail_on=None):
     from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK
 
     factor = LATENCY_FACTOR if factor is None else factor
+    if fail_on is not None and (factor <= 0 or factor > fail_on):
+        factor = fail_on  # what fails is reported too
     slack = LATENCY_SLACK if slack_ms is None else slack_ms / 1000
     return None if factor <= 0 else (factor, slack)
 
@@ -87,7 +92,9 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--pace", default="fast", show_default=True, metavar="fast|original|xN",
               help="Gaps between client messages: none, as recorded, or recorded divided by N.")
 @click.option("--max-gap", type=POSITIVE, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
-@click.option("--timeout", type=POSITIVE, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
+@click.option("--timeout", type=POSITIVE, default=None,
+              help="Seconds one request may wait for its answer (default: per call, twice its recorded latency "
+                   "plus 10 s, at least 30 s).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the replay's own trace here.")
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
@@ -96,7 +103,7 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @compare_options
 @map_errors
 def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, redact,
-           ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
+           ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency, report_path, verbose):
     """Replay the client side of TRACE against TARGET and report every answer that changed.
 
     Sessions go in recorded order, each client message in recorded order, requests that were in
@@ -137,7 +144,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
     if learn_noise:
         first = run_once()
         if first.aborted:
-            report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
+            report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms, fail_on_latency),
+                           fail_on_latency=fail_on_latency, stdio_target=target.transport == STDIO)
             _finish(report, report_path, verbose)
     redactor = Redactor(redact)
     writer = TraceWriter(out, transport=target.transport, redactor=redactor,
@@ -153,8 +161,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         save_rules(path, learned, source=str(trace))
         click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
         rules = rules.extend(learned)
-    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO,
-                   redactor=redactor if redact else None)
+    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms, fail_on_latency),
+                   fail_on_latency=fail_on_latency, stdio_target=target.transport == STDIO, redactor=redactor if redact else None)
     if run.interrupted:
         report.abort_status = signal_status(cliutil.received or signal.SIGINT)
     if writer and not writer.failed:
@@ -167,7 +175,8 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
 @click.argument("trace_b", type=click.Path(dir_okay=False))
 @compare_options
 @map_errors
-def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
+def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
+         report_path, verbose):
     """Compare two traces call by call, without any server (sessions paired in order).
 
     Exit status: 0 nothing changed, 1 something changed, 2 a trace could not be read.
@@ -189,7 +198,8 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
     except McpbenchError as exc:
         _failed_report("diff", trace_a, trace_b, exc, report_path)
         raise
-    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms))
+    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms, fail_on_latency),
+                         fail_on_latency=fail_on_latency)
     _finish(report, report_path, verbose)
 
 
