@@ -272,7 +272,9 @@ class _Builder:
                 if (paired := pair_with_post(message, carrier.request.id, status)) is not None:
                     call, message = self.open_calls.pop(carrier.request.id), paired  # the POST pairs it
             if call is None:
-                plan.notes.append(f"an answer to id {message.id!r}, which no recorded request had")
+                if not (isinstance(message, ErrorResponse) and status is not None and status >= 400 and _http_method(event) != "POST"):
+                    plan.notes.append(f"an answer to id {message.id!r}, which no recorded request had")
+                # else: the refusal of a GET or a DELETE, which carried no request (inspect says so)
                 return
             call.answer, call.answered, call.status = message, ts, status
             call.via = _via(event)
@@ -293,6 +295,8 @@ class _Builder:
         status = event.get("status")
         if isinstance(status, int) and status >= 400 and (call := self._carrier(event)) is not None:
             call.status = status
+            del self.open_calls[call.request.id]
+            self.answered.append(call.index)  # its exchange ended before the next step: it is waited for
 
     def _owner(self, event: dict) -> RecordedCall | None:
         """The call a server request belongs to: the stream it came on, else the only call in flight."""
@@ -328,6 +332,12 @@ def _status(event: dict) -> int | None:
     http = event.get("http")
     status = http.get("status") if isinstance(http, dict) else None
     return status if isinstance(status, int) else None
+
+
+def _http_method(event: dict) -> str | None:
+    """The HTTP method of the exchange a message travelled in, where the recorder says."""
+    http = event.get("http")
+    return http.get("method") if isinstance(http, dict) else None
 
 
 def _header_version(event: dict) -> str | None:

@@ -10,7 +10,7 @@ It differs from the official SDK 2.x servers as the specification allows:
 - Streamable HTTP: an `MCP-Protocol-Version` header must name the version of the body (what
   `initialize` offers) or the session's (what it settled): otherwise HTTP 400;
 - `--require-session`: every POST but `initialize` needs its `Mcp-Session-Id`, a probe's too
-  (HTTP 400 "Bad Request: Missing session ID", as SDK 1.x servers answer).
+  (HTTP 400 with a plain-text body, no JSON-RPC: "Bad Request: Missing session ID").
 
 Tools `echo` and `add`; JSON answers.
 """
@@ -99,7 +99,7 @@ class StrictServer(http.server.ThreadingHTTPServer):
         sid, header = headers.get(SESSION_ID), headers.get(PROTOCOL_VERSION)
         initialize = type(message) is Request and message.method == "initialize"
         if self.require_session and not initialize and not sid:
-            return refuse(400, "Bad Request: Missing session ID")
+            return Reply(status=400, headers=(("content-type", "text/plain"),), body=b"Bad Request: Missing session ID")
         expected = (message.params or {}).get("protocolVersion") if initialize else self.versions.get(sid or "")
         if header is not None and expected is not None and header != expected:
             return refuse(400, f"Bad Request: MCP-Protocol-Version {header} is not the session's {expected}")
