@@ -4,6 +4,7 @@ close of its streams, HTTP exchanges that are not MCP."""
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from mcpbench.cli import main
@@ -13,6 +14,7 @@ def inspect(*args: str):
     return CliRunner().invoke(main, ["inspect", *map(str, args)])
 
 
+@pytest.mark.slow  # the SDK 1.x server starts from its own virtualenv (made on first use)
 def test_sdk1_refusals_are_paired_by_their_post_and_warned_about_not_violations(sdk1_recording):
     assert inspect("--strict", sdk1_recording).exit_code == 0  # before: 1, unknown-answer
     report = json.loads(inspect("--json", sdk1_recording).output)

@@ -50,6 +50,7 @@ def test_a_probe_that_fails_otherwise_now_is_one_changed_call(probe_stdio_record
     assert [s for s in statuses(report) if s[1] != "identical"] == [("server/discover", "failed")]
 
 
+@pytest.mark.slow  # the SDK 1.x server starts from its own virtualenv (made on first use)
 def test_sdk1_refusals_pair_with_their_post(sdk1_recording, sdk1_http_server, tmp_path):
     # SDK 1.x answers the probe's POST with HTTP 400 and the JSON-RPC id "server-error".
     status, text, report = replay(sdk1_recording, sdk1_http_server, tmp_path)
