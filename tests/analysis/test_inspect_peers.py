@@ -36,7 +36,7 @@ def test_stateless_traffic_is_one_stream_labelled_with_its_version(stateless_rec
 
 def test_a_clients_close_is_no_error_and_exchanges_that_are_not_mcp_are_no_session(sse_recording):
     text = inspect(sse_recording).output
-    assert "GET /sse stream close: by the client" in text and "Client disconnected" not in text
+    assert "GET /sse stream close (by the client)" in text and "Client disconnected" not in text
     report = json.loads(inspect("--json", sse_recording).output)
     assert [s["transport"] for s in report["sessions"]] == ["http", "sse"]  # the OAuth probe is no streamable-http session
     assert "not MCP  1 HTTP exchanges" in text
