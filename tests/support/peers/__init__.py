@@ -126,7 +126,7 @@ def record_http(upstream: str, out: Path, mode: str = "auto", *, probe: str | No
     GET stream without a session). A legacy SSE `upstream` (its URL ends in /sse) gets the SDK's
     SSE client.
     """
-    from mcpbench.lab.drive import sdk_target
+    from mcpbench.lab.peers.drive import sdk_target
 
     with recording_proxy(upstream, out) as url:
         if probe is not None:
