@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
 from mcpbench.protocol.errors import EXIT_FAILED
 
@@ -72,19 +73,25 @@ def _is_device(fd: int) -> bool:
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
+@ci_options
 @map_errors
-def inspect(trace, as_json, strict):
+def inspect(trace, as_json, strict, junit_xml, summary_md):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
 
     Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
+    --junit-xml and --summary-md name each violation as a failure (session, trace line, rule).
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
     import orjson
 
-    from mcpbench.analysis.inspect import render, summarize
+    from mcpbench.analysis.inspect import render, suite, summarize
+    from mcpbench.outputs import refuse_overwrite
 
+    refuse_overwrite([("--junit-xml", junit_xml), ("--summary-md", summary_md)], [("the trace being inspected", trace)])
+    check_ci_outputs(junit_xml, summary_md)
     report = summarize(trace)
+    write_ci_outputs([suite(report)], "mcpbench inspect", junit_xml, summary_md)
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
     else:

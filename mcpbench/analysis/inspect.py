@@ -45,6 +45,7 @@ class Entry:
     latency: float | None = None  # seconds, requests only
     outcome: str = ""
     detail: str = ""
+    line: int | None = None  # the trace line it came from (violations)
 
 
 @dataclass
@@ -121,7 +122,7 @@ def summarize(path: str | Path) -> Report:
     """
     reader = TraceReader(path)
     sessions: dict[str, SessionReport] = {}
-    for event in reader:
+    for line, event in enumerate(reader, 1):  # a trace line per event: writers write no blank lines
         kind = event["kind"]
         if kind == Kind.TRACE:
             continue
@@ -135,7 +136,10 @@ def summarize(path: str | Path) -> Report:
         report = sessions.get(key)
         if report is None:
             report = sessions[key] = SessionReport(key, event.get("transport", "?"), event["ts"])
+        known = len(report.entries)
         _take(report, event)
+        for entry in report.entries[known:]:
+            entry.line = line
     for report in sessions.values():
         for entry in report.open_calls.values():
             entry.outcome = "unanswered"
@@ -242,3 +246,25 @@ def render(report: Report) -> str:
         lines.append("")
         lines.append(f"note: {report.torn}")
     return "\n".join(lines)
+
+
+def suite(report: Report) -> "Suite":
+    """The trace's sessions as a CI suite: each violation a failure naming session, line and rule;
+    a session without any, one passing case."""
+    from mcpbench.ci.cases import FAILED, Case, Suite
+
+    out = Suite(report.path, stats={"sessions": len(report.sessions),
+                                    "requests": sum(len(session.calls) for session in report.sessions),
+                                    "violations": sum(len(session.of_kind("violation")) for session in report.sessions)})
+    if report.torn:
+        out.notes.append(report.torn)
+    for session in report.sessions:
+        violations = session.of_kind("violation")
+        for entry in violations:
+            where = f"{report.path}:{entry.line}" if entry.line else report.path
+            out.cases.append(Case(f"session {session.id} line {entry.line}: {entry.name}", "mcpbench.inspect", FAILED,
+                                  message=f"{entry.name}: {entry.detail[:200]}",
+                                  detail=f"{where}: session {session.id}: {entry.name}: {entry.detail}"))
+        if not violations:
+            out.cases.append(Case(f"session {session.id}", "mcpbench.inspect"))
+    return out

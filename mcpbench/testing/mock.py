@@ -109,7 +109,7 @@ def open_mock(settings: Settings, server: str | None) -> Iterator[McpMock]:
                             "(run once with --mcp-record-mode=once to record it)")
     recorded = plans.load(settings.trace) if action is not Action.RECORD else None
     if action is Action.REPLAY:
-        transport = settings.transport or recorded.transport or STDIO
+        transport = settings.transport or _transport_of(recorded) or STDIO
         with _serve(settings, recorded, transport, None, action) as mock:
             yield mock
         return
@@ -129,13 +129,18 @@ def open_mock(settings: Settings, server: str | None) -> Iterator[McpMock]:
                     served = True
                     yield McpMock(real.transport, settings.trace, settings.mode, action, url=through.url, argv=through.argv)
                 else:
-                    transport = settings.transport or recorded.transport or real.transport
+                    transport = settings.transport or _transport_of(recorded) or real.transport
                     with _serve(settings, recorded, transport, through, action) as mock:
                         served = True
                         yield mock
         finally:
             if served:
                 _keep(action, settings.trace, parts)
+
+
+def _transport_of(recorded: Any) -> str | None:
+    """The transport a trace was recorded on: its sessions' (an HTTP recorder's header names one for both)."""
+    return next((session.transport for session in recorded.sessions if session.transport), recorded.transport)
 
 
 @contextlib.contextmanager
