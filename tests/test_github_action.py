@@ -71,6 +71,7 @@ def test_the_action_is_composite_and_its_inputs_are_documented():
     assert {"traces", "server", "target", "junit-xml", "summary-md", "contract", "fail-on"} <= set(action["inputs"])
 
 
+@pytest.mark.slow
 def test_a_folder_of_traces_replays_with_junit_and_the_job_summary(workspace):
     results, outputs, summary = run_action(workspace, {"install": "", "server": server_command(REFERENCE)})
     assert [r.returncode for r in results] == [0, 0], [r.stdout + r.stderr for r in results]
@@ -81,6 +82,7 @@ def test_a_folder_of_traces_replays_with_junit_and_the_job_summary(workspace):
     assert "| ✅ | `tests/mcp_traces/auto.jsonl` |" in summary
 
 
+@pytest.mark.slow
 def test_a_changed_server_fails_the_step_with_the_changes_in_the_summary(workspace):
     results, outputs, summary = run_action(workspace, {"install": "", "server": server_command(VARIANT),
                                                        "junit-xml": "out/r.xml", "summary-md": "out/r.md"})
@@ -89,6 +91,7 @@ def test_a_changed_server_fails_the_step_with_the_changes_in_the_summary(workspa
     assert "result.content[0].text" in summary and summary == (workspace / "out" / "r.md").read_text()
 
 
+@pytest.mark.slow
 def test_contract_mode_and_a_glob(workspace):
     results, outputs, summary = run_action(workspace, {"install": "", "target": REFERENCE, "contract": "true",
                                                        "traces": "tests/mcp_traces/*.jsonl"})

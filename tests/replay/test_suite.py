@@ -33,6 +33,7 @@ def junit(path: Path) -> ElementTree.Element:
     return ElementTree.fromstring(path.read_bytes())
 
 
+@pytest.mark.slow
 def test_a_folder_replays_as_one_suite(suite_dir, tmp_path):
     xml, md, report = tmp_path / "out" / "r.xml", tmp_path / "out" / "r.md", tmp_path / "out" / "r.json"
     done = cli("replay", str(suite_dir), "--target", stdio_target(), "--junit-xml", str(xml), "--summary-md", str(md),
@@ -49,6 +50,7 @@ def test_a_folder_replays_as_one_suite(suite_dir, tmp_path):
     assert json.loads(report.read_text())["kind"] == "replay-suite"
 
 
+@pytest.mark.slow
 def test_against_the_variant_each_changed_call_is_a_failure_naming_its_path(suite_dir, tmp_path):
     xml, md = tmp_path / "r.xml", tmp_path / "r.md"
     done = cli("replay", str(suite_dir / "**" / "*.jsonl"), "--target", VARIANT, "--junit-xml", str(xml),
@@ -66,6 +68,7 @@ def test_against_the_variant_each_changed_call_is_a_failure_naming_its_path(suit
     assert f"{CHANGED_PATH}: " in text and "(v2)" in text
 
 
+@pytest.mark.slow
 def test_one_trace_keeps_its_report_and_gets_the_outputs(recordings, tmp_path):
     xml = tmp_path / "r.xml"
     done = cli("replay", str(recordings["legacy"]), "--target", VARIANT, "--junit-xml", str(xml))

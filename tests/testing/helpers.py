@@ -62,6 +62,20 @@ def test_client(mcp_mock, transport, mode):
     assert "echo" in tools and text == TEXT
 '''
 
+# The same project with FastMCP's client: its transports built from the mock's URL or command.
+FASTMCP_PROJECT: Final = CLIENT_PROJECT.replace("from mcp import Client", """from fastmcp import Client
+from fastmcp.client.transports import SSETransport, StdioTransport, StreamableHttpTransport""").replace(
+    "async with Client(target, mode=mode) as client:", "async with Client(fastmcp_transport(target), mode=mode) as client:").replace(
+    "tools = sorted(tool.name for tool in (await client.list_tools()).tools)",
+    "tools = sorted(tool.name for tool in await client.list_tools())").replace(
+    "anyio.run(session, mcp_mock.sdk_target(), mode)", "anyio.run(session, mcp_mock, mode)") + """
+
+def fastmcp_transport(mock):
+    if mock.transport == "stdio":
+        return StdioTransport(mock.command, mock.args)
+    return SSETransport(mock.url) if mock.transport == "sse" else StreamableHttpTransport(mock.url)
+"""
+
 SERVER_PROJECT: Final = '''
 import os
 
@@ -81,9 +95,9 @@ def test_auto_session(mcp_replay):
 '''
 
 
-def client_project(pytester: pytest.Pytester) -> Path:
-    """The client-code project; returns the folder its traces go to."""
-    pytester.makepyfile(test_example=CLIENT_PROJECT)
+def client_project(pytester: pytest.Pytester, source: str = CLIENT_PROJECT) -> Path:
+    """The client-code project (or `source`, another client's); returns the folder its traces go to."""
+    pytester.makepyfile(test_example=source)
     return pytester.path / "mcp_traces" / "test_example"
 
 

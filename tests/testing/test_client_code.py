@@ -8,7 +8,7 @@ The first run records through the real server; later runs replay with every real
 import pytest
 
 from mcpbench.replay import plan as plans
-from tests.testing.helpers import client_project, run
+from tests.testing.helpers import FASTMCP_PROJECT, client_project, run
 
 NEAREST = "*not in the recording; nearest recorded request: tools/call {\"name\":\"echo\",\"arguments\":{\"text\":\"hi\"}}*"
 
@@ -19,6 +19,7 @@ def echoed(trace) -> list[str]:
             for call in session.calls if call.name == "echo"]
 
 
+@pytest.mark.slow
 def test_stdio_records_once_then_replays_offline_and_names_the_nearest_request(pytester, monkeypatch):
     traces = client_project(pytester)
     monkeypatch.setenv("EXAMPLE_TRANSPORTS", "stdio")
@@ -38,7 +39,7 @@ def test_stdio_records_once_then_replays_offline_and_names_the_nearest_request(p
     assert echoed(trace) == ["hi"]  # mode none writes nothing
 
 
-def test_mode_none_without_its_trace_fails_in_one_line(pytester, monkeypatch):
+def test_a_missing_or_unreadable_trace_fails_in_one_line(pytester, monkeypatch):
     client_project(pytester)
     monkeypatch.setenv("EXAMPLE_TRANSPORTS", "stdio")
     monkeypatch.setenv("EXAMPLE_MODES", "legacy")
@@ -47,11 +48,19 @@ def test_mode_none_without_its_trace_fails_in_one_line(pytester, monkeypatch):
     result.stdout.fnmatch_lines(["mcpbench: *test_client[[]stdio-legacy[]].jsonl: no such trace, and record mode 'none' never records*"])
     assert "Traceback" not in result.stdout.str()
 
+    trace = pytester.path / "mcp_traces" / "test_example" / "test_client[stdio-legacy].jsonl"
+    trace.parent.mkdir(parents=True)
+    trace.write_text("{not json\n")
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["mcpbench: *test_client[[]stdio-legacy[]].jsonl:1: not JSON*"])
+    assert "Traceback" not in result.stdout.str()
+
 
 @pytest.mark.slow
 def test_every_record_mode_on_every_transport_in_both_eras(pytester, monkeypatch):
     """once records, none replays offline (and refuses a new request), new_episodes adds only what is
-    missing, all records anew, once with a trace replays."""
+    missing, all records anew, once with a trace replays; FastMCP's client gets the same answers."""
     traces = client_project(pytester)
     tests = 6  # 3 transports x 2 eras
     names = sorted(f"test_client[{t}-{m}].jsonl" for t in ("stdio", "streamable-http", "sse") for m in ("legacy", "auto"))
@@ -63,6 +72,14 @@ def test_every_record_mode_on_every_transport_in_both_eras(pytester, monkeypatch
     monkeypatch.setenv("EXAMPLE_SERVER_GONE", "1")
     run(pytester, "--mcp-record-mode=none").assert_outcomes(passed=tests)
     run(pytester, "--mcp-record-mode=once").assert_outcomes(passed=tests)  # a trace exists: replayed
+    # FastMCP's client, pointed at the mocks of the SDK's recordings. Over legacy SSE its `auto` mode
+    # speaks the handshake era, where the SDK's spoke 2026-07-28: that recording has nothing for it.
+    client_project(pytester, FASTMCP_PROJECT)
+    run(pytester, "-k", "not sse-auto").assert_outcomes(passed=tests - 1, deselected=1)
+    result = run(pytester, "-k", "sse-auto")
+    result.assert_outcomes(failed=1, deselected=tests - 1)
+    result.stdout.fnmatch_lines(["*the recording has no handshake-era (2024-11-05 … 2025-11-25) session (it has 2026-07-28 only)*"])
+    client_project(pytester)
 
     monkeypatch.setenv("EXAMPLE_TEXT", "bye")
     result = run(pytester, "--mcp-record-mode=none")
@@ -94,3 +111,4 @@ def test_record_and_replay_under_xdist(pytester, monkeypatch):
     assert len(list(traces.iterdir())) == 2
     monkeypatch.setenv("EXAMPLE_SERVER_GONE", "1")
     run(pytester, "-n", "2").assert_outcomes(passed=2)
+

@@ -13,8 +13,6 @@ def test_registered_as_a_pytest11_entry_point():
 
 
 def test_loaded_without_being_named_its_option_and_marker_present(pytester):
-    pytester.makepyfile("def test_nothing(): pass")
-    run(pytester).stdout.fnmatch_lines(["plugins: *mcpbench-*"])  # no -p: the entry point loaded it
     run(pytester, "--markers").stdout.fnmatch_lines(["@pytest.mark.mcp_trace(*"])
     run(pytester, "--help").stdout.fnmatch_lines(["*--mcp-record-mode={none,once,new_episodes,all}*"])
 
@@ -29,7 +27,9 @@ def test_an_unknown_record_mode_is_a_usage_error(pytester):
 def test_idle_unless_used(pytester):
     """A suite that uses none of its fixtures runs as before, and the plugin imports nothing heavy."""
     pytester.makepyfile("def test_nothing(): pass")
-    run(pytester).assert_outcomes(passed=1)
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["plugins: *mcpbench-*"])  # no -p: the entry point loaded it
     code = ("import sys, mcpbench.testing.plugin; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mitmproxy', 'locust') "
             "or m.startswith('mcpbench.replay')))")

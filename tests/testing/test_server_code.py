@@ -8,6 +8,7 @@ from tests.testing.helpers import REFERENCE, VARIANT, run, server_project
 CHANGED = ['*tools/call echo: changed*', '*result.content[[]0[]].text: "*" → "* (v2)"*']
 
 
+@pytest.mark.slow
 def test_replay_passes_on_the_recorded_server_and_fails_on_the_variant(pytester, monkeypatch, recordings):
     server_project(pytester, recordings)
     monkeypatch.setenv("EXAMPLE_SERVER", REFERENCE)
