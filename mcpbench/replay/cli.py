@@ -187,7 +187,7 @@ def _replay_one(recorded, target, rules, options, noise, out, report_path, verbo
         click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {noise}", err=True)
     if outcome.run is not None and outcome.run.interrupted:
         report.abort_status = signal_status(cliutil.received or signal.SIGINT)
-    if out and not outcome.recording_failed and outcome.run is not None and not (noise and outcome.learned is None):
+    if outcome.wrote:
         click.echo(f"mcpbench: replay trace → {out}", err=True)
     write_ci_outputs([report_suite(report, junit_per)], "mcpbench replay", junit_xml, summary_md)
     _finish(report, report_path, verbose, outcome.recording_failed)

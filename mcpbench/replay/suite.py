@@ -84,6 +84,7 @@ class Outcome:
     run: ReplayRun | None
     learned: list[str] | None = None  # the noise rules learned, when asked to learn
     recording_failed: str | None = None
+    wrote: bool = False  # the replay's own trace was written (`out`) to its end
 
 
 def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: ReplayOptions, *,
@@ -119,7 +120,8 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
         learned = learn_noise(first, run, rules)
         save_rules(learn_to, learned, source=recorded.path)
         rules = rules.extend(learned)
-    return Outcome(judged(run, rules), run, learned, writer.failed if writer else None)
+    failed = writer.failed if writer else None
+    return Outcome(judged(run, rules), run, learned, failed, wrote=writer is not None and not failed)
 
 
 def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> Rules:
