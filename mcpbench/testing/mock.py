@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpbench.lab.servers import STARTUP_TIMEOUT, STOP_TIMEOUT, free_port, stop_process, wait_for_port
+from mcpbench.lab.peers.servers import STARTUP_TIMEOUT, STOP_TIMEOUT, free_port, stop_process, wait_for_port
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO
 from mcpbench.target import Target, parse_target
 from mcpbench.testing.settings import Action, Settings, SettingsError

@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 import orjson
 import pytest
 
-from mcpbench.lab import variant_server
+from mcpbench.lab.peers import variant_server
 from mcpbench.protocol.jsonrpc import ErrorResponse, Response
 from mcpbench.replay.contract import BREAKING, COMPATIBLE, compare_surfaces, surface
 from tests.replay.helpers import cli

@@ -14,7 +14,7 @@ from typing import Final
 
 import pytest
 
-from mcpbench.lab import variant_server
+from mcpbench.lab.peers import variant_server
 
 # A pytester run's own bound (pytest startup, SDK import, servers and recorders started per test).
 RUN_TIMEOUT: Final = 240.0
