@@ -26,6 +26,9 @@ from tests.support import peers, runs
 from tests.support.recordings import MODES, record
 from tests.support.servers import RunningServer, reference_server
 
+# pytest's own fixture for testing plugins (tests/testing/ run example projects with the mcpbench plugin).
+pytest_plugins = ("pytester",)
+
 # session fixture -> the seconds it may take: added to the time limit of a test that uses it
 # (pytest-timeout counts fixture setup, and the first test to ask waits for the run)
 LONG_RUNS = {"main_job": runs.MAIN_JOB_TIMEOUT, "reconnect_run": runs.LAB_TIMEOUT}

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.stats": 1,
     "mcpbench.durations": 1,
     "mcpbench.cliutil": 2,
+    "mcpbench.ci": 2,
     "mcpbench.stdio": 3,
     "mcpbench.record": 3,
     "mcpbench.proxies": 3,
@@ -38,6 +39,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.live": 6,
     "mcpbench.lab.peers": 6,
     "mcpbench.lab.topology": 7,
+    "mcpbench.testing": 7,
     "mcpbench.lab.experiments": 8,
     "mcpbench.lab": 9,  # lab/cli.py
     "mcpbench.pipeline": 10,

@@ -16,7 +16,7 @@ from mcpbench.analysis.rebuild import NOT_MCP, Entry, Rebuild, SessionReport, ou
 from mcpbench.stats import percentile
 from mcpbench.trace.reader import TraceReader
 
-__all__ = ["ARROWS", "Entry", "Report", "SessionReport", "outcome", "render", "summarize"]
+__all__ = ["ARROWS", "Entry", "Report", "SessionReport", "outcome", "render", "suite", "summarize"]
 
 ARROWS = {"c2s": "→", "s2c": "←", None: "·"}
 
@@ -83,8 +83,11 @@ def summarize(path: str | Path) -> Report:
     """
     reader = TraceReader(path)
     rebuild = Rebuild()
-    for event in reader:
-        rebuild.take(event)
+    for line, event in enumerate(reader, 1):  # a trace line per event: writers write no blank lines
+        step = rebuild.take(event)
+        if step is not None:
+            for entry in step.added:
+                entry.line = line
     rebuild.finish()
     return Report(str(path), reader.header, list(rebuild.sessions.values()), reader.torn)
 
@@ -149,3 +152,25 @@ def render(report: Report) -> str:
         lines.append("")
         lines.append(f"note: {report.torn}")
     return "\n".join(lines)
+
+
+def suite(report: Report) -> "Suite":
+    """The trace's sessions as a CI suite: each violation a failure naming session, line and rule;
+    a session without any, one passing case."""
+    from mcpbench.ci.cases import FAILED, Case, Suite
+
+    out = Suite(report.path, stats={"sessions": len(report.sessions),
+                                    "requests": sum(len(session.calls) for session in report.sessions),
+                                    "violations": sum(len(session.of_kind("violation")) for session in report.sessions)})
+    if report.torn:
+        out.notes.append(report.torn)
+    for session in report.sessions:
+        violations = session.of_kind("violation")
+        for entry in violations:
+            where = f"{report.path}:{entry.line}" if entry.line else report.path
+            out.cases.append(Case(f"session {session.id} line {entry.line}: {entry.name}", "mcpbench.inspect", FAILED,
+                                  message=f"{entry.name}: {entry.detail[:200]}",
+                                  detail=f"{where}: session {session.id}: {entry.name}: {entry.detail}"))
+        if not violations:
+            out.cases.append(Case(f"session {session.id}", "mcpbench.inspect"))
+    return out

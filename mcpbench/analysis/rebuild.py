@@ -55,6 +55,7 @@ class Entry:
     outcome: str = ""
     detail: str = ""
     id: Any = None  # a request's JSON-RPC id
+    line: int | None = None  # the trace line it came from (`inspect`; a live view does not count lines)
 
 
 @dataclass

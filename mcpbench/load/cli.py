@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
 
@@ -25,13 +26,16 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
                    "Locust's; 0: failures are what the run measures).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
+@ci_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, exit_code_on_error, ui, web_port):
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, exit_code_on_error, ui, web_port,
+         junit_xml, summary_md):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
     result directory, prints the summary, and exits 1 when a threshold fails, or when a step
-    failed and no fail_ratio threshold judges failures (--exit-code-on-error sets that status)
+    failed and no fail_ratio threshold judges failures (--exit-code-on-error sets that status;
+    --junit-xml and --summary-md: each threshold a test case)
     (2 for unusable input, 3 when the target cannot be reached or is not MCP, or a result
     file cannot be written: the summary then says the samples are incomplete; Ctrl-C
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
@@ -45,6 +49,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
     check_output(out, "--out", folder=True)
+    check_ci_outputs(junit_xml, summary_md)
     if scenario:
         loaded = load_scenario(scenario)
     elif target and from_trace:
@@ -78,7 +83,9 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
     result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
-    click.echo(render(result.summary))
+    table = render(result.summary)
+    write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", junit_xml, summary_md)
+    click.echo(table)
     if result.summary.get("interrupted"):
         click.echo(f"interrupted: the summary and thresholds cover the {result.summary['duration_s']:.1f} s that ran")
     for verdict in result.verdicts:

@@ -113,6 +113,23 @@ class RunResult:
             return self.failed_steps.exit_code
         return 0
 
+    def suite(self, name: str, output: str = "") -> Any:
+        """The run as a CI suite: a test case per threshold, failed when it failed; `output`: the summary table."""
+        from mcpbench.ci.cases import FAILED, PASSED, Case, Suite
+
+        total = self.summary.get("total", {})
+        suite = Suite(name, time=self.summary.get("duration_s"),
+                      stats={"thresholds": len(self.verdicts), "failed": sum(not v.ok for v in self.verdicts),
+                             "requests": total.get("count", ""), "failures": total.get("failures", "")},
+                      notes=[f"{error}: the samples are incomplete" for error in self.write_errors])
+        for verdict in self.verdicts:
+            suite.cases.append(Case(verdict.threshold.text, "mcpbench.load", PASSED if verdict.ok else FAILED,
+                                    message=verdict.line(), detail=verdict.line(), output=output))
+        if (steps := self.failed_steps) is not None:  # no fail_ratio threshold: no step may fail
+            suite.cases.append(Case("no failed step", "mcpbench.load", PASSED if steps.ok else FAILED,
+                                    message=steps.line(), detail=steps.line(), output=output))
+        return suite
+
 
 # --- pre-flight ---------------------------------------------------------------------------------
 
