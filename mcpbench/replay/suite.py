@@ -16,7 +16,7 @@ from pathlib import Path
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import Rules, load_rules, save_rules
-from mcpbench.replay.engine import DEFAULT_TIMEOUT, Pace, Replayer, ReplayRun
+from mcpbench.replay.engine import Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
 from mcpbench.target import Target
@@ -71,9 +71,10 @@ class ReplayOptions:
 
     protocol_version: str | None = None
     pace: Pace = Pace()
-    timeout: float = DEFAULT_TIMEOUT
-    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)  # None: latency is not judged
+    timeout: float | None = None  # None: per call, from the recording (`Replayer.timeout_for`)
+    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)  # None: latency is not reported
     redact: tuple[str, ...] = ()
+    fail_on_latency: float | None = None  # a call this much slower than recorded (and the slack) is changed
 
 
 @dataclass(slots=True)
@@ -100,8 +101,8 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
                         writer=writer).run(recorded)
 
     def judged(run: ReplayRun, rules: Rules) -> Report:
-        return build(run, rules, latency=options.latency, stdio_target=target.transport == STDIO,
-                     redactor=redactor if options.redact else None)
+        return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,
+                     stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
 
     redactor = Redactor(options.redact)
     first = run_once() if learn_to is not None else None
