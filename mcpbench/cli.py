@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
 from mcpbench.protocol.errors import EXIT_FAILED
 from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
@@ -83,27 +84,34 @@ def _is_device(fd: int) -> bool:
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
 @click.option("--follow", "-f", is_flag=True, help="Watch the trace as it is written: a live view on a terminal, one line per event in a pipe.")
+@ci_options
 @map_errors
-def inspect(trace, as_json, strict, follow):
+def inspect(trace, as_json, strict, follow, junit_xml, summary_md):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
 
     Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
     With --follow: 0 on `q` (or once a piped trace is complete), 2 for a trace that cannot be
-    followed, 3 for a terminal too small for the view, 130 on Ctrl-C.
+    followed, 3 for a terminal too small for the view, 130 on Ctrl-C. --junit-xml and --summary-md
+    name each violation as a failure (session, trace line, rule).
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
     if follow:
-        if as_json or strict:
-            raise click.UsageError("--follow shows the trace as it grows: it takes neither --json nor --strict")
+        if as_json or strict or junit_xml or summary_md:
+            raise click.UsageError("--follow shows the trace as it grows: it takes neither --json, --strict, "
+                                   "--junit-xml nor --summary-md")
         from mcpbench.live import run_live
 
         sys.exit(run_live(trace))
     import orjson
 
-    from mcpbench.analysis.inspect import render, summarize
+    from mcpbench.analysis.inspect import render, suite, summarize
+    from mcpbench.outputs import refuse_overwrite
 
+    refuse_overwrite([("--junit-xml", junit_xml), ("--summary-md", summary_md)], [("the trace being inspected", trace)])
+    check_ci_outputs(junit_xml, summary_md)
     report = summarize(trace)
+    write_ci_outputs([suite(report)], "mcpbench inspect", junit_xml, summary_md)
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
     else:

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.stats": 1,
     "mcpbench.durations": 1,
     "mcpbench.cliutil": 2,
+    "mcpbench.ci": 2,
     "mcpbench.stdio": 3,
     "mcpbench.record": 3,
     "mcpbench.proxies": 3,
@@ -41,6 +42,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.telemetry": 6,
     "mcpbench.lab.peers": 6,
     "mcpbench.lab.topology": 7,
+    "mcpbench.testing": 7,
     "mcpbench.lab.experiments": 8,
     "mcpbench.lab": 9,  # lab/cli.py
     "mcpbench.pipeline": 10,
