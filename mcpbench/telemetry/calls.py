@@ -13,14 +13,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpbench.analysis.rebuild import Entry, SessionReport, Step, ended
+from mcpbench.analysis.rebuild import NOT_MCP, Entry, SessionReport, Step, ended
 from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import ERA_NAMES, progress_token
 from mcpbench.telemetry import conventions as otel
 from mcpbench.trace.format import Kind
 
-# The trace's key for events of no session (2026-07-28 over HTTP has none): no session span.
+# The trace's key for events of no session: no session span (nor for `Rebuild`'s sessionless streams).
 NO_SESSION = "-"
 # Events kept on one span (OpenTelemetry's SDK keeps 128 by default); the rest are counted.
 MAX_EVENTS = 128
@@ -90,7 +90,8 @@ class SessionState:
 
     @property
     def sessionless(self) -> bool:
-        return self.key == NO_SESSION
+        """No MCP session: 2026-07-28 over HTTP (one logical stream per version), or not MCP at all."""
+        return self.key in (NO_SESSION, NOT_MCP) or self.report.sessionless
 
 
 @dataclass(slots=True)

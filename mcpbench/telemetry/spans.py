@@ -23,7 +23,6 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from mcpbench import __version__
 from mcpbench.protocol.transports import STDIO
-from mcpbench.record.sessions import CONN_PREFIX
 from mcpbench.telemetry import conventions as otel
 from mcpbench.telemetry.calls import Call, SessionDone, SessionState
 
@@ -47,7 +46,7 @@ def session_attributes(state: SessionState, header: dict[str, Any]) -> dict[str,
     if transport != STDIO:
         attributes[otel.NETWORK_PROTOCOL] = "http"
         attributes.update(otel.server_endpoint(header.get("upstream") or header.get("target")))
-        if not state.sessionless and not state.key.startswith(CONN_PREFIX):  # a connection's key names no MCP session
+        if not state.sessionless:
             attributes[otel.SESSION_ID] = state.key
     if state.version:
         attributes[otel.PROTOCOL_VERSION] = state.version
