@@ -15,6 +15,7 @@ from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
 from mcpbench.protocol.transports import TRANSPORTS
+from mcpbench.telemetry.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 
 # Click's choices, spelled here so that importing the commands imports no replay module.
 PER = ("trace", "call")  # replay/cases.py: a JUnit test case per trace or per call
@@ -122,13 +123,15 @@ def suite_options(func):
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
 @click.option("--rules-beside", is_flag=True,
               help="Also apply the rules kept beside each trace: TRACE.noise.json (--learn-noise's) and TRACE.ignore.")
+@click.option("--otlp", metavar="URL", help="Send the replay's calls as spans (and metrics) over OTLP/HTTP to URL as they go.")
+@click.option("--service-name", metavar="NAME", default=DEFAULT_SERVICE_NAME, show_default=True, help="The service.name of those spans.")
 @redact_option
 @compare_options
 @suite_options
 @map_errors
 def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, rules_beside,
-           redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency, report_path,
-           verbose, contract, fail_on, junit_per, junit_xml, summary_md):
+           otlp, service_name, redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
+           report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md):
     """Replay the client side of each TRACE against TARGET and report every answer that changed.
 
     TRACE may be a file, a folder (every trace under it) or a glob ('traces/**/*.jsonl'); several
@@ -173,7 +176,8 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
         _failed_report("replay", trace, target_text, exc, report_path)
         raise
     options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout, redact=redact,
-                            latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency)
+                            latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency,
+                            telemetry=TelemetryOptions.parse(otlp, None, service_name))
     if contract:
         _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md)
     if single:
