@@ -15,6 +15,7 @@ import http.client
 import socket
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -46,6 +47,16 @@ class WireError(Exception):
         super().__init__(detail)
         self.unreachable = unreachable
         self.timed_out = timed_out
+
+
+def each(func, items, workers: int) -> list:
+    """`func` over `items` on up to `workers` threads, results in order. Interrupted (Ctrl-C), what has
+    not started is dropped; what runs ends within its own deadline."""
+    pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="mcpbench-probe")
+    try:
+        return list(pool.map(func, items))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def left(deadline: float) -> float:
@@ -177,4 +188,4 @@ def _why(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
-__all__ = ["ProbeOptions", "Reply", "Wire", "WireError", "left"]
+__all__ = ["ProbeOptions", "Reply", "Wire", "WireError", "each", "left"]

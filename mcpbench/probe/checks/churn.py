@@ -9,10 +9,10 @@ sessions held, or cannot end them at all, shows it here: sessions refused during
 
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.wire import each
 from mcpbench.stats import percentile
 
 NAME, TITLE, BOUND = "churn", "Session churn", 25.0
@@ -82,8 +82,7 @@ def _spike(target: Target, deadline: float) -> dict:
             session.close()
 
     started = time.monotonic()
-    with ThreadPoolExecutor(CONCURRENCY, thread_name_prefix="mcpbench-churn") as pool:
-        results = list(pool.map(one, range(target.settings.spike)))
+    results = each(one, range(target.settings.spike), CONCURRENCY)
     failures = Counter(f for f, _ in results if f is not None)
     return {"sessions": len(results), "failed": sum(failures.values()), "failures": dict(failures.most_common(3)),
             "delete": {str(k): v for k, v in Counter(s for f, s in results if f is None and s is not None).items()},

@@ -10,10 +10,10 @@ not judged.
 """
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, Row, not_applicable
+from mcpbench.probe.wire import each
 
 NAME, TITLE = "idle", "Idle streams"
 # Beyond the watch: opening the session, and closing what was watched.
@@ -38,11 +38,8 @@ def run(target: Target, deadline: float) -> Row:
         return not_applicable(NAME, f"{why}: no GET stream to watch")
     if why := target.unsettled():
         return not_applicable(NAME, why)
-    with ThreadPoolExecutor(2, thread_name_prefix="mcpbench-idle") as pool:
-        stream = pool.submit(_watch_stream, target, up_to, deadline)
-        kept = pool.submit(_watch_connection, target, up_to, deadline)
-        figures = {"up_to": up_to, "stream": stream.result(), "connection": kept.result()}
-    return judge(figures)
+    stream, kept = each(lambda watch: watch(target, up_to, deadline), (_watch_stream, _watch_connection), 2)
+    return judge({"up_to": up_to, "stream": stream, "connection": kept})
 
 
 def _watch_stream(target: Target, up_to: float, deadline: float) -> dict:

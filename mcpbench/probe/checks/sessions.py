@@ -9,12 +9,12 @@ comes from `X-Mcpbench-Instance` (or the header named with `--instance-header`).
 
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 
 from mcpbench.load.sessions import SessionTally, count_sessions, ordered_classes, verdict
 from mcpbench.probe.sessions import Exchange
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, Row
+from mcpbench.probe.wire import each
 
 NAME, TITLE, BOUND = "sessions", "Sessions across the deployment", 25.0
 # Sessions run at once, at most: one thread and one connection each.
@@ -29,8 +29,7 @@ FIX_LEGACY = ("Route each session to the instance that holds its stream: stick o
 
 def run(target: Target, deadline: float) -> Row:
     count, calls = target.settings.sessions, target.settings.calls
-    with ThreadPoolExecutor(min(count, MAX_CONCURRENT), thread_name_prefix="mcpbench-probe") as pool:
-        runs = list(pool.map(lambda n: _one(target, n, calls, deadline), range(count)))
+    runs = each(lambda n: _one(target, n, calls, deadline), range(count), min(count, MAX_CONCURRENT))
     records = [record for steps in runs for record in steps]
     return judge(records, count, target)
 
