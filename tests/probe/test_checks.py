@@ -4,7 +4,7 @@ import pytest
 
 from mcpbench.probe.target import Settings
 from mcpbench.probe.verdicts import FAIL, NA, PASS
-from tests.probe.helpers import auth_server, verdict
+from tests.probe.helpers import auth_server, verdict, verdicts
 
 pytestmark = pytest.mark.slow  # a few seconds each, servers started once for all
 
@@ -68,3 +68,16 @@ def test_auth_pass_fail_and_not_applicable(resumable_server):
         bad = verdict(url, "auth")
     assert bad.verdict == FAIL and not bad.figures["metadata"] and "resource_metadata" in bad.fix, bad
     assert verdict(resumable_server.url, "auth").verdict == NA
+
+
+def test_a_stateless_server_passes_sessions_and_leaves_the_session_checks_na(stateless_http_server):
+    rows = verdicts(stateless_http_server.url, "sessions", "unknown", "resume", "churn", settings=Settings(sessions=5, calls=2))
+    assert rows["sessions"].verdict == PASS and "keeps no sessions" in rows["sessions"].evidence, rows["sessions"]
+    assert not rows["sessions"].figures["keeps_sessions"]
+    assert all(rows[name].verdict == NA and "keeps no sessions" in rows[name].evidence for name in ("unknown", "resume", "churn")), rows
+
+
+def test_legacy_sse_keeps_its_sessions_on_one_server_and_has_no_resumption(sse_server):
+    rows = verdicts("sse+" + sse_server.url, "sessions", "resume", settings=Settings(sessions=5, calls=2))
+    assert rows["sessions"].verdict == PASS and rows["sessions"].figures["broken"] == 0, rows["sessions"]
+    assert rows["resume"].verdict == NA and "legacy" in rows["resume"].evidence
