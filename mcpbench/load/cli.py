@@ -93,7 +93,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     if result.failed_steps is not None:
         click.echo(result.failed_steps.line())
     status = result.exit_code
-    if loaded.sessions is not None:  # a session probe (scenarios/sticky-probe.yaml): were sessions kept?
+    if loaded.sessions is not None:  # a run of K sessions (`sessions:`): were sessions kept?
         from mcpbench.load.sessions import SessionTally, count_sessions, read_samples, render_sessions, verdict
 
         sessions = count_sessions(read_samples(result.out_dir / "samples.jsonl"), SessionTally())
