@@ -18,12 +18,20 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
 @click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
 @click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")
 @click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
+@click.option("--master", is_flag=True, help="Run a Locust master for workers on other machines (mcpbench load --worker).")
+@click.option("--expect-workers", type=click.IntRange(1), help="With --master: the workers to wait for before the load starts (default 1).")
+@click.option("--master-bind", metavar="HOST:PORT", help="With --master: where to listen for workers (default 0.0.0.0:5557).")
+@click.option("--worker", is_flag=True, help="Be a worker of the master at --master-host; the run comes from the master.")
+@click.option("--master-host", help="With --worker: the master's host name or address.")
+@click.option("--master-port", type=click.IntRange(1, 65535), help="With --worker: the master's port (default 5557).")
+@click.option("--join-timeout", metavar="DURATION", help="How long the master waits for its workers, or a worker for its master (default 60s).")
 @click.option("--reconnect", help="Reconnect policy when a session or stream breaks: none, reinitialize or resume "
               "(options: resume,attempts=3,budget=10%,idempotent=echo+add).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, ui, web_port):
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, master, expect_workers, master_bind,
+         worker, master_host, master_port, join_timeout, reconnect, ui, web_port):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
@@ -33,13 +41,55 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
     --from-trace (the run speaks the protocol versions the trace's clients spoke).
 
+    On several machines: `--master` on one, `--worker --master-host HOST` on each of the others
+    (they need only mcpbench: the scenario comes from the master, and their samples go to it).
+
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
-    from mcpbench.load.runner import run_scenario
+    from mcpbench.load.runner import JOIN_TIMEOUT, Fleet, parse_bind, run_scenario
     from mcpbench.load.samples import render
     from mcpbench.load.scenario import (
         Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration, versions_from_trace,
     )
+
+    wait = JOIN_TIMEOUT
+    if join_timeout is not None:
+        try:
+            wait = parse_duration(join_timeout, "--join-timeout")
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        if wait <= 0:
+            raise click.UsageError("--join-timeout must be > 0")
+    local = {"--master": master, "--expect-workers": expect_workers, "--master-bind": master_bind}
+    if worker:
+        given = [name for name, value in {
+            "SCENARIO": scenario, "--target": target, "--users": users, "--spawn-rate": spawn_rate, "--duration": duration,
+            "--out": out, "--from-trace": from_trace, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
+            "--web-port": web_port, **local,
+        }.items() if value]
+        if given:
+            raise click.UsageError(f"--worker takes its run from the master: drop {given[0]}")
+        if not master_host:
+            raise click.UsageError("--worker needs --master-host")
+        from mcpbench.load.worker import MASTER_PORT, run_worker
+
+        sys.exit(run_worker(master_host, master_port or MASTER_PORT, join_timeout=wait, echo=click.echo))
+    if master_host or master_port:
+        raise click.UsageError(f"{'--master-host' if master_host else '--master-port'} goes with --worker")
+    if (expect_workers or master_bind) and not master:
+        raise click.UsageError(f"{'--expect-workers' if expect_workers else '--master-bind'} goes with --master")
+    fleet = None
+    if master:
+        try:
+            host, port = parse_bind(master_bind or "0.0.0.0")
+        except ValueError as exc:
+            raise click.UsageError(f"--master-bind {exc}") from None
+        expected = max(expect_workers or 1, workers)
+        fleet = Fleet(host=host, port=port, expect=expected, local=workers, join_timeout=wait)
+    elif join_timeout is not None and not workers:
+        raise click.UsageError("--join-timeout goes with --master, --workers or --worker")
+    elif workers:
+        fleet = Fleet(port=0, expect=workers, local=workers, join_timeout=wait)
 
     check_output(out, "--out", folder=True)
     if scenario:
@@ -73,7 +123,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
-    result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
+    result = run_scenario(loaded, out, fleet=fleet, ui=ui, web_port=web_port, echo=click.echo)
     click.echo(render(result.summary))
     if result.summary.get("interrupted"):
         click.echo(f"interrupted: the summary and thresholds cover the {result.summary['duration_s']:.1f} s that ran")
