@@ -238,9 +238,9 @@ def scenario(tmp_path, http_server) -> Path:
 
 def test_a_master_no_worker_reaches_ends_with_one_line(tmp_path, scenario):
     port, out = free_port(), tmp_path / "out"
-    proc = run(scenario, "--master", "--master-bind", f"127.0.0.1:{port}", "--join-timeout", "2s", "--out", out)
+    proc = run(scenario, "--master", "--master-bind", f"127.0.0.1:{port}", "--join-timeout", "1s", "--out", out)
     assert proc.returncode == 3
-    assert one_line(proc) == f"mcpbench: no worker reached the master on 127.0.0.1:{port} within 2 s"
+    assert one_line(proc) == f"mcpbench: no worker reached the master on 127.0.0.1:{port} within 1 s"
     assert running(str(out)) == []
 
 
