@@ -75,6 +75,15 @@ class Fleet:
             for host in workers
         }
 
+    def __enter__(self) -> "Fleet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Whatever happened, none of the run's processes outlives it (the next run needs the master's port)."""
+        for proc in [self.master, *self.workers.values()]:
+            if proc.poll() is None:
+                Lan.kill(proc)
+
     def finish(self) -> tuple[subprocess.CompletedProcess, dict[str, subprocess.CompletedProcess]]:
         done = {}
         for host, proc in self.workers.items():
@@ -114,8 +123,8 @@ def distributed(lan, tmp_path_factory):
     """One run of a master and two workers on three hosts: (master, workers, fleet)."""
     scenario = (f"target: http://{lan.addresses['server']}:{SERVER_PORT}/mcp\n{MIX}users: 4\nspawn_rate: 20\nduration: 3s\n"
                 "thresholds: ['fail_ratio < 0.01', 'rps > 1', 'tools/call echo p99 < 5s']\n")
-    fleet = Fleet(lan, tmp_path_factory.mktemp("distributed"), scenario)
-    master, workers = fleet.finish()
+    with Fleet(lan, tmp_path_factory.mktemp("distributed"), scenario) as fleet:
+        master, workers = fleet.finish()
     return master, workers, fleet
 
 
@@ -162,8 +171,8 @@ def test_local_workers_give_the_same_summary_as_workers_on_other_hosts(distribut
 def test_a_reconnect_runs_figures_reach_the_master_whole(lan, tmp_path):
     scenario = (f"target: http://{lan.addresses['server']}:{FAULTS_PORT}/mcp\n{MIX}users: 4\nspawn_rate: 20\nduration: 3s\n"
                 "reconnect: {policy: reinitialize, idempotent: [echo], budget: 100%}\n")
-    fleet = Fleet(lan, tmp_path, scenario)
-    master, workers = fleet.finish()
+    with Fleet(lan, tmp_path, scenario) as fleet:
+        master, workers = fleet.finish()
     assert master.returncode == 0, master.stdout + master.stderr
     sent = sent_counts(workers)
     summary = fleet.summary()
@@ -185,20 +194,19 @@ def test_a_worker_killed_mid_run_is_named_with_the_samples_it_sent(lan, tmp_path
     """In the open model: the survivor takes the whole rate once its peer is gone."""
     scenario = (f"target: http://{lan.addresses['server']}:{SERVER_PORT}/mcp\n{MIX}users: 8\nspawn_rate: 40\nduration: 8s\n"
                 "open_model: {rate: 60}\n")
-    fleet = Fleet(lan, tmp_path, scenario)
-    doomed = fleet.workers["w2"]
-    try:
-        (joined,) = wait_for_lines(doomed, 1, timeout=RUN_TIMEOUT)
-        victim = JOINED.match(joined).group(1)
-        # Bounded wait until the master wrote a good share of samples (each worker sends every 0.5 s).
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while sum(p.read_bytes().count(b"\n") for p in fleet.out.glob("samples.*.jsonl")) < 120:
-            assert time.monotonic() < deadline and fleet.master.poll() is None, "no samples reached the master"
-            time.sleep(0.1)
-    finally:
-        Lan.kill(doomed)  # the machine dies: its mcpbench and its Locust at once
-    del fleet.workers["w2"]
-    master, workers = fleet.finish()
+    with Fleet(lan, tmp_path, scenario) as fleet:
+        doomed = fleet.workers.pop("w2")
+        try:
+            (joined,) = wait_for_lines(doomed, 1, timeout=RUN_TIMEOUT)
+            victim = JOINED.match(joined).group(1)
+            # Bounded wait until the master wrote a good share of samples (each worker sends every 0.5 s).
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while sum(p.read_bytes().count(b"\n") for p in fleet.out.glob("samples.*.jsonl")) < 120:
+                assert time.monotonic() < deadline and fleet.master.poll() is None, "no samples reached the master"
+                time.sleep(0.1)
+        finally:
+            Lan.kill(doomed)  # the machine dies: its mcpbench and its Locust at once
+        master, workers = fleet.finish()
     assert master.returncode == 0, master.stdout + master.stderr
     summary = fleet.summary()
     assert summary["workers_died"] == [victim]
