@@ -26,9 +26,10 @@ def main() -> None:
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<command>.jsonl).")
 @redact_option
+@click.option("--live", is_flag=True, help="Show the live view of the recording on the terminal stderr is on (q closes it; see README).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @map_errors
-def tee(out, redact, command):
+def tee(out, redact, live, command):
     """Run a stdio MCP server COMMAND and record its traffic, passing it through untouched.
 
     Put it in front of the server command in a host's mcpServers config.
@@ -49,7 +50,7 @@ def tee(out, redact, command):
          *(("a file the server command names", name) for name in files if os.path.isfile(name))],
     )
     try:
-        status = run_tee(list(command), out, redact)
+        status = run_tee(list(command), out, redact, live=live)
     except TargetError as exc:
         from mcpbench.trace.redact import Redactor
 
@@ -72,14 +73,23 @@ def _is_device(fd: int) -> bool:
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
+@click.option("--follow", "-f", is_flag=True, help="Watch the trace as it is written: a live view on a terminal, one line per event in a pipe.")
 @map_errors
-def inspect(trace, as_json, strict):
+def inspect(trace, as_json, strict, follow):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
 
     Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
+    With --follow: 0 on `q` (or once a piped trace is complete), 2 for a trace that cannot be
+    followed, 3 for a terminal too small for the view, 130 on Ctrl-C.
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
+    if follow:
+        if as_json or strict:
+            raise click.UsageError("--follow shows the trace as it grows: it takes neither --json nor --strict")
+        from mcpbench.live import run_live
+
+        sys.exit(run_live(trace))
     import orjson
 
     from mcpbench.analysis.inspect import render, summarize
@@ -164,7 +174,7 @@ def finish_traces(traces):
             raise TraceError(f"{path}: its spool {spool.spool_path(path)} does not continue it (another recording's?): both left as they are")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live")
 
 
 @main.command()
