@@ -194,8 +194,8 @@ def bench(name, quick):
 def _register() -> None:
     # Each capability owns its commands; they import their heavy parts lazily.
     from mcpbench.lab.cli import lab
-    from mcpbench.lab.faults_cli import faults
     from mcpbench.load.cli import load
+    from mcpbench.proxies.cli import faults
     from mcpbench.record.cli import addon_path, export, record
     from mcpbench.replay.cli import diff, replay, serve_trace
 

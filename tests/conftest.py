@@ -1,6 +1,6 @@
 """The one fixture set shared by every test module, each made once per test session when a test first asks.
 
-- The reference servers (`mcpbench.lab.servers`), one process per kind: `http_server`,
+- The reference servers (`mcpbench.lab.peers.servers`), one process per kind: `http_server`,
   `json_http_server`, `stateless_http_server`, `sse_server`. Tests that stop, kill or overload a
   server, or need one of another configuration, start their own with
   `tests.support.servers.reference_server`.

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpbench.analysis.rebuild import Entry, Rebuild, SessionReport, outcome
-from mcpbench.analysis.stats import percentile
+from mcpbench.stats import percentile
 from mcpbench.trace.reader import TraceReader
 
 __all__ = ["ARROWS", "Entry", "Report", "SessionReport", "outcome", "render", "summarize"]

@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from mcpbench.analysis.stats import percentile
 from mcpbench.bench.common import BENCH_DIR, Panel, bar_panels, write_result
+from mcpbench.stats import percentile
 from mcpbench.trace.writer import TraceWriter
 
 RATES = (100, 10_000)  # events per second (a request and its answer are two)

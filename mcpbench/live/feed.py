@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpbench.analysis.rebuild import Entry, Rebuild, SessionReport, Step, ended
-from mcpbench.analysis.stats import LogHistogram
 from mcpbench.protocol.transports import STDIO
+from mcpbench.stats import LogHistogram
 from mcpbench.trace import spool
 from mcpbench.trace.follow import TraceTail
 from mcpbench.trace.format import Kind

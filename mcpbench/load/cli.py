@@ -46,11 +46,10 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
 
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
+    from mcpbench.durations import parse_duration
     from mcpbench.load.runner import JOIN_TIMEOUT, Fleet, parse_bind, run_scenario
     from mcpbench.load.samples import render
-    from mcpbench.load.scenario import (
-        Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration, versions_from_trace,
-    )
+    from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
     wait = JOIN_TIMEOUT
     if join_timeout is not None:
@@ -131,9 +130,9 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         click.echo(verdict.line())
     status = result.exit_code
     if loaded.sessions is not None:  # a session probe (scenarios/sticky-probe.yaml): were sessions kept?
-        from mcpbench.lab.sticky import cell_stats, read_samples, render_sessions, verdict
+        from mcpbench.load.sessions import SessionTally, count_sessions, read_samples, render_sessions, verdict
 
-        sessions = cell_stats(None, read_samples(result.out_dir / "samples.jsonl"))
+        sessions = count_sessions(read_samples(result.out_dir / "samples.jsonl"), SessionTally())
         click.echo(render_sessions(sessions))
         click.echo(verdict(sessions))
         status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)

@@ -34,7 +34,7 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
 
     Example: mcpbench record --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8081 --out s.jsonl
     """
-    from mcpbench.mitmhost import UpstreamTls
+    from mcpbench.proxies.host import UpstreamTls
     from mcpbench.record.proxy import run_record
 
     check_output(out, "--out")

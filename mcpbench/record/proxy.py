@@ -1,4 +1,4 @@
-"""`mcpbench record`: mitmproxy's reverse mode, in-process (`mcpbench.mitmhost`), with the recording addon.
+"""`mcpbench record`: mitmproxy's reverse mode, in-process (`mcpbench.proxies.host`), with the recording addon.
 
     path = run_record("http://127.0.0.1:8000/mcp", listen="127.0.0.1:8081", out="t.jsonl")
 
@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 from mcpbench.listen import check_listen
 from mcpbench.live.launch import LiveView
-from mcpbench.mitmhost import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
 from mcpbench.protocol.errors import BadTargetError, TraceError, TraceWriteError
+from mcpbench.proxies.host import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 from mcpbench.trace.redact import Redactor
 

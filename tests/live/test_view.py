@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpbench.lab.drive import drive
+from mcpbench.lab.peers.drive import drive
 from tests.record.helpers import record_proxy
 from tests.support.servers import REPO_ROOT, serve_argv
 from tests.support.terminal import needs_tmux, terminal

@@ -74,7 +74,7 @@ def test_no_module_outside_the_core_compares_eras_or_versions():
 
 @pytest.mark.parametrize("source", [
     "if era_of(version) is Era.STATELESS: pass",  # load/scenario.py, before
-    "if any(c.method == 'ping' for c in mix) and '2026-07-28' in modes: pass",  # lab/sticky.py, before
+    "if any(c.method == 'ping' for c in mix) and '2026-07-28' in modes: pass",  # the sticky experiment, before
     "if self.era is not self.recorded_era: pass",  # replay/engine.py, before
     "ok = a.era and b.era and a.era is not b.era",  # replay/report.py, before
     "ok = version == V2026_07_28",

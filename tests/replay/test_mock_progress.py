@@ -17,9 +17,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcpbench.lab.servers import start_listening
-from tests.support.recordings import tee_argv
+from mcpbench.lab.peers.servers import start_listening
 from tests.replay.late_client import SLOW, progress_seen
+from tests.support.recordings import tee_argv
 from tests.support.servers import HOST, free_port, serve_argv, stdio_params, stop_process
 
 # Recording one SDK session through the tee: generous on a busy 2-core machine.

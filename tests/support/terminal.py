@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpbench.lab.servers import REPO_ROOT
+from mcpbench.lab.peers.servers import REPO_ROOT
 
 # How often the screen is read while a test waits for it.
 POLL_SECONDS = 0.05
