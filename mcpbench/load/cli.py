@@ -31,12 +31,15 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
 @click.option("--exit-code-on-error", type=click.IntRange(0, 255), default=None,
               help="Exit status when a step failed and no fail_ratio threshold judges failures (default 1, as "
                    "Locust's; 0: failures are what the run measures).")
+@click.option("--otlp", metavar="URL", help="Once the run is over, send its steps as spans over OTLP/HTTP to URL "
+              "(a trace per client session), e.g. http://127.0.0.1:4318.")
+@click.option("--service-name", metavar="NAME", help="With --otlp: the spans' service.name (default mcpbench).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
 @ci_options
 @map_errors
 def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, master, expect_workers, master_bind,
-         worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, ui, web_port, junit_xml, summary_md):
+         worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, otlp, service_name, ui, web_port, junit_xml, summary_md):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
@@ -47,6 +50,9 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     file cannot be written: the summary then says the samples are incomplete; Ctrl-C
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
     --from-trace (the run speaks the protocol versions the trace's sessions settled on).
+
+    --otlp URL: once the run is over, its steps as spans (an endpoint that fails is one line; the
+    status stays the run's).
 
     On several machines: `--master` on one, `--worker --master-host HOST` on each of the others
     (they need only mcpbench: the scenario comes from the master, and their samples go to it).
@@ -72,7 +78,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
             "SCENARIO": scenario, "--target": target, "--users": users, "--spawn-rate": spawn_rate, "--duration": duration,
             "--out": out, "--from-trace": from_trace, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
             "--web-port": web_port, "--exit-code-on-error": exit_code_on_error is not None, "--junit-xml": junit_xml,
-            "--summary-md": summary_md, **local,
+            "--summary-md": summary_md, "--otlp": otlp, "--service-name": service_name, **local,
         }.items() if value]
         if given:
             raise click.UsageError(f"--worker takes its run from the master: drop {given[0]}")
@@ -98,6 +104,13 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     elif workers:
         fleet = Fleet(port=0, expect=workers, local=workers, join_timeout=wait)
 
+    if service_name and not otlp:
+        raise click.UsageError("--service-name goes with --otlp")
+    telemetry = None
+    if otlp:
+        from mcpbench.telemetry.options import TelemetryOptions
+
+        telemetry = TelemetryOptions.parse(otlp, None, service_name)
     check_output(out, "--out", folder=True)
     check_ci_outputs(junit_xml, summary_md)
     if scenario:
@@ -151,6 +164,10 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         click.echo(verdict(sessions))
         status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)
     click.echo(f"mcpbench: results in {result.out_dir}")
+    if telemetry is not None and (result.out_dir / "samples.jsonl").is_file():
+        from mcpbench.telemetry.companion import send_samples
+
+        send_samples(telemetry, result.out_dir / "samples.jsonl")  # says how it went; the measurement's status stands
     if result.write_errors:  # the run went on; its results did not all reach the disk
         click.echo(f"mcpbench: {result.write_errors[0]}: the samples are incomplete", err=True)
         status = result.exit_code
