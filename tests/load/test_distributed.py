@@ -259,6 +259,7 @@ def test_a_master_port_in_use_is_one_line(tmp_path, scenario, http_server):
     assert one_line(proc) == f"mcpbench: cannot listen on 127.0.0.1:{port}: Address already in use"
 
 
+@pytest.mark.slow  # > 3 s: the probe waits 3 s for a master's greeting
 def test_a_worker_pointed_at_a_web_server_is_one_line(http_server):
     port = int(http_server.url.split(":")[2].split("/")[0])
     proc = run("--worker", "--master-host", "127.0.0.1", "--master-port", port)
@@ -281,7 +282,7 @@ def test_a_worker_of_another_version_refuses_and_the_master_says_none_came(tmp_p
     site.mkdir()
     (site / "sitecustomize.py").write_text("import mcpbench\nmcpbench.__version__ = '0.0.0-elsewhere'\n")
     port, out = free_port(), tmp_path / "out"
-    master = subprocess.Popen(mcpbench("load", scenario, "--master", "--master-bind", f"127.0.0.1:{port}", "--join-timeout", "10s", "--out", out),
+    master = subprocess.Popen(mcpbench("load", scenario, "--master", "--master-bind", f"127.0.0.1:{port}", "--join-timeout", "6s", "--out", out),
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_port("127.0.0.1", port, proc=master)
@@ -295,7 +296,7 @@ def test_a_worker_of_another_version_refuses_and_the_master_says_none_came(tmp_p
     assert one_line(worker) == (
         f"mcpbench: this worker runs mcpbench 0.0.0-elsewhere, the master {__version__}: install the master's version on every machine"
     )
-    assert master.returncode == 3 and stderr.strip() == f"mcpbench: no worker reached the master on 127.0.0.1:{port} within 10 s"
+    assert master.returncode == 3 and stderr.strip() == f"mcpbench: no worker reached the master on 127.0.0.1:{port} within 6 s"
     assert running(str(out)) == [] and running(f"--master-port {port}") == []
 
 
