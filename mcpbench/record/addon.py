@@ -22,7 +22,7 @@ The observed session never breaks:
 `McpRecorder` follows each exchange from request to answer and is composed of plain parts, one
 concern each: `TraceOutput` (`output.py`: the trace file and the event encoders), `SessionBook`
 (`sessions.py`: session keys and each session's state), `classify` (`classify.py`: what a request
-is), `SseTap` and `ChunkQueue` (`streams.py`: an SSE answer's bytes, read once forwarded) and
+is), `SseTap` (`streams.py`: an SSE answer's bytes, recorded before they are forwarded) and
 `UpstreamTimeout` (`timeout.py`: the 504 for a silent upstream). Bytes become messages, or the
 violations that say why they are none, only in the protocol core's observer (`observer.py`):
 `read_body` for a request's or an answer's body, `SseObserver` (in the tap) for an event stream,
@@ -50,7 +50,7 @@ from mcpbench.record.classify import classify
 from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, wire_text
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
-from mcpbench.record.streams import ChunkQueue, SseTap
+from mcpbench.record.streams import SseTap
 from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.trace.format import Kind, now
 
@@ -79,10 +79,10 @@ class McpRecorder:
     """The recording addon: its options, and each HTTP exchange from request to answer.
 
     One addon object, composed of plain parts: mitmproxy offers every event to every addon object,
-    so each extra one costs a dispatch per event on the proxy's hot path. Every hook first records
-    the SSE chunks still queued (`chunks.settle`), then collects its events in `output` and writes
-    them with one `os.write` (`output.flush`) before it returns: a request is in the file before
-    mitmproxy sends it on. The trace file is opened in `configure` and closed last in `done`.
+    so each extra one costs a dispatch per event on the proxy's hot path. Every hook collects its
+    events in `output` and writes them with one `os.write` (`output.flush`) before it returns: a
+    request is in the file before mitmproxy sends it on, and so is each chunk of an SSE answer (its
+    `SseTap`). The trace file is opened in `configure` and closed last in `done`.
 
     Args:
         exit_on_failure: end the process non-zero at `done` when the trace could not be written to
@@ -94,7 +94,6 @@ class McpRecorder:
     def __init__(self, *, exit_on_failure: bool = False, timeout: UpstreamTimeout | None = None) -> None:
         self.output = TraceOutput()
         self.sessions = SessionBook()
-        self.chunks = ChunkQueue(self._stream_chunk)
         self.exchanges: dict[str, HttpExchange] = {}  # open exchanges by flow id
         self.exit_on_failure = exit_on_failure
         self.timeout = timeout
@@ -138,7 +137,6 @@ class McpRecorder:
         upstreams = [mode.split(":", 1)[1] for mode in modes if mode.startswith("reverse:")]
         if upstreams:  # what the trace header names for a tee's command (docs/trace-format.md)
             header["upstream"] = upstreams[0] if len(upstreams) == 1 else upstreams
-        self.chunks.settle()  # what the old trace's streams sent goes to the old trace
         try:
             self.output.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
         except TraceError as exc:
@@ -155,7 +153,6 @@ class McpRecorder:
     # ---- requests ---------------------------------------------------------------------------------
 
     def request(self, flow) -> None:
-        self.chunks.settle()
         output = self.output
         if output.writer is not None:
             request = flow.request
@@ -205,7 +202,6 @@ class McpRecorder:
         """Streams a `text/event-stream` answer through an `SseTap`, never buffering it."""
         if self.timeout is not None:
             self.timeout.answered(flow)
-        self.chunks.settle()
         ex = self.exchanges.get(flow.id)
         if ex is None:
             return
@@ -218,7 +214,7 @@ class McpRecorder:
             ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
         self.resolve(ex, flow)
         encoding = headers.get("content-encoding")
-        tap = ex.tap = response.stream = SseTap(self.chunks, ex, flow.request, encoding)
+        tap = ex.tap = response.stream = SseTap(self._stream_chunk, ex, flow.request, encoding)
         # Not flushed here: the first chunk (or any other exchange) writes it moments later.
         self.output.stream(ex, now(), "open", {"status": ex.resp_status, "content_type": ex.resp_content_type, "headers": headers})
         if encoding and type(item := tap.observer.next_event()) is Violation:
@@ -242,7 +238,6 @@ class McpRecorder:
             if not tap.started:  # the body ended with the headers: mitmproxy never called the tap
                 tap(response.get_content(strict=False) or b"")
                 tap(b"")
-                self.chunks.settle()
         else:
             body = response.data.content or b""
             if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
@@ -256,7 +251,6 @@ class McpRecorder:
         """The exchange failed (upstream refused, reset or timed out; a client that left)."""
         if self.timeout is not None:
             self.timeout.answered(flow)
-        self.chunks.settle()
         ex = self.exchanges.get(flow.id)
         if ex is not None and ex.tap is not None and not ex.tap.closed:
             self._stream_broke(ex, flow)
@@ -273,7 +267,6 @@ class McpRecorder:
 
     def _answered(self, flow) -> HttpExchange | None:
         """The exchange of `flow`, no longer open, with its answer's head and its session key."""
-        self.chunks.settle()
         ex = self.exchanges.pop(flow.id, None)
         if ex is None:
             return None
@@ -308,7 +301,7 @@ class McpRecorder:
     # ---- SSE answers ------------------------------------------------------------------------------
 
     def _stream_chunk(self, tap: SseTap, chunk: bytes, ts: float) -> None:
-        """Record what one forwarded chunk of an SSE answer (b"": its end) completes, read at `ts`."""
+        """Record what one chunk of an SSE answer (b"": its end) completes, read at `ts`, before it is forwarded."""
         ex = tap.exchange
         output = self.output
         for item in tap.read(chunk):
@@ -384,7 +377,6 @@ class McpRecorder:
             self.sessions.forget_endpoints(ex.session)
 
     def client_disconnected(self, client) -> None:
-        self.chunks.settle()
         key = conn_key(client.id)
         if key in self.sessions and self.output.writer is not None:
             self._close_session(None, key, keep=False)
@@ -402,10 +394,8 @@ class McpRecorder:
         logging.getLogger(MITMPROXY_SERVER_LOGGER).removeFilter(_QUIET_STREAMING)
         if self.timeout is not None:
             self.timeout.done()
-        self.chunks.settle()
         if self.output.writer is not None:
             self._stopped()
-        self.chunks.settle()
         self.output.close()
         if self.output.failed and self.exit_on_failure:
             # In mitmdump, as its own save addon does: the reason was said when it happened; the
