@@ -47,7 +47,8 @@ from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
 from mcpbench.protocol.sse import SseComment, SseEvent
 from mcpbench.record.classify import classify
-from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, wire_text
+from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, url_of, wire_text
+from mcpbench.record.gateway import answer_bad_gateway
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
 from mcpbench.record.streams import SseTap
@@ -56,6 +57,9 @@ from mcpbench.trace.format import Kind, now
 
 # mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
 EXIT_INPUT = 2
+
+# The `error` of an exchange still open when the proxy stops.
+STOPPED = "the proxy stopped before the exchange ended"
 
 # What mitmproxy logs (at INFO, on this logger) for every answer streamed, and the addon streams
 # every SSE answer: a line per answer, which costs more CPU than recording the answer (it goes to
@@ -159,7 +163,7 @@ class McpRecorder:
             data = request.data  # read at once: mitmproxy's `method` and `path` properties decode on every read
             # The recorded path has secret query values redacted; matching uses the real one.
             method, path = wire_text(data.method).upper(), data.path.decode("utf-8", "surrogateescape")
-            ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), method, output.writer.redactor.url(path))
+            ex = HttpExchange(flow, conn_key(flow.client_conn.id), method, output.writer.redactor.url(path))
             self.exchanges[flow.id] = ex
             # One pass over the raw header fields; every lookup reads this (lower-case) dict.
             headers = ex.req_headers = output.headers(data.headers)
@@ -248,22 +252,33 @@ class McpRecorder:
         self._ended(ex, flow, fields)
 
     def error(self, flow) -> None:
-        """The exchange failed (upstream refused, reset or timed out; a client that left)."""
+        """The exchange failed (upstream refused, reset or timed out; a client that left).
+
+        An MCP client whose upstream failed before answering gets a 502 with a JSON-RPC error
+        naming the cause (`gateway.py`), recorded as its answer.
+        """
         if self.timeout is not None:
             self.timeout.answered(flow)
         ex = self.exchanges.get(flow.id)
+        detail = flow.error.msg if flow.error else "unknown error"
         if ex is not None and ex.tap is not None and not ex.tap.closed:
             self._stream_broke(ex, flow)
-        self._failed(flow)
+        elif ex is not None and ex.mcp and ex.tap is None and answer_bad_gateway(flow, detail, url_of(flow.request, "")):
+            ex.resp_headers = None  # the answer is ours now, not the upstream's broken one
+            self._failed(flow, detail, body_fields(flow.response.content))
+            return
+        self._failed(flow, detail)
 
-    def _failed(self, flow) -> None:
+    def _failed(self, flow, detail: str | None = None, fields: dict | None = None) -> None:
+        """Record a failed exchange: its `error` event, and its `http` event with `fields` and the error."""
         ex = self._answered(flow)
         if ex is None:
             return
-        detail = flow.error.msg if flow.error else "unknown error"
+        if detail is None:
+            detail = flow.error.msg if flow.error else "unknown error"
         if ex.tap is None:
             self.output.event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
-        self._ended(ex, flow, {"error": detail})
+        self._ended(ex, flow, (fields or {}) | {"error": detail})
 
     def _answered(self, flow) -> HttpExchange | None:
         """The exchange of `flow`, no longer open, with its answer's head and its session key."""
@@ -403,24 +418,31 @@ class McpRecorder:
             raise SystemExit(TraceWriteError.exit_code)
 
     def _stopped(self) -> None:
-        """The events of what the proxy's stop cuts short, and every session closed."""
+        """The events of what the proxy's stop cuts short, and every session closed.
+
+        Each exchange still open ends here as the client saw it end: its stream closed, an `error`
+        event for a call whose answer had not ended (a request without its answer, a POST's SSE
+        answer still streaming), and its `http` event (the status and headers the client got, if
+        any, and the error), so a HAR export has it.
+        """
         output = self.output
         ts = now()
         for ex in list(self.exchanges.values()):
             if ex.session is None:
                 ex.session = ex.conn
                 self._record_request(ex)
-            if ex.tap is not None and not ex.tap.closed:
+            streaming = ex.tap is not None
+            if streaming and not ex.tap.closed:
                 ex.tap.closed = True
                 output.event(
                     ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path,
                     events=ex.tap.observer.events, bytes=ex.tap.size, reason="proxy stopped",
                 )
-            elif ex.mcp:
-                output.event(
-                    ex, Kind.ERROR, None, ts, detail="the proxy stopped before the exchange ended",
-                    conn=ex.conn, method=ex.method, path=ex.path,
-                )
+            if ex.mcp and (not streaming or ex.method == "POST"):  # a GET stream is no call
+                output.event(ex, Kind.ERROR, None, ts, detail=STOPPED, conn=ex.conn, method=ex.method, path=ex.path)
+            if ex.flow.response is not None:
+                self._resp_headers(ex, ex.flow.response)
+            output.http(ex, ex.flow, {"error": STOPPED})
         self.exchanges.clear()
         for key in self.sessions.keys():
             self._close_session(None, key, keep=False)
