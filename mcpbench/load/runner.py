@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import orjson
 
+from mcpbench.cliutil import stop_signals_noted
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
 from mcpbench.listen import check_listen
@@ -240,6 +241,10 @@ def run_scenario(
 ) -> RunResult:
     """Run `scenario` with Locust and return the summary and threshold verdicts.
 
+    A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops Locust; the summary then covers the time that ran
+    (`"interrupted": true`), also when no sample came yet. From the stop on, and while the results
+    are written, a further signal only sets the exit status: the results are written whole.
+
     Raises:
         TargetError, ScenarioError: from the pre-flight check (nothing was started).
         LoadRunError: Locust failed to start or did not end within the bound.
@@ -278,6 +283,7 @@ def run_scenario(
     interrupted = False
     master_port = _free_port() if workers else None
     role = "master" if workers else "standalone"
+    started = time.monotonic()
     with open(log_path, "wb") as log:
         out = None if ui else log
         try:
@@ -302,13 +308,24 @@ def run_scenario(
                         pass
             except subprocess.TimeoutExpired:
                 raise LoadRunError(f"the locust run did not end within {scenario.duration + RUN_MARGIN:g} s; stopped (log: {log_path})") from None
-            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop Locust, report on the time that ran
-                interrupted = True
+        except KeyboardInterrupt:  # a stop signal: stop Locust, report on the time that ran
+            interrupted = True
         finally:
-            for proc in procs:
-                _stop(proc)
-            os.close(status_write)
-            write_errors = _read_status(status_read)
+            ran = time.monotonic() - started
+            with stop_signals_noted():
+                for proc in procs:
+                    _stop(proc)
+                os.close(status_write)
+                write_errors = _read_status(status_read)
+    with stop_signals_noted():
+        return _report(scenario, out_dir, procs, log_path, write_errors, ran if interrupted else None)
+
+
+def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], log_path: Path, write_errors: list[str],
+            interrupted_after: float | None) -> RunResult:
+    """Merge the samples, write the summary with the threshold verdicts; `interrupted_after`: the
+    seconds the run had lasted when a stop signal ended it, or None."""
+    interrupted = interrupted_after is not None
     locust_exit = procs[0].returncode if procs else -1
     parts = sorted(out_dir.glob("samples.*.jsonl"))
     merged = out_dir / "samples.jsonl"
@@ -320,10 +337,12 @@ def run_scenario(
         merged = parts
     # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
     summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
+    if interrupted and not summary["total"]["count"]:
+        summary["duration_s"] = round(interrupted_after, 3)  # stopped before any sample: the time Locust ran
     summary["interrupted"] = interrupted
     if per_process is not None:  # lines per Locust process (with --workers: the master's, empty, and each worker's)
         summary["samples_per_process"] = per_process
-    if locust_exit not in (0, None) and summary["total"]["count"] == 0:
+    if locust_exit not in (0, None) and summary["total"]["count"] == 0 and not interrupted:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")
     verdicts = [Verdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]

@@ -40,6 +40,7 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
+from mcpbench.mitmhost import stock_host_stops
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, legacy_session_key, resolve_endpoint
 from mcpbench.protocol.media import is_event_stream
@@ -111,6 +112,7 @@ class McpRecorder:
 
     def load(self, loader) -> None:
         logging.getLogger(MITMPROXY_SERVER_LOGGER).addFilter(_QUIET_STREAMING)
+        stock_host_stops(ctx.master)  # in mitmdump: SIGHUP stops it cleanly, a cut connection prints no traceback
         if self.timeout is not None:
             self.timeout.load(loader)
         loader.add_option(
