@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
 from mcpbench.protocol.errors import EXIT_FAILED
 
@@ -26,9 +27,10 @@ def main() -> None:
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<command>.jsonl).")
 @redact_option
+@click.option("--live", is_flag=True, help="Show the live view of the recording on the terminal stderr is on (q closes it; see README).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @map_errors
-def tee(out, redact, command):
+def tee(out, redact, live, command):
     """Run a stdio MCP server COMMAND and record its traffic, passing it through untouched.
 
     Put it in front of the server command in a host's mcpServers config.
@@ -49,7 +51,7 @@ def tee(out, redact, command):
          *(("a file the server command names", name) for name in files if os.path.isfile(name))],
     )
     try:
-        status = run_tee(list(command), out, redact)
+        status = run_tee(list(command), out, redact, live=live)
     except TargetError as exc:
         from mcpbench.trace.redact import Redactor
 
@@ -72,19 +74,35 @@ def _is_device(fd: int) -> bool:
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
+@click.option("--follow", "-f", is_flag=True, help="Watch the trace as it is written: a live view on a terminal, one line per event in a pipe.")
+@ci_options
 @map_errors
-def inspect(trace, as_json, strict):
+def inspect(trace, as_json, strict, follow, junit_xml, summary_md):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
 
     Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
+    With --follow: 0 on `q` (or once a piped trace is complete), 2 for a trace that cannot be
+    followed, 3 for a terminal too small for the view, 130 on Ctrl-C. --junit-xml and --summary-md
+    name each violation as a failure (session, trace line, rule).
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
+    if follow:
+        if as_json or strict or junit_xml or summary_md:
+            raise click.UsageError("--follow shows the trace as it grows: it takes neither --json, --strict, "
+                                   "--junit-xml nor --summary-md")
+        from mcpbench.live import run_live
+
+        sys.exit(run_live(trace))
     import orjson
 
-    from mcpbench.analysis.inspect import render, summarize
+    from mcpbench.analysis.inspect import render, suite, summarize
+    from mcpbench.outputs import refuse_overwrite
 
+    refuse_overwrite([("--junit-xml", junit_xml), ("--summary-md", summary_md)], [("the trace being inspected", trace)])
+    check_ci_outputs(junit_xml, summary_md)
     report = summarize(trace)
+    write_ci_outputs([suite(report)], "mcpbench inspect", junit_xml, summary_md)
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
     else:
@@ -164,7 +182,7 @@ def finish_traces(traces):
             raise TraceError(f"{path}: its spool {spool.spool_path(path)} does not continue it (another recording's?): both left as they are")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live")
 
 
 @main.command()
@@ -184,8 +202,8 @@ def bench(name, quick):
 def _register() -> None:
     # Each capability owns its commands; they import their heavy parts lazily.
     from mcpbench.lab.cli import lab
-    from mcpbench.lab.faults_cli import faults
     from mcpbench.load.cli import load
+    from mcpbench.proxies.cli import faults
     from mcpbench.record.cli import addon_path, export, record
     from mcpbench.replay.cli import diff, replay, serve_trace
 

@@ -4,7 +4,7 @@
 2. record: official SDK sessions in both eras through the tee (stdio) and through the record
    proxy (Streamable HTTP), plus a legacy HTTP+SSE session through the proxy.
 3. replay: the stdio recording against the same server on all three transports (nothing may
-   change), then against a modified server (`lab/variant_server.py`: the change must show).
+   change), then against a modified server (`lab/peers/variant_server.py`: the change must show).
 4. load: short Locust runs on Streamable HTTP (both eras in one run), legacy SSE and stdio.
 5. sticky: `mcpbench lab run scenarios/sticky-short.yaml`, 3 instances behind the built-in balancer,
    which modes need sticky sessions (`lab/sticky.csv`, `lab/sticky.png`).
@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 
 from mcpbench.cliutil import STOP_SIGNALS
-from mcpbench.lab.servers import HOST, free_port, reference_server, stop_process, wait_for_port
+from mcpbench.lab.peers.servers import HOST, free_port, reference_server, stop_process, wait_for_port
 from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import McpbenchError, TargetError
 
@@ -86,7 +86,7 @@ def _server_argv() -> list[str]:
 
 
 def _variant_argv(mode: str) -> list[str]:
-    return [sys.executable, "-m", "mcpbench.lab.variant_server", mode]
+    return [sys.executable, "-m", "mcpbench.lab.peers.variant_server", mode]
 
 
 def _mcpbench(args: list[str], say: Progress, timeout: float) -> subprocess.CompletedProcess:
@@ -171,7 +171,7 @@ def _stops_held() -> Iterator[None]:
 
 
 def _session(target: object, mode: str, what: str) -> dict:
-    from mcpbench.lab.drive import drive
+    from mcpbench.lab.peers.drive import drive
 
     try:
         return drive(target, mode)
@@ -184,7 +184,7 @@ def record(run_dir: Path, say: Progress, servers: dict) -> str:
     from mcp import StdioServerParameters
 
     from mcpbench.analysis.inspect import summarize
-    from mcpbench.lab.drive import sdk_target
+    from mcpbench.lab.peers.drive import sdk_target
 
     lines = []
     for mode in ("legacy", "auto"):

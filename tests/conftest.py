@@ -1,6 +1,6 @@
 """The one fixture set shared by every test module, each made once per test session when a test first asks.
 
-- The reference servers (`mcpbench.lab.servers`), one process per kind: `http_server`,
+- The reference servers (`mcpbench.lab.peers.servers`), one process per kind: `http_server`,
   `json_http_server`, `stateless_http_server`, `sse_server`. Tests that stop, kill or overload a
   server, or need one of another configuration, start their own with
   `tests.support.servers.reference_server`.
@@ -20,6 +20,9 @@ import pytest
 from tests.support import runs
 from tests.support.recordings import MODES, record
 from tests.support.servers import RunningServer, reference_server
+
+# pytest's own fixture for testing plugins (tests/testing/ run example projects with the mcpbench plugin).
+pytest_plugins = ("pytester",)
 
 # session fixture -> the seconds it may take: added to the time limit of a test that uses it
 # (pytest-timeout counts fixture setup, and the first test to ask waits for the run)

@@ -1,68 +1,22 @@
 """`mcpbench inspect`: what happened in a trace, session by session.
 
-Requests are paired with their answers by the protocol core's `Session`, the
-same one the recorders use; the violations shown are the ones the recorder
+Sessions are rebuilt by `analysis/rebuild.py`, which the live view shares: the protocol core's
+`Session` pairs requests with their answers, and the violations shown are the ones the recorder
 wrote, so nothing is counted twice.
 """
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpbench.analysis.stats import percentile
-from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
-from mcpbench.protocol.session import Direction, Exchange, Session
-from mcpbench.protocol.versions import INPUT_REQUESTS, asks_for_input, step_name
-from mcpbench.trace.format import Kind
+from mcpbench.analysis.rebuild import Entry, Rebuild, SessionReport, outcome
+from mcpbench.stats import percentile
 from mcpbench.trace.reader import TraceReader
 
+__all__ = ["ARROWS", "Entry", "Report", "SessionReport", "outcome", "render", "suite", "summarize"]
+
 ARROWS = {"c2s": "→", "s2c": "←", None: "·"}
-
-
-def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:
-    """("ok" | "tool-error" | "error" | "input-required", detail) of an answer."""
-    if isinstance(answer, ErrorResponse):
-        return "error", f"{answer.code}: {answer.message}"
-    result = answer.result
-    if asks_for_input(result):
-        return "input-required", ", ".join(sorted(result.get(INPUT_REQUESTS) or {}))
-    if isinstance(result, dict) and result.get("isError") is True:
-        texts = [c.get("text", "") for c in result.get("content") or () if isinstance(c, dict)]
-        return "tool-error", " ".join(texts)[:120]
-    return "ok", ""
-
-
-@dataclass(slots=True)
-class Entry:
-    """One line of a session's timeline."""
-
-    ts: float
-    dir: str | None
-    kind: str  # request | notification | violation | stderr | http | error | process
-    name: str
-    latency: float | None = None  # seconds, requests only
-    outcome: str = ""
-    detail: str = ""
-
-
-@dataclass
-class SessionReport:
-    id: str
-    transport: str
-    start: float
-    entries: list[Entry] = field(default_factory=list)
-    session: Session = field(default_factory=Session)
-    exit_code: int | None = None
-    open_calls: dict[tuple[str, Any], Entry] = field(default_factory=dict)
-
-    @property
-    def calls(self) -> list[Entry]:
-        return [e for e in self.entries if e.kind == "request"]
-
-    def of_kind(self, kind: str) -> list[Entry]:
-        return [e for e in self.entries if e.kind == kind]
 
 
 @dataclass
@@ -120,75 +74,14 @@ def summarize(path: str | Path) -> Report:
         TraceError: the file is missing or malformed (names file and line).
     """
     reader = TraceReader(path)
-    sessions: dict[str, SessionReport] = {}
-    for event in reader:
-        kind = event["kind"]
-        if kind == Kind.TRACE:
-            continue
-        key = event.get("session") or "-"
-        alias = event.get("conn_session")
-        if alias and alias != key and key not in sessions and alias in sessions:
-            # A legacy GET /sse stream opens under its connection's key; its `endpoint` event
-            # names the session: one session, not an empty one per stream.
-            sessions = {key if name == alias else name: value for name, value in sessions.items()}
-            sessions[key].id = key
-        report = sessions.get(key)
-        if report is None:
-            report = sessions[key] = SessionReport(key, event.get("transport", "?"), event["ts"])
-        _take(report, event)
-    for report in sessions.values():
-        for entry in report.open_calls.values():
-            entry.outcome = "unanswered"
-    return Report(str(path), reader.header, list(sessions.values()), reader.torn)
-
-
-def _take(report: SessionReport, event: dict[str, Any]) -> None:
-    kind, ts, direction = event["kind"], event["ts"], event.get("dir")
-    if kind == Kind.MESSAGE:
-        try:
-            message = jsonrpc.from_obj(event.get("msg"))
-        except InvalidMessage as exc:
-            report.entries.append(Entry(ts, direction, "violation", "invalid-message", detail=exc.reason))
-            return
-        _message(report, message, Direction(direction), ts)
-    elif kind == Kind.VIOLATION:
-        report.entries.append(Entry(ts, direction, "violation", event.get("code", "?"), detail=event.get("detail", "")))
-    elif kind == Kind.STDERR:
-        text = event.get("text")
-        report.entries.append(Entry(ts, direction, "stderr", "stderr", detail=text if isinstance(text, str) else "<binary>"))
-    elif kind == Kind.PROCESS:
-        if event.get("event") == "exit":
-            report.exit_code = event.get("exit_code")
-        report.entries.append(Entry(ts, None, "process", event.get("event", "?"), detail=str(event.get("exit_code", event.get("argv", "")))))
-    elif kind == Kind.HTTP:
-        status = event.get("status")
-        if status is not None and status >= 400:
-            report.entries.append(Entry(ts, direction, "http", f"{event.get('method')} {event.get('path')}", outcome=str(status)))
-    elif kind == Kind.STREAM:
-        step = event.get("event", "?")
-        if event.get("method") == "POST" and step in ("open", "close"):
-            return  # one per SSE answer: the request line already shows it
-        name = f"{event.get('method', '')} {event.get('path', '')} stream {step}".strip()
-        report.entries.append(Entry(ts, direction, kind, name, detail=event.get("error") or event.get("reason") or ""))
-    elif kind == Kind.ERROR:
-        report.entries.append(Entry(ts, direction, kind, event.get("code") or kind, detail=event.get("detail") or event.get("error") or ""))
-
-
-def _message(report: SessionReport, message: jsonrpc.Message, direction: Direction, ts: float) -> None:
-    items = message.items if isinstance(message, jsonrpc.Batch) else (message,)
-    for item in items:
-        if isinstance(item, Request):
-            entry = Entry(ts, direction.value, "request", step_name(item.method, item.params))
-            report.entries.append(entry)
-            report.open_calls[(direction.value, item.id)] = entry
-        elif isinstance(item, Notification):
-            report.entries.append(Entry(ts, direction.value, "notification", item.method))
-    for result in report.session.observe(direction, message, ts):
-        if isinstance(result, Exchange):
-            entry = report.open_calls.pop((result.direction.value, result.request.id), None)
-            if entry is not None:
-                entry.latency = result.latency
-                entry.outcome, entry.detail = outcome(result.answer)
+    rebuild = Rebuild()
+    for line, event in enumerate(reader, 1):  # a trace line per event: writers write no blank lines
+        step = rebuild.take(event)
+        if step is not None:
+            for entry in step.added:
+                entry.line = line
+    rebuild.finish()
+    return Report(str(path), reader.header, list(rebuild.sessions.values()), reader.torn)
 
 
 # The narrowest request-name column of `render`.
@@ -242,3 +135,25 @@ def render(report: Report) -> str:
         lines.append("")
         lines.append(f"note: {report.torn}")
     return "\n".join(lines)
+
+
+def suite(report: Report) -> "Suite":
+    """The trace's sessions as a CI suite: each violation a failure naming session, line and rule;
+    a session without any, one passing case."""
+    from mcpbench.ci.cases import FAILED, Case, Suite
+
+    out = Suite(report.path, stats={"sessions": len(report.sessions),
+                                    "requests": sum(len(session.calls) for session in report.sessions),
+                                    "violations": sum(len(session.of_kind("violation")) for session in report.sessions)})
+    if report.torn:
+        out.notes.append(report.torn)
+    for session in report.sessions:
+        violations = session.of_kind("violation")
+        for entry in violations:
+            where = f"{report.path}:{entry.line}" if entry.line else report.path
+            out.cases.append(Case(f"session {session.id} line {entry.line}: {entry.name}", "mcpbench.inspect", FAILED,
+                                  message=f"{entry.name}: {entry.detail[:200]}",
+                                  detail=f"{where}: session {session.id}: {entry.name}: {entry.detail}"))
+        if not violations:
+            out.cases.append(Case(f"session {session.id}", "mcpbench.inspect"))
+    return out

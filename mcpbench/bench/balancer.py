@@ -5,8 +5,8 @@ every path does the same work per exchange) and, in front of them, in one run:
 
 - `direct`: the client talks to instance s1 (the floor);
 - `bare`: `mitmdump` in reverse mode to s1, no addon;
-- `builtin`: the lab's balancer process as `lab up` runs it (`python -m mcpbench.lab.balancer`:
-  `lab/balancer.py` in mitmproxy through `mcpbench.mitmhost`, without mitmdump's idle addons),
+- `builtin`: the lab's balancer process as `lab up` runs it (`python -m mcpbench.proxies.balancer`:
+  `proxies/balancer.py` in mitmproxy through `mcpbench.proxies.host`, without mitmdump's idle addons),
   policy `sticky` over the three instances (sticky, so that sessions hold; its `request` hook reads
   the session header and the responses teach it);
 - `haproxy`: HAProxy with the sticky stick-table configuration (skipped when not on PATH).
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from mcpbench.bench.common import write_result
 from mcpbench.bench.proxy import measure_rounds
-from mcpbench.lab.cluster import haproxy_path, mitmdump_path, running_balancer, running_instances
-from mcpbench.lab.servers import HOST, free_port, start_listening, stop_process
+from mcpbench.lab.peers.servers import HOST, free_port, start_listening, stop_process
+from mcpbench.lab.topology.cluster import haproxy_path, mitmdump_path, running_balancer, running_instances
 
 NAME = "balancer"
 INSTANCES = 3

@@ -1,4 +1,4 @@
-"""What every benchmark shares: machine facts, writing JSON and a chart (percentiles: analysis.stats)."""
+"""What every benchmark shares: machine facts, writing JSON and a chart (percentiles: mcpbench.stats)."""
 
 import os
 import platform

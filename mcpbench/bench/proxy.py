@@ -10,7 +10,7 @@ bodies (`--json-response`): `json_direct`, `json_bare`, `json_addon`, `json_reco
   (mitmproxy's streaming path alone);
 - `addon`: through `mitmdump` with the mcpbench addon recording a trace;
 - `record`: through `mcpbench record` (the same addon in mitmproxy with only the addons a recording
-  reverse proxy uses, see `mcpbench/mitmhost.py`).
+  reverse proxy uses, see `mcpbench/proxies/host.py`).
 
 For each path: the latency of sequential calls on one session (p50/p99) and the throughput of a
 few concurrent sessions (calls/s). Paths are measured in turns, round after round, and the
@@ -69,13 +69,13 @@ import threading
 import time
 from pathlib import Path
 
-from mcpbench.analysis.stats import summary
 from mcpbench.bench.common import Panel, bar_panels, write_result
-from mcpbench.lab.servers import free_port, start_listening, stop_process
+from mcpbench.lab.peers.servers import free_port, start_listening, stop_process
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection
 from mcpbench.protocol.http import SESSION_ID
 from mcpbench.protocol.sse import SseEvent, SseParser
+from mcpbench.stats import summary
 from mcpbench.trace.reader import TraceReader
 
 HOST = "127.0.0.1"

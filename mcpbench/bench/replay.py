@@ -30,7 +30,8 @@ from pathlib import Path
 from mcpbench.bench.common import bar_chart, write_result
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import ClientConnection
-from mcpbench.protocol.framing import LineFramer
+from mcpbench.protocol.observer import Observed, StdioObserver
+from mcpbench.protocol.session import S2C
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.trace.format import now
 from mcpbench.trace.writer import TraceWriter
@@ -58,7 +59,7 @@ def plain_loop(calls: int, trace: Path | None) -> float:
     """Make `calls` echo calls one after the other; return calls/s (and write the trace if asked)."""
     proc = subprocess.Popen(server_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
     client = ClientConnection("stdio", LATEST_HANDSHAKE)
-    framer = LineFramer()
+    observer = StdioObserver(S2C)
     stdin, stdout = proc.stdin.fileno(), proc.stdout.fileno()
     log: list[tuple[str, bytes, float]] = []
 
@@ -68,10 +69,11 @@ def plain_loop(calls: int, trace: Path | None) -> float:
 
     def answer() -> None:
         while True:
-            for line in framer.feed(os.read(stdout, READ_SIZE)):
-                log.append(("s2c", line.data, now()))
-                if isinstance(jsonrpc.decode(line.data), (jsonrpc.Response, jsonrpc.ErrorResponse)):
-                    return
+            for event in observer.feed(os.read(stdout, READ_SIZE)):
+                if type(event) is Observed:
+                    log.append(("s2c", event.raw, now()))
+                    if isinstance(event.message, (jsonrpc.Response, jsonrpc.ErrorResponse)):
+                        return
 
     try:
         send(client.initialize())

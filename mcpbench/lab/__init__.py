@@ -1,1 +1,2 @@
-"""Lab peers: a reference MCP server (official SDK) for recording, replay and load tests."""
+"""The lab: the reference peers (`peers/`), instances behind a balancer (`topology/`) and the
+experiments run on them (`experiments/`); `cli.py` is `mcpbench lab`."""

@@ -3,9 +3,9 @@
 import click
 
 from mcpbench.cliutil import exit_on_signal, map_errors
-from mcpbench.lab.faults_cli import fault_argv, fault_options, fault_texts
-from mcpbench.lab.servers import ENDPOINT_PATHS
+from mcpbench.lab.peers.servers import ENDPOINT_PATHS
 from mcpbench.protocol.transports import HTTP_TRANSPORTS, STDIO, STREAMABLE_HTTP, TRANSPORTS
+from mcpbench.proxies.cli import fault_argv, fault_options, fault_texts
 
 
 @click.group()
@@ -31,7 +31,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
-    from mcpbench.lab.reference_server import serve as run_server
+    from mcpbench.lab.peers.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
     if transport == STDIO:
@@ -55,7 +55,7 @@ def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:
         raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
 
 
-# Mirror mcpbench.lab.cluster's lists (importing it here would be cheap, but keeps the CLI's help
+# Mirror mcpbench.lab.topology.cluster's lists (importing it here would be cheap, but keeps the CLI's help
 # independent of the lab's modules).
 POLICIES = ("random", "round-robin", "sticky", "source")
 BALANCERS = ("builtin", "haproxy")
@@ -85,7 +85,7 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
     """
     import sys
 
-    from mcpbench.lab.up import run_detached, run_foreground
+    from mcpbench.lab.topology.up import run_detached, run_foreground
 
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
@@ -93,8 +93,8 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
     from pathlib import Path
 
     from mcpbench.cliutil import check_output
-    from mcpbench.lab.cluster import RestartPlan
-    from mcpbench.lab.faultplan import parse_plan, parse_time
+    from mcpbench.lab.topology.cluster import RestartPlan
+    from mcpbench.proxies.faultplan import parse_plan, parse_time
 
     texts = fault_texts(kwargs)
     parse_plan(**texts)  # a bad value is one line before anything starts
@@ -126,7 +126,7 @@ def down():
     """
     import sys
 
-    from mcpbench.lab.up import down as stop_all
+    from mcpbench.lab.topology.up import down as stop_all
 
     sys.exit(stop_all(click.echo))
 
@@ -146,7 +146,7 @@ def run_experiment(scenario, out):
     """
     from pathlib import Path
 
-    from mcpbench.lab import reconnect, sticky
+    from mcpbench.lab.experiments import reconnect, sticky
     from mcpbench.load.scenario import compose_yaml
     from mcpbench.outputs import new_run_folder
 

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
 
@@ -22,12 +23,14 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
               "(options: resume,attempts=3,budget=10%,idempotent=echo+add).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
+@ci_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, ui, web_port):
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, ui, web_port, junit_xml, summary_md):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
-    result directory, prints the summary, and exits 1 when a threshold fails
+    result directory, prints the summary, and exits 1 when a threshold fails (--junit-xml and
+    --summary-md: each threshold a test case)
     (2 for unusable input, 3 when the target cannot be reached or is not MCP, or a result
     file cannot be written: the summary then says the samples are incomplete; Ctrl-C
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
@@ -35,13 +38,13 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
 
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
+    from mcpbench.durations import parse_duration
     from mcpbench.load.runner import run_scenario
     from mcpbench.load.samples import render
-    from mcpbench.load.scenario import (
-        Scenario, ScenarioError, load_scenario, mix_from_trace, parse_duration, versions_from_trace,
-    )
+    from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
     check_output(out, "--out", folder=True)
+    check_ci_outputs(junit_xml, summary_md)
     if scenario:
         loaded = load_scenario(scenario, target=target)  # --target supplies a missing target too
     elif target and from_trace:
@@ -74,16 +77,18 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
     result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
-    click.echo(render(result.summary))
+    table = render(result.summary)
+    write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", junit_xml, summary_md)
+    click.echo(table)
     if result.summary.get("interrupted"):
         click.echo(f"interrupted: the summary and thresholds cover the {result.summary['duration_s']:.1f} s that ran")
     for verdict in result.verdicts:
         click.echo(verdict.line())
     status = result.exit_code
     if loaded.sessions is not None:  # a session probe (scenarios/sticky-probe.yaml): were sessions kept?
-        from mcpbench.lab.sticky import cell_stats, read_samples, render_sessions, verdict
+        from mcpbench.load.sessions import SessionTally, count_sessions, read_samples, render_sessions, verdict
 
-        sessions = cell_stats(None, read_samples(result.out_dir / "samples.jsonl"))
+        sessions = count_sessions(read_samples(result.out_dir / "samples.jsonl"), SessionTally())
         click.echo(render_sessions(sessions))
         click.echo(verdict(sessions))
         status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)

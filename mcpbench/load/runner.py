@@ -88,6 +88,20 @@ class RunResult:
             return EXIT_ENVIRONMENT  # the disk, not the target: the results cannot be trusted
         return 0 if self.passed else 1
 
+    def suite(self, name: str, output: str = "") -> Any:
+        """The run as a CI suite: a test case per threshold, failed when it failed; `output`: the summary table."""
+        from mcpbench.ci.cases import FAILED, PASSED, Case, Suite
+
+        total = self.summary.get("total", {})
+        suite = Suite(name, time=self.summary.get("duration_s"),
+                      stats={"thresholds": len(self.verdicts), "failed": sum(not v.ok for v in self.verdicts),
+                             "requests": total.get("count", ""), "failures": total.get("failures", "")},
+                      notes=[f"{error}: the samples are incomplete" for error in self.write_errors])
+        for verdict in self.verdicts:
+            suite.cases.append(Case(verdict.threshold.text, "mcpbench.load", PASSED if verdict.ok else FAILED,
+                                    message=verdict.line(), detail=verdict.line(), output=output))
+        return suite
+
 
 # --- pre-flight ---------------------------------------------------------------------------------
 

@@ -37,8 +37,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from mcpbench.analysis.stats import percentile
 from mcpbench.outputs import atomic_path
+from mcpbench.stats import percentile
 
 # Samples are written through a buffer this large: one write per ~500 samples.
 WRITE_BUFFER = 64 * 1024

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 # Argument templates and the compiled mix live in templates.py; their names are kept here too.
+from mcpbench.durations import parse_duration
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.reconnect import ReconnectPolicy
@@ -190,28 +191,6 @@ class Scenario:
 
 # --- small parsers ------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-def parse_duration(value: Any, what: str = "duration") -> float:
-    """`10`, `10s`, `500ms`, `2m`, `1h` -> seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number of seconds or like 10s, 500ms, 2m")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise ValueError(f"{what} {value!r} is not a duration (like 10s, 500ms, 2m)")
-        seconds = float(match.group(1)) * _UNITS[match.group(2)]
-    if not math.isfinite(seconds):
-        raise ValueError(f"{what} must be a finite number of seconds")
-    if seconds < 0:
-        raise ValueError(f"{what} must not be negative")
-    return seconds
-
-
 def parse_timeout(value: Any, what: str = "timeout") -> float:
     """A duration that bounds a wait: > 0 (a zero timeout fails every call before it is sent)."""
     seconds = parse_duration(value, what)
@@ -244,10 +223,10 @@ def parse_threshold(text: str) -> Threshold:
     return Threshold(str(text), metric, match["op"], value, match["step"])
 
 
-# --- YAML with line numbers ---------------------------------------------------------------------
+# --- YAML with line numbers (the lab's experiments read their lists with these too) --------------
 
 
-def _plain(node: Any) -> Any:
+def node_value(node: Any) -> Any:
     """A composed YAML node as plain Python values (via PyYAML's own constructor)."""
     import yaml
 
@@ -300,25 +279,26 @@ def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
     return scenario_from_node(root, source)
 
 
-def _where(source: str, node: Any) -> str:
+def node_where(source: str, node: Any) -> str:
+    """`file.yaml:LINE` of a composed node, the start of every message about it."""
     return f"{source}:{node.start_mark.line + 1}"
 
 
-def _mapping(node: Any, source: str, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
+def node_mapping(node: Any, source: str, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
     """key -> (key node, value node), rejecting unknown or repeated keys."""
     import yaml
 
     if not isinstance(node, yaml.MappingNode):
-        raise ScenarioError(f"{_where(source, node)}: {what} must be a mapping of keys to values")
+        raise ScenarioError(f"{node_where(source, node)}: {what} must be a mapping of keys to values")
     out: dict[str, tuple[Any, Any]] = {}
     for key_node, value_node in node.value:
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
         if key not in allowed:
             hint = difflib.get_close_matches(str(key), allowed, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(allowed)})"
-            raise ScenarioError(f"{_where(source, key_node)}: unknown key {key!r} in {what}{suggestion}")
+            raise ScenarioError(f"{node_where(source, key_node)}: unknown key {key!r} in {what}{suggestion}")
         if key in out:
-            raise ScenarioError(f"{_where(source, key_node)}: key {key!r} given twice in {what}")
+            raise ScenarioError(f"{node_where(source, key_node)}: key {key!r} given twice in {what}")
         out[key] = (key_node, value_node)
     return out
 
@@ -358,23 +338,23 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
     """A scenario from its YAML node; `target` stands in for a missing `target:` key (see `load_scenario`)."""
     if root is None:
         raise ScenarioError(f"{source}: empty scenario (a target and a mix are needed)")
-    keys = _mapping(root, source, "the scenario", TOP_KEYS)
+    keys = node_mapping(root, source, "the scenario", TOP_KEYS)
 
     def value(key: str, convert: Callable[[Any], Any], default: Any = None) -> Any:
         if key not in keys:
             return default
         _, node = keys[key]
         try:
-            return convert(_plain(node))
+            return convert(node_value(node))
         except (ValueError, TypeError) as exc:
-            raise ScenarioError(f"{_where(source, node)}: {key}: {exc}") from None
+            raise ScenarioError(f"{node_where(source, node)}: {key}: {exc}") from None
 
     if "target" in keys:
         target = value("target", str)
         try:
             parse_target(target)
         except McpbenchError as exc:
-            raise ScenarioError(f"{_where(source, keys['target'][1])}: {exc}") from None
+            raise ScenarioError(f"{node_where(source, keys['target'][1])}: {exc}") from None
     elif target is None:
         raise ScenarioError(f"{source}: no 'target' (stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse)")
 
@@ -436,7 +416,7 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
         mix = _mix(keys["mix"][1], source)
     if "mix_from_trace" in keys:
         if mix is not None:
-            raise ScenarioError(f"{_where(source, keys['mix_from_trace'][0])}: give either mix or mix_from_trace, not both")
+            raise ScenarioError(f"{node_where(source, keys['mix_from_trace'][0])}: give either mix or mix_from_trace, not both")
         trace = Path(value("mix_from_trace", str))
         if not trace.is_absolute():
             trace = Path(source).parent / trace
@@ -446,19 +426,19 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
 
     open_model = None
     if "open_model" in keys:
-        om = _mapping(keys["open_model"][1], source, "open_model", OPEN_KEYS)
+        om = node_mapping(keys["open_model"][1], source, "open_model", OPEN_KEYS)
         if "rate" not in om:
-            raise ScenarioError(f"{_where(source, keys['open_model'][1])}: open_model needs a rate (calls per second)")
+            raise ScenarioError(f"{node_where(source, keys['open_model'][1])}: open_model needs a rate (calls per second)")
         try:
-            rate = positive_number(_plain(om["rate"][1]))
+            rate = positive_number(node_value(om["rate"][1]))
         except ValueError as exc:
-            raise ScenarioError(f"{_where(source, om['rate'][1])}: rate {exc}") from None
+            raise ScenarioError(f"{node_where(source, om['rate'][1])}: rate {exc}") from None
         lateness = DEFAULT_MAX_LATENESS
         if "max_lateness" in om:
             try:
-                lateness = parse_duration(_plain(om["max_lateness"][1]), "max_lateness")
+                lateness = parse_duration(node_value(om["max_lateness"][1]), "max_lateness")
             except ValueError as exc:
-                raise ScenarioError(f"{_where(source, om['max_lateness'][1])}: {exc}") from None
+                raise ScenarioError(f"{node_where(source, om['max_lateness'][1])}: {exc}") from None
         open_model = OpenModel(rate, lateness)
 
     scenario = Scenario(
@@ -492,42 +472,42 @@ def _mix(node: Any, source: str) -> tuple[Call, ...]:
     import yaml
 
     if not isinstance(node, yaml.SequenceNode) or not node.value:
-        raise ScenarioError(f"{_where(source, node)}: mix must be a non-empty list of calls")
+        raise ScenarioError(f"{node_where(source, node)}: mix must be a non-empty list of calls")
     calls = []
     for item in node.value:
-        keys = _mapping(item, source, "a mix entry", MIX_KEYS)
+        keys = node_mapping(item, source, "a mix entry", MIX_KEYS)
         if "call" not in keys:
-            raise ScenarioError(f"{_where(source, item)}: a mix entry needs 'call' (one of {', '.join(CALLS)})")
-        method = _plain(keys["call"][1])
+            raise ScenarioError(f"{node_where(source, item)}: a mix entry needs 'call' (one of {', '.join(CALLS)})")
+        method = node_value(keys["call"][1])
         if method not in CALLS:
             hint = difflib.get_close_matches(str(method), CALLS, n=1)
             raise ScenarioError(
-                f"{_where(source, keys['call'][1])}: unknown call {method!r}"
+                f"{node_where(source, keys['call'][1])}: unknown call {method!r}"
                 + (f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(CALLS)})")
             )
         need = CALLS[method]
         for key in ("tool", "uri", "prompt"):
             if key in keys and key != need:
-                raise ScenarioError(f"{_where(source, keys[key][0])}: {method} takes no {key!r}")
+                raise ScenarioError(f"{node_where(source, keys[key][0])}: {method} takes no {key!r}")
         if need and need not in keys:
-            raise ScenarioError(f"{_where(source, item)}: {method} needs {need!r}")
-        target = str(_plain(keys[need][1])) if need else None
+            raise ScenarioError(f"{node_where(source, item)}: {method} needs {need!r}")
+        target = str(node_value(keys[need][1])) if need else None
         arguments = None
         if "arguments" in keys:
             if method not in ("tools/call", "prompts/get"):
-                raise ScenarioError(f"{_where(source, keys['arguments'][0])}: {method} takes no arguments")
-            arguments = _plain(keys["arguments"][1])
+                raise ScenarioError(f"{node_where(source, keys['arguments'][0])}: {method} takes no arguments")
+            arguments = node_value(keys["arguments"][1])
             if not isinstance(arguments, dict):
-                raise ScenarioError(f"{_where(source, keys['arguments'][1])}: arguments must be a mapping")
+                raise ScenarioError(f"{node_where(source, keys['arguments'][1])}: arguments must be a mapping")
             try:
                 compile_arguments(arguments)
             except ValueError as exc:
-                raise ScenarioError(f"{_where(source, keys['arguments'][1])}: {exc}") from None
+                raise ScenarioError(f"{node_where(source, keys['arguments'][1])}: {exc}") from None
         weight = 1.0
         if "weight" in keys:
-            weight = _plain(keys["weight"][1])
+            weight = node_value(keys["weight"][1])
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
-                raise ScenarioError(f"{_where(source, keys['weight'][1])}: weight must be a number > 0")
+                raise ScenarioError(f"{node_where(source, keys['weight'][1])}: weight must be a number > 0")
         calls.append(Call(method, target, arguments, float(weight), item.start_mark.line + 1))
     return tuple(calls)
 

@@ -40,7 +40,7 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
-from mcpbench.mitmhost import stock_host_stops
+from mcpbench.proxies.host import stock_host_stops
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, legacy_session_key, resolve_endpoint
 from mcpbench.protocol.media import is_event_stream

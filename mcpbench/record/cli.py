@@ -24,8 +24,9 @@ from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 @click.option("--upstream-ca", type=click.Path(dir_okay=False), metavar="FILE",
               help="Trust the CA certificates in this PEM file (only them) for an https upstream, e.g. a private or self-signed one.")
 @click.option("--upstream-insecure", is_flag=True, help="Do not verify an https upstream's certificate at all.")
+@click.option("--live", is_flag=True, help="Show the live view of the recording on this terminal (q closes it, Ctrl-C stops; see README).")
 @map_errors
-def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure):
+def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -33,12 +34,12 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
 
     Example: mcpbench record --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8081 --out s.jsonl
     """
-    from mcpbench.mitmhost import UpstreamTls
+    from mcpbench.proxies.host import UpstreamTls
     from mcpbench.record.proxy import run_record
 
     check_output(out, "--out")
     tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
-    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls)
+    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live)
 
 
 @click.command("addon-path")

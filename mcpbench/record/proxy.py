@@ -1,4 +1,4 @@
-"""`mcpbench record`: mitmproxy's reverse mode, in-process (`mcpbench.mitmhost`), with the recording addon.
+"""`mcpbench record`: mitmproxy's reverse mode, in-process (`mcpbench.proxies.host`), with the recording addon.
 
     path = run_record("http://127.0.0.1:8000/mcp", listen="127.0.0.1:8081", out="t.jsonl")
 
@@ -13,8 +13,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from mcpbench.listen import check_listen
-from mcpbench.mitmhost import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
+from mcpbench.live.launch import LiveView
 from mcpbench.protocol.errors import BadTargetError, TraceError, TraceWriteError
+from mcpbench.proxies.host import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 from mcpbench.trace.redact import Redactor
 
@@ -52,10 +53,12 @@ def run_record(
     on_ready: Callable[[str], None] | None = None,
     upstream_timeout: int = DEFAULT_UPSTREAM_TIMEOUT,
     tls: UpstreamTls = UpstreamTls(),
+    live: bool = False,
 ) -> Path:
     """Reverse-proxy `listen` to `upstream`, recording to `out`, until SIGINT/SIGTERM.
 
     `on_ready` gets the URL clients should use (default: print it on stdout, and a hint on stderr).
+    With `live`, the live view of the trace then opens on the terminal stderr is on (`live/launch.py`).
     An upstream that has not begun an answer after `upstream_timeout` s (0: no limit) gets its
     client a 504 and the trace an error event. `tls`: how an https upstream's certificate is checked.
 
@@ -79,7 +82,17 @@ def run_record(
     if problem := probe(spec, tls):
         print(f"mcpbench: warning: {spec} {problem}; recording anyway", file=sys.stderr, flush=True)
     print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
-    output = asyncio.run(_serve(spec, path, host, port, trace, redact, on_ready or _default_ready, upstream_timeout, tls))
+    ready = on_ready or _default_ready
+    view = LiveView(trace) if live else None
+    if view is not None:
+        def ready(url: str, announce=ready) -> None:
+            announce(url)
+            view.open()
+    try:
+        output = asyncio.run(_serve(spec, path, host, port, trace, redact, ready, upstream_timeout, tls))
+    finally:
+        if view is not None:
+            view.close()
     if output.failed:  # said on stderr when it happened; the proxy kept serving
         raise TraceWriteError(output.failed, reported=True)
     print(f"mcpbench: wrote {output.events_written} events to {trace}", file=sys.stderr, flush=True)

@@ -380,10 +380,7 @@ def render(report: Report, *, verbose: bool = False) -> str:
                 continue
             latency = f"{_fmt_ms(call.latency_new)} ({before} {_fmt_ms(call.latency_old)})"
             lines.append(f"  #{call.index:<4} {call.label:<{width}} {call.status:<10} {latency}")
-            if call.detail and call.status not in ("identical", "changed"):
-                lines.append(f"         {call.detail}")
-            for change in call.changes:
-                lines.append(f"         {change.path or '(whole answer)'}: {_value(change.old)} → {_value(change.new)}")
+            lines += [f"         {line}" for line in change_lines(call)]
         if not show_all:
             live_ms = [c.latency_new for c in session.calls if c.latency_new is not None]
             old_ms = [c.latency_old for c in session.calls if c.latency_old is not None]
@@ -401,4 +398,33 @@ def render(report: Report, *, verbose: bool = False) -> str:
     return Redactor().text("\n".join(lines))  # a target URL, an error or a live answer may quote a secret
 
 
-__all__ = ["CallResult", "Report", "SessionResult", "build", "diff_traces", "learn_noise", "render"]
+def change_lines(call: CallResult) -> list[str]:
+    """What came out differently for one call, a line each: why it failed, then each path, old → new."""
+    lines = [call.detail] if call.detail and call.status not in ("identical", "changed") else []
+    return lines + [f"{change.path or '(whole answer)'}: {_value(change.old)} → {_value(change.new)}" for change in call.changes]
+
+
+def changed(report: Report) -> list[CallResult]:
+    """The calls that count as a change (changed, missing, extra, failed), in report order."""
+    return [call for session in report.sessions for call in session.calls if call.status in CHANGES]
+
+
+def render_changes(report: Report, *, limit: int = LIST_ALL_UP_TO) -> str:
+    """Only what changed: a headline, then each changed call (at most `limit`) with its paths, old → new."""
+    calls = changed(report)
+    counts = report.counts()
+    verb, arrow = ("replay of", "→") if report.kind == "replay" else ("diff", "vs")
+    lines = [f"mcpbench {verb} {report.source} {arrow} {report.target}: {len(calls)} of {sum(counts[k] for k in COUNTED)} "
+             f"call(s) changed ({_counts_text(counts)})"]
+    for call in calls[:limit]:
+        lines.append(f"  session {call.session} #{call.index} {call.label}: {call.status}")
+        lines += [f"    {line}" for line in change_lines(call)]
+    if len(calls) > limit:
+        lines.append(f"  … and {len(calls) - limit} more")
+    if report.aborted:
+        lines.append(f"  aborted: {report.aborted}")
+    return Redactor().text("\n".join(lines))
+
+
+__all__ = ["CallResult", "Report", "SessionResult", "build", "change_lines", "changed", "diff_traces", "learn_noise",
+           "render", "render_changes"]

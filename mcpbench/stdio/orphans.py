@@ -11,28 +11,29 @@ The stub costs a bare interpreter start (~10-20 ms), once per server.
 
 import os
 import shutil
+import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
 
 STUB = (
     "import ctypes, os, signal, sys\n"
-    f"ctypes.CDLL(None, use_errno=True).prctl({PR_SET_PDEATHSIG}, int(signal.SIGKILL), 0, 0, 0)\n"
+    f"ctypes.CDLL(None, use_errno=True).prctl({PR_SET_PDEATHSIG}, int(sys.argv[2]), 0, 0, 0)\n"
     "if os.getppid() != int(sys.argv[1]):\n"
-    "    os._exit(128 + signal.SIGKILL)  # the parent died before prctl: as if the signal came\n"
+    "    os._exit(128 + int(sys.argv[2]))  # the parent died before prctl: as if the signal came\n"
     "for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python's start, not by the server's\n"
     "    signal.signal(sig, signal.SIG_DFL)\n"
     "try:\n"
-    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "    os.execvp(sys.argv[3], sys.argv[3:])\n"
     "except OSError as exc:\n"
-    "    sys.stderr.write(f'mcpbench: cannot start {sys.argv[2]}: {exc.strerror}\\n')\n"
+    "    sys.stderr.write(f'mcpbench: cannot start {sys.argv[3]}: {exc.strerror}\\n')\n"
     "    os._exit(127)\n"
 )
 
 
-def dying_with_parent(argv: list[str]) -> list[str]:
-    """The command line that runs `argv` so that it is killed (SIGKILL) when this process dies."""
-    return [sys.executable, "-I", "-S", "-c", STUB, str(os.getpid()), *argv]
+def dying_with_parent(argv: list[str], sig: int = signal.SIGKILL) -> list[str]:
+    """The command line that runs `argv` so that it gets `sig` (SIGKILL: it is killed) when this process dies."""
+    return [sys.executable, "-I", "-S", "-c", STUB, str(os.getpid()), str(int(sig)), *argv]
 
 
 def findable(command: str) -> bool:

@@ -46,6 +46,7 @@ import uuid
 from mcpbench.cliutil import STOP_SIGNALS
 from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
+from mcpbench.live.launch import LiveView
 from mcpbench.stdio import orphans, recorder
 from mcpbench.trace.format import Kind
 from mcpbench.trace.spool import C2S_DATA, HEADER, S2C_DATA, STDERR_DATA, event_frame
@@ -278,8 +279,11 @@ class Tee:
         self._recorder_pid = None
 
 
-def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, record: bool = True) -> int:
+def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, record: bool = True, live: bool = False) -> int:
     """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status.
+
+    With `live`, the live view of the recording opens on the terminal stderr is on
+    (`live/launch.py`), and the tee exits once it is left (`q`) after the server's end.
 
     Raises:
         TraceWriteError: the server ended well but the trace could not be written to the end.
@@ -297,15 +301,46 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
             finish_trace(path)
         writer = TraceWriter(path, transport=TRANSPORT, header={"command": argv}, redactor=Redactor(redact))
         print(f"mcpbench: recording to {writer.path}", file=sys.stderr, flush=True)
-    tee = Tee(argv, writer)
-    try:
-        status = tee.run()
-    finally:
-        if writer:
-            writer.close()
+    view = LiveView(writer.path) if live and writer else None
+    if view is None or not view.open():
+        tee = Tee(argv, writer)
+        try:
+            status = tee.run()
+        finally:
+            if writer:
+                writer.close()
+    else:
+        try:
+            tee, status = _run_with_view(argv, writer, view)
+        finally:
+            view.close()
     if status != 0:
         command = shlex.join(Redactor(redact).argv(argv))
         print(f"mcpbench: {command} exited with status {status}", file=sys.stderr, flush=True)
     elif tee.recording_failed:  # the server did fine; the recording did not
         raise TraceWriteError(tee.recording_failed, reported=True)
     return status
+
+
+def _run_with_view(argv: list[str], writer: TraceWriter, view: LiveView) -> tuple[Tee, int]:
+    """The tee with its live view on stderr's terminal: the server's stderr (recorded, and shown in
+    the view) is not also written over the view while it is open; the tee waits for the view to be
+    left once the server has ended."""
+    quiet = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)  # the server's stderr goes here until the view is left
+
+    def view_left(signum: int, frame: object) -> None:  # SIGCHLD: no thread (the recorder is forked without any)
+        if not view.running:
+            os.dup2(2, quiet, inheritable=False)
+
+    previous = signal.signal(signal.SIGCHLD, view_left)
+    tee = Tee(argv, writer, stderr=quiet)
+    try:
+        status = tee.run()
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+        os.dup2(2, quiet, inheritable=False)
+        writer.close()
+        os.close(quiet)
+    view.wait()
+    return tee, status
+

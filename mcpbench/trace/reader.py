@@ -136,6 +136,16 @@ class TraceReader:
         if self.lines == 0:
             raise TraceError(f"{self.path}: empty trace" + (" (only a torn line)" if self.torn else ""))
 
+    def feed(self, data: bytes) -> Iterator[dict[str, Any]]:
+        """The events of `data`, whole lines (each ending in a newline) that come after the lines read
+        so far: how a trace that is still being written is read on (`trace/follow.py`). Lines are
+        numbered on, the header is checked at line 1 and HTTP events are expanded, as when iterating.
+
+        Raises:
+            TraceError: a bad line, naming file and line.
+        """
+        return self._lines(data)
+
     def _lines(self, data: bytes) -> Iterator[dict[str, Any]]:
         """The events of whole lines `data` (ending in a newline), a batch at a time."""
         start = 0

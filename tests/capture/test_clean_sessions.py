@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpbench.lab.drive import drive, sdk_target
+from mcpbench.lab.peers.drive import drive, sdk_target
 from mcpbench.trace import read_trace
 from tests.record.helpers import mitmdump, record_proxy
 from tests.support.servers import ENDPOINT_PATHS, serve_argv, stdio_params

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from mcpbench.lab.cluster import RestartPlan, running_lab
+from mcpbench.lab.topology.cluster import RestartPlan, running_lab
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, ReconnectPolicy
 from mcpbench.protocol.recovery import REOPENING, REPORTING, plan_recovery

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from mcpbench.lab.cluster import RestartPlan, running_lab
+from mcpbench.lab.topology.cluster import RestartPlan, running_lab
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target

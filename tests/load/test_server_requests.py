@@ -69,7 +69,7 @@ def test_a_canned_sampling_answer_reaches_the_tool_on_every_transport(target):
 
 
 def test_a_refusing_policy_declares_nothing_and_the_server_says_so(target):
-    from mcpbench.lab.reference_server import ASK_NEITHER_TEXT
+    from mcpbench.lab.peers.reference_server import ASK_NEITHER_TEXT
 
     result, _ = ask_once(target, Canned({"sampling/createMessage": None}))
     assert text_of(result) == ASK_NEITHER_TEXT

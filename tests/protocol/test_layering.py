@@ -74,7 +74,7 @@ def test_no_module_outside_the_core_compares_eras_or_versions():
 
 @pytest.mark.parametrize("source", [
     "if era_of(version) is Era.STATELESS: pass",  # load/scenario.py, before
-    "if any(c.method == 'ping' for c in mix) and '2026-07-28' in modes: pass",  # lab/sticky.py, before
+    "if any(c.method == 'ping' for c in mix) and '2026-07-28' in modes: pass",  # the sticky experiment, before
     "if self.era is not self.recorded_era: pass",  # replay/engine.py, before
     "ok = a.era and b.era and a.era is not b.era",  # replay/report.py, before
     "ok = version == V2026_07_28",
@@ -98,3 +98,37 @@ def test_the_check_finds_an_era_rule(source):
 ])
 def test_the_check_lets_the_rest_pass(source):
     assert comparisons(source) == []
+
+
+# Bytes become messages in the core only: its observer, client and server roles decode them.
+BYTE_DECODERS = frozenset({"decode"})
+
+
+def byte_decodes(source: str) -> list[int]:
+    """Lines of `source` that call `jsonrpc.decode` (bytes → a message), or import it to call it."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in BYTE_DECODERS:
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id == "jsonrpc":
+                found.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "mcpbench.protocol.jsonrpc":
+            if any(alias.name in BYTE_DECODERS for alias in node.names):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_module_outside_the_core_decodes_json_rpc_bytes():
+    modules = [path for path in sorted(PACKAGE.rglob("*.py")) if CORE not in path.parents]
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path in modules for line in byte_decodes(path.read_text())]
+    assert found == [], "read bytes through the core's observer, client or server role instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source, lines", [
+    ("message = jsonrpc.decode(body)", [1]),  # record/classify.py, before
+    ("from mcpbench.protocol.jsonrpc import decode, Request", [1]),
+    ("message = jsonrpc.from_obj(event['msg'])", []),  # a trace's parsed object, not bytes
+    ("text = raw.decode('utf-8')", []),
+])
+def test_the_decode_check_finds_byte_decoding(source, lines):
+    assert byte_decodes(source) == lines

@@ -25,7 +25,7 @@ from mcpbench.record.sessions import conn_key
 from mcpbench.record.exchange import LATIN1, url_of, wire_text
 from mcpbench.record.cli import addon_path, export
 from mcpbench.record.har import to_har
-from mcpbench.mitmhost import parse_listen, parse_upstream
+from mcpbench.proxies.host import parse_listen, parse_upstream
 from mcpbench.protocol.errors import TargetError
 from mcpbench.trace.reader import read_trace
 from tests.record.helpers import record_command

@@ -7,7 +7,7 @@ import sys
 
 import uvicorn
 
-from mcpbench.lab.reference_server import build_server
+from mcpbench.lab.peers.reference_server import build_server
 
 
 def main() -> None:

@@ -17,10 +17,13 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcpbench.lab.servers import start_listening
-from tests.replay.conftest import RECORD_TIMEOUT, tee_argv
+from mcpbench.lab.peers.servers import start_listening
 from tests.replay.late_client import SLOW, progress_seen
+from tests.support.recordings import tee_argv
 from tests.support.servers import HOST, free_port, serve_argv, stdio_params, stop_process
+
+# Recording one SDK session through the tee: generous on a busy 2-core machine.
+RECORD_TIMEOUT = 60.0
 
 # A loaded machine can hold the client back past any small gap, the real server's too: a session
 # is run again once before the count is judged (the mock written back to back never gives 3).

@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from mcpbench.lab.peers.drive import SAMPLED_TEXT
 from mcpbench.replay import plan as plans
-from mcpbench.lab.drive import SAMPLED_TEXT
 from tests.replay.helpers import cli, variant_target
 from tests.support.recordings import MODES, stdio_target
 

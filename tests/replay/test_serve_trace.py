@@ -10,7 +10,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.shared.exceptions import MCPError
 
-from mcpbench.lab.drive import ASK_QUESTION, SAMPLED_TEXT, sampling_stub
+from mcpbench.lab.peers.drive import ASK_QUESTION, SAMPLED_TEXT, sampling_stub
 from mcpbench.protocol.jsonrpc import Request
 from mcpbench.replay import plan as plans
 from mcpbench.replay.mock import NOT_RECORDED, TraceAnswers

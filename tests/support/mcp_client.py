@@ -1,8 +1,8 @@
-"""The official SDK client as the tests drive it: mcpbench.lab.drive's session, and a sampling callback."""
+"""The official SDK client as the tests drive it: mcpbench.lab.peers.drive's session, and a sampling callback."""
 
 from typing import Any, Final
 
-from mcpbench.lab.drive import drive as run_session  # noqa: F401 (re-exported for tests)
+from mcpbench.lab.peers.drive import drive as run_session  # noqa: F401 (re-exported for tests)
 
 SAMPLED_PREFIX: Final = "sampled: "
 

@@ -1,4 +1,4 @@
-"""Stdio recordings of the reference server: the SDK session of mcpbench.lab.drive through the tee.
+"""Stdio recordings of the reference server: the SDK session of mcpbench.lab.peers.drive through the tee.
 
 In both eras: `mode="legacy"` (2025-11-25 handshake) and `mode="auto"` (2026-07-28 against this server).
 The root conftest makes one per era per test session (`recordings`).
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from mcpbench.lab.drive import drive
+from mcpbench.lab.peers.drive import drive
 from tests.support.servers import serve_argv, stdio_params
 
 MODES: Final = ("legacy", "auto")

@@ -1,9 +1,9 @@
-"""Real peers for tests: the reference server processes of mcpbench.lab.servers, plus SDK stdio parameters."""
+"""Real peers for tests: the reference server processes of mcpbench.lab.peers.servers, plus SDK stdio parameters."""
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mcpbench.lab.servers import (  # noqa: F401 (re-exported for tests)
+from mcpbench.lab.peers.servers import (  # noqa: F401 (re-exported for tests)
     ENDPOINT_PATHS,
     HOST,
     POLL_INTERVAL,

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from mcpbench.cli import main
-from mcpbench.lab.drive import drive
+from mcpbench.lab.peers.drive import drive
 from mcpbench.trace import Kind, TraceReader, TraceWriter
 from mcpbench.trace.compress import _zstd
 from tests.record.helpers import record_command

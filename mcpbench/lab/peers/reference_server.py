@@ -1,0 +1,269 @@
+"""A reference MCP server built on the official Python SDK (`mcp` 2.x), for recording, replay and load tests.
+
+Tools: `echo`, `add`, `slow` (progress notifications), `fail` (an `isError` result), `big` (a sized
+payload) and `ask` (a request back to the client); resource `mcpbench://greeting`; prompt `summarize`.
+The SDK answers both protocol eras on one endpoint: the handshake era (`initialize`, 2025-11-25 and
+older) and 2026-07-28 (`server/discover`, per-request `_meta` envelope, no session).
+
+How `ask` behaves (found by reading and driving mcp 2.3.0):
+
+- Handshake era: a server→client `sampling/createMessage` (or `elicitation/create`) request rides the
+  `tools/call` response stream, tied to the call by `related_request_id`. That needs a back-channel:
+  with `json_response=True` or `stateless_http=True` the SDK reports `ctx.session.can_send_request`
+  as False and `send_request` would raise `NoBackChannelError`, so `ask` answers with a text saying
+  so instead of failing.
+- 2026-07-28: server→client requests are forbidden; every request channel has `can_send_request`
+  False and `ctx.session.create_message()` raises `NoBackChannelError` (an `INVALID_REQUEST` error).
+  The SDK implements the multi-round-trip flow instead (SEP-2322): the tool returns
+  `InputRequiredResult(input_requests={key: CreateMessageRequest | ElicitRequest})`, which goes on
+  the wire as a `tools/call` result with `resultType: "input_required"`; the SDK `Client` runs its
+  sampling/elicitation callback for each key and re-sends the same `tools/call` with
+  `inputResponses`, which the tool reads from `ctx.input_responses`. `ask` uses that path, so one
+  `ask` call is two `tools/call` exchanges on the wire. It sends no `requestState`: the SDK seals
+  that with a per-process key, and a sealed state would make recorded second rounds unreplayable
+  against a restarted server.
+- Capabilities come from `ctx.client_capabilities` in both eras (the `initialize` params, or the
+  `io.modelcontextprotocol/clientCapabilities` entry of each request's `_meta`). Handshake-era
+  stateless HTTP never sees the client's `initialize`, so capabilities are None there.
+
+Other SDK behaviour worth knowing when reading traces of this server:
+
+- The 2026-07-28 era works on every transport, legacy HTTP+SSE and stdio included: an `auto` client
+  speaks it wherever this server runs.
+- With `json_response=True` progress notifications are dropped in both eras (a JSON body carries
+  only the result); with SSE answers and on stdio they arrive.
+- `ToolError("x")` becomes `isError: true` with the text `Error executing tool <name>: x`.
+
+`mcp` is slow to import, so only this module imports it; the CLI imports this module lazily.
+"""
+
+from typing import Annotated, Any, Final
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import (
+    ClientCapabilities,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    CreateMessageResultWithTools,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from mcpbench import __version__
+from mcpbench.protocol.transports import TRANSPORTS
+
+SERVER_NAME: Final = "mcpbench-reference"
+DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: a lab server must not be reachable from the network
+DEFAULT_PORT: Final = 8000
+
+# A load run or replay must never hang on one call longer than a test's time budget (120 s):
+# 30 s is long enough to hold streams open for interesting traces.
+MAX_SLOW_SECONDS: Final = 30.0
+# Each step sends one progress notification; 1,000 of them is plenty to exercise a recorder
+# without letting one call flood the stream.
+MAX_SLOW_STEPS: Final = 1000
+# 16 MiB exercises large-body handling in recorders and proxies while keeping a single call's
+# memory bounded (the SDK holds the whole result, plus its JSON encoding, in memory).
+MAX_BIG_BYTES: Final = 16 * 1024 * 1024
+# The payload `big` repeats: varied text, so truncation or reordering shows up in comparisons.
+BIG_PATTERN: Final = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
+GREETING_URI: Final = "mcpbench://greeting"
+GREETING_TEXT: Final = "hello from mcpbench"
+
+# The key under which `ask` files its single input request in an `InputRequiredResult`.
+ASK_INPUT_KEY: Final = "ask"
+# Sampling requires a token budget; a reference answer needs few.
+ASK_MAX_TOKENS: Final = 256
+# Form elicitation: one string field holding the answer.
+ASK_ANSWER_FIELD: Final = "answer"
+ASK_ELICIT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {ASK_ANSWER_FIELD: {"type": "string", "description": "Your answer"}},
+    "required": [ASK_ANSWER_FIELD],
+}
+ASK_NEITHER_TEXT: Final = "the client declared neither sampling nor elicitation"
+ASK_NO_BACK_CHANNEL_TEXT: Final = (
+    "cannot ask: this connection has no back-channel for server-to-client requests "
+    "(JSON responses or stateless HTTP)"
+)
+
+
+def big_payload(size: int) -> str:
+    """The `size`-byte ASCII text `big` returns."""
+    repeats, rest = divmod(size, len(BIG_PATTERN))
+    return BIG_PATTERN * repeats + BIG_PATTERN[:rest]
+
+
+def _ask_request(question: str, caps: ClientCapabilities | None) -> CreateMessageRequest | ElicitRequest | None:
+    """The request `ask` puts to the client: sampling first, else form elicitation, else None."""
+    if caps is None:
+        return None
+    if caps.sampling is not None:
+        params = CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+            max_tokens=ASK_MAX_TOKENS,
+        )
+        return CreateMessageRequest(params=params)
+    # A bare `elicitation: {}` (the only shape before modes existed) means form support; url-only does not.
+    if caps.elicitation is not None and (caps.elicitation.form is not None or caps.elicitation.url is None):
+        return ElicitRequest(params=ElicitRequestFormParams(message=question, requested_schema=ASK_ELICIT_SCHEMA))
+    return None
+
+
+def _answer_text(request: CreateMessageRequest | ElicitRequest, answer: object) -> str:
+    """The text `ask` returns for the client's answer to `request`."""
+    if isinstance(request, CreateMessageRequest):
+        if not isinstance(answer, CreateMessageResult | CreateMessageResultWithTools):
+            raise ToolError(f"expected a sampling result, got {type(answer).__name__}")
+        blocks = answer.content if isinstance(answer.content, list) else [answer.content]
+        texts = [block.text for block in blocks if isinstance(block, TextContent)]
+        return "\n".join(texts) if texts else f"(sampling answered without text: {answer.model})"
+    if not isinstance(answer, ElicitResult):
+        raise ToolError(f"expected an elicitation result, got {type(answer).__name__}")
+    if answer.action != "accept":
+        return f"(the user chose {answer.action})"
+    return str((answer.content or {}).get(ASK_ANSWER_FIELD, ""))
+
+
+def build_server() -> MCPServer:
+    """The reference server, with its tools, resource and prompt registered."""
+    # WARNING, not the SDK's INFO: INFO makes uvicorn log every request, which costs CPU under load
+    # and fills the stderr of servers that tests start.
+    server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        return text
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @server.tool()
+    async def slow(
+        ctx: Context,
+        seconds: Annotated[float, Field(ge=0, le=MAX_SLOW_SECONDS)] = 0.2,
+        steps: Annotated[int, Field(ge=1, le=MAX_SLOW_STEPS)] = 4,
+    ) -> str:
+        """Sleep `seconds` in `steps` parts, reporting progress after each part."""
+        for step in range(1, steps + 1):
+            await anyio.sleep(seconds / steps)
+            # A no-op unless the caller sent a progressToken.
+            await ctx.report_progress(step, steps, f"step {step}/{steps}")
+        return f"slept {seconds:g}s in {steps} steps"
+
+    @server.tool()
+    def fail(message: str = "this tool always fails") -> str:
+        """Always fail: the result carries isError: true and the message."""
+        # ToolError is the SDK's "anticipated failure": an isError result, not a JSON-RPC error.
+        raise ToolError(message)
+
+    # Without structured output the payload is on the wire once (in `content`), not twice
+    # (`content` plus `structuredContent`), so `size` is what a recorder sees.
+    @server.tool(structured_output=False)
+    def big(size: Annotated[int, Field(ge=0, le=MAX_BIG_BYTES)] = 65536) -> str:
+        """Return `size` bytes of ASCII text."""
+        return big_payload(size)
+
+    @server.tool()
+    async def ask(question: str, ctx: Context) -> str | InputRequiredResult:
+        """Ask the client: sampling if declared, else elicitation, else say neither is supported."""
+        request = _ask_request(question, ctx.client_capabilities)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if request is None:
+                return ASK_NEITHER_TEXT
+            # 2026-07-28: no server-to-client requests; ask in the result and read the answer
+            # from the retried call (see the module docstring).
+            answer = (ctx.input_responses or {}).get(ASK_INPUT_KEY)
+            if answer is None:
+                return InputRequiredResult(input_requests={ASK_INPUT_KEY: request})
+            return _answer_text(request, answer)
+        # Checked before the capabilities: stateless HTTP never sees the client's initialize,
+        # so "declared neither" would be wrong there.
+        if not ctx.session.can_send_request:
+            return ASK_NO_BACK_CHANNEL_TEXT
+        if request is None:
+            return ASK_NEITHER_TEXT
+        result_type = CreateMessageResult if isinstance(request, CreateMessageRequest) else ElicitResult
+        # related_request_id routes the request onto this call's response stream (Streamable HTTP).
+        answer = await ctx.session.send_request(
+            request, result_type, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+        )
+        return _answer_text(request, answer)
+
+    @server.resource(GREETING_URI, name="greeting", mime_type="text/plain")
+    def greeting() -> str:
+        """A fixed greeting."""
+        return GREETING_TEXT
+
+    @server.prompt()
+    def summarize(topic: str) -> str:
+        """Prompt that asks for a summary."""
+        return f"Please summarize {topic}."
+
+    return server
+
+
+def serve(
+    transport: str,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    json_response: bool = False,
+    stateless: bool = False,
+    resumable: bool = False,
+) -> None:
+    """Run the reference server on `transport` until it is stopped (blocks).
+
+    `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
+    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`).
+    """
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
+    server = build_server()
+    if resumable and transport == "streamable-http":
+        anyio.run(_serve_resumable, server, host, port, json_response)
+        return
+    match transport:
+        case "stdio":
+            server.run(transport="stdio")
+        case "sse":
+            server.run(transport="sse", host=host, port=port)
+        case "streamable-http":
+            server.run(
+                transport="streamable-http",
+                host=host,
+                port=port,
+                json_response=json_response,
+                stateless_http=stateless,
+            )
+
+
+# The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):
+# short, so a client that resumes does so within a second of a cut.
+RESUME_RETRY_MS: Final = 500
+
+
+async def _serve_resumable(server: MCPServer, host: str, port: int, json_response: bool) -> None:
+    """Streamable HTTP with an event store (as `MCPServer.run` does, plus the store's middleware)."""
+    import uvicorn
+
+    from mcpbench.lab.peers.event_store import MemoryEventStore, SessionScopes
+
+    app = server.streamable_http_app(
+        json_response=json_response, event_store=MemoryEventStore(), retry_interval=RESUME_RETRY_MS, host=host
+    )
+    config = uvicorn.Config(SessionScopes(app), host=host, port=port, log_level="warning")
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,49 @@
+"""The reference server with one change: what a replay against a new build should catch.
+
+Run: python -m mcpbench.lab.peers.variant_server MODE (stdio). The main job replays a recording against it;
+the replay tests use every mode.
+
+Modes: `echo-text` (echo answers with a suffix), `no-fail` (tool `fail` removed), `slow-add` (`add` takes
+ADD_DELAY seconds longer).
+"""
+
+import sys
+import time
+from typing import Final
+
+from mcpbench.lab.peers.reference_server import build_server
+
+ECHO_SUFFIX: Final = " (v2)"
+# Far above the latency slack (250 ms) and 3x any loopback call, well under a test's budget.
+ADD_DELAY: Final = 1.0
+
+
+def _replace_fn(server, name, fn) -> None:
+    """Swap a tool's function in place, so tools/list (order, schema) stays exactly as recorded.
+
+    Uses the SDK's private tool manager: the public remove/add would move the tool to the end.
+    """
+    server._tool_manager.get_tool(name).fn = fn
+
+
+def main(mode: str) -> None:
+    server = build_server()
+    if mode == "echo-text":
+        _replace_fn(server, "echo", lambda text: text + ECHO_SUFFIX)
+
+    elif mode == "no-fail":
+        server.remove_tool("fail")
+    elif mode == "slow-add":
+        def add(a: int, b: int) -> int:
+            time.sleep(ADD_DELAY)
+            return a + b
+
+        _replace_fn(server, "add", add)
+
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    server.run(transport="stdio")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
