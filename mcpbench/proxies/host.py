@@ -222,6 +222,7 @@ async def run_master(master, host: str, port: int) -> None:
     """
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_quiet_cancelled)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop, sig, master)
     try:
@@ -229,5 +230,7 @@ async def run_master(master, host: str, port: int) -> None:
     except SystemExit:
         raise BindError(f"--listen {host}:{port}: mitmproxy could not start there (see its errors above)") from None
     finally:
-        for sig in STOP_SIGNALS:
+        for sig, handler in previous.items():  # asyncio leaves the default: a second stop would kill the process
             loop.remove_signal_handler(sig)
+            if handler is not None:  # None: one not set from Python, which asyncio's replaced for good
+                signal.signal(sig, handler)
