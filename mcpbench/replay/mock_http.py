@@ -212,8 +212,9 @@ class MockHttpServer(http.server.ThreadingHTTPServer):
             outbox.put(None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that resets or drops its connection is normal: nothing to say. Anything else is a bug."""
-        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+        """A client that resets or drops its connection is normal: nothing to say; so is a connection
+        the stop cuts short (its socket closed under its thread as the process exits). Anything else is a bug."""
+        if self.stopping.is_set() or isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             return
         super().handle_error(request, client_address)
 
