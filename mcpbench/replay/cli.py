@@ -15,6 +15,7 @@ from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
 from mcpbench.protocol.transports import TRANSPORTS
+from mcpbench.telemetry.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 
 # Click's choices, spelled here so that importing the commands imports no replay module.
 PER = ("trace", "call")  # replay/cases.py: a JUnit test case per trace or per call
@@ -31,9 +32,12 @@ def compare_options(func):
                      help="Rules from a file (JSON list, {\"ignore\": [...]}, or one a line). Repeatable."),
         click.option("--no-default-rules", is_flag=True, help="Compare UUIDs, timestamps, session ids and progress tokens too."),
         click.option("--latency-factor", type=NON_NEGATIVE, default=None, show_default=False,
-                     help="Report a call as changed when FACTOR x slower than recorded (default 3; 0 turns it off)."),
+                     help="Flag a call FACTOR x slower than recorded beside it (default 3; 0 turns it off)."),
         click.option("--latency-slack-ms", type=NON_NEGATIVE, default=None,
                      help="…and slower by more than this (default 250 ms)."),
+        click.option("--fail-on-latency", type=POSITIVE, default=None, metavar="FACTOR",
+                     help="Count a call FACTOR x slower than recorded (and by the slack) as changed: exit 1. "
+                          "Off by default: latency is reported, not judged."),
         click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON."),
         click.option("--verbose", "-v", is_flag=True, help="List every call, also in long sessions."),
     ]
@@ -51,10 +55,12 @@ def _rules(ignore, ignore_files, no_default_rules, extra=()):
     return Rules(texts + list(extra), defaults=not no_default_rules)
 
 
-def _latency(factor, slack_ms):
+def _latency(factor, slack_ms, fail_on=None):
     from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK
 
     factor = LATENCY_FACTOR if factor is None else factor
+    if fail_on is not None and (factor <= 0 or factor > fail_on):
+        factor = fail_on  # what fails is reported too
     slack = LATENCY_SLACK if slack_ms is None else slack_ms / 1000
     return None if factor <= 0 else (factor, slack)
 
@@ -108,20 +114,24 @@ def suite_options(func):
 @click.option("--pace", default="fast", show_default=True, metavar="fast|original|xN",
               help="Gaps between client messages: none, as recorded, or recorded divided by N.")
 @click.option("--max-gap", type=POSITIVE, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
-@click.option("--timeout", type=POSITIVE, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
+@click.option("--timeout", type=POSITIVE, default=None,
+              help="Seconds one request may wait for its answer (default: per call, twice its recorded latency "
+                   "plus 10 s, at least 30 s).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the replay's own trace here.")
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
 @click.option("--rules-beside", is_flag=True,
               help="Also apply the rules kept beside each trace: TRACE.noise.json (--learn-noise's) and TRACE.ignore.")
+@click.option("--otlp", metavar="URL", help="Send the replay's calls as spans (and metrics) over OTLP/HTTP to URL as they go.")
+@click.option("--service-name", metavar="NAME", default=DEFAULT_SERVICE_NAME, show_default=True, help="The service.name of those spans.")
 @redact_option
 @compare_options
 @suite_options
 @map_errors
 def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, rules_beside,
-           redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose,
-           contract, fail_on, junit_per, junit_xml, summary_md):
+           otlp, service_name, redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
+           report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md):
     """Replay the client side of each TRACE against TARGET and report every answer that changed.
 
     TRACE may be a file, a folder (every trace under it) or a glob ('traces/**/*.jsonl'); several
@@ -165,8 +175,9 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
     except McpbenchError as exc:
         _failed_report("replay", trace, target_text, exc, report_path)
         raise
-    options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout,
-                            latency=_latency(latency_factor, latency_slack_ms), redact=redact)
+    options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout, redact=redact,
+                            latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency,
+                            telemetry=TelemetryOptions.parse(otlp, None, service_name))
     if contract:
         _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md)
     if single:
@@ -270,8 +281,8 @@ def _write_json(path, body) -> None:
 @compare_options
 @suite_options
 @map_errors
-def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose,
-         contract, fail_on, junit_per, junit_xml, summary_md):
+def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
+         report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md):
     """Compare two traces call by call, without any server (sessions paired in order).
 
     With --contract, compare what the server declared (capabilities, listings, schemas) and class
@@ -303,7 +314,8 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
         report = diff_contract(a, b)
         click.echo(report.render())
         _contract_finish([report], fail_on, report_path, junit_xml, summary_md)
-    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms))
+    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms, fail_on_latency),
+                         fail_on_latency=fail_on_latency)
     write_ci_outputs([report_suite(report, junit_per)], "mcpbench diff", junit_xml, summary_md)
     _finish(report, report_path, verbose)
 

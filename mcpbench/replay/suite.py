@@ -7,8 +7,10 @@ first when asked: `mcpbench replay` (one trace or a suite) and the pytest plugin
 both run it.
 """
 
+import contextlib
 import glob
 import os
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +18,12 @@ from pathlib import Path
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import Rules, load_rules, save_rules
-from mcpbench.replay.engine import DEFAULT_TIMEOUT, Pace, Replayer, ReplayRun
+from mcpbench.replay.engine import Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
 from mcpbench.target import Target
+from mcpbench.telemetry.companion import Companion
+from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter
 
@@ -71,9 +75,11 @@ class ReplayOptions:
 
     protocol_version: str | None = None
     pace: Pace = Pace()
-    timeout: float = DEFAULT_TIMEOUT
-    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)  # None: latency is not judged
+    timeout: float | None = None  # None: per call, from the recording (`Replayer.timeout_for`)
+    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)  # None: latency is not reported
     redact: tuple[str, ...] = ()
+    fail_on_latency: float | None = None  # a call this much slower than recorded (and the slack) is changed
+    telemetry: TelemetryOptions = TelemetryOptions()  # the calls as spans, sent as they go (`--otlp`)
 
 
 @dataclass(slots=True)
@@ -100,21 +106,31 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
                         writer=writer).run(recorded)
 
     def judged(run: ReplayRun, rules: Rules) -> Report:
-        return build(run, rules, latency=options.latency, stdio_target=target.transport == STDIO,
-                     redactor=redactor if options.redact else None)
+        return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,
+                     stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
 
     redactor = Redactor(options.redact)
     first = run_once() if learn_to is not None else None
     if first is not None and first.aborted:
         return Outcome(judged(first, rules), first)
-    writer = TraceWriter(out, transport=target.transport, redactor=redactor,
-                         header={"replay_of": recorded.path, "target": redactor.url(str(target)),
-                                 "protocol_version": options.protocol_version}) if out else None
-    try:
-        run = run_once(writer)
-    finally:
-        if writer:
-            writer.close()
+    with contextlib.ExitStack() as stack:
+        # --otlp: the replay's own trace (a temporary one without `out`), followed by the companion
+        path = out or (Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpbench-replay-"))) / "replay.jsonl"
+                       if options.telemetry.any else None)
+        companion = Companion.check(options.telemetry, path) if path else None
+        writer = TraceWriter(path, transport=target.transport, redactor=redactor,
+                             header={"replay_of": recorded.path, "target": redactor.url(str(target)),
+                                     "protocol_version": options.protocol_version}) if path else None
+        if companion is not None:
+            stack.callback(companion.stop)
+            companion.start()
+        try:
+            run = run_once(writer)
+        finally:
+            if writer:
+                writer.close()
+    if not out:
+        writer = None  # a temporary trace, gone: nothing to say about it
     learned = None
     if first is not None and not run.aborted:
         learned = learn_noise(first, run, rules)
