@@ -270,7 +270,7 @@ class McpRecorder:
         detail = flow.error.msg if flow.error else "unknown error"
         if ex is not None and ex.tap is not None and not ex.tap.closed:
             self._stream_broke(ex, flow)
-        elif ex is not None and ex.mcp and ex.tap is None and answer_bad_gateway(flow, detail, url_of(flow.request, "")):
+        elif ex is not None and ex.mcp and ex.tap is None and answer_bad_gateway(flow, detail, url_of(flow.request, ""), ex.request_id()):
             ex.resp_headers = None  # the answer is ours now, not the upstream's broken one
             self._failed(flow, detail, body_fields(flow.response.content))
             return

@@ -105,3 +105,9 @@ class HttpExchange:
         self.resp_status: int | None = None
         self.resp_content_type: str | None = None
         self.tap: "SseTap | None" = None  # an SSE answer's
+
+    def request_id(self) -> jsonrpc.MessageId | None:
+        """The id of the one JSON-RPC request this exchange POSTed (recorded or not yet), or None."""
+        if self.req_call is not None:
+            return self.req_call[0]
+        return self.req_message.id if type(self.req_message) is jsonrpc.Request else None

@@ -23,25 +23,20 @@ from mitmproxy.connection import ConnectionState
 from mitmproxy.net.http import http1
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.observer import Observed, read_body
-from mcpbench.protocol.session import C2S
 
 BAD_GATEWAY = 502
 HTTP1 = (b"HTTP/1.1", b"HTTP/1.0")
 
 
-def error_body(request: http.Request, detail: str, upstream: str) -> bytes:
-    """The JSON-RPC error a client gets for `request`: its id when it is one request, else null."""
-    answer_id = None
-    for item in read_body(request.get_content(strict=False) or b"", C2S, request.headers.get("content-type")):
-        if type(item) is Observed and type(item.message) is jsonrpc.Request:
-            answer_id = item.message.id
+def error_body(request_id: jsonrpc.MessageId | None, detail: str, upstream: str) -> bytes:
+    """The JSON-RPC error a client gets for its request `request_id` (None: not one request)."""
     message = f"mcpbench: the upstream {upstream} failed before it answered: {detail}"
-    return jsonrpc.encode(jsonrpc.ErrorResponse(id=answer_id, code=jsonrpc.INTERNAL_ERROR, message=message))
+    return jsonrpc.encode(jsonrpc.ErrorResponse(id=request_id, code=jsonrpc.INTERNAL_ERROR, message=message))
 
 
-def answer_bad_gateway(flow, detail: str, upstream: str) -> bool:
-    """Send the client of `flow` a 502 with a JSON-RPC error body, in place of mitmproxy's page.
+def answer_bad_gateway(flow, detail: str, upstream: str, request_id: jsonrpc.MessageId | None) -> bool:
+    """Send the client of `flow` a 502 with a JSON-RPC error body answering `request_id` (the id of
+    the request it POSTed; None when it sent no single request), in place of mitmproxy's page.
 
     Returns:
         Whether it was sent (`flow.response` is then that answer and the flow killed).
@@ -58,7 +53,7 @@ def answer_bad_gateway(flow, detail: str, upstream: str) -> bool:
     if io is None or io.writer is None:
         return False
     response = http.Response.make(
-        BAD_GATEWAY, error_body(request, detail, upstream), {"content-type": "application/json", "connection": "close"},
+        BAD_GATEWAY, error_body(request_id, detail, upstream), {"content-type": "application/json", "connection": "close"},
     )
     io.writer.write(http1.assemble_response(response))
     flow.response = response

@@ -5,6 +5,7 @@ Every process started here is stopped by the context manager that started it.
 
 import contextlib
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any, Final
 
 import orjson
 
-from tests.support.peers import http_peer
+from tests.support.peers import http_peer, peer_process
 from tests.support.servers import HOST
 
 HEADER: Final = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace",
@@ -197,23 +198,9 @@ server.serve_forever()
 """
 
 
-@contextlib.contextmanager
-def http_peer(code: str, *args: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """An HTTP server script (`code`, its port as argv[1], then `args`) on a free port: yields its
-    URL (…/mcp) and its process, whose stderr is a pipe (what it says there, tests wait for)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", code, str(port), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_for_port(HOST, port, proc=proc)
-        yield f"http://{HOST}:{port}/mcp", proc
-    finally:
-        stop_process(proc)
-        proc.stderr.close()
-
-
 def hold_server(answered: int = 0) -> contextlib.AbstractContextManager[tuple[str, subprocess.Popen]]:
     """HOLD_SERVER answering `answered` initialize requests: its URL and process (`held` on its stderr)."""
-    return http_peer(HOLD_SERVER, str(answered))
+    return peer_process([sys.executable, "-c", HOLD_SERVER], str(answered), stderr=subprocess.PIPE)
 
 
 # A stdio server for the tee, `ready` on stderr once a stop signal ends it as it ends a C server:

@@ -20,11 +20,12 @@ import pytest
 from mcpbench.trace.reader import read_trace
 from tests.hostile.helpers import MCPBENCH, log_stderr
 from tests.hostile.helpers import run as run_mcpbench
-from tests.hostile.hostile_peers import LATE_SERVER, counter_trace, http_peer
+from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
 from tests.hostile.stops import (
     READY_WAIT, STOP_WAIT, assert_port_free, command, read_bytes_with, read_line_with, server_pid, status_of, stop,
     wait_for_text,
 )
+from tests.support.peers import peer_process
 from tests.support.processes import wait_for_exit
 from tests.support.servers import HOST, free_port, wait_for_port
 
@@ -85,7 +86,7 @@ def test_the_tee_kills_a_server_that_ignores_sigterm(tmp_path):
 def test_replay_interrupted_keeps_its_report_and_trace(tmp_path, sig):
     trace = counter_trace(tmp_path / "t.jsonl", answers=("1",))
     report, out = tmp_path / "r.json", tmp_path / "replay.jsonl"
-    with http_peer(LATE_SERVER) as (url, server), command(
+    with peer_process([sys.executable, "-c", LATE_SERVER], stderr=subprocess.PIPE) as (url, server), command(
         ["replay", str(trace), "--target", url, "--report", str(report), "--out", str(out)]
     ) as proc:
         read_line_with(server.stderr, b"called")  # tools/call is in flight
