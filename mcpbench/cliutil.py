@@ -4,11 +4,14 @@ A module of its own so each capability's `cli.py` can import it without
 importing `mcpbench.cli`, which imports them all.
 """
 
+import atexit
+import contextlib
 import functools
 import math
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -19,15 +22,16 @@ from mcpbench.trace.redact import Redactor
 # Kept for callers that name it: unusable input.
 EXIT_FAILURE = EXIT_INPUT
 
-# The signals that end a long-running command cleanly (exit 128 + N).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The signals that end a long-running command cleanly (exit 128 + N: 130, 143, 129): Ctrl-C, a
+# kill, and the hang-up a command gets when its terminal or SSH session goes away.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # The stop signal received by this process, if any (see `note_signal`).
 received: int | None = None
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so the same `finally` blocks and handlers clean up."""
+    """SIGTERM or SIGHUP, raised like Ctrl-C so the same `finally` blocks and handlers clean up."""
 
 
 def note_signal(signum: int) -> None:
@@ -40,17 +44,45 @@ def _raise_on_signal(signum: int, frame: object) -> None:
     if received is not None:
         return  # already stopping: a second raise would land in the clean-up of the first
     note_signal(signum)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
 
 def _note_only(signum: int, frame: object) -> None:
     note_signal(signum)
 
 
+def _exiting() -> None:
+    """The process is exiting (atexit) with its status decided: from here on a stop signal is
+    ignored. Not noted: the interpreter's exit puts Python's handlers back to the default, and a
+    signal landing then (a second Ctrl-C, say) would kill the process by it instead of letting it
+    exit with its status."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def install_stop_handlers() -> None:
-    """SIGINT raises KeyboardInterrupt and SIGTERM `Terminated`, both remembered for the exit status."""
+    """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP `Terminated`, each remembered for the exit
+    status; at the process's exit they are ignored (`_exiting`)."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, _raise_on_signal)
+    atexit.unregister(_exiting)  # once
+    atexit.register(_exiting)
+
+
+@contextlib.contextmanager
+def stop_signals_noted():
+    """Within: a stop signal only sets the exit status, for work that must end whole (results being
+    written, child processes being stopped); the command stops once it is done. A no-op outside
+    the main thread, where no handler can be set."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _note_only) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def signal_status(signum: int) -> int:
@@ -58,7 +90,7 @@ def signal_status(signum: int) -> int:
 
 
 def exit_on_signal() -> None:
-    """Make SIGINT and SIGTERM end the process at once, 128 + signum, with one line.
+    """Make a stop signal (`STOP_SIGNALS`) end the process at once, 128 + signum, with one line.
 
     For a command with nothing to save or release (a stdio server inside an event loop):
     an exception raised into an event loop lands in whichever callback runs, and tasks
@@ -103,8 +135,8 @@ def map_errors(func):
     """Run a command: an expected failure becomes one line on stderr and its exit status (no traceback).
 
     `McpbenchError`s exit with their `exit_code`; an `OSError` naming a file (an output folder that
-    cannot be written, say) exits 2 naming it. Ctrl-C and SIGTERM exit 130 and 143, with no traceback,
-    whether they unwound the command or the command caught them and returned.
+    cannot be written, say) exits 2 naming it. Ctrl-C, SIGTERM and SIGHUP exit 130, 143 and 129, with
+    no traceback, whether they unwound the command or the command caught them and returned.
     """
 
     @functools.wraps(func)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import orjson
 
+from mcpbench.cliutil import STOP_SIGNALS
 from mcpbench.lab.peers.servers import HOST, free_port, reference_server, stop_process, wait_for_port
 from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import McpbenchError, TargetError
@@ -108,7 +109,7 @@ def _mcpbench(args: list[str], say: Progress, timeout: float) -> subprocess.Comp
     except (KeyboardInterrupt, _Terminated):
         if child is None:
             raise
-        # Ctrl-C or SIGTERM: pass the stop on so the child stops its own children (Locust) too,
+        # Ctrl-C, SIGTERM or SIGHUP: pass the stop on so the child stops its own children (Locust) too,
         # which a kill would orphan.
         child.send_signal(signal.SIGTERM)
         try:
@@ -153,13 +154,13 @@ def recording_proxy(upstream: str, trace: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def _stops_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while a child starts, then deliver them.
+    """Hold the stop signals while a child starts, then deliver them.
 
     A stop raised inside `Popen` (after the fork) would leave a child that no one owns, and so
     no one stops; held, it arrives once the child is ours.
     """
     held: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -329,7 +330,7 @@ def _servers(say: Progress) -> Iterator[dict]:
 
 
 class Interrupted(McpbenchError):
-    """SIGINT or SIGTERM stopped the job; its exit status is 128 + the signal's number (130, 143)."""
+    """A stop signal ended the job; its exit status is 128 + the signal's number (130, 143, 129)."""
 
     def __init__(self, signum: int, run_dir: Path) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}; what was done so far is in {run_dir}")
@@ -337,18 +338,21 @@ class Interrupted(McpbenchError):
 
 
 class _Terminated(BaseException):
-    """Raised by the SIGTERM handler so every `with` block on the way out stops its processes."""
+    """Raised by the SIGTERM and SIGHUP handler so every `with` block on the way out stops its processes."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated()
+def _on_stop(signum: int, frame: object) -> None:
+    raise _Terminated(signum)
 
 
 def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
     """Run every stage into `out` (default `results/<time>-run/`) and return that folder.
 
     Raises:
-        McpbenchError: a stage failed (one line); `Interrupted` on SIGINT/SIGTERM, after every
+        McpbenchError: a stage failed (one line); `Interrupted` on a stop signal, after every
             server and subprocess the job started has been stopped.
     """
     if out is None:
@@ -356,15 +360,16 @@ def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
     else:
         run_dir = out
         run_dir.mkdir(parents=True, exist_ok=True)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {sig: signal.signal(sig, _on_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         return _run(run_dir, say)
     except KeyboardInterrupt:
         raise Interrupted(signal.SIGINT, run_dir) from None
-    except _Terminated:
-        raise Interrupted(signal.SIGTERM, run_dir) from None
+    except _Terminated as stop:
+        raise Interrupted(stop.signum, run_dir) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run(run_dir: Path, say: Callable[[str], None]) -> Path:

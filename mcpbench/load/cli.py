@@ -12,7 +12,7 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
 @click.command("load")
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
-@click.option("--target", help="Override the target: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
+@click.option("--target", help="The target, given or overridden: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
 @click.option("--users", type=click.IntRange(1), help="Concurrent users (override).")
 @click.option("--spawn-rate", type=POSITIVE, help="Users started per second (override).")
 @click.option("--duration", help="Run time, like 30s or 2m (override).")
@@ -114,7 +114,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     check_output(out, "--out", folder=True)
     check_ci_outputs(junit_xml, summary_md)
     if scenario:
-        loaded = load_scenario(scenario)
+        loaded = load_scenario(scenario, target=target)  # --target supplies a missing target too
     elif target and from_trace:
         # The eras the recording spoke, not the default handshake one.
         versions = versions_from_trace(from_trace) or Scenario.versions

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import orjson
 
 from mcpbench import __version__
+from mcpbench.cliutil import stop_signals_noted
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.runfile import RUNFILE_NAME, runfile_text
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
@@ -342,6 +343,10 @@ def run_scenario(
     `workers`: a master and that many local workers (a `fleet` on 127.0.0.1, any free port);
     `fleet`: a master listening where it says, for workers on other machines (and its own `local` ones).
 
+    A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops Locust; the summary then covers the time that ran
+    (`"interrupted": true`), also when no sample came yet. From the stop on, and while the results
+    are written, a further signal only sets the exit status: the results are written whole.
+
     Raises:
         BindError: the master's or the web UI's address cannot be listened on.
         TargetError, ScenarioError: from the pre-flight check (nothing was started).
@@ -393,6 +398,7 @@ def run_scenario(
         folders.append(Path(tempfile.mkdtemp(prefix="mcpbench-run-")))
         locustfile = folders[0] / RUNFILE_NAME
         locustfile.write_text(runfile_text(scenario, workers=fleet.expect, version=__version__))
+    started = time.monotonic()
     with open(log_path, "wb") as log:
         out = None if ui else log
         try:
@@ -421,15 +427,26 @@ def run_scenario(
                         break
             except subprocess.TimeoutExpired:
                 raise LoadRunError(f"the locust run did not end within {limit:g} s; stopped (log: {log_path})") from None
-            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop Locust, report on the time that ran
-                interrupted = True
+        except KeyboardInterrupt:  # a stop signal: stop Locust, report on the time that ran
+            interrupted = True
         finally:
-            for proc in procs:
-                _stop(proc, 10.0 + (DRAIN_TIMEOUT if proc is procs[0] and fleet else 0))
-            os.close(status_write)
-            write_errors = _read_status(status_read)
-            for folder in folders:
-                shutil.rmtree(folder, ignore_errors=True)
+            ran = time.monotonic() - started
+            with stop_signals_noted():
+                for proc in procs:
+                    _stop(proc, 10.0 + (DRAIN_TIMEOUT if proc is procs[0] and fleet else 0))
+                os.close(status_write)
+                write_errors = _read_status(status_read)
+                for folder in folders:
+                    shutil.rmtree(folder, ignore_errors=True)
+    with stop_signals_noted():
+        return _report(scenario, out_dir, procs, fleet, log_path, write_errors, ran if interrupted else None)
+
+
+def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fleet: Fleet | None, log_path: Path,
+            write_errors: list[str], interrupted_after: float | None) -> RunResult:
+    """Merge the samples, write the summary with the threshold verdicts; `interrupted_after`: the
+    seconds the run had lasted when a stop signal ended it, or None."""
+    interrupted = interrupted_after is not None
     locust_exit = procs[0].returncode if procs else -1
     roster = _read_roster(out_dir / ROSTER_FILE) if fleet else None
     parts = sorted(out_dir.glob("samples.*.jsonl"))
@@ -442,6 +459,8 @@ def run_scenario(
         merged = parts
     # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
     summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
+    if interrupted and not summary["total"]["count"]:
+        summary["duration_s"] = round(interrupted_after, 3)  # stopped before any sample: the time Locust ran
     summary["interrupted"] = interrupted
     if fleet is not None and summary["total"]["count"] == 0 and not interrupted:
         _check_joined(fleet, roster, log_path)

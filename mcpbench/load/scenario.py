@@ -3,7 +3,7 @@
 A scenario names a target, a session mode, an era, a weighted mix of calls,
 think time, users, spawn rate, duration and thresholds::
 
-    target: http://127.0.0.1:8000/mcp      # stdio:CMD | http(s)://…/mcp | sse+http(s)://…/sse
+    target: http://127.0.0.1:8000/mcp      # stdio:CMD | http(s)://…/mcp | sse+http(s)://…/sse (or --target)
     session: long_lived                    # or session_per_task
     era: handshake                         # or 2026-07-28, or [handshake, 2026-07-28] to compare
     calls_per_session: 5                   # session_per_task: calls between handshake and close
@@ -271,13 +271,16 @@ def compose_yaml(path: str | Path) -> Any:
         raise ScenarioError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_scenario(path: str | Path, *, target: str | None = None) -> Scenario:
     """Read and check a scenario file.
+
+    `target`, the one given on the command line (`--target`), is the scenario's target when the
+    file names none (one it names is overridden afterwards, with `Scenario.with_overrides`).
 
     Raises:
         ScenarioError: naming the file and line of the first problem.
     """
-    return scenario_from_node(compose_yaml(path), str(path))
+    return scenario_from_node(compose_yaml(path), str(path), target=target)
 
 
 def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
@@ -345,7 +348,8 @@ def reconnect_policy(value: Any) -> ReconnectPolicy:
     raise ValueError("expected a policy name (none, reinitialize, resume) or a mapping")
 
 
-def scenario_from_node(root: Any, source: str) -> Scenario:
+def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> Scenario:
+    """A scenario from its YAML node; `target` stands in for a missing `target:` key (see `load_scenario`)."""
     if root is None:
         raise ScenarioError(f"{source}: empty scenario (a target and a mix are needed)")
     keys = node_mapping(root, source, "the scenario", TOP_KEYS)
@@ -359,13 +363,14 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         except (ValueError, TypeError) as exc:
             raise ScenarioError(f"{node_where(source, node)}: {key}: {exc}") from None
 
-    if "target" not in keys:
+    if "target" in keys:
+        target = value("target", str)
+        try:
+            parse_target(target)
+        except McpbenchError as exc:
+            raise ScenarioError(f"{node_where(source, keys['target'][1])}: {exc}") from None
+    elif target is None:
         raise ScenarioError(f"{source}: no 'target' (stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse)")
-    target = value("target", str)
-    try:
-        parse_target(target)
-    except McpbenchError as exc:
-        raise ScenarioError(f"{node_where(source, keys['target'][1])}: {exc}") from None
 
     def positive_int(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:

@@ -14,6 +14,7 @@ made.
 """
 
 import asyncio
+import logging
 import signal
 import socket
 import ssl
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from mcpbench.cliutil import STOP_SIGNALS
 from mcpbench.listen import parse_address
 from mcpbench.protocol.errors import BadTargetError, BindError
 
@@ -176,6 +178,17 @@ def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict) -> None:
     loop.default_exception_handler(context)
 
 
+class _QuietCancelled(logging.Filter):
+    """Drops asyncio's report of a task the stop cancelled (a client connection cut short), for a
+    host whose loop handler is not `_quiet_cancelled`: mitmdump's, which is gone once the master stops."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+_QUIET_CANCELLED = _QuietCancelled()
+
+
 def _stop(signum: int, master) -> None:
     """A stop signal: let mitmproxy finish (its `done` hooks run); the command exits 128 + signum."""
     from mcpbench.cliutil import note_signal
@@ -184,20 +197,38 @@ def _stop(signum: int, master) -> None:
     master.shutdown()
 
 
+def stock_host_stops(master) -> None:
+    """For an addon inside a stock mitmdump, what `run_master` does for mcpbench's own masters: a
+    hang-up (SIGHUP: the terminal or SSH session gone), which mitmdump leaves to kill it with the
+    addons' `done` hooks unrun, stops the master as SIGTERM does; and a client connection the stop
+    cuts short prints no traceback. Nothing changes where the host handles them (`mcpbench record`),
+    nor outside a running event loop's main thread (tests driving an addon's hooks)."""
+    try:
+        loop = asyncio.get_running_loop()
+        if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+            loop.add_signal_handler(signal.SIGHUP, master.shutdown)
+    except (RuntimeError, ValueError):
+        return
+    logging.getLogger("asyncio").addFilter(_QUIET_CANCELLED)  # once: a filter is added once
+
+
 async def run_master(master, host: str, port: int) -> None:
-    """Run `master` until SIGINT or SIGTERM (then its `done` hooks run).
+    """Run `master` until a stop signal, SIGINT, SIGTERM or SIGHUP (then its `done` hooks run).
 
     Raises:
         BindError: mitmproxy could not listen on host:port.
     """
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_quiet_cancelled)
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop, sig, master)
     try:
         await master.run()
     except SystemExit:
         raise BindError(f"--listen {host}:{port}: mitmproxy could not start there (see its errors above)") from None
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig, handler in previous.items():  # asyncio leaves the default: a second stop would kill the process
             loop.remove_signal_handler(sig)
+            if handler is not None:  # None: one not set from Python, which asyncio's replaced for good
+                signal.signal(sig, handler)

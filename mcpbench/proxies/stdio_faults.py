@@ -5,7 +5,7 @@ with it, `stdio/orphans.py`), copies bytes both ways untouched (stderr is the se
 counts the messages passing with the protocol core's `LineFramer` (a non-blank line is a message).
 Once the Nth message has passed (the rest of the read that carried it passes too), or T seconds
 after the start, the server gets SIGKILL; the wrapper then closes its stdout, so the client sees
-the server go, and exits as the server did (137 for the kill). SIGINT and SIGTERM are passed on.
+the server go, and exits as the server did (137 for the kill). SIGINT, SIGTERM and SIGHUP are passed on.
 """
 
 import os
@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Final
 
+from mcpbench.cliutil import STOP_SIGNALS
 from mcpbench.fdio import write_all
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import NEED_DATA, Line, LineFramer
@@ -99,7 +100,7 @@ def run_killer(argv: list[str], *, messages: int | None = None, seconds: float |
         if proc.poll() is None:
             proc.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
     timer = threading.Timer(seconds, kill, (f"after {seconds:g} s",)) if seconds else None
     if timer is not None:
         timer.daemon = True

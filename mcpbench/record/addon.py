@@ -22,7 +22,7 @@ The observed session never breaks:
 `McpRecorder` follows each exchange from request to answer and is composed of plain parts, one
 concern each: `TraceOutput` (`output.py`: the trace file and the event encoders), `SessionBook`
 (`sessions.py`: session keys and each session's state), `classify` (`classify.py`: what a request
-is), `SseTap` and `ChunkQueue` (`streams.py`: an SSE answer's bytes, read once forwarded) and
+is), `SseTap` (`streams.py`: an SSE answer's bytes, recorded before they are forwarded) and
 `UpstreamTimeout` (`timeout.py`: the 504 for a silent upstream). Bytes become messages, or the
 violations that say why they are none, only in the protocol core's observer (`observer.py`):
 `read_body` for a request's or an answer's body, `SseObserver` (in the tap) for an event stream,
@@ -40,6 +40,7 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
+from mcpbench.proxies.host import stock_host_stops
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.protocol.http import (
     FOREIGN_ANSWER_ID, PROTOCOL_VERSION, SESSION_ID, foreign_id_warning, legacy_session_key, pair_with_post, resolve_endpoint,
@@ -50,15 +51,19 @@ from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
 from mcpbench.protocol.sse import SseComment, SseEvent
 from mcpbench.record.classify import classify
-from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, wire_text
+from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, url_of, wire_text
+from mcpbench.record.gateway import answer_bad_gateway
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
-from mcpbench.record.streams import ChunkQueue, SseTap
+from mcpbench.record.streams import SseTap
 from mcpbench.record.timeout import TIMED_OUT, UpstreamTimeout
 from mcpbench.trace.format import Kind, now
 
 # mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
 EXIT_INPUT = 2
+
+# The `error` of an exchange still open when the proxy stops.
+STOPPED = "the proxy stopped before the exchange ended"
 
 # What mitmproxy logs (at INFO, on this logger) for every answer streamed, and the addon streams
 # every SSE answer: a line per answer, which costs more CPU than recording the answer (it goes to
@@ -82,10 +87,10 @@ class McpRecorder:
     """The recording addon: its options, and each HTTP exchange from request to answer.
 
     One addon object, composed of plain parts: mitmproxy offers every event to every addon object,
-    so each extra one costs a dispatch per event on the proxy's hot path. Every hook first records
-    the SSE chunks still queued (`chunks.settle`), then collects its events in `output` and writes
-    them with one `os.write` (`output.flush`) before it returns: a request is in the file before
-    mitmproxy sends it on. The trace file is opened in `configure` and closed last in `done`.
+    so each extra one costs a dispatch per event on the proxy's hot path. Every hook collects its
+    events in `output` and writes them with one `os.write` (`output.flush`) before it returns: a
+    request is in the file before mitmproxy sends it on, and so is each chunk of an SSE answer (its
+    `SseTap`). The trace file is opened in `configure` and closed last in `done`.
 
     Args:
         exit_on_failure: end the process non-zero at `done` when the trace could not be written to
@@ -97,7 +102,6 @@ class McpRecorder:
     def __init__(self, *, exit_on_failure: bool = False, timeout: UpstreamTimeout | None = None) -> None:
         self.output = TraceOutput()
         self.sessions = SessionBook()
-        self.chunks = ChunkQueue(self._stream_chunk)
         self.exchanges: dict[str, HttpExchange] = {}  # open exchanges by flow id
         self.exit_on_failure = exit_on_failure
         self.timeout = timeout
@@ -111,6 +115,7 @@ class McpRecorder:
 
     def load(self, loader) -> None:
         logging.getLogger(MITMPROXY_SERVER_LOGGER).addFilter(_QUIET_STREAMING)
+        stock_host_stops(ctx.master)  # in mitmdump: SIGHUP stops it cleanly, a cut connection prints no traceback
         if self.timeout is not None:
             self.timeout.load(loader)
         loader.add_option(
@@ -141,7 +146,6 @@ class McpRecorder:
         upstreams = [mode.split(":", 1)[1] for mode in modes if mode.startswith("reverse:")]
         if upstreams:  # what the trace header names for a tee's command (docs/trace-format.md)
             header["upstream"] = upstreams[0] if len(upstreams) == 1 else upstreams
-        self.chunks.settle()  # what the old trace's streams sent goes to the old trace
         try:
             self.output.open(ctx.options.mcpbench_out, ctx.options.mcpbench_redact, header)
         except TraceError as exc:
@@ -158,14 +162,13 @@ class McpRecorder:
     # ---- requests ---------------------------------------------------------------------------------
 
     def request(self, flow) -> None:
-        self.chunks.settle()
         output = self.output
         if output.writer is not None:
             request = flow.request
             data = request.data  # read at once: mitmproxy's `method` and `path` properties decode on every read
             # The recorded path has secret query values redacted; matching uses the real one.
             method, path = wire_text(data.method).upper(), data.path.decode("utf-8", "surrogateescape")
-            ex = HttpExchange(flow.id, conn_key(flow.client_conn.id), method, output.writer.redactor.url(path))
+            ex = HttpExchange(flow, conn_key(flow.client_conn.id), method, output.writer.redactor.url(path))
             self.exchanges[flow.id] = ex
             # One pass over the raw header fields; every lookup reads this (lower-case) dict.
             headers = ex.req_headers = output.headers(data.headers)
@@ -210,7 +213,6 @@ class McpRecorder:
         """Streams a `text/event-stream` answer through an `SseTap`, never buffering it."""
         if self.timeout is not None:
             self.timeout.answered(flow)
-        self.chunks.settle()
         ex = self.exchanges.get(flow.id)
         if ex is None:
             return
@@ -223,7 +225,7 @@ class McpRecorder:
             ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
         self.resolve(ex, flow)
         encoding = headers.get("content-encoding")
-        tap = ex.tap = response.stream = SseTap(self.chunks, ex, flow.request, encoding)
+        tap = ex.tap = response.stream = SseTap(self._stream_chunk, ex, flow.request, encoding)
         # Not flushed here: the first chunk (or any other exchange) writes it moments later.
         self.output.stream(ex, now(), "open", {"status": ex.resp_status, "content_type": ex.resp_content_type, "headers": headers})
         if encoding and type(item := tap.observer.next_event()) is Violation:
@@ -247,7 +249,6 @@ class McpRecorder:
             if not tap.started:  # the body ended with the headers: mitmproxy never called the tap
                 tap(response.get_content(strict=False) or b"")
                 tap(b"")
-                self.chunks.settle()
         else:
             body = response.data.content or b""
             if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
@@ -258,27 +259,36 @@ class McpRecorder:
         self._ended(ex, flow, fields)
 
     def error(self, flow) -> None:
-        """The exchange failed (upstream refused, reset or timed out; a client that left)."""
+        """The exchange failed (upstream refused, reset or timed out; a client that left).
+
+        An MCP client whose upstream failed before answering gets a 502 with a JSON-RPC error
+        naming the cause (`gateway.py`), recorded as its answer.
+        """
         if self.timeout is not None:
             self.timeout.answered(flow)
-        self.chunks.settle()
         ex = self.exchanges.get(flow.id)
+        detail = flow.error.msg if flow.error else "unknown error"
         if ex is not None and ex.tap is not None and not ex.tap.closed:
             self._stream_broke(ex, flow)
-        self._failed(flow)
+        elif ex is not None and ex.mcp and ex.tap is None and answer_bad_gateway(flow, detail, url_of(flow.request, ""), ex.request_id()):
+            ex.resp_headers = None  # the answer is ours now, not the upstream's broken one
+            self._failed(flow, detail, body_fields(flow.response.content))
+            return
+        self._failed(flow, detail)
 
-    def _failed(self, flow) -> None:
+    def _failed(self, flow, detail: str | None = None, fields: dict | None = None) -> None:
+        """Record a failed exchange: its `error` event, and its `http` event with `fields` and the error."""
         ex = self._answered(flow)
         if ex is None:
             return
-        detail = flow.error.msg if flow.error else "unknown error"
+        if detail is None:
+            detail = flow.error.msg if flow.error else "unknown error"
         if ex.tap is None:
             self.output.event(ex, Kind.ERROR, None, now(), detail=detail, conn=ex.conn, method=ex.method, path=ex.path)
-        self._ended(ex, flow, {"error": detail})
+        self._ended(ex, flow, (fields or {}) | {"error": detail})
 
     def _answered(self, flow) -> HttpExchange | None:
         """The exchange of `flow`, no longer open, with its answer's head and its session key."""
-        self.chunks.settle()
         ex = self.exchanges.pop(flow.id, None)
         if ex is None:
             return None
@@ -313,7 +323,7 @@ class McpRecorder:
     # ---- SSE answers ------------------------------------------------------------------------------
 
     def _stream_chunk(self, tap: SseTap, chunk: bytes, ts: float) -> None:
-        """Record what one forwarded chunk of an SSE answer (b"": its end) completes, read at `ts`."""
+        """Record what one chunk of an SSE answer (b"": its end) completes, read at `ts`, before it is forwarded."""
         ex = tap.exchange
         output = self.output
         for item in tap.read(chunk):
@@ -403,7 +413,6 @@ class McpRecorder:
             self.sessions.forget_endpoints(ex.session)
 
     def client_disconnected(self, client) -> None:
-        self.chunks.settle()
         key = conn_key(client.id)
         if key in self.sessions and self.output.writer is not None:
             self._close_session(None, key, keep=False)
@@ -421,10 +430,8 @@ class McpRecorder:
         logging.getLogger(MITMPROXY_SERVER_LOGGER).removeFilter(_QUIET_STREAMING)
         if self.timeout is not None:
             self.timeout.done()
-        self.chunks.settle()
         if self.output.writer is not None:
             self._stopped()
-        self.chunks.settle()
         self.output.close()
         if self.output.failed and self.exit_on_failure:
             # In mitmdump, as its own save addon does: the reason was said when it happened; the
@@ -432,24 +439,31 @@ class McpRecorder:
             raise SystemExit(TraceWriteError.exit_code)
 
     def _stopped(self) -> None:
-        """The events of what the proxy's stop cuts short, and every session closed."""
+        """The events of what the proxy's stop cuts short, and every session closed.
+
+        Each exchange still open ends here as the client saw it end: its stream closed, an `error`
+        event for a call whose answer had not ended (a request without its answer, a POST's SSE
+        answer still streaming), and its `http` event (the status and headers the client got, if
+        any, and the error), so a HAR export has it.
+        """
         output = self.output
         ts = now()
         for ex in list(self.exchanges.values()):
             if ex.session is None:
                 ex.session = ex.conn
                 self._record_request(ex)
-            if ex.tap is not None and not ex.tap.closed:
+            streaming = ex.tap is not None
+            if streaming and not ex.tap.closed:
                 ex.tap.closed = True
                 output.event(
                     ex, Kind.STREAM, None, ts, event="close", conn=ex.conn, method=ex.method, path=ex.path,
                     events=ex.tap.observer.events, bytes=ex.tap.size, reason="proxy stopped",
                 )
-            elif ex.mcp:
-                output.event(
-                    ex, Kind.ERROR, None, ts, detail="the proxy stopped before the exchange ended",
-                    conn=ex.conn, method=ex.method, path=ex.path,
-                )
+            if ex.mcp and (not streaming or ex.method == "POST"):  # a GET stream is no call
+                output.event(ex, Kind.ERROR, None, ts, detail=STOPPED, conn=ex.conn, method=ex.method, path=ex.path)
+            if ex.flow.response is not None:
+                self._resp_headers(ex, ex.flow.response)
+            output.http(ex, ex.flow, {"error": STOPPED})
         self.exchanges.clear()
         for key in self.sessions.keys():
             self._close_session(None, key, keep=False)

@@ -79,13 +79,14 @@ class HttpExchange:
     """What the recorder knows about one HTTP exchange (one mitmproxy flow) while it is open."""
 
     __slots__ = (
-        "flow_id", "conn", "method", "path", "mcp", "session", "transport", "req_headers",
+        "flow", "flow_id", "conn", "method", "path", "mcp", "session", "transport", "req_headers",
         "req_content_type", "req_raw", "req_message", "req_ts", "req_problems", "req_call", "resp_headers", "resp_status",
         "resp_content_type", "tap",
     )
 
-    def __init__(self, flow_id: str, conn: str, method: str, path: str) -> None:
-        self.flow_id = flow_id
+    def __init__(self, flow, conn: str, method: str, path: str) -> None:
+        self.flow = flow  # mitmproxy's flow: what the `http` event of an exchange the proxy's stop cuts short reads
+        self.flow_id = flow.id
         self.conn = conn
         self.method = method
         self.path = path
@@ -104,3 +105,9 @@ class HttpExchange:
         self.resp_status: int | None = None
         self.resp_content_type: str | None = None
         self.tap: "SseTap | None" = None  # an SSE answer's
+
+    def request_id(self) -> jsonrpc.MessageId | None:
+        """The id of the one JSON-RPC request this exchange POSTed (recorded or not yet), or None."""
+        if self.req_call is not None:
+            return self.req_call[0]
+        return self.req_message.id if type(self.req_message) is jsonrpc.Request else None

@@ -9,6 +9,7 @@ answer to a POST is chunked, so its connection stays alive as with the SDK
 servers; the long-lived streams (`GET`) end with their connection.
 """
 
+import errno
 import http.server
 import queue
 import sys
@@ -212,8 +213,11 @@ class MockHttpServer(http.server.ThreadingHTTPServer):
             outbox.put(None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that resets or drops its connection is normal: nothing to say. Anything else is a bug."""
-        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+        """A client that resets or drops its connection is normal: nothing to say; so is a connection
+        the stop cuts short (a Ctrl-C while the connection is handed to its thread closes its socket
+        under it: EBADF). Anything else is a bug."""
+        exc = sys.exc_info()[1]
+        if self.stopping.is_set() or isinstance(exc, (ConnectionError, TimeoutError)) or getattr(exc, "errno", None) == errno.EBADF:
             return
         super().handle_error(request, client_address)
 

@@ -11,8 +11,8 @@ Order: the tee writes a chunk to the spool before it forwards it, so an answer
 can never be in the spool before the request that caused it: the trace's
 order is causal. Durability: a chunk is in the kernel (the spool's page cache)
 before the peer can have it. When the tee dies alone (even by kill -9), this
-process drains the spool to the trace and exits; it ignores SIGINT and SIGTERM
-for that reason. When the tee, the server and this process are killed together
+process drains the spool to the trace and exits; it ignores the stop signals
+(SIGINT, SIGTERM, SIGHUP) for that reason. When the tee, the server and this process are killed together
 (a host killing its process group, the OOM killer), the spool is left behind:
 every trace reader reads the rest of the trace from it, in memory, and
 `mcpbench trace finish` (or the next tee recording to that path) writes it. A
@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
+from mcpbench.cliutil import STOP_SIGNALS
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace.spool import HEADER, SpoolDecoder, spool_path, start_frame
 from mcpbench.trace.writer import TraceWriter
@@ -199,8 +200,8 @@ def fork_recorder(
         return pid, spool_fd, alive_write, done_read, said
     status = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
         background()
         os.close(alive_write)
         os.close(done_read)

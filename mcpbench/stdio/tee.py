@@ -44,6 +44,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from mcpbench.cliutil import STOP_SIGNALS
 from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
 from mcpbench.live.launch import LiveView
@@ -72,10 +73,12 @@ RECORDER_TIMEOUT = 60.0
 
 TRANSPORT = STDIO
 
-# Signals the tee passes on to the server instead of acting on them itself.
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Signals the tee passes on to the server instead of acting on them itself: the stop signals
+# (SIGINT, SIGTERM, SIGHUP). The server is in a process group of its own, so a terminal's hang-up
+# reaches it through the tee too.
+FORWARDED_SIGNALS = STOP_SIGNALS
 
-# How long a server may take to stop after a forwarded SIGINT/SIGTERM before the tee
+# How long a server may take to stop after a forwarded stop signal before the tee
 # kills it: hosts give a stdio server about this long before they kill the tee itself.
 KILL_GRACE = 5.0
 
@@ -112,7 +115,7 @@ class Tee:
         self._say: recorder.FailureLine | None = None  # the one line that says recording failed
         # Why the trace is incomplete (said on stderr when it happened), or None.
         self.recording_failed: str | None = None
-        self._stop_signal: int | None = None  # the first SIGINT/SIGTERM forwarded to the server
+        self._stop_signal: int | None = None  # the first stop signal forwarded to the server
         self._killed = False  # the server ignored it for KILL_GRACE and was killed
 
     def run(self) -> int:
@@ -163,16 +166,16 @@ class Tee:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile is handled now
         try:
             code = proc.wait()
-        finally:
+            for pump in pumps[1:]:  # the host's stdin may stay open: don't wait for it
+                pump.join(DRAIN_TIMEOUT)
+            status = 128 - code if code < 0 else code
+            if self._killed and self._stop_signal:
+                status = 128 + self._stop_signal  # we had to kill it: report the stop we were asked for
+            self._event(kind=Kind.PROCESS, event="exit", exit_code=status, signal=-code if code < 0 else None)
+            self._finish_recording(pumps)
+        finally:  # until the recording is complete, a stop (a second Ctrl-C) goes to a server that is gone
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        for pump in pumps[1:]:  # the host's stdin may stay open: don't wait for it
-            pump.join(DRAIN_TIMEOUT)
-        status = 128 - code if code < 0 else code
-        if self._killed and self._stop_signal:
-            status = 128 + self._stop_signal  # we had to kill it: report the stop we were asked for
-        self._event(kind=Kind.PROCESS, event="exit", exit_code=status, signal=-code if code < 0 else None)
-        self._finish_recording(pumps)
         return status
 
     def _forward_signal(self, signum: int, frame: object) -> None:

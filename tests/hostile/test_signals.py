@@ -1,20 +1,17 @@
-"""Ctrl-C and SIGTERM end every long-running command cleanly.
+"""Stop signals, the cases of one command each: the tee's server, replay, lab serve, the main job's load stage.
 
-Each case waits for the command to be ready on an event (a port accepting, a line on a pipe,
-a line in a file), signals it, then asserts: exit status 130 (SIGINT) or 143 (SIGTERM), no
-traceback, ports and child processes released, and what was recorded before the signal kept
-(in-flight exchanges written as error events). Every process a case starts, it stops.
+The table of every stop signal to every long-running command is test_signal_table.py; these are
+what it does not cover. Each case waits for the command to be ready on an event (a port
+accepting, a line on a pipe, a line in a file), signals it, then asserts: exit status 130 (SIGINT)
+or 143 (SIGTERM), no traceback, ports and child processes released, and what was recorded before
+the signal kept (in-flight requests written as error events). Every process a case starts, it stops.
 """
 
 import contextlib
-import os
-import select
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -24,130 +21,20 @@ from mcpbench.trace.reader import read_trace
 from tests.hostile.helpers import MCPBENCH, log_stderr
 from tests.hostile.helpers import run as run_mcpbench
 from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
+from tests.hostile.stops import (
+    READY_WAIT, STOP_WAIT, assert_port_free, command, read_bytes_with, read_line_with, server_pid, status_of, stop,
+    wait_for_text,
+)
+from tests.support.peers import peer_process
 from tests.support.processes import wait_for_exit
-from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
+from tests.support.servers import HOST, free_port, wait_for_port
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
-# Bounds on waits for events; a case that reaches one is broken, not slow.
-READY_WAIT = 60.0
-STOP_WAIT = 30.0
 # The tee kills a server that ignores a forwarded stop after its grace (stdio/tee.py KILL_GRACE).
 TEE_KILL_WAIT = 5.0 + STOP_WAIT
 
 
-def status_of(sig: int) -> int:
-    return 128 + sig
-
-
-@contextlib.contextmanager
-def command(args: list[str], **popen) -> Iterator[subprocess.Popen]:
-    """`mcpbench ARGS` as a process of its own; stopped (and its stderr logged) at the end."""
-    proc = subprocess.Popen([*MCPBENCH, *args], cwd=REPO_ROOT, stdout=popen.pop("stdout", subprocess.PIPE),
-                            stderr=subprocess.PIPE, stdin=popen.pop("stdin", subprocess.DEVNULL), **popen)
-    try:
-        yield proc
-    finally:
-        stop_process(proc)
-        for stream in (proc.stdout, proc.stdin, proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
-def stop(proc: subprocess.Popen, sig: int) -> str:
-    """Send `sig`, wait (bounded) for the end; return stderr, after checking status and no traceback."""
-    proc.send_signal(sig)
-    proc.wait(STOP_WAIT)  # stdin stays open: the stop, not an EOF, must end it
-    stderr = proc.stderr.read().decode(errors="replace")
-    log_stderr(stderr)
-    assert "Traceback" not in stderr, stderr
-    assert proc.returncode == status_of(sig), (proc.returncode, stderr)
-    return stderr
-
-
-def read_line_with(stream, marker: bytes, timeout: float = READY_WAIT) -> bytes:
-    """Read lines from a pipe until one holds `marker` (bounded by `timeout`)."""
-    deadline = time.monotonic() + timeout
-    seen = b""
-    while (remaining := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([stream], [], [], remaining)
-        if not ready:
-            break
-        line = stream.readline()
-        if not line:
-            break
-        seen += line
-        if marker in line:
-            return line
-    raise AssertionError(f"no line with {marker!r} within {timeout} s: {seen!r}")
-
-
-def read_bytes_with(fd: int, marker: bytes, timeout: float = READY_WAIT) -> bytes:
-    """Read a pipe unbuffered until what came holds `marker` (lines that come together stay found)."""
-    deadline = time.monotonic() + timeout
-    seen = b""
-    while marker not in seen and (remaining := deadline - time.monotonic()) > 0:
-        if not select.select([fd], [], [], remaining)[0] or not (chunk := os.read(fd, 65536)):
-            break
-        seen += chunk
-    assert marker in seen, f"no {marker!r} within {timeout} s: {seen!r}"
-    return seen
-
-
-def wait_for_text(path: Path, text: bytes, timeout: float = READY_WAIT) -> None:
-    """Wait (bounded, polling the file) until `path` holds `text`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_bytes():
-            return
-        time.sleep(0.05)  # polling a file for an event, bounded; not a synchronising sleep
-    raise AssertionError(f"{path} never held {text!r}")
-
-
-def assert_port_free(port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no holder
-        sock.bind((HOST, port))  # raises when a process still listens there
-        sock.listen()
-
-
-@contextlib.contextmanager
-def late_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """An HTTP MCP server that answers tools/call late, printing `called` when one arrives."""
-    script = tmp_path / "late_server.py"
-    script.write_text(LATE_SERVER)
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_for_port(HOST, port, proc=proc)
-        yield f"http://{HOST}:{port}/mcp", proc
-    finally:
-        stop_process(proc)
-        proc.stderr.close()
-
-
 # --- servers: serve-trace on each transport, lab serve ---------------------------------------------
-
-
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
-@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
-def test_serve_trace_http_stops_and_releases_its_port(tmp_path, transport, sig):
-    trace, port = counter_trace(tmp_path / "t.jsonl"), free_port()
-    with command(["serve-trace", str(trace), "--transport", transport, "--port", str(port)]) as proc:
-        wait_for_port(HOST, port, proc=proc)
-        stop(proc, sig)
-    assert_port_free(port)
-
-
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
-def test_serve_trace_stdio_stops(tmp_path, sig):
-    trace = counter_trace(tmp_path / "t.jsonl")
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                  "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    with command(["serve-trace", str(trace)], stdin=subprocess.PIPE) as proc:
-        proc.stdin.write(orjson.dumps(initialize) + b"\n")
-        proc.stdin.flush()
-        assert b'"protocolVersion"' in read_line_with(proc.stdout, b'"id":1')  # answering: ready
-        stop(proc, sig)
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
@@ -160,55 +47,7 @@ def test_lab_serve_stops_and_releases_its_port(sig):
     assert_port_free(port)
 
 
-# --- record: an exchange in flight becomes an error event ------------------------------------------
-
-
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
-@pytest.mark.slow
-def test_record_stops_with_the_exchange_in_flight_recorded(tmp_path, sig):
-    import http.client
-    import threading
-
-    out, port = tmp_path / "rec.jsonl", free_port()
-    with late_server(tmp_path) as (upstream, server), command(
-        ["record", "--upstream", upstream, "--listen", f"{HOST}:{port}", "--out", str(out)]
-    ) as proc:
-        assert read_line_with(proc.stdout, b"/mcp").strip().endswith(b"/mcp")  # listening
-
-        def client() -> None:
-            conn = http.client.HTTPConnection(HOST, port, timeout=STOP_WAIT)
-            body = orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "count", "arguments": {}}})
-            with contextlib.suppress(OSError, http.client.HTTPException):
-                conn.request("POST", "/mcp", body, {"content-type": "application/json", "accept": "application/json, text/event-stream"})
-                conn.getresponse().read()
-            conn.close()
-
-        caller = threading.Thread(target=client, daemon=True)
-        caller.start()
-        read_line_with(server.stderr, b"called")  # the request reached the upstream: in flight
-        stop(proc, sig)
-        caller.join(STOP_WAIT)
-    events = list(read_trace(out))
-    assert any(e["kind"] == "message" and e["msg"].get("method") == "tools/call" for e in events)
-    assert any(e["kind"] == "error" and "stopped" in e.get("detail", "") for e in events), events
-    assert_port_free(port)
-    har = subprocess.run([*MCPBENCH, "export", "--har", str(out)], cwd=REPO_ROOT, capture_output=True, timeout=STOP_WAIT)
-    entries = orjson.loads(har.stdout)["log"]["entries"]  # the exchange cut short is kept in the HAR
-    assert [(e["request"]["method"], e["response"]["status"]) for e in entries] == [("POST", 0)]
-    assert "tools/call" in entries[0]["request"]["postData"]["text"] and "stopped" in entries[0]["comment"]
-
-
 # --- tee: signals reach the server, which never outlives the tee -----------------------------------
-
-
-def server_pid(trace: Path) -> int:
-    """The server's pid from the tee's trace: its start event, which the recorder may write a moment
-    after the server's first stderr line has passed through (bounded wait)."""
-    wait_for_text(trace, b'"event":"start"')
-    for event in read_trace(trace):
-        if event["kind"] == "process" and event.get("event") == "start":
-            return event["pid"]
-    raise AssertionError(f"no process start event in {trace}")
 
 
 def test_a_killed_tee_takes_its_server_with_it(tmp_path):
@@ -247,7 +86,7 @@ def test_the_tee_kills_a_server_that_ignores_sigterm(tmp_path):
 def test_replay_interrupted_keeps_its_report_and_trace(tmp_path, sig):
     trace = counter_trace(tmp_path / "t.jsonl", answers=("1",))
     report, out = tmp_path / "r.json", tmp_path / "replay.jsonl"
-    with late_server(tmp_path) as (url, server), command(
+    with peer_process([sys.executable, "-c", LATE_SERVER], stderr=subprocess.PIPE) as (url, server), command(
         ["replay", str(trace), "--target", url, "--report", str(report), "--out", str(out)]
     ) as proc:
         read_line_with(server.stderr, b"called")  # tools/call is in flight
@@ -259,32 +98,6 @@ def test_replay_interrupted_keeps_its_report_and_trace(tmp_path, sig):
     errors = [e for e in read_trace(out) if e["kind"] == "error"]
     assert any("interrupted" in e["detail"] for e in errors), errors
     assert not any("cannot connect" in e["detail"] for e in errors), errors  # our own close is no failure
-
-
-# --- load: the summary covers the time that ran -------------------------------------------------------
-
-
-@pytest.mark.parametrize(("sig", "workers"), [(signal.SIGTERM, "0"), (signal.SIGINT, "2")], ids=["SIGTERM", "SIGINT-workers"])
-@pytest.mark.slow
-def test_load_interrupted_reports_the_time_that_ran(tmp_path, sig, workers, http_server):
-    out = tmp_path / "run"
-    scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with command(
-        ["load", str(scenario), "--target", http_server.url, "--duration", "10m", "--users", "2", "--workers", workers,
-         "--out", str(out)], start_new_session=True,
-    ) as proc:
-        deadline = time.monotonic() + READY_WAIT
-        while not any(p.stat().st_size for p in out.glob("samples.*.jsonl")):  # bounded poll for the first sample
-            assert time.monotonic() < deadline and proc.poll() is None, "no sample written"
-            time.sleep(0.1)
-        stderr = stop(proc, sig)
-        assert stderr.strip().splitlines()[-1] == f"mcpbench: stopped by {signal.Signals(sig).name}"
-        leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
-        assert not leftovers, leftovers  # no Locust process outlives the run
-    summary = orjson.loads((out / "summary.json").read_bytes())
-    assert summary["interrupted"] is True and summary["total"]["count"] > 0
-    assert summary["duration_s"] < 600  # the time that ran, not the 10 minutes asked for
-    assert summary["thresholds"] and all("ok" in t for t in summary["thresholds"])
 
 
 # --- run: the main job passes a stop on to the command it is running ----------------------------------
@@ -299,21 +112,6 @@ def test_run_interrupted_during_its_load_stage_leaves_no_process(tmp_path):
         stop(proc, signal.SIGTERM)
         leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
         assert not leftovers, leftovers  # neither `mcpbench load` nor its Locust outlive the run
-
-
-@pytest.mark.slow
-def test_load_web_ui_stops_and_releases_its_port(tmp_path, http_server):
-    out, port = tmp_path / "run", free_port()
-    scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
-    with command(
-        ["load", str(scenario), "--target", http_server.url, "--ui", "--web-port", str(port), "--out", str(out)],
-        start_new_session=True,
-    ) as proc:
-        wait_for_port(HOST, port, proc=proc)
-        stop(proc, signal.SIGINT)
-        leftovers = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True).stdout.split()
-        assert not leftovers, leftovers
-    assert_port_free(port)
 
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -14,12 +14,14 @@ from mcpbench.load.scenario import (
     ScenarioError,
     Workload,
     compile_arguments,
+    load_scenario,
     mix_from_trace,
     parse_threshold,
     scenario_from_text,
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, parse_target
+from tests.support.servers import REPO_ROOT, free_port
 
 GOOD = """\
 target: http://127.0.0.1:9/mcp
@@ -70,6 +72,19 @@ def test_scenario_errors_name_the_line(text, expected):
         scenario_from_text(text, "s.yaml")
     assert str(err.value).startswith(expected) or expected in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_target_option_supplies_a_missing_target(tmp_path):
+    """`--target` gives a scenario without `target:` its target, as well as overriding one."""
+    path = tmp_path / "mix.yaml"
+    path.write_text(GOOD.replace("target: http://127.0.0.1:9/mcp\n", ""))
+    with pytest.raises(ScenarioError, match=r"mix\.yaml: no 'target'"):
+        load_scenario(path)
+    assert load_scenario(path, target="sse+http://127.0.0.1:9/sse").target == "sse+http://127.0.0.1:9/sse"
+    port = free_port()  # nothing listens there: the run gets as far as reaching the target
+    run = subprocess.run([sys.executable, "-m", "mcpbench", "load", str(path), "--target", f"http://127.0.0.1:{port}/mcp"],
+                         capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert run.returncode == 3 and f"cannot reach http://127.0.0.1:{port}/mcp" in run.stderr, run.stderr
 
 
 def test_thresholds():

@@ -20,6 +20,7 @@ from mcpbench.record import ADDON_PATH
 from mcpbench.record import sessions
 from mcpbench.record.addon import make_addons
 from mcpbench.protocol.http import legacy_session_key
+from mcpbench.protocol.sse import SseParser
 from mcpbench.record.sessions import conn_key
 from mcpbench.record.exchange import LATIN1, url_of, wire_text
 from mcpbench.record.cli import addon_path
@@ -142,21 +143,26 @@ def test_sse_chunks_split_anywhere(tmp_path: Path) -> None:
     assert not [e for e in whole if e["kind"] == "violation"]
 
 
-def test_sse_chunks_are_recorded_after_they_are_passed_on(tmp_path: Path) -> None:
-    """On mitmproxy's event loop a chunk is recorded in a callback of the same loop turn, once
-    mitmproxy has forwarded it; any later hook records what is still queued first, so the trace is
-    the same as when every chunk is recorded at once."""
+def test_sse_chunks_are_in_the_trace_before_they_are_passed_on(tmp_path: Path) -> None:
+    """On mitmproxy's event loop too, each chunk's events are written before the stream callable
+    hands the chunk back to be forwarded: a client that read an event can only have read it after
+    the trace had it (docs/trace-format.md), however the proxy dies next."""
     chunks = [SSE_BODY[:70], SSE_BODY[70:150], SSE_BODY[150:]]
-    queued = []
+    out = tmp_path / "loop" / f"{len(chunks)}.jsonl"
+    on_file = []
+
+    def items_on_file(addon) -> None:
+        on_file.append(sum(1 for e in read_trace(out) if e["kind"] in ("message", "sse") and e["dir"] == "s2c"))
 
     async def on_the_loop() -> list[dict]:
-        return _record(tmp_path / "loop", chunks, lambda addon: queued.append(len(addon.chunks)))
+        return _record(tmp_path / "loop", chunks, items_on_file)
 
     (tmp_path / "loop").mkdir()
-    deferred = asyncio.run(on_the_loop())
-    assert queued == [1, 2, 3]  # nothing recorded in the stream callable itself
-    assert _shape(deferred) == _shape(_record(tmp_path, chunks))
-    assert [e["kind"] for e in deferred[1:]] == ["message", "stream", "sse", "sse", "message", "message", "stream", "http"]
+    recorded = asyncio.run(on_the_loop())
+    complete = [len(SseParser().feed(b"".join(chunks[: n + 1]))) for n in range(len(chunks))]  # SSE items so far
+    assert on_file == complete == [2, 2, 4]
+    assert _shape(recorded) == _shape(_record(tmp_path, chunks))
+    assert [e["kind"] for e in recorded[1:]] == ["message", "stream", "sse", "sse", "message", "message", "stream", "http"]
 
 
 @pytest.mark.parametrize(("encoding", "compress"), [("gzip", gzip.compress), ("deflate", zlib.compress), ("br", brotli.compress)])

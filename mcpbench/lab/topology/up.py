@@ -1,6 +1,6 @@
 """`mcpbench lab up` / `lab down`: a lab that runs until a signal, in the foreground or detached.
 
-In the foreground the lab runs until SIGINT or SIGTERM (exit 130 or 143), or until one of its
+In the foreground the lab runs until SIGINT, SIGTERM or SIGHUP (exit 130, 143, 129), or until one of its
 processes dies (exit 3); every instance and the balancer are stopped first. While it runs, a state
 file in `results/lab-up/<pid>.json` names its URL and folder; detached (`--detach`), the command
 starts the same lab as a new session in the background, waits until its state file says it is up,
@@ -22,6 +22,7 @@ from typing import Final
 
 import orjson
 
+from mcpbench.cliutil import STOP_SIGNALS, signal_status
 from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.lab.topology.cluster import Lab, LabError, RestartPlan, running_lab
 from mcpbench.outputs import new_run_folder, write_atomic
@@ -35,8 +36,6 @@ HEALTH_INTERVAL: Final = 0.5
 DETACH_TIMEOUT: Final = 120.0
 # `lab down` waits this long for a lab to stop its processes (each gets 5 s to exit) before giving up.
 DOWN_TIMEOUT: Final = 60.0
-EXIT_SIGINT: Final = 130
-EXIT_SIGTERM: Final = 143
 EXIT_ENVIRONMENT: Final = 3
 
 
@@ -63,14 +62,14 @@ def run_foreground(
     port: int | None, say: Callable[[str], None], resumable: bool = False, faults: dict | None = None,
     restarts: RestartPlan | None = None, fault_log: Path | None = None, quirks: Quirks | None = None,
 ) -> int:
-    """Run a lab until a signal; returns the exit status (130 SIGINT, 143 SIGTERM, 3 a process died).
+    """Run a lab until a signal; returns the exit status (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 3 a process died).
 
     `faults`, `restarts`, `fault_log`, `quirks`: as `cluster.running_lab` takes them.
     """
     def stop(signum: int, _frame: object) -> None:
-        raise _Stopped(EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM)
+        raise _Stopped(signal_status(signum))
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     state = STATE_DIR / f"{os.getpid()}.json"
     try:
         folder = new_run_folder(Path("results"), "lab")

@@ -60,16 +60,26 @@ def sdk1_python(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def http_peer(argv: list[str], *flags: str, path: str = "/mcp") -> Iterator[str]:
-    """Run a peer as `ARGV PORT FLAGS…` on an ephemeral port; yield its URL, stop it on exit."""
+def peer_process(argv: list[str], *flags: str, path: str = "/mcp", stderr: int = subprocess.DEVNULL) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Run a peer as `ARGV PORT FLAGS…` on an ephemeral port; yield its URL and its process (with
+    `stderr=subprocess.PIPE`, what it says there is read from `proc.stderr`), stop it on exit."""
     port = free_port()
     proc = subprocess.Popen([*argv, str(port), *flags], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         wait_for_port(HOST, port, proc=proc)
-        yield f"http://{HOST}:{port}{path}"
+        yield f"http://{HOST}:{port}{path}", proc
     finally:
         stop_process(proc)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+@contextlib.contextmanager
+def http_peer(argv: list[str], *flags: str, path: str = "/mcp") -> Iterator[str]:
+    """Run a peer as `ARGV PORT FLAGS…` on an ephemeral port; yield its URL, stop it on exit."""
+    with peer_process(argv, *flags, path=path) as (url, _):
+        yield url
 
 
 def strict_argv(transport: str) -> list[str]:
