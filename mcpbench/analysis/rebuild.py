@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.auth import bearer_challenge
+from mcpbench.protocol.http import AUTH_FAILURES, AUTHENTICATE, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
 from mcpbench.protocol.session import CLOSED, LOST, Direction, Exchange, Session, Trigger
 from mcpbench.protocol.transports import LEGACY_SSE
@@ -46,6 +48,7 @@ class Entry:
     outcome: str = ""
     detail: str = ""
     id: Any = None  # a request's JSON-RPC id
+    flow: Any = None  # the HTTP exchange that carried a request (HTTP traces)
 
 
 @dataclass
@@ -131,7 +134,7 @@ def _take(step: Step, event: dict[str, Any]) -> None:
         except InvalidMessage as exc:
             added.append(Entry(ts, direction, "violation", "invalid-message", detail=exc.reason))
             return
-        _message(step, message, Direction(direction), ts)
+        _message(step, message, Direction(direction), ts, event.get("flow"))
     elif kind == Kind.VIOLATION:
         added.append(Entry(ts, direction, "violation", event.get("code", "?"), detail=event.get("detail", "")))
     elif kind == Kind.STDERR:
@@ -145,7 +148,13 @@ def _take(step: Step, event: dict[str, Any]) -> None:
     elif kind == Kind.HTTP:
         status = event.get("status")
         if status is not None and status >= 400:
-            added.append(Entry(ts, direction, "http", f"{event.get('method')} {event.get('path')}", outcome=str(status)))
+            outcome, detail = str(status), ""
+            challenge = bearer_challenge((event.get("response_headers") or {}).get(AUTHENTICATE))
+            failure = classify_status(status, has_session=False, challenge=challenge)
+            if failure in AUTH_FAILURES:  # the request it refused: that is its outcome, with what the server asked for
+                outcome, detail = f"{status} {failure}", challenge.summary() if challenge else "no challenge"
+                _refused(report, event.get("flow"), failure, detail)
+            added.append(Entry(ts, direction, "http", f"{event.get('method')} {event.get('path')}", outcome=outcome, detail=detail))
             if status == SESSION_NOT_FOUND and event.get("session"):
                 report.session.lose(Trigger.SESSION_NOT_FOUND, f"HTTP {status}")
         elif status is not None and event.get("method") == "DELETE":
@@ -162,12 +171,20 @@ def _take(step: Step, event: dict[str, Any]) -> None:
         added.append(Entry(ts, direction, kind, event.get("code") or kind, detail=event.get("detail") or event.get("error") or ""))
 
 
-def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: float) -> None:
+def _refused(report: SessionReport, flow: Any, failure: str, detail: str) -> None:
+    """The requests of exchange `flow` got no answer but `failure` (an authentication refusal)."""
+    for key, entry in list(report.open_calls.items()):
+        if flow is not None and entry.flow == flow:
+            entry.outcome, entry.detail = failure, detail
+            del report.open_calls[key]
+
+
+def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: float, flow: Any = None) -> None:
     report = step.session
     items = message.items if isinstance(message, jsonrpc.Batch) else (message,)
     for item in items:
         if isinstance(item, Request):
-            entry = Entry(ts, direction.value, "request", step_name(item.method, item.params), id=item.id)
+            entry = Entry(ts, direction.value, "request", step_name(item.method, item.params), id=item.id, flow=flow)
             step.added.append(entry)
             report.requests += 1
             report.open_calls[(direction.value, item.id)] = entry

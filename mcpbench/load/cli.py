@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from mcpbench.auth.options import client_options
 from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
 
@@ -22,8 +23,9 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
               "(options: resume,attempts=3,budget=10%,idempotent=echo+add).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
+@client_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, ui, web_port):
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, ui, web_port, client):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
@@ -32,6 +34,8 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     file cannot be written: the summary then says the samples are incomplete; Ctrl-C
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
     --from-trace (the run speaks the protocol versions the trace's clients spoke).
+    Headers, a bearer token, OAuth and a proxy (the scenario's headers:, auth:, proxy:, or the
+    options below, which add to them) apply to every request of every user.
 
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
@@ -69,6 +73,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         loaded = loaded.with_overrides(
             target=target, users=users, spawn_rate=spawn_rate, duration=seconds, reconnect=policy,
             mix=mix_from_trace(from_trace) if from_trace and scenario else None,
+            client=client.over(loaded.client) if client.given else None,
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None

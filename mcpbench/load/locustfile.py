@@ -5,6 +5,8 @@
     MCPBENCH_SAMPLES    directory for raw samples (samples.<pid>.jsonl); unset: none
     MCPBENCH_PROCESSES  how many load processes share the open-model rate (default 1)
     MCPBENCH_STATUS_FD  an inherited pipe where a sample file that cannot be written is reported
+    MCPBENCH_ACCESS     the headers as read and --proxy as given (`ClientAccess.to_env`): secrets stay
+                        out of the scenario file; the OAuth secret comes from its own variable
 
 `mcpbench load` sets them; to run it by hand::
 
@@ -22,6 +24,7 @@ from pathlib import Path
 import orjson
 from locust import events
 
+from mcpbench.auth.options import ClientAccess
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.samples import SampleWriter
 from mcpbench.load.scenario import Scenario
@@ -37,7 +40,9 @@ def _build() -> tuple[dict[str, type], ArrivalSchedule | None]:
     scenario = Scenario.from_json(orjson.loads(Path(path).read_bytes()))
     if target := os.environ.get("MCPBENCH_TARGET"):  # the scenario file has it with secrets redacted
         scenario = scenario.with_overrides(target=target)
-    transport = parse_target(scenario.target).transport
+    target = parse_target(scenario.target)
+    transport = target.transport
+    access = ClientAccess.from_env(os.environ.get("MCPBENCH_ACCESS"), scenario.client, target.url)
     processes = max(1, int(os.environ.get("MCPBENCH_PROCESSES", "1")))
     schedule = None
     if scenario.open_model is not None:
@@ -46,7 +51,7 @@ def _build() -> tuple[dict[str, type], ArrivalSchedule | None]:
     for version in scenario.versions:
         label = f"{transport} {era_name(version)}" if len(scenario.versions) > 1 else None
         # One schedule per process, shared by every user class: the rate is the whole process's rate.
-        cls = build_user_class(scenario, version, label=label, schedule=schedule)
+        cls = build_user_class(scenario, version, label=label, schedule=schedule, access=access)
         classes[cls.__name__] = cls
     return classes, schedule
 

@@ -28,6 +28,10 @@ think time, users, spawn rate, duration and thresholds::
       elicitation/create: refuse
     reconnect: resume                      # or none | reinitialize, or a mapping: policy, attempts,
                                            # backoff, max_backoff, budget, budget_floor, idempotent: [echo]
+    headers: ["X-Api-Key: $API_KEY"]       # sent on every request ($VAR, ${VAR}, @FILE as for --header)
+    auth:                                  # bearer_token_env: VAR, or OAuth client credentials:
+      oauth: {discover: true, client_id: load, client_secret_env: MCP_SECRET, scope: mcp, shared: false}
+    proxy: http://proxy.example:3128       # else HTTPS_PROXY / HTTP_PROXY / NO_PROXY
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words
@@ -48,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 # Argument templates and the compiled mix live in templates.py; their names are kept here too.
+from mcpbench.auth.oauth import OAuthConfig
+from mcpbench.auth.options import ClientOptions
 from mcpbench.durations import parse_duration
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
@@ -75,8 +81,9 @@ CALLS = {
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
-    "sessions", "server_requests", "reconnect",
+    "sessions", "server_requests", "reconnect", "headers", "auth", "proxy",
 )
+AUTH_KEYS = ("oauth", "bearer_token_env")
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
 
@@ -148,6 +155,7 @@ class Scenario:
     sessions: int | None = None  # session_per_task: how many sessions in all (per load process), then stop
     server_requests: dict[str, dict | None] = field(default_factory=dict)  # method -> canned result, None: refuse
     reconnect: ReconnectPolicy | None = None  # None: no recovery inside a call (a long-lived user starts anew)
+    client: ClientOptions = field(default_factory=ClientOptions)  # headers, credentials, proxy (as written)
     source: str = "<scenario>"
 
     @property
@@ -164,6 +172,7 @@ class Scenario:
             "distinct_sources": self.distinct_sources, "sessions": self.sessions, "source": self.source,
             "server_requests": self.server_requests,
             "reconnect": None if self.reconnect is None else self.reconnect.to_json(),
+            "client": self.client.to_json(),
         }
 
     @classmethod
@@ -180,6 +189,7 @@ class Scenario:
             distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"),
             server_requests=obj.get("server_requests") or {}, source=obj.get("source", "<json>"),
             reconnect=None if obj.get("reconnect") is None else ReconnectPolicy.from_mapping(obj["reconnect"]),
+            client=ClientOptions.from_json(obj.get("client")),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -331,6 +341,26 @@ def reconnect_policy(value: Any) -> ReconnectPolicy:
     raise ValueError("expected a policy name (none, reinitialize, resume) or a mapping")
 
 
+def header_specs(value: Any) -> tuple[str, ...]:
+    """`["Name: value", …]` or `{Name: value}` -> the specs `--header` takes (expanded at the run's start)."""
+    if isinstance(value, dict):
+        return tuple(f"{name}: {text}" for name, text in value.items())
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise ValueError("expected a list of 'Name: value' or a mapping of names to values")
+
+
+def auth_options(value: Any) -> tuple[str | None, OAuthConfig | None]:
+    """`{bearer_token_env: VAR}` or `{oauth: {...}}` -> (the variable, the OAuth settings)."""
+    if not isinstance(value, dict) or not value or set(value) - set(AUTH_KEYS) or len(value) > 1:
+        raise ValueError(f"expected one of {', '.join(AUTH_KEYS)}: a mapping like {{oauth: {{discover: true, …}}}}")
+    if "bearer_token_env" in value:
+        if not isinstance(value["bearer_token_env"], str) or not value["bearer_token_env"]:
+            raise ValueError("bearer_token_env: the name of an environment variable")
+        return value["bearer_token_env"], None
+    return None, OAuthConfig.from_mapping(value["oauth"])
+
+
 def scenario_from_node(root: Any, source: str) -> Scenario:
     if root is None:
         raise ScenarioError(f"{source}: empty scenario (a target and a mix are needed)")
@@ -454,6 +484,8 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         sessions=value("sessions", positive_int, None),
         server_requests=value("server_requests", server_requests, {}),
         reconnect=value("reconnect", reconnect_policy, None),
+        client=ClientOptions(value("headers", header_specs, ()), *value("auth", auth_options, (None, None)),
+                             proxy=value("proxy", str, None), base=Path(source).parent),
         source=source,
     )
     try:

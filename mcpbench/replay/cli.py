@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from mcpbench import cliutil
+from mcpbench.auth.options import client_options
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
 from mcpbench.protocol.transports import TRANSPORTS
@@ -94,15 +95,17 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
 @redact_option
 @compare_options
+@client_options
 @map_errors
 def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, redact,
-           ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
+           ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose, client):
     """Replay the client side of TRACE against TARGET and report every answer that changed.
 
     Sessions go in recorded order, each client message in recorded order, requests that were in
     flight together are sent together; server requests (sampling, elicitation, roots) are answered
-    from the recording. Exit status: 0 nothing changed, 1 something changed, 2 unusable input,
-    3 the target could not be reached, broke off or is not an MCP server.
+    from the recording. Recorded credentials are hashed in traces: give your own (--header,
+    --bearer-token-env, --oauth-*). Exit status: 0 nothing changed, 1 something changed, 2 unusable
+    input, 3 the target could not be reached, broke off or is not an MCP server.
 
     Example: mcpbench replay s.jsonl --target "stdio:python -m my_server" --report r.json
     """
@@ -124,15 +127,21 @@ def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeou
         for path, option in ((out, "--out"), (report_path, "--report"), (noise_file, "--noise-file")):
             check_output(path, option)
         target = parse_target(target_text)
+        access = client.resolve(target.url)
         rules = _rules(ignore, ignore_files, no_default_rules)
         pacing = Pace.parse(pace, max_gap)
         recorded = plans.load(trace, sessions=sessions or None)
+        access.headers_now()  # a token endpoint that says no, or cannot be found: one line, now
     except McpbenchError as exc:
         _failed_report("replay", trace, target_text, exc, report_path)
         raise
+    if recorded.credentials and not access.credentials:
+        click.echo("mcpbench: the recording sent Authorization (hashed in the trace, never replayed); this replay "
+                   "sends none: give --header, --bearer-token-env or --oauth-* for a protected server", err=True)
 
     def run_once(writer=None):
-        return Replayer(target, protocol_version=protocol_version, pace=pacing, timeout=timeout, writer=writer).run(recorded)
+        replayer = Replayer(target, protocol_version=protocol_version, pace=pacing, timeout=timeout, writer=writer, access=access)
+        return replayer.run(recorded)
 
     if learn_noise:
         first = run_once()
@@ -213,15 +222,17 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
               help="HTTP: also accept this Host header (name:* for any port, * for any). Repeatable.")
 @click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN",
               help="HTTP: also accept this Origin header (http://name:* for any port, * for any). Repeatable.")
+@client_options
 @map_errors
 def serve_trace(trace, forward_url, transport, host, port, json_response, sessions, on_miss, pace, max_gap,
-                allowed_hosts, allowed_origins):
+                allowed_hosts, allowed_origins, client):
     """Serve TRACE as a mock MCP server that answers exactly as recorded.
 
     Requests match on method and params (ids and _meta ignored); repeated identical requests get
     their answers in recorded order. An unrecorded request gets a JSON-RPC error naming the nearest
     recorded one, or with `--on-miss forward URL` the answer of a live server (one upstream session
-    per client session, opened on its first miss).
+    per client session, opened on its first miss), sent with the credentials and through the proxy
+    the options give (--header, --bearer-token-env, --oauth-*, --proxy).
 
     Example: mcpbench serve-trace s.jsonl --transport streamable-http --on-miss forward http://127.0.0.1:8101/mcp
     """
@@ -237,6 +248,13 @@ def serve_trace(trace, forward_url, transport, host, port, json_response, sessio
     if on_miss != "forward" and forward_url:
         raise click.UsageError(f"unexpected argument {forward_url!r} (a URL goes after --on-miss forward)")
     pacing = Pace.parse(pace, DEFAULT_MAX_GAP if max_gap is None else max_gap)
-    forward = Forwarder(parse_target(forward_url)) if forward_url else None
+    if client.given and not forward_url:
+        raise click.UsageError("--header, --bearer-token-env, --oauth-* and --proxy are for --on-miss forward URL")
+    forward = None
+    if forward_url:
+        upstream = parse_target(forward_url)
+        access = client.resolve(upstream.url)
+        access.headers_now()  # a token endpoint that says no: one line at start, not an error per request
+        forward = Forwarder(upstream, access=access)
     serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response,
           forward=forward, pace=pacing, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)

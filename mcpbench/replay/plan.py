@@ -28,6 +28,7 @@ from typing import Any
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
+from mcpbench.protocol.http import AUTHORIZATION
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
@@ -157,6 +158,7 @@ class TracePlan:
     sessions: list[SessionPlan]
     torn: str | None = None
     bytes_read: int = 0
+    credentials: bool = False  # a recorded request carried Authorization (hashed in the trace: not replayable)
 
 
 class _Builder:
@@ -345,7 +347,8 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
     listening: set[str] = set()  # sessions with a recorded Streamable HTTP GET stream
     transport = None
     wanted = set(sessions) if sessions else None
-    message_kind, trace_kind, stream_kind = Kind.MESSAGE, Kind.TRACE, Kind.STREAM
+    message_kind, trace_kind, stream_kind, http_kind = Kind.MESSAGE, Kind.TRACE, Kind.STREAM, Kind.HTTP
+    credentials = False
     with collector_paused():
         for event in reader:
             kind = event.get("kind")
@@ -354,6 +357,8 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
                     transport = event.get("transport")
                 elif kind == stream_kind and event.get("method") == "GET" and event.get("transport") != "sse":
                     listening.add(_session_key(event))
+                elif kind == http_kind and not credentials:
+                    credentials = AUTHORIZATION in (event.get("request_headers") or ())
                 continue
             sid = _session_key(event)
             if wanted is not None and sid not in wanted:
@@ -366,7 +371,7 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
     for plan in plans:
         plan.listens |= plan.id in listening
     size = os.path.getsize(path) if os.path.exists(path) else 0
-    trace = TracePlan(str(path), transport, reader.header, plans, reader.torn, size)
+    trace = TracePlan(str(path), transport, reader.header, plans, reader.torn, size, credentials)
     if wanted is not None:
         missing = sorted(wanted - {plan.id for plan in plans})
         if missing:

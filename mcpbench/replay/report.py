@@ -230,6 +230,7 @@ def build(
     report = Report("replay", run.trace.path, run.target, [], [str(r) for r in rules.rules], run.aborted, run.elapsed)
     if run.trace.torn:
         report.notes.append(run.trace.torn)
+    report.notes += run.notes
     for session in run.sessions:
         report.sessions.append(_session_result(session, rules, latency, stdio_target, redactor))
     return report

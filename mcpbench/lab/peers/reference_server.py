@@ -37,7 +37,7 @@ Other SDK behaviour worth knowing when reading traces of this server:
 `mcp` is slow to import, so only this module imports it; the CLI imports this module lazily.
 """
 
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -61,6 +61,9 @@ from pydantic import Field
 
 from mcpbench import __version__
 from mcpbench.protocol.transports import TRANSPORTS
+
+if TYPE_CHECKING:
+    from mcpbench.lab.peers.auth_server import LabAuth
 
 SERVER_NAME: Final = "mcpbench-reference"
 DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: a lab server must not be reachable from the network
@@ -135,11 +138,14 @@ def _answer_text(request: CreateMessageRequest | ElicitRequest, answer: object) 
     return str((answer.content or {}).get(ASK_ANSWER_FIELD, ""))
 
 
-def build_server() -> MCPServer:
-    """The reference server, with its tools, resource and prompt registered."""
+def build_server(auth: "LabAuth | None" = None) -> MCPServer:
+    """The reference server, with its tools, resource and prompt registered (protected as `auth` says)."""
     # WARNING, not the SDK's INFO: INFO makes uvicorn log every request, which costs CPU under load
     # and fills the stderr of servers that tests start.
-    server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING")
+    protection = {} if auth is None else {"auth": auth.settings(), "token_verifier": auth.verifier}
+    server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING", **protection)
+    if auth is not None:
+        auth.install(server)
 
     @server.tool()
     def echo(text: str) -> str:
@@ -224,31 +230,23 @@ def serve(
     json_response: bool = False,
     stateless: bool = False,
     resumable: bool = False,
+    auth: "LabAuth | None" = None,
+    request_log: str | None = None,
 ) -> None:
     """Run the reference server on `transport` until it is stopped (blocks).
 
     `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
     Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`).
+    `auth`: the protection of the HTTP transports (`lab/peers/auth_server.py`); `request_log`: a file
+    the HTTP transports append a line to per request (`lab/peers/request_log.py`).
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
-    server = build_server()
-    if resumable and transport == "streamable-http":
-        anyio.run(_serve_resumable, server, host, port, json_response)
+    server = build_server(auth)
+    if transport == "stdio":
+        server.run(transport="stdio")
         return
-    match transport:
-        case "stdio":
-            server.run(transport="stdio")
-        case "sse":
-            server.run(transport="sse", host=host, port=port)
-        case "streamable-http":
-            server.run(
-                transport="streamable-http",
-                host=host,
-                port=port,
-                json_response=json_response,
-                stateless_http=stateless,
-            )
+    anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, request_log)
 
 
 # The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):
@@ -256,14 +254,25 @@ def serve(
 RESUME_RETRY_MS: Final = 500
 
 
-async def _serve_resumable(server: MCPServer, host: str, port: int, json_response: bool) -> None:
-    """Streamable HTTP with an event store (as `MCPServer.run` does, plus the store's middleware)."""
+async def _serve_http(server: MCPServer, transport: str, host: str, port: int, json_response: bool, stateless: bool,
+                      resumable: bool, request_log: str | None) -> None:
+    """The HTTP transports' app (as `MCPServer.run` builds it), with the event store's middleware when
+    resumable and the request log when asked, under uvicorn."""
     import uvicorn
 
     from mcpbench.lab.peers.event_store import MemoryEventStore, SessionScopes
+    from mcpbench.lab.peers.request_log import RequestLog
 
-    app = server.streamable_http_app(
-        json_response=json_response, event_store=MemoryEventStore(), retry_interval=RESUME_RETRY_MS, host=host
-    )
-    config = uvicorn.Config(SessionScopes(app), host=host, port=port, log_level="warning")
+    if transport == "sse":
+        app = server.sse_app(host=host)
+    else:
+        app = server.streamable_http_app(
+            json_response=json_response, stateless_http=stateless, host=host,
+            event_store=MemoryEventStore() if resumable else None, retry_interval=RESUME_RETRY_MS if resumable else None,
+        )
+    if resumable:
+        app = SessionScopes(app)
+    if request_log:
+        app = RequestLog(app, request_log)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()
