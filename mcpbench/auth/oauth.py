@@ -80,7 +80,8 @@ class OAuthConfig:
         for key, value in texts.items():
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"oauth {key}: must be text")
-        return cls(**{key: obj[key] for key in KEYS if key in obj and obj[key] is not None})
+        given = {key: obj[key] for key in KEYS if key in obj and obj[key] is not None}
+        return cls(**{"client_id": "", "client_secret_env": "", **given})
 
     def to_json(self) -> dict:
         return {key: getattr(self, key) for key in KEYS}

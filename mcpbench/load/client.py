@@ -234,10 +234,11 @@ class McpClient:
         self.conn = self._new_conn()
         self.transport.attach(self.conn, self._dispatch)
         start = time.perf_counter()
-        failure = None
+        failure = self._authorize()  # legacy SSE: the stream's GET carries the token too
         try:
-            with gevent.Timeout(self.timeout + 1.0, CallTimeout):
-                self.transport.open()
+            if failure is None:
+                with gevent.Timeout(self.timeout + 1.0, CallTimeout):
+                    self.transport.open()
         except McpFailure as exc:
             failure = exc
         except CallTimeout:

@@ -237,10 +237,13 @@ class Balancer:
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx, exceptions
 
+        from mcpbench.proxies.host import keep_client_host
+
         options = ctx.options
-        if updated & {"mcpbench_balancer_allowed_hosts", "mcpbench_balancer_allowed_origins", "listen_host"}:
-            self.host_check = HostCheck.for_bind(options.listen_host, hosts=tuple(options.mcpbench_balancer_allowed_hosts),
-                                                 origins=tuple(options.mcpbench_balancer_allowed_origins))
+        keep_client_host(options)  # the check reads the client's Host; `request` sets the instance's
+        # Every time: mitmproxy configures an addon only for the options changed after it was added.
+        self.host_check = HostCheck.for_bind(options.listen_host, hosts=tuple(options.mcpbench_balancer_allowed_hosts),
+                                             origins=tuple(options.mcpbench_balancer_allowed_origins))
         if not updated & {"mcpbench_balancer_instances", "mcpbench_balancer_policy", "mcpbench_balancer_seed"}:
             return
         if not options.mcpbench_balancer_instances:

@@ -17,6 +17,8 @@ header itself as `mcpbench_host_header` says:
 
 import ipaddress
 
+from mcpbench.proxies.host import keep_client_host
+
 HOST_HEADER_MODES = ("auto", "client", "upstream")
 CLIENT, UPSTREAM, AUTO = "client", "upstream", "auto"
 
@@ -42,9 +44,7 @@ class HostHeader:
     def configure(self, options) -> None:
         """Read `mcpbench_host_header`; in reverse mode take the rewrite over from mitmproxy."""
         self.mode = getattr(options, "mcpbench_host_header", AUTO)
-        reverse = any(str(mode).startswith("reverse:") for mode in options.mode)
-        if reverse and not options.keep_host_header:
-            options.update(keep_host_header=True)
+        keep_client_host(options)
 
     def apply(self, flow) -> None:
         """Set the upstream's `Host` on a reverse-mode request, unless the client's is to be kept."""
