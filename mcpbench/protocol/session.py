@@ -331,8 +331,9 @@ class Session:
     def _start_handshake(self, request: Request, ts: float, out: list) -> None:
         params = request.params or {}
         if self.era is not Era.HANDSHAKE:
-            # An `auto` client probes server/discover, then falls back to initialize.
-            self.era, self.state = Era.HANDSHAKE, NEW
+            # An `auto` client probes server/discover, then falls back to initialize: the probe's
+            # version is not the session's, which the handshake settles.
+            self.era, self.state, self.version = Era.HANDSHAKE, NEW, None
         self.requested_version = params.get("protocolVersion")
         self.client_capabilities = params.get("capabilities")
         self.handshake_started = ts

@@ -1,14 +1,13 @@
-"""`mcpbench record`, `mcpbench addon-path`, `mcpbench export`: thin commands over `mcpbench.record`.
+"""`mcpbench record`, `mcpbench addon-path`: thin commands over `mcpbench.record` (`mcpbench export`: `telemetry/cli.py`).
 
 Registered in the main group by `mcpbench.cli`. mitmproxy is imported only inside `record`.
 """
-
-import sys
 
 import click
 
 from mcpbench.cliutil import check_output, map_errors
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
+from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 
 @click.command()
@@ -29,8 +28,10 @@ from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
               help="The Host the upstream gets: the client's, the upstream's address, or auto (the client's for a "
                    "loopback upstream, which may check it against DNS rebinding; the upstream's for a remote one). "
                    "The trace records the client's either way.")
+@telemetry_options
 @map_errors
-def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live, host_header):
+def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live, host_header, otlp, metrics,
+           service_name):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -42,9 +43,10 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
     from mcpbench.record.proxy import run_record
 
     check_output(out, "--out")
+    telemetry = TelemetryOptions.parse(otlp, metrics, service_name)
     tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
     run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live,
-               host_header=host_header)
+               telemetry=telemetry, host_header=host_header)
 
 
 @click.command("addon-path")
@@ -61,32 +63,3 @@ def addon_path():
     from mcpbench.record import ADDON_PATH
 
     click.echo(str(ADDON_PATH))
-
-
-@click.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--har", "har", is_flag=True, help="Write HAR 1.2 (opens in a browser's network panel).")
-@click.option("--out", "-o", type=click.Path(dir_okay=False, writable=True), help="Write to this file instead of stdout.")
-@map_errors
-def export(trace, har, out):
-    """Export an HTTP TRACE (recorded by `mcpbench record` or the addon) in another format.
-
-    Example: mcpbench export --har results/traces/session.jsonl > session.har
-    """
-    if not har:
-        raise click.UsageError("choose a format: --har")
-    from mcpbench.outputs import refuse_overwrite, write_atomic
-    from mcpbench.record.har import export_har
-
-    check_output(out, "--out")
-    refuse_overwrite([("--out", out)], [("the trace being exported", trace)])
-    notes: list[str] = []
-    data = export_har(trace, notes)
-    if out:
-        write_atomic(out, data)  # a failed export leaves no half file where a good one was
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    for note in notes:
-        click.echo(f"mcpbench: note: {note}", err=True)
-
