@@ -45,7 +45,8 @@ def test_tokens_that_expire_mid_run_are_renewed_with_no_failed_call(tmp_path):
 
 def test_a_fixed_token_and_the_scenarios_own_headers(tmp_path):
     with protected_server() as server:
-        done, out, rows = run(tmp_path, server.url, extra=f"headers: ['X-Tenant: acme']\nauth: {{bearer_token_env: {TOKEN_ENV}}}\n")
+        done, out, rows = run(tmp_path, server.url, duration="2s",
+                             extra=f"headers: ['X-Tenant: acme']\nauth: {{bearer_token_env: {TOKEN_ENV}}}\n")
     assert done.returncode == 0, done.stdout + done.stderr
     assert not [key for key in rows if key[0] == "oauth"] and count(rows, "streamable-http", "initialize") == 2
     written = orjson.loads((out / "scenario.json").read_bytes())["client"]

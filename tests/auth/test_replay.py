@@ -49,13 +49,30 @@ def test_replay_without_credentials_fails_every_call_as_auth_required_naming_the
     assert "the recording sent Authorization" not in done.stderr  # a stdio recording had none
 
 
-def test_replay_over_legacy_sse_with_discovery(recordings, tmp_path):
+def test_a_token_without_the_servers_scope_fails_every_call_as_auth_forbidden(oauth_server, recordings, tmp_path):
+    done = replay(recordings["legacy"], oauth_server.url, *OAUTH, "--oauth-scope", "other", report=tmp_path / "r.json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = calls(tmp_path / "r.json")
+    assert results and all(call["status"] == "failed" and "(auth-forbidden)" in call["detail"] for call in results)
+    assert "insufficient_scope" in results[0]["detail"]
+    assert_no_secret(done.stdout, done.stderr, files=[tmp_path])
+
+
+@pytest.mark.slow
+def test_replay_over_legacy_sse_with_discovery_and_one_renewal_after_a_401(oauth_server, recordings, tmp_path):
     with protected_server("sse") as server:
         done = replay(recordings["legacy"], "sse+" + server.url, *OAUTH)
         refused = replay(recordings["legacy"], "sse+" + server.url, report=tmp_path / "r.json")
+        # tokens of another server's authorization server: each refused call renews once and is sent again, once
+        token_url = server.url.replace("/sse", "/oauth/token")
+        foreign = replay(recordings["legacy"], oauth_server.url, "--oauth-token-url", token_url, *OAUTH[1:],
+                         report=tmp_path / "foreign.json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert refused.returncode == 1
     assert all("auth-required" in call["detail"] for call in calls(tmp_path / "r.json"))
+    refused_calls = calls(tmp_path / "foreign.json")
+    assert foreign.returncode == 1 and refused_calls and all("(auth-required)" in call["detail"] for call in refused_calls)
+    assert f"note: OAuth requests: {1 + len(refused_calls)} token\n" in foreign.stdout  # the first, and one per refusal
 
 
 def test_a_forwarder_sends_its_own_token_upstream(oauth_server, recordings, tmp_path):
