@@ -14,7 +14,6 @@ test suite's machine is often busy.
 
 import os
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 from mcpbench.protocol.errors import TargetError

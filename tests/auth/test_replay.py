@@ -4,8 +4,10 @@ the recording of an authenticated session replayed with a new token (real proces
 import orjson
 import pytest
 
+from mcpbench.auth.options import ClientOptions
+from mcpbench.testing.regress import ReplayChanged, replay_trace
 from mcpbench.trace.reader import read_trace
-from tests.auth.helpers import OAUTH, TOKEN_ENV, assert_no_secret, handshake_only, mcpbench, protected_server
+from tests.auth.helpers import FIXED_TOKEN, OAUTH, TOKEN_ENV, assert_no_secret, handshake_only, mcpbench, protected_server
 from tests.record.helpers import record_proxy
 from tests.replay.helpers import mock_server
 
@@ -101,3 +103,11 @@ def test_a_recording_of_an_authenticated_session_replays_with_a_new_token(oauth_
     bare = replay(trace, oauth_server.url)
     assert bare.returncode == 1
     assert bare.stderr.count("the recording sent Authorization (hashed in the trace, never replayed)") == 1
+
+
+def test_the_pytest_helper_replays_against_a_protected_server_with_the_clients_options(oauth_server, recordings, monkeypatch):
+    monkeypatch.setenv(TOKEN_ENV, FIXED_TOKEN)
+    report = replay_trace(recordings["auto"], oauth_server.url, client=ClientOptions(bearer_token_env=TOKEN_ENV))
+    assert report.counts()["identical"] > 0 and not report.changed
+    with pytest.raises(ReplayChanged, match="auth-required"):
+        replay_trace(recordings["auto"], oauth_server.url)
