@@ -329,7 +329,7 @@ def _chunks(fd: int) -> Iterator[bytes]:
             return
 
 
-def _shut(sock: socket.socket | None) -> None:
+def shut_socket(sock: socket.socket | None) -> None:
     """Shut a socket another thread may be blocked reading: the read returns at once."""
     if sock is not None:
         try:
@@ -404,7 +404,7 @@ class StreamableHttpTransport(ReplayTransport):
             if sock is None:
                 return  # its worker has finished already
             self._released.add(stream)
-        _shut(sock)  # wakes the worker blocked on the stream
+        shut_socket(sock)  # wakes the worker blocked on the stream
 
     def _conn(self, fresh: bool = False) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
@@ -528,11 +528,11 @@ class StreamableHttpTransport(ReplayTransport):
         with self._lock:
             reading = list(self._reading.values())
         for sock in reading:  # wakes workers still waiting for an answer past the timeout, or on a held stream
-            _shut(sock)
+            shut_socket(sock)
         self._pool.shutdown(wait=True, cancel_futures=False)
         with self._lock:
             stream = self._get_sock
-        _shut(stream)  # wakes the reader blocked on a silent stream
+        shut_socket(stream)  # wakes the reader blocked on a silent stream
         if self._listener is not None:
             self._listener.join(EXIT_GRACE)
         headers = self.conn.delete_headers() if self.conn is not None else None
@@ -703,5 +703,5 @@ def open_transport(target: Target, sink: Sink, *, proxies: ProxySettings | None 
 
 __all__ = [
     "Arrival", "AuthRefused", "LegacySseTransport", "Lost", "MockTransport", "Opened", "ReplayTransport", "StdioTransport",
-    "StreamableHttpTransport", "open_transport",
+    "StreamableHttpTransport", "open_transport", "shut_socket",
 ]

@@ -60,6 +60,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from mcpbench import __version__
+from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.protocol.transports import TRANSPORTS
 
 if TYPE_CHECKING:
@@ -232,11 +233,13 @@ def serve(
     resumable: bool = False,
     auth: "LabAuth | None" = None,
     request_log: str | None = None,
+    quirks: "Quirks | None" = None,
 ) -> None:
     """Run the reference server on `transport` until it is stopped (blocks).
 
     `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
-    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`).
+    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`);
+    `quirks` to both HTTP transports (`lab/peers/quirks.py`).
     `auth`: the protection of the HTTP transports (`lab/peers/auth_server.py`); `request_log`: a file
     the HTTP transports append a line to per request (`lab/peers/request_log.py`).
     """
@@ -246,7 +249,7 @@ def serve(
     if transport == "stdio":
         server.run(transport="stdio")
         return
-    anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, request_log)
+    anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, quirks or Quirks(), request_log)
 
 
 # The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):
@@ -255,24 +258,27 @@ RESUME_RETRY_MS: Final = 500
 
 
 async def _serve_http(server: MCPServer, transport: str, host: str, port: int, json_response: bool, stateless: bool,
-                      resumable: bool, request_log: str | None) -> None:
-    """The HTTP transports' app (as `MCPServer.run` builds it), with the event store's middleware when
-    resumable and the request log when asked, under uvicorn."""
+                      resumable: bool, quirks: Quirks, request_log: str | None) -> None:
+    """An HTTP transport as `MCPServer.run` serves it, plus the event store and the quirks asked for,
+    and the request log when asked."""
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
     from mcpbench.lab.peers.event_store import MemoryEventStore, SessionScopes
     from mcpbench.lab.peers.request_log import RequestLog
 
+    # None: the SDK's own choice (DNS-rebinding protection on for a loopback host)
+    security = None if quirks.host_check else TransportSecuritySettings(enable_dns_rebinding_protection=False)
     if transport == "sse":
-        app = server.sse_app(host=host)
+        app = server.sse_app(transport_security=security, host=host)
     else:
-        app = server.streamable_http_app(
-            json_response=json_response, stateless_http=stateless, host=host,
-            event_store=MemoryEventStore() if resumable else None, retry_interval=RESUME_RETRY_MS if resumable else None,
-        )
-    if resumable:
-        app = SessionScopes(app)
+        store = dict(event_store=MemoryEventStore(leaky=quirks.leaky_events), retry_interval=RESUME_RETRY_MS) if resumable else {}
+        limit = {"max_sessions": quirks.max_sessions} if quirks.max_sessions is not None else {}
+        app = server.streamable_http_app(json_response=json_response, stateless_http=stateless, transport_security=security,
+                                         host=host, **store, **limit)
+        app = SessionScopes(app) if resumable else app
+    app = quirks.wrap(app)
     if request_log:
-        app = RequestLog(app, request_log)
+        app = RequestLog(app, request_log)  # outermost: it sees every request, the quirks' refusals too
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()
