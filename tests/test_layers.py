@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.target": 1,
     "mcpbench.stats": 1,
     "mcpbench.durations": 1,
+    "mcpbench.auth": 1,
     "mcpbench.cliutil": 2,
     "mcpbench.ci": 2,
     "mcpbench.stdio": 3,

@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.http import FOREIGN_ANSWER_ID, PROTOCOL_VERSION, foreign_id_warning, pair_with_post
+from mcpbench.protocol.auth import bearer_challenge
+from mcpbench.protocol.http import (
+    AUTH_FAILURES,
+    AUTHENTICATE,
+    FOREIGN_ANSWER_ID,
+    PROTOCOL_VERSION,
+    classify_status,
+    foreign_id_warning,
+    pair_with_post,
+)
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
 from mcpbench.protocol.session import C2S, CLOSED, LOST, S2C, Direction, Exchange, Session, Trigger
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
@@ -207,7 +216,13 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
     elif kind == Kind.HTTP:
         status = event.get("status")
         if status is not None and status >= 400:
-            added.append(Entry(ts, direction, "http", f"{event.get('method')} {event.get('path')}", outcome=str(status)))
+            outcome_, detail = str(status), ""
+            challenge = bearer_challenge((event.get("response_headers") or {}).get(AUTHENTICATE))
+            failure = classify_status(status, has_session=False, challenge=challenge)
+            if failure in AUTH_FAILURES:  # the request it refused: that is its outcome, with what the server asked for
+                outcome_, detail = f"{status} {failure}", challenge.summary() if challenge else "no challenge"
+                _refused(report, flow, flows.get(flow), failure, detail)
+            added.append(Entry(ts, direction, "http", f"{event.get('method')} {event.get('path')}", outcome=outcome_, detail=detail))
             if status == SESSION_NOT_FOUND and event.get("session") and not report.sessionless:
                 report.session.lose(Trigger.SESSION_NOT_FOUND, f"HTTP {status}")
         elif status is not None and event.get("method") == "DELETE":
@@ -226,6 +241,14 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
         added.append(Entry(ts, direction, kind, name + (" (by the client)" if by_client else ""), detail=detail))
     elif kind == Kind.ERROR:
         added.append(Entry(ts, direction, kind, event.get("code") or kind, detail=event.get("detail") or event.get("error") or ""))
+
+
+def _refused(report: SessionReport, flow: Any, known: _Flow | None, failure: str, detail: str) -> None:
+    """The request of exchange `flow` got no answer but `failure` (an authentication refusal)."""
+    if known is not None and known.request_id is not None:
+        entry = report.open_calls.pop((C2S.value, _call_id(report, flow, known.request_id)), None)
+        if entry is not None:
+            entry.outcome, entry.detail = failure, detail
 
 
 def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: float, flow: Any,

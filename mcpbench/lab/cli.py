@@ -4,7 +4,7 @@ import functools
 
 import click
 
-from mcpbench.cliutil import exit_on_signal, map_errors
+from mcpbench.cliutil import check_output, exit_on_signal, map_errors
 from mcpbench.lab.peers.quirks import UNKNOWN_SESSION_STATUSES, Quirks
 from mcpbench.lab.peers.servers import ENDPOINT_PATHS
 from mcpbench.protocol.transports import HTTP_TRANSPORTS, STDIO, STREAMABLE_HTTP, TRANSPORTS
@@ -14,6 +14,9 @@ from mcpbench.proxies.cli import fault_argv, fault_options, fault_texts
 @click.group()
 def lab() -> None:
     """Lab peers for recording, replay and load tests."""
+
+
+AUTH_MODES = ("none", "bearer", "oauth")  # lab/peers/auth_server.py's (kept here: the help needs no `mcp` import)
 
 
 def quirk_options(func):
@@ -47,19 +50,36 @@ def quirk_options(func):
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP: no sessions (stateless_http).")
 @click.option("--resumable", is_flag=True, help="Streamable HTTP: keep events for resumption (event ids, Last-Event-ID).")
+@click.option("--auth", "auth_mode", type=click.Choice(AUTH_MODES), default="none", show_default=True,
+              help="HTTP: require a bearer token (--token-env), or OAuth client credentials from the server's own "
+                   "authorization server (discoverable from its 401 challenge).")
+@click.option("--token-env", default="MCPBENCH_LAB_TOKEN", show_default=True, metavar="VAR",
+              help="--auth bearer: the token to accept (required); --auth oauth: a fixed token accepted too (if set).")
+@click.option("--client-id", default="mcpbench-lab", show_default=True, help="--auth oauth: the client id.")
+@click.option("--client-secret-env", default="MCPBENCH_LAB_CLIENT_SECRET", show_default=True, metavar="VAR",
+              help="--auth oauth: the variable holding the client secret.")
+@click.option("--scope", default="mcp", show_default=True, help="--auth: the scope a token needs (403 without it).")
+@click.option("--token-lifetime", default="1h", show_default=True, metavar="DURATION",
+              help="--auth oauth: how long an issued token is accepted (e.g. 10s: renewals in a short run).")
+@click.option("--request-log", type=click.Path(dir_okay=False), help="HTTP: append one JSON line per request received (time, method, path).")
 @quirk_options
 @map_errors
-def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool, quirks: Quirks) -> None:
+def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool, auth_mode: str,
+          token_env: str, client_id: str, client_secret_env: str, scope: str, token_lifetime: str, request_log: str | None,
+          quirks: Quirks) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big and ask; resource mcpbench://greeting; prompt summarize.
 
-    Example: mcpbench lab serve --transport streamable-http --port 8101
+    Example: mcpbench lab serve --transport streamable-http --port 8101 --auth oauth --token-lifetime 10s
     """
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
+    if transport == STDIO and (auth_mode != "none" or request_log):
+        raise click.UsageError("--auth and --request-log apply to the HTTP transports only")
     _check_quirks(quirks, transport, resumable)
+    auth = _lab_auth(auth_mode, host, port, transport, token_env, client_id, client_secret_env, scope, token_lifetime)
     from mcpbench.lab.peers.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
@@ -67,17 +87,46 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
         exit_on_signal()  # nothing to save: the SDK's event loop would print the interrupt's traceback
     if transport in ENDPOINT_PATHS:
         check_listen(host, port)  # before the banner: a busy port is one line, exit 3
+        if request_log:
+            check_output(request_log, "--request-log")
         # stdout stays clean (stdio speaks JSON-RPC there); this line tells a human where to point.
         url_host = f"[{host}]" if ":" in host else host
+        protected = f", {auth_mode} auth" if auth is not None else ""
         click.echo(
-            f"mcpbench: reference server ({transport}) on http://{url_host}:{port}{ENDPOINT_PATHS[transport]}",
+            f"mcpbench: reference server ({transport}{protected}) on http://{url_host}:{port}{ENDPOINT_PATHS[transport]}",
             err=True,
         )
     try:
         run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable,
-                   quirks=quirks)
+                   auth=auth, request_log=request_log, quirks=quirks)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
+
+
+def _lab_auth(mode, host, port, transport, token_env, client_id, client_secret_env, scope, lifetime_text):
+    """The server's protection from `lab serve`'s options, or None; one line and exit 2 for a missing secret."""
+    import os
+
+    if mode == "none":
+        return None
+    from mcpbench.durations import parse_duration
+    from mcpbench.lab.peers.auth_server import LabAuth, LabTokenVerifier
+
+    try:
+        lifetime = parse_duration(lifetime_text, "--token-lifetime")
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if lifetime <= 0:
+        raise click.UsageError("--token-lifetime must be > 0")
+    fixed = os.environ.get(token_env) or None
+    if mode == "bearer" and fixed is None:
+        raise click.UsageError(f"--auth bearer: environment variable {token_env} (--token-env) is not set")
+    secret = os.environ.get(client_secret_env) or None
+    if mode == "oauth" and secret is None:
+        raise click.UsageError(f"--auth oauth: environment variable {client_secret_env} (--client-secret-env) is not set")
+    url_host = f"[{host}]" if ":" in host else host
+    verifier = LabTokenVerifier(client_id, scope, fixed)
+    return LabAuth(mode, f"http://{url_host}:{port}", ENDPOINT_PATHS[transport], verifier, secret, lifetime)
 
 
 def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:

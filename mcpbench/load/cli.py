@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from mcpbench.auth.options import client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
@@ -37,9 +38,11 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
 @ci_options
+@client_options
 @map_errors
 def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, master, expect_workers, master_bind,
-         worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, otlp, service_name, ui, web_port, junit_xml, summary_md):
+         worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, otlp, service_name, ui, web_port, junit_xml, summary_md,
+         client):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
@@ -50,6 +53,8 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     file cannot be written: the summary then says the samples are incomplete; Ctrl-C
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
     --from-trace (the run speaks the protocol versions the trace's sessions settled on).
+    Headers, a bearer token, OAuth and a proxy (the scenario's headers:, auth:, proxy:, or the
+    options below, which add to them) apply to every request of every user.
 
     --otlp URL: once the run is over, its steps as spans (an endpoint that fails is one line; the
     status stays the run's).
@@ -142,6 +147,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
             target=target, users=users, spawn_rate=spawn_rate, duration=seconds, reconnect=policy,
             exit_code_on_error=exit_code_on_error,
             mix=mix_from_trace(from_trace) if from_trace and scenario else None,
+            client=client.over(loaded.client) if client.given else None,
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None

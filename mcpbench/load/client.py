@@ -12,10 +12,14 @@ core's table, and reports each step exactly once through
     response_time ms from the intended start (open model) or the send, to the final answer
     exception     McpFailure(kind) when the step failed, else None
     context       {"failure": kind, "ttfe": ms to the first SSE event, "uncorrected": ms, "late": bool,
-                   "session": the client session's tag, "instance": the server instance a lab balancer named}
+                   "session": the client session's tag, "instance": the server instance a lab balancer named,
+                   "challenge": a 401's or 403's {resource_metadata, scope, error}}
 
 Server→client requests are answered by the connection's policy (`protocol.asks`), the
-same way on every transport. It never imports Locust; gevent only through the transport.
+same way on every transport. Credentials: the user's headers go on every request; with OAuth
+(`auth.oauth.TokenSource`) a token is fetched before it is needed and renewed when due, a call
+answered 401 gets one new token and goes again, and each discovery or token request is a step
+of its own (`request_type` "oauth"). It never imports Locust; gevent only through the transport.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ from typing import Any
 import gevent
 import gevent.event
 
+from mcpbench.auth.oauth import TokenSource
 from mcpbench.load.transports import CallTimeout, McpFailure, Transport
 from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.client import Answered, ClientConnection, Event, Failed, Outgoing, ServerRequest, SessionLost, Unmatched
-from mcpbench.protocol.http import Failure, classify_status
+from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.protocol.recovery import plan_recovery
@@ -52,6 +58,8 @@ DEAD_PAUSE = 0.2
 
 STEP_CONNECT = "connect"
 STEP_DELETE = "DELETE"
+# The `request_type` of the discovery and token requests a user makes (one row per kind in Locust's table).
+OAUTH = "oauth"
 
 
 class McpClient:
@@ -69,6 +77,8 @@ class McpClient:
             nothing during the call (a long-lived user starts a new session at its next task).
         on_reconnect: receives one record per break (the `reconnect` samples).
         rng: the backoff's random draws (seeded in tests).
+        headers: the user's headers, sent on every HTTP request.
+        tokens: OAuth's token source (this user's, or shared by the process's users), or None.
     """
 
     def __init__(
@@ -84,6 +94,8 @@ class McpClient:
         reconnect: ReconnectPolicy | None = None,
         on_reconnect: Callable[[dict], None] | None = None,
         rng: random.Random | None = None,
+        headers: dict[str, str] | None = None,
+        tokens: TokenSource | None = None,
     ) -> None:
         self._make_transport = make_transport
         self.request_event = request_event
@@ -105,6 +117,9 @@ class McpClient:
         self._recovering = False
         self._recovered_at = 0.0
         self._timer = gevent.Timeout(timeout, CallTimeout)
+        self.headers = dict(headers or {})
+        self.tokens = tokens
+        self._token: dict[str, str] | None = None  # the token headers the connection has
 
     @property
     def stateless(self) -> bool:
@@ -169,7 +184,44 @@ class McpClient:
 
     def _new_conn(self) -> ClientConnection:
         url = getattr(self.transport, "url", None)
-        return ClientConnection(self.transport.name, self.version, url=url, policy=self.policy)
+        return ClientConnection(self.transport.name, self.version, url=url, policy=self.policy, headers=self._sent_headers())
+
+    # --- credentials ----------------------------------------------------------------------------
+
+    def _sent_headers(self) -> dict[str, str]:
+        return {**self.headers, **self._token} if self._token else self.headers
+
+    def _authorize(self) -> McpFailure | None:
+        """Give the connection a token that is not due (fetched or renewed now if needed); the failure
+        when none can be had (the step then fails as auth-token-failed, unsent)."""
+        if self.tokens is None:
+            return None
+        try:
+            token = self.tokens.headers()
+        except McpbenchError as exc:
+            return McpFailure(Failure.AUTH_TOKEN_FAILED, str(exc))
+        if token is not self._token:
+            self._token = token
+            if self.conn is not None:
+                self.conn.set_headers(self._sent_headers())
+        return None
+
+    def _renew(self, failed: Failed) -> McpFailure | None:
+        """After a 401: a new token (unless another user of a shared source got one since); the failure if none."""
+        try:
+            self._token = self.tokens.renew((self._token or {}).get(AUTHORIZATION), failed.challenge)
+        except McpbenchError as exc:
+            return McpFailure(Failure.AUTH_TOKEN_FAILED, str(exc))
+        if self.conn is not None:
+            self.conn.set_headers(self._sent_headers())
+        return None
+
+    def oauth_sample(self, name: str, seconds: float, error: McpbenchError | None) -> None:
+        """A discovery or token request, as a step of its own (`TokenSource.on_request`)."""
+        failure = McpFailure(Failure.AUTH_TOKEN_FAILED, str(error)) if error is not None else None
+        self.request_event.fire(request_type=OAUTH, name=name, response_time=seconds * 1000.0, response_length=0,
+                                exception=failure, context={"failure": failure.kind} if failure else {},
+                                start_time=time.time() - seconds)
 
     def connect(self) -> bool:
         """Open a fresh transport. Reports `connect` for transports with a connect step (legacy SSE).
@@ -182,10 +234,11 @@ class McpClient:
         self.conn = self._new_conn()
         self.transport.attach(self.conn, self._dispatch)
         start = time.perf_counter()
-        failure = None
+        failure = self._authorize()  # legacy SSE: the stream's GET carries the token too
         try:
-            with gevent.Timeout(self.timeout + 1.0, CallTimeout):
-                self.transport.open()
+            if failure is None:
+                with gevent.Timeout(self.timeout + 1.0, CallTimeout):
+                    self.transport.open()
         except McpFailure as exc:
             failure = exc
         except CallTimeout:
@@ -235,6 +288,7 @@ class McpClient:
         self.ready = False
         transport, conn = self.transport, self.conn
         if transport is not None and transport.has_session_header:
+            self._authorize()  # a DELETE with a token that is not due (a failure shows in the DELETE's step)
             headers = conn.delete_headers() if conn is not None else None
             if headers is not None:
                 start = time.perf_counter()
@@ -333,11 +387,20 @@ class McpClient:
             size, first_event = 0, None
         else:
             outcome, size, first_event = self._send_and_wait(build, sent)
+        if type(outcome) is Failed and outcome.failure == Failure.AUTH_REQUIRED and self.tokens is not None:
+            refused = self._renew(outcome)  # once: the server may have dropped the token (a restart, a revocation)
+            if refused is None:
+                outcome, more, first_event = self._send_and_wait(build, time.perf_counter())
+                size += more
+            else:
+                outcome = Failed(outcome.request, None, refused.kind, refused.detail)
         if type(outcome) is Failed and self.recovery is not None and method is not None and not self._recovering:
             outcome, more = self._recover(outcome, name, method, params)
             size += more
         context = self._timing(sent, intended_start, first_event)
         if type(outcome) is Failed:
+            if outcome.challenge is not None:
+                context["challenge"] = outcome.challenge.to_json()
             failure = McpFailure(outcome.failure, outcome.detail)
             self._fail(failure)
             self._record(name, start, size, failure, context)
@@ -358,6 +421,9 @@ class McpClient:
 
     def _send_and_wait(self, build, sent: float) -> tuple[Answered | Failed, int, float | None]:
         """One request through the current transport: its outcome, the bytes exchanged, its first SSE event."""
+        if (refused := self._authorize()) is not None:
+            gevent.sleep(DEAD_PAUSE)  # a token endpoint that says no at once must not be asked in a loop
+            return Failed(None, None, refused.kind, refused.detail), 0, None
         transport, conn = self.transport, self.conn
         waiter = gevent.event.AsyncResult()
         out = build(waiter=waiter, ts=sent)
@@ -396,6 +462,7 @@ class McpClient:
             "t": time.time(), "type": self.request_type, "session": self.session_tag, "step": name,
             "noticed": failed.failure, "detail": failed.detail, "action": action, "ok": False, "attempts": 0,
             "recover_ms": None, "resent": 0, "recovered": 0, "lost": 0, "uncertain": 0,
+            "retry_ms": failed.retry_ms, "waits_ms": [],  # the stream's `retry:`, and each wait before a reopen
         }
         seen = (self.duplicates, conn.replayed, recovery.extra, recovery.denied)
         outcome: Answered | Failed = failed
@@ -412,7 +479,7 @@ class McpClient:
                     sample.update(ok=True, recovered=1)
                 else:
                     action = sample["action"] = REINITIALIZE  # no answer on the resumed stream (a restart): start over
-            if action == REINITIALIZE and self._reinitialize(sample):
+            if action == REINITIALIZE and self._reinitialize(sample, failed.retry_ms):
                 sample["ok"] = True
             if action in (RETRY, REINITIALIZE) and (action == RETRY or sample["ok"]):
                 if not plan.resend:
@@ -443,13 +510,13 @@ class McpClient:
     def _usable(self) -> bool:
         return self.transport is not None and self.conn is not None and self.conn.usable
 
-    def _reinitialize(self, sample: dict) -> bool:
-        """A new session, with backoff between attempts, within the retry budget."""
+    def _reinitialize(self, sample: dict, retry_ms: int | None = None) -> bool:
+        """A new session, with backoff between attempts (at least the cut stream's `retry:`), within the retry budget."""
         recovery = self.recovery
         for attempt in range(recovery.policy.attempts):
             if not recovery.allows(2, time.monotonic()):  # initialize + notifications/initialized
                 return False
-            gevent.sleep(recovery.delay(attempt))
+            self._wait(recovery.wait(attempt, retry_ms), sample)
             sample["attempts"] += 1
             if self.start_session():
                 return True
@@ -466,18 +533,22 @@ class McpClient:
         deadline = time.perf_counter() + self.timeout
         size = 0
         for attempt in range(recovery.policy.attempts):
-            if not recovery.allows(1, time.monotonic()) or (left := deadline - time.perf_counter()) <= 0:
-                break
+            wait = recovery.wait(attempt, failed.retry_ms)
+            if not recovery.allows(1, time.monotonic()) or deadline - time.perf_counter() <= wait:
+                break  # the server's `retry:` is never cut short: past the call's time, the resume is given up
+            self._wait(wait, sample)
+            left = deadline - time.perf_counter()
             sample["attempts"] = attempt + 1
             waiter = gevent.event.AsyncResult()
+            self._authorize()
             headers = conn.resume(failed, waiter=waiter)
             if headers is None:
                 break  # the session is gone (lost): nothing to resume
             self._count()
-            last = None
+            last = retry = None
             try:
                 with gevent.Timeout(left, CallTimeout):
-                    got, last = transport.resume(headers, waiter.ready)
+                    got, last, retry = transport.resume(headers, waiter.ready)
                     size += got
             except CallTimeout:
                 pass
@@ -486,9 +557,14 @@ class McpClient:
             conn.give_up(failed.request.id, "the resumed stream ended without the answer")
             if not conn.usable:
                 break  # the session is gone (a restart): nothing to resume
-            failed = replace(failed, last_event_id=last or failed.last_event_id)
-            gevent.sleep(min(recovery.delay(attempt), max(0.0, deadline - time.perf_counter())))
+            failed = replace(failed, last_event_id=last or failed.last_event_id, retry_ms=retry or failed.retry_ms)
         return failed, size
+
+    @staticmethod
+    def _wait(seconds: float, sample: dict) -> None:
+        """Wait before a reopen, and say so in the break's record."""
+        sample["waits_ms"].append(round(seconds * 1000.0, 3))
+        gevent.sleep(seconds)
 
     @staticmethod
     def _timing(sent: float, intended: float | None, first_event: float | None) -> dict:
@@ -503,6 +579,9 @@ class McpClient:
         transport = self.transport
         start = time.perf_counter()
         self._unowned = None
+        if (refused := self._authorize()) is not None:
+            self._record(name, start, 0, refused)
+            return False
         out = build(ts=start)
         self._count()
         failure = None

@@ -5,6 +5,8 @@
     MCPBENCH_SAMPLES    directory for raw samples (samples.<pid>.jsonl); unset: none
     MCPBENCH_PROCESSES  how many load processes share the open-model rate (default 1)
     MCPBENCH_STATUS_FD  an inherited pipe where a sample file that cannot be written is reported
+    MCPBENCH_ACCESS     the headers as read and --proxy as given (`ClientAccess.to_env`): secrets stay
+                        out of the scenario file; the OAuth secret comes from its own variable
 
 `mcpbench load` sets them; to run it by hand::
 

@@ -18,7 +18,8 @@ Locust says which role this process plays (its `init` event), sets that role up:
 
 Environment: `MCPBENCH_SAMPLES` (the folder of the sample file; local and master),
 `MCPBENCH_STATUS_FD` (a pipe where a sample file that cannot be written is reported),
-`MCPBENCH_WORKER_FD` (worker). Importing this module imports Locust.
+`MCPBENCH_WORKER_FD` (worker), `MCPBENCH_ACCESS` (the headers as read and --proxy as given,
+`ClientAccess.to_env`). Importing this module imports Locust.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from locust import events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from mcpbench import __version__
+from mcpbench.auth.options import ClientAccess
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.samples import SampleWriter, sample_line
 from mcpbench.load.scenario import Scenario
@@ -65,12 +67,15 @@ def install(scenario: Scenario | dict, *, workers: int = 1) -> dict[str, type]:
     schedule = None
     if scenario.open_model is not None:
         schedule = ArrivalSchedule(scenario.open_model.rate / max(1, workers), scenario.open_model.max_lateness)
-    transport = parse_target(scenario.target).transport
+    target = parse_target(scenario.target)
+    transport = target.transport
+    # the headers as read and --proxy as given, from `mcpbench load` (a remote worker: the scenario's own)
+    access = ClientAccess.from_env(os.environ.get("MCPBENCH_ACCESS"), scenario.client, target.url)
     classes = {}
     for version in scenario.versions:
         label = f"{transport} {era_name(version)}" if len(scenario.versions) > 1 else None
         # One schedule per process, shared by every user class: the rate is the whole process's rate.
-        cls = build_user_class(scenario, version, label=label, schedule=schedule)
+        cls = build_user_class(scenario, version, label=label, schedule=schedule, access=access)
         classes[cls.__name__] = cls
 
     def on_init(environment: Any, **_kw: Any) -> None:

@@ -12,7 +12,10 @@ samples to the master (roles.py), and the summary says what each worker sent and
 
 The pre-flight check (`preflight()`) runs one real session against the target
 with the same client the users use (gevent without monkey-patching), so an
-unreachable target or an unknown tool fails with one line before any user spawns.
+unreachable target or proxy, credentials the token endpoint refuses, or an
+unknown tool fail with one line before any user spawns. A target that asks for
+credentials it was not given is said in one line, naming its challenge, and the
+run goes on: every call then fails as auth-required, as a threshold will say.
 
 A result file that cannot be written (a full disk) does not stop the run: the Locust processes
 report their sample file on a status pipe, the runner its own files, and the result says the
@@ -36,6 +39,7 @@ from typing import Any, Callable
 import orjson
 
 from mcpbench import __version__
+from mcpbench.auth.options import ClientAccess
 from mcpbench.cliutil import stop_signals_noted
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.runfile import RUNFILE_NAME, runfile_text
@@ -45,6 +49,7 @@ from mcpbench.load.worker import MASTER_PORT, start_worker
 from mcpbench.listen import check_listen
 from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem, McpbenchError, TargetError
+from mcpbench.protocol.http import AUTH_FAILURES
 from mcpbench.stdio.orphans import dying_with_parent
 from mcpbench.target import STDIO, parse_target
 from mcpbench.trace.redact import Redactor
@@ -200,26 +205,31 @@ class _Collect:
         self.events.append(kw)
 
 
-def preflight(scenario: Scenario) -> list[str]:
+def preflight(scenario: Scenario, access: ClientAccess | None = None, echo: Callable[[str], None] = print) -> list[str]:
     """Reach the target, run one session, and check the mix's tools exist; returns the tool names.
 
     Raises:
-        TargetError: the target cannot be reached or does not speak MCP.
+        TargetError: the target (or its proxy) cannot be reached or does not speak MCP.
+        CredentialError: the token endpoint refused the credentials.
         ScenarioError: the mix names a tool the server does not have.
     """
     target = parse_target(scenario.target)
+    access = access if access is not None else ClientAccess.none()
     if target.transport == STDIO:
         if shutil.which(target.argv[0]) is None:
             raise TargetError(f"cannot start {target}: command {target.argv[0]!r} not found")
     else:
+        proxy = access.proxies.route(target.url)
         try:
-            with socket.create_connection((target.host, target.port), timeout=5.0):
+            with socket.create_connection((proxy.host, proxy.port) if proxy else (target.host, target.port), timeout=5.0):
                 pass
         except OSError as exc:
-            raise TargetError(f"cannot reach {target}: {exc.strerror or exc}") from None
+            where = f"the proxy {proxy.url} for {target}" if proxy else str(target)
+            raise TargetError(f"cannot reach {where}: {exc.strerror or exc}") from None
+        access.headers_now()  # a token endpoint that refuses, or cannot be found: one line, now
     if scenario.sessions is not None:
         return []  # a session probe: whether sessions hold is what it measures, not a precondition
-    tools = _session_tools(scenario)
+    tools = _session_tools(scenario, access, echo)
     wanted = sorted({c.target for c in scenario.mix if c.method == "tools/call" and c.target})
     unknown = [t for t in wanted if t not in tools]
     if unknown and tools:
@@ -230,7 +240,7 @@ def preflight(scenario: Scenario) -> list[str]:
     return tools
 
 
-def _session_tools(scenario: Scenario) -> list[str]:
+def _session_tools(scenario: Scenario, access: ClientAccess, echo: Callable[[str], None]) -> list[str]:
     import gevent
 
     from mcpbench.load.client import McpClient
@@ -239,7 +249,9 @@ def _session_tools(scenario: Scenario) -> list[str]:
     target = parse_target(scenario.target)
     timeout = min(scenario.timeout, PREFLIGHT_TIMEOUT)
     events = _Collect()
-    client = McpClient(lambda: transport_for(target, timeout=timeout), events, request_type=target.transport, version=scenario.versions[0], timeout=timeout)
+    client = McpClient(lambda: transport_for(target, timeout=timeout, proxies=access.proxies), events,
+                       request_type=target.transport, version=scenario.versions[0], timeout=timeout,
+                       headers=access.headers, tokens=access.tokens())
 
     def first_failure() -> str:
         failed = [e for e in events.events if e.get("exception") is not None]
@@ -248,6 +260,11 @@ def _session_tools(scenario: Scenario) -> list[str]:
     def check() -> list[str]:
         try:
             if not client.start_session():
+                refused = [e["exception"] for e in events.events if getattr(e.get("exception"), "kind", None) in AUTH_FAILURES]
+                if refused:  # the server is there and wants credentials: the run shows what that costs
+                    echo(f"mcpbench: {target} refused the session ({refused[-1]}): every call will fail so; "
+                         "give --header, --bearer-token-env or --oauth-*")
+                    return []
                 raise TargetError(f"{target}: no MCP session: {first_failure()}")
             names: list[str] = []
             cursor = None
@@ -361,8 +378,10 @@ def run_scenario(
         check_listen(fleet.host, fleet.port)  # Locust would only log its own error
     if ui:
         check_listen(WEB_HOST, web_port or WEB_PORT)  # Locust would only print its own traceback
+    target = parse_target(scenario.target)
+    access = scenario.client.resolve(target.url)  # a header, variable, file or proxy that cannot be used: one line
     if check_target:
-        preflight(scenario)
+        preflight(scenario, access, echo)
     out_dir = Path(out_dir) if out_dir else default_out_dir(scenario)
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario_path = out_dir / "scenario.json"
@@ -372,6 +391,7 @@ def run_scenario(
     write_atomic(scenario_path, orjson.dumps(public, option=orjson.OPT_INDENT_2))
     env = dict(os.environ)
     env.update(
+        MCPBENCH_ACCESS=access.to_env(scenario.client.proxy),
         MCPBENCH_TARGET=scenario.target,
         MCPBENCH_SCENARIO=str(scenario_path.resolve()),
         MCPBENCH_SAMPLES=str(out_dir.resolve()),
@@ -411,7 +431,7 @@ def run_scenario(
                 echo(f"mcpbench: master on {fleet.address}, waiting {fleet.join_timeout:g} s for {fleet.expect} worker(s): "
                      f"mcpbench load --worker --master-host HOST --master-port {fleet.port}")
             for _ in range(fleet.local if fleet else 0):
-                worker, folder = start_worker(fleet.local_host, fleet.port, log=log)
+                worker, folder = start_worker(fleet.local_host, fleet.port, log=log, access=env["MCPBENCH_ACCESS"])
                 procs.append(worker)
                 folders.append(folder)
             if ui:

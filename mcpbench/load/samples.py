@@ -10,7 +10,9 @@ runner)::
 `failure` is the failure class (session-not-found, answer-lost/timeout,
 stream-closed, http-4xx, http-5xx, jsonrpc-error, tool-error, connect-failed)
 or null, with `detail` (like "HTTP 404 JSON-RPC -32600 Session not found") when
-it failed. `session` tags the client session a step belongs to, and `instance`
+it failed; an authentication failure (auth-required, auth-forbidden) adds the
+server's `challenge` ({resource_metadata, scope, error}), and OAuth's discovery and
+token requests are steps of type "oauth". `session` tags the client session a step belongs to, and `instance`
 names the server instance that answered when a lab balancer said so. Open-model runs add `uncorrected_ms` (latency from the actual send;
 `latency_ms` is measured from the intended start) and, once per process at the
 end, `{"open": {...}}` with scheduled/late/dropped counts.
@@ -80,6 +82,8 @@ def sample_line(request_type: str, name: str, response_time: float, response_len
         record["session"] = session
     if (instance := ctx.get("instance")) is not None:
         record["instance"] = instance
+    if (challenge := ctx.get("challenge")) is not None:
+        record["challenge"] = challenge
     if (ttfe := ctx.get("ttfe")) is not None:
         record["ttfe_ms"] = round(ttfe, 3)
     if (uncorrected := ctx.get("uncorrected")) is not None:
@@ -236,6 +240,7 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
     t_min, t_max = math.inf, -math.inf
     open_stats: dict[str, float] = defaultdict(float)
     reconnects: list[dict] = []
+    said: dict[str, str] = {}  # an authentication failure class -> the first one's detail (its challenge)
     with _lines(path) as handle:
         for line in handle:
             try:
@@ -269,6 +274,8 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
                 entry["classes"][rec["failure"]] += 1
                 classes[rec["failure"]] += 1
                 failures += 1
+                if rec["failure"].startswith(AUTH_PREFIX) and rec["failure"] not in said:
+                    said[rec["failure"]] = rec.get("detail") or ""
             t = rec.get("t")
             if t is not None:
                 t_min, t_max = min(t_min, t), max(t_max, t + latency / 1000.0)
@@ -298,6 +305,8 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
         summary["open_model"] = dict(open_stats)
     if reconnects:
         summary["reconnects"] = reconnect_summary(reconnects)
+    if said:
+        summary["auth_failures"] = said
     return summary
 
 
@@ -328,6 +337,9 @@ def metric(summary: dict[str, Any], name: str, step: str | None = None) -> float
         return None
     return None
 
+
+# The failure classes of authentication (`protocol.http.AUTH_FAILURES`) share this prefix.
+AUTH_PREFIX = "auth-"
 
 # The narrowest type and step columns of `render`.
 TYPE_WIDTH, STEP_WIDTH = 18, 28
@@ -372,6 +384,8 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(f"samples incomplete: {'; '.join(incomplete)}")
     if summary["failure_classes"]:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["failure_classes"].items())))
+    for kind, detail in sorted((summary.get("auth_failures") or {}).items()):
+        lines.append(f"{kind}: {detail}")  # what the server asked for: its challenge, or the token endpoint's refusal
     if "uncorrected" in total:
         unc, cor = total["uncorrected"], total["corrected"]
         lines.append(

@@ -30,6 +30,10 @@ think time, users, spawn rate, duration and thresholds::
                                            # backoff, max_backoff, budget, budget_floor, idempotent: [echo]
     exit_code_on_error: 0                  # the exit status when a step failed (default 1, as Locust's
                                            # --exit-code-on-error); a fail_ratio threshold decides instead
+    headers: ["X-Api-Key: $API_KEY"]       # sent on every request ($VAR, ${VAR}, @FILE as for --header)
+    auth:                                  # bearer_token_env: VAR, or OAuth client credentials:
+      oauth: {discover: true, client_id: load, client_secret_env: MCP_SECRET, scope: mcp, shared: false}
+    proxy: http://proxy.example:3128       # else HTTPS_PROXY / HTTP_PROXY / NO_PROXY
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words
@@ -50,6 +54,8 @@ from pathlib import Path
 from typing import Any
 
 # Argument templates and the compiled mix live in templates.py; their names are kept here too.
+from mcpbench.auth.oauth import OAuthConfig
+from mcpbench.auth.options import ClientOptions
 from mcpbench.durations import parse_duration
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
@@ -77,8 +83,9 @@ CALLS = {
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
-    "sessions", "server_requests", "reconnect", "exit_code_on_error",
+    "sessions", "server_requests", "reconnect", "exit_code_on_error", "headers", "auth", "proxy",
 )
+AUTH_KEYS = ("oauth", "bearer_token_env")
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
 
@@ -155,6 +162,7 @@ class Scenario:
     server_requests: dict[str, dict | None] = field(default_factory=dict)  # method -> canned result, None: refuse
     reconnect: ReconnectPolicy | None = None  # None: no recovery inside a call (a long-lived user starts anew)
     exit_code_on_error: int = EXIT_CODE_ON_ERROR  # the exit status when a step failed (no fail_ratio threshold)
+    client: ClientOptions = field(default_factory=ClientOptions)  # headers, credentials, proxy (as written)
     source: str = "<scenario>"
 
     @property
@@ -177,6 +185,7 @@ class Scenario:
             "server_requests": self.server_requests,
             "reconnect": None if self.reconnect is None else self.reconnect.to_json(),
             "exit_code_on_error": self.exit_code_on_error,
+            "client": self.client.to_json(),
         }
 
     @classmethod
@@ -194,6 +203,7 @@ class Scenario:
             server_requests=obj.get("server_requests") or {}, source=obj.get("source", "<json>"),
             reconnect=None if obj.get("reconnect") is None else ReconnectPolicy.from_mapping(obj["reconnect"]),
             exit_code_on_error=obj.get("exit_code_on_error", EXIT_CODE_ON_ERROR),
+            client=ClientOptions.from_json(obj.get("client")),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -348,6 +358,26 @@ def reconnect_policy(value: Any) -> ReconnectPolicy:
     raise ValueError("expected a policy name (none, reinitialize, resume) or a mapping")
 
 
+def header_specs(value: Any) -> tuple[str, ...]:
+    """`["Name: value", …]` or `{Name: value}` -> the specs `--header` takes (expanded at the run's start)."""
+    if isinstance(value, dict):
+        return tuple(f"{name}: {text}" for name, text in value.items())
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise ValueError("expected a list of 'Name: value' or a mapping of names to values")
+
+
+def auth_options(value: Any) -> tuple[str | None, OAuthConfig | None]:
+    """`{bearer_token_env: VAR}` or `{oauth: {...}}` -> (the variable, the OAuth settings)."""
+    if not isinstance(value, dict) or not value or set(value) - set(AUTH_KEYS) or len(value) > 1:
+        raise ValueError(f"expected one of {', '.join(AUTH_KEYS)}: a mapping like {{oauth: {{discover: true, …}}}}")
+    if "bearer_token_env" in value:
+        if not isinstance(value["bearer_token_env"], str) or not value["bearer_token_env"]:
+            raise ValueError("bearer_token_env: the name of an environment variable")
+        return value["bearer_token_env"], None
+    return None, OAuthConfig.from_mapping(value["oauth"])
+
+
 def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> Scenario:
     """A scenario from its YAML node; `target` stands in for a missing `target:` key (see `load_scenario`)."""
     if root is None:
@@ -479,6 +509,8 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
         server_requests=value("server_requests", server_requests, {}),
         reconnect=value("reconnect", reconnect_policy, None),
         exit_code_on_error=value("exit_code_on_error", exit_status, EXIT_CODE_ON_ERROR),
+        client=ClientOptions(value("headers", header_specs, ()), *value("auth", auth_options, (None, None)),
+                             proxy=value("proxy", str, None), base=Path(source).parent),
         source=source,
     )
     try:

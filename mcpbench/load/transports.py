@@ -12,7 +12,11 @@ Errors are `McpFailure`, carrying one of the failure classes of
 
     McpFailure(kind, detail)
       kind: session-not-found | answer-lost/timeout | stream-closed | http-4xx | http-5xx
-            | jsonrpc-error | tool-error | connect-failed
+            | jsonrpc-error | tool-error | connect-failed | auth-required | auth-forbidden | auth-token-failed
+
+HTTP goes through the proxy `auth.proxy.ProxySettings` names for the target (geventhttpclient's
+proxy support: absolute-form requests for http, a `CONNECT` tunnel for https), on a client of its
+own rather than Locust's pool.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from geventhttpclient.client import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
 
+from mcpbench.auth.proxy import Proxy, ProxySettings
 from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Outgoing
-from mcpbench.protocol.http import INSTANCE, SESSION_ID, Failure, classify_status
+from mcpbench.protocol.http import AUTHENTICATE, INSTANCE, SESSION_ID, Failure, classify_status
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 # One recv: large enough that a typical answer arrives in one call.
@@ -175,16 +180,21 @@ class Transport:
 # --- HTTP, both transports ----------------------------------------------------------------------
 
 
-def http_client(url: str, *, timeout: float, concurrency: int = 2, pool: Any = None, source: str | None = None, **kw: Any) -> HTTPClient:
-    """A geventhttpclient client for `url`'s origin (from Locust's pool when given).
+def http_client(url: str, *, timeout: float, concurrency: int = 2, pool: Any = None, source: str | None = None,
+                proxy: Proxy | None = None, stream: bool = False, **kw: Any) -> HTTPClient:
+    """A geventhttpclient client for `url`'s origin (from Locust's pool when given and no `proxy` applies).
 
     Two connections at least: a server request on a POST's answer stream is answered on another.
     `source`: the local address its sockets bind before connecting (distinct loopback clients).
+    `stream`: for a stream that may stay silent for long: no socket timeout once connected.
     """
-    if pool is not None:
+    if proxy is not None:
+        kw.update(proxy_host=proxy.host, proxy_port=proxy.port, proxy_user=proxy.username, proxy_password=proxy.password)
+    if pool is not None and proxy is None:
         client = pool.get_client(URL(url))
     else:
-        client = HTTPClient.from_url(url, concurrency=concurrency, network_timeout=timeout, connection_timeout=timeout, insecure=True, **kw)
+        client = HTTPClient.from_url(url, concurrency=concurrency, network_timeout=None if stream else timeout,
+                                     connection_timeout=timeout, insecure=True, **kw)
     if source is not None:
         bind_source(client, source)
     return client
@@ -224,7 +234,7 @@ class _HttpPoster(Transport):
             self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
             return 0
         self.note_instance(resp)
-        reader = self.conn.post_answer(out, resp.status_code, resp.get("content-type"), resp.get(SESSION_ID))
+        reader = self.conn.post_answer(out, resp.status_code, resp.get("content-type"), resp.get(SESSION_ID), resp.get(AUTHENTICATE))
         streamed = reader.answer.streamed
         draining = False
         try:
@@ -280,20 +290,21 @@ class StreamableHttpTransport(_HttpPoster):
     def send(self, out: Outgoing) -> int:
         return self._post(out, self._uri)
 
-    def resume(self, headers: dict[str, str], done: Callable[[], bool]) -> tuple[int, str | None]:
+    def resume(self, headers: dict[str, str], done: Callable[[], bool]) -> tuple[int, str | None, int | None]:
         """`GET` with `Last-Event-ID`: read the resumed stream into the core until `done()` or its end.
 
-        Returns the bytes read and the stream's last event id (where a next resume starts).
+        Returns the bytes read, the stream's last event id (where a next resume starts) and its
+        last `retry:` (ms, the least wait before that).
         """
         try:
             resp = self._client.request("GET", self._uri, headers=headers)
         except _SOCKET_ERRORS:
-            return 0, None
+            return 0, None, None
         self.note_instance(resp)
-        reader = self.conn.get_stream(resp.status_code, resp.get("content-type"), stream="resume")
+        reader = self.conn.get_stream(resp.status_code, resp.get("content-type"), stream="resume", authenticate=resp.get(AUTHENTICATE))
         try:
             if reader is None:  # 405: the server cannot resume
-                return 0, None
+                return 0, None, None
             chunk = b"?"
             while chunk and not done():
                 try:
@@ -301,7 +312,7 @@ class StreamableHttpTransport(_HttpPoster):
                 except (McpFailure, *_SOCKET_ERRORS):
                     chunk = b""
                 self.dispatch(reader.feed(chunk, time.perf_counter()))
-            return reader.size, reader.answer.last_event_id
+            return reader.size, reader.answer.last_event_id, reader.answer.retry_ms
         finally:
             if resp._sock is not None:
                 _discard(resp)  # the rest of a resumed stream is not ours to wait for
@@ -330,11 +341,13 @@ class SseTransport(_HttpPoster):
 
     name = SSE
 
-    def __init__(self, url: str, post_client: HTTPClient, *, timeout: float, source: str | None = None) -> None:
+    def __init__(self, url: str, post_client: HTTPClient, *, timeout: float, source: str | None = None,
+                 proxy: Proxy | None = None) -> None:
         self.url = url
         self._client = post_client
         self._timeout = timeout
         self._source = source
+        self._proxy = proxy
         self._stream_client: HTTPClient | None = None
         self._stream: Any = None
         self._reader: gevent.Greenlet | None = None
@@ -348,9 +361,8 @@ class SseTransport(_HttpPoster):
     def open(self) -> None:
         # Its own single-connection client: the stream holds that connection for the session.
         # No socket timeout on it: an idle stream is normal (the SDK pings every 15 s).
-        self._stream_client = HTTPClient.from_url(self.url, concurrency=1, network_timeout=None, connection_timeout=self._timeout, insecure=True)
-        if self._source is not None:
-            bind_source(self._stream_client, self._source)
+        self._stream_client = http_client(self.url, timeout=self._timeout, concurrency=1, source=self._source, proxy=self._proxy,
+                                          stream=True)
         try:
             with gevent.Timeout(self._timeout, CallTimeout):
                 self._stream = self._stream_client.request("GET", URL(self.url).request_uri, headers=self.conn.legacy_headers())
@@ -362,10 +374,10 @@ class SseTransport(_HttpPoster):
             raise _socket_failure(exc, connected=False) from None
         self.note_instance(self._stream)
         status = self._stream.status_code
-        reader = self.conn.legacy_stream(status, self._stream.get("content-type"))
+        reader = self.conn.legacy_stream(status, self._stream.get("content-type"), self._stream.get(AUTHENTICATE))
         if (refused := reader.refused()) is not None:
             self.close()  # a success status that is no event stream counts as the client's error
-            raise McpFailure(classify_status(status, has_session=False) or Failure.HTTP_4XX, refused)
+            raise McpFailure(classify_status(status, has_session=False, challenge=reader.challenge) or Failure.HTTP_4XX, refused)
         self._reader = gevent.spawn(self._read_loop, reader)
         if not self._endpoint.wait(self._timeout):
             self.close()
@@ -508,10 +520,13 @@ class StdioTransport(Transport):
 
 
 def transport_for(target: Target, *, timeout: float, pool: Any = None, source: str | None = None,
-                  env: dict[str, str] | None = None, cwd: str | None = None) -> Transport:
-    """A fresh, unopened transport for `target` (`pool`: Locust's connection pool, for Streamable HTTP)."""
+                  env: dict[str, str] | None = None, cwd: str | None = None, proxies: ProxySettings | None = None) -> Transport:
+    """A fresh, unopened transport for `target` (`pool`: Locust's connection pool, for Streamable HTTP;
+    `proxies`: the proxy of each HTTP request, none by default)."""
     if target.transport == STDIO:
         return StdioTransport(list(target.argv), env=env, cwd=cwd)
+    proxy = proxies.route(target.url) if proxies is not None else None
     if target.transport == SSE:
-        return SseTransport(target.url, http_client(target.url, timeout=timeout, source=source), timeout=timeout, source=source)
-    return StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout, pool=pool, source=source))
+        client = http_client(target.url, timeout=timeout, source=source, proxy=proxy)
+        return SseTransport(target.url, client, timeout=timeout, source=source, proxy=proxy)
+    return StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout, pool=pool, source=source, proxy=proxy))

@@ -32,6 +32,8 @@ from locust import User, task
 from locust.contrib.fasthttp import FastHttpUser
 from locust.exception import StopTest, StopUser
 
+from mcpbench.auth.oauth import TokenSource
+from mcpbench.auth.options import ClientAccess
 from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.templates import Workload
@@ -92,10 +94,19 @@ class McpUser(User):
     reconnect_sink: ClassVar[Callable[[dict], None] | None] = None
     """Where the reconnect records go (the generic locustfile sets its sample writer's)."""
 
+    access: ClientAccess | None = None
+    """The headers every request carries, OAuth's settings and the proxies (`mcpbench.auth`); None:
+    no headers, and the environment's proxies. With OAuth each user has its own token, unless
+    `oauth.shared`: one for every user of this process. Discovery and token requests are steps
+    of request type "oauth"."""
+
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         if self.distinct_sources and self.source_address is None:
             self.source_address = f"127.0.0.{FIRST_SOURCE + next(_source_numbers) % SOURCES}"
+        if self.access is None:
+            type(self).access = ClientAccess.none()
+        tokens = self._tokens()
         self.mcp = McpClient(
             self.make_transport,
             environment.events.request,
@@ -106,7 +117,23 @@ class McpUser(User):
             policy=Canned(self.server_requests),
             reconnect=self.reconnect,
             on_reconnect=McpUser.reconnect_sink,
+            headers=self.access.headers,
+            tokens=tokens,
         )
+        if tokens is not None and tokens.on_request is _unreported:
+            tokens.on_request = self.mcp.oauth_sample  # a shared source: the first user's events are everyone's
+
+    def _tokens(self) -> TokenSource | None:
+        access = self.access
+        if access.oauth is None:
+            return None
+        if not access.oauth.shared:
+            source = access.token_source(_unreported)
+        else:
+            source = _shared_tokens.get(id(access))
+            if source is None:
+                source = _shared_tokens[id(access)] = access.token_source(_unreported)
+        return source
 
     def make_transport(self) -> Transport:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -155,7 +182,8 @@ class StreamableHttpUser(FastHttpUser, McpUser):
     connection_timeout: float = 30.0
 
     def make_transport(self) -> Transport:
-        return transport_for(Target(STREAMABLE_HTTP, url=_url(self.host, STREAMABLE_HTTP)), timeout=self.timeout, pool=self.client.client.clientpool, source=self.source_address)
+        return transport_for(Target(STREAMABLE_HTTP, url=_url(self.host, STREAMABLE_HTTP)), timeout=self.timeout,
+                             pool=self.client.client.clientpool, source=self.source_address, proxies=self.access.proxies)
 
 
 class SseUser(McpUser):
@@ -168,7 +196,8 @@ class SseUser(McpUser):
     transport_name = SSE
 
     def make_transport(self) -> Transport:
-        return transport_for(Target(SSE, url=_url(self.host, SSE)), timeout=self.timeout, source=self.source_address)
+        return transport_for(Target(SSE, url=_url(self.host, SSE)), timeout=self.timeout, source=self.source_address,
+                             proxies=self.access.proxies)
 
 
 class StdioUser(McpUser):
@@ -286,6 +315,14 @@ class ScenarioMixin:
         self._one_call(intended_start=slot.intended)
 
 
+def _unreported(name: str, seconds: float, error: Any) -> None:
+    """A token source's `on_request` until its user's client is there to report."""
+
+
+# Shared token sources (`oauth.shared`), one per access (one per user class's settings) in this process.
+_shared_tokens: dict[int, TokenSource] = {}
+
+
 class _Quota:
     """Sessions started and running in this process, for `max_sessions` (users are greenlets of one thread)."""
 
@@ -300,8 +337,9 @@ _quota = _Quota()
 TRANSPORT_USERS = {STDIO: StdioUser, SSE: SseUser, STREAMABLE_HTTP: StreamableHttpUser}
 
 
-def build_user_class(scenario: Any, version: str, *, label: str | None = None, weight: int = 1, schedule: ArrivalSchedule | None = None) -> type:
-    """A concrete Locust user class running `scenario` at protocol `version`."""
+def build_user_class(scenario: Any, version: str, *, label: str | None = None, weight: int = 1, schedule: ArrivalSchedule | None = None,
+                     access: ClientAccess | None = None) -> type:
+    """A concrete Locust user class running `scenario` at protocol `version` (with `access`'s headers, tokens, proxies)."""
     target = parse_target(scenario.target)
     base = TRANSPORT_USERS[target.transport]
     low, high = scenario.think_time
@@ -317,6 +355,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "distinct_sources": scenario.distinct_sources,
         "server_requests": scenario.server_requests,
         "reconnect": scenario.reconnect,
+        "access": access,
         "max_sessions": scenario.sessions,
         "workload": Workload(scenario.mix),
         "calls_per_session": scenario.calls_per_session,

@@ -94,7 +94,8 @@ def worker_command(host: str, port: int) -> list[str]:
     ])
 
 
-def start_worker(host: str, port: int, *, log: Any, report_fd: int | None = None) -> tuple[subprocess.Popen, Path]:
+def start_worker(host: str, port: int, *, log: Any, report_fd: int | None = None,
+                 access: str | None = None) -> tuple[subprocess.Popen, Path]:
     """Start one worker process; returns it and its private temporary folder (remove it once it ended)."""
     folder = Path(tempfile.mkdtemp(prefix="mcpbench-worker-"))
     env = {k: v for k, v in os.environ.items() if k not in RUN_VARIABLES}
@@ -104,6 +105,8 @@ def start_worker(host: str, port: int, *, log: Any, report_fd: int | None = None
     env.update(TMPDIR=str(folder), PYTHONUNBUFFERED="1")
     if report_fd is not None:
         env["MCPBENCH_WORKER_FD"] = str(report_fd)
+    if access is not None:  # a local worker: the master's headers and proxy (`ClientAccess.to_env`)
+        env["MCPBENCH_ACCESS"] = access
     try:
         proc = subprocess.Popen(
             worker_command(host, port), env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,

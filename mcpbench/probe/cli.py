@@ -4,6 +4,7 @@ import sys
 
 import click
 
+from mcpbench.auth.options import client_options
 from mcpbench.cliutil import check_output, map_errors
 from mcpbench.protocol.http import INSTANCE
 
@@ -48,17 +49,22 @@ def _why(option: str) -> str:
 @click.option("--progress-tool", metavar="'NAME {JSON}'", help="A tool that reports progress, with its arguments (default: the lab's slow, when the server has it).")
 @click.option("--timeout", default="5s", show_default=True, metavar="T", help=f"How long one request may take (at most {MAX_TIMEOUT:g} s).")
 @click.option("--instance-header", default=INSTANCE, show_default=True, metavar="NAME", help="The response header naming the instance that served a request.")
+@client_options
 @map_errors
 def probe(url, only, skip, json_out, html_out, strict, sessions, calls, spike, idle_up_to, direct, progress_tool, timeout,
-          instance_header):
+          instance_header, client):
     """Is this deployment ready? Run bounded checks against an HTTP MCP endpoint and print one table.
 
     URL is a Streamable HTTP endpoint (http(s)://HOST/mcp) or legacy HTTP+SSE (sse+http(s)://HOST/sse).
     Each check says pass, warn, fail or n/a, with the evidence measured and what to change. The
     default probe takes under 2 minutes; --idle adds its watch.
 
+    Requests carry the headers, bearer token or OAuth token of the options below (as replay and load
+    take them) and go through --proxy or HTTPS_PROXY/HTTP_PROXY; the auth check's own request leaves
+    the credentials out, to see the challenge.
+
     Exit status: 0, or 1 when a check failed (--strict: or warned); 2 for unusable input (a bad
-    option, credentials needed); 3 when the endpoint cannot be reached or is not MCP.
+    option, credentials needed or refused); 3 when the endpoint cannot be reached or is not MCP.
 
     Example: mcpbench probe http://127.0.0.1:8101/mcp --json probe.json
     """
@@ -73,7 +79,8 @@ def probe(url, only, skip, json_out, html_out, strict, sessions, calls, spike, i
     from mcpbench.probe.wire import ProbeOptions
     from mcpbench.protocol.errors import McpbenchError
 
-    parse_url(url)
+    _, http_url = parse_url(url)
+    access = client.resolve(http_url)  # a header, variable, file or proxy that cannot be used: one line, exit 2
     if direct is not None:
         parse_url(direct)
     checks = select(only, skip, idle_asked=idle_up_to is not None)
@@ -81,9 +88,10 @@ def probe(url, only, skip, json_out, html_out, strict, sessions, calls, spike, i
         sessions=sessions, calls=calls, spike=spike, idle=_seconds(idle_up_to, "--idle", MIN_IDLE, MAX_IDLE), direct=direct,
         progress=ProgressCall.parse(progress_tool) if progress_tool else None,
     )
-    options = ProbeOptions(timeout=_seconds(timeout, "--timeout", 0.1, MAX_TIMEOUT), instance_header=instance_header.lower())
+    options = ProbeOptions(access=access, timeout=_seconds(timeout, "--timeout", 0.1, MAX_TIMEOUT), instance_header=instance_header.lower())
     check_output(json_out, "--json")
     check_output(html_out, "--html")
+    access.headers_now()  # a token endpoint that refuses or cannot be found: one line, before any check
     run = run_probe(url, checks, options=options, settings=settings, say=lambda line: click.echo(line, err=True))
     click.echo(render(run.rows))
     data = run.to_json()
@@ -95,5 +103,6 @@ def probe(url, only, skip, json_out, html_out, strict, sessions, calls, spike, i
         write_atomic(html_out, probe_page(data).encode("utf-8"))
     click.echo(f"mcpbench: probe of {url} took {run.seconds:.1f} s", err=True)
     if run.needs_credentials:
-        raise McpbenchError(f"{url} answers HTTP {run.target.auth_status}: give credentials to probe it (only its authentication shape was checked)")
+        ask = "other credentials" if access.credentials else "credentials"
+        raise McpbenchError(f"{url} answers HTTP {run.target.auth_status}: give {ask} to probe it (only its authentication shape was checked)")
     sys.exit(exit_status(run.rows, strict=strict))

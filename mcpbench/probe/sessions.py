@@ -289,7 +289,7 @@ class HttpSession:
 class LegacySession:
     """A legacy HTTP+SSE session on the replayer's `LegacySseTransport` (its stream, its POSTs).
 
-    The transport sends no extra headers: a legacy endpoint that needs credentials cannot be probed yet.
+    The user's headers (and a token) are those of the moment the stream opens: a probe's session is short.
     """
 
     def __init__(self, wire: Wire, version: str = LATEST_HANDSHAKE) -> None:
@@ -298,7 +298,7 @@ class LegacySession:
         self.wire = wire
         self.conn = ClientConnection(LEGACY_SSE, version, url=wire.url)
         self.items: queue.SimpleQueue = queue.SimpleQueue()
-        self.transport = LegacySseTransport(wire.url, self.items.put, timeout=wire.options.timeout)
+        self.transport = LegacySseTransport(wire.url, self.items.put, timeout=wire.options.timeout, proxies=wire.options.access.proxies)
         self.instance: str | None = None
         self._connected = False
 
@@ -312,8 +312,9 @@ class LegacySession:
 
     def open_steps(self, *, deadline: float) -> list[tuple[str, Exchange]]:
         try:
+            self.conn.set_headers(self.wire.options.headers())
             self.transport.connect(self.conn)
-        except TargetError as exc:
+        except (TargetError, WireError) as exc:
             return [("connect", Exchange(failed=Failed(None, None, Failure.CONNECT, str(exc)), detail=str(exc)))]
         self._connected = True
         ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)

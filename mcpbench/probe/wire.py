@@ -2,13 +2,15 @@
 
 A check asks for exchanges and gets back what the core made of them::
 
-    wire = Wire("http://127.0.0.1:8000/mcp", ProbeOptions(headers={"authorization": "Bearer …"}))
+    wire = Wire("http://127.0.0.1:8000/mcp", ProbeOptions(access=client_options.resolve(url)))
     reply = wire.request("POST", headers, body, deadline=deadline)     # the head: status, headers, instance
     for chunk, ts in reply.chunks(deadline): ...                         # the body, b"" at its end
 
 `HttpSession` (sessions.py) carries one MCP session on it. Nothing here parses HTTP bodies, SSE or
-JSON-RPC: `http.client` reads the HTTP, `protocol/` the rest. Every read is bounded by a deadline
-(`time.monotonic()`), so no check waits longer than its time bound.
+JSON-RPC: `http.client` reads the HTTP, `protocol/` the rest. Connections are `auth.fetch`'s (through
+the user's proxy when one applies), and each request carries the user's headers and an OAuth token
+fetched or renewed as it falls due. Every read is bounded by a deadline (`time.monotonic()`), so no
+check waits longer than its time bound.
 """
 
 import http.client
@@ -19,8 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from mcpbench.auth.fetch import connection, failure, proxy_headers, target
+from mcpbench.auth.options import ClientAccess
+from mcpbench.auth.proxy import Proxy
+from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import INSTANCE
-from mcpbench.replay.transports import connect_failure, http_connection, request_path, shut_socket
+from mcpbench.replay.transports import shut_socket
 
 # Of a body that is not MCP (an HTML page, an error text), this much is kept for a message.
 SNIPPET_BYTES = 300
@@ -31,13 +37,29 @@ READ_SIZE = 64 * 1024
 class ProbeOptions:
     """What every request of the probe carries, and how long one may take.
 
-    `headers`: sent with every request (credentials, a gateway's key); `instance_header`: the
-    response header that names the instance that served it; `timeout`: seconds one request may take.
+    `access`: the user's headers, OAuth tokens and proxies (`auth.options`, as replay and load have
+    them); `instance_header`: the response header that names the instance that served it;
+    `timeout`: seconds one request may take.
     """
 
-    headers: Mapping[str, str] = field(default_factory=dict)
+    access: ClientAccess = field(default_factory=ClientAccess.none)
     timeout: float = 5.0
     instance_header: str = INSTANCE
+
+    def headers(self) -> dict[str, str]:
+        """The user's headers for a request sent now, with a token that is not due (fetched if needed).
+
+        Raises:
+            WireError: no token can be had (the token endpoint refused, or cannot be reached).
+        """
+        try:
+            return self.access.headers_now()
+        except McpbenchError as exc:
+            raise WireError(f"no credentials to send: {exc}") from None
+
+    def proxy(self, url: str) -> Proxy | None:
+        """The proxy a request to `url` goes through, or None."""
+        return self.access.proxies.route(url)
 
 
 class WireError(Exception):
@@ -155,19 +177,21 @@ class Wire:
         Raises:
             WireError: no connection (`unreachable`), or no answer before `deadline`.
         """
-        sent_headers = {**({} if bare else dict(self.options.headers)), **(headers or {}), **(extra or {})}
-        path = request_path(url or self.url)
+        url = url or self.url
+        proxy = self.options.proxy(url)
+        sent_headers = {**({} if bare else self.options.headers()), **(headers or {}), **(extra or {}), **proxy_headers(url, proxy)}
+        path = target(url, proxy)
         for attempt in (0, 1):
             fresh = conn is None or attempt > 0
             if fresh:
-                conn = http_connection(url or self.url, left(deadline))
+                conn = connection(url, left(deadline), proxy)
             try:
                 if conn.sock is None:
                     conn.connect()
                 conn.sock.settimeout(left(deadline))
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
-                raise WireError(connect_failure(url or self.url, exc), unreachable=True) from None
+                raise WireError(failure(url, exc, proxy), unreachable=True) from None
             sent = time.perf_counter()
             try:
                 conn.request(method, path, body, sent_headers)
@@ -179,7 +203,7 @@ class Wire:
                 conn.close()
                 if not fresh:
                     continue  # the server closed the kept connection while it was idle: once more on a new one
-                raise WireError(f"{method} {url or self.url}: {_why(exc)}") from None
+                raise WireError(f"{method} {url}: {_why(exc)}") from None
             return Reply(conn, response, sent, self.options.instance_header)
         raise AssertionError("unreachable")  # the loop returns or raises
 

@@ -12,7 +12,9 @@ what to send and feeds it what arrives, with the times it took::
     conn = ClientConnection("stdio", …);   events = conn.receive_stdout(chunk, ts)
     conn = ClientConnection("sse", …, url=".../sse");  reader = conn.legacy_stream(status, content_type)
 
-The connection owns the one table of requests in flight (its `Session.pending`;
+The user's own headers (credentials, an API key: `headers=`, `set_headers`) go on every
+HTTP request the connection builds, under the protocol's own (which win). The connection
+owns the one table of requests in flight (its `Session.pending`;
 each entry keeps the shell's opaque `waiter`, returned with the request's
 outcome), id allocation, the headers of each transport and era
 (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Mcp-Method`/`Mcp-Name`,
@@ -30,6 +32,7 @@ from typing import Any
 from mcpbench import __version__
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.asks import AskPolicy, Refuse
+from mcpbench.protocol.auth import Challenge, bearer_challenge
 from mcpbench.protocol.framing import LineFramer, LineTooLong
 from mcpbench.protocol.http import (
     GET_ACCEPT,
@@ -111,6 +114,8 @@ class Failed:
     status: int | None = None
     last_event_id: str | None = None  # the cut stream's last event id: where a resume starts
     sent: float = 0.0
+    challenge: Challenge | None = None  # a 401's or 403's `WWW-Authenticate` challenge, read
+    retry_ms: int | None = None  # the cut stream's last `retry:` (ms): the least wait before it is reopened
 
 
 @dataclass(slots=True)
@@ -206,6 +211,7 @@ class ClientConnection:
         capabilities: the client capabilities to declare; the policy's are added.
         client_info: the `clientInfo` object.
         policy: answers server→client requests (`asks.Refuse` by default).
+        headers: the user's headers for every HTTP request (names lower case), under the protocol's.
     """
 
     def __init__(
@@ -217,6 +223,7 @@ class ClientConnection:
         capabilities: dict | None = None,
         client_info: dict | None = None,
         policy: AskPolicy | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"unknown transport {transport!r}")
@@ -243,6 +250,18 @@ class ClientConnection:
         self._framer = LineFramer() if transport == STDIO else None
         self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name), for:
         self._headers_for: tuple[str | None, str | None] = (None, None)  # (negotiated version, session id)
+        self.extra: dict[str, str] = dict(headers or {})  # the user's headers
+        self.headers_version = 0  # changes with `set_headers`: a request built before is stale
+
+    def set_headers(self, headers: dict[str, str]) -> None:
+        """Send these user headers from now on (a renewed token, say); requests already built keep theirs."""
+        if headers != self.extra:
+            self.extra = dict(headers)
+            self.headers_version += 1
+            self._headers.clear()
+
+    def _with_extra(self, headers: dict[str, str]) -> dict[str, str]:
+        return {**self.extra, **headers} if self.extra else headers
 
     # --- state --------------------------------------------------------------------------------
 
@@ -340,17 +359,18 @@ class ClientConnection:
         if self.transport == STDIO:
             return Outgoing(message, data + b"\n")
         if self.transport == LEGACY_SSE:
-            return Outgoing(message, data, {"content-type": JSON}, self.endpoint)
+            return Outgoing(message, data, self._with_extra({"content-type": JSON}), self.endpoint)
         if as_version is not None:  # a request of another version than the session's: its own headers
-            return Outgoing(message, data, post_headers(message, version=as_version, session_id=self.session_id), self.url)
+            headers = post_headers(message, version=as_version, session_id=self.session_id)
+            return Outgoing(message, data, self._with_extra(headers), self.url)
         return Outgoing(message, data, self._post_headers(message), self.url)
 
     def _post_headers(self, message: Message) -> dict[str, str]:
         method = getattr(message, "method", None)
         if method == "initialize":  # before a version is settled: none said
-            return post_headers(message, version=None, session_id=self.session_id)
+            return self._with_extra(post_headers(message, version=None, session_id=self.session_id))
         if method is None:  # an answer to the server
-            return post_headers(message, version=self.negotiated, session_id=self.session_id)
+            return self._with_extra(post_headers(message, version=self.negotiated, session_id=self.session_id))
         settled = (self.negotiated, self.session_id)
         if settled != self._headers_for:  # a handshake after a probe, or a new session id: new headers
             self._headers.clear()
@@ -360,7 +380,8 @@ class ClientConnection:
         cache_key = (method, target if isinstance(target, str) else None)
         headers = self._headers.get(cache_key)
         if headers is None:
-            headers = self._headers[cache_key] = post_headers(message, version=self.negotiated, session_id=self.session_id)
+            headers = post_headers(message, version=self.negotiated, session_id=self.session_id)
+            headers = self._headers[cache_key] = self._with_extra(headers)
         return headers
 
     def get_headers(self, *, resume: bool = True) -> dict[str, str]:
@@ -373,7 +394,7 @@ class ClientConnection:
             headers[PROTOCOL_VERSION] = self.negotiated
         if resume and self.last_event_id:
             headers[LAST_EVENT_ID] = self.last_event_id
-        return headers
+        return self._with_extra(headers)
 
     def resume_headers(self, last_event_id: str) -> dict[str, str]:
         """Headers of a `GET` that resumes a cut POST stream from `last_event_id`."""
@@ -386,7 +407,7 @@ class ClientConnection:
         headers = {SESSION_ID: self.session_id}
         if self.negotiated:
             headers[PROTOCOL_VERSION] = self.negotiated
-        return headers
+        return self._with_extra(headers)
 
     def give_up(self, request_id: Any, detail: str) -> Failed | None:
         """The shell stopped waiting for `request_id` (its clock ran out): a late answer is `Unmatched`."""
@@ -443,32 +464,39 @@ class ClientConnection:
 
     # --- receiving: Streamable HTTP ------------------------------------------------------------
 
-    def post_answer(self, out: Outgoing, status: int, content_type: str | None, session_id: str | None = None) -> "AnswerReader":
-        """The answer to the POST of `out` has begun: feed its body to the reader returned."""
+    def post_answer(self, out: Outgoing, status: int, content_type: str | None, session_id: str | None = None,
+                    authenticate: str | None = None) -> "AnswerReader":
+        """The answer to the POST of `out` has begun: feed its body to the reader returned.
+
+        `authenticate`: the answer's `WWW-Authenticate` value (a 401's challenge).
+        """
         request_id = out.request_id
         if session_id and status < 300 and type(out.message) is Request and out.message.method == "initialize":
             self.session_id = session_id  # before the answer is read: the next POST needs it
         has_session = SESSION_ID in (out.headers or ()) if self.transport == STREAMABLE_HTTP else True
         expected = request_id if self.transport == STREAMABLE_HTTP else None  # legacy answers come on the stream
-        return AnswerReader(self, PostAnswer(expected, status, content_type, has_session=has_session), request_id, "sse")
+        answer = PostAnswer(expected, status, content_type, has_session=has_session, challenge=_challenge(status, authenticate))
+        return AnswerReader(self, answer, request_id, "sse")
 
-    def get_stream(self, status: int, content_type: str | None, *, stream: str = "get") -> "AnswerReader | None":
+    def get_stream(self, status: int, content_type: str | None, *, stream: str = "get",
+                   authenticate: str | None = None) -> "AnswerReader | None":
         """The answer to a `GET`: the server's stream ("get") or a cut stream resumed ("resume").
 
         A reader, or None when the server offers no stream (405).
         """
         if status == 405:  # Streamable HTTP: a server without the stream MUST answer 405
             return None
-        return AnswerReader(self, PostAnswer(None, status, content_type, has_session=bool(self.session_id)), None, "get", stream=stream)
+        answer = PostAnswer(None, status, content_type, has_session=bool(self.session_id), challenge=_challenge(status, authenticate))
+        return AnswerReader(self, answer, None, "get", stream=stream)
 
     # --- receiving: legacy HTTP+SSE --------------------------------------------------------------
 
     def legacy_headers(self) -> dict[str, str]:
-        return {"accept": GET_ACCEPT}
+        return self._with_extra({"accept": GET_ACCEPT})
 
-    def legacy_stream(self, status: int, content_type: str | None) -> "LegacyReader":
+    def legacy_stream(self, status: int, content_type: str | None, authenticate: str | None = None) -> "LegacyReader":
         """The legacy `GET /sse` stream has begun: feed it to the reader returned."""
-        return LegacyReader(self, status, content_type)
+        return LegacyReader(self, status, content_type, _challenge(status, authenticate))
 
     # --- the common path -------------------------------------------------------------------------
 
@@ -505,7 +533,8 @@ class ClientConnection:
             pending = self.session.pending.get((C2S, owner)) if owner is not None else None
             out.append(Pushed(message, owner, pending.waiter if pending is not None else None, via))
 
-    def _problem(self, problem: Problem, request_id: Any, status: int | None, last_event_id: str | None) -> list[Event]:
+    def _problem(self, problem: Problem, request_id: Any, status: int | None, last_event_id: str | None,
+                 answer: PostAnswer | None = None) -> list[Event]:
         if problem.failure == Failure.SESSION_NOT_FOUND:
             if request_id is None:  # a notification (or an answer) that found no session
                 out: list[Event] = [Failed(None, None, problem.failure, problem.detail, status)]
@@ -516,7 +545,11 @@ class ClientConnection:
             return out
         if request_id is None:
             return [Failed(None, None, problem.failure, problem.detail, status)]
-        return self._fail(request_id, problem.failure, problem.detail, status, last_event_id)
+        out = self._fail(request_id, problem.failure, problem.detail, status, last_event_id)
+        if answer is not None:
+            for failed in out:
+                failed.challenge, failed.retry_ms = answer.challenge, answer.retry_ms
+        return out
 
     def _fail(self, request_id: Any, failure: str, detail: str, status: int | None = None, last_event_id: str | None = None) -> list[Event]:
         pending = self.session.pending.pop((C2S, request_id), None)
@@ -597,7 +630,7 @@ class AnswerReader:
                 via = self.via_stream if item.via == "sse" else item.via
                 conn._incoming(item.message, via, self.request_id, ts, out, answer.status)
             elif not self.answered:
-                out += conn._problem(item, self.request_id, answer.status, answer.last_event_id)
+                out += conn._problem(item, self.request_id, answer.status, answer.last_event_id, answer)
         if self.first_event is None and answer.events:
             self.first_event = ts
         if self.stream == "get" and answer.last_event_id:
@@ -614,16 +647,18 @@ class AnswerReader:
 class LegacyReader:
     """Reads the legacy `GET /sse` stream: the endpoint first, then every server message."""
 
-    def __init__(self, conn: ClientConnection, status: int, content_type: str | None) -> None:
+    def __init__(self, conn: ClientConnection, status: int, content_type: str | None, challenge: Challenge | None = None) -> None:
         self.conn = conn
         self.status = status
         self.content_type = content_type
+        self.challenge = challenge
         self._stream = LegacyStream(conn.url or "")
 
     def refused(self) -> str | None:
         """Why the stream's answer is not a stream, or None."""
         if self.status != 200:
-            return f"GET answered HTTP {self.status}"
+            named = f" ({self.challenge.summary()})" if self.challenge is not None else ""
+            return f"GET answered HTTP {self.status}{named}"
         if not is_event_stream(self.content_type):
             return f"GET answered {self.content_type!r}, not an SSE stream"
         return None
@@ -646,6 +681,11 @@ class LegacyReader:
         if not chunk:
             out += conn._stream_ended("legacy", "the server closed the SSE stream")
         return out
+
+
+def _challenge(status: int, authenticate: str | None) -> Challenge | None:
+    """The challenge of a 401 or 403 answer, read; None for other statuses (a 200 need not be read)."""
+    return bearer_challenge(authenticate) if status in (401, 403) and authenticate else None
 
 
 class Recent:

@@ -9,11 +9,14 @@
     ├── TraceError                a trace file cannot be read or written
     │   └── TraceWriteError       the trace stopped being written (disk full, file removed)  exit 3
     ├── ReplayError               a replay cannot go on
+    ├── CredentialError           a header, variable, file, proxy URL or secret that cannot be used
     ├── OutputError               an output path cannot be created or written, or names an input
     └── EnvironmentProblem        the machine or network, not the input             exit 3
         ├── TargetError           a server or command cannot be reached or started, or is not MCP
         │   └── BadTargetError    …because it is written wrongly: unusable input      exit 2
-        └── BindError             a port is busy or a bind address unknown
+        ├── BindError             a port is busy or a bind address unknown
+        └── DiscoveryError        an authorization server or metadata document that cannot be used
+                                  (protocol/auth.py: not found, not JSON, not OAuth)
 
 The command line turns any `McpbenchError` into a one-line message and its
 `exit_code`; anything else is a bug and keeps its traceback. The exit statuses
@@ -87,6 +90,12 @@ class BindError(EnvironmentProblem):
 
 class ReplayError(McpbenchError):
     """A replay cannot go on."""
+
+
+class CredentialError(McpbenchError):
+    """Credentials or client options that cannot be used: a header without a colon, a variable not set,
+    a file that cannot be read, a proxy URL written wrongly, a secret the authorization server refused.
+    The message names the header, variable, file or URL, never a secret."""
 
 
 class OutputError(McpbenchError):

@@ -8,6 +8,7 @@ rule lives in one place.
 from dataclasses import dataclass
 
 from mcpbench.protocol import uri
+from mcpbench.protocol.auth import Challenge
 from mcpbench.protocol.errors import RemoteProtocolError
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Message, MessageId, Request, Response, decode
 # What a body is (its media type, its content coding) is read in `media.py`; imported here for
@@ -28,6 +29,9 @@ NAME = "mcp-name"
 LAST_EVENT_ID = "last-event-id"
 # Not MCP: set by the lab's balancers (mcpbench's addon, HAProxy) to name the instance that served a request.
 INSTANCE = "x-mcpbench-instance"
+# RFC 9110 §11.6: the challenge of a 401 (and of a 403 for a token without the scope it needs).
+AUTHENTICATE = "www-authenticate"
+AUTHORIZATION = "authorization"
 
 # Streamable HTTP, "Sending Messages to the Server": the client MUST list both.
 POST_ACCEPT = "application/json, text/event-stream"
@@ -78,21 +82,34 @@ class Failure:
     TOOL_ERROR = "tool-error"
     CONNECT = "connect-failed"
     NOT_MCP = "not-mcp"  # a success status whose body is no JSON-RPC at all (an HTML page, say)
+    AUTH_REQUIRED = "auth-required"  # 401: no credentials, or ones the server no longer takes
+    AUTH_FORBIDDEN = "auth-forbidden"  # 403 with a Bearer challenge: the token lacks a scope (insufficient_scope)
+    AUTH_TOKEN_FAILED = "auth-token-failed"  # the token endpoint refused, or could not be asked
 
 
-def classify_status(status: int, *, has_session: bool, body: bytes = b"") -> str | None:
+# The failure classes of authentication (`auth-*`): a sample of one carries the challenge.
+AUTH_FAILURES = frozenset({Failure.AUTH_REQUIRED, Failure.AUTH_FORBIDDEN, Failure.AUTH_TOKEN_FAILED})
+
+
+def classify_status(status: int, *, has_session: bool, body: bytes = b"", challenge: Challenge | None = None) -> str | None:
     """The failure class of an HTTP status, or None for success.
 
     A 404 on a request that carried a session id means the session is gone
     (Streamable HTTP: "the client MUST start a new session"), whatever its body
     (a JSON-RPC error, or nothing). Some servers answer an unknown session with
     400 instead ("Bad Request: No valid session ID provided"): a 400 whose body
-    names the session counts as the same.
+    names the session counts as the same. A 401 asks for authentication (RFC 9110
+    §15.5.2); a 403 is about authorization only when it carries a Bearer challenge
+    (RFC 6750 §3.1 `insufficient_scope`): a Host or Origin refusal is a plain 403.
     """
     if status < 400:
         return None
     if has_session and (status == 404 or (status == 400 and b"session" in body[:MAX_SESSION_TEXT].lower())):
         return Failure.SESSION_NOT_FOUND
+    if status == 401:
+        return Failure.AUTH_REQUIRED
+    if status == 403 and challenge is not None and challenge.scheme == "bearer":
+        return Failure.AUTH_FORBIDDEN
     return Failure.HTTP_4XX if status < 500 else Failure.HTTP_5XX
 
 
@@ -224,17 +241,19 @@ class PostAnswer:
     counts it whatever the body says, a replayer compares the body's answer.
     `answer` is the response to `request_id`, once it has come; an error
     response with a null id (the server could not read the request) counts as
-    that answer.
+    that answer. `challenge` is the answer's `WWW-Authenticate` challenge, read.
     """
 
     # Of an error body, at most this much text goes into a problem's detail.
     DETAIL_CHARS = 200
 
-    def __init__(self, request_id: MessageId | None, status: int, content_type: str | None, *, has_session: bool) -> None:
+    def __init__(self, request_id: MessageId | None, status: int, content_type: str | None, *, has_session: bool,
+                 challenge: Challenge | None = None) -> None:
         self.request_id = request_id
         self.status = status
         self.has_session = has_session
-        self.failure = classify_status(status, has_session=has_session)
+        self.challenge = challenge
+        self.failure = classify_status(status, has_session=has_session, challenge=challenge)
         kind = media_type(content_type)
         self.streamed = status < 300 and kind == EVENT_STREAM
         self.json_body = kind == JSON or kind.endswith("+json")
@@ -275,7 +294,7 @@ class PostAnswer:
 
     @property
     def retry_ms(self) -> int | None:
-        """The reconnection time the stream advertised (`retry:`, ms), once it has."""
+        """The stream's reconnection time (its last `retry:` field, ms), once it set one."""
         return self._parser.retry_ms if self._parser is not None else None
 
     def _body_end(self, data: bytes) -> list[Carried | Problem]:
@@ -288,6 +307,9 @@ class PostAnswer:
             self.answer = None  # whatever the body says, the session is gone: that is the outcome
         elif self.answer is not None:
             return out
+        if self.failure in AUTH_FAILURES:  # the challenge says more than any body: what to authenticate with
+            named = self.challenge.summary() if self.challenge is not None else "no WWW-Authenticate challenge"
+            return [Problem(self.failure, f"HTTP {self.status} ({named})")]
         if self.failure:  # one problem: the status's class, explained by the body (a JSON-RPC error's code and text)
             error = next((i.message for i in out if type(i) is Carried and type(i.message) is ErrorResponse), None)
             if error is not None:

@@ -12,7 +12,7 @@ in `Recovery`:
   server no longer knows the session, reinitialize.
 
 Attempts back off exponentially with full jitter (a delay drawn from
-[0, min(cap, base·2^attempt)]), at most `attempts` per break, and every extra
+[0, min(cap, base·2^attempt)]) on top of the cut stream's `retry:` (`Recovery.wait`), at most `attempts` per break, and every extra
 request (handshakes, resume streams, re-sent calls) comes out of a retry budget,
 a token bucket as in Finagle's `RetryBudget`: each ordinary request deposits
 `budget` tokens (20 %: at most one extra request per five), time deposits
@@ -181,6 +181,11 @@ class Recovery:
     def delay(self, attempt: int) -> float:
         """Full jitter: a uniform draw from [0, min(max_backoff, backoff * 2**attempt)]."""
         return self.rng.uniform(0.0, min(self.policy.max_backoff, self.policy.backoff * (2 ** attempt)))
+
+    def wait(self, attempt: int, retry_ms: int | None = None) -> float:
+        """Seconds to wait before reopening what broke: at least the stream's last `retry:` (WHATWG
+        HTML, "reconnection time"; MCP 2025-11-25: the client MUST respect it), the backoff's draw on top."""
+        return (retry_ms or 0) / 1000.0 + self.delay(attempt)
 
 
 __all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "REOPEN", "REPORT", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]

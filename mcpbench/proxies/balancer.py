@@ -27,6 +27,13 @@ Policies:
 Every response carries `X-Mcpbench-Instance: <name>` (names s1, s2, … unless given as
 `name=host:port`), so clients can tell where each request of a session landed.
 
+`Host` and `Origin` are checked as the official SDKs check them against DNS rebinding (the core's
+`HostCheck`, which the mock uses too), before any routing: listening on a loopback address, a
+foreign `Host` gets 421 and a foreign `Origin` 403 (any port of 127.0.0.1, localhost and [::1] is
+allowed); `mcpbench_balancer_allowed_hosts` and `_allowed_origins` allow more (`name:*` any port,
+`*` anything), and switch the check on for any other listen address. The instances then get the
+instance's address as `Host`, as a balancer in front of them sends it.
+
 Stacking with the recorder (`mcpbench addon-path`): load the recorder first, then this addon; an
 SSE stream callable set before this addon's `responseheaders` is wrapped, not replaced.
 """
@@ -45,6 +52,7 @@ from urllib.parse import urlsplit
 
 from mcpbench.protocol.http import INSTANCE, SESSION_ID, is_event_stream, legacy_session_key
 from mcpbench.protocol.observer import Endpoint, SseObserver
+from mcpbench.protocol.server import HostCheck
 
 POLICIES: Final = ("random", "round-robin", "sticky", "source")
 # Sessions (and client addresses) remembered at once, least recently used dropped first: as
@@ -201,6 +209,7 @@ class Balancer:
     def __init__(self) -> None:
         self.router: Router | None = None
         self.header = INSTANCE
+        self.host_check = HostCheck()
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -215,13 +224,28 @@ class Balancer:
             "mcpbench_balancer_seed", str, "",
             "mcpbench balancer: seed of the random policy (an integer; empty: unseeded).",
         )
+        loader.add_option(
+            "mcpbench_balancer_allowed_hosts", Sequence[str], [],
+            "mcpbench balancer: also accept this Host (name:* for any port, * for any); on a loopback listen "
+            "address the loopback names are accepted already. Repeatable.",
+        )
+        loader.add_option(
+            "mcpbench_balancer_allowed_origins", Sequence[str], [],
+            "mcpbench balancer: also accept this Origin (http://name:* for any port, * for any). Repeatable.",
+        )
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx, exceptions
 
+        from mcpbench.proxies.host import keep_client_host
+
+        options = ctx.options
+        keep_client_host(options)  # the check reads the client's Host; `request` sets the instance's
+        # Every time: mitmproxy configures an addon only for the options changed after it was added.
+        self.host_check = HostCheck.for_bind(options.listen_host, hosts=tuple(options.mcpbench_balancer_allowed_hosts),
+                                             origins=tuple(options.mcpbench_balancer_allowed_origins))
         if not updated & {"mcpbench_balancer_instances", "mcpbench_balancer_policy", "mcpbench_balancer_seed"}:
             return
-        options = ctx.options
         if not options.mcpbench_balancer_instances:
             self.router = None  # not configured: requests go to the reverse target untouched
             return
@@ -236,10 +260,18 @@ class Balancer:
             raise exceptions.OptionsError(f"mcpbench balancer: {exc}") from None
 
     def request(self, flow) -> None:
-        router = self.router
-        if router is None or flow.response is not None:
+        if flow.response is not None:
             return
         request = flow.request
+        if self.host_check.enabled and (refused := self.host_check.refusal(request.headers)) is not None:
+            from mitmproxy import http
+
+            reply = refused.reply
+            flow.response = http.Response.make(reply.status, reply.body, dict(reply.headers))
+            return
+        router = self.router
+        if router is None:
+            return
         key = request_session_key(request.headers.get(SESSION_ID), request.path) if router.policy == "sticky" else None
         instance = router.pick(key, flow.client_conn.peername[0] if flow.client_conn.peername else "")
         request.host = instance.host

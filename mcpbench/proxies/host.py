@@ -122,6 +122,14 @@ def probe(spec: str, tls: UpstreamTls | None = None) -> str | None:
         return f"does not answer now ({exc.strerror or exc})"
 
 
+def keep_client_host(options) -> None:
+    """Stop mitmproxy's reverse mode from rewriting `Host` before the addons see it (`keep_host_header`):
+    an addon that checks the client's `Host` or records it must see what the client sent, and then
+    sets the upstream's itself where it has to."""
+    if any(str(mode).startswith("reverse:") for mode in options.mode) and not options.keep_host_header:
+        options.update(keep_host_header=True)
+
+
 class Announce:
     """An addon that says where clients should connect once mitmproxy listens (port 0 is known only then).
 

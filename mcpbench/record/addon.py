@@ -17,7 +17,12 @@ The observed session never breaks:
 - Bodies that are not JSON, broken SSE, disconnects and upstream errors pass through as they are and
   are recorded as `violation`, `stream` or `error` events. Requests that are not MCP pass untouched
   and are recorded as `http` events only (`classify.py` tells them apart).
-- Secrets are redacted by the trace writer's `Redactor` (Authorization and cookies by default).
+- Secrets are redacted by the trace writer's `Redactor` (Authorization and cookies by default;
+  OAuth's tokens, client secrets, codes and refresh tokens in the bodies and forms of the discovery
+  and token requests that pass, which are recorded as `http` events with their bodies).
+- The upstream gets the client's `Host` (`mcpbench_host_header`): in reverse mode mitmproxy would
+  rewrite it to the upstream's address, and an upstream that checks `Host` against DNS rebinding
+  would never see the client's. The trace records the header as the client sent it.
 
 `McpRecorder` follows each exchange from request to answer and is composed of plain parts, one
 concern each: `TraceOutput` (`output.py`: the trace file and the event encoders), `SessionBook`
@@ -40,19 +45,22 @@ from mitmproxy import ctx, exceptions
 from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
-from mcpbench.proxies.host import stock_host_stops
+from mcpbench.protocol.auth import FORM
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.protocol.http import (
-    FOREIGN_ANSWER_ID, PROTOCOL_VERSION, SESSION_ID, foreign_id_warning, legacy_session_key, pair_with_post, resolve_endpoint,
+    AUTHENTICATE, FOREIGN_ANSWER_ID, PROTOCOL_VERSION, SESSION_ID, foreign_id_warning, legacy_session_key, pair_with_post,
+    resolve_endpoint,
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request
-from mcpbench.protocol.media import is_event_stream
+from mcpbench.protocol.media import is_event_stream, media_type
 from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
 from mcpbench.protocol.sse import SseComment, SseEvent
+from mcpbench.proxies.host import stock_host_stops
 from mcpbench.record.classify import classify
 from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, url_of, wire_text
 from mcpbench.record.gateway import answer_bad_gateway
+from mcpbench.record.hosts import HOST_HEADER_MODES, HostHeader
 from mcpbench.record.output import TraceOutput
 from mcpbench.record.sessions import SessionBook, conn_key
 from mcpbench.record.streams import SseTap
@@ -61,6 +69,8 @@ from mcpbench.trace.format import Kind, now
 
 # mitmdump's exit status when the trace cannot be created (unusable --set mcpbench_out).
 EXIT_INPUT = 2
+# The options whose change `configure` reads (the others belong to other addons).
+OWN_OPTIONS = frozenset({"mcpbench_out", "mcpbench_redact"})
 
 # The `error` of an exchange still open when the proxy stops.
 STOPPED = "the proxy stopped before the exchange ended"
@@ -105,6 +115,7 @@ class McpRecorder:
         self.exchanges: dict[str, HttpExchange] = {}  # open exchanges by flow id
         self.exit_on_failure = exit_on_failure
         self.timeout = timeout
+        self.host_header = HostHeader()
         self.running_ = False  # mitmproxy has started (options set now are changes, not start-up)
         self.rolling_back = False  # an OptionsError was raised: mitmproxy's next configure undoes the change
 
@@ -126,6 +137,12 @@ class McpRecorder:
             "mcpbench_redact", Sequence[str], [],
             "mcpbench: also redact this header / JSON key (a name) or JSON path (a.b.*.c). Repeatable.",
         )
+        loader.add_option(
+            "mcpbench_host_header", str, "auto",
+            "mcpbench (reverse mode): the Host the upstream gets: client (as the client sent it), upstream "
+            "(the upstream's address, mitmproxy's default) or auto (client for a loopback upstream, else upstream).",
+            choices=list(HOST_HEADER_MODES),
+        )
 
     def configure(self, updated: set[str]) -> None:
         if self.timeout is not None:
@@ -136,7 +153,9 @@ class McpRecorder:
             # connects per request, so the client gets mitmproxy's 502 naming the cause and the
             # trace gets the exchange's `error` event.
             ctx.options.update(connection_strategy="lazy")
-        if "mcpbench_out" not in updated and "mcpbench_redact" not in updated:
+        if updated & {"mcpbench_host_header", "mode", "keep_host_header"}:
+            self.host_header.configure(ctx.options)
+        if not updated & OWN_OPTIONS:
             return
         if self.rolling_back:  # mitmproxy restoring the options before a refused change: keep as is
             self.rolling_back = False  # (at start that is an empty mcpbench_out: no stray default trace)
@@ -177,6 +196,7 @@ class McpRecorder:
             if ex.session is not None:
                 self._record_request(ex)
                 output.flush()
+        self.host_header.apply(flow)  # after recording: the trace has the Host the client sent
         if self.timeout is not None:  # after recording: the request goes upstream when this returns
             self.timeout.sent(flow)
 
@@ -253,7 +273,9 @@ class McpRecorder:
             body = response.data.content or b""
             if body and "content-encoding" in ex.resp_headers:  # as the request's (`get_content` costs)
                 body = response.get_content(strict=False) or b""
-            recorded = bool(body) and ex.mcp and self._response_body(ex, body)
+            # A challenge's body (401, 403 with WWW-Authenticate) is the authorization layer's, not MCP: kept, not judged.
+            challenge = response.status_code in (401, 403) and AUTHENTICATE in ex.resp_headers
+            recorded = bool(body) and ex.mcp and not challenge and self._response_body(ex, body)
             if body and (not recorded or response.status_code >= 400):
                 fields = body_fields(body)
         self._ended(ex, flow, fields)
@@ -298,7 +320,13 @@ class McpRecorder:
         return ex
 
     def _ended(self, ex: HttpExchange, flow, fields: dict) -> None:
-        """The exchange's `http` event (with `fields`), the session it ends, and the write."""
+        """The exchange's `http` event (with `fields`), the session it ends, and the write.
+
+        A form that is not MCP keeps its body too (an OAuth token request's: the writer redacts
+        its secrets).
+        """
+        if not ex.mcp and media_type(ex.req_content_type) == FORM and (sent := flow.request.data.content):
+            fields = {**fields, **body_fields(sent, "request_body")}
         self.output.http(ex, flow, fields)
         self._end(ex, ex.resp_status)
         self.output.flush()

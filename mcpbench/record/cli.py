@@ -24,9 +24,14 @@ from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
               help="Trust the CA certificates in this PEM file (only them) for an https upstream, e.g. a private or self-signed one.")
 @click.option("--upstream-insecure", is_flag=True, help="Do not verify an https upstream's certificate at all.")
 @click.option("--live", is_flag=True, help="Show the live view of the recording on this terminal (q closes it, Ctrl-C stops; see README).")
+@click.option("--host-header", type=click.Choice(("auto", "client", "upstream")), default="auto", show_default=True,
+              help="The Host the upstream gets: the client's, the upstream's address, or auto (the client's for a "
+                   "loopback upstream, which may check it against DNS rebinding; the upstream's for a remote one). "
+                   "The trace records the client's either way.")
 @telemetry_options
 @map_errors
-def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live, otlp, metrics, service_name):
+def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live, host_header, otlp, metrics,
+           service_name):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -40,7 +45,8 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
     check_output(out, "--out")
     telemetry = TelemetryOptions.parse(otlp, metrics, service_name)
     tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
-    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live, telemetry=telemetry)
+    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live,
+               telemetry=telemetry, host_header=host_header)
 
 
 @click.command("addon-path")
@@ -48,7 +54,9 @@ def addon_path():
     """Print the absolute path of the mitmproxy addon, for mitmdump/mitmproxy/mitmweb -s.
 
     Options: --set mcpbench_out=FILE (trace file), --set mcpbench_redact=NAME (repeatable),
-    --set mcpbench_upstream_timeout=SECONDS (a 504 for an upstream that has not begun its answer; default 30, 0: none).
+    --set mcpbench_upstream_timeout=SECONDS (a 504 for an upstream that has not begun its answer; default 30, 0: none),
+    --set mcpbench_host_header=auto|client|upstream (the Host a reverse-mode upstream gets; auto: the client's
+    for a loopback upstream).
 
     Example: mitmdump --mode reverse:http://127.0.0.1:8000 -s "$(mcpbench addon-path)" --set mcpbench_out=s.jsonl
     """

@@ -30,7 +30,8 @@ def _default_ready(url: str) -> None:
     print(f"mcpbench: point clients at {hint} (Ctrl-C stops and completes the trace)", file=sys.stderr, flush=True)
 
 
-async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int, tls: UpstreamTls):
+async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: Sequence[str], on_ready, upstream_timeout: int,
+                 tls: UpstreamTls, host_header: str):
     from mitmproxy import exceptions
 
     from mcpbench.record.addon import make_addons
@@ -39,7 +40,8 @@ async def _serve(spec: str, path: str, host: str, port: int, out: Path, redact: 
     (recorder,) = make_addons(upstream_timeout=True)
     master.addons.add(recorder, Announce(path, on_ready))
     try:
-        master.options.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout, **tls.options())
+        master.options.update(mcpbench_out=str(out), mcpbench_redact=list(redact), mcpbench_upstream_timeout=upstream_timeout,
+                              mcpbench_host_header=host_header, **tls.options())
     except exceptions.OptionsError as exc:
         raise recorder.output.open_error or TraceError(str(exc)) from None
     await run_master(master, host, port)
@@ -57,6 +59,7 @@ def run_record(
     tls: UpstreamTls = UpstreamTls(),
     live: bool = False,
     telemetry: TelemetryOptions = TelemetryOptions(),
+    host_header: str = "auto",
 ) -> Path:
     """Reverse-proxy `listen` to `upstream`, recording to `out`, until SIGINT/SIGTERM.
 
@@ -66,6 +69,7 @@ def run_record(
     client a 504 and the trace an error event. `tls`: how an https upstream's certificate is checked.
     `telemetry`: spans and metrics, sent by a companion process that follows the trace (never from
     mitmproxy's event loop).
+    `host_header`: the Host the upstream gets (`record/hosts.py`: auto, client or upstream).
 
     Returns:
         The trace file, complete.
@@ -98,7 +102,7 @@ def run_record(
             if view is not None:
                 view.open()
     try:
-        output = asyncio.run(_serve(spec, path, host, port, trace, redact, ready, upstream_timeout, tls))
+        output = asyncio.run(_serve(spec, path, host, port, trace, redact, ready, upstream_timeout, tls, host_header))
     finally:
         if view is not None:
             view.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from mcpbench import cliutil
+from mcpbench.auth.options import client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
@@ -128,16 +129,18 @@ def suite_options(func):
 @redact_option
 @compare_options
 @suite_options
+@client_options
 @map_errors
 def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, rules_beside,
            otlp, service_name, redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
-           report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md):
+           report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md, client):
     """Replay the client side of each TRACE against TARGET and report every answer that changed.
 
     TRACE may be a file, a folder (every trace under it) or a glob ('traces/**/*.jsonl'); several
     make a suite with one report. Sessions go in recorded order, each client message in recorded
     order, requests that were in flight together are sent together; server requests (sampling,
-    elicitation, roots) are answered from the recording. Exit status: 0 nothing changed, 1
+    elicitation, roots) are answered from the recording. Recorded credentials are hashed in traces:
+    give your own (--header, --bearer-token-env, --oauth-*). Exit status: 0 nothing changed, 1
     something changed (with --contract: a breaking change, or any with --fail-on any), 2 unusable
     input, 3 the target could not be reached, broke off or is not an MCP server.
 
@@ -168,16 +171,22 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
             check_output(path, option)
         check_ci_outputs(junit_xml, summary_md)
         target = parse_target(target_text)
+        access = client.resolve(target.url)
         rules = _rules(ignore, ignore_files, no_default_rules)
         pacing = Pace.parse(pace, max_gap)
         recorded = [plans.load(path, sessions=sessions or None) for path in paths]
         beside = [rules.extend(kept_rules(path)) if rules_beside else rules for path in paths]
+        access = client.resolve(target.url)
+        access.headers_now()  # a token endpoint that says no, or cannot be found: one line, now
     except McpbenchError as exc:
         _failed_report("replay", trace, target_text, exc, report_path)
         raise
+    if any(plan.credentials for plan in recorded) and not access.credentials:
+        click.echo("mcpbench: the recording sent Authorization (hashed in the trace, never replayed); this replay "
+                   "sends none: give --header, --bearer-token-env or --oauth-* for a protected server", err=True)
     options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout, redact=redact,
                             latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency,
-                            telemetry=TelemetryOptions.parse(otlp, None, service_name))
+                            telemetry=TelemetryOptions.parse(otlp, None, service_name), access=access)
     if contract:
         _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md)
     if single:
@@ -244,7 +253,7 @@ def _contract_replay(recorded, target, options, fail_on, report_path, junit_xml,
     reports = []
     for plan in recorded:
         run = Replayer(target, protocol_version=options.protocol_version, pace=options.pace,
-                       timeout=options.timeout).run(surface_plan(plan))
+                       timeout=options.timeout, access=options.access).run(surface_plan(plan))
         reports.append(replay_contract(plan, run))
         click.echo(reports[-1].render())
         if run.interrupted:
@@ -340,15 +349,17 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
               help="HTTP: also accept this Host header (name:* for any port, * for any). Repeatable.")
 @click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN",
               help="HTTP: also accept this Origin header (http://name:* for any port, * for any). Repeatable.")
+@client_options
 @map_errors
 def serve_trace(trace, forward_url, transport, host, port, json_response, sessions, on_miss, pace, max_gap,
-                allowed_hosts, allowed_origins):
+                allowed_hosts, allowed_origins, client):
     """Serve TRACE as a mock MCP server that answers exactly as recorded.
 
     Requests match on method and params (ids and _meta ignored); repeated identical requests get
     their answers in recorded order. An unrecorded request gets a JSON-RPC error naming the nearest
     recorded one, or with `--on-miss forward URL` the answer of a live server (one upstream session
-    per client session, opened on its first miss).
+    per client session, opened on its first miss), sent with the credentials and through the proxy
+    the options give (--header, --bearer-token-env, --oauth-*, --proxy).
 
     Example: mcpbench serve-trace s.jsonl --transport streamable-http --on-miss forward http://127.0.0.1:8101/mcp
     """
@@ -364,6 +375,13 @@ def serve_trace(trace, forward_url, transport, host, port, json_response, sessio
     if on_miss != "forward" and forward_url:
         raise click.UsageError(f"unexpected argument {forward_url!r} (a URL goes after --on-miss forward)")
     pacing = Pace.parse(pace, DEFAULT_MAX_GAP if max_gap is None else max_gap)
-    forward = Forwarder(parse_target(forward_url)) if forward_url else None
+    if client.given and not forward_url:
+        raise click.UsageError("--header, --bearer-token-env, --oauth-* and --proxy are for --on-miss forward URL")
+    forward = None
+    if forward_url:
+        upstream = parse_target(forward_url)
+        access = client.resolve(upstream.url)
+        access.headers_now()  # a token endpoint that says no: one line at start, not an error per request
+        forward = Forwarder(upstream, access=access)
     serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response,
           forward=forward, pace=pacing, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)

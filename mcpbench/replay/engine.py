@@ -26,6 +26,10 @@ bytes, which this thread feeds to the connection.
   the envelope.
 - Pacing: "fast" sends as soon as allowed; "original" keeps the recorded gaps
   between client messages; "xN" divides them by N; `max_gap` caps one gap.
+- Credentials: recorded `Authorization` values are hashed in traces, so a replay
+  sends what it is given now (`ClientAccess`: the user's headers, a bearer token,
+  OAuth); with OAuth a token is renewed when due, and a call answered 401 gets one
+  new token and goes again. Every request goes through the proxy that applies.
 
 State: `Replayer.run()` returns a `ReplayRun` holding, per session, each
 recorded call with its live answer; comparing is `report.build()`'s job.
@@ -38,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import (
     Answered,
@@ -52,7 +57,8 @@ from mcpbench.protocol.client import (
     SessionLost,
     Unmatched,
 )
-from mcpbench.protocol.errors import ReplayError, TargetError
+from mcpbench.protocol.errors import McpbenchError, ReplayError, TargetError
+from mcpbench.protocol.http import AUTH_FAILURES, AUTHORIZATION, Failure
 from mcpbench.protocol.reconnect import NONE
 from mcpbench.protocol.recovery import REPORTING, plan_recovery
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
@@ -73,7 +79,7 @@ from mcpbench.protocol.versions import (
 )
 from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay.plan import RecordedCall, SessionPlan, Step, TracePlan, is_input_required
-from mcpbench.replay.transports import Item, Lost, ReplayTransport, open_transport
+from mcpbench.replay.transports import AuthRefused, Item, Lost, ReplayTransport, open_transport
 from mcpbench.target import Target
 from mcpbench.trace.format import Kind, now, text_or_b64
 from mcpbench.trace.writer import TraceWriter
@@ -157,6 +163,7 @@ class LiveCall:
     timed_out: bool = False
     skipped: str | None = None  # why the call was not sent (era)
     rounds: int = 0  # input_required rounds answered from the recording
+    renewed: bool = False  # a 401 got it a new token once already
     status: int | None = None  # the HTTP status its answer or failure came with
 
     @property
@@ -196,6 +203,7 @@ class ReplayRun:
     aborted: str | None = None
     elapsed: float = 0.0
     interrupted: bool = False  # a stop signal (Ctrl-C, SIGTERM) ended it
+    notes: list[str] = field(default_factory=list)
     bridged: list[str] = field(default_factory=list)  # sessions given a handshake the recording lacked
     asked: str | None = None  # the protocol version the replay was asked to speak (`--protocol-version`)
 
@@ -233,11 +241,16 @@ class _SessionRunner:
             self.conn = ClientConnection(
                 self.transport.kind, self.version, url=self.transport.url, policy=self.asks,
                 capabilities=self.plan.client_capabilities or {}, client_info=self.plan.client_info,
+                headers=self.r.headers() if self.transport.url else None,
             )
             early = self.transport.connect(self.conn)
         except TargetError as exc:
             if self.transport is not None:
                 self.transport.close()
+            if isinstance(exc, AuthRefused):  # the target is there and wants credentials: every call fails so
+                for live in run.calls:
+                    live.failure = live.failure or f"not sent: {exc}"
+                return run
             run.aborted = str(exc)
             for live in run.calls:
                 live.failure = live.failure or "not sent: the target could not be reached"
@@ -456,6 +469,14 @@ class _SessionRunner:
 
     def _send(self, message: Request | Notification, live: LiveCall | None, out: Outgoing | None = None) -> None:
         """Send `message` (`out`: the connection's request for it, built ahead)."""
+        if self.r.tokens is not None:
+            built = self.conn.headers_version
+            problem = self._authorize()
+            if problem is not None and live is not None and type(message) is Request:
+                live.failure = live.failure or problem
+                return
+            if self.conn.headers_version != built:
+                out = None  # a renewed token: built again with it
         ts = time.perf_counter()
         if type(message) is Notification:
             self._write(self.conn.send(message, ts=ts))
@@ -475,6 +496,16 @@ class _SessionRunner:
             # Built ahead: written first, and the connection told after. Nothing can be answered
             # in between: what arrives is fed to the connection on this thread, after this returns.
             self.conn.sent(out, waiter=live, ts=ts)
+
+    def _authorize(self, used: str | None = None, failed: Failed | None = None) -> str | None:
+        """The connection's token renewed when due (`used`: after the server refused it); why not, when
+        no token can be had (the call then fails as `auth-token-failed`)."""
+        try:
+            self.conn.set_headers(self.r.headers(renew=failed is not None, used=used,
+                                                 challenge=failed.challenge if failed is not None else None))
+        except McpbenchError as exc:
+            return f"{exc} ({Failure.AUTH_TOKEN_FAILED})"
+        return None
 
     def _write(self, out: Outgoing) -> None:
         if self.r.writer is not None:
@@ -538,7 +569,15 @@ class _SessionRunner:
         if self.run.aborted or self.stopping:
             return  # what is left unanswered says why once, at the end
         live = failed.waiter
-        if failed.status is not None and not self.heard and self._answered_then(live):
+        if failed.failure == Failure.AUTH_REQUIRED and self.r.tokens is not None and type(live) is LiveCall \
+                and not live.renewed and failed.request is not None:
+            live.renewed = True  # once: a new token, and the call again (the server may have dropped the old one)
+            problem = self._authorize(self.conn.extra.get(AUTHORIZATION), failed)
+            if problem is None:
+                self._send(Request(id=0, method=failed.request.method, params=failed.request.params, _parsed=True), live)
+                return
+            reason = problem
+        if failed.status is not None and not self.heard and self._answered_then(live) and failed.failure not in AUTH_FAILURES:
             # The target's very first answer is no MCP where the recording had one: say so once,
             # not "failed" for every call.
             self.run.aborted = f"{self.r.target_text} is not an MCP server: {reason}"
@@ -632,6 +671,8 @@ class Replayer:
             the recording says (`timeout_for`).
         writer: where the replay's own trace goes, if anywhere.
         cwd, env: for a stdio target's process.
+        access: the headers, tokens and proxies of an HTTP target (default: none, and the
+            environment's proxies).
     """
 
     def __init__(
@@ -644,9 +685,12 @@ class Replayer:
         writer: TraceWriter | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        access: ClientAccess | None = None,
     ) -> None:
         if protocol_version is not None and rules(protocol_version) is None:
             raise ReplayError(f"unknown protocol version {protocol_version!r}")
+        self.access = access if access is not None else ClientAccess.none()
+        self.tokens = self.access.tokens()
         self.target = target
         self.target_text = str(target)
         self.protocol_version = protocol_version
@@ -667,7 +711,17 @@ class Replayer:
     def open(self, sink, on_stderr) -> ReplayTransport:
         """The transport for the target, not yet connected (the session's connection is built for its kind)."""
         return open_transport(self.target, sink, on_stderr=on_stderr if self.writer else None, cwd=self.cwd, env=self.env,
-                              direct=True)
+                              direct=True, proxies=self.access.proxies)
+
+    def headers(self, *, renew: bool = False, used: str | None = None, challenge=None) -> dict[str, str]:
+        """The headers every request carries: the user's, and a token that is not due (a new one with `renew`).
+
+        Raises:
+            CredentialError, DiscoveryError, TargetError: no token can be had.
+        """
+        if self.tokens is None or not renew:
+            return self.access.headers_now()
+        return {**self.access.headers, **self.tokens.renew(used, challenge)}
 
     def run(self, trace: TracePlan) -> ReplayRun:
         """Replay every session of `trace`; stops at the first session the target broke off."""
@@ -699,6 +753,9 @@ class Replayer:
                 out.aborted = session.aborted
                 break
         out.elapsed = time.perf_counter() - started
+        if self.tokens is not None and self.tokens.counts:
+            asked = ", ".join(f"{count} {name}" for name, count in self.tokens.counts.items())
+            out.notes.append(f"OAuth requests: {asked}")
         return out
 
 

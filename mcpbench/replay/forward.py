@@ -20,6 +20,11 @@ server answers 404 for it) is reopened, as `recovery.plan_recovery` says a
 forwarder does (`REOPENING`): a new session with a new handshake, and the
 request that found it lost goes again when it did not run; one that may have
 run gets an error, as before.
+
+A protected upstream gets the forwarder's own credentials (`ClientAccess`: the
+user's headers, a bearer token, OAuth, whose token is renewed when due and once
+after a 401, the request going again), never the client's: the mock's clients
+talk to the mock. Every request goes through the proxy that applies.
 """
 
 import functools
@@ -29,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.asks import Relay
 from mcpbench.protocol.client import (
@@ -40,7 +46,8 @@ from mcpbench.protocol.client import (
     Pushed,
     ServerRequest,
 )
-from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.protocol.http import AUTHORIZATION, Failure
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
 from mcpbench.protocol.recovery import REOPENING, plan_recovery
 from mcpbench.protocol.session import C2S, Trigger
@@ -71,15 +78,18 @@ class _Upstream:
     The transports' threads and the forwarding threads share the connection under one lock.
     """
 
-    def __init__(self, target: Target, *, hello: dict | None, version: str | None, timeout: float, unsolicited: Send) -> None:
+    def __init__(self, target: Target, *, hello: dict | None, version: str | None, timeout: float, unsolicited: Send,
+                 access: ClientAccess | None = None) -> None:
         self.timeout = timeout
         self.unsolicited = unsolicited
         self.version = version
+        self.access = access = access if access is not None else ClientAccess.none()
         self.init_result: dict | None = None  # the upstream's initialize result (handshake era)
         self._lock = threading.RLock()  # legacy SSE queues a POST's answer from inside `send`
-        self.transport: ReplayTransport = open_transport(target, self._sink)
+        self.transport: ReplayTransport = open_transport(target, self._sink, proxies=access.proxies)
+        headers = self._headers() if self.transport.url else None
         self.conn = ClientConnection(self.transport.kind, version if era_of(version) else LATEST_HANDSHAKE,
-                                     url=self.transport.url, policy=Relay())
+                                     url=self.transport.url, policy=Relay(), headers=headers)
         try:
             with self._lock:
                 early = self.transport.connect(self.conn)
@@ -107,7 +117,34 @@ class _Upstream:
         self.version = self.conn.negotiated or params.get("protocolVersion")
         self._send(lambda: self.conn.initialized(time.perf_counter()))
 
+    def _headers(self, failed: Failed | None = None) -> dict[str, str]:
+        """The user's headers and a token that is not due (a new one after `failed`, a 401).
+
+        Raises:
+            TargetError: no token can be had (the request gets the forwarder's error).
+        """
+        tokens = self.access.tokens()
+        try:
+            if tokens is not None and failed is not None:
+                return {**self.access.headers, **tokens.renew(self.conn.extra.get(AUTHORIZATION), failed.challenge)}
+            return self.access.headers_now()
+        except McpbenchError as exc:
+            raise TargetError(f"{exc} ({Failure.AUTH_TOKEN_FAILED})") from None
+
+    def renewed(self, failed: Failed) -> bool:
+        """After a 401: whether a new token came (the request may go again with it)."""
+        if failed.failure != Failure.AUTH_REQUIRED or self.access.tokens() is None:
+            return False
+        headers = self._headers(failed)
+        with self._lock:
+            self.conn.set_headers(headers)
+        return True
+
     def _send(self, build: Callable[[], Outgoing]) -> Outgoing:
+        if self.transport.url and self.access.tokens() is not None:
+            headers = self._headers()  # renewed when due
+            with self._lock:
+                self.conn.set_headers(headers)
         with self._lock:
             out = build()
         self.transport.send(out)
@@ -201,11 +238,13 @@ class Forwarder:
     Args:
         target: the live server (`mcpbench.target.parse_target`).
         timeout: how long a forwarded request may wait for its answer.
+        access: the forwarder's own headers, tokens and proxies for an HTTP upstream.
     """
 
-    def __init__(self, target: Target, *, timeout: float = FORWARD_TIMEOUT) -> None:
+    def __init__(self, target: Target, *, timeout: float = FORWARD_TIMEOUT, access: ClientAccess | None = None) -> None:
         self.target = target
         self.timeout = timeout
+        self.access = access if access is not None else ClientAccess.none()
         self._upstreams: dict[Any, _Upstream] = {}
         self._hello: dict[Any, dict] = {}  # client session -> its initialize params
         self._lock = threading.Lock()
@@ -261,6 +300,14 @@ class Forwarder:
             failed = self._relay(upstream, request, send, ask)
             if failed is None:
                 return
+            try:
+                if upstream.renewed(failed):  # a 401: once more with a new token (a 401'd request did not run)
+                    failed = self._relay(upstream, request, send, ask)
+                    if failed is None:
+                        return
+            except TargetError as exc:
+                send(self._error(request, str(exc)))
+                return
             if not plan_recovery(REOPENING, failed.failure, lost=upstream.lost_by, status=failed.status).resend:
                 break  # it may have run: never silently repeated
         send(self._error(request, failed.detail))
@@ -300,7 +347,7 @@ class Forwarder:
                 upstream.close(failing="the upstream session was lost")  # requests sent on it since go again
             version = meta_version(request.params) or (hello or {}).get("protocolVersion")
             upstream = _Upstream(self.target, hello=hello, version=version, timeout=self.timeout,
-                                 unsolicited=functools.partial(self._unsolicited, session))
+                                 unsolicited=functools.partial(self._unsolicited, session), access=self.access)
             with self._lock:
                 self._upstreams[session] = upstream
             return upstream

@@ -28,7 +28,7 @@ from typing import Any
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
-from mcpbench.protocol.http import PROTOCOL_VERSION, pair_with_post
+from mcpbench.protocol.http import AUTHORIZATION, PROTOCOL_VERSION, pair_with_post
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
@@ -160,6 +160,7 @@ class TracePlan:
     sessions: list[SessionPlan]
     torn: str | None = None
     bytes_read: int = 0
+    credentials: bool = False  # a recorded request carried Authorization (hashed in the trace: not replayable)
 
 
 class _Builder:
@@ -393,6 +394,7 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
     transport = None
     wanted = set(sessions) if sessions else None
     message_kind, trace_kind, stream_kind, http_kind = Kind.MESSAGE, Kind.TRACE, Kind.STREAM, Kind.HTTP
+    credentials = False
     with collector_paused():
         for event in reader:
             kind = event.get("kind")
@@ -401,8 +403,10 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
                     transport = event.get("transport")
                 elif kind == stream_kind and event.get("method") == "GET" and event.get("transport") != "sse":
                     listening.add(_session_key(event))
-                elif kind == http_kind and (builder := builders.get(_session_key(event))) is not None:
-                    builder.http_status(event)
+                elif kind == http_kind:
+                    credentials = credentials or AUTHORIZATION in (event.get("request_headers") or ())
+                    if (builder := builders.get(_session_key(event))) is not None:
+                        builder.http_status(event)
                 continue
             sid = _session_key(event)
             if wanted is not None and sid not in wanted:
@@ -415,7 +419,7 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
     for plan in plans:
         plan.listens |= plan.id in listening
     size = os.path.getsize(path) if os.path.exists(path) else 0
-    trace = TracePlan(str(path), transport, reader.header, plans, reader.torn, size)
+    trace = TracePlan(str(path), transport, reader.header, plans, reader.torn, size, credentials)
     if wanted is not None:
         missing = sorted(wanted - {plan.id for plan in plans})
         if missing:

@@ -250,6 +250,7 @@ def build(
     report = Report("replay", run.trace.path, run.target, [], [str(r) for r in rules.rules], run.aborted, run.elapsed)
     if run.trace.torn:
         report.notes.append(run.trace.torn)
+    report.notes += run.notes
     if run.bridged:
         report.notes.append(
             f"{len(run.bridged)} session(s) recorded without a handshake (sessionless HTTP: {', '.join(run.bridged[:3])}"

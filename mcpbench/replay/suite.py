@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import Rules, load_rules, save_rules
@@ -80,6 +81,7 @@ class ReplayOptions:
     redact: tuple[str, ...] = ()
     fail_on_latency: float | None = None  # a call this much slower than recorded (and the slack) is changed
     telemetry: TelemetryOptions = TelemetryOptions()  # the calls as spans, sent as they go (`--otlp`)
+    access: ClientAccess | None = None  # an HTTP target's headers, tokens and proxies (`mcpbench.auth`)
 
 
 @dataclass(slots=True)
@@ -103,7 +105,7 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
     """
     def run_once(writer: TraceWriter | None = None) -> ReplayRun:
         return Replayer(target, protocol_version=options.protocol_version, pace=options.pace, timeout=options.timeout,
-                        writer=writer).run(recorded)
+                        writer=writer, access=options.access).run(recorded)
 
     def judged(run: ReplayRun, rules: Rules) -> Report:
         return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,

@@ -26,7 +26,6 @@ import queue
 import select
 import shlex
 import socket
-import ssl
 import subprocess
 import threading
 import time
@@ -34,8 +33,9 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from mcpbench.auth.fetch import connection, failure, proxy_headers, target
+from mcpbench.auth.proxy import ProxySettings
 from mcpbench.fdio import write_all
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
@@ -81,6 +81,7 @@ class Opened:
     content_type: str | None
     session_id: str | None
     ts: float
+    authenticate: str | None = None  # the `WWW-Authenticate` challenge of a 401 or 403
 
 
 @dataclass(slots=True)  # one per answer on the replay's critical path: not frozen, whose `__init__` costs 3x
@@ -316,17 +317,6 @@ class StdioTransport(ReplayTransport):
                 pass
 
 
-def http_connection(url: str, timeout: float | None) -> http.client.HTTPConnection:
-    parts = urlsplit(url)
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    return cls(parts.hostname, parts.port, timeout=timeout)
-
-
-def request_path(url: str) -> str:
-    parts = urlsplit(url)
-    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-
-
 def _chunks(fd: int) -> Iterator[bytes]:
     """What a pipe delivers, chunk by chunk, then `b""` at its end (or once reading fails)."""
     while True:
@@ -348,13 +338,6 @@ def shut_socket(sock: socket.socket | None) -> None:
             pass
 
 
-def connect_failure(url: str, exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLCertVerificationError):  # the usual fix is not obvious from OpenSSL's words
-        return f"cannot connect to {url}: its certificate is not trusted ({exc.verify_message}); SSL_CERT_FILE=FILE trusts the CAs in that PEM file"
-    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return f"cannot connect to {url}: {reason}"
-
-
 class StreamableHttpTransport(ReplayTransport):
     """Streamable HTTP: every message is a POST; answers come as JSON or as an SSE stream.
 
@@ -369,16 +352,19 @@ class StreamableHttpTransport(ReplayTransport):
         url: the MCP endpoint (`http://host:port/mcp`).
         sink: receives what the server sends.
         timeout: socket timeout for one read; a stream silent for longer fails.
+        proxies: the HTTP proxy of each request (none: straight to the server).
     """
 
     kind = STREAMABLE_HTTP
 
-    def __init__(self, url: str, sink: Sink, *, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, sink: Sink, *, timeout: float = 60.0, proxies: ProxySettings | None = None) -> None:
         super().__init__()
         self.url = url
         self.sink = sink
         self.timeout = timeout
-        self.path = request_path(url)
+        self.proxy = proxies.route(url) if proxies is not None else None
+        self.path = target(url, self.proxy)
+        self._via_proxy = proxy_headers(url, self.proxy)
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -397,9 +383,9 @@ class StreamableHttpTransport(ReplayTransport):
 
     def _opened(self, item: Opened) -> list[Event]:
         if item.out is None:  # the GET stream
-            reader = self.conn.get_stream(item.status, item.content_type)
+            reader = self.conn.get_stream(item.status, item.content_type, authenticate=item.authenticate)
         else:
-            reader = self.conn.post_answer(item.out, item.status, item.content_type, item.session_id)
+            reader = self.conn.post_answer(item.out, item.status, item.content_type, item.session_id, item.authenticate)
         if reader is not None:
             self._readers[item.stream] = lambda data, ts: self._read(item.stream, reader, data, ts)
         return []
@@ -425,7 +411,7 @@ class StreamableHttpTransport(ReplayTransport):
         if conn is None or fresh:
             if conn is not None:
                 conn.close()
-            conn = http_connection(self.url, self.timeout)
+            conn = connection(self.url, self.timeout, self.proxy)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -453,14 +439,14 @@ class StreamableHttpTransport(ReplayTransport):
             conn = self._conn(fresh=attempt > 0)
             reused = getattr(conn, "_mcpbench_used", False)
             try:
-                conn.request("POST", self.path, out.data, out.headers)
+                conn.request("POST", self.path, out.data, {**out.headers, **self._via_proxy} if self._via_proxy else out.headers)
                 with self._lock:
                     self._reading[stream] = conn.sock
                 resp = conn.getresponse()
                 conn._mcpbench_used = True  # type: ignore[attr-defined]
                 break
             except (ConnectionRefusedError, socket.gaierror) as exc:
-                self.sink(Lost(connect_failure(self.url, exc), out, fatal=True, ts=time.perf_counter()))
+                self.sink(Lost(failure(self.url, exc, self.proxy), out, fatal=True, ts=time.perf_counter()))
                 return
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
@@ -468,11 +454,12 @@ class StreamableHttpTransport(ReplayTransport):
                     return  # close() cut it: no failure of the target's
                 if reused and attempt == 0:
                     continue  # the server closed an idle keep-alive connection: retry once on a new one
-                self.sink(Lost(connect_failure(self.url, exc), out, fatal=not reused, ts=time.perf_counter()))
+                self.sink(Lost(failure(self.url, exc, self.proxy), out, fatal=not reused, ts=time.perf_counter()))
                 return
         content_type = resp.getheader("content-type")
         streamed = resp.status < 300 and mcphttp.is_event_stream(content_type)
-        self.sink(Opened(stream, out, resp.status, content_type, resp.getheader(mcphttp.SESSION_ID), time.perf_counter()))
+        self.sink(Opened(stream, out, resp.status, content_type, resp.getheader(mcphttp.SESSION_ID), time.perf_counter(),
+                         resp.getheader(mcphttp.AUTHENTICATE)))
         self._pass_body(stream, resp, streamed)
 
     def _pass_body(self, stream: Any, resp: http.client.HTTPResponse, streamed: bool, limit: int | None = None) -> None:
@@ -507,7 +494,7 @@ class StreamableHttpTransport(ReplayTransport):
         answered.wait(CONNECT_TIMEOUT)
 
     def _listen(self, headers: dict[str, str], answered: threading.Event) -> None:
-        conn = http_connection(self.url, CONNECT_TIMEOUT)  # connecting and the answer's headers are bounded
+        conn = connection(self.url, CONNECT_TIMEOUT, self.proxy)  # connecting and the answer's headers are bounded
         try:
             conn.connect()
             with self._lock:
@@ -515,10 +502,10 @@ class StreamableHttpTransport(ReplayTransport):
                     conn.close()
                     return
                 self._get_sock = conn.sock  # from now on close() can cut the stream short
-            conn.request("GET", self.path, headers=headers)
+            conn.request("GET", self.path, headers={**headers, **self._via_proxy})
             resp = conn.getresponse()
             status, content_type = resp.status, resp.getheader("content-type")
-            self.sink(Opened(GET, None, status, content_type, None, time.perf_counter()))
+            self.sink(Opened(GET, None, status, content_type, None, time.perf_counter(), resp.getheader(mcphttp.AUTHENTICATE)))
             answered.set()
             if status == 405:
                 return  # Streamable HTTP: "the server MUST ... return HTTP 405" when it offers no stream
@@ -529,7 +516,7 @@ class StreamableHttpTransport(ReplayTransport):
         except (OSError, ValueError, http.client.HTTPException) as exc:
             # ValueError: http.client reading from a connection close() has just shut
             if not self._closing:
-                self.sink(Lost(f"GET stream: {connect_failure(self.url, exc)}", ts=time.perf_counter()))
+                self.sink(Lost(f"GET stream: {failure(self.url, exc, self.proxy)}", ts=time.perf_counter()))
         finally:
             answered.set()
             conn.close()
@@ -551,8 +538,8 @@ class StreamableHttpTransport(ReplayTransport):
         headers = self.conn.delete_headers() if self.conn is not None else None
         if headers is not None:
             try:
-                conn = http_connection(self.url, DELETE_TIMEOUT)
-                conn.request("DELETE", self.path, headers=headers)
+                conn = connection(self.url, DELETE_TIMEOUT, self.proxy)
+                conn.request("DELETE", self.path, headers={**headers, **self._via_proxy})
                 conn.getresponse().read()
                 conn.close()
             except (OSError, http.client.HTTPException):
@@ -568,16 +555,19 @@ class LegacySseTransport(ReplayTransport):
     `connect` opens the stream and waits for the `endpoint` event.
 
     Raises:
-        TargetError: the stream cannot be opened or names no endpoint in time.
+        TargetError: the stream cannot be opened or names no endpoint in time (`AuthRefused`: it
+            asked for credentials).
     """
 
     kind = SSE
 
-    def __init__(self, url: str, sink: Sink, *, timeout: float = CONNECT_TIMEOUT) -> None:
+    def __init__(self, url: str, sink: Sink, *, timeout: float = CONNECT_TIMEOUT, proxies: ProxySettings | None = None) -> None:
         super().__init__()
         self.url = url
         self.sink = sink
         self.timeout = timeout
+        self.proxies = proxies
+        self._post_proxy = None
         self._closing = False
         self._post_lock = threading.Lock()
         self._posts = itertools.count(1)
@@ -588,19 +578,23 @@ class LegacySseTransport(ReplayTransport):
     def connect(self, conn: ClientConnection) -> list[Event]:
         super().connect(conn)
         url = self.url
-        self._stream = http_connection(url, self.timeout)
+        proxy = self.proxies.route(url) if self.proxies is not None else None
+        self._stream = connection(url, self.timeout, proxy)
         try:
-            self._stream.request("GET", request_path(url), headers=conn.legacy_headers())
+            self._stream.request("GET", target(url, proxy), headers={**conn.legacy_headers(), **proxy_headers(url, proxy)})
             self._sock = self._stream.sock
             resp = self._stream.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             self._stream.close()
-            raise TargetError(connect_failure(url, exc)) from None
+            raise TargetError(failure(url, exc, proxy)) from None
         content_type = resp.getheader("content-type")
-        reader = conn.legacy_stream(resp.status, content_type)
+        reader = conn.legacy_stream(resp.status, content_type, resp.getheader(mcphttp.AUTHENTICATE))
         if reader.refused():
             body = resp.read(REFUSAL_CHARS).decode("utf-8", "replace").strip()
             self._stream.close()
+            kind = mcphttp.classify_status(resp.status, has_session=False, challenge=reader.challenge)
+            if kind in mcphttp.AUTH_FAILURES:
+                raise AuthRefused(f"{url}: {kind}: {reader.refused()}", kind)
             raise TargetError(f"{url}: GET answered {resp.status} {content_type!r}, not an SSE stream {body!r}")
         self._resp = resp
         # The endpoint is read here, on the connection's thread; the reader thread takes over after.
@@ -620,7 +614,8 @@ class LegacySseTransport(ReplayTransport):
             raise TargetError(f"{url}: {refused[0] if refused else f'no endpoint event within {self.timeout:g} s'}")
         self._sock.settimeout(None)  # the stream may stay silent for long: closing it is how we stop
         self._readers[LEGACY] = reader.feed
-        self._post = http_connection(conn.endpoint, 60.0)
+        self._post_proxy = self.proxies.route(conn.endpoint) if self.proxies is not None else None
+        self._post = connection(conn.endpoint, 60.0, self._post_proxy)
         self._reader = threading.Thread(target=self._read, name="mcpbench-sse", daemon=True)
         self._reader.start()
         return [event for event in events if type(event) is not EndpointReady]
@@ -641,7 +636,8 @@ class LegacySseTransport(ReplayTransport):
         with self._post_lock:
             for attempt in (0, 1):
                 try:
-                    self._post.request("POST", request_path(out.url), out.data, out.headers)
+                    proxy = self._post_proxy
+                    self._post.request("POST", target(out.url, proxy), out.data, {**out.headers, **proxy_headers(out.url, proxy)})
                     resp = self._post.getresponse()
                     data = resp.read()
                     break
@@ -650,15 +646,15 @@ class LegacySseTransport(ReplayTransport):
                     if attempt == 0 and not isinstance(exc, ConnectionRefusedError):
                         continue
                     if not self._closing:
-                        self.sink(Lost(connect_failure(out.url, exc), out, fatal=True, ts=time.perf_counter()))
+                        self.sink(Lost(failure(out.url, exc, self._post_proxy), out, fatal=True, ts=time.perf_counter()))
                     return
         stream, ts = next(self._posts), time.perf_counter()
-        self.sink(Opened(stream, out, resp.status, resp.getheader("content-type"), None, ts))
+        self.sink(Opened(stream, out, resp.status, resp.getheader("content-type"), None, ts, resp.getheader(mcphttp.AUTHENTICATE)))
         self.sink(Arrival(stream, data, ts))
         self.sink(Arrival(stream, b"", ts))
 
     def _opened(self, item: Opened) -> list[Event]:
-        self._readers[item.stream] = self.conn.post_answer(item.out, item.status, item.content_type).feed
+        self._readers[item.stream] = self.conn.post_answer(item.out, item.status, item.content_type, None, item.authenticate).feed
         return []
 
     def close(self) -> None:
@@ -680,8 +676,18 @@ class LegacySseTransport(ReplayTransport):
             self._post.close()
 
 
-def open_transport(target: Target, sink: Sink, **options: Any) -> ReplayTransport:
-    """The transport for `target` (not yet connected); stdio options: `on_stderr`, `cwd`, `env`, `direct`.
+class AuthRefused(TargetError):
+    """The target asked for credentials it was not given (or refused the ones it was): `kind` is the
+    failure class (`auth-required`, `auth-forbidden`)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def open_transport(target: Target, sink: Sink, *, proxies: ProxySettings | None = None, **options: Any) -> ReplayTransport:
+    """The transport for `target` (not yet connected); stdio options: `on_stderr`, `cwd`, `env`, `direct`;
+    HTTP: `proxies`, the proxy of each request.
 
     Raises:
         TargetError: a stdio target cannot be started.
@@ -689,13 +695,13 @@ def open_transport(target: Target, sink: Sink, **options: Any) -> ReplayTranspor
     if target.transport == STDIO:
         return StdioTransport(target.argv, sink, **{k: v for k, v in options.items() if k in ("on_stderr", "cwd", "env", "direct")})
     if target.transport == STREAMABLE_HTTP:
-        return StreamableHttpTransport(target.url, sink)
+        return StreamableHttpTransport(target.url, sink, proxies=proxies)
     if target.transport == SSE:
-        return LegacySseTransport(target.url, sink)
+        return LegacySseTransport(target.url, sink, proxies=proxies)
     raise TargetError(f"unknown transport {target.transport!r}")
 
 
 __all__ = [
-    "Arrival", "LegacySseTransport", "Lost", "MockTransport", "Opened", "ReplayTransport", "StdioTransport",
-    "StreamableHttpTransport", "connect_failure", "http_connection", "open_transport", "request_path", "shut_socket",
+    "Arrival", "AuthRefused", "LegacySseTransport", "Lost", "MockTransport", "Opened", "ReplayTransport", "StdioTransport",
+    "StreamableHttpTransport", "open_transport", "shut_socket",
 ]

@@ -120,7 +120,8 @@ def mcp_replay(request: pytest.FixtureRequest, mcp_settings: Settings) -> Callab
 
     Defaults: this test's trace and the marker's (or `mcp_server`'s) server. The test fails with
     every changed path, old → new; options are `replay_trace`'s (`ignore`, `learn_noise`,
-    `protocol_version`, `timeout`, `pace`, `latency`, `out`). Returns the replay's report.
+    `protocol_version`, `timeout`, `pace`, `latency`, `out`, `client`: a protected server's
+    credentials). Returns the replay's report.
     """
     settings = mcp_settings
     learn = settings.learn_noise or request.config.getoption("--mcp-learn-noise")

@@ -14,8 +14,12 @@ test suite's machine is often busy.
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from mcpbench.protocol.errors import TargetError
+
+if TYPE_CHECKING:
+    from mcpbench.auth.options import ClientOptions
 
 
 class ReplayChanged(AssertionError):
@@ -28,8 +32,13 @@ class ReplayChanged(AssertionError):
 
 def replay_trace(trace: str | os.PathLike, target: str, *, ignore: Sequence[str] = (), learn_noise: bool = False,
                  protocol_version: str | None = None, timeout: float = 30.0, pace: str = "fast",
-                 latency: tuple[float, float] | None = None, out: str | os.PathLike | None = None):
+                 latency: tuple[float, float] | None = None, out: str | os.PathLike | None = None,
+                 client: "ClientOptions | None" = None):
     """Replay `trace` against `target` (`stdio:CMD`, `http(s)://…/mcp`, `sse+http(s)://…/sse`).
+
+    `client`: the headers, bearer token, OAuth and proxy a protected target needs
+    (`mcpbench.auth.ClientOptions(bearer_token_env="MCP_TOKEN")`, say); recorded credentials are
+    hashed in traces and never replayed.
 
     Returns:
         The replay's `Report` when nothing changed.
@@ -47,7 +56,9 @@ def replay_trace(trace: str | os.PathLike, target: str, *, ignore: Sequence[str]
 
     parsed = parse_target(target)
     recorded = plans.load(trace)
-    options = ReplayOptions(protocol_version=protocol_version, pace=Pace.parse(pace), timeout=timeout, latency=latency)
+    access = client.resolve(parsed.url) if client is not None else None
+    options = ReplayOptions(protocol_version=protocol_version, pace=Pace.parse(pace), timeout=timeout, latency=latency,
+                            access=access)
     outcome = replay_one(recorded, parsed, rules_for(trace, ignore), options,
                          learn_to=noise_path(trace) if learn_noise else None, out=out)
     report = outcome.report

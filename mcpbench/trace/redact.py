@@ -29,25 +29,29 @@ DEFAULT_HEADERS = frozenset(
 )
 
 # Query parameters (case-insensitive) that carry secrets in MCP server URLs,
-# OAuth redirects and signed links.
+# OAuth redirects and signed links, and in OAuth's token request forms (RFC 6749, 7523, 7636, 8628, 8693).
 DEFAULT_QUERY = frozenset(
-    {"access_token", "api_key", "apikey", "api-key", "auth", "client_secret", "code", "key", "password",
-     "secret", "sig", "signature", "token"}
+    {"access_token", "actor_token", "api_key", "apikey", "api-key", "assertion", "auth", "client_assertion",
+     "client_secret", "code", "code_verifier", "device_code", "id_token", "key", "password", "refresh_token",
+     "secret", "sig", "signature", "subject_token", "token"}
 )
 
 # Key names whose values free text hides by default, in `"NAME": value` and `--NAME value`. Narrower
 # than DEFAULT_QUERY: `code` and `key` are JSON-RPC error fields and common words in text.
-DEFAULT_TEXT_KEYS = frozenset({"access_token", "api_key", "apikey", "api-key", "client_secret", "password", "secret", "token"})
+DEFAULT_TEXT_KEYS = frozenset({"access_token", "api_key", "apikey", "api-key", "client_secret", "id_token", "password",
+                               "refresh_token", "secret", "token"})
 
 # Event fields that hold free text (bodies, comments, lines, messages) or command lines (lists).
-TEXT_FIELDS = ("raw", "body", "comment", "text", "detail", "error", "data")
+TEXT_FIELDS = ("raw", "body", "request_body", "comment", "text", "detail", "error", "data")
 ARGV_FIELDS = ("command", "argv")
 _FREE_FIELDS = frozenset(TEXT_FIELDS + ARGV_FIELDS)
 
 # A fingerprint is never fingerprinted again: redacting is idempotent, and a legacy session key
 # taken from an already redacted endpoint stays the same as that endpoint's.
 _VALUE = r"(?!redacted:)"
-_SCHEMES = re.compile(r"(?i)\b(bearer|basic|token|digest)(\s+)(?!redacted:)([A-Za-z0-9._~+/=-]{8,})")
+# A credential after its scheme is a token68 (RFC 9110 §11.2); a challenge's `name=value` parameters
+# (`Bearer resource_metadata="…"`) are no credential and stay readable.
+_SCHEMES = re.compile(r"(?i)\b(bearer|basic|token|digest)(\s+)(?!redacted:)([A-Za-z0-9._~+/-]{8,}=*)(?![A-Za-z0-9._~+/=\"-])")
 _SCHEME_STARTS = frozenset({"bearer", "basic ", "token ", "digest"})
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+)(:)(?!redacted:)([^/\s@]+)(?=@)")
 

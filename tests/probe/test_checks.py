@@ -1,10 +1,16 @@
 """Each check's verdict both ways, on reference servers put into the state it must tell apart."""
 
+import json
+import urllib.parse
+
 import pytest
 
 from mcpbench.probe.target import Settings
 from mcpbench.probe.verdicts import FAIL, NA, PASS
+from mcpbench.trace.reader import read_trace
+from tests.auth.helpers import OAUTH, assert_no_secret, mcpbench, protected_server
 from tests.probe.helpers import auth_server, verdict, verdicts
+from tests.record.helpers import mitmdump
 
 pytestmark = pytest.mark.slow  # a few seconds each, servers started once for all
 
@@ -68,6 +74,22 @@ def test_auth_pass_fail_and_not_applicable(resumable_server):
         bad = verdict(url, "auth")
     assert bad.verdict == FAIL and not bad.figures["metadata"] and "resource_metadata" in bad.fix, bad
     assert verdict(resumable_server.url, "auth").verdict == NA
+
+
+def test_auth_on_the_labs_oauth_server_passes_with_client_credentials_through_a_proxy_and_names_the_challenge_without(tmp_path):
+    with protected_server() as server, mitmdump(None, tmp_path / "proxy.jsonl") as proxy:
+        given = mcpbench("probe", server.url, "--only", "auth", "--json", tmp_path / "given.json", "--proxy", proxy.base, *OAUTH)
+        bare = mcpbench("probe", server.url, "--only", "auth", "--json", tmp_path / "bare.json")
+    assert given.returncode == 0, given.stdout + given.stderr  # first contact made a session with the token
+    row = json.loads((tmp_path / "given.json").read_text())["checks"][0]
+    assert row["verdict"] == PASS and row["figures"]["token_endpoint"].endswith("/oauth/token"), row
+    paths = {urllib.parse.urlsplit(e["url"]).path for e in read_trace(proxy.trace) if e.get("kind") == "http"}
+    assert {"/mcp", "/.well-known/oauth-protected-resource/mcp", "/oauth/token"} <= paths  # the probe's requests went through it
+    assert bare.returncode == 2 and "give credentials to probe it" in bare.stderr.splitlines()[-1], bare.stderr
+    row = json.loads((tmp_path / "bare.json").read_text())["checks"][0]
+    assert row["verdict"] == PASS and "(Bearer " in row["evidence"] and "resource_metadata=" in row["evidence"], row
+    assert row["figures"]["resource_metadata"] == server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    assert_no_secret(given.stdout, given.stderr, bare.stdout, files=[tmp_path / "given.json", proxy.trace])
 
 
 def test_a_stateless_server_passes_sessions_and_leaves_the_session_checks_na(stateless_http_server):

@@ -223,6 +223,43 @@ def test_streamable_http_headers_follow_the_session_and_version(version):
     assert conn.get_headers()["accept"] == "text/event-stream"
 
 
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_the_users_headers_go_on_every_request_under_the_protocols_own(transport):
+    user = {"authorization": "Bearer a", "x-tenant": "t", "accept": "text/plain"}
+    conns = [ClientConnection(transport, "2025-11-25", url=URL, headers=user), ClientConnection(transport, "2025-11-25", url=URL)]
+
+    def built(conn):
+        conn.session_id, conn.endpoint = "sid", URL
+        out = [conn.initialize().headers, conn.request("tools/list").headers, conn.initialized().headers, conn.legacy_headers()]
+        if transport == "streamable-http":
+            out += [conn.get_headers(), conn.delete_headers(), conn.resume_headers("e1")]
+        return out
+
+    for with_user, plain in zip(*map(built, conns), strict=True):
+        assert with_user == {**user, **plain}  # every request, and the protocol's own headers win (accept)
+    conn = conns[0]
+    version = conn.headers_version
+    conn.set_headers({"authorization": "Bearer b"})  # a renewed token: requests built from now on carry it
+    assert conn.headers_version == version + 1
+    assert conn.request("tools/list").headers["authorization"] == "Bearer b" and "x-tenant" not in conn.request("ping").headers
+    conn.set_headers({"authorization": "Bearer b"})
+    assert conn.headers_version == version + 1  # the same headers change nothing
+
+
+def test_a_401_fails_its_request_with_the_challenge_and_a_cut_stream_with_its_retry():
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    out = conn.initialize(waiter="w")
+    reader = conn.post_answer(out, 401, "application/json", None, 'Bearer resource_metadata="https://h/m", scope="mcp"')
+    (failed,) = reader.feed(b'{"error": "invalid_token"}') + reader.feed(b"")
+    assert failed.failure == Failure.AUTH_REQUIRED and failed.waiter == "w"
+    assert failed.challenge.to_json() == {"resource_metadata": "https://h/m", "scope": "mcp"}
+    conn.session_id = "sid"
+    call = conn.request("tools/call", {"name": "slow"}, waiter="c")
+    reader = conn.post_answer(call, 200, "text/event-stream", None, "Bearer ignored-on-a-200")
+    (cut,) = of(Failed, reader.feed(b"id: p0\nretry: 500\ndata: \n\n") + reader.feed(b""))
+    assert (cut.failure, cut.retry_ms, cut.challenge) == (Failure.STREAM_CLOSED, 500, None)
+
+
 def test_a_probe_goes_with_its_own_version_and_the_handshake_after_it_with_the_settled_one():
     # An `auto` client: `server/discover` as 2026-07-28 sends it, then the handshake era (issue 28).
     conn = ClientConnection("streamable-http", "2025-11-25", url=URL)

@@ -43,6 +43,13 @@ def test_backoff_is_full_jitter_under_an_exponential_cap():
         assert all(0 <= v <= cap for v in values) and max(values) > 0.8 * cap and min(values) < 0.2 * cap
 
 
+def test_a_reopen_waits_at_least_the_streams_retry_with_the_backoff_on_top():
+    recovery = Recovery(ReconnectPolicy(backoff=0.1, max_backoff=0.5), random.Random(7))
+    waits = [recovery.wait(attempt, 500) for attempt in range(5) for _ in range(50)]
+    assert all(0.5 <= wait <= 1.0 for wait in waits) and max(waits) > 0.9
+    assert all(0 <= recovery.wait(0, None) <= 0.1 for _ in range(50))
+
+
 def test_the_other_clients_policies_are_no_scenarios():
     with pytest.raises(ValueError, match="unknown reconnect policy 'report'"):
         ReconnectPolicy.from_mapping({"policy": "report"})

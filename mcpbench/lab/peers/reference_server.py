@@ -37,7 +37,7 @@ Other SDK behaviour worth knowing when reading traces of this server:
 `mcp` is slow to import, so only this module imports it; the CLI imports this module lazily.
 """
 
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -62,6 +62,9 @@ from pydantic import Field
 from mcpbench import __version__
 from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.protocol.transports import TRANSPORTS
+
+if TYPE_CHECKING:
+    from mcpbench.lab.peers.auth_server import LabAuth
 
 SERVER_NAME: Final = "mcpbench-reference"
 DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: a lab server must not be reachable from the network
@@ -136,11 +139,14 @@ def _answer_text(request: CreateMessageRequest | ElicitRequest, answer: object) 
     return str((answer.content or {}).get(ASK_ANSWER_FIELD, ""))
 
 
-def build_server() -> MCPServer:
-    """The reference server, with its tools, resource and prompt registered."""
+def build_server(auth: "LabAuth | None" = None) -> MCPServer:
+    """The reference server, with its tools, resource and prompt registered (protected as `auth` says)."""
     # WARNING, not the SDK's INFO: INFO makes uvicorn log every request, which costs CPU under load
     # and fills the stderr of servers that tests start.
-    server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING")
+    protection = {} if auth is None else {"auth": auth.settings(), "token_verifier": auth.verifier}
+    server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING", **protection)
+    if auth is not None:
+        auth.install(server)
 
     @server.tool()
     def echo(text: str) -> str:
@@ -225,6 +231,8 @@ def serve(
     json_response: bool = False,
     stateless: bool = False,
     resumable: bool = False,
+    auth: "LabAuth | None" = None,
+    request_log: str | None = None,
     quirks: "Quirks | None" = None,
 ) -> None:
     """Run the reference server on `transport` until it is stopped (blocks).
@@ -232,14 +240,16 @@ def serve(
     `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
     Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`);
     `quirks` to both HTTP transports (`lab/peers/quirks.py`).
+    `auth`: the protection of the HTTP transports (`lab/peers/auth_server.py`); `request_log`: a file
+    the HTTP transports append a line to per request (`lab/peers/request_log.py`).
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
-    server = build_server()
+    server = build_server(auth)
     if transport == "stdio":
         server.run(transport="stdio")
         return
-    anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, quirks or Quirks())
+    anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, quirks or Quirks(), request_log)
 
 
 # The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):
@@ -248,12 +258,14 @@ RESUME_RETRY_MS: Final = 500
 
 
 async def _serve_http(server: MCPServer, transport: str, host: str, port: int, json_response: bool, stateless: bool,
-                      resumable: bool, quirks: Quirks) -> None:
-    """An HTTP transport as `MCPServer.run` serves it, plus the event store and the quirks asked for."""
+                      resumable: bool, quirks: Quirks, request_log: str | None) -> None:
+    """An HTTP transport as `MCPServer.run` serves it, plus the event store and the quirks asked for,
+    and the request log when asked."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     from mcpbench.lab.peers.event_store import MemoryEventStore, SessionScopes
+    from mcpbench.lab.peers.request_log import RequestLog
 
     # None: the SDK's own choice (DNS-rebinding protection on for a loopback host)
     security = None if quirks.host_check else TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -265,5 +277,8 @@ async def _serve_http(server: MCPServer, transport: str, host: str, port: int, j
         app = server.streamable_http_app(json_response=json_response, stateless_http=stateless, transport_security=security,
                                          host=host, **store, **limit)
         app = SessionScopes(app) if resumable else app
-    config = uvicorn.Config(quirks.wrap(app), host=host, port=port, log_level="warning")
+    app = quirks.wrap(app)
+    if request_log:
+        app = RequestLog(app, request_log)  # outermost: it sees every request, the quirks' refusals too
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()

@@ -6,27 +6,17 @@ the authorization server's metadata (RFC 8414, or OpenID Connect discovery) with
 endpoint. A request without credentials shows the challenge (the user's own are left out of it).
 """
 
-import json
-import re
-from urllib.parse import urljoin, urlsplit
-
+from mcpbench.auth.fetch import fetch
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
-from mcpbench.probe.wire import Wire, WireError
+from mcpbench.probe.wire import WireError, left
+from mcpbench.protocol import auth
+from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import GET_ACCEPT
 
 NAME, TITLE, BOUND = "auth", "Authentication shape", 8.0
 FIX = ("Answer 401 with WWW-Authenticate: Bearer resource_metadata=\"<URL>\" and serve Protected Resource Metadata "
        "(RFC 9728) naming authorization servers whose metadata (RFC 8414) lists a token endpoint.")
-# auth-param = token BWS "=" BWS ( token / quoted-string ), RFC 9110 section 11.2
-_PARAM = re.compile(r'([A-Za-z0-9!#$%&\'*+.^_`|~-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
-
-
-def challenge_params(header: str | None) -> dict[str, str]:
-    """The auth-params of a Bearer challenge (`resource_metadata`, `scope`, `error`, …), names lower-cased."""
-    if not header or not header.strip().lower().startswith("bearer"):
-        return {}
-    return {m[1].lower(): (m[2].replace('\\"', '"') if m[2] is not None else m[3]) for m in _PARAM.finditer(header[6:])}
 
 
 def run(target: Target, deadline: float) -> Row:
@@ -59,57 +49,56 @@ def _bare(target: Target, deadline: float) -> tuple[int | None, str | None]:
     return ex.status, ex.headers.get("www-authenticate") if ex.headers is not None else None
 
 
-def _get_json(url: str, target: Target, deadline: float) -> tuple[int | None, dict | None]:
-    try:
-        reply = Wire(url, target.wire.options).request("GET", {"accept": "application/json"}, deadline=deadline, bare=True)
-    except WireError:
-        return None, None
-    body = b"".join(chunk for chunk, _ in reply.chunks(deadline))
-    reply.close()
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return reply.status, None
-    return reply.status, data if reply.status == 200 and isinstance(data, dict) else None
+def _document(urls: list[str], read, target: Target, deadline: float) -> tuple[str, int | None, object | None, str | None]:
+    """The first of `urls` whose answer `read` (the core's reader) accepts: its URL, status, document
+    and no problem; else the first URL's, with why it is no document."""
+    first: tuple[str, int | None, object | None, str | None] | None = None
+    for url in urls:
+        status, found, problem = None, None, None
+        try:  # without the user's credentials: metadata is public
+            answer = fetch("GET", url, headers={"accept": "application/json"}, proxy=target.wire.options.proxy(url),
+                           timeout=left(deadline))
+            status = answer.status
+            found = read(answer.status, answer.content_type, answer.body, url)
+        except McpbenchError as exc:  # DiscoveryError: not found, not JSON, incomplete; TargetError: unreachable
+            problem = str(exc)
+        if found is not None:
+            return url, status, found, None
+        first = first or (url, status, None, problem)
+    assert first is not None  # the core gives at least one URL
+    return first
 
 
 def _follow(target: Target, header: str | None, deadline: float) -> dict:
-    params = challenge_params(header)
-    figures: dict = {"challenge": header, "resource_metadata": params.get("resource_metadata"), "scope": params.get("scope")}
-    url = params.get("resource_metadata")
-    named = url is not None
-    if url is None:  # RFC 9728 section 3: the well-known URL, with the resource's path after it
-        parts = urlsplit(target.wire.url)
-        url = f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path.rstrip('/')}"
-    status, metadata = _get_json(url, target, deadline)
-    figures.update(metadata_url=url, metadata_named=named, metadata_status=status, metadata=metadata is not None)
-    servers = (metadata or {}).get("authorization_servers") or []
+    challenge = auth.bearer_challenge(header)
+    named = challenge is not None and challenge.resource_metadata is not None
+    figures: dict = {"challenge": header, "challenge_summary": challenge.summary() if challenge else None,
+                     "resource_metadata": challenge.resource_metadata if challenge else None,
+                     "scope": challenge.scope if challenge else None}
+    url, status, metadata, problem = _document(auth.resource_metadata_urls(target.wire.url, challenge),
+                                               auth.read_resource_metadata, target, deadline)
+    figures.update(metadata_url=url, metadata_named=named, metadata_status=status, metadata=metadata is not None,
+                   metadata_problem=problem)
+    servers = list(metadata.authorization_servers) if metadata is not None else []
     figures["authorization_servers"] = servers
     if servers:
-        figures.update(_server_metadata(str(servers[0]), target, deadline))
+        url, _, server, problem = _document(auth.server_metadata_urls(servers[0]), auth.read_server_metadata, target, deadline)
+        figures.update(server_metadata_url=url if server else None, token_endpoint=server.token_endpoint if server else None,
+                       server_metadata_problem=problem)
     return figures
 
 
-def _server_metadata(issuer: str, target: Target, deadline: float) -> dict:
-    """RFC 8414's metadata of `issuer` (its path after the well-known name), else OpenID Connect's."""
-    parts = urlsplit(issuer)
-    origin, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
-    for url in (f"{origin}/.well-known/oauth-authorization-server{path}", f"{origin}/.well-known/openid-configuration{path}",
-                urljoin(issuer.rstrip("/") + "/", ".well-known/openid-configuration")):
-        status, data = _get_json(url, target, deadline)
-        if data is not None and data.get("token_endpoint"):
-            return {"server_metadata_url": url, "token_endpoint": data["token_endpoint"]}
-    return {"server_metadata_url": None, "token_endpoint": None}
-
-
 def judge(figures: dict) -> Row:
-    parts = [f"401 challenges {'with' if figures['metadata_named'] else 'without'} resource_metadata"]
+    parts = [f"401 challenges {'with' if figures['metadata_named'] else 'without'} resource_metadata"
+             + (f" ({figures['challenge_summary']})" if figures.get("challenge_summary") else "")]
     if not figures["metadata"]:
-        parts.append(f"no Protected Resource Metadata at {figures['metadata_url']} (HTTP {figures['metadata_status']})")
+        parts.append(f"no Protected Resource Metadata at {figures['metadata_url']} (HTTP {figures['metadata_status']})"
+                     if figures["metadata_status"] != 200 else figures["metadata_problem"])
         return Row(NAME, FAIL, "; ".join(parts), FIX, figures)
     parts.append(f"metadata names {len(figures['authorization_servers'])} authorization server(s)")
     if not figures.get("token_endpoint"):
-        parts.append("no authorization server metadata with a token endpoint found")
+        parts.append("no authorization server metadata with a token endpoint found"
+                     + (f" ({figures['server_metadata_problem']})" if figures.get("server_metadata_problem") else ""))
         return Row(NAME, FAIL, "; ".join(parts), FIX, figures)
     parts.append(f"token endpoint {figures['token_endpoint']}")
     if not figures["metadata_named"]:

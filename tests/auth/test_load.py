@@ -1,0 +1,76 @@
+"""Load runs against the protected reference server (`lab serve --auth oauth`): discovery, renewal mid-run,
+a fixed token, shared tokens, and no credentials at all (real Locust processes)."""
+
+import csv
+
+import orjson
+import pytest
+
+from tests.auth.helpers import OAUTH, TOKEN_ENV, assert_no_secret, mcpbench, protected_server
+
+pytestmark = pytest.mark.slow
+
+MIX = "mix:\n  - {call: tools/call, tool: echo, arguments: {text: hi}}\n  - {call: tools/list}\n"
+
+
+def run(tmp_path, target, *options, users=2, duration="4s", extra=""):
+    tmp_path.mkdir(exist_ok=True)
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(f"target: {target}\n{MIX}users: {users}\nspawn_rate: 20\nduration: {duration}\nthink_time: 0.05\n"
+                        f"thresholds: ['fail_ratio < 0.01']\n{extra}")
+    out = tmp_path / "out"
+    done = mcpbench("load", scenario, "--out", out, *options)
+    rows = {}
+    if (out / "locust_stats.csv").exists():
+        with open(out / "locust_stats.csv", newline="") as handle:
+            rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(handle) if r["Name"] != "Aggregated"}
+    return done, out, rows
+
+
+def count(rows, kind, name) -> int:
+    return int(rows[(kind, name)]["Request Count"]) if (kind, name) in rows else 0
+
+
+def test_tokens_that_expire_mid_run_are_renewed_with_no_failed_call(tmp_path):
+    with protected_server(lifetime="1500ms") as server:
+        done, out, rows = run(tmp_path, server.url, *OAUTH, duration="5s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["total"]["failures"] == 0 and count(rows, "streamable-http", "tools/call echo") > 10
+    # one discovery for the process; each user's token renewed before each expiry (20 % ahead: every 1.2 s)
+    assert [count(rows, "oauth", name) for name in ("challenge", "resource metadata", "server metadata")] == [1, 1, 1]
+    assert count(rows, "oauth", "token") >= 2 * 3
+    assert_no_secret(done.stdout, done.stderr, files=[out])
+
+
+def test_a_fixed_token_and_the_scenarios_own_headers(tmp_path):
+    with protected_server() as server:
+        done, out, rows = run(tmp_path, server.url, duration="2s",
+                             extra=f"headers: ['X-Tenant: acme']\nauth: {{bearer_token_env: {TOKEN_ENV}}}\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [key for key in rows if key[0] == "oauth"] and count(rows, "streamable-http", "initialize") == 2
+    written = orjson.loads((out / "scenario.json").read_bytes())["client"]
+    assert written["headers"] == ["X-Tenant: (given)"] and written["bearer_token_env"] == TOKEN_ENV
+    assert_no_secret(done.stdout, done.stderr, files=[out])
+
+
+def test_one_token_per_user_or_one_shared_by_a_process_also_over_legacy_sse(tmp_path):
+    with protected_server("sse") as server:
+        each, _, each_rows = run(tmp_path / "each", "sse+" + server.url, *OAUTH, users=3, duration="2s")
+        shared, _, shared_rows = run(tmp_path / "shared", "sse+" + server.url, *OAUTH, "--oauth-shared", users=3, duration="2s")
+    for done in (each, shared):
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert count(each_rows, "oauth", "token") == 3 and count(shared_rows, "oauth", "token") == 1
+    assert count(shared_rows, "sse", "tools/call echo") > 3
+
+
+def test_without_credentials_every_step_fails_as_auth_required_and_the_challenge_is_named(tmp_path):
+    with protected_server() as server:
+        done, out, rows = run(tmp_path, server.url, duration="2s")
+    assert done.returncode == 1, done.stdout + done.stderr
+    metadata = server.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+    assert f"auth-required: HTTP 401 (Bearer error=invalid_token resource_metadata={metadata})" in done.stdout
+    assert "FAIL  fail_ratio < 0.01" in done.stdout
+    samples = [orjson.loads(line) for line in (out / "samples.jsonl").read_bytes().splitlines()]
+    assert samples and all(s["failure"] == "auth-required" for s in samples)
+    assert all(s["challenge"]["resource_metadata"] == metadata for s in samples)
