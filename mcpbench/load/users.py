@@ -89,6 +89,10 @@ class McpUser(User):
     reconnect: ReconnectPolicy | None = None
     """What a call does when its session or stream breaks (`protocol.reconnect`); None: nothing in the call."""
 
+    get_stream: bool = False
+    """Streamable HTTP, handshake era: hold each session's `GET` stream open (for what the server
+    sends outside requests), reopened when it ends while the session stands."""
+
     reconnect_sink: ClassVar[Callable[[dict], None] | None] = None
     """Where the reconnect records go (the generic locustfile sets its sample writer's)."""
 
@@ -106,6 +110,7 @@ class McpUser(User):
             policy=Canned(self.server_requests),
             reconnect=self.reconnect,
             on_reconnect=McpUser.reconnect_sink,
+            get_stream=self.get_stream,
         )
 
     def make_transport(self) -> Transport:  # pragma: no cover - abstract
