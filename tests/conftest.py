@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import runs
+from tests.support.fuzz import register_profiles
 from tests.support.recordings import MODES, record
 from tests.support.servers import RunningServer, reference_server
+
+register_profiles()  # Hypothesis's `suite` (the default) and `long` (`--hypothesis-profile long`)
 
 # session fixture -> the seconds it may take: added to the time limit of a test that uses it
 # (pytest-timeout counts fixture setup, and the first test to ask waits for the run)

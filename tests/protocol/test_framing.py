@@ -53,7 +53,7 @@ def test_over_limit_line_is_reported_not_kept():
     events = framer.feed(b"a" * 150)
     assert events == [] and framer.buffered == 0  # memory stays bounded
     events = framer.feed(b"b" * 50 + b"\nok\n")
-    assert events[0] == LineTooLong(size=200, head=b"a" * 150)
+    assert events[0] == LineTooLong(size=200, head=b"a" * 150 + b"b" * 50)  # its first bytes (up to 1 KiB), however cut
     assert events[1] == Line(b"ok")
     framer = LineFramer(max_line=10)
     framer.feed(b"z" * 20)

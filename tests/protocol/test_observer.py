@@ -79,8 +79,8 @@ def test_stdio_cases(direction, data, events):
 
 
 def test_stdio_line_too_long_is_reported_with_its_head_and_reading_goes_on():
-    # The framer tells a line too long only once it holds more than the limit without a newline
-    # (memory stays bounded), so the case is fed in pieces; its head is what was held then.
+    # However it is cut, a line over the limit is reported with its size and first bytes (memory
+    # stays bounded: the framer drops what it holds past the limit while no newline has come).
     data = b"x" * 100 + b"\n" + PING + b"\n"
     factory = lambda: StdioObserver(S2C, max_line=len(PING))  # noqa: E731
     for events in (byte_by_byte(factory, data), fed(factory, data, 1), fed(factory, data, 8)):
