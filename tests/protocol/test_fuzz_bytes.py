@@ -66,24 +66,24 @@ def test_sse_parsing_of_any_bytes_does_not_depend_on_the_chunks(data, points):
 # --- JSON-RPC -------------------------------------------------------------------------------------
 
 
-@given(st.binary(max_size=200) | hostile_bytes)
-def test_decoding_any_bytes_gives_a_message_or_invalid_message(data):
+def message_or_reason(parse, value, back) -> None:
+    """`parse(value)` is a message that `back` turns into what parses to it again, or InvalidMessage with a reason."""
     try:
-        message = jsonrpc.decode(data)
+        message = parse(value)
     except jsonrpc.InvalidMessage as exc:
         assert exc.reason
     else:
-        assert jsonrpc.decode(jsonrpc.encode(message)) == message
+        assert parse(back(message)) == message
+
+
+@given(st.binary(max_size=200) | hostile_bytes)
+def test_decoding_any_bytes_gives_a_message_or_invalid_message(data):
+    message_or_reason(jsonrpc.decode, data, jsonrpc.encode)
 
 
 @given(json_values)
 def test_any_json_value_is_a_message_or_says_why_not(value):
-    try:
-        message = jsonrpc.from_obj(value)
-    except jsonrpc.InvalidMessage as exc:
-        assert exc.reason
-    else:
-        assert jsonrpc.from_obj(jsonrpc.to_obj(message)) == message
+    message_or_reason(jsonrpc.from_obj, value, jsonrpc.to_obj)
 
 
 @given(messages)
