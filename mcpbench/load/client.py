@@ -411,6 +411,8 @@ class McpClient:
             size = self._send(transport, out)
             outcome = waiter.get()
         except CallTimeout:
+            # A gevent Timeout that fired fires again at once when started again: the next call gets a new one.
+            self._timer = gevent.Timeout(self.timeout, CallTimeout)
             outcome = conn.give_up(out.request_id, f"no answer within {self.timeout:g} s") or waiter.get(block=False)
         finally:
             timer.cancel()  # not close(): the timer is started again by the next call
