@@ -62,7 +62,7 @@ INSTANCES = 3
 RECONNECT = "resume,attempts=10,backoff=50ms,max_backoff=1s,budget=50%,idempotent=echo"
 # The default: two levels of about 4.5 minutes each (start-up, 2 x 2 x 10 s of throughput, 3.5
 # minutes of soak): about 10 minutes in all. Quick: seconds.
-FULL = {"levels": [20, 100], "soak_s": 210, "warmup_s": 120, "window_s": 15, "sample_s": 5,
+FULL = {"levels": [20, 100], "soak_s": 210, "warmup_s": 120, "window_s": 30, "sample_s": 2,
         "throughput_s": 10, "rounds": 2, "cut_after": "1s"}
 QUICK = {"levels": [4, 8], "soak_s": 12, "warmup_s": 4, "window_s": 3, "sample_s": 1,
          "throughput_s": 3, "rounds": 1, "cut_after": "1s"}

@@ -32,7 +32,7 @@ from typing import Any
 import gevent
 import gevent.event
 
-from mcpbench.load.ledger import INTERRUPTED
+from mcpbench.load.ledger import UNFINISHED
 from mcpbench.load.transports import CallTimeout, McpFailure, Transport
 from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.client import (
@@ -79,9 +79,10 @@ class McpClient:
         get_stream: Streamable HTTP, handshake era: open the session's `GET` stream once it has
             started (for what the server sends outside requests), and again when it ends while
             the session stands.
-        on_message: sees every message this client sends (`"c2s"`) and receives (`"s2c"`,
-            a replayed or late one too), with the `ClientConnection` it belongs to: a ledger of
-            the client's own (`mcpbench bench soak` checks a trace against it).
+        on_message: sees every message this client sends (`"c2s"`; `"c2s-unfinished"` when its
+            send did not finish) and receives (`"s2c"`, a replayed or late one too), with the
+            `ClientConnection` it belongs to: a ledger of the client's own (`mcpbench bench soak`
+            checks a trace against it).
     """
 
     def __init__(
@@ -187,19 +188,16 @@ class McpClient:
                 pass  # the server's request fails on its side; the call that caused it reports
 
     def _send(self, transport: Transport, out: Outgoing) -> int:
-        """Every message leaves here. The ledger hears of it once the send is over, whatever its
-        outcome (a failed POST may have reached the server), as `INTERRUPTED` when the greenlet
-        was killed meanwhile (a user stopped mid-call): whether it left is not known then."""
+        """Every message leaves here. The ledger hears of it once the send is over, as `UNFINISHED`
+        when it did not finish (the call's time ran out, the user was stopped mid-call): whether it
+        left is not known then."""
         if self.on_message is None:
             return transport.send(out)
-        conn, direction = self.conn, INTERRUPTED
+        conn, direction = self.conn, UNFINISHED
         try:
             size = transport.send(out)
             direction = C2S.value
             return size
-        except Exception:
-            direction = C2S.value
-            raise
         finally:
             self.on_message(direction, out.message, conn)
 

@@ -26,9 +26,10 @@ from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import Batch, Message
 
 DIRECTIONS = ("c2s", "s2c")
-# Sends a kill interrupted (a user stopped mid-call): they may be in the trace, once at most.
-INTERRUPTED = "c2s-interrupted"
-KINDS = (*DIRECTIONS, INTERRUPTED)
+# Sends that did not finish (the call's time ran out, a user was stopped mid-call): they may be in
+# the trace, once at most.
+UNFINISHED = "c2s-unfinished"
+KINDS = (*DIRECTIONS, UNFINISHED)
 # Client messages of sessions whose id never came (an `initialize` without an answer) are matched
 # against the trace's messages under this key, with those the trace keeps under no session id.
 NO_SESSION = "?"
@@ -93,12 +94,12 @@ def reconcile(client: Counts, trace: Counts) -> dict[str, Any]:
     """Lost, duplicated and unreceived messages of a trace against the clients' ledgers, in all
     and per direction, with up to 5 examples of each fault (session, direction, digest).
 
-    `interrupted`: sends a kill interrupted, which the trace may hold once or not at all."""
-    totals = {name: {d: 0 for d in DIRECTIONS} for name in ("client", "trace", "lost", "duplicated", "unreceived", "interrupted")}
+    `unfinished`: sends that did not finish, which the trace may hold once or not at all."""
+    totals = {name: {d: 0 for d in DIRECTIONS} for name in ("client", "trace", "lost", "duplicated", "unreceived", "unfinished")}
     examples: dict[str, list] = {"lost": [], "duplicated": []}
     for session in client.keys() | trace.keys():
-        unsure = client.get(session, {}).get(INTERRUPTED, Counter())
-        totals["interrupted"]["c2s"] += sum(unsure.values())
+        unsure = client.get(session, {}).get(UNFINISHED, Counter())
+        totals["unfinished"]["c2s"] += sum(unsure.values())
         for direction in DIRECTIONS:
             mine = client.get(session, {}).get(direction, Counter())
             theirs = trace.get(session, {}).get(direction, Counter())

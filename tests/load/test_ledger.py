@@ -1,4 +1,4 @@
-"""A client's ledger against a trace: what counts as lost, duplicated, unreceived or interrupted."""
+"""A client's ledger against a trace: what counts as lost, duplicated, unreceived or unfinished."""
 
 from collections import Counter
 
@@ -51,11 +51,11 @@ def test_the_same_message_in_another_session_is_not_this_ones():
     assert (result["lost"]["total"], result["unreceived"]["total"]) == (1, 1)
 
 
-def test_an_interrupted_send_may_or_may_not_be_in_the_trace_but_not_twice():
-    client = client_counts((ledger.INTERRUPTED, CALL))
+def test_an_unfinished_send_may_or_may_not_be_in_the_trace_but_not_twice():
+    client = client_counts((ledger.UNFINISHED, CALL))
     assert ledger.reconcile(client, ledger.trace_counts([]))["lost"]["total"] == 0
     once = ledger.reconcile(client, ledger.trace_counts([event("c2s", CALL)]))
-    assert (once["lost"]["total"], once["duplicated"]["total"], once["unreceived"]["total"], once["interrupted"]["total"]) == (0, 0, 0, 1)
+    assert (once["lost"]["total"], once["duplicated"]["total"], once["unreceived"]["total"], once["unfinished"]["total"]) == (0, 0, 0, 1)
     twice = ledger.reconcile(client, ledger.trace_counts([event("c2s", CALL)] * 2))
     assert twice["duplicated"]["total"] == 1
 
