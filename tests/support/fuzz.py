@@ -12,6 +12,7 @@ Profiles (tests/conftest.py registers them; `suite` is the default):
 import tracemalloc
 from collections.abc import Callable, Iterator
 
+import orjson
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -112,3 +113,37 @@ def pieces(total: int, piece: bytes) -> Iterator[bytes]:
         yield piece
     if rest := total % len(piece):
         yield piece[:rest]
+
+
+CHUNK = b"a" * 65536
+# What a parser may hold at its peak, as a multiple of the line: the line being gathered, the copy
+# it hands out, and what it builds of it (a str as long as the text).
+MAX_RATIO = 4.5
+SLACK = 1 * MiB
+MESSAGE_HEAD, MESSAGE_TAIL = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"', b'"}]}}'  # a tools/call answer
+
+
+def fed_huge(parser, head: bytes, size: int, tail: bytes) -> list:
+    """Feed `head`, `size` bytes of filler in 64 KiB chunks and `tail`, then the end; the events handed
+    out (kept to the end, as a caller keeps them)."""
+    events = parser.feed(head)
+    for piece in pieces(size, CHUNK):
+        events += parser.feed(piece)
+    events += parser.feed(tail)
+    events += parser.feed(b"")
+    return events
+
+
+def check_peak(run: Callable[[], object], size: int, *, decoded: bool = False) -> None:
+    """`run`'s peak is at most `MAX_RATIO` times `size`, plus, when it decodes the message `MESSAGE_HEAD` +
+    filler + `MESSAGE_TAIL`, what `orjson.loads` of that text takes: orjson reserves about 13 times the text
+    for its document at once (tracemalloc counts the reservation; the pages it never touches are not
+    resident, the process grows by the decoded value alone)."""
+    allowed = MAX_RATIO * size + SLACK + (json_parse_peak(size) if decoded else 0)
+    peak = peak_memory(run)
+    assert peak <= allowed, f"peak {peak / MiB:.1f} MiB for a {size / MiB:.0f} MiB line ({peak / size:.2f}x; allowed {allowed / MiB:.0f} MiB)"
+
+
+def json_parse_peak(size: int) -> int:
+    text = MESSAGE_HEAD + b"a" * size + MESSAGE_TAIL
+    return peak_memory(lambda: orjson.loads(text))

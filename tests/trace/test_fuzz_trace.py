@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace import TraceReader, TraceWriter
 from mcpbench.trace.compress import Compressor
-from tests.support.fuzz import hostile_bytes, json_values
+from tests.support.fuzz import MESSAGE_HEAD, MESSAGE_TAIL, big_size, check_peak, hostile_bytes, json_values
 from tests.trace.recordings import recording
 
 pytestmark = pytest.mark.fuzz
@@ -113,3 +113,17 @@ def test_a_followed_trace_takes_any_lines_or_fails_naming_the_line(tmp_path_fact
         list(reader.feed(whole))
     except TraceError as exc:
         assert "followed.jsonl:" in str(exc)
+
+
+def test_a_huge_event_is_written_and_read_back_in_bounded_memory(tmp_path):
+    """A message of `big_size()` (100 MiB in the long run): the writer and the reader hold a small
+    multiple of it (tests/support/fuzz.py, `check_peak`)."""
+    size = big_size()
+    path = tmp_path / "big.jsonl"
+    raw = MESSAGE_HEAD + b"a" * size + MESSAGE_TAIL
+    with TraceWriter(path, transport="stdio") as writer:
+        check_peak(lambda: writer.message("s1", "s2c", raw, 1.0), size)
+    del raw
+    read = []
+    check_peak(lambda: read.extend(TraceReader(path)), size, decoded=True)
+    assert len(read[1]["msg"]["result"]["content"][0]["text"]) == size
