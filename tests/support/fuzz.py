@@ -5,7 +5,7 @@ Profiles (tests/conftest.py registers them; `suite` is the default):
 
 - `suite`: Hypothesis's 100 examples per test, no deadline (a busy machine must not fail a test on
   time): the fuzz tests take a few seconds in all;
-- `long`: 20,000 examples per test, and the memory tests' 100 MiB line and event:
+- `long`: 5,000 examples per test, and the memory tests' 100 MiB line and event:
   `./dev test -m fuzz --hypothesis-profile long --timeout 0 --hypothesis-show-statistics`.
 """
 
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 
-LONG_EXAMPLES = 20_000
+LONG_EXAMPLES = 5_000
 MiB = 1024 * 1024
 # The size of the memory tests' line or event: bounded in the suite, 100 MiB in the long run.
 SUITE_BIG, LONG_BIG = 4 * MiB, 100 * MiB
@@ -29,6 +29,11 @@ def register_profiles() -> None:
     settings.register_profile("suite", max_examples=100, **common)
     settings.register_profile("long", max_examples=LONG_EXAMPLES, **common)
     settings.load_profile("suite")
+
+
+def at_least(examples: int) -> int:
+    """A test's own example budget, or the profile's when that is larger (the long run)."""
+    return max(examples, settings.default.max_examples)
 
 
 def big_size() -> int:
