@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.jsonrpc import Batch, Message
+from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Message, Request
 
 DIRECTIONS = ("c2s", "s2c")
 # Sends that did not finish (the call's time ran out, a user was stopped mid-call): they may be in
@@ -73,8 +73,13 @@ def merge(records: Iterable[dict]) -> Counts:
 
 
 def trace_counts(events: Iterable[dict]) -> Counts:
-    """The `message` events of a trace, counted like a ledger (sessionless keys pooled as `NO_SESSION`)."""
+    """The `message` events of a trace, counted like a ledger (sessionless keys pooled as `NO_SESSION`).
+
+    An error answer with a null id (the server could not read the request) is counted with the id
+    of the request its exchange carried, as the client core hands it to the client.
+    """
     out: Counts = {}
+    asked: dict[Any, Any] = {}  # flow -> the id of the request it carried
     for event in events:
         if event.get("kind") != "message" or event.get("dir") not in DIRECTIONS:
             continue
@@ -85,7 +90,12 @@ def trace_counts(events: Iterable[dict]) -> Counts:
             message = jsonrpc.from_obj(event["msg"])
         except jsonrpc.InvalidMessage:
             continue  # recorded as a violation too; no client sends or accepts it as a message
+        flow = event.get("flow")
+        if type(message) is Request and event["dir"] == "c2s" and flow is not None:
+            asked[flow] = message.id
         for item in message.items if type(message) is Batch else (message,):
+            if type(item) is ErrorResponse and item.id is None and event["dir"] == "s2c" and flow in asked:
+                item = ErrorResponse(id=asked[flow], code=item.code, message=item.message, data=item.data)
             counts[event["dir"]][digest(item)] += 1
     return out
 

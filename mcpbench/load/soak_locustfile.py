@@ -11,7 +11,7 @@ of its own), `slow` with a progress token (progress notifications on the answer'
 Every message a user sends or receives goes to the process's `Ledger`; at the end the process
 writes `<out>/ledger.<path>.<pid>.jsonl` (one line per client session) and
 `<out>/calls.<path>.<pid>.json`: calls by step, outcomes by failure class (`unclassified` for a
-failure that is no `McpFailure`), answers that came twice, GET streams opened, the reconnect
+failure that is no `McpFailure`) and the most common failures, answers that came twice, GET streams opened, the reconnect
 records summed, and completed calls per second of wall time.
 """
 
@@ -39,8 +39,8 @@ SLOW_ARGS = {"seconds": 1.5, "steps": 3}
 
 LEDGER = Ledger()
 _names = itertools.count(1)
-_state: dict = {"steps": Counter(), "failures": Counter(), "per_second": Counter(), "reconnects": Counter(),
-                "users": [], "transports": []}
+_state: dict = {"steps": Counter(), "failures": Counter(), "details": Counter(), "per_second": Counter(),
+                "reconnects": Counter(), "users": [], "transports": []}
 
 
 def _unique(kind: str) -> str:
@@ -104,7 +104,9 @@ def _count(name, exception=None, start_time=None, response_time=0.0, **_kw) -> N
     if exception is None:
         _state["per_second"][int((start_time or time.time()) + response_time / 1000.0)] += 1
     else:
-        _state["failures"][exception.kind if isinstance(exception, McpFailure) else "unclassified"] += 1
+        kind = exception.kind if isinstance(exception, McpFailure) else "unclassified"
+        _state["failures"][kind] += 1
+        _state["details"][f"{name}: {exception}"] += 1
 
 
 def _reconnected(record: dict) -> None:
@@ -133,6 +135,7 @@ def _write(environment, **_kw) -> None:
     users = _state["users"]
     record = {
         "path": CONFIG["path"], "steps": _state["steps"], "failures": _state["failures"],
+        "failure_details": dict(_state["details"].most_common(10)),
         "per_second": {str(k): v for k, v in sorted(_state["per_second"].items())},
         "duplicate_answers": sum(u.duplicates for u in users),
         "get_streams": sum(getattr(t, "get_streams", 0) for t in _state["transports"]),

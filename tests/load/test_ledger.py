@@ -3,7 +3,7 @@
 from collections import Counter
 
 from mcpbench.load import ledger
-from mcpbench.protocol.jsonrpc import Notification, Request, Response, to_obj
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response, to_obj
 
 CALL = Request(id=1, method="tools/call", params={"name": "echo", "arguments": {"text": "a"}})
 ANSWER = Response(id=1, result={"content": [{"type": "text", "text": "a"}]})
@@ -71,3 +71,13 @@ def test_a_digest_does_not_depend_on_key_order():
     assert ledger.digest(reordered) == ledger.digest(CALL)
     assert ledger.digest(ANSWER) != ledger.digest(CALL)
     assert Counter(ledger.trace_counts([event("c2s", CALL)])["s1"]["c2s"]) == Counter({ledger.digest(CALL): 1})
+
+
+def test_an_error_with_a_null_id_counts_as_the_answer_to_its_exchanges_request():
+    """The client core hands such an error to the client with the id of the request it answers."""
+    unread = ErrorResponse(id=None, code=-32600, message="Bad Request")
+    client = client_counts(("c2s", CALL), ("s2c", ErrorResponse(id=1, code=-32600, message="Bad Request")))
+    flow = {"flow": "f1"}
+    trace = ledger.trace_counts([event("c2s", CALL) | flow, event("s2c", unread) | flow])
+    result = ledger.reconcile(client, trace)
+    assert (result["lost"]["total"], result["duplicated"]["total"]) == (0, 0)
