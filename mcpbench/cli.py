@@ -10,8 +10,10 @@ import sys
 
 import click
 
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
 from mcpbench.protocol.errors import EXIT_FAILED
+from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 # Exit status for a command that could not be started (as shells use).
 EXIT_NOT_FOUND = 127
@@ -27,9 +29,10 @@ def main() -> None:
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<command>.jsonl).")
 @redact_option
 @click.option("--live", is_flag=True, help="Show the live view of the recording on the terminal stderr is on (q closes it; see README).")
+@telemetry_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @map_errors
-def tee(out, redact, live, command):
+def tee(out, redact, live, otlp, metrics, service_name, command):
     """Run a stdio MCP server COMMAND and record its traffic, passing it through untouched.
 
     Put it in front of the server command in a host's mcpServers config.
@@ -49,8 +52,15 @@ def tee(out, redact, live, command):
         [*((f"the session's {name}", fd) for name, fd in (("stdin", 0), ("stdout", 1)) if not _is_device(fd)),
          *(("a file the server command names", name) for name in files if os.path.isfile(name))],
     )
+    options = TelemetryOptions.parse(otlp, metrics, service_name)
+    telemetry = None
+    if options.any:
+        from mcpbench.telemetry.sink import LineFeed
+
+        def telemetry(writer):  # called in the recorder process
+            return LineFeed(options, str(writer.path), writer.header_line)
     try:
-        status = run_tee(list(command), out, redact, live=live)
+        status = run_tee(list(command), out, redact, live=live, telemetry=telemetry)
     except TargetError as exc:
         from mcpbench.trace.redact import Redactor
 
@@ -74,27 +84,34 @@ def _is_device(fd: int) -> bool:
 @click.option("--json", "as_json", is_flag=True, help="A machine summary: counts and latency percentiles per method, violations.")
 @click.option("--strict", is_flag=True, help="Exit 1 when the trace shows protocol violations.")
 @click.option("--follow", "-f", is_flag=True, help="Watch the trace as it is written: a live view on a terminal, one line per event in a pipe.")
+@ci_options
 @map_errors
-def inspect(trace, as_json, strict, follow):
+def inspect(trace, as_json, strict, follow, junit_xml, summary_md):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
 
     Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
     With --follow: 0 on `q` (or once a piped trace is complete), 2 for a trace that cannot be
-    followed, 3 for a terminal too small for the view, 130 on Ctrl-C.
+    followed, 3 for a terminal too small for the view, 130 on Ctrl-C. --junit-xml and --summary-md
+    name each violation as a failure (session, trace line, rule).
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
     if follow:
-        if as_json or strict:
-            raise click.UsageError("--follow shows the trace as it grows: it takes neither --json nor --strict")
+        if as_json or strict or junit_xml or summary_md:
+            raise click.UsageError("--follow shows the trace as it grows: it takes neither --json, --strict, "
+                                   "--junit-xml nor --summary-md")
         from mcpbench.live import run_live
 
         sys.exit(run_live(trace))
     import orjson
 
-    from mcpbench.analysis.inspect import render, summarize
+    from mcpbench.analysis.inspect import render, suite, summarize
+    from mcpbench.outputs import refuse_overwrite
 
+    refuse_overwrite([("--junit-xml", junit_xml), ("--summary-md", summary_md)], [("the trace being inspected", trace)])
+    check_ci_outputs(junit_xml, summary_md)
     report = summarize(trace)
+    write_ci_outputs([suite(report)], "mcpbench inspect", junit_xml, summary_md)
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
     else:
@@ -174,7 +191,7 @@ def finish_traces(traces):
             raise TraceError(f"{path}: its spool {spool.spool_path(path)} does not continue it (another recording's?): both left as they are")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live", "soak")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live", "telemetry", "soak")
 
 
 @main.command()
@@ -196,8 +213,9 @@ def _register() -> None:
     from mcpbench.lab.cli import lab
     from mcpbench.load.cli import load
     from mcpbench.proxies.cli import faults
-    from mcpbench.record.cli import addon_path, export, record
+    from mcpbench.record.cli import addon_path, record
     from mcpbench.replay.cli import diff, replay, serve_trace
+    from mcpbench.telemetry.cli import export
 
     for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load):
         main.add_command(command)

@@ -6,7 +6,19 @@ port; a check first turns it into one line and exit status 3 (`BindError`).
 
 import socket
 
-from mcpbench.protocol.errors import BindError
+from mcpbench.protocol.errors import BadTargetError, BindError
+
+
+def parse_address(text: str, option: str, example: str) -> tuple[str, int]:
+    """`127.0.0.1:8081` -> (`127.0.0.1`, 8081); `[::1]:8081` for IPv6; port 0 picks a free one.
+
+    Raises:
+        BadTargetError: not HOST:PORT (the message names `option` and shows `example`).
+    """
+    host, colon, port = text.strip().rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise BadTargetError(f"{option} {text!r}: expected HOST:PORT, such as {example}")
+    return host.strip("[]"), int(port)
 
 
 def bind_error(host: str, port: int, exc: OSError) -> BindError:

@@ -5,6 +5,11 @@
   server, or need one of another configuration, start their own with
   `tests.support.servers.reference_server`.
 - `recordings`: a stdio recording of the reference server per era (tests/support/recordings.py).
+- Peers that differ from the SDK 2.x as the specification allows (tests/support/peers): an SDK 1.x
+  server (`sdk1_http_server`, skipped with its reason where its virtualenv cannot be made), a strict
+  handshake-only server (`strict_http_server`; `session_http_server` wants a session id on every
+  POST), and recordings of the SDK 2.x client's `auto` mode (a `server/discover` probe, then the
+  handshake) and of sessionless traffic (`*_recording`).
 - The long runs (tests/support/runs.py): `main_job`, the folder of one `mcpbench run`, read by the
   pipeline and analysis tests; `reconnect_run`, a small reconnect experiment. When a selected test
   uses one, it starts with the session's first test and runs beside the others; the tests that use it
@@ -17,12 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import runs
+from tests.support import peers, runs
 from tests.support.fuzz import register_profiles
 from tests.support.recordings import MODES, record
 from tests.support.servers import RunningServer, reference_server
 
 register_profiles()  # Hypothesis's `suite` (the default) and `long` (`--hypothesis-profile long`)
+
+# pytest's own fixture for testing plugins (tests/testing/ run example projects with the mcpbench plugin).
+pytest_plugins = ("pytester",)
 
 # session fixture -> the seconds it may take: added to the time limit of a test that uses it
 # (pytest-timeout counts fixture setup, and the first test to ask waits for the run)
@@ -118,3 +126,67 @@ def reconnect_run(long_runs: LongRuns) -> tuple[subprocess.CompletedProcess, Pat
     """`mcpbench lab run` on a small reconnect scenario, once per session: (the process, its folder)."""
     run = long_runs.get("reconnect_run")
     return run.result(), run.out
+
+
+@pytest.fixture(scope="session")
+def sdk1_python(request: pytest.FixtureRequest) -> Path:
+    """A virtualenv's interpreter with the official SDK 1.x: made once, kept in pytest's cache folder."""
+    try:
+        return peers.sdk1_python(request.config.cache.mkdir("sdk1-venv"))
+    except peers.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def sdk1_http_server(sdk1_python: Path) -> Iterator[str]:
+    """An SDK 1.x Streamable HTTP server (stateful): its URL."""
+    with peers.http_peer(peers.sdk1_argv(sdk1_python, "streamable-http")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def strict_http_server() -> Iterator[str]:
+    """The strict handshake-only server over Streamable HTTP: its URL."""
+    with peers.http_peer(peers.strict_argv("streamable-http")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def session_http_server() -> Iterator[str]:
+    """The strict server wanting a session id on every POST but initialize: its URL."""
+    with peers.http_peer(peers.strict_argv("streamable-http"), "--require-session") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def probe_stdio_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SDK's `auto` client against the strict server over stdio: its failed `server/discover`
+    probe and its handshake in one session."""
+    return peers.record_stdio(peers.strict_argv("stdio"), tmp_path_factory.mktemp("probe") / "probe-stdio.jsonl")
+
+
+@pytest.fixture(scope="session")
+def probe_http_recording(tmp_path_factory: pytest.TempPathFactory, session_http_server: str) -> Path:
+    """The SDK's `auto` client against the server that wants a session id for the probe too
+    (HTTP 400, a plain-text body): the probe fails, the handshake follows."""
+    return peers.record_http(session_http_server, tmp_path_factory.mktemp("probe") / "probe-http.jsonl")
+
+
+@pytest.fixture(scope="session")
+def stateless_recording(tmp_path_factory: pytest.TempPathFactory, stateless_http_server: RunningServer) -> Path:
+    """The SDK's handshake against the stateless reference server: sessionless traffic, one key per connection."""
+    return peers.record_http(stateless_http_server.url, tmp_path_factory.mktemp("stateless") / "stateless.jsonl", "legacy")
+
+
+@pytest.fixture(scope="session")
+def sse_recording(tmp_path_factory: pytest.TempPathFactory, sse_server: RunningServer) -> Path:
+    """An OAuth discovery probe (not MCP), then a legacy SSE session the client closes."""
+    return peers.record_http(sse_server.url, tmp_path_factory.mktemp("sse") / "sse.jsonl", "legacy",
+                             probe="/.well-known/oauth-protected-resource")
+
+
+@pytest.fixture(scope="session")
+def sdk1_recording(tmp_path_factory: pytest.TempPathFactory, sdk1_http_server: str) -> Path:
+    """The SDK 2.x `auto` client against the SDK 1.x server, after a GET without a session (a probe):
+    the refusals carry the JSON-RPC id "server-error"."""
+    return peers.record_http(sdk1_http_server, tmp_path_factory.mktemp("sdk1") / "sdk1.jsonl", probe="/mcp")

@@ -28,16 +28,21 @@ LAYERS: dict[str, int] = {
     "mcpbench.stats": 1,
     "mcpbench.durations": 1,
     "mcpbench.cliutil": 2,
+    "mcpbench.ci": 2,
     "mcpbench.stdio": 3,
     "mcpbench.record": 3,
     "mcpbench.proxies": 3,
     "mcpbench.live.launch": 3,  # a recorder opens the live view: `inspect --follow` in a child process
+    "mcpbench.telemetry.options": 3,  # a recorder takes --otlp/--metrics
+    "mcpbench.telemetry.companion": 3,  # a recorder's spans and metrics: `export --follow` in a child process
     "mcpbench.replay": 4,
     "mcpbench.load": 4,
     "mcpbench.analysis": 5,
     "mcpbench.live": 6,
+    "mcpbench.telemetry": 6,
     "mcpbench.lab.peers": 6,
     "mcpbench.lab.topology": 7,
+    "mcpbench.testing": 7,
     "mcpbench.lab.experiments": 8,
     "mcpbench.lab": 9,  # lab/cli.py
     "mcpbench.pipeline": 10,

@@ -2,7 +2,9 @@
 
 Sessions are rebuilt by `analysis/rebuild.py`, which the live view shares: the protocol core's
 `Session` pairs requests with their answers, and the violations shown are the ones the recorder
-wrote, so nothing is counted twice.
+wrote, so nothing is counted twice. Sessionless Streamable HTTP traffic (a stateless server, a
+refused probe) is one logical stream per protocol version, each request paired with its answer by
+its HTTP exchange.
 """
 
 from collections import Counter
@@ -10,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpbench.analysis.rebuild import Entry, Rebuild, SessionReport, outcome
+from mcpbench.analysis.rebuild import NOT_MCP, Entry, Rebuild, SessionReport, outcome
 from mcpbench.stats import percentile
 from mcpbench.trace.reader import TraceReader
 
-__all__ = ["ARROWS", "Entry", "Report", "SessionReport", "outcome", "render", "summarize"]
+__all__ = ["ARROWS", "Entry", "Report", "SessionReport", "outcome", "render", "suite", "summarize"]
 
 ARROWS = {"c2s": "→", "s2c": "←", None: "·"}
 
@@ -29,10 +31,13 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         methods: dict[str, dict[str, Any]] = {}
         violations: Counter = Counter()
+        warnings: Counter = Counter()
         for session in self.sessions:
             for entry in session.entries:
                 if entry.kind == "violation":
                     violations[entry.name] += 1
+                elif entry.kind == "warning":
+                    warnings[entry.name] += 1
                 elif entry.kind == "request":
                     stats = methods.setdefault(entry.name, {"count": 0, "outcomes": Counter(), "latencies": []})
                     stats["count"] += 1
@@ -57,6 +62,8 @@ class Report:
                     "requests": len(s.calls),
                     "notifications": len(s.of_kind("notification")),
                     "violations": len(s.of_kind("violation")),
+                    "warnings": len(s.of_kind("warning")),
+                    "sessionless": s.sessionless,
                     "stderr_lines": len(s.of_kind("stderr")),
                     "exit_code": s.exit_code,
                 }
@@ -64,6 +71,7 @@ class Report:
             ],
             "methods": methods,
             "violations": dict(violations),
+            "warnings": dict(warnings),
         }
 
 
@@ -75,8 +83,11 @@ def summarize(path: str | Path) -> Report:
     """
     reader = TraceReader(path)
     rebuild = Rebuild()
-    for event in reader:
-        rebuild.take(event)
+    for line, event in enumerate(reader, 1):  # a trace line per event: writers write no blank lines
+        step = rebuild.take(event)
+        if step is not None:
+            for entry in step.added:
+                entry.line = line
     rebuild.finish()
     return Report(str(path), reader.header, list(rebuild.sessions.values()), reader.torn)
 
@@ -99,7 +110,13 @@ def render(report: Report) -> str:
         calls = session.calls
         width = max([NAME_WIDTH] + [len(entry.name) for entry in calls])  # long names widen, never cut
         lines.append("")
-        lines.append(f"session {session.id}  {session.transport}  {era}{handshake}  {len(calls)} requests")
+        if session.sessionless:  # one logical stream of every client connection that spoke this version
+            era = era if core.version else "no protocol version said"
+            lines.append(f"sessionless  {session.transport}  {era}  {len(calls)} requests")
+        elif session.id == NOT_MCP:
+            lines.append(f"not MCP  {len(session.entries)} HTTP exchanges")
+        else:
+            lines.append(f"session {session.id}  {session.transport}  {era}{handshake}  {len(calls)} requests")
         for entry in session.entries:
             at = f"+{entry.ts - session.start:8.3f}s"
             arrow = ARROWS.get(entry.dir, "·")
@@ -111,6 +128,8 @@ def render(report: Report) -> str:
                 lines.append(f"  {at} {arrow} {entry.name}")
             elif entry.kind == "violation":
                 lines.append(f"  {at} {arrow} ! {entry.name}: {entry.detail[:160]}")
+            elif entry.kind == "warning":
+                lines.append(f"  {at} {arrow} warning {entry.name}: {entry.detail[:200]}")
             elif entry.kind == "stderr":
                 lines.append(f"  {at}   stderr: {entry.detail[:160]}")
             elif entry.kind == "process":
@@ -125,10 +144,33 @@ def render(report: Report) -> str:
             f"  = {len(calls)} requests ({', '.join(f'{n} {k}' for k, n in outcomes.most_common()) or 'none'}), "
             f"{len(session.of_kind('notification'))} notifications, "
             f"{sum(violations.values())} violations{' (' + ', '.join(f'{n} {k}' for k, n in violations.most_common()) + ')' if violations else ''}, "
-            f"{len(session.of_kind('stderr'))} stderr lines"
+            + (f"{len(session.of_kind('warning'))} warnings, " if session.of_kind("warning") else "")
+            + f"{len(session.of_kind('stderr'))} stderr lines"
             + (f", exit {session.exit_code}" if session.exit_code is not None else "")
         )
     if report.torn:
         lines.append("")
         lines.append(f"note: {report.torn}")
     return "\n".join(lines)
+
+
+def suite(report: Report) -> "Suite":
+    """The trace's sessions as a CI suite: each violation a failure naming session, line and rule;
+    a session without any, one passing case."""
+    from mcpbench.ci.cases import FAILED, Case, Suite
+
+    out = Suite(report.path, stats={"sessions": len(report.sessions),
+                                    "requests": sum(len(session.calls) for session in report.sessions),
+                                    "violations": sum(len(session.of_kind("violation")) for session in report.sessions)})
+    if report.torn:
+        out.notes.append(report.torn)
+    for session in report.sessions:
+        violations = session.of_kind("violation")
+        for entry in violations:
+            where = f"{report.path}:{entry.line}" if entry.line else report.path
+            out.cases.append(Case(f"session {session.id} line {entry.line}: {entry.name}", "mcpbench.inspect", FAILED,
+                                  message=f"{entry.name}: {entry.detail[:200]}",
+                                  detail=f"{where}: session {session.id}: {entry.name}: {entry.detail}"))
+        if not violations:
+            out.cases.append(Case(f"session {session.id}", "mcpbench.inspect"))
+    return out

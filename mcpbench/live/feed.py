@@ -113,20 +113,26 @@ class LiveFeed:
 
     def poll(self) -> list[tuple[dict[str, Any], Step | None]]:
         """The events written since the last poll, each with what it did to its session."""
+        return list(self.steps())
+
+    def steps(self) -> Iterator[tuple[dict[str, Any], Step | None]]:
+        """`poll`, one event at a time: each is taken as it is asked for, so its session stands as
+        it did right after it (an exporter ends a session's span at the event that ended it).
+        Consume it whole before the next."""
         events = self.tail.poll()
         if self.tail.generation != self.generation:  # a new recording to the same path: start over
             self.generation = self.tail.generation
             self.rebuild = Rebuild(keep=False)
             self.ended, self._exited = None, False
         take = self.rebuild.take
-        out = [(event, take(event)) for event in events]
+        for event in events:
+            yield event, take(event)
         if events:
             self.last_ts = events[-1]["ts"]
             self._exited = self._exited or any(event["kind"] == Kind.PROCESS and event.get("event") == "exit" for event in events)
             if len(self.rebuild.sessions) > self.max_sessions:
                 self._forget()
         self.ended = self.tail.ended or (self._complete() if not events else None)
-        return out
 
     @property
     def following(self) -> bool:

@@ -46,6 +46,8 @@ def pieces(row: Row) -> list[Piece]:
         out.append((entry.name, ""))
     elif kind == "violation":
         out.append((f"! {entry.name}: {entry.detail[:DETAIL_CHARS]}", "warn"))
+    elif kind == "warning":
+        out.append((f"warning {entry.name}: {entry.detail[:DETAIL_CHARS]}", "dim"))
     elif kind == "stderr":
         out.append((f"stderr: {entry.detail[:DETAIL_CHARS]}", "dim"))
     elif kind == "process":

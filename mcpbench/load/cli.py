@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors
 
 
@@ -20,18 +21,25 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
 @click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
 @click.option("--reconnect", help="Reconnect policy when a session or stream breaks: none, reinitialize or resume "
               "(options: resume,attempts=3,budget=10%,idempotent=echo+add).")
+@click.option("--exit-code-on-error", type=click.IntRange(0, 255), default=None,
+              help="Exit status when a step failed and no fail_ratio threshold judges failures (default 1, as "
+                   "Locust's; 0: failures are what the run measures).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
+@ci_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, ui, web_port):
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, exit_code_on_error, ui, web_port,
+         junit_xml, summary_md):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
-    result directory, prints the summary, and exits 1 when a threshold fails
+    result directory, prints the summary, and exits 1 when a threshold fails, or when a step
+    failed and no fail_ratio threshold judges failures (--exit-code-on-error sets that status;
+    --junit-xml and --summary-md: each threshold a test case)
     (2 for unusable input, 3 when the target cannot be reached or is not MCP, or a result
     file cannot be written: the summary then says the samples are incomplete; Ctrl-C
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
-    --from-trace (the run speaks the protocol versions the trace's clients spoke).
+    --from-trace (the run speaks the protocol versions the trace's sessions settled on).
 
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
@@ -41,6 +49,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
     check_output(out, "--out", folder=True)
+    check_ci_outputs(junit_xml, summary_md)
     if scenario:
         loaded = load_scenario(scenario)
     elif target and from_trace:
@@ -68,16 +77,21 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     try:
         loaded = loaded.with_overrides(
             target=target, users=users, spawn_rate=spawn_rate, duration=seconds, reconnect=policy,
+            exit_code_on_error=exit_code_on_error,
             mix=mix_from_trace(from_trace) if from_trace and scenario else None,
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
     result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
-    click.echo(render(result.summary))
+    table = render(result.summary)
+    write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", junit_xml, summary_md)
+    click.echo(table)
     if result.summary.get("interrupted"):
         click.echo(f"interrupted: the summary and thresholds cover the {result.summary['duration_s']:.1f} s that ran")
     for verdict in result.verdicts:
         click.echo(verdict.line())
+    if result.failed_steps is not None:
+        click.echo(result.failed_steps.line())
     status = result.exit_code
     if loaded.sessions is not None:  # a session probe (scenarios/sticky-probe.yaml): were sessions kept?
         from mcpbench.load.sessions import SessionTally, count_sessions, read_samples, render_sessions, verdict

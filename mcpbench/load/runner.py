@@ -69,6 +69,25 @@ class Verdict:
 
 
 @dataclass
+class FailedSteps:
+    """The verdict on failed steps where no `fail_ratio` threshold gives one: none may fail."""
+
+    failed: int
+    count: int
+    exit_code: int  # the status they give (the scenario's `exit_code_on_error`; 0: failures are the measurement)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 or self.exit_code == 0
+
+    def line(self) -> str:
+        word = "PASS" if self.ok else "FAIL"
+        why = "" if self.ok or self.exit_code == 0 else "; a fail_ratio threshold or --exit-code-on-error 0 allows failures"
+        measured = " (failures measured: --exit-code-on-error 0)" if self.failed and self.exit_code == 0 else ""
+        return f"{word}  no failed step  ({self.failed} of {self.count} failed{why}){measured}"
+
+
+@dataclass
 class RunResult:
     out_dir: Path
     summary: dict[str, Any]
@@ -76,6 +95,7 @@ class RunResult:
     locust_exit: int = 0
     # `<file>: <reason>` for each result file that could not be written in full.
     write_errors: list[str] = field(default_factory=list)
+    failed_steps: FailedSteps | None = None  # None: a fail_ratio threshold judges failures
 
     @property
     def passed(self) -> bool:
@@ -83,9 +103,32 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
+        """3 for results that could not be written, 1 for a failed threshold, else the status of
+        failed steps (`exit_code_on_error`, as Locust's), else 0."""
         if self.write_errors:
             return EXIT_ENVIRONMENT  # the disk, not the target: the results cannot be trusted
-        return 0 if self.passed else 1
+        if not self.passed:
+            return 1
+        if self.failed_steps is not None and not self.failed_steps.ok:
+            return self.failed_steps.exit_code
+        return 0
+
+    def suite(self, name: str, output: str = "") -> Any:
+        """The run as a CI suite: a test case per threshold, failed when it failed; `output`: the summary table."""
+        from mcpbench.ci.cases import FAILED, PASSED, Case, Suite
+
+        total = self.summary.get("total", {})
+        suite = Suite(name, time=self.summary.get("duration_s"),
+                      stats={"thresholds": len(self.verdicts), "failed": sum(not v.ok for v in self.verdicts),
+                             "requests": total.get("count", ""), "failures": total.get("failures", "")},
+                      notes=[f"{error}: the samples are incomplete" for error in self.write_errors])
+        for verdict in self.verdicts:
+            suite.cases.append(Case(verdict.threshold.text, "mcpbench.load", PASSED if verdict.ok else FAILED,
+                                    message=verdict.line(), detail=verdict.line(), output=output))
+        if (steps := self.failed_steps) is not None:  # no fail_ratio threshold: no step may fail
+            suite.cases.append(Case("no failed step", "mcpbench.load", PASSED if steps.ok else FAILED,
+                                    message=steps.line(), detail=steps.line(), output=output))
+        return suite
 
 
 # --- pre-flight ---------------------------------------------------------------------------------
@@ -328,7 +371,11 @@ def run_scenario(
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")
     verdicts = [Verdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
     result = RunResult(out_dir, summary, verdicts, locust_exit)
+    if not scenario.judges_failures:
+        total = summary["total"]
+        result.failed_steps = FailedSteps(total["failures"], total["count"], scenario.exit_code_on_error)
     summary["thresholds"] = [{"threshold": v.threshold.text, "actual": v.actual, "ok": v.ok} for v in verdicts]
+    summary["exit_code_on_error"] = scenario.exit_code_on_error
     summary["locust_exit"] = locust_exit
     if write_errors:
         summary["samples_incomplete"] = write_errors

@@ -28,6 +28,8 @@ think time, users, spawn rate, duration and thresholds::
       elicitation/create: refuse
     reconnect: resume                      # or none | reinitialize, or a mapping: policy, attempts,
                                            # backoff, max_backoff, budget, budget_floor, idempotent: [echo]
+    exit_code_on_error: 0                  # the exit status when a step failed (default 1, as Locust's
+                                           # --exit-code-on-error); a fail_ratio threshold decides instead
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words
@@ -75,7 +77,7 @@ CALLS = {
 TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
-    "sessions", "server_requests", "reconnect",
+    "sessions", "server_requests", "reconnect", "exit_code_on_error",
 )
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
 OPEN_KEYS = ("rate", "max_lateness")
@@ -86,6 +88,10 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_LATENESS = 1.0
 # A run's duration is bounded: a scenario asking for more is a typo more often than a plan.
 MAX_DURATION = 24 * 3600.0
+# The exit status of a run whose steps failed, when no `fail_ratio` threshold judges them:
+# Locust's own `--exit-code-on-error` default. Where failures are what is measured (the lab's
+# experiments, `mcpbench run`), 0 says so.
+EXIT_CODE_ON_ERROR = 1
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,13 @@ class Scenario:
     sessions: int | None = None  # session_per_task: how many sessions in all (per load process), then stop
     server_requests: dict[str, dict | None] = field(default_factory=dict)  # method -> canned result, None: refuse
     reconnect: ReconnectPolicy | None = None  # None: no recovery inside a call (a long-lived user starts anew)
+    exit_code_on_error: int = EXIT_CODE_ON_ERROR  # the exit status when a step failed (no fail_ratio threshold)
     source: str = "<scenario>"
+
+    @property
+    def judges_failures(self) -> bool:
+        """Whether a `fail_ratio` threshold of the whole run says how many failed steps pass."""
+        return any(t.metric == "fail_ratio" and t.step is None for t in self.thresholds)
 
     @property
     def parsed_target(self) -> Target:
@@ -164,6 +176,7 @@ class Scenario:
             "distinct_sources": self.distinct_sources, "sessions": self.sessions, "source": self.source,
             "server_requests": self.server_requests,
             "reconnect": None if self.reconnect is None else self.reconnect.to_json(),
+            "exit_code_on_error": self.exit_code_on_error,
         }
 
     @classmethod
@@ -180,6 +193,7 @@ class Scenario:
             distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"),
             server_requests=obj.get("server_requests") or {}, source=obj.get("source", "<json>"),
             reconnect=None if obj.get("reconnect") is None else ReconnectPolicy.from_mapping(obj["reconnect"]),
+            exit_code_on_error=obj.get("exit_code_on_error", EXIT_CODE_ON_ERROR),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -398,6 +412,11 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
             raise ValueError(f"must be > 0 and at most {MAX_DURATION:g} s")
         return seconds
 
+    def exit_status(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 255:
+            raise ValueError("must be an exit status, a whole number from 0 to 255")
+        return v
+
     def flag(v: Any) -> bool:
         if not isinstance(v, bool):
             raise ValueError("must be true or false")
@@ -454,6 +473,7 @@ def scenario_from_node(root: Any, source: str) -> Scenario:
         sessions=value("sessions", positive_int, None),
         server_requests=value("server_requests", server_requests, {}),
         reconnect=value("reconnect", reconnect_policy, None),
+        exit_code_on_error=value("exit_code_on_error", exit_status, EXIT_CODE_ON_ERROR),
         source=source,
     )
     try:
@@ -581,16 +601,27 @@ def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
 
 
 def versions_from_trace(path: str | Path) -> tuple[str, ...]:
-    """The protocol versions the trace's clients spoke, in order of first use: a handshake's
-    `protocolVersion` or a 2026-07-28 request's `_meta` envelope."""
-    from mcpbench.protocol.versions import meta_version
+    """The protocol versions the trace's sessions settled on, in order of first use: the version
+    `initialize` settled, or that of a 2026-07-28 session a request of which got its result. A
+    `server/discover` probe that failed settles nothing: its client fell back to a handshake."""
+    from mcpbench.protocol import jsonrpc
+    from mcpbench.protocol.jsonrpc import Response
+    from mcpbench.protocol.session import Direction, Exchange, Session
+    from mcpbench.trace.reader import read_trace
 
+    sessions: dict[Any, Session] = {}
     seen: dict[str, None] = {}
-    for msg in _client_requests(path):
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        version = params.get("protocolVersion") if msg.get("method") == "initialize" else meta_version(params)
-        if isinstance(version, str) and version in VERSIONS:
-            seen.setdefault(version)
+    for event in read_trace(path):
+        if event.get("kind") != "message" or event.get("dir") not in ("c2s", "s2c"):
+            continue
+        try:
+            message = jsonrpc.from_obj(event.get("msg"))
+        except jsonrpc.InvalidMessage:
+            continue
+        session = sessions.setdefault(event.get("session"), Session())
+        for found in session.observe(Direction(event["dir"]), message):
+            if type(found) is Exchange and type(found.answer) is Response and session.version in VERSIONS:
+                seen.setdefault(session.version)
     return tuple(seen)
 
 

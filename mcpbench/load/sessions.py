@@ -26,6 +26,8 @@ from mcpbench.load.samples import records
 from mcpbench.protocol.http import Failure
 
 CLASS_ORDER: Final = ("session-not-found", "answer-lost", "stream-closed", "timeout")
+# How a session sent to the wrong instance fails: unknown there, or a POST taken and never answered.
+ROUTING_CLASSES: Final = ("session-not-found", "answer-lost")
 # Steps that are not MCP calls: the legacy stream's GET.
 NOT_CALLS: Final = frozenset({"connect"})
 

@@ -51,7 +51,9 @@ from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, No
 from mcpbench.protocol.recovery import LOSSES
 from mcpbench.protocol.session import C2S, S2C, Session, Trigger
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP, TRANSPORTS
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, progress_token, rules
+from mcpbench.protocol.versions import (
+    LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, has_handshake, meta_version, progress_token, rules,
+)
 
 CLIENT_INFO = {"name": "mcpbench", "version": __version__}
 
@@ -239,7 +241,8 @@ class ClientConnection:
         self._event_ids = Recent()  # SSE event ids seen: events replayed are told apart
         self.replayed = 0  # SSE events seen twice (a resumed stream sending again what came before)
         self._framer = LineFramer() if transport == STDIO else None
-        self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name)
+        self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name), for:
+        self._headers_for: tuple[str | None, str | None] = (None, None)  # (negotiated version, session id)
 
     # --- state --------------------------------------------------------------------------------
 
@@ -262,8 +265,11 @@ class ClientConnection:
 
     @property
     def negotiated(self) -> str | None:
-        """The version in force: the envelope's, or the one `initialize` settled."""
-        return self.version if self.stateless else self.session.version
+        """The version in force: the envelope's, or the one `initialize` settled (not a probe's)."""
+        if self.stateless:
+            return self.version
+        version = self.session.version
+        return version if has_handshake(version) else None
 
     @property
     def in_flight(self) -> int:
@@ -282,25 +288,31 @@ class ClientConnection:
     def initialized(self, ts: float = 0.0) -> Outgoing:
         return self.send(Notification(method="notifications/initialized"), ts=ts)
 
-    def request(self, method: str, params: dict | None = None, *, waiter: Any = None, ts: float = 0.0) -> Outgoing:
-        """A request with a fresh id; in 2026-07-28 its `_meta` carries the envelope."""
-        out = self.prepare(method, params)
+    def request(self, method: str, params: dict | None = None, *, waiter: Any = None, ts: float = 0.0,
+                as_version: str | None = None) -> Outgoing:
+        """A request with a fresh id; in 2026-07-28 its `_meta` carries the envelope (`as_version`: see `prepare`)."""
+        out = self.prepare(method, params, as_version=as_version)
         self.sent(out, waiter=waiter, ts=ts)
         return out
 
-    def prepare(self, method: str, params: dict | None = None) -> Outgoing:
+    def prepare(self, method: str, params: dict | None = None, *, as_version: str | None = None) -> Outgoing:
         """A request with a fresh id, built but not yet sent: call `sent` as it leaves.
 
         Lets a shell build its next request while it waits for an answer (the replayer does), so
         that only the write is left for the moment the answer comes. Its headers are those of the
         session as it is now: one whose id or version changes before it leaves must be built again.
+
+        `as_version`: send it as a client of that version does, whatever the session speaks (a
+        `server/discover` probe before a handshake, as an `auto` client sends it): that version's
+        envelope (unless `params` carry one) and headers. The session's version is the handshake's.
         """
-        if self.stateless:
+        version = as_version or (self.version if self.stateless else None)
+        if version is not None and not has_handshake(version) and (as_version is None or meta_version(params) is None):
             params = dict(params or {})
             meta = dict(params.get("_meta") or {})
-            meta.update(envelope(self.version, capabilities=self.capabilities, client_info=self.client_info))
+            meta.update(envelope(version, capabilities=self.capabilities, client_info=self.client_info))
             params["_meta"] = meta
-        return self._outgoing(Request(id=self.next_id(), method=method, params=params, _parsed=True))
+        return self._outgoing(Request(id=self.next_id(), method=method, params=params, _parsed=True), as_version)
 
     def sent(self, out: Outgoing, *, waiter: Any = None, ts: float = 0.0) -> None:
         """The session sees `out` leave (a prepared request): from now on it waits for its answer."""
@@ -323,18 +335,26 @@ class ClientConnection:
         if params and "_meta" in params and (token := progress_token(params)) is not None:
             self._tokens[token] = message.id
 
-    def _outgoing(self, message: Message) -> Outgoing:
+    def _outgoing(self, message: Message, as_version: str | None = None) -> Outgoing:
         data = jsonrpc.encode(message)
         if self.transport == STDIO:
             return Outgoing(message, data + b"\n")
         if self.transport == LEGACY_SSE:
             return Outgoing(message, data, {"content-type": JSON}, self.endpoint)
+        if as_version is not None:  # a request of another version than the session's: its own headers
+            return Outgoing(message, data, post_headers(message, version=as_version, session_id=self.session_id), self.url)
         return Outgoing(message, data, self._post_headers(message), self.url)
 
     def _post_headers(self, message: Message) -> dict[str, str]:
         method = getattr(message, "method", None)
-        if method is None or method == "initialize":  # answers; or before the session id and version are known
+        if method == "initialize":  # before a version is settled: none said
+            return post_headers(message, version=None, session_id=self.session_id)
+        if method is None:  # an answer to the server
             return post_headers(message, version=self.negotiated, session_id=self.session_id)
+        settled = (self.negotiated, self.session_id)
+        if settled != self._headers_for:  # a handshake after a probe, or a new session id: new headers
+            self._headers.clear()
+            self._headers_for = settled
         key = NAMED_METHODS.get(method)
         target = message.params.get(key) if key and isinstance(message.params, dict) else None
         cache_key = (method, target if isinstance(target, str) else None)
@@ -428,7 +448,6 @@ class ClientConnection:
         request_id = out.request_id
         if session_id and status < 300 and type(out.message) is Request and out.message.method == "initialize":
             self.session_id = session_id  # before the answer is read: the next POST needs it
-            self._headers.clear()
         has_session = SESSION_ID in (out.headers or ()) if self.transport == STREAMABLE_HTTP else True
         expected = request_id if self.transport == STREAMABLE_HTTP else None  # legacy answers come on the stream
         return AnswerReader(self, PostAnswer(expected, status, content_type, has_session=has_session), request_id, "sse")

@@ -157,6 +157,39 @@ def method_header_problems(message: Message, headers, *, version: str | None, tr
 # --- the answer to a POST --------------------------------------------------------------------
 
 
+# The `warning` an error answer under a foreign id gets (docs/trace-format.md): the recorders and
+# `inspect` say what it is, and pair it as the POST does; it is no violation.
+FOREIGN_ANSWER_ID = "foreign-answer-id"
+
+
+def foreign_id_warning(answer_id: MessageId, status: int | None, request: str, *, paired: bool = True) -> str:
+    """What a `FOREIGN_ANSWER_ID` warning says: the error under id `answer_id` answered the POST of
+    `request` (its method and id) and is paired with it; not `paired`: it refused `request` (a GET,
+    a DELETE), which carried no JSON-RPC request to answer."""
+    head = f"HTTP {status}" if status is not None else "the answer"
+    if not paired:
+        return f"{head} to {request} is a JSON-RPC error with id {answer_id!r}: an answer to no request (the {request} carried none)"
+    return (f"{head} to the POST of {request} is a JSON-RPC error with id {answer_id!r}, not the request's "
+            "(as SDK 1.x servers answer): paired by its POST")
+
+
+def pair_with_post(answer: Message, request_id: MessageId | None, status: int | None) -> ErrorResponse | None:
+    """An error that answers the POST of request `request_id` under another id, with the request's id.
+
+    Streamable HTTP pairs an answer with the request its POST carried. A server that could not read
+    the request answers with a null id; the official Python SDK 1.x answers every request it refuses
+    (HTTP 400 "Missing session ID", 404 "Session not found", …) with the id "server-error". Either is
+    the answer to that request: None when `answer` needs no pairing (its id is the request's, it is
+    no error, or a foreign id came with a success status, which is a mismatch, not a refusal).
+    """
+    if type(answer) is not ErrorResponse or request_id is None or answer.id == request_id:
+        return None
+    if answer.id is not None and (status is None or status < 400):
+        return None
+    return ErrorResponse(id=request_id, code=answer.code, message=answer.message, data=answer.data, _parsed=True)
+
+
+
 @dataclass(slots=True)
 class Carried:
     """One JSON-RPC message an HTTP answer carried (a batch's items come one by one)."""
@@ -207,6 +240,7 @@ class PostAnswer:
         self.json_body = kind == JSON or kind.endswith("+json")
         self.content_type = content_type
         self.answer: Response | ErrorResponse | None = None
+        self.foreign_id: MessageId | None = None  # the id an error answer came with instead of the request's
         self.events = 0  # SSE events seen, of any type
         self.size = 0  # body bytes
         self._parser = SseParser() if self.streamed else None
@@ -269,9 +303,11 @@ class PostAnswer:
             out.append(items)
             return
         for item in items:
-            if type(item) is ErrorResponse and item.id is None and self.request_id is not None and self.answer is None:
-                # An error about a request the server could not read: it is this one's.
-                item = ErrorResponse(id=self.request_id, code=item.code, message=item.message, data=item.data)
+            if self.answer is None and (paired := pair_with_post(item, self.request_id, self.status)) is not None:
+                # An error about the request whose id is none or another (`pair_with_post`): it is this one's.
+                if item.id is not None:
+                    self.foreign_id = item.id
+                item = paired
             if type(item) in (Response, ErrorResponse) and item.id == self.request_id and self.request_id is not None:
                 self.answer = item
             out.append(Carried(item, data, via, event_id))

@@ -331,9 +331,10 @@ class Session:
     def _start_handshake(self, request: Request, ts: float, out: list) -> None:
         params = request.params or {}
         if self.era is not Era.HANDSHAKE and self.ending is None:
-            # An `auto` client probes server/discover, then falls back to initialize (a session that
-            # ended stays ended: the table has no way back from LOST or CLOSED).
-            self.era, self.state = Era.HANDSHAKE, NEW
+            # An `auto` client probes server/discover, then falls back to initialize: the probe's
+            # version is not the session's, which the handshake settles (a session that ended
+            # stays ended: the table has no way back from LOST or CLOSED).
+            self.era, self.state, self.version = Era.HANDSHAKE, NEW, None
         offered = params.get("protocolVersion")
         self.requested_version = offered if isinstance(offered, str) else None  # a version is a string, whatever a peer sends
         self.client_capabilities = params.get("capabilities")

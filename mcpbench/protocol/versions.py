@@ -267,6 +267,15 @@ def translate(
     return params, None
 
 
+def as_offered(result: Any, offered: str) -> Any:
+    """An `initialize` result, as a server that speaks `offered` answers a client that offered it
+    (lifecycle: "If the server supports the requested protocol version, it MUST respond with the
+    same version"): what `replay --protocol-version` expects in place of the recorded one."""
+    if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
+        return {**result, "protocolVersion": offered}
+    return result
+
+
 # --- request parameters -------------------------------------------------------------------------
 
 

@@ -297,12 +297,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.proxies.host import parse_listen, parse_upstream, reverse_master, run_master
+    from mcpbench.record.metered import metered
+    from mcpbench.telemetry.options import TelemetryOptions
 
     parser = _Parser(prog="python -m mcpbench.proxies.balancer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", required=True, metavar="URL", help="the reverse target (an instance; requests go where the policy says)")
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--faults", action="store_true", help="also inject faults (the mcpbench_faults_* options)")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help="an addon option; repeatable")
+    parser.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics of the traffic on http://HOST:PORT/metrics")
+    parser.add_argument("--otlp", metavar="URL", help="send spans and metrics of the traffic over OTLP/HTTP to URL")
+    parser.add_argument("--service-name", default="mcpbench", metavar="NAME", help="the service.name of those spans and metrics")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a bad argument (2, said in one line)
@@ -312,17 +317,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         master = reverse_master(spec, host, port)
         # lazy: connect upstream once the request has picked its instance, not on accept
         master.options.update(connection_strategy="lazy")
-        master.addons.add(Balancer())
-        if args.faults:
-            from mcpbench.proxies.faults import Faults
+        with metered(master, telemetry):  # the recorder, first, when metrics are asked for
+            master.addons.add(Balancer())
+            if args.faults:
+                from mcpbench.proxies.faults import Faults
 
-            master.addons.add(Faults())
-        master.options.set(*args.settings)
-        await run_master(master, host, port)
+                master.addons.add(Faults())
+            master.options.set(*args.settings)
+            await run_master(master, host, port)
 
     try:
         spec, _ = parse_upstream(args.upstream)
         host, port = parse_listen(args.listen)
+        telemetry = TelemetryOptions.parse(args.otlp, args.metrics, args.service_name)
         asyncio.run(serve())
     except exceptions.OptionsError as exc:  # the balancer's own name the addon; mitmproxy's do not
         print(str(exc) if str(exc).startswith("mcpbench") else f"mcpbench balancer: {exc}", file=sys.stderr)

@@ -6,6 +6,7 @@ import sys
 import click
 
 from mcpbench.cliutil import check_output, map_errors
+from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 # The `parse_plan` argument each option fills (the option's name with dashes).
 FAULT_OPTION_NAMES = ("cut_streams_after", "idle_timeout", "drop", "drop_as", "delay", "faults_from", "faults_until", "seed")
@@ -44,9 +45,10 @@ def fault_argv(texts: dict, log: str | None) -> list[str]:
 @click.option("--upstream", metavar="URL", help="The HTTP MCP server, such as http://127.0.0.1:8000/mcp (or …/sse).")
 @click.option("--listen", default="127.0.0.1:8082", show_default=True, metavar="HOST:PORT", help="Where clients connect (port 0: a free one).")
 @fault_options
+@telemetry_options
 @click.pass_context
 @map_errors
-def faults(ctx, upstream, listen, fault_log, **kwargs):
+def faults(ctx, upstream, listen, fault_log, otlp, metrics, service_name, **kwargs):
     """Inject faults between MCP clients and an HTTP server: cut streams, idle cuts, drops, delay.
 
     Prints the URL to use; runs until Ctrl-C. `mcpbench faults stdio` wraps a stdio server instead.
@@ -63,7 +65,8 @@ def faults(ctx, upstream, listen, fault_log, **kwargs):
     texts = fault_texts(kwargs)
     parse_plan(**texts)  # a bad value is one line before anything starts
     check_output(fault_log, "--fault-log")
-    run_faults(upstream, listen=listen, texts=texts, log=fault_log)
+    telemetry = TelemetryOptions.parse(otlp, metrics, service_name)
+    run_faults(upstream, listen=listen, texts=texts, log=fault_log, telemetry=telemetry)
 
 
 @faults.command("stdio", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from mcpbench.listen import parse_address
 from mcpbench.protocol.errors import BadTargetError, BindError
 
 # The listen address the parse errors give as an example (`mcpbench record`'s default).
@@ -58,10 +59,7 @@ def parse_listen(listen: str) -> tuple[str, int]:
     Raises:
         BadTargetError: not HOST:PORT.
     """
-    host, colon, port = listen.strip().rpartition(":")
-    if not colon or not host or not port.isdigit() or int(port) > 65535:
-        raise BadTargetError(f"--listen {listen!r}: expected HOST:PORT, such as {EXAMPLE_LISTEN}")
-    return host.strip("[]"), int(port)
+    return parse_address(listen, "--listen", EXAMPLE_LISTEN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,10 @@ from mitmproxy import version as mitmproxy_version
 from mitmproxy.flow import Error
 
 from mcpbench.protocol.errors import TraceError, TraceWriteError
-from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID, legacy_session_key, resolve_endpoint
+from mcpbench.protocol.http import (
+    FOREIGN_ANSWER_ID, PROTOCOL_VERSION, SESSION_ID, foreign_id_warning, legacy_session_key, pair_with_post, resolve_endpoint,
+)
+from mcpbench.protocol.jsonrpc import ErrorResponse, Request
 from mcpbench.protocol.media import is_event_stream
 from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
@@ -197,6 +200,8 @@ class McpRecorder:
         if message is None:
             return
         raw, ex.req_message, ex.req_raw = ex.req_raw, None, None
+        if type(message) is Request:
+            ex.req_call = (message.id, f"{message.method} (id {message.id!r})")
         self._message(ex, C2S, raw, message, ts)
 
     # ---- answers ----------------------------------------------------------------------------------
@@ -367,8 +372,22 @@ class McpRecorder:
     # ---- sessions ---------------------------------------------------------------------------------
 
     def _message(self, ex: HttpExchange, direction: Direction, raw: bytes, message, ts: float, sse: dict | None = None) -> None:
-        """Record a message of `ex` (its JSON text `raw`) and show it to its session."""
+        """Record a message of `ex` (its JSON text `raw`) and show it to its session.
+
+        An error answering a POST under another id is shown to the session as the POST pairs it
+        (`pair_with_post`), with a warning when the id is a foreign one; one refusing a GET or a
+        DELETE answers no request: a warning, not an answer."""
         self.output.message(ex, direction, raw, ts, sse)
+        if direction is S2C and type(message) is ErrorResponse and sse is None:
+            request_id, label = ex.req_call or (None, None)
+            if request_id is None and message.id is not None and ex.resp_status is not None and ex.resp_status >= 400:
+                refused = f"{ex.method} {ex.path}"
+                self.output.warning(ex, S2C, ts, FOREIGN_ANSWER_ID, foreign_id_warning(message.id, ex.resp_status, refused, paired=False))
+                return
+            if (paired := pair_with_post(message, request_id, ex.resp_status)) is not None:
+                if message.id is not None:
+                    self.output.warning(ex, S2C, ts, FOREIGN_ANSWER_ID, foreign_id_warning(message.id, ex.resp_status, label))
+                message = paired
         version = ex.req_headers.get(PROTOCOL_VERSION)
         for item in self.sessions.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
             self.output.session_violation(ex, ex.session, item, ts)

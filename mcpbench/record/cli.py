@@ -1,14 +1,13 @@
-"""`mcpbench record`, `mcpbench addon-path`, `mcpbench export`: thin commands over `mcpbench.record`.
+"""`mcpbench record`, `mcpbench addon-path`: thin commands over `mcpbench.record` (`mcpbench export`: `telemetry/cli.py`).
 
 Registered in the main group by `mcpbench.cli`. mitmproxy is imported only inside `record`.
 """
-
-import sys
 
 import click
 
 from mcpbench.cliutil import check_output, map_errors
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
+from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 
 @click.command()
@@ -25,8 +24,9 @@ from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
               help="Trust the CA certificates in this PEM file (only them) for an https upstream, e.g. a private or self-signed one.")
 @click.option("--upstream-insecure", is_flag=True, help="Do not verify an https upstream's certificate at all.")
 @click.option("--live", is_flag=True, help="Show the live view of the recording on this terminal (q closes it, Ctrl-C stops; see README).")
+@telemetry_options
 @map_errors
-def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live):
+def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live, otlp, metrics, service_name):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -38,8 +38,9 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
     from mcpbench.record.proxy import run_record
 
     check_output(out, "--out")
+    telemetry = TelemetryOptions.parse(otlp, metrics, service_name)
     tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
-    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live)
+    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live, telemetry=telemetry)
 
 
 @click.command("addon-path")
@@ -54,32 +55,3 @@ def addon_path():
     from mcpbench.record import ADDON_PATH
 
     click.echo(str(ADDON_PATH))
-
-
-@click.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--har", "har", is_flag=True, help="Write HAR 1.2 (opens in a browser's network panel).")
-@click.option("--out", "-o", type=click.Path(dir_okay=False, writable=True), help="Write to this file instead of stdout.")
-@map_errors
-def export(trace, har, out):
-    """Export an HTTP TRACE (recorded by `mcpbench record` or the addon) in another format.
-
-    Example: mcpbench export --har results/traces/session.jsonl > session.har
-    """
-    if not har:
-        raise click.UsageError("choose a format: --har")
-    from mcpbench.outputs import refuse_overwrite, write_atomic
-    from mcpbench.record.har import export_har
-
-    check_output(out, "--out")
-    refuse_overwrite([("--out", out)], [("the trace being exported", trace)])
-    notes: list[str] = []
-    data = export_har(trace, notes)
-    if out:
-        write_atomic(out, data)  # a failed export leaves no half file where a good one was
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    for note in notes:
-        click.echo(f"mcpbench: note: {note}", err=True)
-

@@ -80,7 +80,7 @@ class HttpExchange:
 
     __slots__ = (
         "flow_id", "conn", "method", "path", "mcp", "session", "transport", "req_headers",
-        "req_content_type", "req_raw", "req_message", "req_ts", "req_problems", "resp_headers", "resp_status",
+        "req_content_type", "req_raw", "req_message", "req_ts", "req_problems", "req_call", "resp_headers", "resp_status",
         "resp_content_type", "tap",
     )
 
@@ -99,6 +99,7 @@ class HttpExchange:
         self.req_message: jsonrpc.Message | None = None
         self.req_ts = 0.0
         self.req_problems: list[Violation] = []
+        self.req_call: tuple[object, str] | None = None  # the POSTed request's (id, label): what its answer pairs with
         self.resp_headers: dict[str, str] | None = None
         self.resp_status: int | None = None
         self.resp_content_type: str | None = None

@@ -155,6 +155,9 @@ class TraceOutput:
             fields.update(body_fields(raw, "raw"))
         self.event(ex, Kind.VIOLATION, direction, ts, **fields)
 
+    def warning(self, ex: HttpExchange, direction: Direction, ts: float, code: str, detail: str) -> None:
+        self.event(ex, Kind.WARNING, direction, ts, code=code, detail=detail)
+
     def event(self, ex: HttpExchange, kind: str, direction: Direction | None, ts: float, **fields) -> None:
         event = {
             "v": FORMAT_VERSION,

@@ -17,6 +17,8 @@ from mcpbench.live.launch import LiveView
 from mcpbench.protocol.errors import BadTargetError, TraceError, TraceWriteError
 from mcpbench.proxies.host import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
+from mcpbench.telemetry.companion import Companion
+from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.trace.redact import Redactor
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
@@ -54,6 +56,7 @@ def run_record(
     upstream_timeout: int = DEFAULT_UPSTREAM_TIMEOUT,
     tls: UpstreamTls = UpstreamTls(),
     live: bool = False,
+    telemetry: TelemetryOptions = TelemetryOptions(),
 ) -> Path:
     """Reverse-proxy `listen` to `upstream`, recording to `out`, until SIGINT/SIGTERM.
 
@@ -61,6 +64,8 @@ def run_record(
     With `live`, the live view of the trace then opens on the terminal stderr is on (`live/launch.py`).
     An upstream that has not begun an answer after `upstream_timeout` s (0: no limit) gets its
     client a 504 and the trace an error event. `tls`: how an https upstream's certificate is checked.
+    `telemetry`: spans and metrics, sent by a companion process that follows the trace (never from
+    mitmproxy's event loop).
 
     Returns:
         The trace file, complete.
@@ -79,20 +84,26 @@ def run_record(
     host, port = parse_listen(listen)
     check_listen(host, port)  # fail early, with one line, when it is taken (mitmproxy would only log it)
     trace = Path(out) if out else default_trace_path(urlsplit(spec).netloc)
+    companion = Companion.check(telemetry, trace)
     if problem := probe(spec, tls):
         print(f"mcpbench: warning: {spec} {problem}; recording anyway", file=sys.stderr, flush=True)
     print(f"mcpbench: recording {spec}{Redactor(redact).url(path)} to {trace}", file=sys.stderr, flush=True)
     ready = on_ready or _default_ready
     view = LiveView(trace) if live else None
-    if view is not None:
+    if view is not None or companion is not None:
         def ready(url: str, announce=ready) -> None:
             announce(url)
-            view.open()
+            if companion is not None:
+                companion.start()
+            if view is not None:
+                view.open()
     try:
         output = asyncio.run(_serve(spec, path, host, port, trace, redact, ready, upstream_timeout, tls))
     finally:
         if view is not None:
             view.close()
+        if companion is not None:
+            companion.stop()
     if output.failed:  # said on stderr when it happened; the proxy kept serving
         raise TraceWriteError(output.failed, reported=True)
     print(f"mcpbench: wrote {output.events_written} events to {trace}", file=sys.stderr, flush=True)

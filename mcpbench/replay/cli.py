@@ -11,9 +11,15 @@ from pathlib import Path
 import click
 
 from mcpbench import cliutil
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.outputs import refuse_overwrite
 from mcpbench.protocol.transports import TRANSPORTS
+from mcpbench.telemetry.options import DEFAULT_SERVICE_NAME, TelemetryOptions
+
+# Click's choices, spelled here so that importing the commands imports no replay module.
+PER = ("trace", "call")  # replay/cases.py: a JUnit test case per trace or per call
+FAIL_ON = ("breaking", "any")  # replay/contract.py: which contract changes fail the gate
 
 
 
@@ -26,9 +32,12 @@ def compare_options(func):
                      help="Rules from a file (JSON list, {\"ignore\": [...]}, or one a line). Repeatable."),
         click.option("--no-default-rules", is_flag=True, help="Compare UUIDs, timestamps, session ids and progress tokens too."),
         click.option("--latency-factor", type=NON_NEGATIVE, default=None, show_default=False,
-                     help="Report a call as changed when FACTOR x slower than recorded (default 3; 0 turns it off)."),
+                     help="Flag a call FACTOR x slower than recorded beside it (default 3; 0 turns it off)."),
         click.option("--latency-slack-ms", type=NON_NEGATIVE, default=None,
                      help="…and slower by more than this (default 250 ms)."),
+        click.option("--fail-on-latency", type=POSITIVE, default=None, metavar="FACTOR",
+                     help="Count a call FACTOR x slower than recorded (and by the slack) as changed: exit 1. "
+                          "Off by default: latency is reported, not judged."),
         click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Also write the report as JSON."),
         click.option("--verbose", "-v", is_flag=True, help="List every call, also in long sessions."),
     ]
@@ -46,10 +55,12 @@ def _rules(ignore, ignore_files, no_default_rules, extra=()):
     return Rules(texts + list(extra), defaults=not no_default_rules)
 
 
-def _latency(factor, slack_ms):
+def _latency(factor, slack_ms, fail_on=None):
     from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK
 
     factor = LATENCY_FACTOR if factor is None else factor
+    if fail_on is not None and (factor <= 0 or factor > fail_on):
+        factor = fail_on  # what fails is reported too
     slack = LATENCY_SLACK if slack_ms is None else slack_ms / 1000
     return None if factor <= 0 else (factor, slack)
 
@@ -78,8 +89,24 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
         Report(kind, str(trace), str(target), [], aborted=str(error), abort_status=error.exit_code).write_json(report_path)
 
 
+def suite_options(func):
+    """Options of `replay` and `diff` for CI: the contract gate, JUnit and Markdown outputs."""
+    options = [
+        click.option("--contract", is_flag=True,
+                     help="Compare the declared surface (capabilities, tools/resources/templates/prompts lists with "
+                          "their schemas) instead of every answer; each change is breaking or compatible."),
+        click.option("--fail-on", type=click.Choice(FAIL_ON), default="breaking", show_default=True,
+                     help="With --contract: exit 1 on breaking changes only, or on any change."),
+        click.option("--junit-per", type=click.Choice(PER), default="trace", show_default=True,
+                     help="JUnit XML: a test case per trace, or per recorded call."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return ci_options(func)
+
+
 @click.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE_DIR_OR_GLOB...")
 @click.option("--target", "-t", "target_text", required=True,
               help="stdio:COMMAND ARGS…, http(s)://HOST:PORT/mcp or sse+http(s)://HOST:PORT/sse.")
 @click.option("--session", "sessions", multiple=True, metavar="ID", help="Replay only this recorded session. Repeatable.")
@@ -87,109 +114,209 @@ def _failed_report(kind, trace, target, error, report_path) -> None:
 @click.option("--pace", default="fast", show_default=True, metavar="fast|original|xN",
               help="Gaps between client messages: none, as recorded, or recorded divided by N.")
 @click.option("--max-gap", type=POSITIVE, metavar="SECONDS", help="Cap any one gap (with --pace original or xN).")
-@click.option("--timeout", type=POSITIVE, default=30.0, show_default=True, help="Seconds one request may wait for its answer.")
+@click.option("--timeout", type=POSITIVE, default=None,
+              help="Seconds one request may wait for its answer (default: per call, twice its recorded latency "
+                   "plus 10 s, at least 30 s).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the replay's own trace here.")
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
+@click.option("--rules-beside", is_flag=True,
+              help="Also apply the rules kept beside each trace: TRACE.noise.json (--learn-noise's) and TRACE.ignore.")
+@click.option("--otlp", metavar="URL", help="Send the replay's calls as spans (and metrics) over OTLP/HTTP to URL as they go.")
+@click.option("--service-name", metavar="NAME", default=DEFAULT_SERVICE_NAME, show_default=True, help="The service.name of those spans.")
 @redact_option
 @compare_options
+@suite_options
 @map_errors
-def replay(trace, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, redact,
-           ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
-    """Replay the client side of TRACE against TARGET and report every answer that changed.
+def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, rules_beside,
+           otlp, service_name, redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
+           report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md):
+    """Replay the client side of each TRACE against TARGET and report every answer that changed.
 
-    Sessions go in recorded order, each client message in recorded order, requests that were in
-    flight together are sent together; server requests (sampling, elicitation, roots) are answered
-    from the recording. Exit status: 0 nothing changed, 1 something changed, 2 unusable input,
-    3 the target could not be reached, broke off or is not an MCP server.
+    TRACE may be a file, a folder (every trace under it) or a glob ('traces/**/*.jsonl'); several
+    make a suite with one report. Sessions go in recorded order, each client message in recorded
+    order, requests that were in flight together are sent together; server requests (sampling,
+    elicitation, roots) are answered from the recording. Exit status: 0 nothing changed, 1
+    something changed (with --contract: a breaking change, or any with --fail-on any), 2 unusable
+    input, 3 the target could not be reached, broke off or is not an MCP server.
 
-    Example: mcpbench replay s.jsonl --target "stdio:python -m my_server" --report r.json
+    Example: mcpbench replay tests/mcp_traces --target "stdio:python -m my_server" --junit-xml replay.xml
     """
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.replay import plan as plans
-    from mcpbench.replay.compare import save_rules
-    from mcpbench.replay.engine import Pace, Replayer
-    from mcpbench.replay.report import build, learn_noise as learn
-    from mcpbench.target import STDIO, parse_target
-    from mcpbench.trace.redact import Redactor
-    from mcpbench.trace.writer import TraceWriter
+    from mcpbench.replay.engine import Pace
+    from mcpbench.replay.suite import ReplayOptions, expand, noise_path, rules_beside as kept_rules
+    from mcpbench.target import parse_target
 
-    noise_path = (noise_file or Path(str(trace)).with_suffix(".noise.json")) if learn_noise else None
+    paths = expand(traces)
+    single = len(paths) == 1
+    if not single:
+        for given, option in ((out, "--out"), (noise_file, "--noise-file"), (sessions, "--session")):
+            if given:
+                raise click.UsageError(f"{option} is for one trace; {len(paths)} traces were named")
+    trace = paths[0]
+    noise = (noise_file or noise_path(trace)) if learn_noise and single else None
     refuse_overwrite(
-        [("--out", out), ("--report", report_path), ("--noise-file", noise_path)],
-        [("the trace being replayed", trace), *(("--ignore-file", name) for name in ignore_files)],
+        [("--out", out), ("--report", report_path), ("--noise-file", noise), ("--junit-xml", junit_xml),
+         ("--summary-md", summary_md)],
+        [*((f"the trace {path}" if not single else "the trace being replayed", path) for path in paths),
+         *(("--ignore-file", name) for name in ignore_files)],
     )
     try:
         for path, option in ((out, "--out"), (report_path, "--report"), (noise_file, "--noise-file")):
             check_output(path, option)
+        check_ci_outputs(junit_xml, summary_md)
         target = parse_target(target_text)
         rules = _rules(ignore, ignore_files, no_default_rules)
         pacing = Pace.parse(pace, max_gap)
-        recorded = plans.load(trace, sessions=sessions or None)
+        recorded = [plans.load(path, sessions=sessions or None) for path in paths]
+        beside = [rules.extend(kept_rules(path)) if rules_beside else rules for path in paths]
     except McpbenchError as exc:
         _failed_report("replay", trace, target_text, exc, report_path)
         raise
+    options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout, redact=redact,
+                            latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency,
+                            telemetry=TelemetryOptions.parse(otlp, None, service_name))
+    if contract:
+        _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md)
+    if single:
+        _replay_one(recorded[0], target, beside[0], options, noise, out, report_path, verbose, junit_per, junit_xml, summary_md)
+    _replay_suite(recorded, target, beside, options, learn_noise, report_path, verbose, junit_per, junit_xml, summary_md)
 
-    def run_once(writer=None):
-        return Replayer(target, protocol_version=protocol_version, pace=pacing, timeout=timeout, writer=writer).run(recorded)
 
-    if learn_noise:
-        first = run_once()
-        if first.aborted:
-            report = build(first, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO)
-            _finish(report, report_path, verbose)
-    redactor = Redactor(redact)
-    writer = TraceWriter(out, transport=target.transport, redactor=redactor,
-                         header={"replay_of": str(trace), "target": redactor.url(str(target)), "protocol_version": protocol_version}) if out else None
-    try:
-        run = run_once(writer)
-    finally:
-        if writer:
-            writer.close()
-    if learn_noise and not run.aborted:
-        learned = learn(first, run, rules)
-        path = Path(noise_path)
-        save_rules(path, learned, source=str(trace))
-        click.echo(f"mcpbench: learned {len(learned)} noise rule(s) → {path}", err=True)
-        rules = rules.extend(learned)
-    report = build(run, rules, latency=_latency(latency_factor, latency_slack_ms), stdio_target=target.transport == STDIO,
-                   redactor=redactor if redact else None)
-    if run.interrupted:
+def _replay_one(recorded, target, rules, options, noise, out, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
+    """One trace, reported as `replay` always has; the CI outputs besides."""
+    from pathlib import Path
+
+    from mcpbench.replay.cases import report_suite
+    from mcpbench.replay.suite import replay_one
+
+    outcome = replay_one(recorded, target, rules, options, learn_to=Path(noise) if noise else None, out=out)
+    report = outcome.report
+    if outcome.learned is not None:
+        click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {noise}", err=True)
+    if outcome.run is not None and outcome.run.interrupted:
         report.abort_status = signal_status(cliutil.received or signal.SIGINT)
-    if writer and not writer.failed:
-        click.echo(f"mcpbench: replay trace → {writer.path}", err=True)
-    _finish(report, report_path, verbose, writer.failed if writer else None)
+    if outcome.wrote:
+        click.echo(f"mcpbench: replay trace → {out}", err=True)
+    write_ci_outputs([report_suite(report, junit_per)], "mcpbench replay", junit_xml, summary_md)
+    _finish(report, report_path, verbose, outcome.recording_failed)
+
+
+def _replay_suite(recorded, target, rules, options, learn_noise, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
+    """Several traces: each replayed and reported in turn, then one verdict, one JSON report, one suite each."""
+    from mcpbench.protocol.errors import EXIT_ENVIRONMENT
+    from mcpbench.replay.cases import report_suite
+    from mcpbench.replay.report import render
+    from mcpbench.replay.suite import noise_path, replay_one
+
+    reports = []
+    for plan, trace_rules in zip(recorded, rules):
+        learn_to = noise_path(plan.path) if learn_noise else None
+        outcome = replay_one(plan, target, trace_rules, options, learn_to=learn_to)
+        if outcome.learned is not None:
+            click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {learn_to}", err=True)
+        reports.append(outcome.report)
+        click.echo(render(outcome.report, verbose=verbose))
+        if outcome.run is not None and outcome.run.interrupted:
+            outcome.report.abort_status = signal_status(cliutil.received or signal.SIGINT)
+            break
+    aborted = [report for report in reports if report.aborted]
+    changed = [report for report in reports if report.changed and not report.aborted]
+    click.echo(f"mcpbench: {len(reports)} trace(s): {len(reports) - len(changed) - len(aborted)} unchanged, "
+               f"{len(changed)} changed, {len(aborted)} broken off")
+    status = max((report.abort_status for report in aborted), default=1 if changed else 0)
+    if report_path:
+        _write_json(report_path, {"kind": "replay-suite", "exit_code": status,
+                                  "traces": [report.to_json() for report in reports]})
+    write_ci_outputs([report_suite(report, junit_per) for report in reports], "mcpbench replay", junit_xml, summary_md)
+    if aborted and status == EXIT_ENVIRONMENT:
+        click.echo(f"mcpbench: {aborted[0].source}: {aborted[0].aborted}", err=True)
+    sys.exit(status)
+
+
+def _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md) -> None:
+    """Each trace's declared surface against the live server's (only the handshake and the listings are sent)."""
+    from mcpbench.replay.contract import replay_contract, surface_plan
+    from mcpbench.replay.engine import Replayer
+
+    reports = []
+    for plan in recorded:
+        run = Replayer(target, protocol_version=options.protocol_version, pace=options.pace,
+                       timeout=options.timeout).run(surface_plan(plan))
+        reports.append(replay_contract(plan, run))
+        click.echo(reports[-1].render())
+        if run.interrupted:
+            break
+    _contract_finish(reports, fail_on, report_path, junit_xml, summary_md)
+
+
+def _contract_finish(reports, fail_on, report_path, junit_xml, summary_md) -> None:
+    from mcpbench.protocol.errors import TargetError
+
+    status = max(report.exit_code(fail_on) for report in reports)
+    if report_path:
+        body = [report.to_json(fail_on) for report in reports]
+        _write_json(report_path, body[0] if len(body) == 1 else {"kind": "contract-suite", "exit_code": status, "traces": body})
+    write_ci_outputs([report.suite(fail_on) for report in reports], "mcpbench contract", junit_xml, summary_md)
+    if broken := next((report for report in reports if report.aborted), None):
+        raise TargetError(broken.aborted)
+    sys.exit(status)
+
+
+def _write_json(path, body) -> None:
+    import orjson
+
+    from mcpbench.outputs import write_atomic
+    from mcpbench.trace.redact import Redactor
+
+    data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+    write_atomic(path, Redactor().raw(data))
 
 
 @click.command(name="diff")
 @click.argument("trace_a", type=click.Path(dir_okay=False))
 @click.argument("trace_b", type=click.Path(dir_okay=False))
 @compare_options
+@suite_options
 @map_errors
-def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, report_path, verbose):
+def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
+         report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md):
     """Compare two traces call by call, without any server (sessions paired in order).
 
-    Exit status: 0 nothing changed, 1 something changed, 2 a trace could not be read.
+    With --contract, compare what the server declared (capabilities, listings, schemas) and class
+    each change as breaking or compatible. Exit status: 0 nothing changed, 1 something changed
+    (with --contract: as --fail-on says), 2 a trace could not be read.
 
     Example: mcpbench diff build-41.jsonl build-42.jsonl --ignore 'result.content[*].text.id'
     """
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.replay import plan as plans
+    from mcpbench.replay.cases import report_suite
     from mcpbench.replay.report import diff_traces
 
     refuse_overwrite(
-        [("--report", report_path)],
+        [("--report", report_path), ("--junit-xml", junit_xml), ("--summary-md", summary_md)],
         [("TRACE_A", trace_a), ("TRACE_B", trace_b), *(("--ignore-file", name) for name in ignore_files)],
     )
     try:
         check_output(report_path, "--report")
+        check_ci_outputs(junit_xml, summary_md)
         rules = _rules(ignore, ignore_files, no_default_rules)
         a, b = plans.load(trace_a), plans.load(trace_b)
     except McpbenchError as exc:
         _failed_report("diff", trace_a, trace_b, exc, report_path)
         raise
-    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms))
+    if contract:
+        from mcpbench.replay.contract import diff_contract
+
+        report = diff_contract(a, b)
+        click.echo(report.render())
+        _contract_finish([report], fail_on, report_path, junit_xml, summary_md)
+    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms, fail_on_latency),
+                         fail_on_latency=fail_on_latency)
+    write_ci_outputs([report_suite(report, junit_per)], "mcpbench diff", junit_xml, summary_md)
     _finish(report, report_path, verbose)
 
 

@@ -57,6 +57,7 @@ from mcpbench.protocol.reconnect import NONE
 from mcpbench.protocol.recovery import REPORTING, plan_recovery
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import S2C
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
@@ -65,6 +66,7 @@ from mcpbench.protocol.versions import (
     eras_differ,
     has_get_stream,
     has_handshake,
+    meta_version,
     rules,
     same_era,
     translate,
@@ -76,10 +78,13 @@ from mcpbench.target import Target
 from mcpbench.trace.format import Kind, now, text_or_b64
 from mcpbench.trace.writer import TraceWriter
 
-# How long one request may wait for its answer by default: above the reference
-# server's slowest tool (30 s) would be too long for a regression run; a
-# recording's own latency is usually far below.
+# How long one request may wait for its answer by default: the recorded latency times
+# TIMEOUT_FACTOR plus TIMEOUT_MARGIN, and never less than DEFAULT_TIMEOUT, so that a server that
+# answers as slowly as it did when recorded (a 60 s tool) is not reported failed, and one that
+# stopped answering is not waited for much longer. `--timeout` sets one bound for every call instead.
 DEFAULT_TIMEOUT = 30.0
+TIMEOUT_FACTOR = 2.0
+TIMEOUT_MARGIN = 10.0
 
 # 2026-07-28 allows a request several input rounds; a server that keeps asking
 # is cut off here rather than looping.
@@ -100,6 +105,9 @@ INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
 
 # The waiter of the `initialize` an era switch adds (no recorded call waits for it).
 SYNTHETIC_INITIALIZE = "initialize"  # compared by identity: it is its own waiter
+
+# Targets whose sessions live on their carrier (a process, a stream): a session starts with its handshake.
+SESSION_TRANSPORTS = frozenset({STDIO, LEGACY_SSE})
 
 # How server messages came, as the replay's trace tells it (stdio and legacy streams need no word).
 TOLD_VIA = frozenset({"sse", "json", "get"})
@@ -149,6 +157,7 @@ class LiveCall:
     timed_out: bool = False
     skipped: str | None = None  # why the call was not sent (era)
     rounds: int = 0  # input_required rounds answered from the recording
+    status: int | None = None  # the HTTP status its answer or failure came with
 
     @property
     def done(self) -> bool:
@@ -187,6 +196,8 @@ class ReplayRun:
     aborted: str | None = None
     elapsed: float = 0.0
     interrupted: bool = False  # a stop signal (Ctrl-C, SIGTERM) ended it
+    bridged: list[str] = field(default_factory=list)  # sessions given a handshake the recording lacked
+    asked: str | None = None  # the protocol version the replay was asked to speak (`--protocol-version`)
 
 
 class _SessionRunner:
@@ -208,6 +219,7 @@ class _SessionRunner:
         self.listening = False  # a GET stream was asked for
         self.heard = False  # the target has sent a JSON-RPC message
         self.initialized = False  # the era switch's own initialize has its answer
+        self.bridged = False  # the session got a handshake made for the target (`_bridging`)
         self.stopping = False  # a stop signal came: nothing more is counted
         self.label = plan.id
 
@@ -267,7 +279,7 @@ class _SessionRunner:
 
     def _steps(self) -> None:
         plan, run = self.plan, self.run
-        if self.translating and has_handshake(self.version):
+        if has_handshake(self.version) and (self.translating or self._bridging()):
             self._handshake()
         last_sent: float | None = None
         last_ts: float | None = None
@@ -313,13 +325,26 @@ class _SessionRunner:
             listen()
             self.listening = True
 
+    def _bridging(self) -> bool:
+        """Whether this handshake-era session needs a handshake the recording does not have: Streamable
+        HTTP traffic without one (sessionless: its `initialize` went on another connection, or none was
+        sent) replayed to a target that keeps sessions (a stdio process, a legacy stream), which refuses
+        calls before one."""
+        plan = self.plan
+        if plan.handshake or plan.transport != STREAMABLE_HTTP or not plan.steps or self.transport.kind not in SESSION_TRANSPORTS:
+            return False
+        self.r.bridged.append(self.plan.id)
+        self.bridged = True
+        return True
+
     def _handshake(self) -> None:
-        """Open a handshake-era session for a recording that had none (era switch)."""
+        """Open a handshake-era session for a recording that had none (era switch, sessionless traffic)."""
         self._write(self.conn.initialize(waiter=SYNTHETIC_INITIALIZE, ts=time.perf_counter()))
-        deadline = time.perf_counter() + self.r.timeout
+        timeout = self.r.timeout_for(None)
+        deadline = time.perf_counter() + timeout
         while not self.initialized and not self.run.aborted:
             if not self._pump(deadline):
-                self.run.aborted = f"initialize got no answer within {self.r.timeout:g} s"
+                self.run.aborted = f"initialize got no answer within {timeout:g} s"
                 return
         self._write(self.conn.initialized(time.perf_counter()))
         self._listen()
@@ -329,16 +354,17 @@ class _SessionRunner:
             return
         # The loop an answer ends: one pass per arrival, names bound once, as the next request
         # waits on what runs here (read, decode, match) before it can be written.
-        deadline = live.sent + self.r.timeout
+        timeout = self.r.timeout_for(live.call)
+        deadline = live.sent + timeout
         run, items, next_item, handle, clock = self.run, self.queue, self.transport.next_item, self._handle, time.perf_counter
         while not run.aborted:
             remaining = deadline - clock()
             item = next_item(items, remaining) if remaining > 0 else None
             if item is None:
                 live.timed_out = True
-                self.conn.give_up(live.live_ids[-1], f"no answer within {self.r.timeout:g} s")
+                self.conn.give_up(live.live_ids[-1], f"no answer within {timeout:g} s")
                 if not self.heard:  # not one message yet: every other call would wait as long
-                    self.run.aborted = (f"{self.r.target_text} sent nothing within {self.r.timeout:g} s: "
+                    self.run.aborted = (f"{self.r.target_text} sent nothing within {timeout:g} s: "
                                         "not an MCP server, or not answering")
                 return
             handle(item)
@@ -379,6 +405,8 @@ class _SessionRunner:
         """
         live = self.run.calls[call.index] if call is not None else None
         method, params = message.method, message.params
+        if self.bridged and method == "notifications/initialized":
+            return None  # the bridge's handshake sent it
         if self.translating:
             params, dropped = translate(method, params, self.plan.version, self.version,
                                         input_round=call is not None and call.retried,
@@ -410,7 +438,15 @@ class _SessionRunner:
             message = self._prepare(message, step.call)
         if type(message) is not Request:
             return message, None
-        return message, self.conn.prepare(message.method, message.params)
+        return message, self.conn.prepare(message.method, message.params, as_version=self._sent_in(message))
+
+    def _sent_in(self, message: Request | Notification) -> str | None:
+        """The version a recorded request was sent in, when it is not the session's: a probe (an `auto`
+        client's `server/discover` before its handshake), sent again as it was, with its own headers."""
+        if self.translating or type(message) is not Request:
+            return None
+        version = meta_version(message.params)
+        return version if version is not None and not same_era(version, self.version) else None
 
     def _live_id_of(self, recorded_id: Any) -> Any:
         for live in self.run.calls:
@@ -426,7 +462,7 @@ class _SessionRunner:
             return
         ahead = out is not None
         if not ahead:
-            out = self.conn.request(message.method, message.params, waiter=live, ts=ts)
+            out = self.conn.request(message.method, message.params, waiter=live, ts=ts, as_version=self._sent_in(message))
         if live is not None:
             # In flight before it is written: a stop signal that lands once the server may have the
             # request (another thread may send it, and this one wait for the GIL for milliseconds)
@@ -501,25 +537,34 @@ class _SessionRunner:
         self._event(Kind.ERROR, None, detail=reason, status=failed.status)
         if self.run.aborted or self.stopping:
             return  # what is left unanswered says why once, at the end
-        if failed.status is not None and not self.heard:
-            # The target's very first answer is no MCP: say so once, not "failed" for every call.
+        live = failed.waiter
+        if failed.status is not None and not self.heard and self._answered_then(live):
+            # The target's very first answer is no MCP where the recording had one: say so once,
+            # not "failed" for every call.
             self.run.aborted = f"{self.r.target_text} is not an MCP server: {reason}"
             return
-        live = failed.waiter
         if type(live) is LiveCall:
             if not live.done:
-                live.failure = reason
+                live.failure, live.status = reason, failed.status
                 live.answered = time.perf_counter()
         elif live is SYNTHETIC_INITIALIZE:
             self.run.aborted = f"initialize failed: {reason}"
         else:
             self.run.notes.append(reason)
 
+    def _answered_then(self, live: Any) -> bool:
+        """Whether the recording has a JSON-RPC answer where `live` failed: a probe, or a call that
+        failed when recorded too, says nothing of the target (a difference is one changed call)."""
+        if type(live) is not LiveCall:
+            return live is not SYNTHETIC_INITIALIZE
+        return live.call.answer is not None and self._sent_in(live.call.request) is None
+
     def _unmatched(self, event: Unmatched) -> None:
         if event.late:
             late = next((live for live in self.run.calls if event.answer.id in live.live_ids), None)
             label = late.call.label if late is not None else f"id {event.answer.id!r}"
-            self.run.notes.append(f"{label}: an answer after the {self.r.timeout:g} s timeout, not counted")
+            timeout = self.r.timeout_for(late.call if late is not None else None)
+            self.run.notes.append(f"{label}: an answer after the {timeout:g} s timeout, not counted")
         else:
             self.run.notes.append(f"an answer to id {event.answer.id!r}, which no request in flight had")
 
@@ -541,7 +586,7 @@ class _SessionRunner:
                     self.states[rec_state] = live_state
             elif live.rounds < MAX_INPUT_ROUNDS and self._retry_with_input(live, answer):
                 return
-        live.answer, live.answered = answer, event.received
+        live.answer, live.answered, live.status = answer, event.received, event.status
 
     def _retry_with_input(self, live: LiveCall, answer: Response) -> bool:
         """Answer a live `input_required` round from the recording and re-send the request."""
@@ -583,7 +628,8 @@ class Replayer:
         target: where to send.
         protocol_version: replay in this version (and era) instead of the recorded one.
         pace: how to space client messages.
-        timeout: how long one request may wait for its answer (seconds).
+        timeout: how long one request may wait for its answer (seconds); None: each call as long as
+            the recording says (`timeout_for`).
         writer: where the replay's own trace goes, if anywhere.
         cwd, env: for a stdio target's process.
     """
@@ -594,7 +640,7 @@ class Replayer:
         *,
         protocol_version: str | None = None,
         pace: Pace | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
         writer: TraceWriter | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
@@ -608,6 +654,15 @@ class Replayer:
         self.timeout = timeout
         self.writer = writer
         self.cwd, self.env = cwd, env
+        self.bridged: list[str] = []  # sessions given a handshake made for the target
+
+    def timeout_for(self, call: RecordedCall | None) -> float:
+        """How long `call` may wait for its answer: `timeout` when given, else its recorded latency
+        with a margin (`TIMEOUT_FACTOR`, `TIMEOUT_MARGIN`), at least `DEFAULT_TIMEOUT`."""
+        if self.timeout is not None:
+            return self.timeout
+        latency = call.latency if call is not None else None
+        return DEFAULT_TIMEOUT if latency is None else max(DEFAULT_TIMEOUT, latency * TIMEOUT_FACTOR + TIMEOUT_MARGIN)
 
     def open(self, sink, on_stderr) -> ReplayTransport:
         """The transport for the target, not yet connected (the session's connection is built for its kind)."""
@@ -627,7 +682,8 @@ class Replayer:
 
     def _run(self, trace: TracePlan) -> ReplayRun:
         started = time.perf_counter()
-        out = ReplayRun(trace, self.target_text, [])
+        self.bridged = []
+        out = ReplayRun(trace, self.target_text, [], bridged=self.bridged, asked=self.protocol_version)
         for plan in trace.sessions:
             runner = _SessionRunner(plan, self)
             try:

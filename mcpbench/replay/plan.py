@@ -28,6 +28,7 @@ from typing import Any
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
+from mcpbench.protocol.http import PROTOCOL_VERSION, pair_with_post
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
@@ -94,6 +95,7 @@ class RecordedCall:
     # The two above in arrival order, with their times: (ts, {"method", "params"}) or (ts, Ask).
     server: list[tuple[float, dict | Ask]] = field(default_factory=list)
     via: str | None = None  # how the answer came: "stdio", "json", "sse"
+    status: int | None = None  # the HTTP status of its answer (an error status with no answer says how it failed)
     retry_of: int | None = None  # the input_required call this request answers (2026-07-28)
     retried: bool = False  # a later call answers this call's input_required result
 
@@ -143,6 +145,7 @@ class SessionPlan:
     server_capabilities: dict | None = None
     notes: list[str] = field(default_factory=list)
     listens: bool = False  # the server sent outside any call: open the optional GET stream
+    handshake: bool = False  # the recording has its `initialize` (sessionless HTTP traffic may have none)
 
     @property
     def era(self) -> Era | None:
@@ -199,7 +202,7 @@ class _Builder:
             if plan.version is None or message.method == "initialize" or (
                 message.params and INPUT_RESPONSES in message.params
             ):
-                self._learn_client(message)  # otherwise there is nothing to learn
+                self._learn_client(message, event)  # otherwise there is nothing to learn
             plan.steps.append(Step(message, ts, tuple(self.answered), call))
             self.answered.clear()
         elif isinstance(message, Notification):
@@ -210,17 +213,20 @@ class _Builder:
             if ask is not None:
                 ask.answer = answer_obj(message)
 
-    def _learn_client(self, request: Request) -> None:
+    def _learn_client(self, request: Request, event: dict) -> None:
         plan, params = self.plan, request.params or {}
         if request.method == "initialize":
             plan.version = params.get("protocolVersion") if isinstance(params.get("protocolVersion"), str) else None
             plan.client_capabilities = params.get("capabilities")
             plan.client_info = params.get("clientInfo")
+            plan.handshake = True
         elif plan.version is None and (version := meta_version(params)) is not None:
             plan.version = version
             meta = params.get("_meta") or {}
             plan.client_capabilities = meta.get(META_CLIENT_CAPABILITIES)
             plan.client_info = meta.get(META_CLIENT_INFO)
+        elif plan.version is None and (version := _header_version(event)) is not None:
+            plan.version = version  # sessionless HTTP traffic whose handshake went on another connection
         # A retry carrying inputResponses answers the previous input_required round.
         responses = params.get(INPUT_RESPONSES)
         if isinstance(responses, dict):
@@ -260,17 +266,37 @@ class _Builder:
             else:
                 plan.notifications.append(note)
         else:
+            status = _status(event)
             call = self.open_calls.pop(message.id, None)
+            if call is None and (carrier := self._carrier(event)) is not None:
+                if (paired := pair_with_post(message, carrier.request.id, status)) is not None:
+                    call, message = self.open_calls.pop(carrier.request.id), paired  # the POST pairs it
             if call is None:
-                plan.notes.append(f"an answer to id {message.id!r}, which no recorded request had")
+                if not (isinstance(message, ErrorResponse) and status is not None and status >= 400 and _http_method(event) != "POST"):
+                    plan.notes.append(f"an answer to id {message.id!r}, which no recorded request had")
+                # else: the refusal of a GET or a DELETE, which carried no request (inspect says so)
                 return
-            call.answer, call.answered = message, ts
+            call.answer, call.answered, call.status = message, ts, status
             call.via = _via(event)
             self.answered.append(call.index)
             if call.request.method == "initialize" and isinstance(message, Response) and isinstance(message.result, dict):
                 plan.server_capabilities = message.result.get("capabilities")
                 if isinstance(message.result.get("protocolVersion"), str):
                     plan.version = message.result["protocolVersion"]
+
+    def _carrier(self, event: dict) -> RecordedCall | None:
+        """The call still waiting whose POST the answer of `event` came in, if the recorder says."""
+        key = _stream_key(event)
+        call = self.streams.get(key) if key is not None else None
+        return call if call is not None and call.request.id in self.open_calls and call.answer is None else None
+
+    def http_status(self, event: dict) -> None:
+        """An HTTP exchange's end: an error status that carried no answer says how its call failed."""
+        status = event.get("status")
+        if isinstance(status, int) and status >= 400 and (call := self._carrier(event)) is not None:
+            call.status = status
+            del self.open_calls[call.request.id]
+            self.answered.append(call.index)  # its exchange ended before the next step: it is waited for
 
     def _owner(self, event: dict) -> RecordedCall | None:
         """The call a server request belongs to: the stream it came on, else the only call in flight."""
@@ -299,6 +325,27 @@ def _stream_key(event: dict) -> Any:
             if isinstance(http.get(key), (str, int)):
                 return http[key]
     return None
+
+
+def _status(event: dict) -> int | None:
+    """The HTTP status of the answer a message came in, where the recorder says."""
+    http = event.get("http")
+    status = http.get("status") if isinstance(http, dict) else None
+    return status if isinstance(status, int) else None
+
+
+def _http_method(event: dict) -> str | None:
+    """The HTTP method of the exchange a message travelled in, where the recorder says."""
+    http = event.get("http")
+    return http.get("method") if isinstance(http, dict) else None
+
+
+def _header_version(event: dict) -> str | None:
+    """The `MCP-Protocol-Version` an HTTP request carried, if any."""
+    http = event.get("http")
+    headers = http.get("headers") if isinstance(http, dict) else None
+    version = headers.get(PROTOCOL_VERSION) if isinstance(headers, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def _on_get_stream(event: dict) -> bool:
@@ -345,7 +392,7 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
     listening: set[str] = set()  # sessions with a recorded Streamable HTTP GET stream
     transport = None
     wanted = set(sessions) if sessions else None
-    message_kind, trace_kind, stream_kind = Kind.MESSAGE, Kind.TRACE, Kind.STREAM
+    message_kind, trace_kind, stream_kind, http_kind = Kind.MESSAGE, Kind.TRACE, Kind.STREAM, Kind.HTTP
     with collector_paused():
         for event in reader:
             kind = event.get("kind")
@@ -354,6 +401,8 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
                     transport = event.get("transport")
                 elif kind == stream_kind and event.get("method") == "GET" and event.get("transport") != "sse":
                     listening.add(_session_key(event))
+                elif kind == http_kind and (builder := builders.get(_session_key(event))) is not None:
+                    builder.http_status(event)
                 continue
             sid = _session_key(event)
             if wanted is not None and sid not in wanted:

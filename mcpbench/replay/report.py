@@ -2,14 +2,20 @@
 
 Each recorded call ends in one status:
 
-    identical   the live answer equals the recorded one after normalisation
-    changed     it differs (each `Change` names a path, old → new); a call much
-                slower than recorded changes at the path `latency`
+    identical   the live answer equals the recorded one after normalisation (or the
+                call failed as it did when recorded: the same HTTP status, no answer)
+    changed     it differs (each `Change` names a path, old → new); with
+                `fail_on_latency`, a call that much slower changes at the path `latency`
     missing     the recording has an answer, the live target gave none in time
     extra       the live target answered a request the recording has no answer to
     failed      no usable answer: an HTTP error, a cut stream, a dead process
     skipped     not sent: the replay's protocol era has no such request
     unanswered  neither side has an answer
+
+Latency is reported beside every call: one slower than `latency` says (factor and slack) is
+flagged (`CallResult.slower`, the factor), and fails the replay only with `fail_on_latency`.
+The first call of a cold target (a stdio process just started, the replay's first call) is
+marked `cold` and not judged on latency.
 
 Exit status (`Report.exit_code`): 0 nothing changed, 1 something changed
 (changed, missing, extra or failed), 3 the target broke the replay off (could not
@@ -25,7 +31,7 @@ from typing import Any
 import orjson
 
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT
-from mcpbench.protocol.versions import eras_differ
+from mcpbench.protocol.versions import as_offered, eras_differ
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import RecordedCall, SessionPlan, TracePlan, answer_obj
@@ -38,9 +44,9 @@ STATUSES = ("identical", "changed", "missing", "extra", "failed", "skipped", "un
 COUNTED = ("identical", "changed", "missing", "extra", "failed")
 CHANGES = ("changed", "missing", "extra", "failed")
 
-# Latency regression defaults: live slower than FACTOR x recorded AND by more
-# than SLACK seconds. The slack keeps scheduler noise on a busy machine (tens
-# of ms) from reading as a regression; the factor keeps long calls honest.
+# Latency change defaults: live slower than FACTOR x recorded AND by more than
+# SLACK seconds is reported. The slack keeps scheduler noise on a busy machine
+# (tens of ms) from reading as a change; the factor keeps long calls honest.
 LATENCY_FACTOR = 3.0
 LATENCY_SLACK = 0.25
 
@@ -63,6 +69,8 @@ class CallResult:
     latency_old: float | None = None  # seconds
     latency_new: float | None = None
     detail: str | None = None
+    slower: float | None = None  # live / recorded latency, when that is a latency change (reported)
+    cold: bool = False  # the first call of a cold target: its latency includes the start
 
     @property
     def label(self) -> str:
@@ -78,6 +86,8 @@ class CallResult:
             "changes": [change.to_json() for change in self.changes],
             "latency_ms": _ms(self.latency_new),
             "recorded_latency_ms": _ms(self.latency_old),
+            "slower": None if self.slower is None else round(self.slower, 2),
+            "cold": self.cold,
             "detail": self.detail,
         }
 
@@ -186,11 +196,17 @@ def _judge(
     failure: str | None = None,
     skipped: str | None = None,
     latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
+    fail_on_latency: float | None = None,
+    cold: bool = False,
+    status: int | None = None,
 ) -> CallResult:
     result = CallResult(session, call.index, call.method, call.name, "identical",
-                        latency_old=latency_old, latency_new=latency_new)
+                        latency_old=latency_old, latency_new=latency_new, cold=cold)
     if skipped:
         result.status, result.detail = "skipped", skipped
+        return result
+    if old is None and new is None and failure and call.status is not None and status == call.status:
+        result.detail = f"failed as recorded: HTTP {status}, no answer"
         return result
     if old is not None and new is None:
         result.status = "failed" if failure else "missing"
@@ -205,8 +221,10 @@ def _judge(
         result.detail = "the recording has no answer to this request"
         return result
     result.changes = compare(old, new, rules, method=call.method, name=call.name)
-    if latency is not None and slower(latency_old, latency_new, factor=latency[0], slack=latency[1]):
-        result.changes.append(Change("latency", "changed", _ms(latency_old), _ms(latency_new)))
+    if latency is not None and not cold and slower(latency_old, latency_new, factor=latency[0], slack=latency[1]):
+        result.slower = latency_new / latency_old if latency_old else None
+        if fail_on_latency is not None and slower(latency_old, latency_new, factor=fail_on_latency, slack=latency[1]):
+            result.changes.append(Change("latency", "changed", _ms(latency_old), _ms(latency_new)))
     if result.changes:
         result.status = "changed"
     return result
@@ -217,44 +235,52 @@ def build(
     rules: Rules,
     *,
     latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
+    fail_on_latency: float | None = None,
     stdio_target: bool = False,
     redactor: Redactor | None = None,
 ) -> Report:
     """Compare every call of a replay with its recording.
 
-    `stdio_target`: the first answer of each session includes the process
-    start, so its latency is not judged. `redactor`: the recording's redaction
-    rules, applied to live answers before they are compared (equal secrets then
-    compare equal, and no live secret reaches the report).
+    `latency`: (factor, slack) beyond which a call is reported slower; `fail_on_latency`: the
+    factor beyond which that counts as a change. The first call of a cold target is not judged on
+    latency: the replay's first call, and with `stdio_target` each session's first (its process
+    starts with it). `redactor`: the recording's redaction rules, applied to live answers before
+    they are compared (equal secrets then compare equal, and no live secret reaches the report).
     """
     report = Report("replay", run.trace.path, run.target, [], [str(r) for r in rules.rules], run.aborted, run.elapsed)
     if run.trace.torn:
         report.notes.append(run.trace.torn)
-    for session in run.sessions:
-        report.sessions.append(_session_result(session, rules, latency, stdio_target, redactor))
+    if run.bridged:
+        report.notes.append(
+            f"{len(run.bridged)} session(s) recorded without a handshake (sessionless HTTP: {', '.join(run.bridged[:3])}"
+            f"{', …' if len(run.bridged) > 3 else ''}) got one made for the target, which keeps sessions: "
+            "initialize and notifications/initialized before their calls")
+    for index, session in enumerate(run.sessions):
+        cold = stdio_target or index == 0
+        report.sessions.append(_session_result(session, rules, latency, fail_on_latency, cold, run.asked, redactor))
     return report
 
 
-def _session_result(session: SessionRun, rules: Rules, latency, stdio_target: bool, redactor: Redactor | None = None) -> SessionResult:
+def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency: float | None, cold: bool,
+                    asked: str | None, redactor: Redactor | None = None) -> SessionResult:
     era_rules = rules.extend(()) if not session.era_switched else _with_era(rules)
     out = SessionResult(session.plan.id, session.live_session, [], list(session.plan.notes) + session.notes, session.aborted)
     first_sent = min((live.sent for live in session.calls if live.sent is not None), default=None)
     for live in session.calls:
         call = live.call
-        judge_latency = latency
-        if stdio_target and live.sent is not None and live.sent == first_sent:
-            judge_latency = None
         new = compared(live.answer, live.notifications)
         if redactor is not None and new is not None:
             new = redactor.json(new)[0]
+        old = compared(call.answer, call.notifications)
+        if asked is not None and old is not None and "result" in old and call.method == "initialize" and not session.era_switched:
+            old = {**old, "result": as_offered(old["result"], asked)}  # the version asked for is expected
         out.calls.append(
             _judge(
-                session.plan.id, call,
-                compared(call.answer, call.notifications),
-                new,
+                session.plan.id, call, old, new,
                 rules=era_rules, latency_old=call.latency, latency_new=live.latency,
                 failure=live.failure or ("no answer within the timeout" if live.timed_out else None),
-                skipped=live.skipped, latency=judge_latency,
+                skipped=live.skipped, latency=latency, fail_on_latency=fail_on_latency,
+                cold=cold and live.sent is not None and live.sent == first_sent, status=live.status,
             )
         )
     if session.unrecorded_asks:
@@ -287,7 +313,8 @@ def learn_noise(first: ReplayRun, second: ReplayRun, rules: Rules) -> list[str]:
 
 
 def diff_traces(
-    a: TracePlan, b: TracePlan, rules: Rules, *, latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)
+    a: TracePlan, b: TracePlan, rules: Rules, *, latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
+    fail_on_latency: float | None = None,
 ) -> Report:
     """Compare two traces call by call: sessions paired in order, calls aligned by method and name."""
     report = Report("diff", a.path, b.path, [], [str(r) for r in rules.rules])
@@ -297,11 +324,11 @@ def diff_traces(
     for index in range(max(len(a.sessions), len(b.sessions))):
         sa = a.sessions[index] if index < len(a.sessions) else None
         sb = b.sessions[index] if index < len(b.sessions) else None
-        report.sessions.append(_diff_session(sa, sb, rules, latency))
+        report.sessions.append(_diff_session(sa, sb, rules, latency, fail_on_latency))
     return report
 
 
-def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, latency) -> SessionResult:
+def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, latency, fail_on_latency: float | None) -> SessionResult:
     calls_a = a.calls if a else []
     calls_b = b.calls if b else []
     out = SessionResult(a.id if a else f"(only in B) {b.id}", b.id if b else None, [])
@@ -317,6 +344,7 @@ def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, la
                 result = _judge(
                     sid, ca, compared(ca.answer, ca.notifications), compared(cb.answer, cb.notifications),
                     rules=rules, latency_old=ca.latency, latency_new=cb.latency, latency=latency,
+                    fail_on_latency=fail_on_latency,
                 )
                 params = compare(_params(ca), _params(cb), rules, method=ca.method, name=ca.name)
                 if params:
@@ -376,14 +404,15 @@ def render(report: Report, *, verbose: bool = False) -> str:
         lines.append(f"session {session.id}{live}: {_counts_text(session.counts())}")
         show_all = verbose or len(session.calls) <= LIST_ALL_UP_TO
         for call in session.calls:
-            if not show_all and call.status == "identical":
+            if not show_all and call.status == "identical" and call.slower is None:
                 continue
             latency = f"{_fmt_ms(call.latency_new)} ({before} {_fmt_ms(call.latency_old)})"
+            if call.cold:
+                latency += " cold start"
+            elif call.slower is not None:
+                latency += f" slower ×{call.slower:.1f}"
             lines.append(f"  #{call.index:<4} {call.label:<{width}} {call.status:<10} {latency}")
-            if call.detail and call.status not in ("identical", "changed"):
-                lines.append(f"         {call.detail}")
-            for change in call.changes:
-                lines.append(f"         {change.path or '(whole answer)'}: {_value(change.old)} → {_value(change.new)}")
+            lines += [f"         {line}" for line in change_lines(call)]
         if not show_all:
             live_ms = [c.latency_new for c in session.calls if c.latency_new is not None]
             old_ms = [c.latency_old for c in session.calls if c.latency_old is not None]
@@ -401,4 +430,33 @@ def render(report: Report, *, verbose: bool = False) -> str:
     return Redactor().text("\n".join(lines))  # a target URL, an error or a live answer may quote a secret
 
 
-__all__ = ["CallResult", "Report", "SessionResult", "build", "diff_traces", "learn_noise", "render"]
+def change_lines(call: CallResult) -> list[str]:
+    """What came out differently for one call, a line each: why it failed, then each path, old → new."""
+    lines = [call.detail] if call.detail and call.status != "changed" else []  # a failure as recorded says so
+    return lines + [f"{change.path or '(whole answer)'}: {_value(change.old)} → {_value(change.new)}" for change in call.changes]
+
+
+def changed(report: Report) -> list[CallResult]:
+    """The calls that count as a change (changed, missing, extra, failed), in report order."""
+    return [call for session in report.sessions for call in session.calls if call.status in CHANGES]
+
+
+def render_changes(report: Report, *, limit: int = LIST_ALL_UP_TO) -> str:
+    """Only what changed: a headline, then each changed call (at most `limit`) with its paths, old → new."""
+    calls = changed(report)
+    counts = report.counts()
+    verb, arrow = ("replay of", "→") if report.kind == "replay" else ("diff", "vs")
+    lines = [f"mcpbench {verb} {report.source} {arrow} {report.target}: {len(calls)} of {sum(counts[k] for k in COUNTED)} "
+             f"call(s) changed ({_counts_text(counts)})"]
+    for call in calls[:limit]:
+        lines.append(f"  session {call.session} #{call.index} {call.label}: {call.status}")
+        lines += [f"    {line}" for line in change_lines(call)]
+    if len(calls) > limit:
+        lines.append(f"  … and {len(calls) - limit} more")
+    if report.aborted:
+        lines.append(f"  aborted: {report.aborted}")
+    return Redactor().text("\n".join(lines))
+
+
+__all__ = ["CallResult", "Report", "SessionResult", "build", "change_lines", "changed", "diff_traces", "learn_noise",
+           "render", "render_changes"]

@@ -30,6 +30,8 @@ import select
 import signal
 import struct
 import sys
+from collections.abc import Callable
+from typing import Protocol
 
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace.spool import HEADER, SpoolDecoder, spool_path, start_frame
@@ -60,6 +62,14 @@ SCHED_SETATTR = {"x86_64": 314, "aarch64": 274}
 PAUSE_SECONDS = 0.01
 IDLE_PAUSE_SECONDS = 0.1
 SMALL_READ = 16 * 1024
+
+
+class Tap(Protocol):
+    """What takes the trace's lines as the recorder writes them (`TraceWriter.tap`), closed at the end."""
+
+    def __call__(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class Recorder:
@@ -150,16 +160,22 @@ def background() -> None:
         pass
 
 
-def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, ...] = ()) -> tuple[int, int, int, "FailureLine"]:
+def fork_recorder(
+    writer: TraceWriter, session_id: str, detach_fds: tuple[int, ...] = (), telemetry: "Callable[[TraceWriter], Tap] | None" = None,
+) -> tuple[int, int, int, int, "FailureLine"]:
     """Create the spool, fork a recorder process; return (its pid, the spool to append to, the liveness pipe,
-    the tee's and the recorder's one failure line).
+    the done pipe, the tee's and the recorder's one failure line).
 
     Call before starting any thread (fork copies only the calling thread). The
     caller appends frames to the spool (O_APPEND: one `writev` lands whole)
     and closes both fds when done; the recorder drains the spool at the
     liveness pipe's end. In the child, `detach_fds` (the host's stdin and
     stdout) are pointed at /dev/null, so a recorder still draining never holds
-    the host's pipes open.
+    the host's pipes open. `telemetry`, called in the child with the writer,
+    gives the tap every written line goes to (spans and metrics, sent from this
+    process, off the session's path); it is closed once the trace is complete.
+    The recorder says the trace is complete on the done pipe, one byte, its exit
+    status, before it closes the tap: the tee need not wait for an OTLP endpoint.
 
     The tee's and the recorder's spool descriptors each hold a shared `flock`:
     a reader of a spool left behind takes it exclusively (`spool.leftover`), so
@@ -173,18 +189,21 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
     fcntl.flock(spool_fd, fcntl.LOCK_SH)
     os.writev(spool_fd, start_frame(session_id, writer.redactor))
     alive_read, alive_write = os.pipe()
+    done_read, done_write = os.pipe()
     said = FailureLine()
     pid = os.fork()
     if pid:
         os.close(alive_read)
+        os.close(done_write)
         writer.close()  # only the recorder writes the trace
-        return pid, spool_fd, alive_write, said
+        return pid, spool_fd, alive_write, done_read, said
     status = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         background()
         os.close(alive_write)
+        os.close(done_read)
         os.close(spool_fd)  # the tee's description keeps its lock; ours is our own
         reader = os.open(spool, os.O_RDONLY | os.O_CLOEXEC)
         fcntl.flock(reader, fcntl.LOCK_SH)
@@ -192,12 +211,20 @@ def fork_recorder(writer: TraceWriter, session_id: str, detach_fds: tuple[int, .
         for fd in detach_fds:
             os.dup2(null, fd)
         writer.announce = said
+        tap = writer.tap = telemetry(writer) if telemetry is not None else None
         Recorder(writer, session_id).run(reader, alive_read)
         writer.close()
         if writer.failed:  # said on stderr when it happened; the tee ends non-zero
             status = RECORDING_FAILED  # the spool stays: readers read the rest from it, `trace finish` writes it
         else:
             os.unlink(spool)  # the trace is complete: the raw copy goes (before our lock does)
+        try:
+            os.write(done_write, bytes([status]))
+        except OSError:
+            pass  # the tee is gone
+        os.close(done_write)  # the tee may exit now
+        if tap is not None:
+            tap.close()
     except BaseException:  # noqa: BLE001 - a child of fork must never return into the tee's code
         import traceback
 

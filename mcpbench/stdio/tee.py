@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from mcpbench.protocol.errors import TargetError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
@@ -86,21 +87,28 @@ class Tee:
         argv: the server command.
         writer: where events go; None passes bytes through without recording.
         stdin, stdout, stderr: our own file descriptors (the host's pipes).
+        telemetry: makes, in the recorder process, what sends the trace's spans and metrics
+            (`recorder.fork_recorder`); None sends nothing.
     """
 
-    def __init__(self, argv: list[str], writer: TraceWriter | None, *, stdin: int = 0, stdout: int = 1, stderr: int = 2) -> None:
+    def __init__(
+        self, argv: list[str], writer: TraceWriter | None, *, stdin: int = 0, stdout: int = 1, stderr: int = 2,
+        telemetry: "Callable[[TraceWriter], recorder.Tap] | None" = None,
+    ) -> None:
         if not argv:
             raise TargetError("no server command given (usage: mcpbench tee -- COMMAND [ARGS…])")
         self.argv = argv
         self.writer = writer
         self.session_id = uuid.uuid4().hex[:12]
         self.fds = (stdin, stdout, stderr)
+        self.telemetry = telemetry
         self.proc: subprocess.Popen | None = None
         self._appending: int | None = None  # the spool while recording; None once appending failed
         self._spool: int | None = None  # the spool's descriptor, to close
         self._stop_lock = threading.Lock()  # for stopping: never taken on the bytes' path
         self._alive: int | None = None  # the recorder drains the spool when this pipe ends
         self._recorder_pid: int | None = None
+        self._done: int | None = None  # the recorder writes its status here once the trace is complete
         self._say: recorder.FailureLine | None = None  # the one line that says recording failed
         # Why the trace is incomplete (said on stderr when it happened), or None.
         self.recording_failed: str | None = None
@@ -116,7 +124,9 @@ class Tee:
         stdin, stdout, stderr = self.fds
         if self.writer is not None:
             # Fork before any thread exists: fork copies only the calling thread.
-            self._recorder_pid, self._spool, self._alive, self._say = recorder.fork_recorder(self.writer, self.session_id, detach_fds=(stdin, stdout))
+            self._recorder_pid, self._spool, self._alive, self._done, self._say = recorder.fork_recorder(
+                self.writer, self.session_id, detach_fds=(stdin, stdout), telemetry=self.telemetry,
+            )
             self._appending = self._spool
         try:
             if not orphans.findable(self.argv[0]):
@@ -260,27 +270,35 @@ class Tee:
                 self._appending = self._spool = None
         if self._recorder_pid is None:
             return
-        pidfd = os.pidfd_open(self._recorder_pid)
         try:
-            select.select([pidfd], [], [], RECORDER_TIMEOUT)  # readable once the recorder has exited
-            pid, status = os.waitpid(self._recorder_pid, os.WNOHANG)
-            if pid and status and not self.recording_failed:
-                code = os.waitstatus_to_exitcode(status)
-                if code == recorder.RECORDING_FAILED:  # it said why on stderr
-                    self.recording_failed = "the trace could not be written to the end"
-                else:  # killed: what it had not written stays in the spool, which readers read on from
-                    self.recording_failed = f"recorder gone (status {code}); recording stopped, traffic still passes"
-                    self._say(f"mcpbench: {self.recording_failed}")
+            # Readable once the trace is complete (a byte: the recorder's status; it may send spans on
+            # for a while, on its own) or the recorder is gone (end of file, no byte).
+            said = os.read(self._done, 1) if select.select([self._done], [], [], RECORDER_TIMEOUT)[0] else None
         finally:
-            os.close(pidfd)
+            os.close(self._done)
+        if said == b"":  # gone without a word: its exit status says how
+            code = os.waitstatus_to_exitcode(os.waitpid(self._recorder_pid, 0)[1])
+        else:
+            code = said[0] if said else 0
+            os.waitpid(self._recorder_pid, os.WNOHANG)  # reaped now if it has exited; else init reaps it
+        if code and not self.recording_failed:
+            if code == recorder.RECORDING_FAILED:  # it said why on stderr
+                self.recording_failed = "the trace could not be written to the end"
+            else:  # killed: what it had not written stays in the spool, which readers read on from
+                self.recording_failed = f"recorder gone (status {code}); recording stopped, traffic still passes"
+                self._say(f"mcpbench: {self.recording_failed}")
         self._recorder_pid = None
 
 
-def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, record: bool = True, live: bool = False) -> int:
+def run_tee(
+    argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, record: bool = True, live: bool = False,
+    telemetry: "Callable[[TraceWriter], recorder.Tap] | None" = None,
+) -> int:
     """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status.
 
     With `live`, the live view of the recording opens on the terminal stderr is on
     (`live/launch.py`), and the tee exits once it is left (`q`) after the server's end.
+    `telemetry` (`Tee`) sends spans and metrics from the recorder process as it records.
 
     Raises:
         TraceWriteError: the server ended well but the trace could not be written to the end.
@@ -300,7 +318,7 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
         print(f"mcpbench: recording to {writer.path}", file=sys.stderr, flush=True)
     view = LiveView(writer.path) if live and writer else None
     if view is None or not view.open():
-        tee = Tee(argv, writer)
+        tee = Tee(argv, writer, telemetry=telemetry)
         try:
             status = tee.run()
         finally:
@@ -308,7 +326,7 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
                 writer.close()
     else:
         try:
-            tee, status = _run_with_view(argv, writer, view)
+            tee, status = _run_with_view(argv, writer, view, telemetry)
         finally:
             view.close()
     if status != 0:
@@ -319,7 +337,7 @@ def run_tee(argv: list[str], out: str | None, redact: tuple[str, ...] = (), *, r
     return status
 
 
-def _run_with_view(argv: list[str], writer: TraceWriter, view: LiveView) -> tuple[Tee, int]:
+def _run_with_view(argv: list[str], writer: TraceWriter, view: LiveView, telemetry=None) -> tuple[Tee, int]:
     """The tee with its live view on stderr's terminal: the server's stderr (recorded, and shown in
     the view) is not also written over the view while it is open; the tee waits for the view to be
     left once the server has ended."""
@@ -330,7 +348,7 @@ def _run_with_view(argv: list[str], writer: TraceWriter, view: LiveView) -> tupl
             os.dup2(2, quiet, inheritable=False)
 
     previous = signal.signal(signal.SIGCHLD, view_left)
-    tee = Tee(argv, writer, stderr=quiet)
+    tee = Tee(argv, writer, stderr=quiet, telemetry=telemetry)
     try:
         status = tee.run()
     finally:

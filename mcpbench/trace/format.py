@@ -25,6 +25,7 @@ class Kind:
     TRACE = "trace"  # header: first line of every file
     MESSAGE = "message"  # one JSON-RPC message, in `msg`
     VIOLATION = "violation"  # a broken rule: `code`, `detail`, optional `raw`
+    WARNING = "warning"  # allowed, but worth knowing (a peer's quirk): `code`, `detail`
     STDERR = "stderr"  # one line the server wrote on stderr: `text`
     PROCESS = "process"  # `event`: start | exit, `argv`, `pid`, `exit_code`, `signal`
     HTTP = "http"  # one HTTP exchange: method, path, status, headers, content_type

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,8 +124,10 @@ class TraceWriter:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot create trace: {exc.strerror}") from None
+        # Given every line written, after it is (the tee's recorder hands them to its telemetry).
+        self.tap: Callable[[bytes], None] | None = None
         started = now()
-        self.write(
+        self.header_line = self.encode(
             {
                 "kind": Kind.TRACE,
                 "session": None,
@@ -135,6 +138,7 @@ class TraceWriter:
                 **(header or {}),
             }
         )
+        self.write_lines([self.header_line])
         if self.failed:  # not even the header fits (a full disk, /dev/full): nothing to record into
             self.close()
             raise TraceWriteError(f"{self.path}: cannot write trace: {self._error}")
@@ -285,11 +289,14 @@ class TraceWriter:
             return
         with self._lock:
             try:
+                data = line
                 if self._compressor is not None:
-                    line = self._compressor.data(line)
+                    data = self._compressor.data(line)
                     self._handed_over = False  # this process writes: it owns the stream's end
-                write_all(self._fd, line)  # a regular file takes it all at once; a pipe or full disk may not
+                write_all(self._fd, data)  # a regular file takes it all at once; a pipe or full disk may not
                 self.events += count
+                if self.tap is not None:
+                    self.tap(line)
             except OSError as exc:
                 self._error = exc.strerror
                 # Never break the observed session: stop recording, say so once.

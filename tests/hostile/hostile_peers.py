@@ -5,7 +5,6 @@ Every process started here is stopped by the context manager that started it.
 
 import contextlib
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any, Final
 
 import orjson
 
-from tests.support.servers import HOST, free_port, stop_process, wait_for_port
+from tests.support.peers import http_peer
+from tests.support.servers import HOST
 
 HEADER: Final = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace",
                  "mcpbench": "0.1.0", "started": "2026-12-02T12:00:00Z", "command": ["server"]}
@@ -105,14 +105,8 @@ def busy_port() -> Iterator[int]:
 @contextlib.contextmanager
 def not_mcp_server() -> Iterator[str]:
     """An HTTP server answering every request with an HTML page; yields its base URL."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", NOT_MCP_SERVER, str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(HOST, port, proc=proc)
-        yield f"http://{HOST}:{port}"
-    finally:
-        stop_process(proc)
+    with http_peer([sys.executable, "-c", NOT_MCP_SERVER], path="") as url:
+        yield url
 
 
 # A server that answers the handshake at once and `tools/call` only after LATE seconds:

@@ -148,6 +148,25 @@ def test_a_trace_that_cannot_be_followed_is_one_line_and_exit_2(tmp_path: Path, 
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("name", ["sse-legacy", "http-legacy", "http-auto", "stdio-auto"])
+def test_every_transport_and_era_is_followed_call_by_call(main_job, name: str) -> None:
+    """The main job's recordings: legacy SSE, Streamable HTTP in both eras, stdio in 2026-07-28."""
+    trace = main_job[1] / f"{name}.jsonl"
+    sessions = summarize(trace).sessions
+    answered = [e for s in sessions for e in s.entries if e.kind == "request" and e.dir == "c2s" and e.latency is not None]
+    assert len(answered) >= 10, name  # what the recording holds, to be seen
+    viewer = follow(trace)
+    try:
+        last = max(answered, key=lambda e: e.ts + e.latency)
+        seen = Lines(viewer).until(f"← {last.name} #{last.id}")
+    finally:
+        viewer.terminate()
+        viewer.wait(WAIT)
+    shown = ["← " + line.split(" ← ", 1)[1].split("  ")[0] for line in seen if " ← " in line and " ms " in line]  # answers
+    assert sorted(shown) == sorted(f"← {e.name} #{e.id}" for e in answered)
+    assert not any("violation" in line for line in seen), seen
+
+
 # --- the follower and the feed, no processes ---------------------------------------------------
 
 

@@ -3,17 +3,15 @@
 import csv
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.load.helpers import RUN_TIMEOUT, load_cmd, run_load
 from tests.support.servers import REPO_ROOT, reference_server, serve_argv
 
-# Every load run is bounded: load seconds plus locust startup/shutdown, well under this.
-RUN_TIMEOUT = 90
 KNOWN_FAILURES = {
     "session-not-found", "answer-lost/timeout", "stream-closed", "http-4xx", "http-5xx",
     "jsonrpc-error", "tool-error", "connect-failed",
@@ -32,18 +30,6 @@ mix:
     prompt: summarize
     arguments: {topic: MCP}
 """
-
-
-def load_cmd(*args) -> list[str]:
-    return [sys.executable, "-m", "mcpbench", "load", *map(str, args)]
-
-
-def run_load(tmp_path: Path, scenario: str, *args, timeout: float = RUN_TIMEOUT) -> tuple[subprocess.CompletedProcess, Path]:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(scenario)
-    out = tmp_path / "out"
-    proc = subprocess.run(load_cmd(path, "--out", out, *args), cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
-    return proc, out
 
 
 def stats_rows(out: Path) -> dict[tuple[str, str], dict]:

@@ -223,6 +223,25 @@ def test_streamable_http_headers_follow_the_session_and_version(version):
     assert conn.get_headers()["accept"] == "text/event-stream"
 
 
+def test_a_probe_goes_with_its_own_version_and_the_handshake_after_it_with_the_settled_one():
+    # An `auto` client: `server/discover` as 2026-07-28 sends it, then the handshake era (issue 28).
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    probe = conn.request("server/discover", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+                         as_version="2026-07-28")
+    assert probe.headers["mcp-protocol-version"] == "2026-07-28" and probe.headers["mcp-method"] == "server/discover"
+    reader = conn.post_answer(probe, 200, "application/json")
+    reader.feed(orjson.dumps({"jsonrpc": "2.0", "id": probe.request_id, "error": {"code": -32601, "message": "no"}}))
+    reader.feed(b"")
+    init = conn.initialize()
+    assert "mcp-protocol-version" not in init.headers and "mcp-method" not in init.headers
+    assert conn.negotiated is None  # the probe's version was never the session's
+    reader = conn.post_answer(init, 200, "application/json", "sid-1")
+    reader.feed(orjson.dumps(init_result(init.request_id, "2025-11-25"))) + reader.feed(b"")
+    call = conn.request("tools/list")
+    assert call.headers["mcp-protocol-version"] == "2025-11-25" and "mcp-method" not in call.headers
+    assert call.headers["mcp-session-id"] == "sid-1"
+
+
 def test_a_request_is_complete_when_its_answer_arrives_whatever_the_stream_does_next():
     conn = ClientConnection("streamable-http", "2026-07-28", url=URL)
     out = conn.request("tools/call", {"name": "slow", "_meta": {"progressToken": "t1"}}, waiter="w")

@@ -75,6 +75,22 @@ def test_an_error_about_an_unreadable_request_is_its_answer_and_the_status_still
     assert answer.answer == ErrorResponse(id=5, code=-32600, message="bad") and answer.failure == Failure.HTTP_4XX
 
 
+SERVER_ERROR = b'{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Bad Request: Missing session ID"}}'
+
+
+def test_an_sdk1_refusal_under_a_foreign_id_is_the_posts_answer_and_says_its_id():
+    answer = PostAnswer(3, 400, "application/json", has_session=False)  # SDK 1.x: id "server-error"
+    (carried,) = read(answer, SERVER_ERROR, 7)
+    assert carried.message == ErrorResponse(id=3, code=-32600, message="Bad Request: Missing session ID")
+    assert answer.answer == carried.message and answer.foreign_id == "server-error" and answer.failure == Failure.HTTP_4XX
+
+
+def test_a_foreign_id_on_a_success_status_pairs_with_nothing():
+    answer = PostAnswer(3, 200, "application/json", has_session=True)
+    items = read(answer, SERVER_ERROR, 7)
+    assert items[0].message.id == "server-error" and answer.answer is None and answer.foreign_id is None
+
+
 @pytest.mark.parametrize("step", [1, 5, 64])
 def test_a_gzip_stream_decodes_whatever_the_chunking(step):
     packed = gzip.compress(SSE)

@@ -63,9 +63,10 @@ def test_stateless_era_from_envelope():
 def test_auto_client_probe_then_fallback_to_handshake():
     session = Session()
     events = run(session, [(C2S, modern(1, "server/discover")), (S2C, ErrorResponse(id=1, code=-32601, message="no")),
-                           (C2S, Request(id=2, method="initialize", params={"protocolVersion": "2025-11-25"})),
-                           (S2C, Response(id=2, result={"protocolVersion": "2025-11-25"})), (C2S, INITIALIZED)])
-    assert session.era is Era.HANDSHAKE and session.state is SessionState.OPERATING
+                           (C2S, Request(id=2, method="initialize", params={"protocolVersion": "2025-11-25"}))])
+    assert session.version is None  # the probe's 2026-07-28 is not the session's: the handshake settles it
+    events += run(session, [(S2C, Response(id=2, result={"protocolVersion": "2025-11-25"})), (C2S, INITIALIZED)])
+    assert session.era is Era.HANDSHAKE and session.state is SessionState.OPERATING and session.version == "2025-11-25"
     assert codes(events) == []
 
 

@@ -72,12 +72,13 @@ def mitmdump(upstream_port: int | None, trace: Path, *, extra: list[str] = (), a
 
 
 @contextlib.contextmanager
-def record_proxy(upstream: str, trace: Path, **popen) -> Iterator[tuple[str, subprocess.Popen]]:
+def record_proxy(upstream: str, trace: Path, *, extra: list[str] = (), **popen) -> Iterator[tuple[str, subprocess.Popen]]:
     """`mcpbench record --upstream upstream` on an ephemeral port: yields (the URL to use, the process).
 
     Stopped with SIGTERM (which completes the trace) when the block exits, unless already ended.
+    `extra`: more options (`--otlp URL`, say).
     """
-    argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:0", "--out", str(trace)]
+    argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:0", "--out", str(trace), *extra]
     log = trace.with_suffix(".record.log")
     with log.open("wb") as err:
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, **popen)

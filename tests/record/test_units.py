@@ -22,7 +22,8 @@ from mcpbench.record.addon import make_addons
 from mcpbench.protocol.http import legacy_session_key
 from mcpbench.record.sessions import conn_key
 from mcpbench.record.exchange import LATIN1, url_of, wire_text
-from mcpbench.record.cli import addon_path, export
+from mcpbench.record.cli import addon_path
+from mcpbench.telemetry.cli import export
 from mcpbench.record.har import to_har
 from mcpbench.proxies.host import parse_listen, parse_upstream
 from mcpbench.protocol.errors import TargetError

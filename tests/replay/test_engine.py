@@ -1,13 +1,14 @@
 """The engine's ordering, id remapping and server-request answers, with a MockTransport (no process)."""
 
 import orjson
+import pytest
 
 from mcpbench.protocol.jsonrpc import Notification, Request, Response
 from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay import plan as plans
 from mcpbench.replay.compare import Rules
-from mcpbench.replay.engine import Pace, Replayer
-from mcpbench.replay.report import build, learn_noise
+from mcpbench.replay.engine import DEFAULT_TIMEOUT, Pace, Replayer
+from mcpbench.replay.report import build, learn_noise, render
 from mcpbench.replay.transports import MockTransport
 from mcpbench.target import parse_target
 
@@ -153,3 +154,30 @@ def test_recorded_asks_answer_from_the_recording_refuse_the_rest_and_always_pong
     refused = policy.answer(Request(id=2, method="sampling/createMessage", params={"maxTokens": 1}))
     assert refused.code == -32601 and missed == ["sampling/createMessage"]
     assert policy.answer(Request(id=3, method="ping")).result == {} and missed == ["sampling/createMessage"]
+
+
+def test_latency_is_reported_beside_a_call_and_fails_only_when_asked(tmp_path, monkeypatch):
+    path = trace_file(tmp_path, [("c2s", req(1, "tools/call", name="a")), ("s2c", res(1, {})),
+                                 ("c2s", req(2, "tools/call", name="b")), ("s2c", res(2, {}))])  # 10 ms each
+    run, _ = replay_with(monkeypatch, path, lambda message, sent: [Response(id=message.id, result={})])
+    for live in run.sessions[0].calls:
+        live.answered = live.sent + 2.0  # 200 x slower than recorded
+    report = build(run, Rules())
+    first, second = report.sessions[0].calls
+    assert first.cold and first.slower is None  # the first call of a cold target: not judged
+    assert second.slower == pytest.approx(200, rel=0.01) and second.status == "identical" and report.exit_code == 0
+    text = render(report)
+    assert "cold start" in text and "slower ×200" in text
+    failing = build(run, Rules(), fail_on_latency=3.0)
+    assert [c.status for c in failing.sessions[0].calls] == ["identical", "changed"] and failing.exit_code == 1
+
+
+def test_a_calls_default_timeout_derives_from_its_recorded_latency(tmp_path):
+    path = trace_file(tmp_path, [("c2s", req(1, "tools/call", name="slow")), ("s2c", res(1, {})),
+                                 ("c2s", req(2, "tools/call", name="lost"))])
+    slow, lost = plans.load(path).sessions[0].calls
+    slow.answered = slow.sent + 60.0  # recorded: a 60 s answer
+    derived = Replayer(parse_target("http://127.0.0.1:1/mcp"))
+    assert derived.timeout_for(slow) > 60.0 and derived.timeout_for(lost) == DEFAULT_TIMEOUT
+    bounded = Replayer(parse_target("http://127.0.0.1:1/mcp"), timeout=5.0)
+    assert bounded.timeout_for(slow) == bounded.timeout_for(lost) == 5.0

@@ -80,9 +80,12 @@ def test_changed_server_names_exact_paths(recordings, tmp_path):
     }
     for mode, paths in expected.items():
         report = tmp_path / f"{mode}.json"
-        done = cli("replay", trace, "--target", variant_target(mode), "--report", str(report))
+        latency = ["--fail-on-latency", "3"] if "latency" in str(paths) else []  # latency fails only when asked
+        done = cli("replay", trace, "--target", variant_target(mode), "--report", str(report), *latency)
         assert done.returncode == 1, (mode, done.stdout, done.stderr)
         assert changed_paths(report_of(report)) == paths, (mode, done.stdout)
+    reported = cli("replay", trace, "--target", variant_target("slow-add"))
+    assert reported.returncode == 0 and "slower ×" in reported.stdout, reported.stdout  # reported beside the call
     # The old → new values are in the human summary too.
     assert '"héllo (v2)"' in cli("replay", trace, "--target", variant_target("echo-text")).stdout
 

@@ -277,8 +277,10 @@ def _run_client(plan: ReconnectPlan, cell: Cell, target: str, cell_dir: Path, sa
 
     scenario = plan.scenario
     if cell.policy != SDK:
-        result = run_scenario(scenario.with_overrides(target=target, reconnect=_policy(plan, cell.policy), name=cell.slug),
-                              cell_dir, check_target=False, echo=say)
+        # Failed calls under faults are what the cell measures: exit_code_on_error 0.
+        cell_scenario = scenario.with_overrides(target=target, reconnect=_policy(plan, cell.policy), name=cell.slug,
+                                                exit_code_on_error=0)
+        result = run_scenario(cell_scenario, cell_dir, check_target=False, echo=say)
         if result.summary.get("interrupted"):
             raise KeyboardInterrupt  # the load run stopped on a signal: so does the experiment
         return

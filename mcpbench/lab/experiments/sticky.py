@@ -263,6 +263,7 @@ def run_plan(
                     scenario = plan.scenario.with_overrides(
                         target=_target(front.url, transport), versions=(MODES[cell.mode][3],),
                         distinct_sources=True, name=cell.slug,
+                        exit_code_on_error=0,  # broken sessions are what the cell measures
                     )
                     if run_scenario(scenario, cell_dir, check_target=False, echo=say).summary.get("interrupted"):
                         raise KeyboardInterrupt  # the load run stopped on a signal: so does the experiment

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from mcpbench.analysis.results import load_lab, load_reconnect
@@ -33,6 +34,9 @@ def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
     assert (data.faults["kind"].astype(str) == "cut-stream").sum() >= 2
     assert data.breaks.loc[data.breaks["policy"] == "resume", "recover_ms"].notna().all()
     assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume", "sdk"]
+    # the calls that failed under the cut are what a cell measures, and its load run says so (issue 28)
+    cell = orjson.loads((out / "cells" / "streamable-http-cut-none" / "summary.json").read_bytes())
+    assert cell["exit_code_on_error"] == 0 and cell["total"]["failures"] > 0
 
 
 @pytest.mark.slow

@@ -1,0 +1,145 @@
+"""Suites of traces: what `replay DIR_OR_GLOB...` names, and one trace's replay as every caller runs it.
+
+`expand` turns files, folders and glob patterns into trace paths (a folder: every trace under it,
+recursively; a pattern the shell left unexpanded: matched here, `**` included), in a stable order.
+`replay_one` replays one recorded trace against a target and builds its report, learning noise
+first when asked: `mcpbench replay` (one trace or a suite) and the pytest plugin's `mcp_replay`
+both run it.
+"""
+
+import contextlib
+import glob
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcpbench.protocol.errors import ReplayError
+from mcpbench.protocol.transports import STDIO
+from mcpbench.replay.compare import Rules, load_rules, save_rules
+from mcpbench.replay.engine import Pace, Replayer, ReplayRun
+from mcpbench.replay.plan import TracePlan
+from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
+from mcpbench.target import Target
+from mcpbench.telemetry.companion import Companion
+from mcpbench.telemetry.options import TelemetryOptions
+from mcpbench.trace.redact import Redactor
+from mcpbench.trace.writer import TraceWriter
+
+# What a trace file's name ends with (a folder's other files, noise rules say, are not traces).
+TRACE_ENDINGS = (".jsonl", ".jsonl.gz", ".jsonl.zst")
+GLOB_CHARS = frozenset("*?[")
+
+
+def expand(patterns: Sequence[str]) -> list[Path]:
+    """The trace files `patterns` name: files as given, folders searched, globs matched; each once.
+
+    Raises:
+        ReplayError: a pattern or folder that names no trace, or a path that does not exist (exit 2).
+    """
+    found: list[Path] = []
+    for pattern in patterns:
+        path = Path(pattern)
+        if path.is_dir():
+            matches = sorted(p for p in path.rglob("*") if p.name.endswith(TRACE_ENDINGS) and p.is_file())
+            if not matches:
+                raise ReplayError(f"{pattern}: a folder with no trace in it (*.jsonl, *.jsonl.gz, *.jsonl.zst)")
+        elif path.is_file() or not GLOB_CHARS.intersection(pattern):
+            matches = [path]  # a missing file is said by the reader, naming it
+        else:
+            matches = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise ReplayError(f"{pattern}: matches no trace")
+        found += [match for match in matches if match not in found]
+    return found
+
+
+def rules_beside(trace: str | os.PathLike) -> list[str]:
+    """The ignore rules kept beside a trace: learned noise (`TRACE.noise.json`) and hand-written (`TRACE.ignore`)."""
+    rules: list[str] = []
+    for path in (noise_path(trace), Path(trace).with_suffix(".ignore")):
+        if path.is_file():
+            rules += load_rules(path)
+    return rules
+
+
+def noise_path(trace: str | os.PathLike) -> Path:
+    """Where `--learn-noise` keeps what it learned: beside the trace, `.noise.json` for its last suffix."""
+    return Path(trace).with_suffix(".noise.json")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """How each trace of a run is replayed and judged."""
+
+    protocol_version: str | None = None
+    pace: Pace = Pace()
+    timeout: float | None = None  # None: per call, from the recording (`Replayer.timeout_for`)
+    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)  # None: latency is not reported
+    redact: tuple[str, ...] = ()
+    fail_on_latency: float | None = None  # a call this much slower than recorded (and the slack) is changed
+    telemetry: TelemetryOptions = TelemetryOptions()  # the calls as spans, sent as they go (`--otlp`)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One trace's replay: its report, its run, and why its own trace is incomplete (if it is)."""
+
+    report: Report
+    run: ReplayRun | None
+    learned: list[str] | None = None  # the noise rules learned, when asked to learn
+    recording_failed: str | None = None
+    wrote: bool = False  # the replay's own trace was written (`out`) to its end
+
+
+def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: ReplayOptions, *,
+               learn_to: Path | None = None, out: str | os.PathLike | None = None) -> Outcome:
+    """Replay `recorded` against `target` and compare every call under `rules`.
+
+    With `learn_to`, replay twice first and save the paths that differed between the two runs
+    there as ignore rules (they also apply to this comparison). With `out`, write the replay's own
+    trace there.
+    """
+    def run_once(writer: TraceWriter | None = None) -> ReplayRun:
+        return Replayer(target, protocol_version=options.protocol_version, pace=options.pace, timeout=options.timeout,
+                        writer=writer).run(recorded)
+
+    def judged(run: ReplayRun, rules: Rules) -> Report:
+        return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,
+                     stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
+
+    redactor = Redactor(options.redact)
+    first = run_once() if learn_to is not None else None
+    if first is not None and first.aborted:
+        return Outcome(judged(first, rules), first)
+    with contextlib.ExitStack() as stack:
+        # --otlp: the replay's own trace (a temporary one without `out`), followed by the companion
+        path = out or (Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpbench-replay-"))) / "replay.jsonl"
+                       if options.telemetry.any else None)
+        companion = Companion.check(options.telemetry, path) if path else None
+        writer = TraceWriter(path, transport=target.transport, redactor=redactor,
+                             header={"replay_of": recorded.path, "target": redactor.url(str(target)),
+                                     "protocol_version": options.protocol_version}) if path else None
+        if companion is not None:
+            stack.callback(companion.stop)
+            companion.start()
+        try:
+            run = run_once(writer)
+        finally:
+            if writer:
+                writer.close()
+    if not out:
+        writer = None  # a temporary trace, gone: nothing to say about it
+    learned = None
+    if first is not None and not run.aborted:
+        learned = learn_noise(first, run, rules)
+        save_rules(learn_to, learned, source=recorded.path)
+        rules = rules.extend(learned)
+    failed = writer.failed if writer else None
+    return Outcome(judged(run, rules), run, learned, failed, wrote=writer is not None and not failed)
+
+
+def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> Rules:
+    """The rules one trace is compared under: `ignore`, plus (with `beside`) those kept beside it."""
+    return Rules([*ignore, *(rules_beside(trace) if beside else ())], defaults=defaults)

@@ -1,0 +1,322 @@
+"""Trace events → finished calls and sessions, the things spans and metrics are made of.
+
+`CallTracker.take(event, step)` reads what `analysis/rebuild.py`'s `Rebuild` made of one trace
+event (the `Step`: the entries it added, the requests it answered, paired by the protocol core's
+`Session`) and returns what it finished: a `Call` once a request is answered (or its session ended
+without the answer), a `SessionDone` once a session ended. The request's and answer's fields
+(tool name, `_meta.traceparent`, error code) are read from the event's message; nothing is paired
+here. Notifications about a call in flight (progress, cancelled) become its events; other
+notifications, violations and errors become its session's.
+"""
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpbench.analysis.rebuild import NOT_MCP, Entry, SessionReport, Step, ended
+from mcpbench.protocol.session import Trigger
+from mcpbench.protocol.transports import STDIO
+from mcpbench.protocol.versions import ERA_NAMES, progress_token
+from mcpbench.telemetry import conventions as otel
+from mcpbench.trace.format import Kind
+
+# The trace's key for events of no session: no session span (nor for `Rebuild`'s sessionless streams).
+NO_SESSION = "-"
+# Events kept on one span (OpenTelemetry's SDK keeps 128 by default); the rest are counted.
+MAX_EVENTS = 128
+# Sessions followed at once: past it the oldest is closed as it stands (a load opens thousands).
+MAX_SESSIONS = 10_000
+# How a session ends without an error: its client closed it, or closed the legacy stream it lived on.
+NORMAL_ENDS = frozenset({Trigger.CLOSE, Trigger.STREAM_ENDED})
+# Notifications that concern one call in flight, and the parameter that names it.
+PROGRESS = "notifications/progress"
+CANCELLED = "notifications/cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceParent:
+    """A W3C `traceparent` (https://www.w3.org/TR/trace-context/#traceparent-header)."""
+
+    trace_id: int
+    span_id: int
+    flags: int
+
+    @classmethod
+    def parse(cls, value: Any) -> "TraceParent | None":
+        """`00-<32 hex>-<16 hex>-<2 hex>`; None for anything else (version ff, zero ids)."""
+        if not isinstance(value, str):
+            return None
+        parts = value.strip().split("-")
+        if len(parts) < 4 or parts[0] == "ff" or len(parts[0]) != 2 or len(parts[1]) != 32 or len(parts[2]) != 16 or len(parts[3]) != 2:
+            return None
+        try:
+            trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+        except ValueError:
+            return None
+        return cls(trace_id, span_id, flags) if trace_id and span_id else None
+
+
+@dataclass(slots=True)
+class SessionState:
+    """One session as the tracker follows it."""
+
+    key: str
+    report: SessionReport
+    start: float
+    last: float
+    events: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
+    dropped_events: int = 0
+    span_id: int | None = None  # set by the span side when it opens the session's trace
+    trace_id: int | None = None
+
+    def note(self, ts: float, name: str, attributes: dict[str, Any]) -> None:
+        if len(self.events) < MAX_EVENTS:
+            self.events.append((ts, name, attributes))
+        else:
+            self.dropped_events += 1
+
+    @property
+    def transport(self) -> str:
+        return self.report.transport
+
+    @property
+    def version(self) -> str | None:
+        return self.report.session.version
+
+    @property
+    def era(self) -> str | None:
+        era = self.report.session.era
+        return ERA_NAMES[era] if era is not None else None
+
+    @property
+    def sessionless(self) -> bool:
+        """No MCP session: 2026-07-28 over HTTP (one logical stream per version), or not MCP at all."""
+        return self.key in (NO_SESSION, NOT_MCP) or self.report.sessionless
+
+
+@dataclass(slots=True)
+class Call:
+    """A request and how it ended: what one span and one duration measurement are made of."""
+
+    session: SessionState
+    direction: str  # the request's: c2s (the client's call) or s2c (the server's)
+    name: str  # the span name, `{mcp.method.name} {target}`
+    attributes: dict[str, Any]
+    start: float
+    end: float | None = None
+    outcome: str = ""  # ok | error | tool-error | input-required | unanswered
+    error_type: str | None = None
+    error_message: str | None = None
+    parent: TraceParent | None = None
+    events: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
+    cancelled: bool = False
+    keys: list[tuple] = field(default_factory=list)  # where the tracker finds it by progress token and id
+
+    @property
+    def method(self) -> str:
+        return self.attributes[otel.METHOD]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDone:
+    """A session that ended (or the trace did): its span and its duration are made of it."""
+
+    session: SessionState
+    end: float
+    error_type: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A violation, an error event or a failed HTTP exchange: counted by class."""
+
+    session: SessionState
+    kind: str  # violation | error
+    name: str  # the violation code or error class
+
+
+Finished = Call | SessionDone | Problem
+
+
+class CallTracker:
+    """Calls and sessions out of a trace's rebuilt steps, as they finish.
+
+    Args:
+        header: the trace's header (its `upstream` gives `server.address`).
+    """
+
+    def __init__(self, header: dict[str, Any] | None = None) -> None:
+        self.header = header or {}
+        self.sessions: OrderedDict[int, SessionState] = OrderedDict()  # by the report's identity
+        self._calls: dict[int, Call] = {}  # in flight, by the identity of their `Entry`
+        self._by_token: dict[tuple[int, Any], Call] = {}
+        self._by_id: dict[tuple[int, str, Any], Call] = {}
+        # Sessions ended, kept (bounded) so that their identity is not reused meanwhile.
+        self._ended: OrderedDict[int, SessionReport] = OrderedDict()
+        self.last_ts: float | None = None
+
+    def take(self, event: dict[str, Any], step: Step | None) -> list[Finished]:
+        """What one trace event finished (often nothing)."""
+        kind = event["kind"]
+        if kind == Kind.TRACE:
+            self.header = event
+            return []
+        if step is None:
+            return []
+        ts = event["ts"]
+        self.last_ts = ts
+        if id(step.session) in self._ended:
+            return []  # a stream closing after its session's DELETE: the session's span has gone
+        state = self._session(step.session, ts)
+        state.last = ts
+        out: list[Finished] = []
+        if kind == Kind.MESSAGE:
+            self._message(state, event, step, out)
+        else:
+            self._other(state, event, step, out)
+        if not state.sessionless and ended(state.report):
+            self._end(state, ts, out)
+        return out
+
+    def finish(self) -> list[Finished]:
+        """The trace is read to its end: the calls still open were never answered; every session ends."""
+        out: list[Finished] = []
+        for state in list(self.sessions.values()):
+            self._end(state, state.last, out, sessionless_too=True)
+        return out
+
+    # ---- sessions -------------------------------------------------------------------------------
+
+    def _session(self, report: SessionReport, ts: float) -> SessionState:
+        state = self.sessions.get(id(report))
+        if state is None:
+            state = self.sessions[id(report)] = SessionState(report.id, report, report.start, ts)
+            if len(self.sessions) > MAX_SESSIONS:
+                self.sessions.popitem(last=False)
+        state.key = report.id  # a legacy stream's connection key becomes its session's id
+        return state
+
+    def _end(self, state: SessionState, ts: float, out: list[Finished], *, sessionless_too: bool = False) -> None:
+        if state.sessionless and not sessionless_too:
+            return
+        report = state.report
+        for entry in list(report.open_calls.values()):
+            call = self._calls.pop(id(entry), None)
+            if call is not None:
+                self._forget(call)
+                out.append(self._unanswered(call, ts))
+        self.sessions.pop(id(report), None)
+        self._ended[id(report)] = report
+        if len(self._ended) > MAX_SESSIONS:
+            self._ended.popitem(last=False)
+        if not state.sessionless:
+            ending = report.session.ending
+            lost = ending is not None and ending.cause not in NORMAL_ENDS
+            out.append(SessionDone(state, ts, ending.cause.name.lower() if lost else None))
+
+    # ---- messages -------------------------------------------------------------------------------
+
+    def _message(self, state: SessionState, event: dict[str, Any], step: Step, out: list[Finished]) -> None:
+        msg = event.get("msg")
+        items = msg if isinstance(msg, list) else [msg]
+        requests = {item.get("id"): item for item in items if isinstance(item, dict) and "method" in item and "id" in item}
+        notifications = iter([item for item in items if isinstance(item, dict) and "method" in item and "id" not in item])
+        for entry in step.added:
+            if entry.kind == "request":
+                item = requests.get(entry.id)
+                if item is not None:
+                    self._open(state, entry, item)
+            elif entry.kind == "notification":
+                item = next(notifications, None)
+                if item is not None:
+                    self._notification(state, entry, item)
+            elif entry.kind == "violation":
+                out.append(Problem(state, "violation", entry.name))
+                state.note(entry.ts, "mcpbench.violation", {otel.VIOLATION_CODE: entry.name, "mcpbench.detail": entry.detail[:200]})
+        if step.answered:
+            answers = {item.get("id"): item for item in items if isinstance(item, dict) and "method" not in item}
+            for entry in step.answered:
+                call = self._calls.pop(id(entry), None)
+                if call is not None:
+                    self._forget(call)
+                    out.append(self._answered(call, entry, answers.get(entry.id)))
+
+    def _open(self, state: SessionState, entry: Entry, item: dict[str, Any]) -> None:
+        params = item.get("params")
+        name, attributes = otel.request_attributes(item["method"], params)
+        attributes[otel.REQUEST_ID] = str(entry.id)
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        parent = TraceParent.parse(meta.get("traceparent")) if isinstance(meta, dict) else None
+        call = self._calls[id(entry)] = Call(state, entry.dir or "c2s", name, attributes, entry.ts, parent=parent)
+        report_id = id(state.report)
+        token = progress_token(params)
+        if token is not None:
+            self._by_token[(report_id, token)] = call
+            call.keys.append((report_id, token))
+        self._by_id[(report_id, call.direction, entry.id)] = call
+        call.keys.append((report_id, call.direction, entry.id))
+
+    def _notification(self, state: SessionState, entry: Entry, item: dict[str, Any]) -> None:
+        params = item.get("params") if isinstance(item.get("params"), dict) else {}
+        method = item["method"]
+        report_id = id(state.report)
+        call = None
+        if method == PROGRESS:
+            call = self._by_token.get((report_id, params.get("progressToken")))
+            fields = {key: params[key] for key in ("progress", "total", "message") if isinstance(params.get(key), (int, float, str))}
+        elif method == CANCELLED:
+            call = self._by_id.get((report_id, entry.dir, params.get("requestId")))
+            fields = {"mcpbench.reason": params["reason"]} if isinstance(params.get("reason"), str) else {}
+            if call is not None:
+                call.cancelled = True
+        else:
+            fields = {}
+            if method in otel.RESOURCE_METHODS and isinstance(params.get("uri"), str):
+                fields[otel.RESOURCE_URI] = params["uri"]
+        if call is not None and len(call.events) < MAX_EVENTS:
+            call.events.append((entry.ts, method, fields))
+        elif call is None:
+            state.note(entry.ts, method, fields)
+
+    def _answered(self, call: Call, entry: Entry, answer: dict[str, Any] | None) -> Call:
+        call.end = entry.ts + (entry.latency or 0.0)
+        call.outcome = entry.outcome
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if isinstance(error, dict):
+            code = str(error.get("code"))
+            call.error_type = code
+            call.attributes[otel.STATUS_CODE] = code
+            call.error_message = error.get("message") if isinstance(error.get("message"), str) else None
+        elif entry.outcome == "tool-error":
+            call.error_type = otel.TOOL_ERROR
+            call.error_message = entry.detail or None
+        return call
+
+    def _unanswered(self, call: Call, ts: float) -> Call:
+        call.end = max(ts, call.start)
+        call.outcome = "unanswered"
+        call.error_type = "cancelled" if call.cancelled else otel.UNANSWERED
+        return call
+
+    def _forget(self, call: Call) -> None:
+        for key in call.keys:
+            table = self._by_id if len(key) == 3 else self._by_token
+            if table.get(key) is call:
+                del table[key]
+
+    # ---- other events ---------------------------------------------------------------------------
+
+    def _other(self, state: SessionState, event: dict[str, Any], step: Step, out: list[Finished]) -> None:
+        for entry in step.added:
+            if entry.kind == "violation":
+                out.append(Problem(state, "violation", entry.name))
+                state.note(entry.ts, "mcpbench.violation", {otel.VIOLATION_CODE: entry.name, "mcpbench.detail": entry.detail[:200]})
+            elif entry.kind == "http":
+                out.append(Problem(state, "error", f"http-{entry.outcome}"))
+                state.note(entry.ts, "mcpbench.http", {"mcpbench.request": entry.name, "http.response.status_code": int(entry.outcome)})
+            elif entry.kind == "error" or (entry.kind == "stream" and entry.detail):
+                name = entry.name if entry.kind == "error" else "stream-error"
+                if state.transport == STDIO and entry.kind == "error":
+                    continue  # the tee's "ended before its answer": the call itself says so
+                out.append(Problem(state, "error", name))
+                state.note(entry.ts, "mcpbench.error", {otel.ERROR_CLASS: name, "mcpbench.detail": entry.detail[:200]})
