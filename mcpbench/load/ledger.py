@@ -23,7 +23,8 @@ from typing import Any
 import orjson
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Message, Request
+from mcpbench.protocol.http import pair_with_post
+from mcpbench.protocol.jsonrpc import Batch, Message, Request
 
 DIRECTIONS = ("c2s", "s2c")
 # Sends that did not finish (the call's time ran out, a user was stopped mid-call): they may be in
@@ -75,8 +76,9 @@ def merge(records: Iterable[dict]) -> Counts:
 def trace_counts(events: Iterable[dict]) -> Counts:
     """The `message` events of a trace, counted like a ledger (sessionless keys pooled as `NO_SESSION`).
 
-    An error answer with a null id (the server could not read the request) is counted with the id
-    of the request its exchange carried, as the client core hands it to the client.
+    An error answer to a POST under a null id (the server could not read the request) is counted
+    with the id of the request its exchange carried, as the client core hands it to the client
+    (`http.pair_with_post`; a trace event carries no status, so a foreign id stays as it is).
     """
     out: Counts = {}
     asked: dict[Any, Any] = {}  # flow -> the id of the request it carried
@@ -94,8 +96,8 @@ def trace_counts(events: Iterable[dict]) -> Counts:
         if type(message) is Request and event["dir"] == "c2s" and flow is not None:
             asked[flow] = message.id
         for item in message.items if type(message) is Batch else (message,):
-            if type(item) is ErrorResponse and item.id is None and event["dir"] == "s2c" and flow in asked:
-                item = ErrorResponse(id=asked[flow], code=item.code, message=item.message, data=item.data)
+            if event["dir"] == "s2c" and (paired := pair_with_post(item, asked.get(flow), None)) is not None:
+                item = paired
             counts[event["dir"]][digest(item)] += 1
     return out
 
