@@ -261,7 +261,7 @@ def _check_types(event: dict[str, Any], where: str) -> None:
         raise wrong("kind", "a string")
     if type(event.get("session")) not in _SESSION_TYPES:
         raise wrong("session", "a string or null")
-    if event.get("dir") not in _DIRECTIONS:
+    if (direction := event.get("dir")) is not None and (type(direction) is not str or direction not in _DIRECTIONS):
         raise wrong("dir", '"c2s", "s2c" or null')
     if event["kind"] == Kind.MESSAGE and type(event.get("msg")) not in (dict, list):
         raise TraceError(f"{where}: a message event's 'msg' must be a JSON-RPC object or batch")
