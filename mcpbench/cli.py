@@ -212,12 +212,13 @@ def _register() -> None:
     # Each capability owns its commands; they import their heavy parts lazily.
     from mcpbench.lab.cli import lab
     from mcpbench.load.cli import load
+    from mcpbench.probe.cli import probe
     from mcpbench.proxies.cli import faults
     from mcpbench.record.cli import addon_path, record
     from mcpbench.replay.cli import diff, replay, serve_trace
     from mcpbench.telemetry.cli import export
 
-    for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load):
+    for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load, probe):
         main.add_command(command)
 
 

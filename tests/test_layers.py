@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.replay": 4,
     "mcpbench.load": 4,
     "mcpbench.analysis": 5,
+    "mcpbench.probe": 5,
     "mcpbench.live": 6,
     "mcpbench.telemetry": 6,
     "mcpbench.lab.peers": 6,

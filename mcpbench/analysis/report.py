@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
+from mcpbench.analysis.probe import load_probe, probe_line
 from mcpbench.analysis.results import LabRun, LoadRun, ReplayReport, load_lab, load_replay, load_run
 from mcpbench.analysis.tables import latency_table, outcome_table
 from mcpbench.analysis.traces import TraceFrames, load_trace
@@ -44,6 +45,7 @@ class Inputs:
     loads: list[LoadRun] = field(default_factory=list)
     replays: list[ReplayReport] = field(default_factory=list)
     labs: list[LabRun] = field(default_factory=list)
+    probes: list[dict] = field(default_factory=list)  # `mcpbench probe --json` files, as written
     sources: list[str] = field(default_factory=list)
 
 
@@ -58,20 +60,26 @@ def collect(paths: Iterable[str | os.PathLike]) -> Inputs:
         path = Path(raw)
         if not path.exists():
             raise McpbenchError(f"{path}: no such file or folder")
-        found = len(inputs.trace_files) + len(inputs.loads) + len(inputs.replays) + len(inputs.labs)
+        found = _count(inputs)
         _take(path, inputs, SCAN_DEPTH)
-        if len(inputs.trace_files) + len(inputs.loads) + len(inputs.replays) + len(inputs.labs) == found:
-            raise McpbenchError(f"{path}: not a trace, load run, replay report, lab run or run folder")
+        if _count(inputs) == found:
+            raise McpbenchError(f"{path}: not a trace, load run, replay report, probe, lab run or run folder")
         inputs.sources.append(str(path))
     if inputs.trace_files:
         inputs.traces = load_trace(inputs.trace_files)
     return inputs
 
 
+def _count(inputs: Inputs) -> int:
+    return len(inputs.trace_files) + len(inputs.loads) + len(inputs.replays) + len(inputs.labs) + len(inputs.probes)
+
+
 def _take(path: Path, inputs: Inputs, depth: int) -> None:
     if path.is_file():
         if path.name.endswith(TRACE_SUFFIXES) and not path.name.startswith("samples"):
             inputs.trace_files.append(path)
+        elif path.suffix == ".json" and (probe := load_probe(path)) is not None:
+            inputs.probes.append(probe)
         elif path.suffix == ".json" and _is_replay_report(path):
             inputs.replays.append(load_replay(path))
         return
@@ -127,6 +135,8 @@ def headlines(inputs: Inputs) -> list[str]:
                 counts[key] = counts.get(key, 0) + value
         changed = sum(counts.get(k, 0) for k in ("changed", "missing", "extra", "failed"))
         lines.append(f"replay: {len(inputs.replays)} replays, {counts.get('identical', 0)} calls identical, {changed} changed")
+    for probe in inputs.probes:
+        lines.append(probe_line(probe))
     reconnects = [lab.reconnect for lab in inputs.labs if lab.reconnect is not None]
     if reconnects:
         lines.append("reconnect: " + reconnect_line(pd.concat(reconnects)))
@@ -310,11 +320,25 @@ def render(inputs: Inputs) -> str:
         body += _replay_sections(inputs.replays)
     if inputs.labs:
         body += _lab_sections(inputs.labs)
+    for probe in inputs.probes:
+        body.append(_probe_section(probe))
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
         f"<title>mcpbench report</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>"
     )
+
+
+def probe_page(probe: dict) -> str:
+    """The page of one probe (`mcpbench probe --html`): what `mcpbench report` shows of its JSON."""
+    return render(Inputs(probes=[probe], sources=[str(probe.get("probe", ""))]))
+
+
+def _probe_section(probe: dict) -> str:
+    from mcpbench.analysis.probe import charts, table
+
+    drawn = [_chart(draw, height=3.2) for draw in charts(probe)]
+    return _section(f"Probe: {probe['probe']}", _table(table(probe), index=False), *drawn)
 
 
 def default_out(paths: list[str | os.PathLike]) -> Path:

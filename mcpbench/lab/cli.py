@@ -1,8 +1,11 @@
 """`mcpbench lab`: run lab peers. `mcp` is imported inside the commands, so the CLI stays fast."""
 
+import functools
+
 import click
 
 from mcpbench.cliutil import exit_on_signal, map_errors
+from mcpbench.lab.peers.quirks import UNKNOWN_SESSION_STATUSES, Quirks
 from mcpbench.lab.peers.servers import ENDPOINT_PATHS
 from mcpbench.protocol.transports import HTTP_TRANSPORTS, STDIO, STREAMABLE_HTTP, TRANSPORTS
 from mcpbench.proxies.cli import fault_argv, fault_options, fault_texts
@@ -13,6 +16,30 @@ def lab() -> None:
     """Lab peers for recording, replay and load tests."""
 
 
+def quirk_options(func):
+    """The reference server's quirks (`lab/peers/quirks.py`), as `lab serve` and `lab up` take them: one `quirks` argument."""
+    options = [
+        click.option("--leaky-events", is_flag=True, help="With --resumable: replay any session's events to whoever names their id (a known flaw, kept to show it)."),
+        click.option("--unknown-session-status", type=click.Choice([str(s) for s in UNKNOWN_SESSION_STATUSES]), default="404", show_default=True,
+                     help="HTTP status for an unknown or ended Mcp-Session-Id (400: as some SDKs answer)."),
+        click.option("--no-host-check", is_flag=True, help="No DNS-rebinding protection: serve any Host and Origin."),
+        click.option("--ignore-version-header", is_flag=True, help="Do not read MCP-Protocol-Version (as servers before 2025-06-18): serve any."),
+        click.option("--no-delete", is_flag=True, help="Refuse DELETE with 405: sessions end only when the server times them out."),
+        click.option("--max-sessions", type=click.IntRange(min=1), metavar="N", help="Streamable HTTP: at most N sessions open at once (503 beyond)."),
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args, leaky_events, unknown_session_status, no_host_check, ignore_version_header, no_delete, max_sessions, **kwargs):
+        quirks = Quirks(unknown_session_status=int(unknown_session_status), host_check=not no_host_check,
+                        version_header=not ignore_version_header, delete=not no_delete, max_sessions=max_sessions,
+                        leaky_events=leaky_events)
+        return func(*args, quirks=quirks, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 @lab.command()
 @click.option("--transport", type=click.Choice(TRANSPORTS), default=STDIO, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (HTTP transports).")
@@ -20,8 +47,9 @@ def lab() -> None:
 @click.option("--json-response", is_flag=True, help="Streamable HTTP: answer with JSON bodies instead of SSE.")
 @click.option("--stateless", is_flag=True, help="Streamable HTTP: no sessions (stateless_http).")
 @click.option("--resumable", is_flag=True, help="Streamable HTTP: keep events for resumption (event ids, Last-Event-ID).")
+@quirk_options
 @map_errors
-def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool) -> None:
+def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool, quirks: Quirks) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big and ask; resource mcpbench://greeting; prompt summarize.
@@ -31,6 +59,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
+    _check_quirks(quirks, transport, resumable)
     from mcpbench.lab.peers.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
@@ -45,7 +74,8 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
             err=True,
         )
     try:
-        run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable)
+        run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable,
+                   quirks=quirks)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
 
@@ -53,6 +83,15 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
 def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:
     if resumable and (transport != STREAMABLE_HTTP or stateless):
         raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
+
+
+def _check_quirks(quirks: Quirks, transport: str, resumable: bool) -> None:
+    if quirks != Quirks() and transport not in ENDPOINT_PATHS:
+        raise click.UsageError("the server quirks (--no-host-check, --no-delete, …) apply to the HTTP transports only")
+    if quirks.leaky_events and not resumable:
+        raise click.UsageError("--leaky-events needs --resumable (it is a flaw of the event store)")
+    if quirks.max_sessions is not None and transport != STREAMABLE_HTTP:
+        raise click.UsageError("--max-sessions applies to --transport streamable-http only")
 
 
 # Mirror mcpbench.lab.topology.cluster's lists (importing it here would be cheap, but keeps the CLI's help
@@ -74,8 +113,10 @@ BALANCERS = ("builtin", "haproxy")
 @fault_options
 @click.option("--restart-every", metavar="T", help="Kill and restart an instance (s1, s2, … in turn) on its port every T: its sessions are gone.")
 @click.option("--restart-at", metavar="T", help="Kill and restart s1 on its port once, T after the start.")
+@quirk_options
 @map_errors
-def up(instances, transport, json_response, stateless, policy, balancer, port, detach, resumable, fault_log, restart_every, restart_at, **kwargs):
+def up(instances, transport, json_response, stateless, policy, balancer, port, detach, resumable, fault_log, restart_every, restart_at,
+       quirks, **kwargs):
     """Start N reference-server instances behind a balancer on 127.0.0.1, until Ctrl-C or SIGTERM.
 
     Prints the URL to use and each instance's URL. Every response names the instance that served
@@ -90,6 +131,7 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
+    _check_quirks(quirks, transport, resumable)
     from pathlib import Path
 
     from mcpbench.cliutil import check_output
@@ -109,11 +151,12 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
         argv += ["--port", str(port)] if port else []
         argv += fault_argv(texts, fault_log and str(Path(fault_log).resolve()))
         argv += [f"--restart-every={restart_every}"] * bool(restart_every) + [f"--restart-at={restart_at}"] * bool(restart_at)
+        argv += quirks.argv()
         sys.exit(run_detached(argv, click.echo))
     sys.exit(run_foreground(
         instances=instances, transport=transport, policy=policy, balancer=balancer, json_response=json_response,
         stateless=stateless, port=port, say=lambda line: click.echo(line, err=line.startswith("mcpbench: lab process")),
-        resumable=resumable, faults=texts, restarts=restarts, fault_log=Path(fault_log) if fault_log else None,
+        resumable=resumable, faults=texts, restarts=restarts, fault_log=Path(fault_log) if fault_log else None, quirks=quirks,
     ))
 
 

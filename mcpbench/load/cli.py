@@ -19,17 +19,27 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors
 @click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
 @click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")
 @click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
+@click.option("--master", is_flag=True, help="Run a Locust master for workers on other machines (mcpbench load --worker).")
+@click.option("--expect-workers", type=click.IntRange(1), help="With --master: the workers to wait for before the load starts (default 1).")
+@click.option("--master-bind", metavar="HOST:PORT", help="With --master: where to listen for workers (default 0.0.0.0:5557).")
+@click.option("--worker", is_flag=True, help="Be a worker of the master at --master-host; the run comes from the master.")
+@click.option("--master-host", help="With --worker: the master's host name or address.")
+@click.option("--master-port", type=click.IntRange(1, 65535), help="With --worker: the master's port (default 5557).")
+@click.option("--join-timeout", metavar="DURATION", help="How long the master waits for its workers, or a worker for its master (default 60s).")
 @click.option("--reconnect", help="Reconnect policy when a session or stream breaks: none, reinitialize or resume "
               "(options: resume,attempts=3,budget=10%,idempotent=echo+add).")
 @click.option("--exit-code-on-error", type=click.IntRange(0, 255), default=None,
               help="Exit status when a step failed and no fail_ratio threshold judges failures (default 1, as "
                    "Locust's; 0: failures are what the run measures).")
+@click.option("--otlp", metavar="URL", help="Once the run is over, send its steps as spans over OTLP/HTTP to URL "
+              "(a trace per client session), e.g. http://127.0.0.1:4318.")
+@click.option("--service-name", metavar="NAME", help="With --otlp: the spans' service.name (default mcpbench).")
 @click.option("--ui", is_flag=True, help="Open Locust's web UI instead of running headless.")
 @click.option("--web-port", type=click.IntRange(1, 65535), help="Port of the web UI (with --ui).")
 @ci_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, reconnect, exit_code_on_error, ui, web_port,
-         junit_xml, summary_md):
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, master, expect_workers, master_bind,
+         worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, otlp, service_name, ui, web_port, junit_xml, summary_md):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
@@ -41,13 +51,66 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     reports on the time that ran and exits 130). Without SCENARIO, give --target and
     --from-trace (the run speaks the protocol versions the trace's sessions settled on).
 
+    --otlp URL: once the run is over, its steps as spans (an endpoint that fails is one line; the
+    status stays the run's).
+
+    On several machines: `--master` on one, `--worker --master-host HOST` on each of the others
+    (they need only mcpbench: the scenario comes from the master, and their samples go to it).
+
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
     from mcpbench.durations import parse_duration
-    from mcpbench.load.runner import run_scenario
+    from mcpbench.load.runner import JOIN_TIMEOUT, Fleet, parse_bind, run_scenario
     from mcpbench.load.samples import render
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
+    wait = JOIN_TIMEOUT
+    if join_timeout is not None:
+        try:
+            wait = parse_duration(join_timeout, "--join-timeout")
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        if wait <= 0:
+            raise click.UsageError("--join-timeout must be > 0")
+    local = {"--master": master, "--expect-workers": expect_workers, "--master-bind": master_bind}
+    if worker:
+        given = [name for name, value in {
+            "SCENARIO": scenario, "--target": target, "--users": users, "--spawn-rate": spawn_rate, "--duration": duration,
+            "--out": out, "--from-trace": from_trace, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
+            "--web-port": web_port, "--exit-code-on-error": exit_code_on_error is not None, "--junit-xml": junit_xml,
+            "--summary-md": summary_md, "--otlp": otlp, "--service-name": service_name, **local,
+        }.items() if value]
+        if given:
+            raise click.UsageError(f"--worker takes its run from the master: drop {given[0]}")
+        if not master_host:
+            raise click.UsageError("--worker needs --master-host")
+        from mcpbench.load.worker import MASTER_PORT, run_worker
+
+        sys.exit(run_worker(master_host, master_port or MASTER_PORT, join_timeout=wait, echo=click.echo))
+    if master_host or master_port:
+        raise click.UsageError(f"{'--master-host' if master_host else '--master-port'} goes with --worker")
+    if (expect_workers or master_bind) and not master:
+        raise click.UsageError(f"{'--expect-workers' if expect_workers else '--master-bind'} goes with --master")
+    fleet = None
+    if master:
+        try:
+            host, port = parse_bind(master_bind or "0.0.0.0")
+        except ValueError as exc:
+            raise click.UsageError(f"--master-bind {exc}") from None
+        expected = max(expect_workers or 1, workers)
+        fleet = Fleet(host=host, port=port, expect=expected, local=workers, join_timeout=wait)
+    elif join_timeout is not None and not workers:
+        raise click.UsageError("--join-timeout goes with --master, --workers or --worker")
+    elif workers:
+        fleet = Fleet(port=0, expect=workers, local=workers, join_timeout=wait)
+
+    if service_name and not otlp:
+        raise click.UsageError("--service-name goes with --otlp")
+    telemetry = None
+    if otlp:
+        from mcpbench.telemetry.options import TelemetryOptions
+
+        telemetry = TelemetryOptions.parse(otlp, None, service_name)
     check_output(out, "--out", folder=True)
     check_ci_outputs(junit_xml, summary_md)
     if scenario:
@@ -82,7 +145,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
-    result = run_scenario(loaded, out, workers=workers, ui=ui, web_port=web_port, echo=click.echo)
+    result = run_scenario(loaded, out, fleet=fleet, ui=ui, web_port=web_port, echo=click.echo)
     table = render(result.summary)
     write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", junit_xml, summary_md)
     click.echo(table)
@@ -93,7 +156,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     if result.failed_steps is not None:
         click.echo(result.failed_steps.line())
     status = result.exit_code
-    if loaded.sessions is not None:  # a session probe (scenarios/sticky-probe.yaml): were sessions kept?
+    if loaded.sessions is not None:  # a run of K sessions (`sessions:`): were sessions kept?
         from mcpbench.load.sessions import SessionTally, count_sessions, read_samples, render_sessions, verdict
 
         sessions = count_sessions(read_samples(result.out_dir / "samples.jsonl"), SessionTally())
@@ -101,6 +164,10 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         click.echo(verdict(sessions))
         status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)
     click.echo(f"mcpbench: results in {result.out_dir}")
+    if telemetry is not None and (result.out_dir / "samples.jsonl").is_file():
+        from mcpbench.telemetry.companion import send_samples
+
+        send_samples(telemetry, result.out_dir / "samples.jsonl")  # says how it went; the measurement's status stands
     if result.write_errors:  # the run went on; its results did not all reach the disk
         click.echo(f"mcpbench: {result.write_errors[0]}: the samples are incomplete", err=True)
         status = result.exit_code

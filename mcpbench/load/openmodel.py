@@ -9,7 +9,9 @@ from the actual send (uncorrected). A start that comes later than
 is dropped and counted, never run.
 
 Pure Python, no gevent: the user sleeps until `slot.intended` itself. One
-schedule per load process; the rate is split evenly over the processes.
+schedule per load process; the rate is split evenly over the processes, and
+`retime` changes a process's share mid-run (a worker joined or left): the
+timeline goes on from the next slot at the new pace.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class ArrivalSchedule:
         self.interval = 1.0 / rate
         self.max_lateness = max_lateness
         self._clock = clock
-        self._t0: float | None = None
+        self._t0: float | None = None  # when slot `_first` is due
+        self._first = 0
         self._next = 0
         self.scheduled = 0  # slots handed out to users
         self.dropped = 0  # slots skipped because no user was free in time
@@ -51,15 +54,26 @@ class ArrivalSchedule:
         if self._t0 is None:
             self._t0 = now
         index = self._next
-        intended = self._t0 + index * self.interval
+        intended = self._due(index)
         if now - intended > self.max_lateness:
-            first_ok = math.ceil((now - self.max_lateness - self._t0) / self.interval)
+            first_ok = self._first + math.ceil((now - self.max_lateness - self._t0) / self.interval)
             self.dropped += first_ok - index
             index = first_ok
-            intended = self._t0 + index * self.interval
+            intended = self._due(index)
         self._next = index + 1
         self.scheduled += 1
         return Slot(index, intended)
+
+    def _due(self, index: int) -> float:
+        return self._t0 + (index - self._first) * self.interval
+
+    def retime(self, rate: float) -> None:
+        """From the next slot on, `rate` starts per second (the slots already handed out keep their times)."""
+        if rate <= 0:
+            raise ValueError("rate must be > 0")
+        if self._t0 is not None:
+            self._t0, self._first = self._due(self._next), self._next
+        self.interval = 1.0 / rate
 
     def started(self, slot: Slot) -> bool:
         """Note that `slot` starts now; returns whether it is late."""

@@ -1,10 +1,14 @@
 """Run a scenario with Locust in its own processes, then check thresholds.
 
-`run_scenario()` writes `<out>/scenario.json`, starts `python -m locust` on the
-generic locustfile (headless, `--csv`, `--run-time`; or a master plus N local
-workers), bounds it in time, merges the raw samples, and returns a summary with
-the threshold verdicts. Locust never loads in this process: it monkey-patches
-whatever imports it.
+`run_scenario()` writes `<out>/scenario.json`, starts `python -m locust` (headless, `--csv`,
+`--run-time`), bounds it in time, merges the raw samples, and returns a summary with the
+threshold verdicts. Locust never loads in this process: it monkey-patches whatever imports it.
+
+Alone, Locust runs the generic locustfile. With workers (a `Fleet`: `--master` for workers on
+other machines, `--workers N` for N local ones, one code path) it runs a Locust master on the
+run's own locustfile (runfile.py, which Locust ships to every worker), the workers stream their
+samples to the master (roles.py), and the summary says what each worker sent and what arrived
+(`samples_per_worker`, `samples_lost`, `workers_died`).
 
 The pre-flight check (`preflight()`) runs one real session against the target
 with the same client the users use (gevent without monkey-patching), so an
@@ -23,18 +27,24 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import orjson
 
+from mcpbench import __version__
 from mcpbench.load import samples as samples_mod
+from mcpbench.load.runfile import RUNFILE_NAME, runfile_text
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
+from mcpbench.load.transit import DRAIN_TIMEOUT, ROSTER_FILE
+from mcpbench.load.worker import MASTER_PORT, start_worker
 from mcpbench.listen import check_listen
 from mcpbench.outputs import new_run_folder, write_atomic
-from mcpbench.protocol.errors import EXIT_ENVIRONMENT, McpbenchError, TargetError
+from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem, McpbenchError, TargetError
+from mcpbench.stdio.orphans import dying_with_parent
 from mcpbench.target import STDIO, parse_target
 from mcpbench.trace.redact import Redactor
 
@@ -45,8 +55,10 @@ RESULTS_DIR = Path("results")
 RUN_MARGIN = 90.0
 # Where Locust's web UI listens (`--ui`): loopback, on Locust's default port unless --web-port.
 WEB_HOST, WEB_PORT = "127.0.0.1", 8089
-# How long workers get to connect before the master gives up.
-WORKER_WAIT = 60
+# How long local workers get to quit once their master ended.
+WORKERS_QUIT = 15.0
+# How long a master waits for its workers (and a worker for its master), unless told otherwise.
+JOIN_TIMEOUT = 60.0
 # A pre-flight check gives up after this long (a stdio server may need seconds to import).
 PREFLIGHT_TIMEOUT = 30.0
 # Pages of tools/list followed when checking tool names.
@@ -55,6 +67,51 @@ MAX_TOOL_PAGES = 20
 
 class LoadRunError(McpbenchError):
     """A load run could not be carried out (Locust failed to start, or never ended)."""
+
+
+class WorkersMissing(EnvironmentProblem):
+    """The master's workers did not all reach it in time."""
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A run with a Locust master: where it listens, how many workers it waits for (and how long),
+    and how many of them this command starts itself (`--workers N`)."""
+
+    host: str = "127.0.0.1"
+    port: int = MASTER_PORT  # 0: any free port (local workers only)
+    expect: int = 1
+    local: int = 0
+    join_timeout: float = JOIN_TIMEOUT
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def local_host(self) -> str:
+        """Where a worker of this machine reaches the master."""
+        return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+
+
+def parse_bind(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[V6]:PORT`, `:PORT` (every interface) or `HOST` (Locust's port 5557).
+
+    Raises:
+        ValueError: not an address.
+    """
+    host, port = text, str(MASTER_PORT)
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"{text!r} is not HOST:PORT")
+        port = rest[1:] or port
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    host = host or "0.0.0.0"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
+    return host, int(port)
 
 
 @dataclass
@@ -236,17 +293,15 @@ def default_out_dir(scenario: Scenario) -> Path:
     return new_run_folder(RESULTS_DIR, scenario.name)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
-def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_port: int | None = None, role: str = "standalone", master_port: int | None = None, workers: int = 0) -> list[str]:
-    """The `python -m locust …` command line for one process of the run."""
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
-    if role == "worker":
-        return cmd + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)]
+def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_port: int | None = None, fleet: Fleet | None = None, locustfile: Path = LOCUSTFILE) -> list[str]:
+    """The `python -m locust …` command line of the run (alone, or its master); it dies with us."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--loglevel", "WARNING"]
     cmd += [
         "-u", str(scenario.users), "-r", f"{scenario.spawn_rate:g}", "--run-time", f"{max(1, round(scenario.duration))}s",
         "--csv", str(out_dir / "locust"), "--exit-code-on-error", "0",
@@ -255,15 +310,15 @@ def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_p
         cmd += ["--web-host", WEB_HOST] + (["--web-port", str(web_port)] if web_port else [])
     else:
         cmd += ["--headless", "--only-summary"]
-    if role == "master":
-        cmd += ["--master", "--expect-workers", str(workers), "--expect-workers-max-wait", str(WORKER_WAIT),
-                "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port)]
-    return cmd
+    if fleet is not None:
+        cmd += ["--master", "--expect-workers", str(fleet.expect), "--expect-workers-max-wait", f"{max(1, round(fleet.join_timeout))}",
+                "--master-bind-host", fleet.host, "--master-bind-port", str(fleet.port)]
+    return dying_with_parent(cmd)
 
 
 def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)  # Locust writes its CSVs on SIGINT
+        proc.send_signal(signal.SIGINT)  # Locust writes its CSVs on SIGINT (a master first drains its workers)
         try:
             proc.wait(grace)
         except subprocess.TimeoutExpired:
@@ -276,6 +331,7 @@ def run_scenario(
     out_dir: Path | None = None,
     *,
     workers: int = 0,
+    fleet: Fleet | None = None,
     ui: bool = False,
     web_port: int | None = None,
     check_target: bool = True,
@@ -283,10 +339,21 @@ def run_scenario(
 ) -> RunResult:
     """Run `scenario` with Locust and return the summary and threshold verdicts.
 
+    `workers`: a master and that many local workers (a `fleet` on 127.0.0.1, any free port);
+    `fleet`: a master listening where it says, for workers on other machines (and its own `local` ones).
+
     Raises:
+        BindError: the master's or the web UI's address cannot be listened on.
         TargetError, ScenarioError: from the pre-flight check (nothing was started).
+        WorkersMissing: the master's workers did not all join within its `join_timeout`.
         LoadRunError: Locust failed to start or did not end within the bound.
     """
+    if workers and fleet is None:
+        fleet = Fleet(port=0, expect=workers, local=workers)
+    if fleet is not None:
+        if fleet.port == 0:
+            fleet = replace(fleet, port=_free_port(fleet.host))
+        check_listen(fleet.host, fleet.port)  # Locust would only log its own error
     if ui:
         check_listen(WEB_HOST, web_port or WEB_PORT)  # Locust would only print its own traceback
     if check_target:
@@ -295,7 +362,7 @@ def run_scenario(
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario_path = out_dir / "scenario.json"
     # Results get shared: the target's secrets (`?api_key=`) stay out of the file, the processes get
-    # the target as given through their environment.
+    # the target as given through their environment (or the run's locustfile, in a private folder).
     public = scenario.to_json() | {"target": Redactor().text(scenario.target)}
     write_atomic(scenario_path, orjson.dumps(public, option=orjson.OPT_INDENT_2))
     env = dict(os.environ)
@@ -303,56 +370,68 @@ def run_scenario(
         MCPBENCH_TARGET=scenario.target,
         MCPBENCH_SCENARIO=str(scenario_path.resolve()),
         MCPBENCH_SAMPLES=str(out_dir.resolve()),
-        MCPBENCH_PROCESSES=str(max(1, workers)),
+        MCPBENCH_PROCESSES="1",
         PYTHONUNBUFFERED="1",
     )
     # the package must be importable by the locust processes wherever the user runs from
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    for old in out_dir.glob("samples*.jsonl"):
-        old.unlink()
+    for old in [*out_dir.glob("samples*.jsonl"), out_dir / ROSTER_FILE]:
+        old.unlink(missing_ok=True)
     # The Locust processes say here which sample file they could not write (a pipe: no disk needed).
     status_read, status_write = os.pipe()
     env["MCPBENCH_STATUS_FD"] = str(status_write)
 
-    deadline = time.monotonic() + scenario.duration + RUN_MARGIN + (WORKER_WAIT if workers else 0)
+    limit = scenario.duration + RUN_MARGIN + (fleet.join_timeout + DRAIN_TIMEOUT if fleet else 0)
+    deadline = time.monotonic() + limit
     log_path = out_dir / "locust.log"
     procs: list[subprocess.Popen] = []
+    folders: list[Path] = []
     interrupted = False
-    master_port = _free_port() if workers else None
-    role = "master" if workers else "standalone"
+    locustfile = LOCUSTFILE
+    if fleet is not None:  # the run's own locustfile, private: it holds the target as given
+        folders.append(Path(tempfile.mkdtemp(prefix="mcpbench-run-")))
+        locustfile = folders[0] / RUNFILE_NAME
+        locustfile.write_text(runfile_text(scenario, workers=fleet.expect, version=__version__))
     with open(log_path, "wb") as log:
         out = None if ui else log
         try:
             main = subprocess.Popen(
-                locust_command(scenario, out_dir, ui=ui, web_port=web_port, role=role, master_port=master_port, workers=workers),
+                locust_command(scenario, out_dir, ui=ui, web_port=web_port, fleet=fleet, locustfile=locustfile),
                 env=env, stdout=out, stderr=out if not ui else None, stdin=subprocess.DEVNULL, pass_fds=(status_write,),
             )
             procs.append(main)
-            for _ in range(workers):
-                procs.append(subprocess.Popen(
-                    locust_command(scenario, out_dir, role="worker", master_port=master_port),
-                    env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, pass_fds=(status_write,),
-                ))
+            if fleet is not None and not fleet.local:
+                echo(f"mcpbench: master on {fleet.address}, waiting {fleet.join_timeout:g} s for {fleet.expect} worker(s): "
+                     f"mcpbench load --worker --master-host HOST --master-port {fleet.port}")
+            for _ in range(fleet.local if fleet else 0):
+                worker, folder = start_worker(fleet.local_host, fleet.port, log=log)
+                procs.append(worker)
+                folders.append(folder)
             if ui:
                 echo(f"mcpbench: Locust web UI on http://{WEB_HOST}:{web_port or WEB_PORT} (Ctrl-C to stop)")
             try:
                 main.wait(None if ui else max(1.0, deadline - time.monotonic()))
+                # The master told its workers to quit; one that gave up waiting told them nothing.
+                end = time.monotonic() + (WORKERS_QUIT if main.returncode == 0 else 0)
                 for worker in procs[1:]:
                     try:
-                        worker.wait(15)
+                        worker.wait(max(0.0, end - time.monotonic()))
                     except subprocess.TimeoutExpired:
-                        pass
+                        break
             except subprocess.TimeoutExpired:
-                raise LoadRunError(f"the locust run did not end within {scenario.duration + RUN_MARGIN:g} s; stopped (log: {log_path})") from None
+                raise LoadRunError(f"the locust run did not end within {limit:g} s; stopped (log: {log_path})") from None
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop Locust, report on the time that ran
                 interrupted = True
         finally:
             for proc in procs:
-                _stop(proc)
+                _stop(proc, 10.0 + (DRAIN_TIMEOUT if proc is procs[0] and fleet else 0))
             os.close(status_write)
             write_errors = _read_status(status_read)
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
     locust_exit = procs[0].returncode if procs else -1
+    roster = _read_roster(out_dir / ROSTER_FILE) if fleet else None
     parts = sorted(out_dir.glob("samples.*.jsonl"))
     merged = out_dir / "samples.jsonl"
     per_process: list[int] | None = None
@@ -364,9 +443,14 @@ def run_scenario(
     # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
     summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
     summary["interrupted"] = interrupted
-    if per_process is not None:  # lines per Locust process (with --workers: the master's, empty, and each worker's)
+    if fleet is not None and summary["total"]["count"] == 0 and not interrupted:
+        _check_joined(fleet, roster, log_path)
+    if roster is not None:  # the master writes what its workers sent: it produced none itself
+        per_process = [0, *(row["received"] for row in roster["samples_per_worker"].values())]
+        summary.update(roster)
+    if per_process is not None:  # lines per Locust process (with a master: its 0, then each worker's)
         summary["samples_per_process"] = per_process
-    if locust_exit not in (0, None) and summary["total"]["count"] == 0:
+    if locust_exit not in (0, None) and summary["total"]["count"] == 0 and not interrupted:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")
     verdicts = [Verdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
@@ -385,6 +469,31 @@ def run_scenario(
         write_errors.append(f"{out_dir / 'summary.json'}: {exc.strerror or exc}")
     result.write_errors = write_errors
     return result
+
+
+def _read_roster(path: Path) -> dict[str, Any]:
+    """The master's account of its workers (then removed: the summary holds it); empty when none joined."""
+    try:
+        roster = orjson.loads(path.read_bytes())
+        path.unlink()
+    except (OSError, orjson.JSONDecodeError):
+        roster = {}
+    return {"samples_per_worker": {}, "samples_lost": {"dropped": 0, "in_transit": 0}, "workers_died": []} | roster
+
+
+def _check_joined(fleet: Fleet, roster: dict[str, Any] | None, log_path: Path) -> None:
+    """A master that ran nothing: were its workers missing?
+
+    Raises:
+        WorkersMissing: fewer workers than expected joined within the join timeout.
+    """
+    joined = len((roster or {}).get("samples_per_worker", {}))
+    if joined >= fleet.expect:
+        return
+    hint = f" (log: {log_path})" if fleet.local else ""
+    if joined == 0:
+        raise WorkersMissing(f"no worker reached the master on {fleet.address} within {fleet.join_timeout:g} s{hint}")
+    raise WorkersMissing(f"only {joined} of {fleet.expect} workers reached the master on {fleet.address} within {fleet.join_timeout:g} s{hint}")
 
 
 def _read_status(fd: int) -> list[str]:

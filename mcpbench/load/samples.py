@@ -64,6 +64,29 @@ def records(path: str | Path, *, missing_ok: bool = False) -> Iterator[dict]:
                 yield record
 
 
+def sample_line(request_type: str, name: str, response_time: float, response_length: int, exception: Any = None, context: Any = None, start_time: float | None = None) -> bytes:
+    """One step as a samples.jsonl line (with its newline), from a Locust request event's fields."""
+    ctx = context or {}
+    failure = None
+    if exception is not None:
+        failure = ctx.get("failure") or getattr(exception, "kind", None) or "error"
+    record: dict[str, Any] = {
+        "t": start_time, "type": request_type, "step": name,
+        "latency_ms": round(response_time, 3), "size": response_length, "failure": failure,
+    }
+    if failure is not None and (detail := getattr(exception, "detail", None)):
+        record["detail"] = detail
+    if (session := ctx.get("session")) is not None:
+        record["session"] = session
+    if (instance := ctx.get("instance")) is not None:
+        record["instance"] = instance
+    if (ttfe := ctx.get("ttfe")) is not None:
+        record["ttfe_ms"] = round(ttfe, 3)
+    if (uncorrected := ctx.get("uncorrected")) is not None:
+        record["uncorrected_ms"] = round(uncorrected, 3)
+    return orjson.dumps(record) + b"\n"
+
+
 class SampleWriter:
     """A Locust request-event listener that appends one JSON line per step.
 
@@ -85,32 +108,30 @@ class SampleWriter:
         if self._file is None:
             self.lost += self.error is not None
             return
-        ctx = context or {}
-        failure = None
-        if exception is not None:
-            failure = ctx.get("failure") or getattr(exception, "kind", None) or "error"
-        record: dict[str, Any] = {
-            "t": start_time, "type": request_type, "step": name,
-            "latency_ms": round(response_time, 3), "size": response_length, "failure": failure,
-        }
-        if failure is not None and (detail := getattr(exception, "detail", None)):
-            record["detail"] = detail
-        if (session := ctx.get("session")) is not None:
-            record["session"] = session
-        if (instance := ctx.get("instance")) is not None:
-            record["instance"] = instance
-        if (ttfe := ctx.get("ttfe")) is not None:
-            record["ttfe_ms"] = round(ttfe, 3)
-        if (uncorrected := ctx.get("uncorrected")) is not None:
-            record["uncorrected_ms"] = round(uncorrected, 3)
+        line = sample_line(request_type, name, response_time, response_length, exception, context, start_time)
         try:
-            self._file.write(orjson.dumps(record) + b"\n")
+            self._file.write(line)
             self.count += 1
             if (now := time.monotonic()) - self._flushed > FLUSH_INTERVAL:
                 self._flushed = now
                 self._file.flush()
         except OSError as exc:
             self._failed(exc)
+
+    def write_lines(self, data: bytes, lines: int) -> None:
+        """Append `lines` whole lines at once (a batch a worker sent the master), flushed as samples are."""
+        if self._file is None:
+            self.lost += lines if self.error is not None else 0
+            return
+        try:
+            self._file.write(data)
+            self.count += lines
+            if (now := time.monotonic()) - self._flushed > FLUSH_INTERVAL:
+                self._flushed = now
+                self._file.flush()
+        except OSError as exc:
+            self._failed(exc)
+            self.lost += lines - 1  # _failed counted one
 
     def on_reconnect(self, record: dict) -> None:
         """One break and what the client did about it: a `{"reconnect": {...}}` line."""
@@ -120,6 +141,13 @@ class SampleWriter:
         if self._file is not None:
             try:
                 self._file.write(orjson.dumps(record) + b"\n")
+            except OSError as exc:
+                self._failed(exc)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.flush()
             except OSError as exc:
                 self._failed(exc)
 
@@ -355,6 +383,15 @@ def render(summary: dict[str, Any]) -> str:
             f"open model: {int(om.get('scheduled', 0))} starts scheduled at {om.get('rate', 0):g}/s, "
             f"{int(om.get('late', 0))} late, {int(om.get('dropped', 0))} dropped, {int(om.get('failed_starts', 0))} failed to connect"
         )
+    if workers := summary.get("samples_per_worker"):
+        lost = summary.get("samples_lost") or {}
+        lines.append(
+            f"workers: {len(workers)}, {sum(w['received'] for w in workers.values())} samples reached the master"
+            + f", {lost.get('in_transit', 0)} lost on the way, {lost.get('dropped', 0)} dropped by workers whose buffer was full"
+        )
+        for worker in summary.get("workers_died") or []:
+            row = workers[worker]
+            lines.append(f"worker {worker} ({row['host']}, pid {row['pid']}) died mid-run: {row['received']} samples reached the master before")
     for action, row in (summary.get("reconnects") or {}).items():
         took = row["recover_ms"]
         lines.append(

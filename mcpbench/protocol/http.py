@@ -242,6 +242,7 @@ class PostAnswer:
         self.answer: Response | ErrorResponse | None = None
         self.foreign_id: MessageId | None = None  # the id an error answer came with instead of the request's
         self.events = 0  # SSE events seen, of any type
+        self.first: SseEvent | None = None  # the stream's first event (2025-11-25 priming: an id, empty data)
         self.size = 0  # body bytes
         self._parser = SseParser() if self.streamed else None
         self._body = bytearray() if not self.streamed else None
@@ -258,6 +259,7 @@ class PostAnswer:
         for event in self._parser.feed(chunk):
             if type(event) is SseEvent:
                 self.events += 1
+                self.first = self.first or event
                 if event.data and event.type == "message":
                     self._carry(event.data.encode(), "sse", out, event.id)
             elif type(event) is SseTruncated:
@@ -270,6 +272,11 @@ class PostAnswer:
     def last_event_id(self) -> str | None:
         """The id of the stream's last event that set one: where `Last-Event-ID` resumes."""
         return (self._parser.last_event_id or None) if self._parser is not None else None
+
+    @property
+    def retry_ms(self) -> int | None:
+        """The reconnection time the stream advertised (`retry:`, ms), once it has."""
+        return self._parser.retry_ms if self._parser is not None else None
 
     def _body_end(self, data: bytes) -> list[Carried | Problem]:
         out: list[Carried | Problem] = []

@@ -142,6 +142,11 @@ def has_handshake(version: str | None) -> bool:
     return _assumed(version).era is Era.HANDSHAKE
 
 
+def is_latest_handshake(version: str | None) -> bool:
+    """Whether `version` is the newest version with a handshake: what an up-to-date server answers it with."""
+    return version == LATEST_HANDSHAKE
+
+
 def same_era(a: str | None, b: str | None) -> bool:
     """Whether sessions of versions `a` and `b` take the same shape (unknown ones have a handshake)."""
     return has_handshake(a) is has_handshake(b)

@@ -9,7 +9,7 @@ from mcpbench.cliutil import check_output, map_errors
 from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 # The `parse_plan` argument each option fills (the option's name with dashes).
-FAULT_OPTION_NAMES = ("cut_streams_after", "idle_timeout", "drop", "drop_as", "delay", "faults_from", "faults_until", "seed")
+FAULT_OPTION_NAMES = ("cut_streams_after", "idle_timeout", "drop", "drop_as", "delay", "faults_from", "faults_until", "seed", "buffer_sse")
 
 
 def fault_options(func):
@@ -23,6 +23,7 @@ def fault_options(func):
         click.option("--faults-from", metavar="T", help="Faults start T after the start (default: at once)."),
         click.option("--faults-until", metavar="T", help="Faults end T after the start (default: never)."),
         click.option("--seed", metavar="N", help="Seed of the drop and jitter draws (repeatable runs)."),
+        click.option("--buffer-sse", is_flag=True, default=None, help="Hold every SSE stream back until it ends, as a buffering proxy does."),
         click.option("--fault-log", type=click.Path(dir_okay=False), help="Append one JSON line per injected fault to FILE."),
     ]
     for option in reversed(options):
@@ -37,7 +38,7 @@ def fault_texts(kwargs: dict) -> dict:
 
 def fault_argv(texts: dict, log: str | None) -> list[str]:
     """The fault options back as command-line arguments (for a detached `lab up`)."""
-    argv = [f"--{name.replace('_', '-')}={value}" for name, value in texts.items() if value]
+    argv = [f"--{name.replace('_', '-')}" + ("" if value is True else f"={value}") for name, value in texts.items() if value]
     return argv + ([f"--fault-log={log}"] if log else [])
 
 

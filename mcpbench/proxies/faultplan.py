@@ -47,11 +47,12 @@ class FaultPlan:
     faults_from: float = 0.0
     faults_until: float | None = None
     seed: int | None = None
+    buffer_sse: bool = False  # hold every SSE stream back until it ends, as a buffering proxy does
 
     @property
     def any(self) -> bool:
         """Whether this plan injects anything at all."""
-        return bool(self.cut_streams_after or self.idle_timeout or self.drop or self.delay or self.jitter)
+        return bool(self.cut_streams_after or self.idle_timeout or self.drop or self.delay or self.jitter or self.buffer_sse)
 
 
 def parse_time(value: str, option: str, *, positive: bool = False) -> float:
@@ -97,6 +98,18 @@ def parse_seed(value: str, option: str = "--seed") -> int | None:
         raise FaultConfigError(f"{option} {value!r} is not an integer") from None
 
 
+def parse_flag(value: str | bool, option: str) -> bool:
+    """`true`/`false` (also yes/no, on/off, 1/0) or a bool -> bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0", ""):
+        return False
+    raise FaultConfigError(f"{option} {value!r} is not true or false")
+
+
 def parse_plan(
     *,
     cut_streams_after: str | None = None,
@@ -107,6 +120,7 @@ def parse_plan(
     faults_from: str | None = None,
     faults_until: str | None = None,
     seed: str | None = None,
+    buffer_sse: str | bool | None = None,
 ) -> FaultPlan:
     """A `FaultPlan` from option texts (None or empty: that option not given).
 
@@ -132,6 +146,7 @@ def parse_plan(
         faults_from=start,
         faults_until=end,
         seed=parse_seed(seed) if given(seed) else None,
+        buffer_sse=parse_flag(buffer_sse, "--buffer-sse") if given(buffer_sse) else False,
     )
 
 
@@ -145,6 +160,7 @@ ADDON_OPTIONS: Final = {
     "faults_from": "mcpbench_faults_from",
     "faults_until": "mcpbench_faults_until",
     "seed": "mcpbench_faults_seed",
+    "buffer_sse": "mcpbench_faults_buffer_sse",
 }
 LOG_OPTION: Final = "mcpbench_faults_log"
 

@@ -17,6 +17,8 @@ loads it into its balancer. The options (values as in `proxies/faultplan.py`, wh
 - cut a client connection on which no bytes moved for T seconds (idle timeout, as a balancer does);
 - drop a share of requests before they are forwarded: reset the connection, or answer 502/503;
 - delay each request by a time with jitter before it is forwarded;
+- buffer SSE: hold every SSE stream back until it ends, then pass it on at once (as a proxy with
+  response buffering on does: progress arrives together with the answer, a GET stream never);
 - a schedule: faults only from second A to second B after the proxy started (a stream whose time
   is up before A is cut at A).
 
@@ -102,6 +104,7 @@ class Faults:
             "faults_from": "faults start this long after the proxy started",
             "faults_until": "faults end this long after the proxy started",
             "seed": "seed of the drop and jitter draws (an integer; empty: unseeded)",
+            "buffer_sse": "hold every SSE stream back until it ends (true or false)",
         }
         for name, option in ADDON_OPTIONS.items():
             loader.add_option(option, str, "", f"mcpbench faults: {helps[name]}.")
@@ -207,6 +210,10 @@ class Faults:
         conn_id = flow.client_conn.id
         self.touch(conn_id)
         if not is_event_stream(response.headers.get("content-type")):
+            return
+        if self.plan.buffer_sse and self.decider.active(self.elapsed()):
+            response.stream = False  # mitmproxy then reads the whole body before it sends any of it
+            self.record("buffer-sse", flow)
             return
         if self.plan.idle_timeout is not None:  # bytes on a stream count as activity
             inner = response.stream if callable(response.stream) else None

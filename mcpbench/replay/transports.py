@@ -316,13 +316,13 @@ class StdioTransport(ReplayTransport):
                 pass
 
 
-def _connection(url: str, timeout: float | None) -> http.client.HTTPConnection:
+def http_connection(url: str, timeout: float | None) -> http.client.HTTPConnection:
     parts = urlsplit(url)
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     return cls(parts.hostname, parts.port, timeout=timeout)
 
 
-def _path(url: str) -> str:
+def request_path(url: str) -> str:
     parts = urlsplit(url)
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
@@ -339,7 +339,7 @@ def _chunks(fd: int) -> Iterator[bytes]:
             return
 
 
-def _shut(sock: socket.socket | None) -> None:
+def shut_socket(sock: socket.socket | None) -> None:
     """Shut a socket another thread may be blocked reading: the read returns at once."""
     if sock is not None:
         try:
@@ -348,7 +348,7 @@ def _shut(sock: socket.socket | None) -> None:
             pass
 
 
-def _connect_failure(url: str, exc: BaseException) -> str:
+def connect_failure(url: str, exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):  # the usual fix is not obvious from OpenSSL's words
         return f"cannot connect to {url}: its certificate is not trusted ({exc.verify_message}); SSL_CERT_FILE=FILE trusts the CAs in that PEM file"
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -378,7 +378,7 @@ class StreamableHttpTransport(ReplayTransport):
         self.url = url
         self.sink = sink
         self.timeout = timeout
-        self.path = _path(url)
+        self.path = request_path(url)
         self._local = threading.local()
         self._connections: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -418,14 +418,14 @@ class StreamableHttpTransport(ReplayTransport):
             if sock is None:
                 return  # its worker has finished already
             self._released.add(stream)
-        _shut(sock)  # wakes the worker blocked on the stream
+        shut_socket(sock)  # wakes the worker blocked on the stream
 
     def _conn(self, fresh: bool = False) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None or fresh:
             if conn is not None:
                 conn.close()
-            conn = _connection(self.url, self.timeout)
+            conn = http_connection(self.url, self.timeout)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -460,7 +460,7 @@ class StreamableHttpTransport(ReplayTransport):
                 conn._mcpbench_used = True  # type: ignore[attr-defined]
                 break
             except (ConnectionRefusedError, socket.gaierror) as exc:
-                self.sink(Lost(_connect_failure(self.url, exc), out, fatal=True, ts=time.perf_counter()))
+                self.sink(Lost(connect_failure(self.url, exc), out, fatal=True, ts=time.perf_counter()))
                 return
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
@@ -468,7 +468,7 @@ class StreamableHttpTransport(ReplayTransport):
                     return  # close() cut it: no failure of the target's
                 if reused and attempt == 0:
                     continue  # the server closed an idle keep-alive connection: retry once on a new one
-                self.sink(Lost(_connect_failure(self.url, exc), out, fatal=not reused, ts=time.perf_counter()))
+                self.sink(Lost(connect_failure(self.url, exc), out, fatal=not reused, ts=time.perf_counter()))
                 return
         content_type = resp.getheader("content-type")
         streamed = resp.status < 300 and mcphttp.is_event_stream(content_type)
@@ -507,7 +507,7 @@ class StreamableHttpTransport(ReplayTransport):
         answered.wait(CONNECT_TIMEOUT)
 
     def _listen(self, headers: dict[str, str], answered: threading.Event) -> None:
-        conn = _connection(self.url, CONNECT_TIMEOUT)  # connecting and the answer's headers are bounded
+        conn = http_connection(self.url, CONNECT_TIMEOUT)  # connecting and the answer's headers are bounded
         try:
             conn.connect()
             with self._lock:
@@ -529,7 +529,7 @@ class StreamableHttpTransport(ReplayTransport):
         except (OSError, ValueError, http.client.HTTPException) as exc:
             # ValueError: http.client reading from a connection close() has just shut
             if not self._closing:
-                self.sink(Lost(f"GET stream: {_connect_failure(self.url, exc)}", ts=time.perf_counter()))
+                self.sink(Lost(f"GET stream: {connect_failure(self.url, exc)}", ts=time.perf_counter()))
         finally:
             answered.set()
             conn.close()
@@ -541,17 +541,17 @@ class StreamableHttpTransport(ReplayTransport):
         with self._lock:
             reading = list(self._reading.values())
         for sock in reading:  # wakes workers still waiting for an answer past the timeout, or on a held stream
-            _shut(sock)
+            shut_socket(sock)
         self._pool.shutdown(wait=True, cancel_futures=False)
         with self._lock:
             stream = self._get_sock
-        _shut(stream)  # wakes the reader blocked on a silent stream
+        shut_socket(stream)  # wakes the reader blocked on a silent stream
         if self._listener is not None:
             self._listener.join(EXIT_GRACE)
         headers = self.conn.delete_headers() if self.conn is not None else None
         if headers is not None:
             try:
-                conn = _connection(self.url, DELETE_TIMEOUT)
+                conn = http_connection(self.url, DELETE_TIMEOUT)
                 conn.request("DELETE", self.path, headers=headers)
                 conn.getresponse().read()
                 conn.close()
@@ -588,14 +588,14 @@ class LegacySseTransport(ReplayTransport):
     def connect(self, conn: ClientConnection) -> list[Event]:
         super().connect(conn)
         url = self.url
-        self._stream = _connection(url, self.timeout)
+        self._stream = http_connection(url, self.timeout)
         try:
-            self._stream.request("GET", _path(url), headers=conn.legacy_headers())
+            self._stream.request("GET", request_path(url), headers=conn.legacy_headers())
             self._sock = self._stream.sock
             resp = self._stream.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             self._stream.close()
-            raise TargetError(_connect_failure(url, exc)) from None
+            raise TargetError(connect_failure(url, exc)) from None
         content_type = resp.getheader("content-type")
         reader = conn.legacy_stream(resp.status, content_type)
         if reader.refused():
@@ -620,7 +620,7 @@ class LegacySseTransport(ReplayTransport):
             raise TargetError(f"{url}: {refused[0] if refused else f'no endpoint event within {self.timeout:g} s'}")
         self._sock.settimeout(None)  # the stream may stay silent for long: closing it is how we stop
         self._readers[LEGACY] = reader.feed
-        self._post = _connection(conn.endpoint, 60.0)
+        self._post = http_connection(conn.endpoint, 60.0)
         self._reader = threading.Thread(target=self._read, name="mcpbench-sse", daemon=True)
         self._reader.start()
         return [event for event in events if type(event) is not EndpointReady]
@@ -641,7 +641,7 @@ class LegacySseTransport(ReplayTransport):
         with self._post_lock:
             for attempt in (0, 1):
                 try:
-                    self._post.request("POST", _path(out.url), out.data, out.headers)
+                    self._post.request("POST", request_path(out.url), out.data, out.headers)
                     resp = self._post.getresponse()
                     data = resp.read()
                     break
@@ -650,7 +650,7 @@ class LegacySseTransport(ReplayTransport):
                     if attempt == 0 and not isinstance(exc, ConnectionRefusedError):
                         continue
                     if not self._closing:
-                        self.sink(Lost(_connect_failure(out.url, exc), out, fatal=True, ts=time.perf_counter()))
+                        self.sink(Lost(connect_failure(out.url, exc), out, fatal=True, ts=time.perf_counter()))
                     return
         stream, ts = next(self._posts), time.perf_counter()
         self.sink(Opened(stream, out, resp.status, resp.getheader("content-type"), None, ts))
@@ -697,5 +697,5 @@ def open_transport(target: Target, sink: Sink, **options: Any) -> ReplayTranspor
 
 __all__ = [
     "Arrival", "LegacySseTransport", "Lost", "MockTransport", "Opened", "ReplayTransport", "StdioTransport",
-    "StreamableHttpTransport", "open_transport",
+    "StreamableHttpTransport", "connect_failure", "http_connection", "open_transport", "request_path", "shut_socket",
 ]

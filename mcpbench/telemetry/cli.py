@@ -16,9 +16,10 @@ from mcpbench.telemetry.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 @click.option("--follow", "-f", is_flag=True, help="With --otlp or --metrics: follow one TRACE as it is written and send live, until the recording ends.")
 @click.option("--metrics", metavar="HOST:PORT", help="With --follow: serve Prometheus metrics on http://HOST:PORT/metrics.")
 @click.option("--service-name", metavar="NAME", default=DEFAULT_SERVICE_NAME, show_default=True, help="The spans' service.name resource attribute.")
+@click.option("--load-samples", is_flag=True, help="With --otlp: TRACES are load runs' samples.jsonl (a span per step, a trace per client session).")
 @click.option("--until-eof", is_flag=True, hidden=True, help="With --follow: stop when standard input ends (a recorder's companion).")
 @map_errors
-def export(traces, har, out, otlp, follow, metrics, service_name, until_eof):
+def export(traces, har, out, otlp, follow, metrics, service_name, load_samples, until_eof):
     """Export TRACES in another format: --har (an HTTP trace), or --otlp (spans, any transport).
 
     With --otlp each request and its answer is a span named as OpenTelemetry's MCP conventions say
@@ -41,7 +42,15 @@ def export(traces, har, out, otlp, follow, metrics, service_name, until_eof):
         raise click.UsageError("--metrics serves a trace followed as it is written: add --follow")
     if not otlp and not metrics:
         raise click.UsageError("--follow sends somewhere: add --otlp URL or --metrics HOST:PORT")
+    if load_samples and (follow or not otlp):
+        raise click.UsageError("--load-samples sends a finished run's samples: give --otlp URL, without --follow")
     options = TelemetryOptions.parse(otlp, metrics, service_name)
+    if load_samples:
+        from mcpbench.telemetry.samples import export_samples
+
+        for line in export_samples(list(traces), options):
+            click.echo(line, err=True)
+        return
     if follow:
         if len(traces) != 1:
             raise click.UsageError("--follow follows one TRACE")

@@ -1,5 +1,4 @@
 """A recorder's spans and metrics, sent by a process beside it: `mcpbench export --follow`.
-
 `record` and the proxies run mitmproxy's event loop, which must not wait on an OTLP endpoint nor
 spend its time building spans: the companion follows the trace as it is written (the file is the
 queue between them, so the recording never waits and never drops), and sends spans and serves
@@ -7,6 +6,9 @@ metrics from its own process. It runs in a session of its own (a Ctrl-C in the t
 the recorder, which stops and then ends the companion), and stops when its standard input ends:
 the recorder closes it when its trace is complete, or dies, and the companion then reads the
 trace to its end, sends the rest and says how it went on stderr.
+
+A load run's steps go the same way, once the run is over (`send_samples`: `mcpbench export
+--load-samples`): the load's layer cannot build spans itself.
 """
 
 import os
@@ -67,3 +69,18 @@ class Companion:
         except subprocess.TimeoutExpired:
             proc.kill()
             return proc.wait()
+
+
+# How long a load run waits for its samples to be sent (a million steps take about a minute).
+SAMPLES_SECONDS = 600.0
+
+
+def send_samples(options: TelemetryOptions, samples: str | os.PathLike) -> int:
+    """A finished load run's steps as spans (`mcpbench export --load-samples`, which says how it
+    went on stderr); its exit status (3: the endpoint did not take them, or took too long)."""
+    argv = [sys.executable, "-m", "mcpbench", "export", "--load-samples", *options.argv(), str(samples)]
+    try:
+        return subprocess.run(argv, stdin=subprocess.DEVNULL, timeout=SAMPLES_SECONDS).returncode
+    except subprocess.TimeoutExpired:
+        print(f"mcpbench: OTLP: the samples were not all sent within {SAMPLES_SECONDS:.0f} s", file=sys.stderr, flush=True)
+        return 3

@@ -48,7 +48,16 @@ def test_parse_plan_reads_every_option():
         "--set", "mcpbench_faults_drop=5%", "--set", "mcpbench_faults_log=f.jsonl"]
 
 
+def test_buffer_sse_is_a_flag_everywhere():
+    from mcpbench.proxies.cli import fault_argv
+
+    assert parse_plan(buffer_sse="true").buffer_sse and parse_plan(buffer_sse=True).any and not parse_plan(buffer_sse="false").any
+    assert addon_settings({"buffer_sse": True}) == ["--set", "mcpbench_faults_buffer_sse=True"]
+    assert fault_argv({"buffer_sse": True, "drop": "5%", "delay": None}, None) == ["--buffer-sse", "--drop=5%"]  # lab up --detach
+
+
 @pytest.mark.parametrize(("option", "value", "mention"), [
+    ("buffer_sse", "maybe", "--buffer-sse"),
     ("drop", "150%", "--drop"), ("drop", "lots", "--drop"), ("drop_as", "404", "--drop-as"),
     ("delay", "soon±1ms", "--delay"), ("cut_streams_after", "0s", "--cut-streams-after"),
     ("idle_timeout", "-1s", "--idle-timeout"), ("seed", "x", "--seed"), ("faults_until", "0s", "--faults-until"),
@@ -273,6 +282,12 @@ def test_the_addon_decides_in_its_hooks(tmp_path):
         flow.response.headers["content-type"] = "text/event-stream"
         addon.responseheaders(flow)
         assert flow.response.stream is True
+        tctx.configure(addon, mcpbench_faults_buffer_sse="true")
+        flow = tflow.tflow(resp=tutils.tresp())
+        flow.response.headers["content-type"] = "text/event-stream"
+        addon.responseheaders(flow)
+        assert flow.response.stream is False  # held whole until the stream ends
         with pytest.raises(Exception, match="--drop"):
             tctx.configure(addon, mcpbench_faults_drop="lots")
-    assert [r["drop_as"] for r in fault_records(tmp_path / "f.jsonl")] == ["503", "reset"]
+    records = fault_records(tmp_path / "f.jsonl")
+    assert [r.get("drop_as") for r in records] == ["503", "reset", None] and records[-1]["kind"] == "buffer-sse"

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from mcpbench.lab.peers.drive import drive, sdk_target
+from mcpbench.load.samples import records as read_records
 from mcpbench.protocol.errors import BadTargetError
 from mcpbench.telemetry.calls import TraceParent
 from mcpbench.telemetry.conventions import OTHER, Folder
@@ -196,3 +197,51 @@ def test_replay_sends_its_calls_as_spans(recordings):
     session = one(spans, "mcp.session")
     assert {span["parent"] for span in spans if span is not session} == {session["span_id"]}
     assert "spans sent" in result.stderr and "0 dropped" in result.stderr
+
+
+@pytest.mark.slow
+def test_load_sends_each_step_as_a_span_under_its_client_session(tmp_path, http_server):
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(f"target: {http_server.url}\nmix:\n  - call: tools/call\n    tool: echo\n    arguments: {{text: hi}}\n"
+                        "  - call: tools/list\nusers: 2\nspawn_rate: 20\nduration: 2s\nthink_time: [0.05, 0.1]\n")
+    with OtlpReceiver() as receiver:
+        result = subprocess.run([sys.executable, "-m", "mcpbench", "load", str(scenario), "--out", str(tmp_path / "out"),
+                                 "--otlp", receiver.url, "--service-name", "load-test"],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=90)
+        spans = list(receiver.spans)  # the export waits for each batch: all arrived before load exited
+    assert result.returncode == 0, result.stdout + result.stderr
+    samples = [line for line in read_records(tmp_path / "out" / "samples.jsonl") if "step" in line]
+    sessions = [span for span in spans if span["name"] == "mcp.session"]
+    steps = [span for span in spans if span["name"] != "mcp.session"]
+    assert len(steps) == len(samples) and len(sessions) == len({sample["session"] for sample in samples}) == 2
+    assert f"{len(spans)} spans sent" in result.stderr
+    assert {span["parent"] for span in steps} == {session["span_id"] for session in sessions}
+    assert {span["trace_id"] for span in steps} == {session["trace_id"] for session in sessions}
+    echo = by_name(spans)["tools/call echo"][0]
+    assert echo["kind"] == "CLIENT" and echo["status"] == "UNSET" and echo["start"] <= echo["end"]
+    assert echo["attributes"]["gen_ai.tool.name"] == "echo" and echo["attributes"]["mcp.method.name"] == "tools/call"
+    assert echo["attributes"]["mcpbench.transport"] == "streamable-http" and echo["attributes"]["server.address"] == "127.0.0.1"
+    assert echo["resource"]["service.name"] == "load-test"
+
+
+def test_export_of_load_samples_gives_failures_their_class_and_skips_what_is_no_step(tmp_path):
+    (tmp_path / "scenario.json").write_text('{"target": "http://10.1.2.3:8101/mcp"}')
+    samples = tmp_path / "samples.jsonl"
+    samples.write_bytes(
+        b'{"t": 1796450268.5, "type": "sse handshake", "step": "resources/read mcpbench://greeting", "latency_ms": 4.0, "size": 9, "failure": null, "session": "7-1"}\n'
+        b'{"reconnect": {"policy": "reinitialize", "extra_requests": 2}}\n'
+        b'{"t": 1796450268.6, "type": "sse", "step": "tools/call echo", "latency_ms": 2.0, "size": 0, "failure": "http-5xx", '
+        b'"detail": "HTTP 502", "session": "7-1"}\n'
+    )
+    with OtlpReceiver() as receiver:
+        result = export("--otlp", receiver.url, "--load-samples", str(samples))
+        spans = list(receiver.spans)
+    assert result.returncode == 0, result.stderr
+    assert "3 spans sent" in result.stderr and "(2 steps, 1 sessions)" in result.stderr
+    read, echo, session = one(spans, "resources/read"), one(spans, "tools/call echo"), one(spans, "mcp.session")
+    assert read["attributes"]["mcp.resource.uri"] == "mcpbench://greeting" and read["status"] == "UNSET"
+    assert read["attributes"]["mcpbench.transport"] == "sse" and read["attributes"]["mcpbench.era"] == "handshake"
+    assert echo["status"] == "ERROR" and echo["status_message"] == "HTTP 502" and echo["attributes"]["error.type"] == "http-5xx"
+    assert echo["attributes"]["server.address"] == "10.1.2.3" and echo["attributes"]["server.port"] == 8101
+    assert abs(echo["end"] - echo["start"] - 2_000_000) < 1_000  # 2 ms (a float of epoch seconds: ~240 ns apart)
+    assert session["start"] == read["start"] and session["end"] == echo["end"] and session["attributes"]["mcpbench.failed"] == 1

@@ -10,6 +10,11 @@ therefore filed under (session scope, stream): `SessionScopes`, an ASGI middlewa
 variable per request to the scope of its `Mcp-Session-Id` (a new scope for a request that opens a
 session, remembered once the answer names the session). The session's own tasks are started
 while its opening request runs, so they inherit that scope; event ids are unique in the process.
+
+A `Last-Event-ID` resumes only a stream of the session that asks: an id of another session's
+event replays nothing (event replay across sessions leaks one client's answers to another, a
+known flaw of stores keyed by event id alone). `leaky=True` keeps that flaw on purpose, for
+`mcpbench probe` to be shown catching it (`lab serve --resumable --leaky-events`).
 """
 
 import contextvars
@@ -35,9 +40,10 @@ _scope: contextvars.ContextVar[int] = contextvars.ContextVar("mcpbench_event_sco
 class MemoryEventStore(EventStore):
     """The last events of each stream, in memory, bounded (see the constants)."""
 
-    def __init__(self, max_events: int = MAX_EVENTS_PER_STREAM, max_streams: int = MAX_STREAMS) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS_PER_STREAM, max_streams: int = MAX_STREAMS, *, leaky: bool = False) -> None:
         self.max_events = max_events
         self.max_streams = max_streams
+        self.leaky = leaky
         self._ids = itertools.count(1)
         self._streams: OrderedDict[tuple[int, StreamId], deque[tuple[EventId, object]]] = OrderedDict()
         self._where: dict[EventId, tuple[int, StreamId]] = {}
@@ -64,6 +70,8 @@ class MemoryEventStore(EventStore):
         key = self._where.get(last_event_id)
         if key is None:
             return None  # unknown, or dropped by the bounds: nothing to resume
+        if key[0] != _scope.get() and not self.leaky:
+            return None  # another session's event: never replayed to this one
         after = False
         for event_id, message in list(self._streams.get(key, ())):
             if after and message is not None:  # priming events carry no message

@@ -60,6 +60,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from mcpbench import __version__
+from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.protocol.transports import TRANSPORTS
 
 SERVER_NAME: Final = "mcpbench-reference"
@@ -224,31 +225,21 @@ def serve(
     json_response: bool = False,
     stateless: bool = False,
     resumable: bool = False,
+    quirks: "Quirks | None" = None,
 ) -> None:
     """Run the reference server on `transport` until it is stopped (blocks).
 
     `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
-    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`).
+    Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`);
+    `quirks` to both HTTP transports (`lab/peers/quirks.py`).
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
     server = build_server()
-    if resumable and transport == "streamable-http":
-        anyio.run(_serve_resumable, server, host, port, json_response)
+    if transport == "stdio":
+        server.run(transport="stdio")
         return
-    match transport:
-        case "stdio":
-            server.run(transport="stdio")
-        case "sse":
-            server.run(transport="sse", host=host, port=port)
-        case "streamable-http":
-            server.run(
-                transport="streamable-http",
-                host=host,
-                port=port,
-                json_response=json_response,
-                stateless_http=stateless,
-            )
+    anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, quirks or Quirks())
 
 
 # The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):
@@ -256,14 +247,23 @@ def serve(
 RESUME_RETRY_MS: Final = 500
 
 
-async def _serve_resumable(server: MCPServer, host: str, port: int, json_response: bool) -> None:
-    """Streamable HTTP with an event store (as `MCPServer.run` does, plus the store's middleware)."""
+async def _serve_http(server: MCPServer, transport: str, host: str, port: int, json_response: bool, stateless: bool,
+                      resumable: bool, quirks: Quirks) -> None:
+    """An HTTP transport as `MCPServer.run` serves it, plus the event store and the quirks asked for."""
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
     from mcpbench.lab.peers.event_store import MemoryEventStore, SessionScopes
 
-    app = server.streamable_http_app(
-        json_response=json_response, event_store=MemoryEventStore(), retry_interval=RESUME_RETRY_MS, host=host
-    )
-    config = uvicorn.Config(SessionScopes(app), host=host, port=port, log_level="warning")
+    # None: the SDK's own choice (DNS-rebinding protection on for a loopback host)
+    security = None if quirks.host_check else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if transport == "sse":
+        app = server.sse_app(transport_security=security, host=host)
+    else:
+        store = dict(event_store=MemoryEventStore(leaky=quirks.leaky_events), retry_interval=RESUME_RETRY_MS) if resumable else {}
+        limit = {"max_sessions": quirks.max_sessions} if quirks.max_sessions is not None else {}
+        app = server.streamable_http_app(json_response=json_response, stateless_http=stateless, transport_security=security,
+                                         host=host, **store, **limit)
+        app = SessionScopes(app) if resumable else app
+    config = uvicorn.Config(quirks.wrap(app), host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 
 HOST: Final = "127.0.0.1"
@@ -94,8 +95,9 @@ def serve_argv(
     stateless: bool = False,
     extra_args: Sequence[str] = (),
     resumable: bool = False,
+    quirks: Quirks | None = None,
 ) -> list[str]:
-    """The command line that runs the reference server."""
+    """The command line that runs the reference server (`quirks`: `lab/peers/quirks.py`)."""
     argv = [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", transport]
     if port is not None:
         argv += ["--host", HOST, "--port", str(port)]
@@ -105,7 +107,7 @@ def serve_argv(
         argv.append("--stateless")
     if resumable:
         argv.append("--resumable")
-    return argv + list(extra_args)
+    return argv + (quirks.argv() if quirks is not None else []) + list(extra_args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,7 @@ def reference_server(
     stateless: bool = False,
     extra_args: Sequence[str] = (),
     resumable: bool = False,
+    quirks: Quirks | None = None,
 ) -> Iterator[RunningServer | list[str]]:
     """Run `mcpbench lab serve` for the duration of the block.
 
@@ -149,7 +152,7 @@ def reference_server(
             stderr_path = Path(tmp) / f"stderr-{attempt}.log"
             argv = serve_argv(
                 transport, port=port, json_response=json_response, stateless=stateless, extra_args=extra_args,
-                resumable=resumable,
+                resumable=resumable, quirks=quirks,
             )
             # stderr goes to a file: a pipe nobody reads would block the server once it fills.
             with stderr_path.open("wb") as err:

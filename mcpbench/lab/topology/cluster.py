@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.lab.peers.servers import (
     ENDPOINT_PATHS,
     HOST,
@@ -107,7 +108,8 @@ def instance_names(count: int) -> list[str]:
 
 @contextlib.contextmanager
 def running_instances(
-    count: int, transport: str, *, json_response: bool = False, stateless: bool = False, resumable: bool = False
+    count: int, transport: str, *, json_response: bool = False, stateless: bool = False, resumable: bool = False,
+    quirks: Quirks | None = None,
 ) -> Iterator[list[RunningServer]]:
     """Start `count` reference servers on ephemeral ports; stop them all when the block ends."""
     if not 1 <= count <= MAX_INSTANCES:
@@ -115,7 +117,8 @@ def running_instances(
     with contextlib.ExitStack() as stack:
         try:
             servers = [
-                stack.enter_context(reference_server(transport, json_response=json_response, stateless=stateless, resumable=resumable))
+                stack.enter_context(reference_server(transport, json_response=json_response, stateless=stateless, resumable=resumable,
+                                                     quirks=quirks))
                 for _ in range(count)
             ]
         except ServerStartError as exc:
@@ -126,11 +129,14 @@ def running_instances(
 def balancer_argv(
     kind: str, policy: str, transport: str, servers: Sequence[RunningServer], *, port: int, folder: Path,
     faults: Sequence[str] = (),
+    buffer: bool = False,
 ) -> tuple[list[str], Path | None]:
     """The command line of a balancer on 127.0.0.1:`port`, and HAProxy's config file (written here).
 
     `faults`: `--set` arguments for the fault addon (`faultplan.addon_settings`), loaded after the
     balancer (builtin only). The builtin balancer is its own process (`proxies/balancer.py`'s `main`).
+    `buffer`: HAProxy holds each answer back until its body is complete (the builtin balancer
+    does it with the fault addon's `buffer_sse`).
     """
     names = instance_names(len(servers))
     if faults and kind != "builtin":
@@ -148,7 +154,8 @@ def balancer_argv(
     binary = haproxy_path()
     if binary is None:
         raise LabError("haproxy is not on PATH (install it, e.g. apt-get install haproxy, or use --balancer builtin)")
-    config = write_config(policy, transport, [(name, HOST, s.port) for name, s in zip(names, servers)], port=port, folder=folder)
+    config = write_config(policy, transport, [(name, HOST, s.port) for name, s in zip(names, servers)], port=port, folder=folder,
+                          buffer=buffer)
     return [binary, "-f", str(config), "-db"], config
 
 
@@ -156,8 +163,10 @@ def balancer_argv(
 def running_balancer(
     kind: str, policy: str, transport: str, servers: Sequence[RunningServer], *, folder: Path, port: int | None = None,
     faults: Sequence[str] = (),
+    buffer: bool = False,
 ) -> Iterator[Balancer]:
-    """Run a balancer in front of `servers` until the block ends (an ephemeral port unless `port`)."""
+    """Run a balancer in front of `servers` until the block ends (an ephemeral port unless `port`; `buffer`:
+    see `balancer_argv`)."""
     if kind not in BALANCERS:
         raise LabError(f"unknown balancer {kind!r} ({', '.join(BALANCERS)})")
     if policy not in POLICIES:
@@ -167,7 +176,7 @@ def running_balancer(
         _check_free(port)  # else a connect to whoever holds it would pass for the balancer's
     for attempt in range(1, START_ATTEMPTS + 1):
         chosen = port or free_port()
-        argv, config = balancer_argv(kind, policy, transport, servers, port=chosen, folder=folder, faults=faults)
+        argv, config = balancer_argv(kind, policy, transport, servers, port=chosen, folder=folder, faults=faults, buffer=buffer)
         log = folder / f"{kind}-{transport}-{policy}.log"
         with log.open("wb") as err:
             try:
@@ -219,11 +228,12 @@ class Restarter:
     once the new process accepts (`down_s` later). `busy` is held while an instance is down.
     """
 
-    def __init__(self, lab: Lab, plan: RestartPlan, *, json_response: bool, stateless: bool, resumable: bool, log) -> None:
+    def __init__(self, lab: Lab, plan: RestartPlan, *, json_response: bool, stateless: bool, resumable: bool, log,
+                 quirks: Quirks | None = None) -> None:
         self.lab = lab
         self.plan = plan
         self.log = log
-        self.serve = {"json_response": json_response, "stateless": stateless, "resumable": resumable}
+        self.serve = {"json_response": json_response, "stateless": stateless, "resumable": resumable, "quirks": quirks}
         self.busy = threading.Lock()
         self.error: str | None = None
         self.restarts = 0
@@ -293,19 +303,23 @@ def running_lab(
     faults: Mapping[str, str | None] | None = None,
     restarts: RestartPlan | None = None,
     fault_log: Path | None = None,
+    quirks: Quirks | None = None,
 ) -> Iterator[Lab]:
     """`count` instances and a balancer in front of them, for the duration of the block.
 
     `faults`: `faultplan.parse_plan` option texts (`{"cut_streams_after": "61s", "drop": "5%"}`),
-    injected by the builtin balancer; `restarts`: instances killed and restarted on their ports.
-    Both write to `fault_log` (default: `folder/faults.jsonl` when either is given).
+    injected by the builtin balancer (HAProxy takes `buffer_sse` alone, in its configuration);
+    `restarts`: instances killed and restarted on their ports. Both write to `fault_log` (default:
+    `folder/faults.jsonl` when either is given). `quirks`: the instances' (`lab/peers/quirks.py`).
     """
     from mcpbench.proxies.faultplan import addon_settings, parse_plan
 
     if balancer == "haproxy" and haproxy_path() is None:
         raise LabError("haproxy is not on PATH (install it, e.g. apt-get install haproxy, or use --balancer builtin)")
     texts = {name: value for name, value in (faults or {}).items() if value}
-    parse_plan(**texts)  # a bad value fails before anything starts
+    buffer = parse_plan(**texts).buffer_sse  # a bad value fails before anything starts
+    if balancer == "haproxy":
+        texts.pop("buffer_sse", None)  # HAProxy buffers by its own configuration
     restarts = restarts if restarts is not None and (restarts.every or restarts.at is not None) else None
     if (texts or restarts) and fault_log is None:
         fault_log = folder / "faults.jsonl"
@@ -315,8 +329,10 @@ def running_lab(
         _check_free(port)  # before the instances start: a lab that cannot listen need not start them
     folder.mkdir(parents=True, exist_ok=True)
     settings = addon_settings(texts, str(fault_log)) if texts else []
-    with running_instances(count, transport, json_response=json_response, stateless=stateless, resumable=resumable) as servers:
-        with running_balancer(balancer, policy, transport, servers, folder=folder, port=port, faults=settings) as front:
+    with running_instances(count, transport, json_response=json_response, stateless=stateless, resumable=resumable,
+                           quirks=quirks) as servers:
+        with running_balancer(balancer, policy, transport, servers, folder=folder, port=port, faults=settings,
+                              buffer=buffer and balancer == "haproxy") as front:
             lab = Lab(transport, servers, front, folder, instance_names(count), fault_log)
             if restarts is None:
                 yield lab
@@ -324,7 +340,8 @@ def running_lab(
             from mcpbench.proxies.faults import FaultLog
 
             log = FaultLog(fault_log)
-            lab.restarter = Restarter(lab, restarts, json_response=json_response, stateless=stateless, resumable=resumable, log=log)
+            lab.restarter = Restarter(lab, restarts, json_response=json_response, stateless=stateless, resumable=resumable, log=log,
+                                      quirks=quirks)
             try:
                 yield lab
             finally:

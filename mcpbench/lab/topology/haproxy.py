@@ -19,6 +19,9 @@ from mcpbench.protocol.http import INSTANCE
 BALANCE: Final = {"random": "random", "round-robin": "roundrobin", "sticky": "roundrobin", "source": "source"}
 # Above the SDK's 15 s idle-stream ping, so an idle SSE stream is never cut.
 SERVER_TIMEOUT_S: Final = 60
+# With buffering on, how long HAProxy holds an answer back waiting for its whole body: longer than
+# any call of the lab's reference server (30 s at most), shorter than `timeout server`.
+BUFFER_S: Final = 45
 # The length of the SDK's legacy `endpoint` event (`event: endpoint`, `data: /messages/?session_id=`
 # and 32 hex digits, CRLF line ends): HAProxy waits for that much of the stream's body before
 # reading the session id from it. Servers with another path or id length need their own figure.
@@ -34,11 +37,13 @@ def config(
     *,
     port: int,
     folder: Path,
+    buffer: bool = False,
 ) -> str:
     """The configuration text for `policy` in front of `servers` (name, host, port) on 127.0.0.1:`port`.
 
     Legacy SSE with `sticky` needs `folder/sessions.map` to exist (empty) before HAProxy starts;
-    `write_config` creates it.
+    `write_config` creates it. `buffer`: each answer is held back until its body is complete (up
+    to `BUFFER_S`, or a full buffer), as a proxy with response buffering on does to SSE.
     """
     if policy not in BALANCE:
         raise ValueError(f"unknown policy {policy!r}")
@@ -57,6 +62,8 @@ def config(
             f"    http-response set-map({sessions}) %[res.body,field(2,=),bytes(0,{SESSION_ID_HEX})] %[srv_name] if is_sse",
         ]
         backend += [f"    use-server {name} if {{ url_param(session_id),map({sessions}) -m str {name} }}" for name, _, _ in servers]
+    if buffer:
+        backend.append(f"    http-response wait-for-body time {BUFFER_S}s")
     backend += [f"    server {name} {host}:{server_port}" for name, host, server_port in servers]
     return "\n".join([
         f"# mcpbench lab: {transport} behind HAProxy, policy {policy}",
@@ -80,10 +87,11 @@ def config(
     ])
 
 
-def write_config(policy: str, transport: str, servers: Sequence[tuple[str, str, int]], *, port: int, folder: Path) -> Path:
+def write_config(policy: str, transport: str, servers: Sequence[tuple[str, str, int]], *, port: int, folder: Path,
+                 buffer: bool = False) -> Path:
     """Write `folder/haproxy-<policy>.cfg` (and the empty session map it may need); its path."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MAP_FILE).touch()
     path = folder / f"haproxy-{transport}-{policy}.cfg"
-    path.write_text(config(policy, transport, servers, port=port, folder=folder))
+    path.write_text(config(policy, transport, servers, port=port, folder=folder, buffer=buffer))
     return path

@@ -22,6 +22,7 @@ from typing import Final
 
 import orjson
 
+from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.lab.topology.cluster import Lab, LabError, RestartPlan, running_lab
 from mcpbench.outputs import new_run_folder, write_atomic
 
@@ -60,11 +61,11 @@ def describe(lab: Lab) -> list[str]:
 def run_foreground(
     *, instances: int, transport: str, policy: str, balancer: str, json_response: bool, stateless: bool,
     port: int | None, say: Callable[[str], None], resumable: bool = False, faults: dict | None = None,
-    restarts: RestartPlan | None = None, fault_log: Path | None = None,
+    restarts: RestartPlan | None = None, fault_log: Path | None = None, quirks: Quirks | None = None,
 ) -> int:
     """Run a lab until a signal; returns the exit status (130 SIGINT, 143 SIGTERM, 3 a process died).
 
-    `faults`, `restarts`, `fault_log`: as `cluster.running_lab` takes them.
+    `faults`, `restarts`, `fault_log`, `quirks`: as `cluster.running_lab` takes them.
     """
     def stop(signum: int, _frame: object) -> None:
         raise _Stopped(EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM)
@@ -76,7 +77,7 @@ def run_foreground(
         with running_lab(
             instances, transport, policy=policy, balancer=balancer, json_response=json_response,
             stateless=stateless, port=port, folder=folder, resumable=resumable, faults=faults, restarts=restarts,
-            fault_log=fault_log,
+            fault_log=fault_log, quirks=quirks,
         ) as lab:
             for line in describe(lab):
                 say(line)

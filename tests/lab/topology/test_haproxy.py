@@ -12,5 +12,7 @@ def test_haproxy_configs_carry_what_mcp_needs(tmp_path):
         assert "bind 127.0.0.1:9000" in text and f"http-response set-header {INSTANCE} %[srv_name]" in text
     sticky = config("sticky", "streamable-http", servers, port=9000, folder=tmp_path)
     assert "stick match req.hdr(mcp-session-id)" in sticky and "stick store-response res.hdr(mcp-session-id)" in sticky
+    assert "wait-for-body" not in sticky and "http-response wait-for-body time 45s" in config(
+        "round-robin", "streamable-http", servers, port=9000, folder=tmp_path, buffer=True)  # buffering on
     legacy = config("sticky", "sse", servers, port=9000, folder=tmp_path)
     assert "set-map(" in legacy and "use-server s2 if { url_param(session_id)" in legacy

@@ -1,0 +1,84 @@
+"""Check 5, buffering: do the progress events of a call arrive as the server sends them, or all at the end?
+
+The progress tool's call is made with a progress token; the arrival time of each notification and
+of the answer is taken from the moment the request left. The server sends its progress spread over
+the call (its order and spacing: evenly, for the lab's `slow`), so unbuffered the first one arrives
+early and the rest spread over the call; a buffering proxy holds the stream until it ends and every
+event arrives together with the answer. With `--direct URL` (the same server, without the
+deployment in front) the same call there is the reference; otherwise the spacing alone decides.
+"""
+
+import dataclasses
+
+from mcpbench.probe.target import Target
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.wire import Wire
+from mcpbench.protocol.client import Answered, Pushed
+
+NAME, TITLE, BOUND = "buffering", "Buffering", 15.0
+# Held back: the first progress arrived after this share of the call, and all of them within
+# SPREAD of it: they came together at the end.
+HELD, SPREAD = 0.8, 0.1
+# Late (a warning): the first progress arrived later than this share of the call past when the
+# server sent it (the direct run's, else one step's share).
+LATE = 0.25
+FIX = ("Turn response buffering off for text/event-stream: nginx proxy_buffering off (or X-Accel-Buffering: no from the "
+       "server), HAProxy without wait-for-body or http-buffer-response, a CDN's streaming mode.")
+
+
+def run(target: Target, deadline: float) -> Row:
+    if why := target.unsettled():
+        return not_applicable(NAME, why)
+    if target.progress is None:
+        return not_applicable(NAME, "no tool reports progress here: name one with --progress-tool 'NAME {\"arg\": 1}'")
+    if not target.streams:
+        return not_applicable(NAME, "the server answers with JSON bodies: progress is not streamed")
+    figures = {"call": target.progress.tool, "deployment": _measure(target, deadline)}
+    if target.settings.direct:
+        direct = dataclasses.replace(target, url=target.settings.direct, wire=Wire(target.settings.direct, target.wire.options))
+        figures["direct"] = _measure(direct, deadline)
+    return judge(figures)
+
+
+def _measure(target: Target, deadline: float) -> dict:
+    session = target.session()
+    try:
+        if not session.open(deadline=deadline).ok:
+            return {"error": "could not open a session"}
+        ex = session.call("tools/call", target.progress.params("probe-buffering"), deadline=deadline)
+        session.end(deadline=deadline)
+    finally:
+        session.close()
+    progress = [round(t, 4) for t, e in ex.arrivals if type(e) is Pushed]
+    answer = next((round(t, 4) for t, e in ex.arrivals if type(e) is Answered), None)
+    failure = ex.failure()
+    return {"progress_at": progress, "answer_at": answer, "error": failure[1] if failure else None}
+
+
+def shape(measured: dict) -> dict | None:
+    """When the first progress came (share of the call) and how far the progress spread (share), or None."""
+    progress, answer = measured.get("progress_at") or [], measured.get("answer_at")
+    if not progress or not answer:
+        return None
+    return {"first": progress[0] / answer, "spread": (progress[-1] - progress[0]) / answer, "steps": len(progress)}
+
+
+def judge(figures: dict) -> Row:
+    measured = figures["deployment"]
+    seen, direct = shape(measured), shape(figures.get("direct") or {})
+    if measured.get("error"):
+        return Row(NAME, WARN, f"{figures['call']}: {measured['error']}", figures=figures)
+    if seen is None:
+        return Row(NAME, WARN, f"{figures['call']}: no progress arrived (the tool sent none, or something dropped it)", figures=figures)
+    figures["shape"], figures["direct_shape"] = seen, direct
+    answer, progress = measured["answer_at"], measured["progress_at"]
+    evidence = (f"{figures['call']}: {seen['steps']} progress events, the first at {progress[0]:.2f} s "
+                f"({seen['first']:.0%} of the call), spread over {progress[-1] - progress[0]:.2f} s; answer at {answer:.2f} s")
+    if direct is not None:
+        evidence += f"; direct: first at {direct['first']:.0%}, spread {direct['spread']:.0%}"
+    if seen["first"] >= HELD and seen["spread"] <= SPREAD:
+        return Row(NAME, FAIL, evidence + ": held back until the stream ended", FIX, figures)
+    expected = direct["first"] if direct is not None else 1.0 / seen["steps"]
+    if seen["first"] > expected + LATE:
+        return Row(NAME, WARN, evidence + ": the first progress came late", FIX, figures)
+    return Row(NAME, PASS, evidence, figures=figures)

@@ -1,0 +1,70 @@
+"""Check 8, Host and Origin: a request with a foreign `Host`, and one with a foreign `Origin`, must be refused.
+
+The specification's security warning (Streamable HTTP): servers "MUST validate the Origin header
+on all incoming connections to prevent DNS rebinding attacks", and local servers should bind to
+localhost only; the SDKs refuse a foreign Host with 421 and a foreign Origin with 403. A web page
+that rebinds its own name to 127.0.0.1 reaches a local server with its own Host and Origin: a
+server on a loopback address that answers them fails; a remote one only gets a warning (it may
+sit behind a gateway that checks for it, and a DNS name of its own).
+"""
+
+import ipaddress
+
+from mcpbench.probe.target import Target
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
+from mcpbench.probe.wire import WireError
+from mcpbench.protocol.http import GET_ACCEPT
+from mcpbench.protocol.server import LOOPBACK_BINDS
+
+NAME, TITLE, BOUND = "origin", "Host and Origin", 6.0
+FOREIGN_HOST = "rebind.mcpbench.invalid"
+FOREIGN_ORIGIN = f"http://{FOREIGN_HOST}"
+FIX = ("Validate Host and Origin (DNS-rebinding protection): refuse a foreign Origin with 403 and a foreign Host with 421 "
+       "(the SDKs' allowed hosts and origins); a proxy in front must pass the client's Host through or check it itself.")
+
+
+def is_local(host: str) -> bool:
+    """Whether the URL's host is a loopback address or name."""
+    if host in LOOPBACK_BINDS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run(target: Target, deadline: float) -> Row:
+    seen = {"host": _try(target, {"host": FOREIGN_HOST}, deadline), "origin": _try(target, {"origin": FOREIGN_ORIGIN}, deadline)}
+    return judge({**seen, "local": is_local(target.wire.host)})
+
+
+def _try(target: Target, extra: dict, deadline: float) -> dict:
+    """The status of a session's first request carrying `extra`; a session it opened is ended."""
+    if target.legacy:
+        try:
+            reply = target.wire.request("GET", {"accept": GET_ACCEPT}, deadline=deadline, extra=extra)
+        except WireError as exc:
+            return {"status": None, "detail": str(exc)}
+        reply.close()
+        return {"status": reply.status}
+    session = target.session()
+    try:
+        ex = session.send(session.conn.initialize(), deadline=deadline, extra=extra)
+        if ex.ok:
+            session.end(deadline=deadline)
+        return {"status": ex.status, "detail": ex.detail}
+    finally:
+        session.close()
+
+
+def judge(figures: dict) -> Row:
+    host, origin, local = figures["host"], figures["origin"], figures["local"]
+    served = [what for what, seen in (("Host", host), ("Origin", origin)) if seen.get("status") is not None and seen["status"] < 300]
+    evidence = (f"foreign Host → HTTP {host.get('status')}; foreign Origin → HTTP {origin.get('status')}; "
+                f"{'a local' if local else 'a remote'} address")
+    if host.get("status") is None or origin.get("status") is None:
+        return Row(NAME, WARN, f"could not be tried: {host.get('detail') or origin.get('detail')}", figures=figures)
+    if not served:
+        return Row(NAME, PASS, evidence, figures=figures)
+    evidence += f": a foreign {' and a foreign '.join(served)} {'were' if len(served) > 1 else 'was'} served"
+    return Row(NAME, FAIL if local else WARN, evidence, FIX, figures)

@@ -1,0 +1,89 @@
+"""Check 1, versions and eras: which protocol versions the server accepts, `server/discover`, `MCP-Protocol-Version`.
+
+Each handshake version is offered in an `initialize` of its own; the server's answer says which
+it speaks. A 2026-07-28 `server/discover` says whether it speaks the handshake-free era. After a
+handshake in a version whose requests carry `MCP-Protocol-Version`, a request naming a version
+that does not exist must get 400 ("If the server receives a request with an invalid or
+unsupported MCP-Protocol-Version, it MUST respond with 400 Bad Request", Streamable HTTP).
+"""
+
+import time
+
+from mcpbench.probe.target import Target
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.protocol.http import PROTOCOL_VERSION
+from mcpbench.protocol.versions import DISCOVER, LATEST, LATEST_HANDSHAKE, VERSIONS, has_handshake, is_latest_handshake, rules
+
+NAME, TITLE, BOUND = "versions", "Versions and eras", 8.0
+# A version no server speaks: the answer to it shows whether the header is checked at all.
+BOGUS_VERSION = "1999-01-01"
+
+
+def run(target: Target, deadline: float) -> Row:
+    if target.legacy and (why := target.unsettled()):
+        return not_applicable(NAME, why)  # a legacy handshake is a POST beside its stream: it lands anywhere
+    offered: dict[str, str | None] = {}
+    for version in (v for v in VERSIONS if has_handshake(v)):
+        session = target.session(version)
+        try:
+            ex = session.open(deadline=deadline)
+            offered[version] = (ex.result or {}).get("protocolVersion") if ex.ok else None
+            session.end(deadline=deadline)
+        finally:
+            session.close()
+        if time.monotonic() >= deadline:
+            break
+    discover = header = None
+    if not target.legacy:
+        discover = _discover(target, deadline)
+        header = _bogus_header(target, deadline)
+    return judge({"offered": offered, "accepted": [v for v, got in offered.items() if got == v], "answered": offered,
+                  "negotiated": target.version, "discover": discover, "bogus_version_status": header})
+
+
+def _discover(target: Target, deadline: float) -> dict:
+    session = target.session(LATEST)
+    try:
+        ex = session.call(DISCOVER, deadline=deadline)
+    finally:
+        session.close()
+    failure = ex.failure()
+    return {"ok": ex.ok, "status": ex.status, "supported": (ex.result or {}).get("supportedVersions"),
+            "detail": failure[1] if failure else None}
+
+
+def _bogus_header(target: Target, deadline: float) -> int | None:
+    """The status of a request whose `MCP-Protocol-Version` names no version (None: the rule does not apply)."""
+    known = rules(target.version)
+    if known is None or not known.protocol_version_header or target.unsettled():
+        return None
+    session = target.session()
+    try:
+        if not session.open(deadline=deadline).ok:
+            return None
+        ex = session.call("tools/list", deadline=deadline, extra={PROTOCOL_VERSION: BOGUS_VERSION})
+        session.end(deadline=deadline)
+        return ex.status
+    finally:
+        session.close()
+
+
+def judge(figures: dict) -> Row:
+    accepted, discover, bogus = figures["accepted"], figures.get("discover"), figures.get("bogus_version_status")
+    parts = [f"accepts {', '.join(accepted) if accepted else 'none of the handshake versions'}"]
+    if figures.get("negotiated"):
+        parts.append(f"newest offered → {figures['negotiated']}")
+    if discover is not None:
+        parts.append(f"{DISCOVER} {'answered' if discover['ok'] else 'not answered'} ({LATEST})")
+    if bogus is not None:
+        parts.append(f"MCP-Protocol-Version {BOGUS_VERSION} → HTTP {bogus}")
+    evidence = "; ".join(parts)
+    if not accepted:
+        return Row(NAME, FAIL, evidence, "Speak one of the specification's versions: upgrade the server's MCP SDK.", figures)
+    if bogus is not None and bogus < 300:
+        return Row(NAME, FAIL, evidence, "Answer 400 to an unsupported MCP-Protocol-Version (the specification's MUST): "
+                   "the SDKs do; a proxy must pass the header through.", figures)
+    if not any(is_latest_handshake(version) for version in accepted):
+        return Row(NAME, WARN, evidence, f"Upgrade the server's MCP SDK: clients speaking {LATEST_HANDSHAKE} are answered "
+                   "in an older version.", figures)
+    return Row(NAME, PASS, evidence, figures=figures)

@@ -1,0 +1,99 @@
+"""`mcpbench probe URL`: the command (register with `main.add_command(probe)`)."""
+
+import sys
+
+import click
+
+from mcpbench.cliutil import check_output, map_errors
+from mcpbench.protocol.http import INSTANCE
+
+# One request may take at most this long: the shortest check's bound leaves room for one request.
+MAX_TIMEOUT = 6.0
+
+
+class BadProbeOption(click.UsageError):
+    """An option value the probe cannot use (exit 2)."""
+
+
+def _seconds(value: str | None, option: str, low: float, high: float) -> float | None:
+    from mcpbench.durations import parse_duration
+
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value, option)
+    except ValueError as exc:
+        raise BadProbeOption(str(exc)) from None
+    if not low <= seconds <= high:
+        raise BadProbeOption(f"{option} {value}: a time bound of {low:g} s to {high:g} s ({_why(option)})")
+    return seconds
+
+
+def _why(option: str) -> str:
+    return "the checks' own bounds are 6 to 25 s" if option == "--timeout" else "shorter shows no deployment's timeout, longer is no probe"
+
+
+@click.command("probe")
+@click.argument("url")
+@click.option("--only", multiple=True, metavar="CHECK[,CHECK]", help="Run only these checks: versions, sessions, unknown, resume, buffering, idle, churn, origin, auth.")
+@click.option("--skip", multiple=True, metavar="CHECK[,CHECK]", help="Leave these checks out.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write every figure measured to FILE (JSON).")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write the table and a chart per check to FILE (self-contained HTML).")
+@click.option("--strict", is_flag=True, help="Exit 1 on a warning too, not only on a failed check.")
+@click.option("--sessions", type=click.IntRange(1, 1000), default=50, show_default=True, help="Check sessions: concurrent sessions.")
+@click.option("--calls", type=click.IntRange(1, 100), default=5, show_default=True, help="Check sessions: calls per session.")
+@click.option("--spike", type=click.IntRange(1, 5000), default=100, show_default=True, help="Check churn: sessions opened and ended in the spike.")
+@click.option("--idle", "idle_up_to", metavar="UP_TO", help="Run the idle check (opt-in): watch idle streams this long (2s to 30m, such as 2m).")
+@click.option("--direct", metavar="URL", help="Check buffering: the same server without the deployment in front, as the reference.")
+@click.option("--progress-tool", metavar="'NAME {JSON}'", help="A tool that reports progress, with its arguments (default: the lab's slow, when the server has it).")
+@click.option("--timeout", default="5s", show_default=True, metavar="T", help=f"How long one request may take (at most {MAX_TIMEOUT:g} s).")
+@click.option("--instance-header", default=INSTANCE, show_default=True, metavar="NAME", help="The response header naming the instance that served a request.")
+@map_errors
+def probe(url, only, skip, json_out, html_out, strict, sessions, calls, spike, idle_up_to, direct, progress_tool, timeout,
+          instance_header):
+    """Is this deployment ready? Run bounded checks against an HTTP MCP endpoint and print one table.
+
+    URL is a Streamable HTTP endpoint (http(s)://HOST/mcp) or legacy HTTP+SSE (sse+http(s)://HOST/sse).
+    Each check says pass, warn, fail or n/a, with the evidence measured and what to change. The
+    default probe takes under 2 minutes; --idle adds its watch.
+
+    Exit status: 0, or 1 when a check failed (--strict: or warned); 2 for unusable input (a bad
+    option, credentials needed); 3 when the endpoint cannot be reached or is not MCP.
+
+    Example: mcpbench probe http://127.0.0.1:8101/mcp --json probe.json
+    """
+    import orjson
+
+    from mcpbench.outputs import write_atomic
+    from mcpbench.probe.checks.idle import MAX_IDLE, MIN_IDLE
+    from mcpbench.probe.run import probe as run_probe
+    from mcpbench.probe.run import select
+    from mcpbench.probe.target import ProgressCall, Settings, parse_url
+    from mcpbench.probe.verdicts import exit_status, render
+    from mcpbench.probe.wire import ProbeOptions
+    from mcpbench.protocol.errors import McpbenchError
+
+    parse_url(url)
+    if direct is not None:
+        parse_url(direct)
+    checks = select(only, skip, idle_asked=idle_up_to is not None)
+    settings = Settings(
+        sessions=sessions, calls=calls, spike=spike, idle=_seconds(idle_up_to, "--idle", MIN_IDLE, MAX_IDLE), direct=direct,
+        progress=ProgressCall.parse(progress_tool) if progress_tool else None,
+    )
+    options = ProbeOptions(timeout=_seconds(timeout, "--timeout", 0.1, MAX_TIMEOUT), instance_header=instance_header.lower())
+    check_output(json_out, "--json")
+    check_output(html_out, "--html")
+    run = run_probe(url, checks, options=options, settings=settings, say=lambda line: click.echo(line, err=True))
+    click.echo(render(run.rows))
+    data = run.to_json()
+    if json_out:
+        write_atomic(json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    if html_out:
+        from mcpbench.analysis.report import probe_page
+
+        write_atomic(html_out, probe_page(data).encode("utf-8"))
+    click.echo(f"mcpbench: probe of {url} took {run.seconds:.1f} s", err=True)
+    if run.needs_credentials:
+        raise McpbenchError(f"{url} answers HTTP {run.target.auth_status}: give credentials to probe it (only its authentication shape was checked)")
+    sys.exit(exit_status(run.rows, strict=strict))

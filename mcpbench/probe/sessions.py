@@ -1,0 +1,381 @@
+"""One MCP session for a check: the client core (`ClientConnection`) driven one exchange at a time.
+
+    session = open_session(target, deadline=d)         # HttpSession or LegacySession, handshake done
+    ex = session.call("tools/list", deadline=d)        # an Exchange: status, instance, answer or failure
+    ex = session.call("tools/call", params, deadline=d, cut_after=1)   # read one SSE event, then cut
+    ex = session.resume(ex.failed, deadline=d)         # GET with Last-Event-ID: the rest of that stream
+    session.end(deadline=d)                            # DELETE (Streamable HTTP) or the stream closed
+
+Streamable HTTP goes over the probe's `Wire` (each POST's answer, JSON or SSE, read by the core's
+`AnswerReader`); legacy HTTP+SSE over the replayer's `LegacySseTransport`, which already carries a
+session on its stream. What the server sent, when, and what the core made of it is in the `Exchange`.
+"""
+
+import queue
+import select
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpbench.protocol.client import (
+    Answered,
+    AnswerReader,
+    ClientConnection,
+    Event,
+    Failed,
+    Pushed,
+    ServerRequest,
+    StreamEnded,
+    Unmatched,
+)
+from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.http import SESSION_ID, Failure, classify_status
+from mcpbench.protocol.jsonrpc import ErrorResponse
+from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_handshake
+from mcpbench.probe.wire import Reply, Wire, WireError, left
+
+
+# After a streamed answer, how long its stream may take to end before it is cut.
+END_GRACE = 0.2
+
+
+@dataclass
+class Exchange:
+    """One request and what came of it.
+
+    `arrivals`: (seconds after the request left, event) for each server message (progress, the
+    answer), in order; `cut`: the probe cut the stream itself (`cut_after`).
+    """
+
+    status: int | None = None
+    instance: str | None = None
+    answered: Answered | None = None
+    failed: Failed | None = None
+    events: list[Event] = field(default_factory=list)
+    arrivals: list[tuple[float, Event]] = field(default_factory=list)
+    reader: AnswerReader | None = None
+    latency: float | None = None  # seconds from sending to the answer
+    headers: Any = None  # the answer's HTTP headers (an `email.message.Message`: case-insensitive `get`)
+    cut: bool = False
+    closed_at: float | None = None  # seconds after the request left when its body ended (None: still open)
+    detail: str | None = None  # what went wrong outside the core: no connection, no answer in time
+    expects_answer: bool = True  # False for a notification: a 2xx status is all it gets
+
+    @property
+    def ok(self) -> bool:
+        return self.answered is not None and type(self.answered.answer) is not ErrorResponse
+
+    @property
+    def result(self) -> Any:
+        return self.answered.answer.result if self.ok else None
+
+    def failure(self) -> tuple[str, str] | None:
+        """(failure class, detail) when the request failed, as the load users class it; None when answered."""
+        if self.ok:
+            return None
+        if self.answered is not None:
+            error, status = self.answered.answer, f"HTTP {self.status}: " if self.status and self.status >= 400 else ""
+            return Failure.JSONRPC_ERROR, f"{status}JSON-RPC {error.code} {error.message}"
+        if self.failed is not None:
+            return self.failed.failure, self.failed.detail
+        if not self.expects_answer and self.status is not None and self.status < 300:
+            return None
+        return Failure.ANSWER_LOST, self.detail or "no answer"
+
+    def messages(self, kind: type) -> list:
+        return [event for _, event in self.arrivals if type(event) is kind]
+
+
+class HttpSession:
+    """A Streamable HTTP session: one kept connection, one exchange at a time.
+
+    Args:
+        wire: the endpoint and the probe's options.
+        version: the version to speak (2026-07-28: no handshake, the envelope on every request).
+    """
+
+    def __init__(self, wire: Wire, version: str = LATEST_HANDSHAKE) -> None:
+        self.wire = wire
+        self.conn = ClientConnection(STREAMABLE_HTTP, version, url=wire.url)
+        self._kept = None  # the keep-alive connection, while its last answer was read to the end
+        self.instance: str | None = None  # the instance that answered the handshake
+
+    @property
+    def session_id(self) -> str | None:
+        return self.conn.session_id
+
+    def open(self, *, deadline: float) -> Exchange:
+        """The handshake (`initialize`, `notifications/initialized`); its first exchange."""
+        steps = self.open_steps(deadline=deadline)
+        return steps[0][1] if steps else Exchange()
+
+    def open_steps(self, *, deadline: float) -> list[tuple[str, Exchange]]:
+        """The handshake, step by step (none in 2026-07-28, which has no handshake)."""
+        if not has_handshake(self.conn.version):
+            return []
+        ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
+        self.instance = ex.instance
+        steps = [("initialize", ex)]
+        if ex.ok:
+            steps.append(("notifications/initialized", self.send(self.conn.initialized(), deadline=deadline)))
+        return steps
+
+    def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
+             extra: dict | None = None) -> Exchange:
+        """One request; `cut_after`: read that many SSE events of its answer, then cut the stream."""
+        return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline, cut_after=cut_after, extra=extra)
+
+    def send(self, out, *, deadline: float, cut_after: int | None = None, extra: dict | None = None, bare: bool = False) -> Exchange:
+        """POST `out` and read its answer (`extra`, `bare`: as `Wire.request` takes them)."""
+        deadline = min(deadline, time.monotonic() + self.wire.options.timeout)
+        ex = Exchange(expects_answer=out.request_id is not None)
+        try:
+            reply = self.wire.request("POST", out.headers, out.data, deadline=deadline, conn=self._take(), extra=extra, bare=bare)
+        except WireError as exc:
+            ex.detail = str(exc)
+            self._note(ex, self.conn.post_failed(out, Failure.CONNECT if exc.unreachable else Failure.ANSWER_LOST, str(exc)), 0.0, 0.0)
+            return ex
+        ex.status, ex.instance, ex.headers = reply.status, reply.instance, reply.response.headers
+        reader = self.conn.post_answer(out, reply.status, reply.content_type, reply.header(SESSION_ID))
+        self._read(reply, reader, out.request_id, ex, deadline, cut_after)
+        return ex
+
+    def resume(self, failed: Failed, *, deadline: float, cut_after: int | None = None) -> Exchange:
+        """Wait again for the answer `failed` lost with its stream: a GET with its `Last-Event-ID`."""
+        headers = self.conn.resume(failed, waiter=failed.waiter)
+        if headers is None:
+            return Exchange(detail="the session is gone: nothing to resume")
+        return self.get(headers, deadline=deadline, cut_after=cut_after, request_id=failed.request.id)
+
+    def get(self, headers: dict, *, deadline: float, cut_after: int | None = None, request_id: Any = None,
+            until_answered: bool = True, timeout: float | None = None) -> Exchange:
+        """A GET stream (a resumed one with `Last-Event-ID` in `headers`), read until `request_id` is
+        answered, the stream ends, `cut_after` events came, or `deadline` (at most `timeout` s, by
+        default the probe's request timeout)."""
+        deadline = min(deadline, time.monotonic() + (timeout or self.wire.options.timeout))
+        ex = Exchange()
+        try:
+            reply = self.wire.request("GET", headers, deadline=deadline)
+        except WireError as exc:
+            ex.detail = str(exc)
+            return ex
+        ex.status, ex.instance = reply.status, reply.instance
+        reader = self.conn.get_stream(reply.status, reply.content_type, stream="resume")
+        if reader is None:
+            reply.close()
+            return ex
+        self._read(reply, reader, request_id if until_answered else object(), ex, deadline, cut_after, keep=False)
+        return ex
+
+    def end(self, *, deadline: float) -> Exchange:
+        """End the session with DELETE; the Exchange's status is the server's answer (None: no session to end)."""
+        headers = self.conn.delete_headers()
+        ex = Exchange(expects_answer=False)
+        if headers is None:
+            return ex
+        try:
+            reply = self.wire.request("DELETE", headers, deadline=min(deadline, time.monotonic() + self.wire.options.timeout),
+                                      conn=self._take())
+            ex.status, ex.instance = reply.status, reply.instance
+            self._finish(reply)
+            if reply.status >= 400:
+                ex.failed = Failed(None, None, classify_status(reply.status, has_session=True), f"DELETE answered HTTP {reply.status}")
+        except WireError as exc:
+            ex.detail = str(exc)
+        self.conn.close()
+        return ex
+
+    def close(self) -> None:
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.close()
+
+    def kept_closed_within(self, deadline: float) -> float | None:
+        """Seconds until the server closed the idle kept connection (None: still open at `deadline`, or none kept)."""
+        kept, start = self._kept, time.monotonic()
+        if kept is None or kept.sock is None:
+            return None
+        ready, _, _ = select.select([kept.sock], [], [], left(deadline))
+        if not ready:
+            return None
+        try:
+            closed = kept.sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            closed = True
+        return time.monotonic() - start if closed else None
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _take(self):
+        kept, self._kept = self._kept, None
+        return kept
+
+    def _finish(self, reply: Reply) -> None:
+        """Read what is left of a short answer; keep its connection when the answer ended cleanly."""
+        for _ in reply.chunks(time.monotonic() + 1.0):
+            pass
+        self._keep(reply)
+
+    def _keep(self, reply: Reply) -> None:
+        if reply.ended and not reply.response.will_close:
+            self.close()
+            self._kept = reply.conn
+        else:
+            reply.close()
+
+    def _read(self, reply: Reply, reader: AnswerReader, request_id: Any, ex: Exchange, deadline: float,
+              cut_after: int | None, keep: bool = True) -> None:
+        ex.reader = reader
+        for chunk, ts in reply.chunks(deadline):
+            if cut_after is not None and chunk and reader.answer.streamed:
+                for i in range(len(chunk)):  # byte by byte: the cut comes right after the event's blank line
+                    self._note(ex, reader.feed(chunk[i:i + 1], ts), reply.sent, ts)
+                    if reader.answer.events >= cut_after:
+                        reply.close()
+                        ex.cut = True
+                        self._note(ex, reader.feed(b"", ts), reply.sent, ts)  # the stream ends here, as a proxy's cut ends it
+                        return
+                continue
+            self._note(ex, reader.feed(chunk, ts), reply.sent, ts)
+            if not chunk:
+                ex.closed_at = ts - reply.sent
+            if self._done(ex, request_id) and chunk and reader.answer.streamed:
+                # The answer is in: the stream's end is waited for only briefly (the SDKs end it
+                # at once, and the connection can be kept); one the server holds open is cut.
+                for rest, at in reply.chunks(time.monotonic() + END_GRACE):
+                    self._note(ex, reader.feed(rest, at), reply.sent, at)
+                break
+        if reply.broken and not reply.ended and request_id is not None and not self._done(ex, request_id):
+            if (late := self.conn.give_up(request_id, reply.broken)) is not None:
+                self._note(ex, [late], reply.sent, time.perf_counter())
+            ex.detail = ex.detail or reply.broken
+        if keep:
+            self._keep(reply)
+        else:
+            reply.close()
+
+    @staticmethod
+    def _done(ex: Exchange, request_id: Any) -> bool:
+        return request_id is not None and any(
+            type(e) in (Answered, Failed) and e.request is not None and e.request.id == request_id for e in ex.events)
+
+    def _note(self, ex: Exchange, events: list[Event], sent: float, ts: float) -> None:
+        """Take the core's events into `ex`; `sent` and `ts`: when the request left and the bytes came."""
+        for event in events:
+            ex.events.append(event)
+            kind = type(event)
+            if kind is Answered:
+                ex.answered = ex.answered or event
+                ex.latency = event.received - event.sent if event.sent else None
+                ex.arrivals.append((event.received - sent, event))
+            elif kind is Failed:
+                ex.failed = ex.failed or event
+            elif kind is Pushed or kind is Unmatched:
+                ex.arrivals.append((ts - sent, event))
+            elif kind is ServerRequest and event.reply is not None:
+                self._answer_server(event)
+
+    def _answer_server(self, event: ServerRequest) -> None:
+        """The server asked something (the core's policy refuses): send the refusal, read nothing of it."""
+        try:
+            reply = self.wire.request("POST", event.reply.headers, event.reply.data, deadline=time.monotonic() + self.wire.options.timeout)
+            reply.close()
+        except WireError:
+            pass
+
+
+class LegacySession:
+    """A legacy HTTP+SSE session on the replayer's `LegacySseTransport` (its stream, its POSTs).
+
+    The transport sends no extra headers: a legacy endpoint that needs credentials cannot be probed yet.
+    """
+
+    def __init__(self, wire: Wire, version: str = LATEST_HANDSHAKE) -> None:
+        from mcpbench.replay.transports import LegacySseTransport
+
+        self.wire = wire
+        self.conn = ClientConnection(LEGACY_SSE, version, url=wire.url)
+        self.items: queue.SimpleQueue = queue.SimpleQueue()
+        self.transport = LegacySseTransport(wire.url, self.items.put, timeout=wire.options.timeout)
+        self.instance: str | None = None
+        self._connected = False
+
+    @property
+    def session_id(self) -> str | None:
+        return self.conn.session_id
+
+    def open(self, *, deadline: float) -> Exchange:
+        """Open the stream (its endpoint event), then the handshake; its first exchange."""
+        return self.open_steps(deadline=deadline)[0][1]
+
+    def open_steps(self, *, deadline: float) -> list[tuple[str, Exchange]]:
+        try:
+            self.transport.connect(self.conn)
+        except TargetError as exc:
+            return [("connect", Exchange(failed=Failed(None, None, Failure.CONNECT, str(exc)), detail=str(exc)))]
+        self._connected = True
+        ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
+        if ex.ok:
+            self.transport.send(self.conn.initialized())
+        return [("initialize", ex)]
+
+    def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
+             extra: dict | None = None) -> Exchange:
+        return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline)
+
+    def send(self, out, *, deadline: float) -> Exchange:
+        deadline = min(deadline, time.monotonic() + self.wire.options.timeout)
+        ex = Exchange()
+        sent = time.perf_counter()
+        self.transport.send(out)
+        while not HttpSession._done(ex, out.request_id):
+            item = self.transport.next_item(self.items, left(deadline))
+            if item is None:
+                if time.monotonic() >= deadline:
+                    if (late := self.conn.give_up(out.request_id, "no answer on the stream in time")) is not None:
+                        ex.failed = late
+                    break
+                continue
+            if getattr(item, "out", None) is out and hasattr(item, "status"):
+                ex.status = item.status
+            for event in self.transport.receive(item):
+                ex.events.append(event)
+                if type(event) is Answered:
+                    ex.answered = ex.answered or event
+                    ex.latency = event.received - event.sent if event.sent else None
+                    ex.arrivals.append((item.ts - sent, event))
+                elif type(event) is Failed and event.request is not None:
+                    ex.failed = ex.failed or event
+                elif type(event) in (Pushed, Unmatched):
+                    ex.arrivals.append((item.ts - sent, event))
+                elif type(event) is StreamEnded:
+                    ex.detail = event.detail
+        return ex
+
+    def end(self, *, deadline: float) -> Exchange:
+        """A legacy session ends with its stream."""
+        self.close()
+        return Exchange()
+
+    def close(self) -> None:
+        if self._connected:
+            self.conn.close()
+        self.transport.close()
+
+
+Session = HttpSession | LegacySession
+
+
+def new_session(wire: Wire, transport: str, version: str = LATEST_HANDSHAKE) -> Session:
+    return LegacySession(wire, version) if transport == LEGACY_SSE else HttpSession(wire, version)
+
+
+def open_session(wire: Wire, transport: str, *, deadline: float, version: str = LATEST_HANDSHAKE) -> tuple[Session, Exchange]:
+    """A session with its handshake done (look at the Exchange: it may have failed)."""
+    session = new_session(wire, transport, version)
+    return session, session.open(deadline=deadline)
+
+
+__all__ = ["Exchange", "HttpSession", "LegacySession", "Session", "new_session", "open_session"]

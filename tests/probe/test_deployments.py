@@ -1,0 +1,74 @@
+"""The checks that need a deployment in front of the server: sessions behind balancers, buffering, idle cuts."""
+
+import re
+
+import pytest
+
+from mcpbench.lab.topology.cluster import haproxy_path, running_balancer, running_instances
+from mcpbench.probe.target import Settings
+from mcpbench.probe.verdicts import FAIL, NA, PASS
+from tests.probe.helpers import verdict, verdicts
+from tests.support.faults import fault_proxy
+
+pytestmark = pytest.mark.slow  # a lab each: instances, a balancer
+
+needs_haproxy = pytest.mark.skipif(haproxy_path() is None, reason="haproxy is not installed")
+IDLE_CUT, IDLE_WATCH = "2s", 4.0  # the fault proxy's idle timeout (the lab's is 5 s: the same addon), and the watch beyond it
+SESSIONS = 20  # concurrent sessions of the sessions check: enough to spread over 3 instances
+
+
+def test_sessions_fail_round_robin_and_pass_sticky(tmp_path):
+    """The sticky probe's verdicts (it was scenarios/sticky-probe.yaml): broken behind round-robin, kept when sticky."""
+    settings = Settings(sessions=SESSIONS)
+    with running_instances(3, "streamable-http") as servers:
+        with running_balancer("builtin", "round-robin", "streamable-http", servers, folder=tmp_path / "rr") as front:
+            broken = verdicts(front.url, "sessions", "resume", settings=settings)
+        with running_balancer("builtin", "sticky", "streamable-http", servers, folder=tmp_path / "sticky") as front:
+            kept = verdict(front.url, "sessions", settings)
+    sessions, resume = broken["sessions"], broken["resume"]
+    match = re.match(rf"sessions broken: (\d+)/{SESSIONS}, session-not-found after the first call", sessions.evidence)
+    assert sessions.verdict == FAIL and match and int(match[1]) > SESSIONS // 2, sessions
+    assert set(sessions.figures["per_instance"]) == {"s1", "s2", "s3"} and set(sessions.figures["failed_statuses"]) == {"404"}
+    assert resume.verdict == NA and "sessions check" in resume.evidence  # not blamed on resumption
+    assert kept.verdict == PASS and kept.evidence.startswith(f"sessions kept: {SESSIONS}/{SESSIONS}"), kept
+    assert sum(v.get("kept", 0) for v in kept.figures["per_instance"].values()) == SESSIONS
+
+
+@needs_haproxy
+def test_sessions_behind_haproxy_round_robin_and_sticky(tmp_path):
+    with running_instances(2, "streamable-http", resumable=True) as servers:
+        with running_balancer("haproxy", "round-robin", "streamable-http", servers, folder=tmp_path / "rr") as front:
+            broken = verdict(front.url, "sessions", Settings(sessions=SESSIONS))
+        with running_balancer("haproxy", "sticky", "streamable-http", servers, folder=tmp_path / "sticky") as front:
+            kept = verdicts(front.url, "sessions", "resume", settings=Settings(sessions=SESSIONS))
+    assert broken.verdict == FAIL and broken.figures["broken"] > SESSIONS // 2, broken  # concurrent sessions may land together by chance
+    assert set(broken.figures["sessions_by_class"]) == {"session-not-found"}
+    assert kept["sessions"].verdict == PASS and kept["resume"].verdict == PASS, kept
+
+
+def test_buffering_fails_through_a_buffering_proxy_and_passes_direct(resumable_server):
+    direct = verdict(resumable_server.url, "buffering")
+    assert direct.verdict == PASS and direct.figures["shape"]["first"] < 0.5, direct
+    with fault_proxy(resumable_server.url, "--buffer-sse") as url:
+        held = verdict(url, "buffering", Settings(direct=resumable_server.url))
+    assert held.verdict == FAIL and held.figures["shape"]["first"] >= 0.8 and held.figures["shape"]["spread"] <= 0.1, held
+    assert held.figures["direct_shape"]["first"] < 0.5 and "buffering off" in held.fix
+
+
+@needs_haproxy
+def test_buffering_behind_haproxy_with_buffering_on_and_off(tmp_path):
+    with running_instances(1, "streamable-http") as servers:
+        with running_balancer("haproxy", "round-robin", "streamable-http", servers, folder=tmp_path / "on", buffer=True) as front:
+            held = verdict(front.url, "buffering")
+        with running_balancer("haproxy", "round-robin", "streamable-http", servers, folder=tmp_path / "off") as front:
+            streamed = verdict(front.url, "buffering")
+    assert held.verdict == FAIL and streamed.verdict == PASS, (held, streamed)
+
+
+def test_idle_stream_cut_at_the_proxys_idle_timeout_and_kept_without(resumable_server):
+    settings = Settings(idle=IDLE_WATCH)
+    with fault_proxy(resumable_server.url, "--idle-timeout", IDLE_CUT) as url:
+        cut = verdict(url, "idle", settings)
+    kept = verdict(resumable_server.url, "idle", settings)
+    assert cut.verdict == FAIL and 2.0 <= cut.figures["stream"]["closed_at"] < IDLE_WATCH, cut
+    assert kept.verdict == PASS and kept.figures["stream"]["closed_at"] is None, kept
