@@ -23,8 +23,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import peers, runs
+from tests.support.fuzz import register_profiles
 from tests.support.recordings import MODES, record
 from tests.support.servers import RunningServer, reference_server
+
+register_profiles()  # Hypothesis's `suite` (the default) and `long` (`--hypothesis-profile long`)
 
 # pytest's own fixture for testing plugins (tests/testing/ run example projects with the mcpbench plugin).
 pytest_plugins = ("pytester",)

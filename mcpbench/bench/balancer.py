@@ -25,7 +25,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from mcpbench.bench.common import write_result
+from mcpbench.bench.common import save_figure, write_result
 from mcpbench.bench.proxy import measure_rounds
 from mcpbench.lab.peers.servers import HOST, free_port, start_listening, stop_process
 from mcpbench.lab.topology.cluster import haproxy_path, mitmdump_path, running_balancer, running_instances
@@ -99,8 +99,6 @@ def chart(medians: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mcpbench.outputs import atomic_path
-
     names = list(medians)
     proxies = [n for n in names if "balancer_cpu_us_per_exchange" in medians[n]]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -113,8 +111,4 @@ def chart(medians: dict, path: Path) -> Path:
     right.set_ylabel("balancer CPU per exchange (µs)")
     right.set_title("balancer CPU")
     fig.suptitle("tools/call echo, 3 instances: direct, bare mitmdump, built-in balancer, HAProxy (medians)")
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -70,8 +70,15 @@ def bar_panels(path: Path, title: str, panels: list[Panel]) -> Path:
         ax.margins(y=0.12)  # room above the tallest bar for its label
         ax.set_ylabel(panel.unit)
     fig.suptitle(textwrap.fill(title, 70 if len(panels) == 1 else 110), fontsize=10)
+    return save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 110) -> Path:
+    """Lay out a matplotlib figure, write it to `path` as PNG (atomically) and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
+        fig.savefig(tmp, dpi=dpi, format="png")
     plt.close(fig)
     return path

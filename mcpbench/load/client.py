@@ -37,16 +37,20 @@ import gevent
 import gevent.event
 
 from mcpbench.auth.oauth import TokenSource
+from mcpbench.load.ledger import UNFINISHED
 from mcpbench.load.transports import CallTimeout, McpFailure, Transport
 from mcpbench.protocol.asks import AskPolicy
-from mcpbench.protocol.client import Answered, ClientConnection, Event, Failed, Outgoing, ServerRequest, SessionLost, Unmatched
+from mcpbench.protocol.client import (
+    Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, SessionLost, Unmatched,
+)
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
-from mcpbench.protocol.jsonrpc import ErrorResponse
+from mcpbench.protocol.jsonrpc import ErrorResponse, Message
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.protocol.recovery import plan_recovery
 from mcpbench.target import STREAMABLE_HTTP
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_handshake, step_name
+from mcpbench.protocol.session import C2S, S2C
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_get_stream, has_handshake, step_name
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).
@@ -55,6 +59,9 @@ _SESSION_TAGS = itertools.count(1)
 # A user whose session broke under reconnect policy `none` reports each later call as failed after
 # this pause, so that it does not spin.
 DEAD_PAUSE = 0.2
+
+# The core's events that carry a message from the server.
+_CARRYING = (Answered, ServerRequest, Pushed, Unmatched)
 
 STEP_CONNECT = "connect"
 STEP_DELETE = "DELETE"
@@ -79,6 +86,13 @@ class McpClient:
         rng: the backoff's random draws (seeded in tests).
         headers: the user's headers, sent on every HTTP request.
         tokens: OAuth's token source (this user's, or shared by the process's users), or None.
+        get_stream: Streamable HTTP, handshake era: open the session's `GET` stream once it has
+            started (for what the server sends outside requests), and again when it ends while
+            the session stands.
+        on_message: sees every message this client sends (`"c2s"`; `"c2s-unfinished"` when its
+            send did not finish) and receives (`"s2c"`, a replayed or late one too), with the
+            `ClientConnection` it belongs to: a ledger of the client's own (`mcpbench bench soak`
+            checks a trace against it).
     """
 
     def __init__(
@@ -96,6 +110,8 @@ class McpClient:
         rng: random.Random | None = None,
         headers: dict[str, str] | None = None,
         tokens: TokenSource | None = None,
+        get_stream: bool = False,
+        on_message: Callable[[str, Message, ClientConnection], None] | None = None,
     ) -> None:
         self._make_transport = make_transport
         self.request_event = request_event
@@ -120,6 +136,8 @@ class McpClient:
         self.headers = dict(headers or {})
         self.tokens = tokens
         self._token: dict[str, str] | None = None  # the token headers the connection has
+        self.get_stream = get_stream
+        self.on_message = on_message
 
     @property
     def stateless(self) -> bool:
@@ -155,6 +173,10 @@ class McpClient:
 
     def _dispatch(self, events: list[Event]) -> None:
         """The core's events, from whichever greenlet read them: wake waiters, answer the server."""
+        if self.on_message is not None:
+            for event in events:
+                if type(event) in _CARRYING:
+                    self.on_message(S2C.value, event.message, self.conn)
         for event in events:
             kind = type(event)
             if kind is Answered or kind is Failed:
@@ -176,9 +198,23 @@ class McpClient:
         transport = self.transport
         if transport is not None:
             try:
-                transport.send(reply)
+                self._send(transport, reply)
             except McpFailure:
                 pass  # the server's request fails on its side; the call that caused it reports
+
+    def _send(self, transport: Transport, out: Outgoing) -> int:
+        """Every message leaves here. The ledger hears of it once the send is over, as `UNFINISHED`
+        when it did not finish (the call's time ran out, the user was stopped mid-call): whether it
+        left is not known then."""
+        if self.on_message is None:
+            return transport.send(out)
+        conn, direction = self.conn, UNFINISHED
+        try:
+            size = transport.send(out)
+            direction = C2S.value
+            return size
+        finally:
+            self.on_message(direction, out.message, conn)
 
     # --- connection and session ---------------------------------------------------------------
 
@@ -281,6 +317,8 @@ class McpClient:
         if not self._notify("notifications/initialized", conn.initialized):
             return False
         self.ready = True
+        if self.get_stream and has_get_stream(conn.negotiated):
+            self.transport.listen()
         return True
 
     def end_session(self) -> None:
@@ -289,6 +327,7 @@ class McpClient:
         transport, conn = self.transport, self.conn
         if transport is not None and transport.has_session_header:
             self._authorize()  # a DELETE with a token that is not due (a failure shows in the DELETE's step)
+            transport.stop_listening()
             headers = conn.delete_headers() if conn is not None else None
             if headers is not None:
                 start = time.perf_counter()
@@ -433,9 +472,11 @@ class McpClient:
         timer = self._timer
         timer.start()  # one Timeout per client, started per call: bounds the call, however it is carried
         try:
-            size = transport.send(out)
+            size = self._send(transport, out)
             outcome = waiter.get()
         except CallTimeout:
+            # A gevent Timeout that fired fires again at once when started again: the next call gets a new one.
+            self._timer = gevent.Timeout(self.timeout, CallTimeout)
             outcome = conn.give_up(out.request_id, f"no answer within {self.timeout:g} s") or waiter.get(block=False)
         finally:
             timer.cancel()  # not close(): the timer is started again by the next call
@@ -588,7 +629,7 @@ class McpClient:
         size = 0
         try:
             with gevent.Timeout(self.timeout, CallTimeout):
-                size = transport.send(out)
+                size = self._send(transport, out)
         except CallTimeout:
             failure = McpFailure(Failure.ANSWER_LOST, f"no answer within {self.timeout:g} s")
         if failure is None and self._unowned is not None:

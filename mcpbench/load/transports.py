@@ -38,7 +38,7 @@ from geventhttpclient.response import HTTPParseError
 from geventhttpclient.url import URL
 
 from mcpbench.auth.proxy import Proxy, ProxySettings
-from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Outgoing
+from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Failed, Outgoing
 from mcpbench.protocol.http import AUTHENTICATE, INSTANCE, SESSION_ID, Failure, classify_status
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
@@ -48,6 +48,8 @@ READ_SIZE = 64 * 1024
 # the end (so the connection can be reused) before closing the connection instead. The call itself
 # is complete when its answer arrives.
 DRAIN_TIMEOUT = 1.0
+# A GET stream that ended while its session stands is opened again after this pause.
+LISTEN_PAUSE = 0.5
 # A stdio server gets this long to exit after its stdin closes, then it is killed.
 STDIO_EXIT_GRACE = 2.0
 # Kept from a stdio server's stderr per user (it is drained so the server never blocks on it).
@@ -162,6 +164,12 @@ class Transport:
     def end_session(self, headers: dict[str, str]) -> int:
         """End the session on the server (HTTP DELETE)."""
         return 0
+
+    def listen(self) -> None:
+        """Open the session's `GET` stream (Streamable HTTP); nothing elsewhere."""
+
+    def stop_listening(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -286,9 +294,55 @@ class StreamableHttpTransport(_HttpPoster):
         self.url = url
         self._uri = URL(url).request_uri
         self._client = client
+        self._listener: gevent.Greenlet | None = None
+        self.get_streams = 0  # GET streams opened (reopened after a cut, say)
 
     def send(self, out: Outgoing) -> int:
         return self._post(out, self._uri)
+
+    def listen(self) -> None:
+        """Hold the session's `GET` stream open in a greenlet of its own, feeding what comes to the core.
+
+        A stream that ends while the session stands (a proxy cut it, say) is opened again after
+        `LISTEN_PAUSE`, with `Last-Event-ID` when the server gave event ids. It stops when the
+        session is lost or ends, the server has no stream (405), or `stop_listening`.
+        """
+        self.stop_listening()
+        self._listener = gevent.spawn(self._listen, self.conn)
+
+    def stop_listening(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.kill(block=False)  # its response is released as the kill lands in its read
+
+    def close(self) -> None:
+        self.stop_listening()
+
+    def _listen(self, conn: ClientConnection) -> None:
+        while self.conn is conn and conn.usable:
+            try:
+                resp = self._client.request("GET", self._uri, headers=conn.get_headers())
+            except _SOCKET_ERRORS:
+                gevent.sleep(LISTEN_PAUSE)
+                continue
+            self.get_streams += 1
+            reader = conn.get_stream(resp.status_code, resp.get("content-type"), authenticate=resp.get(AUTHENTICATE))
+            try:
+                if reader is None:  # 405: the server has no stream for us
+                    return
+                chunk = b"?"
+                while chunk:
+                    try:
+                        chunk = _read_some(resp)
+                    except (McpFailure, *_SOCKET_ERRORS):
+                        chunk = b""
+                    # A refused stream (409: one is open already) concerns no call: only what it
+                    # carried and a lost session (404) go on.
+                    self.dispatch([e for e in reader.feed(chunk, time.perf_counter()) if type(e) is not Failed])
+            finally:
+                if resp._sock is not None:
+                    _discard(resp)
+            gevent.sleep(LISTEN_PAUSE)
 
     def resume(self, headers: dict[str, str], done: Callable[[], bool]) -> tuple[int, str | None, int | None]:
         """`GET` with `Last-Event-ID`: read the resumed stream into the core until `done()` or its end.

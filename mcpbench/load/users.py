@@ -91,6 +91,10 @@ class McpUser(User):
     reconnect: ReconnectPolicy | None = None
     """What a call does when its session or stream breaks (`protocol.reconnect`); None: nothing in the call."""
 
+    get_stream: bool = False
+    """Streamable HTTP, handshake era: hold each session's `GET` stream open (for what the server
+    sends outside requests), reopened when it ends while the session stands."""
+
     reconnect_sink: ClassVar[Callable[[dict], None] | None] = None
     """Where the reconnect records go (the generic locustfile sets its sample writer's)."""
 
@@ -119,6 +123,7 @@ class McpUser(User):
             on_reconnect=McpUser.reconnect_sink,
             headers=self.access.headers,
             tokens=tokens,
+            get_stream=self.get_stream,
         )
         if tokens is not None and tokens.on_request is _unreported:
             tokens.on_request = self.mcp.oauth_sample  # a shared source: the first user's events are everyone's

@@ -81,7 +81,7 @@ class LineFramer:
         end = buf.find(b"\n", self._scanned)
         if end >= 0:
             self._scanned = 0
-            if self._dropped:
+            if self._dropped or end > self.max_line:  # one that came whole is reported as one that came in pieces
                 return self._overflow(end, terminated=True)
             line = bytes(buf[: end - 1 if end and buf[end - 1] == 13 and not self.keep_cr else end])
             del buf[: end + 1]
@@ -89,8 +89,7 @@ class LineFramer:
         self._scanned = len(buf)
         if self._dropped or len(buf) > self.max_line:
             # Keep memory bounded: remember the head, count and drop the rest.
-            if not self._dropped:
-                self._head = bytes(buf[:OVERFLOW_HEAD_BYTES])
+            self._keep_head(len(buf))
             self._dropped += len(buf)
             buf.clear()
             self._scanned = 0
@@ -145,7 +144,14 @@ class LineFramer:
             events.append(event.data if type(event) is Line and event.terminated else event)
         return events
 
+    def _keep_head(self, end: int) -> None:
+        """Add the buffer's first bytes (of its first `end`) to the over-long line's head, up to
+        `OVERFLOW_HEAD_BYTES`: the head is the line's first bytes however it was cut."""
+        if (room := OVERFLOW_HEAD_BYTES - len(self._head)) > 0:
+            self._head += bytes(self._buf[: min(end, room)])
+
     def _overflow(self, end: int, *, terminated: bool) -> LineTooLong:
+        self._keep_head(end)
         event = LineTooLong(size=self._dropped + end, head=self._head, terminated=terminated)
         del self._buf[: end + 1]
         self._dropped, self._head = 0, b""

@@ -330,11 +330,13 @@ class Session:
 
     def _start_handshake(self, request: Request, ts: float, out: list) -> None:
         params = request.params or {}
-        if self.era is not Era.HANDSHAKE:
+        if self.era is not Era.HANDSHAKE and self.ending is None:
             # An `auto` client probes server/discover, then falls back to initialize: the probe's
-            # version is not the session's, which the handshake settles.
+            # version is not the session's, which the handshake settles (a session that ended
+            # stays ended: the table has no way back from LOST or CLOSED).
             self.era, self.state, self.version = Era.HANDSHAKE, NEW, None
-        self.requested_version = params.get("protocolVersion")
+        offered = params.get("protocolVersion")
+        self.requested_version = offered if isinstance(offered, str) else None  # a version is a string, whatever a peer sends
         self.client_capabilities = params.get("capabilities")
         self.handshake_started = ts
         self._advance(Trigger.INITIALIZE, out)
@@ -376,7 +378,8 @@ class Session:
         `server/discover` the server's capabilities."""
         if request.method == "initialize" and direction is S2C and self.state is INITIALIZING:
             if isinstance(answer, Response) and isinstance(answer.result, dict):
-                self.version = answer.result.get("protocolVersion") or self.requested_version
+                settled = answer.result.get("protocolVersion")
+                self.version = settled if isinstance(settled, str) and settled else self.requested_version
                 self.server_capabilities = answer.result.get("capabilities")
                 self.server_info = answer.result.get("serverInfo")
                 self._advance(Trigger.INITIALIZE_RESULT, out)

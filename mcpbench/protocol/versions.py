@@ -118,9 +118,10 @@ DISCOVER = "server/discover"
 # --- the table, asked ---------------------------------------------------------------------------
 
 
-def rules(version: str | None) -> VersionRules | None:
-    """The rules of `version`, or None for a version mcpbench does not know."""
-    return VERSIONS.get(version) if version else None
+def rules(version: Any) -> VersionRules | None:
+    """The rules of `version`, or None for a version mcpbench does not know (a peer's version field
+    may hold any JSON value: a list or an object is no version either)."""
+    return VERSIONS.get(version) if type(version) is str else None
 
 
 def era_of(version: str | None) -> Era | None:

@@ -133,7 +133,7 @@ class TraceReader:
                     )
             if notes and rest is None:
                 self.torn = "; ".join(([self.torn] if self.torn else []) + notes)
-        if self.lines == 0:
+        if self.header is None:  # nothing but blank lines, if anything
             raise TraceError(f"{self.path}: empty trace" + (" (only a torn line)" if self.torn else ""))
 
     def feed(self, data: bytes) -> Iterator[dict[str, Any]]:
@@ -204,7 +204,7 @@ class TraceReader:
             self.header = event
             if event["v"] >= 2:
                 self._expander = Expander(event)
-        elif number == 1:
+        elif self.header is None:  # blank lines before it change nothing
             raise TraceError(f"{where}: no trace header: the first line must have kind 'trace'")
         _check_types(event, where)
         return event
@@ -261,7 +261,7 @@ def _check_types(event: dict[str, Any], where: str) -> None:
         raise wrong("kind", "a string")
     if type(event.get("session")) not in _SESSION_TYPES:
         raise wrong("session", "a string or null")
-    if event.get("dir") not in _DIRECTIONS:
+    if (direction := event.get("dir")) is not None and (type(direction) is not str or direction not in _DIRECTIONS):
         raise wrong("dir", '"c2s", "s2c" or null')
     if event["kind"] == Kind.MESSAGE and type(event.get("msg")) not in (dict, list):
         raise TraceError(f"{where}: a message event's 'msg' must be a JSON-RPC object or batch")

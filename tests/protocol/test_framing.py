@@ -1,9 +1,11 @@
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpbench.protocol.framing import EOF, NEED_DATA, Line, LineFramer, LineTooLong
 
 from tests.protocol.helpers import byte_by_byte, feed_all
+from tests.support.fuzz import at_least
 
 
 def test_lines_split_on_lf_and_crlf():
@@ -53,7 +55,7 @@ def test_over_limit_line_is_reported_not_kept():
     events = framer.feed(b"a" * 150)
     assert events == [] and framer.buffered == 0  # memory stays bounded
     events = framer.feed(b"b" * 50 + b"\nok\n")
-    assert events[0] == LineTooLong(size=200, head=b"a" * 150)
+    assert events[0] == LineTooLong(size=200, head=b"a" * 150 + b"b" * 50)  # its first bytes (up to 1 KiB), however cut
     assert events[1] == Line(b"ok")
     framer = LineFramer(max_line=10)
     framer.feed(b"z" * 20)
@@ -63,7 +65,8 @@ def test_over_limit_line_is_reported_not_kept():
 lines_strategy = st.lists(st.binary(max_size=200).map(lambda b: b.replace(b"\n", b"")), max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=at_least(300), deadline=None)
 @given(lines=lines_strategy, cuts=st.lists(st.integers(min_value=0, max_value=8000), max_size=40), crlf=st.booleans())
 def test_any_chunking_gives_the_same_lines(lines, cuts, crlf):
     ending = b"\r\n" if crlf else b"\n"

@@ -18,6 +18,7 @@ from mcpbench.protocol.session import C2S, S2C, Violation
 from mcpbench.protocol.sse import SseComment, SseEvent
 
 from tests.protocol.helpers import byte_by_byte, feed_all
+from tests.support.fuzz import at_least
 
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 ANSWER = b'{"jsonrpc":"2.0","id":1,"result":{}}'
@@ -79,8 +80,8 @@ def test_stdio_cases(direction, data, events):
 
 
 def test_stdio_line_too_long_is_reported_with_its_head_and_reading_goes_on():
-    # The framer tells a line too long only once it holds more than the limit without a newline
-    # (memory stays bounded), so the case is fed in pieces; its head is what was held then.
+    # However it is cut, a line over the limit is reported with its size and first bytes (memory
+    # stays bounded: the framer drops what it holds past the limit while no newline has come).
     data = b"x" * 100 + b"\n" + PING + b"\n"
     factory = lambda: StdioObserver(S2C, max_line=len(PING))  # noqa: E731
     for events in (byte_by_byte(factory, data), fed(factory, data, 1), fed(factory, data, 8)):
@@ -101,7 +102,8 @@ def test_stdio_next_event_says_need_data_then_eof():
     assert observer.next_event() is EOF
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=at_least(50), deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=200), max_size=30))
 def test_stdio_any_chunking_gives_the_same_events(cuts):
     data = b"".join(case[1] for case in STDIO_CASES if case[1].endswith(b"\n") and case[0] is S2C)
@@ -230,7 +232,8 @@ def test_sse_broken_stream_keeps_the_event_it_cut():
     assert observer.feed(b"data: late\n\n") == [] and observer.next_event() is EOF
 
 
-@settings(max_examples=50, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=at_least(50), deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=400), max_size=30))
 def test_sse_any_chunking_gives_the_same_events(cuts):
     data = b"".join(case[0] for case in SSE_CASES)

@@ -7,6 +7,7 @@ from mcpbench.protocol.framing import EOF, NEED_DATA
 from mcpbench.protocol.sse import SseComment, SseEvent, SseParser, SseTruncated, encode
 
 from tests.protocol.helpers import byte_by_byte, feed_all
+from tests.support.fuzz import at_least
 
 # Verbatim from wire/python-sdk.md: the 2.x SDK's legacy /sse stream (CRLF) and keep-alive.
 SDK_LEGACY_STREAM = (
@@ -100,7 +101,8 @@ events_strategy = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=at_least(300), deadline=None)
 @given(events=events_strategy, cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=30),
        eol=st.sampled_from([b"\n", b"\r\n", b"\r"]))
 def test_any_chunking_parses_to_the_same_events(events, cuts, eol):

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from mcpbench.protocol import uri
 from mcpbench.protocol.http import legacy_session_key, resolve_endpoint, same_origin
+from tests.support.fuzz import at_least
 
 BASE = "http://a/b/c/d;p?q"
 # RFC 3986, section 5.4.1 and 5.4.2: references resolved against BASE (as urljoin gives them:
@@ -47,7 +48,8 @@ def test_rfc_3986_examples(reference, expected):
     assert uri.join(BASE, reference) == expected == urllib.parse.urljoin(BASE, reference)
 
 
-@settings(max_examples=400)
+@pytest.mark.fuzz
+@settings(max_examples=at_least(400))
 @given(bases | text, text)
 @example("http://127.0.0.1:8000/sse", "/messages/?session_id=ab12")
 @example("http://127.0.0.1:8000/a/sse", "messages?sessionId=1")
@@ -57,7 +59,8 @@ def test_join_is_urljoin(base, reference):
     assert outcome(uri.join, base, reference) == outcome(urllib.parse.urljoin, base, reference)
 
 
-@settings(max_examples=400)
+@pytest.mark.fuzz
+@settings(max_examples=at_least(400))
 @given(bases | text)
 @example("http://[::1/x")
 @example("http://[1.2.3.4]/")
@@ -72,7 +75,8 @@ def test_split_is_urlsplit(value):
     assert got == expected
 
 
-@settings(max_examples=400)
+@pytest.mark.fuzz
+@settings(max_examples=at_least(400))
 @given(text)
 @example("session_id=ab%2012&&x")
 @example("a=%e2%82%ac%C3(%zz+b")

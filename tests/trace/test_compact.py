@@ -103,6 +103,7 @@ NAMES = st.sampled_from(["host", "accept", "content-type", "content-length", "mc
 BLOCKS = st.dictionaries(NAMES, st.sampled_from(["1", "2", "application/json"]), max_size=7)
 
 
+@pytest.mark.fuzz
 @given(BLOCKS, BLOCKS)
 def test_a_header_delta_rebuilds_the_block_in_its_order(base: dict, block: dict) -> None:
     assert list(apply_delta(base, header_delta(base, block)).items()) == list(block.items())
@@ -190,6 +191,7 @@ def _round_trip(events: list[dict], rng) -> None:
         assert expander.expand(orjson.loads(line)) == event, line
 
 
+@pytest.mark.fuzz
 @settings(deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(min_value=1, max_value=12))
 def test_any_recording_reads_back_as_it_was_written(rng, exchanges: int) -> None:

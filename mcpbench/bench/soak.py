@@ -1,0 +1,366 @@
+"""`mcpbench bench soak`: many concurrent sessions through the proxies for minutes, every message accounted for.
+
+At each level of concurrency (20, then 100 sessions) one run starts three resumable reference
+servers (Streamable HTTP, SSE answers) and, in front of them, three paths side by side:
+
+- `record`: `mcpbench record` in front of instance s1, writing a trace;
+- `balancer`: the built-in balancer (sticky) in front of s1-s3;
+- `both`: `mcpbench record` in front of a second built-in balancer that also cuts every SSE stream
+  (the GET streams and the answers of `slow`) `cut_after` after it opened (the fault addon), so
+  the users resume cut streams (`Last-Event-ID`) and reopen their GET streams.
+
+Each path gets that many Locust users (`load/soak_locustfile.py`): long-lived sessions holding
+their GET stream open, calling `echo`, `slow` with progress, `ask` (a sampling request back to the
+client) and `tools/list`; on `both` they recover as `RECONNECT` says. Each user keeps a ledger of
+every message it sent and received; once the run is over each trace is reconciled with the
+ledgers of its path (`load/ledger.py`): 0 messages lost (sent or received by a client, missing
+from the trace) and 0 duplicated (in the trace more often than a client saw it) is the target,
+and every call must be answered or failed with a failure class. The resident memory and open
+file descriptors of every proxy process are sampled every `sample_s`; the target is that they are
+flat after warm-up: at most +10 % from `warmup_s` (minute 2) to the end along the least-squares
+line through the samples (`_flatness`; the medians of the windows at both ends are reported too).
+
+Before the soak, at the same concurrency, `mcpbench record` and bare mitmdump in front of s1
+are timed in turns (`rounds` x `throughput_s` each, users calling `echo` back to back): the
+recorder's calls/s against bare mitmdump's, in one run. Both are also reconciled, the recorder's
+trace with its users' ledgers.
+
+`--quick` runs the same with fewer users for seconds (a smoke run, and the test's short mode);
+the default takes about 10 minutes. Writes results/bench/soak.json and soak.png (memory, file
+descriptors and calls/s over time per level).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mcpbench.bench.common import save_figure, write_result
+from mcpbench.lab.peers.servers import HOST, REPO_ROOT, free_port, start_listening, stop_process
+from mcpbench.lab.topology.cluster import mitmdump_path, running_balancer, running_instances
+from mcpbench.load import ledger
+from mcpbench.proxies.faultplan import addon_settings
+from mcpbench.trace.reader import TraceReader
+
+NAME = "soak"
+SOAK_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "soak_locustfile.py"
+PATHS = ("record", "balancer", "both")
+TRACED = ("record", "both")
+INSTANCES = 3
+# How users on the faulty path recover: resume a cut answer stream, re-send `echo` when unsure.
+RECONNECT = "resume,attempts=10,backoff=50ms,max_backoff=1s,budget=50%,idempotent=echo"
+# The default: two levels of about 4.5 minutes each (start-up, 2 x 2 x 10 s of throughput, 3.5
+# minutes of soak): about 10 minutes in all. Quick: seconds.
+FULL = {"levels": [20, 100], "soak_s": 210, "warmup_s": 120, "window_s": 30, "sample_s": 2,
+        "throughput_s": 10, "rounds": 2, "cut_after": "1s"}
+QUICK = {"levels": [4, 8], "soak_s": 12, "warmup_s": 4, "window_s": 3, "sample_s": 1,
+         "throughput_s": 3, "rounds": 1, "cut_after": "1s"}
+TARGET_GROWTH = 0.10  # memory and fds from warm-up to the end
+# Locust's own start-up and shutdown (imports, users ending their sessions), on top of its run time.
+LOCUST_MARGIN = 60.0
+STOP_TIMEOUT = 15  # seconds Locust gives users to finish the call under way when the time is up
+
+
+def run(quick: bool = False, *, out_dir: Path | None = None, config: dict | None = None) -> Path:
+    """Soak every path at each level; write results/bench/soak.json (and soak.png)."""
+    config = config or (QUICK if quick else FULL)
+    levels = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mcpbench-bench-soak-") as tmp:
+        for users in config["levels"]:
+            levels.append(_level(users, config, Path(tmp) / f"u{users}"))
+    data = {
+        "quick": quick,
+        "workload": {
+            "servers": f"{INSTANCES} x mcpbench lab serve --transport streamable-http --resumable (SSE answers)",
+            "paths": {"record": "mcpbench record -> s1", "balancer": "built-in balancer (sticky) -> s1-s3",
+                      "both": f"mcpbench record -> built-in balancer (sticky, cut SSE streams after {config['cut_after']}) -> s1-s3"},
+            "users": "long-lived sessions with their GET stream open; mix echo 5, slow (progress) 1, ask (sampling) 1, "
+                     "tools/list 1; think time 0-0.1 s; both: reconnect " + RECONNECT,
+            "throughput": "echo back to back; mcpbench record and bare mitmdump -> s1, in turns",
+            **config,
+        },
+        "seconds": round(time.monotonic() - started, 1),
+        "load_average_after": os.getloadavg(),
+        "levels": levels,
+        "met": {f"u{level['users']}_{name}": ok for level in levels for name, ok in level["met"].items()},
+    }
+    path = write_result(NAME, data, out_dir)
+    chart(levels, path.with_suffix(".png"))
+    return path
+
+
+def _level(users: int, config: dict, folder: Path) -> dict:
+    """One level of concurrency: the throughput rounds, then the soak of every path."""
+    folder.mkdir(parents=True)
+    with contextlib.ExitStack() as stack:
+        servers = stack.enter_context(running_instances(INSTANCES, "streamable-http", resumable=True))
+        s1 = servers[0].url
+        print(f"mcpbench: {users} sessions: throughput, mcpbench record against bare mitmdump", file=sys.stderr, flush=True)
+        throughput = _throughput(users, s1, config, folder / "throughput")
+        procs: dict[str, subprocess.Popen] = {}
+        urls: dict[str, str] = {}
+        urls["record"], procs["record"] = _record(s1, folder / "record.jsonl", folder / "record.log")
+        stack.callback(stop_process, procs["record"])
+        front = stack.enter_context(running_balancer("builtin", "sticky", "streamable-http", servers, folder=folder))
+        urls["balancer"], procs["balancer"] = front.url, front.proc
+        faults = addon_settings({"cut_streams_after": config["cut_after"]}, str(folder / "faults.jsonl"))
+        faulty = stack.enter_context(running_balancer("builtin", "sticky", "streamable-http", servers, folder=folder / "faulty",
+                                                      faults=faults))
+        procs["both.balancer"] = faulty.proc
+        urls["both"], procs["both.record"] = _record(faulty.url, folder / "both.jsonl", folder / "both.log")
+        stack.callback(stop_process, procs["both.record"])
+        print(f"mcpbench: {users} sessions on each of {', '.join(PATHS)} for {config['soak_s']} s", file=sys.stderr, flush=True)
+        sampler = Sampler(procs, config["sample_s"])
+        locusts = {path: _locust(path, urls[path], users, "soak", RECONNECT if path == "both" else None,
+                                 config["soak_s"], folder / "soak") for path in PATHS}
+        exits = _wait(locusts, config["soak_s"])
+        series = sampler.stop()
+        for name in ("record", "both.record"):  # the traces are complete once their recorders stopped
+            stop_process(procs[name])
+    soak = _read_calls(folder / "soak")
+    paths = {}
+    for path in PATHS:
+        if path not in soak:  # its Locust process died before writing: the run says so, not a traceback
+            raise RuntimeError(f"the {path} users wrote no counts (locust exit {exits[path]}; log: {folder / 'soak'})")
+        figures = _path_figures(soak[path], sampler.started) | {"locust_exit": exits[path]}
+        if path in TRACED:
+            figures["trace"] = _reconcile(folder / f"{path}.jsonl", folder / "soak", path)
+        paths[path] = figures
+    memory = {name: _flatness(samples, config) for name, samples in series.items()}
+    met = {f"{path}_accounted": _accounted(paths[path]) for path in PATHS}
+    met |= {f"{name}_flat": figures["flat"] for name, figures in memory.items()}
+    return {
+        "users": users, "throughput": throughput, "paths": paths, "processes": memory, "met": met,
+        "faults_injected": _count_lines(folder / "faults.jsonl"),
+        "series": {name: [[round(t, 1), round(rss / 2**20, 1), fds] for t, rss, fds in samples] for name, samples in series.items()},
+        "calls_per_second": {path: _per_second(soak[path], sampler.started) for path in PATHS},
+    }
+
+
+def _throughput(users: int, upstream: str, config: dict, folder: Path) -> dict:
+    """`mcpbench record` and bare mitmdump in front of `upstream`, timed in turns at `users` sessions."""
+    procs: dict[str, subprocess.Popen] = {}
+    urls: dict[str, str] = {}
+    try:
+        urls["record"], procs["record"] = _record(upstream, folder / "record.jsonl", folder / "record.log")
+        port = free_port()
+        origin = upstream.rsplit("/", 1)[0]
+        with open(folder / "bare.log", "wb") as log:
+            procs["bare"] = start_listening([mitmdump_path(), "-q", "--mode", f"reverse:{origin}", "--listen-host", HOST, "-p", str(port)],
+                                            port, stdout=log, stderr=log)
+        urls["bare"] = f"http://{HOST}:{port}/mcp"
+        rates: dict[str, list[float]] = {"record": [], "bare": []}
+        for number in range(config["rounds"]):
+            for name in rates:
+                out = folder / f"{name}-{number}"
+                _wait({name: _locust(name, urls[name], users, "echo", None, config["throughput_s"], out)}, config["throughput_s"])
+                rates[name].append(_rate(_read_calls(out)[name]))
+            print(f"mcpbench: round {number + 1}/{config['rounds']}: record {rates['record'][-1]:.0f}/s, "
+                  f"bare mitmdump {rates['bare'][-1]:.0f}/s", file=sys.stderr, flush=True)
+    finally:
+        for proc in procs.values():
+            stop_process(proc)
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    calls = Counter()
+    for out in folder.glob("record-*"):
+        calls.update(_read_calls(out)["record"]["failures"])
+    return {
+        "calls_per_s": rates, "median_calls_per_s": medians,
+        "record_vs_bare": medians["record"] / medians["bare"] if medians["bare"] else None,
+        "record_trace": _reconcile(folder / "record.jsonl", folder, "record", pattern="record-*/ledger.record.*.jsonl"),
+        "record_failures": dict(calls),
+    }
+
+
+def _record(upstream: str, trace: Path, log: Path) -> tuple[str, subprocess.Popen]:
+    """`mcpbench record` in front of `upstream` on a free port: its MCP URL and process."""
+    port = free_port()
+    argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:{port}", "--out", str(trace)]
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as err:
+        proc = start_listening(argv, port, stdout=subprocess.DEVNULL, stderr=err)
+    return f"http://{HOST}:{port}/mcp", proc
+
+
+def _locust(path: str, url: str, users: int, mix: str, reconnect: str | None, seconds: float, out: Path) -> subprocess.Popen:
+    """A headless Locust process of `users` soak users on `url` for `seconds`."""
+    out.mkdir(parents=True, exist_ok=True)
+    soak = {"path": path, "url": url, "mix": mix, "reconnect": reconnect, "out": str(out)}
+    env = dict(os.environ, MCPBENCH_SOAK=orjson.dumps(soak).decode(), PYTHONPATH=str(REPO_ROOT))
+    argv = [sys.executable, "-m", "locust", "-f", str(SOAK_LOCUSTFILE), "--headless", "--only-summary", "--loglevel", "ERROR",
+            "-u", str(users), "-r", str(max(1, users // 2)), "--run-time", f"{max(1, round(seconds))}s",
+            "--stop-timeout", str(STOP_TIMEOUT)]
+    log = open(out / f"locust.{path}.log", "wb")
+    try:
+        return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    finally:
+        log.close()
+
+
+def _wait(procs: dict[str, subprocess.Popen], seconds: float) -> dict[str, int]:
+    """Wait for the Locust processes to end (bounded), stopping any that outlive the bound; their exit statuses."""
+    deadline = time.monotonic() + seconds + STOP_TIMEOUT + LOCUST_MARGIN
+    try:
+        for proc in procs.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for proc in procs.values():
+            stop_process(proc)
+    return {name: proc.returncode for name, proc in procs.items()}
+
+
+class Sampler:
+    """Samples each process's resident memory and open file descriptors every `every` seconds, in a thread."""
+
+    def __init__(self, procs: dict[str, subprocess.Popen], every: float) -> None:
+        import psutil  # a dependency of locust
+
+        self._procs = {name: psutil.Process(proc.pid) for name, proc in procs.items()}
+        self._every = every
+        self._stop = threading.Event()
+        self.started = time.time()
+        self.series: dict[str, list[tuple[float, int, int]]] = {name: [] for name in procs}
+        self._thread = threading.Thread(target=self._run, name="mcpbench-soak-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while True:
+            now = time.time() - self.started
+            for name, proc in self._procs.items():
+                try:
+                    self.series[name].append((now, proc.memory_info().rss, proc.num_fds()))
+                except psutil.Error:
+                    pass  # it ended: the run reports that elsewhere
+            if self._stop.wait(self._every):
+                return
+
+    def stop(self) -> dict[str, list[tuple[float, int, int]]]:
+        self._stop.set()
+        self._thread.join()
+        return self.series
+
+
+def _read_calls(folder: Path) -> dict[str, dict]:
+    """The `calls.<path>.<pid>.json` files of `folder`, by path."""
+    out: dict[str, dict] = {}
+    for file in sorted(folder.glob("calls.*.json")):
+        record = orjson.loads(file.read_bytes())
+        out[record["path"]] = record
+    return out
+
+
+def _rate(calls: dict) -> float:
+    """Completed calls per second over the run's whole seconds but its first and last (spawning, stopping)."""
+    per_second = {int(k): v for k, v in calls["per_second"].items()}
+    if len(per_second) < 3:
+        return 0.0
+    window = [per_second.get(second, 0) for second in range(min(per_second) + 1, max(per_second))]
+    return sum(window) / len(window)
+
+
+def _per_second(calls: dict, started: float) -> list[list[float]]:
+    return [[int(k) - started, v] for k, v in sorted(calls["per_second"].items(), key=lambda kv: int(kv[0]))]
+
+
+def _path_figures(calls: dict, started: float) -> dict[str, Any]:
+    steps = sum(calls["steps"].values())
+    failures = calls["failures"]
+    rates = [v for _, v in _per_second(calls, started)[1:-1]]
+    return {
+        "steps": steps, "ok": steps - sum(failures.values()), "failures": failures,
+        "unclassified": failures.get("unclassified", 0), "calls_per_s_median": statistics.median(rates) if rates else 0.0,
+        "duplicate_answers": calls["duplicate_answers"], "get_streams": calls["get_streams"], "reconnects": calls["reconnects"],
+        "calls_by_step": calls["steps"], "failure_details": calls["failure_details"],
+    }
+
+
+def _reconcile(trace: Path, folder: Path, path: str, *, pattern: str | None = None) -> dict:
+    """The trace's messages against the ledgers of the users of `path`."""
+    client = ledger.merge(ledger.read_records(folder, pattern or f"ledger.{path}.*.jsonl"))
+    return ledger.reconcile(client, ledger.trace_counts(TraceReader(trace)))
+
+
+def _accounted(figures: dict) -> bool:
+    """Every call answered or failed with a class, and (traced paths) no message lost or duplicated."""
+    trace = figures.get("trace")
+    return figures["unclassified"] == 0 and figures["steps"] > 0 and figures.get("locust_exit") in (0, 1, None) and (
+        trace is None or (trace["lost"]["total"] == 0 and trace["duplicated"]["total"] == 0 and trace["client"]["total"] > 0)
+    )
+
+
+def _flatness(samples: list[tuple[float, int, int]], config: dict) -> dict:
+    """Memory and fds at warm-up (the median of the window at `warmup_s`: minute 2) and at the end (of
+    the last window), and their growth from the one to the other along the least-squares line through
+    every sample from warm-up on: flat when it is at most `TARGET_GROWTH`. The line, not two windows,
+    decides: a proxy's open descriptors swing with the connections open at the instant (streams cut
+    and reopened), which two windows would take for growth or shrinkage; a leak is a trend."""
+    warm = [s for s in samples if config["warmup_s"] <= s[0] < config["warmup_s"] + config["window_s"]]
+    end_from = samples[-1][0] - config["window_s"] if samples else 0.0
+    end = [s for s in samples if s[0] > end_from]
+    after = [s for s in samples if s[0] >= config["warmup_s"]]
+    out: dict[str, Any] = {"samples": len(samples)}
+    flat = bool(warm and end and len(after) >= 2)
+    for index, name, scale in ((1, "rss_mb", 2**20), (2, "fds", 1)):
+        at_warmup = statistics.median(s[index] for s in warm) / scale if warm else None
+        at_end = statistics.median(s[index] for s in end) / scale if end else None
+        growth = _trend_growth([s[0] for s in after], [s[index] for s in after]) if len(after) >= 2 else None
+        out |= {f"{name}_at_warmup": at_warmup, f"{name}_at_end": at_end, f"{name}_growth": growth,
+                f"{name}_max": max(s[index] for s in samples) / scale if samples else None}
+        flat = flat and growth is not None and growth <= TARGET_GROWTH
+    out["flat"] = flat
+    return out
+
+
+def _trend_growth(times: list[float], values: list[float]) -> float | None:
+    """From the first time to the last, the relative growth of the least-squares line through the points."""
+    slope, intercept = statistics.linear_regression(times, values)
+    first = intercept + slope * times[0]
+    return slope * (times[-1] - times[0]) / first if first > 0 else None
+
+
+def _count_lines(path: Path) -> int:
+    return sum(1 for _ in path.open("rb")) if path.exists() else 0
+
+
+def chart(levels: list[dict], path: Path) -> Path:
+    """Per level (a column): the proxies' resident memory and fds, and each path's calls/s, over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, len(levels), figsize=(6 * len(levels), 9), squeeze=False, sharex="col")
+    for column, level in enumerate(levels):
+        mem, fds, rate = axes[0][column], axes[1][column], axes[2][column]
+        for name, samples in level["series"].items():
+            mem.plot([s[0] for s in samples], [s[1] for s in samples], label=name)
+            fds.plot([s[0] for s in samples], [s[2] for s in samples], label=name)
+        for name, points in level["calls_per_second"].items():
+            rate.plot([p[0] for p in points], [p[1] for p in points], label=name, linewidth=0.8)
+        mem.set_title(f"{level['users']} sessions per path")
+        mem.set_ylabel("resident memory (MiB)")
+        fds.set_ylabel("open file descriptors")
+        rate.set_ylabel("calls/s completed")
+        rate.set_xlabel("seconds into the soak")
+        for ax in (mem, fds, rate):
+            ax.legend(fontsize=7)
+            ax.grid(alpha=0.3)
+    fig.suptitle("mcpbench bench soak: proxies under concurrent sessions (record, balancer, record + balancer with stream cuts)")
+    return save_figure(fig, path, dpi=100)

@@ -1,0 +1,76 @@
+"""The load client over a live session: a call that timed out leaves the next ones their own time, and
+a session can hold its GET stream open."""
+
+import gevent
+
+from mcpbench.load.client import McpClient
+from mcpbench.load.transports import transport_for
+from mcpbench.protocol.http import Failure
+from mcpbench.target import STREAMABLE_HTTP, Target
+
+# A step's bound in these tests (seconds), and the greenlet's.
+TIMEOUT = 1.0
+BOUND = 30.0
+
+
+class Steps:
+    def __init__(self) -> None:
+        self.fired: list[dict] = []
+
+    def fire(self, **kw) -> None:
+        self.fired.append(kw)
+
+    def outcomes(self, name: str) -> list[str | None]:
+        return [(step["context"] or {}).get("failure") for step in self.fired if step["name"] == name]
+
+
+def run(client: McpClient, body):
+    def guarded():
+        try:
+            assert client.start_session()
+            return body()
+        finally:
+            client.end_session()
+            client.close_transport()
+
+    greenlet = gevent.spawn(guarded)
+    greenlet.join(timeout=BOUND)
+    assert greenlet.ready(), "the client did not finish"
+    if greenlet.exception is not None:
+        raise greenlet.exception
+    return greenlet.value
+
+
+def test_calls_after_a_timed_out_one_get_their_own_time(http_server):
+    steps = Steps()
+    target = Target(STREAMABLE_HTTP, url=http_server.url)
+    client = McpClient(lambda: transport_for(target, timeout=10.0), steps, request_type=STREAMABLE_HTTP, timeout=TIMEOUT)
+
+    def body():
+        client.call_tool("slow", {"seconds": 3 * TIMEOUT, "steps": 1})  # times out
+        return [client.call_tool("echo", {"text": str(n)}) for n in range(3)]
+
+    answers = run(client, body)
+    assert steps.outcomes("tools/call slow") == [Failure.ANSWER_LOST]
+    assert steps.outcomes("tools/call echo") == [None, None, None], answers  # a fired timer used to fail them at once
+
+
+def test_a_session_holds_its_get_stream_open_until_it_ends(http_server):
+    target = Target(STREAMABLE_HTTP, url=http_server.url)
+    transports = []
+
+    def make():
+        transports.append(transport_for(target, timeout=10.0))
+        return transports[-1]
+
+    client = McpClient(make, Steps(), request_type=STREAMABLE_HTTP, timeout=10.0, get_stream=True)
+
+    def body():
+        for _ in range(100):  # the stream opens in its own greenlet: wait for it, boundedly
+            if transports[0].get_streams:
+                break
+            gevent.sleep(0.05)
+        return client.call_tool("echo", {"text": "with the GET stream open"})
+
+    assert run(client, body) is not None
+    assert transports[0].get_streams == 1
