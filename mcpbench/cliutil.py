@@ -211,6 +211,19 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+def positive_duration(text: str, option: str) -> float:
+    """An option's duration (`10s`, `500ms`, `1h`) in seconds, > 0; a usage error (exit 2) naming it otherwise."""
+    from mcpbench.durations import parse_duration
+
+    try:
+        seconds = parse_duration(text, option)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if seconds <= 0:
+        raise click.UsageError(f"{option} must be > 0")
+    return seconds
+
+
 # A wait, a gap or a rate: a number > 0.
 POSITIVE = FiniteFloatRange(min=0, min_open=True)
 # A number that may be zero (a factor where 0 turns a check off, a slack).

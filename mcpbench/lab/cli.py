@@ -109,15 +109,10 @@ def _lab_auth(mode, host, port, transport, token_env, client_id, client_secret_e
 
     if mode == "none":
         return None
-    from mcpbench.durations import parse_duration
+    from mcpbench.cliutil import positive_duration
     from mcpbench.lab.peers.auth_server import LabAuth, LabTokenVerifier
 
-    try:
-        lifetime = parse_duration(lifetime_text, "--token-lifetime")
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    if lifetime <= 0:
-        raise click.UsageError("--token-lifetime must be > 0")
+    lifetime = positive_duration(lifetime_text, "--token-lifetime")
     fixed = os.environ.get(token_env) or None
     if mode == "bearer" and fixed is None:
         raise click.UsageError(f"--auth bearer: environment variable {token_env} (--token-env) is not set")

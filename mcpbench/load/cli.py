@@ -8,7 +8,7 @@ import click
 
 from mcpbench.auth.options import client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
-from mcpbench.cliutil import POSITIVE, check_output, map_errors
+from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration
 
 
 @click.command("load")
@@ -69,14 +69,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     from mcpbench.load.samples import render
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
-    wait = JOIN_TIMEOUT
-    if join_timeout is not None:
-        try:
-            wait = parse_duration(join_timeout, "--join-timeout")
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
-        if wait <= 0:
-            raise click.UsageError("--join-timeout must be > 0")
+    wait = JOIN_TIMEOUT if join_timeout is None else positive_duration(join_timeout, "--join-timeout")
     local = {"--master": master, "--expect-workers": expect_workers, "--master-bind": master_bind}
     if worker:
         given = [name for name, value in {
