@@ -74,3 +74,23 @@ def test_without_credentials_every_step_fails_as_auth_required_and_the_challenge
     samples = [orjson.loads(line) for line in (out / "samples.jsonl").read_bytes().splitlines()]
     assert samples and all(s["failure"] == "auth-required" for s in samples)
     assert all(s["challenge"]["resource_metadata"] == metadata for s in samples)
+
+
+def test_a_401_mid_run_renews_the_token_once_and_sends_again_once(tmp_path):
+    """Tokens of another server's authorization server: each refused step renews once and goes again,
+    once; then it fails as auth-required (no loop of renewals)."""
+    log = tmp_path / "requests.jsonl"
+    with protected_server() as issuer, protected_server(extra=["--request-log", str(log)]) as server:
+        token_url = issuer.url.replace("/mcp", "/oauth/token")
+        done, out, rows = run(tmp_path, server.url, "--oauth-token-url", token_url, *OAUTH[1:], users=1, duration="2s")
+    assert done.returncode == 1, done.stdout + done.stderr
+    samples = [orjson.loads(line) for line in (out / "samples.jsonl").read_bytes().splitlines()]
+    steps = [s for s in samples if s["type"] != "oauth"]
+    assert steps and all(s["failure"] == "auth-required" for s in steps), steps
+    tokens = [s for s in samples if s["type"] == "oauth" and s["step"] == "token"]
+    assert len(tokens) == count(rows, "oauth", "token")
+    assert len(tokens) - (1 + len(steps)) in (0, 1)  # the user's first, one per refusal (and the cut step's)
+    posts = [line for line in map(orjson.loads, log.read_bytes().splitlines()) if line["method"] == "POST"]
+    # each step sent twice, before and after its renewal (and a last one, unsampled, that the run's end cut short)
+    assert len(posts) - 2 * len(steps) in (0, 1, 2), (len(posts), len(steps))
+    assert_no_secret(done.stdout, done.stderr, files=[out])
