@@ -22,12 +22,12 @@ from tests.hostile.helpers import MCPBENCH, log_stderr
 from tests.hostile.helpers import run as run_mcpbench
 from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
 from tests.hostile.stops import (
-    READY_WAIT, STOP_WAIT, assert_port_free, command, read_bytes_with, read_line_with, server_pid, status_of, stop,
-    wait_for_text,
+    READY_WAIT, STOP_SIGNALS, STOP_WAIT, assert_port_free, command, read_bytes_with, read_line_with, server_pid, signal_id,
+    status_of, stop, wait_for_text,
 )
 from tests.support.peers import peer_process
 from tests.support.processes import wait_for_exit
-from tests.support.servers import HOST, free_port, wait_for_port
+from tests.support.servers import HOST, free_port, reference_server, wait_for_port
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 # The tee kills a server that ignores a forwarded stop after its grace (stdio/tee.py KILL_GRACE).
@@ -213,3 +213,15 @@ def test_serve_trace_stops_the_live_server_it_forwards_to(tmp_path, sig):
         stop(proc, sig)
     for pid in upstreams:
         wait_for_exit(pid, STOP_WAIT)
+
+
+@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=signal_id)
+def test_a_probe_stopped_mid_check_ends_with_the_signals_status(tmp_path, sig):
+    """`mcpbench probe` takes every stop signal while its checks talk to the server: the documented
+    status, one line, no traceback, nothing left running (its connections closed with it)."""
+    requests = tmp_path / "requests.jsonl"
+    with reference_server("streamable-http", extra_args=["--request-log", str(requests)]) as server, \
+            command(["probe", server.url]) as proc:
+        wait_for_text(requests, b'"POST"')  # the first check is talking to the server
+        stderr = stop(proc, sig)
+    assert stderr.strip().endswith(f"stopped by {signal_id(sig)}")
