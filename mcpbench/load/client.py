@@ -171,12 +171,18 @@ class McpClient:
 
     # --- what the core says ---------------------------------------------------------------------
 
-    def _dispatch(self, events: list[Event]) -> None:
-        """The core's events, from whichever greenlet read them: wake waiters, answer the server."""
+    def _heard(self, events: list[Event]) -> None:
+        """Every message the server sent, to `on_message`: what the events carry, and a refusal's body."""
         if self.on_message is not None:
             for event in events:
                 if type(event) in _CARRYING:
                     self.on_message(S2C.value, event.message, self.conn)
+                elif type(event) is Failed and event.refusal is not None:
+                    self.on_message(S2C.value, event.refusal, self.conn)
+
+    def _dispatch(self, events: list[Event]) -> None:
+        """The core's events, from whichever greenlet read them: wake waiters, answer the server."""
+        self._heard(events)
         for event in events:
             kind = type(event)
             if kind is Answered or kind is Failed:
@@ -268,7 +274,7 @@ class McpClient:
         self.close_transport()
         self.transport = self._make_transport()
         self.conn = self._new_conn()
-        self.transport.attach(self.conn, self._dispatch)
+        self.transport.attach(self.conn, self._dispatch, self._heard)
         start = time.perf_counter()
         failure = self._authorize()  # legacy SSE: the stream's GET carries the token too
         try:
@@ -304,7 +310,7 @@ class McpClient:
                 return False
         elif not self._fresh:
             self.conn = self._new_conn()
-            self.transport.attach(self.conn, self._dispatch)
+            self.transport.attach(self.conn, self._dispatch, self._heard)
         self._fresh = False
         conn = self.conn
         if conn.stateless:

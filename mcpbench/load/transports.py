@@ -145,10 +145,12 @@ class Transport:
 
     conn: ClientConnection
     dispatch: Dispatch
+    refused: Dispatch | None = None
+    """Sees the failures that concern no call (a `GET` stream refused with 409: one is open already)."""
 
-    def attach(self, conn: ClientConnection, dispatch: Dispatch) -> None:
+    def attach(self, conn: ClientConnection, dispatch: Dispatch, refused: Dispatch | None = None) -> None:
         """Carry `conn`'s messages from now on (a new session on the same transport, say)."""
-        self.conn, self.dispatch = conn, dispatch
+        self.conn, self.dispatch, self.refused = conn, dispatch, refused
 
     def note_instance(self, resp: Any) -> None:
         if (name := resp.get(INSTANCE)) is not None:
@@ -337,8 +339,11 @@ class StreamableHttpTransport(_HttpPoster):
                     except (McpFailure, *_SOCKET_ERRORS):
                         chunk = b""
                     # A refused stream (409: one is open already) concerns no call: only what it
-                    # carried and a lost session (404) go on.
-                    self.dispatch([e for e in reader.feed(chunk, time.perf_counter()) if type(e) is not Failed])
+                    # carried and a lost session (404) go on; the refusal goes to `refused`.
+                    events = reader.feed(chunk, time.perf_counter())
+                    self.dispatch([e for e in events if type(e) is not Failed])
+                    if self.refused is not None and (failed := [e for e in events if type(e) is Failed]):
+                        self.refused(failed)
             finally:
                 if resp._sock is not None:
                     _discard(resp)

@@ -116,6 +116,7 @@ class Failed:
     sent: float = 0.0
     challenge: Challenge | None = None  # a 401's or 403's `WWW-Authenticate` challenge, read
     retry_ms: int | None = None  # the cut stream's last `retry:` (ms): the least wait before it is reopened
+    refusal: ErrorResponse | None = None  # the JSON-RPC error the refusing answer carried (a message received)
 
 
 @dataclass(slots=True)
@@ -537,26 +538,27 @@ class ClientConnection:
                  answer: PostAnswer | None = None) -> list[Event]:
         if problem.failure == Failure.SESSION_NOT_FOUND:
             if request_id is None:  # a notification (or an answer) that found no session
-                out: list[Event] = [Failed(None, None, problem.failure, problem.detail, status)]
+                out: list[Event] = [Failed(None, None, problem.failure, problem.detail, status, refusal=problem.message)]
             else:
-                out = self._fail(request_id, problem.failure, problem.detail, status)
+                out = self._fail(request_id, problem.failure, problem.detail, status, refusal=problem.message)
             if self.lost is None:
                 out += self._lose(Trigger.SESSION_NOT_FOUND, problem.detail)
             return out
         if request_id is None:
-            return [Failed(None, None, problem.failure, problem.detail, status)]
-        out = self._fail(request_id, problem.failure, problem.detail, status, last_event_id)
+            return [Failed(None, None, problem.failure, problem.detail, status, refusal=problem.message)]
+        out = self._fail(request_id, problem.failure, problem.detail, status, last_event_id, refusal=problem.message)
         if answer is not None:
             for failed in out:
                 failed.challenge, failed.retry_ms = answer.challenge, answer.retry_ms
         return out
 
-    def _fail(self, request_id: Any, failure: str, detail: str, status: int | None = None, last_event_id: str | None = None) -> list[Event]:
+    def _fail(self, request_id: Any, failure: str, detail: str, status: int | None = None, last_event_id: str | None = None,
+              *, refusal: ErrorResponse | None = None) -> list[Event]:
         pending = self.session.pending.pop((C2S, request_id), None)
         if pending is None:
             return []
         self._forget_token(request_id)
-        return [Failed(pending.request, pending.waiter, failure, detail, status, last_event_id, pending.started)]
+        return [Failed(pending.request, pending.waiter, failure, detail, status, last_event_id, pending.started, refusal=refusal)]
 
     def _fail_all(self, failure: str, detail: str) -> list[Event]:
         out: list[Event] = []

@@ -219,10 +219,12 @@ class Carried:
 
 @dataclass(slots=True)
 class Problem:
-    """Something wrong with an HTTP answer: a `Failure` class and what happened."""
+    """Something wrong with an HTTP answer: a `Failure` class, what happened, and the JSON-RPC error
+    the refusing answer's body carried (a message the server sent, which a ledger counts)."""
 
     failure: str
     detail: str
+    message: ErrorResponse | None = None
 
 
 class PostAnswer:
@@ -316,7 +318,7 @@ class PostAnswer:
                 text = f"JSON-RPC {error.code} {error.message}"[: self.DETAIL_CHARS]
             else:
                 text = data.decode("utf-8", "replace").strip().replace("\n", " ")[: self.DETAIL_CHARS]
-            return [Problem(self.failure, f"HTTP {self.status}{': ' + text if text else ''}")]
+            return [Problem(self.failure, f"HTTP {self.status}{': ' + text if text else ''}", error)]
         if any(type(item) is Problem for item in out):
             return out
         if self.request_id is not None and data.strip():

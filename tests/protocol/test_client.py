@@ -357,6 +357,25 @@ def test_a_404_before_any_session_is_not_a_lost_session():
     assert [e.failure for e in of(Failed, events)] == [Failure.HTTP_4XX] and not of(SessionLost, events)
 
 
+def test_a_refusals_json_rpc_body_is_handed_over_as_a_message_received():
+    """What a refusing answer's body says is a message the server sent: a ledger of the client's
+    counts it as the trace does (a 409 to a second GET stream, a 404 for a lost session)."""
+    conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
+    conn.session_id = "sid"
+    conflict = {"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32000, "message": "Conflict: Only one SSE stream is allowed per session"}}
+    reader = conn.get_stream(409, "application/json")
+    (refused,) = of(Failed, reader.feed(orjson.dumps(conflict)) + reader.feed(b""))
+    assert refused.request is None and jsonrpc.to_obj(refused.refusal) == conflict
+    gone = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
+    out = conn.request("tools/list", waiter="w")
+    reader = conn.post_answer(out, 404, "application/json")
+    failed = of(Failed, reader.feed(orjson.dumps(gone)) + reader.feed(b""))
+    # paired with its POST's request (`http.pair_with_post`), as a ledger counts the trace's
+    assert failed[0].request == out.message and jsonrpc.to_obj(failed[0].refusal) == {**gone, "id": out.message.id}
+    html = conn.post_answer(conn.request("tools/list", waiter="w"), 500, "text/html")
+    assert [f.refusal for f in of(Failed, html.feed(b"<html>no</html>") + html.feed(b""))] == [None]
+
+
 def test_get_stream_keeps_its_last_event_id_for_resumption():
     conn = ClientConnection("streamable-http", "2025-11-25", url=URL)
     conn.session_id = "sid"
