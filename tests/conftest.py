@@ -16,6 +16,7 @@
   run last, are marked `slow`, and get its time limit on top of theirs (the first one waits for it).
 """
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,23 +54,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class LongRuns:
-    """The session's long runs: started on first need, stopped (if still running) when the session ends."""
+    """The session's long runs: started on first need, stopped (if still running) when the session ends.
 
-    def __init__(self, factory: pytest.TempPathFactory) -> None:
+    Under pytest-xdist (`shared`: the workers' common temporary folder) one worker runs each and the
+    others read its outcome (tests/support/runs.py)."""
+
+    STARTS = {"main_job": (runs.main_job, "run"), "reconnect_run": (runs.reconnect_experiment, "out")}
+
+    def __init__(self, factory: pytest.TempPathFactory, shared: Path | None) -> None:
         self.factory = factory
-        self.started: dict[str, runs.BackgroundRun] = {}
+        self.shared = shared
+        self.started: dict[str, runs.BackgroundRun | runs.SharedRun | runs.AwaitedRun] = {}
 
-    def get(self, name: str) -> runs.BackgroundRun:
+    def get(self, name: str) -> runs.BackgroundRun | runs.SharedRun | runs.AwaitedRun:
         if name not in self.started:
-            start = {"main_job": runs.main_job, "reconnect_run": runs.reconnect_experiment}[name]
-            self.started[name] = start(self.factory.mktemp(name.replace("_", "-")))
+            start, out = self.STARTS[name]
+            folder_name = name.replace("_", "-")
+            if self.shared is None:
+                self.started[name] = start(self.factory.mktemp(folder_name))
+            elif runs.claimed(self.shared, name):
+                folder = self.shared / folder_name
+                folder.mkdir()
+                self.started[name] = runs.SharedRun(start(folder), self.shared / f"{name}.done")
+            else:
+                self.started[name] = runs.AwaitedRun(self.shared / folder_name / out, self.shared / f"{name}.done", LONG_RUNS[name])
         return self.started[name]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def long_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LongRuns]:
     """Starts, with the first test, every long run a selected test will read."""
-    started = LongRuns(tmp_path_factory)
+    # An xdist worker's temporary folder is one of its run's: their parent is the workers' common one.
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    started = LongRuns(tmp_path_factory, shared)
     try:
         for name in sorted({name for item in request.session.items for name in long_runs_of(item)}):
             started.get(name)

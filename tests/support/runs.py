@@ -3,13 +3,20 @@
 They are started in the background when the session's first test starts, and awaited by the first
 test that reads one (the conftest runs those tests last): their minutes are mostly fixed-length load
 and fault windows, which overlap the rest of the suite instead of adding to it.
+
+With pytest-xdist's workers, one run serves them all: the first worker to claim it (a lock file in
+the workers' common temporary folder) starts it and writes its outcome there when it ends
+(`SharedRun`); the others wait for that file (`AwaitedRun`).
 """
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Final
+
+import orjson
 
 from tests.support.servers import REPO_ROOT, stop_process
 
@@ -60,6 +67,57 @@ class BackgroundRun:
     def stop(self) -> None:
         """SIGTERM (every mcpbench command stops its children on it), then SIGKILL if it lingers."""
         stop_process(self.proc)
+
+
+class SharedRun:
+    """A `BackgroundRun` this worker started for every worker: its outcome, once known, goes to `done`."""
+
+    def __init__(self, run: BackgroundRun, done: Path) -> None:
+        self.run, self.out, self._done = run, run.out, done
+
+    def result(self) -> subprocess.CompletedProcess:
+        result = self.run.result()
+        if not self._done.exists():
+            partial = self._done.with_suffix(".part")
+            partial.write_bytes(orjson.dumps({"args": result.args, "returncode": result.returncode,
+                                              "stdout": result.stdout, "stderr": result.stderr}))
+            partial.rename(self._done)  # whole or absent: a waiter never reads half of it
+        return result
+
+    def stop(self) -> None:
+        """Other workers may still need it: wait for its end (within its own bound), then stop it."""
+        try:
+            self.result()
+        finally:
+            self.run.stop()
+
+
+class AwaitedRun:
+    """A run another worker started: its outcome read from `done` once that worker wrote it."""
+
+    def __init__(self, out: Path, done: Path, timeout: float) -> None:
+        self.out, self._done = out, done
+        self._deadline = time.monotonic() + timeout
+
+    def result(self) -> subprocess.CompletedProcess:
+        while not self._done.exists():  # a file another process writes: polled, bounded by the run's own limit
+            if time.monotonic() > self._deadline:
+                raise TimeoutError(f"the long run into {self.out} did not end in time (another worker runs it)")
+            time.sleep(0.2)
+        data = orjson.loads(self._done.read_bytes())
+        return subprocess.CompletedProcess(data["args"], data["returncode"], data["stdout"], data["stderr"])
+
+    def stop(self) -> None:
+        pass  # the worker that started it stops it
+
+
+def claimed(shared: Path, name: str) -> bool:
+    """Whether this worker is the first to claim the long run `name` in `shared` (an exclusive create)."""
+    try:
+        os.close(os.open(shared / f"{name}.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def main_job(folder: Path) -> BackgroundRun:
