@@ -50,7 +50,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             limit = own.args[0] if own and own.args else float(config.getini("timeout"))
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.timeout(limit + extra), append=False)
-    items.sort(key=lambda item: bool(long_runs_of(item)))  # stable: the readers of a long run go last
+    # Stable: the modules that read a long run go last, whole (xdist's `--dist loadfile` sends a
+    # module to one worker, at the place of its first test).
+    reading = {item.path for item in items if long_runs_of(item)}
+    items.sort(key=lambda item: item.path in reading)
 
 
 class LongRuns:

@@ -26,8 +26,6 @@ from tests.support.servers import REPO_ROOT, free_port, wait_for_port
 
 # A run: Locust's start on each host, a few seconds of load, the master's drain and end.
 RUN_TIMEOUT = 120
-# Network namespaces on bridges of their own, and Locust's master port: one worker runs this module's tests.
-pytestmark = pytest.mark.xdist_group("distributed")
 # Ports inside the hosts (each host has a port space of its own).
 SERVER_PORT, FAULTS_PORT, MASTER_PORT = 8101, 8102, 5557
 JOINED = re.compile(r"^mcpbench: worker (\S+) joined the master at ")

@@ -12,6 +12,7 @@ the workers' common temporary folder) starts it and writes its outcome there whe
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Final
@@ -74,8 +75,16 @@ class SharedRun:
 
     def __init__(self, run: BackgroundRun, done: Path) -> None:
         self.run, self.out, self._done = run, run.out, done
+        self._lock = threading.Lock()
+        # Written when the run ends, whether or not a test of this worker reads it.
+        self._writer = threading.Thread(target=self.result, daemon=True)
+        self._writer.start()
 
     def result(self) -> subprocess.CompletedProcess:
+        with self._lock:
+            return self._result()
+
+    def _result(self) -> subprocess.CompletedProcess:
         result = self.run.result()
         if not self._done.exists():
             partial = self._done.with_suffix(".part")

@@ -43,7 +43,8 @@ class Terminal:
             f"stty -a > {shlex.quote(str(self.stty_file))}; mv {shlex.quote(str(self.status_file))}.tmp {shlex.quote(str(self.status_file))}; "
             "echo SHELL-AGAIN; exec sleep 600"
         )
-        env = {key: value for key, value in os.environ.items() if not key.startswith("TMUX")}
+        # The window's size is the terminal's: COLUMNS and LINES (an xdist worker has 80x24) would override it.
+        env = {key: value for key, value in os.environ.items() if not key.startswith("TMUX") and key not in ("COLUMNS", "LINES")}
         subprocess.run(
             ["tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d", "-x", str(self.width), "-y", str(self.height),
              "-s", "t", "sh", "-c", script],
