@@ -26,7 +26,8 @@ def test_sessions_fail_round_robin_and_pass_sticky(tmp_path):
         with running_balancer("builtin", "sticky", "streamable-http", servers, folder=tmp_path / "sticky") as front:
             kept = verdict(front.url, "sessions", settings)
     sessions, resume = broken["sessions"], broken["resume"]
-    match = re.match(rf"sessions broken: (\d+)/{SESSIONS}, session-not-found after the first call", sessions.evidence)
+    # Concurrent sessions share the rotation: which call of a session first meets another instance varies.
+    match = re.match(rf"sessions broken: (\d+)/{SESSIONS}, session-not-found after (the first call|\d+ calls)", sessions.evidence)
     assert sessions.verdict == FAIL and match and int(match[1]) > SESSIONS // 2, sessions
     assert set(sessions.figures["per_instance"]) == {"s1", "s2", "s3"} and set(sessions.figures["failed_statuses"]) == {"404"}
     assert resume.verdict == NA and "sessions check" in resume.evidence  # not blamed on resumption
