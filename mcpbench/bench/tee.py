@@ -188,9 +188,9 @@ def run(quick: bool = False) -> Path:
         statistics.fmean(a) / statistics.fmean(b) for a, b in zip(baseline["plain tee"], baseline["tee"], strict=True)
     )
     throughput = {}
-    for name, times in flows.items():
-        best = sorted(times)[len(times) // 2]  # median of the repeats
-        throughput[name] = {"messages_per_s": messages / best, "mb_per_s": messages * MESSAGE_SIZE / best / 1e6, "seconds": times}
+    for name, seconds in flows.items():
+        best = sorted(seconds)[len(seconds) // 2]  # median of the repeats
+        throughput[name] = {"messages_per_s": messages / best, "mb_per_s": messages * MESSAGE_SIZE / best / 1e6, "seconds": seconds}
     throughput["tee_vs_pipe"] = throughput["tee"]["messages_per_s"] / throughput["pipe"]["messages_per_s"]
     data = {
         "round_trip": rt,
