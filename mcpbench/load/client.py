@@ -62,6 +62,8 @@ DEAD_PAUSE = 0.2
 
 # The core's events that carry a message from the server.
 _CARRYING = (Answered, ServerRequest, Pushed, Unmatched)
+# Statuses an intermediary answers with (Bad Gateway, Gateway Timeout): its body is not the server's.
+GATEWAY_STATUSES = frozenset({502, 504})
 
 STEP_CONNECT = "connect"
 STEP_DELETE = "DELETE"
@@ -172,12 +174,13 @@ class McpClient:
     # --- what the core says ---------------------------------------------------------------------
 
     def _heard(self, events: list[Event]) -> None:
-        """Every message the server sent, to `on_message`: what the events carry, and a refusal's body."""
+        """Every message the server sent, to `on_message`: what the events carry, and a refusal's body
+        (not a gateway's: a 502 or 504 is the words of a proxy in between, such as the recorder's own)."""
         if self.on_message is not None:
             for event in events:
                 if type(event) in _CARRYING:
                     self.on_message(S2C.value, event.message, self.conn)
-                elif type(event) is Failed and event.refusal is not None:
+                elif type(event) is Failed and event.refusal is not None and event.status not in GATEWAY_STATUSES:
                     self.on_message(S2C.value, event.refusal, self.conn)
 
     def _dispatch(self, events: list[Event]) -> None:
