@@ -174,13 +174,16 @@ class McpClient:
     # --- what the core says ---------------------------------------------------------------------
 
     def _heard(self, events: list[Event]) -> None:
-        """Every message the server sent, to `on_message`: what the events carry, and a refusal's body
-        (not a gateway's: a 502 or 504 is the words of a proxy in between, such as the recorder's own)."""
+        """Every message the server sent, to `on_message`: what the events carry, and a refusal's body;
+        not a gateway's (a 502's or 504's body is the words of a proxy in between, such as the JSON-RPC
+        error the recorder answers for an upstream that failed, which its trace holds as an `error`)."""
         if self.on_message is not None:
             for event in events:
+                if getattr(event, "status", None) in GATEWAY_STATUSES:
+                    continue
                 if type(event) in _CARRYING:
                     self.on_message(S2C.value, event.message, self.conn)
-                elif type(event) is Failed and event.refusal is not None and event.status not in GATEWAY_STATUSES:
+                elif type(event) is Failed and event.refusal is not None:
                     self.on_message(S2C.value, event.refusal, self.conn)
 
     def _dispatch(self, events: list[Event]) -> None:
