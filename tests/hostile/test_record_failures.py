@@ -496,7 +496,7 @@ def test_sse_stream_cut_mid_event_keeps_the_bytes_it_had(tmp_path: Path) -> None
 
 # Room for the small result files (scenario, Locust's CSVs and log, the summary) but not for the
 # samples of a few seconds of load.
-LOAD_FSIZE_LIMIT = 30_000
+LOAD_FSIZE_LIMIT = 15_000
 
 
 @pytest.mark.parametrize("workers", ["0", "1"])

@@ -203,7 +203,7 @@ def test_replay_sends_its_calls_as_spans(recordings):
 def test_load_sends_each_step_as_a_span_under_its_client_session(tmp_path, http_server):
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(f"target: {http_server.url}\nmix:\n  - call: tools/call\n    tool: echo\n    arguments: {{text: hi}}\n"
-                        "  - call: tools/list\nusers: 2\nspawn_rate: 20\nduration: 2s\nthink_time: [0.05, 0.1]\n")
+                        "  - call: tools/list\nusers: 2\nspawn_rate: 20\nduration: 4s\nthink_time: [0.05, 0.1]\n")  # 4 s: a busy machine starts Locust late
     with OtlpReceiver() as receiver:
         result = subprocess.run([sys.executable, "-m", "mcpbench", "load", str(scenario), "--out", str(tmp_path / "out"),
                                  "--otlp", receiver.url, "--service-name", "load-test"],
