@@ -62,7 +62,7 @@ class LongRuns:
     Under pytest-xdist (`shared`: the workers' common temporary folder) one worker runs each and the
     others read its outcome (tests/support/runs.py)."""
 
-    STARTS = {"main_job": (runs.main_job, "run"), "reconnect_run": (runs.reconnect_experiment, "out")}
+    STARTS = {"main_job": runs.main_job, "reconnect_run": runs.reconnect_experiment}
 
     def __init__(self, factory: pytest.TempPathFactory, shared: Path | None) -> None:
         self.factory = factory
@@ -71,7 +71,7 @@ class LongRuns:
 
     def get(self, name: str) -> runs.BackgroundRun | runs.SharedRun | runs.AwaitedRun:
         if name not in self.started:
-            start, out = self.STARTS[name]
+            start = self.STARTS[name]
             folder_name = name.replace("_", "-")
             if self.shared is None:
                 self.started[name] = start(self.factory.mktemp(folder_name))
@@ -80,7 +80,7 @@ class LongRuns:
                 folder.mkdir()
                 self.started[name] = runs.SharedRun(start(folder), self.shared / f"{name}.done")
             else:
-                self.started[name] = runs.AwaitedRun(self.shared / folder_name / out, self.shared / f"{name}.done", LONG_RUNS[name])
+                self.started[name] = runs.AwaitedRun(self.shared / f"{name}.done", LONG_RUNS[name])
         return self.started[name]
 
 

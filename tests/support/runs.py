@@ -89,7 +89,7 @@ class SharedRun:
         if not self._done.exists():
             partial = self._done.with_suffix(".part")
             partial.write_bytes(orjson.dumps({"args": result.args, "returncode": result.returncode,
-                                              "stdout": result.stdout, "stderr": result.stderr}))
+                                              "stdout": result.stdout, "stderr": result.stderr, "out": str(self.out)}))
             partial.rename(self._done)  # whole or absent: a waiter never reads half of it
         return result
 
@@ -102,18 +102,20 @@ class SharedRun:
 
 
 class AwaitedRun:
-    """A run another worker started: its outcome read from `done` once that worker wrote it."""
+    """A run another worker started: its outcome (and `out`, its folder) read from `done` once that worker wrote it."""
 
-    def __init__(self, out: Path, done: Path, timeout: float) -> None:
-        self.out, self._done = out, done
+    def __init__(self, done: Path, timeout: float) -> None:
+        self.out: Path | None = None
+        self._done = done
         self._deadline = time.monotonic() + timeout
 
     def result(self) -> subprocess.CompletedProcess:
         while not self._done.exists():  # a file another process writes: polled, bounded by the run's own limit
             if time.monotonic() > self._deadline:
-                raise TimeoutError(f"the long run into {self.out} did not end in time (another worker runs it)")
+                raise TimeoutError(f"the long run another worker runs did not end in time (no {self._done})")
             time.sleep(0.2)
         data = orjson.loads(self._done.read_bytes())
+        self.out = Path(data["out"])
         return subprocess.CompletedProcess(data["args"], data["returncode"], data["stdout"], data["stderr"])
 
     def stop(self) -> None:
