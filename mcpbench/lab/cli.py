@@ -140,7 +140,7 @@ def _check_quirks(quirks: Quirks, transport: str, resumable: bool) -> None:
 
 # Mirror mcpbench.lab.topology.cluster's lists (importing it here would be cheap, but keeps the CLI's help
 # independent of the lab's modules).
-POLICIES = ("random", "round-robin", "sticky", "source")
+POLICIES = ("random", "round-robin", "sticky", "source", "session-hash")
 BALANCERS = ("builtin", "haproxy")
 
 
