@@ -109,7 +109,7 @@ class Target:
                         "a check needing one session to stay is not measurable")
             return None
         if not self.affinity:
-            return ("first contact's session lost the instance that held it (see the sessions check): "
+            return ("first contact's session lost the instance that held it (the sessions check measures how many do): "
                     "a check needing one session to stay is not measurable")
         return None
 

@@ -103,7 +103,7 @@ def test_parts_left_out_are_said_and_no_pass():
     made_up = {"status": 404, "detail": "Session not found"}
     ended = {"status": None, "routed": True, "detail": "DELETE got HTTP 404: it reached an instance that does not hold the session"}
     row = unknown.judge({"made_up": made_up, "ended": ended})
-    assert row.verdict == WARN and "ended id not tried (DELETE got HTTP 404" in row.evidence
+    assert row.verdict == WARN and "ended id not tried: DELETE got HTTP 404" in row.evidence
     no_delete = unknown.judge({"made_up": made_up, "ended": {"status": None, "detail": "DELETE did not end the session (HTTP 405)"}})
     assert no_delete.verdict == PASS and "ended id not tried" in no_delete.evidence  # said; the server cannot end sessions
 

@@ -94,7 +94,7 @@ def judge(figures: dict, *, legacy: bool = False) -> Row:
     tried = [("made-up id", made_up)] + ([("ended id", ended)] if ended and ended.get("status") is not None else [])
     evidence = "; ".join(f"{what} → HTTP {seen['status']} ({seen['detail']})" for what, seen in tried)
     if ended and ended.get("status") is None:  # said, never dropped in silence
-        evidence += f"; ended id not tried ({ended['detail']})"
+        evidence += f"; ended id not tried: {ended['detail']}"
     statuses = [seen["status"] for _, seen in tried]
     if made_up.get("status") is None:
         return Row(NAME, WARN, f"could not be tried: {made_up['detail']}", figures=figures)

@@ -85,7 +85,7 @@ def judge(figures: dict) -> Row:
     if bogus is not None:
         parts.append(f"MCP-Protocol-Version {BOGUS_VERSION} → HTTP {bogus}")
     if skipped := figures.get("bogus_version_not_tried"):
-        parts.append(f"MCP-Protocol-Version {BOGUS_VERSION} not tried ({skipped})")
+        parts.append(f"MCP-Protocol-Version {BOGUS_VERSION} not tried: {skipped}")
     evidence = "; ".join(parts)
     if not accepted:
         return Row(NAME, FAIL, evidence, "Speak one of the specification's versions: upgrade the server's MCP SDK.", figures)
