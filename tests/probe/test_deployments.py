@@ -11,7 +11,7 @@ from mcpbench.probe.run import FIRST_CONTACT, probe, select
 from mcpbench.probe.target import Settings, reach
 from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN
 from mcpbench.probe.wire import ProbeOptions, Wire
-from tests.probe.helpers import verdict, verdicts
+from tests.probe.helpers import until_routed, verdict, verdicts
 from tests.support.faults import fault_proxy
 
 pytestmark = pytest.mark.slow  # a lab each: instances, a balancer
@@ -80,25 +80,25 @@ def test_idle_stream_cut_at_the_proxys_idle_timeout_and_kept_without(resumable_s
     assert kept.verdict == PASS and kept.figures["stream"]["closed_at"] is None, kept
 
 
-# Tries of a one-session check behind a balancer that keeps about 1 session in 3: all of them
-# keeping their session has a chance of (1/3)^8, 1 in 6,561.
-TRIES = 8
-
-
 def test_behind_a_session_id_hash_the_sessions_check_decides_and_a_lost_session_is_routing(tmp_path):
     """Hashing on the session id keeps ~1 session in 3: the one-session checks follow the sessions check (n/a), and
     run alone (their first contact may have stayed), a session lost mid-check is routing (warn), never the server's."""
     with running_instances(3, "streamable-http", resumable=True) as servers:
         with running_balancer("builtin", "session-hash", "streamable-http", servers, folder=tmp_path) as front:
-            run = probe(front.url, select(["sessions,resume,buffering,churn"]), settings=Settings(sessions=SESSIONS))
+            run = probe(front.url, select(["versions,sessions,unknown,resume,buffering,churn"]), settings=Settings(sessions=SESSIONS))
             rows = {row.check: row for row in run.rows}
             target = reach(front.url, Wire(front.url, ProbeOptions()), Settings(), deadline=time.monotonic() + FIRST_CONTACT)
             target.affinity = True  # as when first contact's session happened to stay, without the sessions check
-            tried = [check.run(target, time.monotonic() + check.BOUND) for check in (resume, churn) for _ in range(TRIES)]
+            tried = [row for check in (resume, churn) for row in until_routed(check, target)]
     assert rows["sessions"].verdict == FAIL and 0 < rows["sessions"].figures["broken"] < SESSIONS, rows["sessions"]
     lost = rows["sessions"].figures["sessions_by_class"]["session-not-found"]
     assert all(rows[name].verdict == NA and rows[name].evidence.startswith(f"{lost} of {SESSIONS} sessions lost")
                for name in ("resume", "buffering", "churn")), rows
+    # Parts left out are said, and no pass: versions runs before the sessions check (first contact decides).
+    versions, unknown = rows["versions"], rows["unknown"]
+    assert (versions.verdict == PASS and versions.evidence.endswith("MCP-Protocol-Version 1999-01-01 → HTTP 400")) or (
+        versions.verdict == WARN and "MCP-Protocol-Version 1999-01-01 not tried" in versions.evidence), versions
+    assert unknown.verdict == WARN and "made-up id → HTTP 404" in unknown.evidence and "ended id not tried" in unknown.evidence
     assert all(row.verdict in (PASS, WARN) for row in tried), tried  # never a failure of the server's
     routed = [row for row in tried if row.verdict == WARN]
     assert {row.check for row in routed} == {"resume", "churn"}, tried
@@ -111,9 +111,12 @@ def test_legacy_sse_behind_a_balancer_names_its_instances(tmp_path):
             broken = verdict("sse+" + front.url, "sessions", Settings(sessions=SESSIONS, calls=2))
         with running_balancer("builtin", "sticky", "sse", servers, folder=tmp_path / "sticky") as front:
             kept = verdict("sse+" + front.url, "sessions", Settings(sessions=SESSIONS, calls=2))
+            unnamed = probe("sse+" + front.url, select(["sessions"]), settings=Settings(sessions=3, calls=1),
+                            options=ProbeOptions(instance_header="x-elsewhere")).rows[0]
     assert broken.verdict == FAIL and set(broken.figures["per_instance"]) == {"s1", "s2", "s3"}, broken  # before: "unnamed"
     assert kept.verdict == PASS and "3 instance(s) named (s1, s2, s3)" in kept.evidence, kept
     assert kept.figures["first_instance_share"] == 1.0  # every step of a session on the instance of its stream
+    assert set(unnamed.figures["per_instance"]) == {"unnamed"}  # --instance-header names another header: read, not found
 
 
 @pytest.mark.parametrize(("answer", "seen"), [("page", "HTTP 200, not an MCP answer"), ("empty", "HTTP 200, not an MCP answer"),
