@@ -25,16 +25,24 @@ def fix(legacy: bool) -> str:
     return FIX_LEGACY if legacy else FIX_HTTP
 
 
+# The status of a request naming a session its instance does not know (Streamable HTTP: "MUST respond
+# to requests containing that session ID with HTTP 404"; the legacy SDK server answers it too).
+NOT_FOUND = 404
+
+
 def lost(ex: Any) -> bool:
-    """Whether an `Exchange` failed because the instance it reached did not know its session."""
+    """Whether an `Exchange` of a session (a call, a GET stream, a DELETE) was refused because the
+    instance it reached did not know the session."""
     failure = ex.failure()
-    return failure is not None and failure[0] == Failure.SESSION_NOT_FOUND
+    return ex.status == NOT_FOUND or (failure is not None and failure[0] == Failure.SESSION_NOT_FOUND)
 
 
 def lost_detail(what: str, ex: Any) -> str:
-    """`what` and how it was refused, for `routed`'s evidence."""
+    """`what` and how it was refused, for `row`'s evidence."""
     failure = ex.failure()
-    return f"{what} got {failure[1] if failure else 'no answer'}"
+    if failure is None or failure[0] != Failure.SESSION_NOT_FOUND:
+        return f"{what} got HTTP {ex.status}"
+    return f"{what} got {failure[1]}"
 
 
 def row(check: str, seen: str, measured: str, figures: dict, *, legacy: bool) -> Row:

@@ -135,3 +135,15 @@ def test_a_misdirected_initialize_names_a_host_rewriting_proxy():
     ex = Exchange(status=421, failed=Failed(None, None, "http-4xx", "HTTP 421: Invalid Host header"))
     text = _not_mcp("http://h/mcp", ex)
     assert "not an MCP endpoint" not in text and "refused the Host it received" in text and "rewrites Host" in text
+
+
+def test_a_404_on_a_sessions_get_stream_is_routing_too():
+    from mcpbench.probe import routing
+    from mcpbench.probe.checks import idle
+    from mcpbench.probe.sessions import Exchange
+
+    get = Exchange(status=404)  # a GET stream refused: no call failed, the status says it
+    assert routing.lost(get) and routing.lost_detail("the GET", get) == "the GET got HTTP 404"
+    assert not routing.lost(Exchange(status=405))
+    row = idle.judge({"up_to": 2.0, "stream": {"routed": "the session's GET stream got HTTP 404"}, "connection": {}})
+    assert row.verdict == WARN and "idle streams not measured" in row.evidence and "server offers no GET stream" not in row.evidence
