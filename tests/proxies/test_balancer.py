@@ -1,6 +1,7 @@
 """The balancer's routing (proxies/balancer.py), without processes."""
 
 import random
+import types
 
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
@@ -136,3 +137,14 @@ def test_a_foreign_host_can_be_closed_without_an_answer():
         assert flow.response is None and flow.error is not None and flow.killable is False  # killed
         with pytest.raises(Exception, match="not one of refuse, page, empty, close"):
             tctx.configure(addon, mcpbench_balancer_foreign_host="shrug")
+
+
+def test_the_lab_command_line_offers_what_the_balancer_does():
+    from mcpbench.lab import cli
+    from mcpbench.lab.topology import cluster
+    from mcpbench.proxies import balancer
+
+    assert cli.POLICIES == cluster.POLICIES == balancer.POLICIES and cli.FOREIGN_HOST == balancer.FOREIGN_HOST
+    one = [types.SimpleNamespace(port=8001)]  # what balancer_argv reads of a running instance
+    argv, _ = cluster.balancer_argv("builtin", "session-hash", "streamable-http", one, port=1, folder=None, foreign_host="close")
+    assert "mcpbench_balancer_policy=session-hash" in argv and "mcpbench_balancer_foreign_host=close" in argv

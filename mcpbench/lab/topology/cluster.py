@@ -309,6 +309,7 @@ def running_lab(
     restarts: RestartPlan | None = None,
     fault_log: Path | None = None,
     quirks: Quirks | None = None,
+    foreign_host: str = "refuse",
 ) -> Iterator[Lab]:
     """`count` instances and a balancer in front of them, for the duration of the block.
 
@@ -316,6 +317,7 @@ def running_lab(
     injected by the builtin balancer (HAProxy takes `buffer_sse` alone, in its configuration);
     `restarts`: instances killed and restarted on their ports. Both write to `fault_log` (default:
     `folder/faults.jsonl` when either is given). `quirks`: the instances' (`lab/peers/quirks.py`).
+    `foreign_host`: how the builtin balancer answers a foreign Host (see `balancer_argv`).
     """
     from mcpbench.proxies.faultplan import addon_settings, parse_plan
 
@@ -328,7 +330,7 @@ def running_lab(
     restarts = restarts if restarts is not None and (restarts.every or restarts.at is not None) else None
     if (texts or restarts) and fault_log is None:
         fault_log = folder / "faults.jsonl"
-    if texts and balancer != "builtin":
+    if (texts or foreign_host != "refuse") and balancer != "builtin":
         raise LabError("fault options need the builtin balancer (--balancer builtin)")
     if port is not None:
         _check_free(port)  # before the instances start: a lab that cannot listen need not start them
@@ -337,7 +339,7 @@ def running_lab(
     with running_instances(count, transport, json_response=json_response, stateless=stateless, resumable=resumable,
                            quirks=quirks) as servers:
         with running_balancer(balancer, policy, transport, servers, folder=folder, port=port, faults=settings,
-                              buffer=buffer and balancer == "haproxy") as front:
+                              buffer=buffer and balancer == "haproxy", foreign_host=foreign_host) as front:
             lab = Lab(transport, servers, front, folder, instance_names(count), fault_log)
             if restarts is None:
                 yield lab
