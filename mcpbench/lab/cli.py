@@ -140,8 +140,9 @@ def _check_quirks(quirks: Quirks, transport: str, resumable: bool) -> None:
 
 # Mirror mcpbench.lab.topology.cluster's lists (importing it here would be cheap, but keeps the CLI's help
 # independent of the lab's modules).
-POLICIES = ("random", "round-robin", "sticky", "source")
+POLICIES = ("random", "round-robin", "sticky", "source", "session-hash")
 BALANCERS = ("builtin", "haproxy")
+FOREIGN_HOST = ("refuse", "page", "empty", "close")  # proxies/balancer.py's
 
 
 @lab.command()
@@ -157,10 +158,13 @@ BALANCERS = ("builtin", "haproxy")
 @fault_options
 @click.option("--restart-every", metavar="T", help="Kill and restart an instance (s1, s2, … in turn) on its port every T: its sessions are gone.")
 @click.option("--restart-at", metavar="T", help="Kill and restart s1 on its port once, T after the start.")
+@click.option("--foreign-host", type=click.Choice(FOREIGN_HOST), default="refuse", show_default=True,
+              help="How the built-in balancer answers a foreign Host: refuse (421, as the SDKs), page (200, a welcome page), "
+                   "empty (200, no body), close (no answer).")
 @quirk_options
 @map_errors
 def up(instances, transport, json_response, stateless, policy, balancer, port, detach, resumable, fault_log, restart_every, restart_at,
-       quirks, **kwargs):
+       foreign_host, quirks, **kwargs):
     """Start N reference-server instances behind a balancer on 127.0.0.1, until Ctrl-C or SIGTERM.
 
     Prints the URL to use and each instance's URL. Every response names the instance that served
@@ -195,12 +199,13 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
         argv += ["--port", str(port)] if port else []
         argv += fault_argv(texts, fault_log and str(Path(fault_log).resolve()))
         argv += [f"--restart-every={restart_every}"] * bool(restart_every) + [f"--restart-at={restart_at}"] * bool(restart_at)
-        argv += quirks.argv()
+        argv += quirks.argv() + ["--foreign-host", foreign_host] * (foreign_host != "refuse")
         sys.exit(run_detached(argv, click.echo))
     sys.exit(run_foreground(
         instances=instances, transport=transport, policy=policy, balancer=balancer, json_response=json_response,
         stateless=stateless, port=port, say=lambda line: click.echo(line, err=line.startswith("mcpbench: lab process")),
         resumable=resumable, faults=texts, restarts=restarts, fault_log=Path(fault_log) if fault_log else None, quirks=quirks,
+        foreign_host=foreign_host,
     ))
 
 

@@ -30,6 +30,8 @@ CLASS_ORDER: Final = ("session-not-found", "answer-lost", "stream-closed", "time
 ROUTING_CLASSES: Final = ("session-not-found", "answer-lost")
 # Steps that are not MCP calls: the legacy stream's GET.
 NOT_CALLS: Final = frozenset({"connect"})
+# The handshake's steps: a session that fails in one of them never made a call.
+HANDSHAKE: Final = ("connect", "initialize", "notifications/initialized")
 
 
 @dataclass
@@ -44,7 +46,7 @@ class SessionTally:
     calls_by_class: Counter = field(default_factory=Counter)
     sessions_by_class: Counter = field(default_factory=Counter)
     forms: Counter = field(default_factory=Counter)  # "class: detail" of failed steps
-    first_failure_at: Counter = field(default_factory=Counter)  # (class, index of the call) of broken sessions
+    first_failure_at: Counter = field(default_factory=Counter)  # (class, where) of broken sessions: `failed_where`
 
 
 Tally = TypeVar("Tally", bound=SessionTally)
@@ -84,8 +86,8 @@ def count_sessions(records: Iterable[dict], into: Tally) -> Tally:
         instances = [r["instance"] for r in steps if r.get("instance")]
         if instances:
             shares.append(instances.count(instances[0]) / len(instances))
-        first: tuple[str, int] | None = None
-        calls = 0
+        first: tuple[str, str] | None = None
+        calls = made = 0  # requests (the handshake's included); calls made after the handshake
         for record in steps:
             is_call = record["step"] not in NOT_CALLS
             if record.get("failure"):
@@ -95,8 +97,9 @@ def count_sessions(records: Iterable[dict], into: Tally) -> Tally:
                     into.failed_calls += 1
                     into.calls_by_class[name] += 1
                 if first is None:
-                    first = (name, calls)
+                    first = (name, failed_where(record["step"], made))
             calls += is_call
+            made += record["step"] not in HANDSHAKE
         into.calls += calls
         if first is not None:
             into.failed_sessions += 1
@@ -106,12 +109,19 @@ def count_sessions(records: Iterable[dict], into: Tally) -> Tally:
     return into
 
 
+def failed_where(step: str, made: int) -> str:
+    """Where a session first failed: at a step of its handshake (no call ran yet), or after `made` calls."""
+    if step in HANDSHAKE:
+        return f"at {step} (the handshake: no call ran)"
+    return "on the first call" if made == 0 else "after the first call" if made == 1 else f"after {made} calls"
+
+
 def verdict(result: SessionTally) -> str:
-    """One line: "sessions kept: 50/50" or "sessions broken: 31/50, session-not-found after the first call"."""
+    """One line: "sessions kept: 50/50" or "sessions broken: 31/50, session-not-found after the first call"
+    ("… at notifications/initialized (the handshake: no call ran)" when the handshake itself failed)."""
     if not result.failed_sessions:
         return f"sessions kept: {result.sessions}/{result.sessions}"
-    (name, index), _ = result.first_failure_at.most_common(1)[0]
-    where = "on the first call" if index == 0 else "after the first call" if index == 1 else f"after {index} calls"
+    (name, where), _ = result.first_failure_at.most_common(1)[0]
     return f"sessions broken: {result.failed_sessions}/{result.sessions}, {name} {where}"
 
 

@@ -61,6 +61,7 @@ class Exchange:
     cut: bool = False
     closed_at: float | None = None  # seconds after the request left when its body ended (None: still open)
     detail: str | None = None  # what went wrong outside the core: no connection, no answer in time
+    unanswered_close: bool = False  # the peer closed the connection without any answer (no status line)
     expects_answer: bool = True  # False for a notification: a 2xx status is all it gets
 
     @property
@@ -134,7 +135,7 @@ class HttpSession:
         try:
             reply = self.wire.request("POST", out.headers, out.data, deadline=deadline, conn=self._take(), extra=extra, bare=bare)
         except WireError as exc:
-            ex.detail = str(exc)
+            ex.detail, ex.unanswered_close = str(exc), exc.closed
             self._note(ex, self.conn.post_failed(out, Failure.CONNECT if exc.unreachable else Failure.ANSWER_LOST, str(exc)), 0.0, 0.0)
             return ex
         ex.status, ex.instance, ex.headers = reply.status, reply.instance, reply.response.headers
@@ -307,20 +308,27 @@ class LegacySession:
         return self.conn.session_id
 
     def open(self, *, deadline: float) -> Exchange:
-        """Open the stream (its endpoint event), then the handshake; its first exchange."""
-        return self.open_steps(deadline=deadline)[0][1]
+        """Open the stream (its endpoint event), then the handshake; the `initialize` exchange (or the failed stream's)."""
+        steps = self.open_steps(deadline=deadline)
+        return next((ex for name, ex in steps if name == "initialize"), steps[0][1])
 
     def open_steps(self, *, deadline: float) -> list[tuple[str, Exchange]]:
+        """The stream (`connect`: the instance that holds the session, from its head), then `initialize`."""
         try:
             self.conn.set_headers(self.wire.options.headers())
             self.transport.connect(self.conn)
         except (TargetError, WireError) as exc:
             return [("connect", Exchange(failed=Failed(None, None, Failure.CONNECT, str(exc)), detail=str(exc)))]
         self._connected = True
+        self.instance = self._instance(self.transport.stream_headers)
+        stream = Exchange(status=200, instance=self.instance, headers=self.transport.stream_headers, expects_answer=False)
         ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
         if ex.ok:
             self.transport.send(self.conn.initialized())
-        return [("initialize", ex)]
+        return [("connect", stream), ("initialize", ex)]
+
+    def _instance(self, headers) -> str | None:
+        return headers.get(self.wire.options.instance_header) if headers is not None else None
 
     def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
              extra: dict | None = None) -> Exchange:
@@ -340,7 +348,8 @@ class LegacySession:
                     break
                 continue
             if getattr(item, "out", None) is out and hasattr(item, "status"):
-                ex.status = item.status
+                ex.status, ex.headers = item.status, item.headers
+                ex.instance = self._instance(item.headers)
             for event in self.transport.receive(item):
                 ex.events.append(event)
                 if type(event) is Answered:

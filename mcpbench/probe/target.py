@@ -80,6 +80,9 @@ class Target:
     version: str | None = None  # the version the handshake settled
     keeps_sessions: bool = True  # the server named an Mcp-Session-Id (legacy: always)
     affinity: bool = True  # every request of first contact's session reached an instance that knew it
+    # (sessions that lost their instance, sessions run), as the sessions check measured (None: not run).
+    # It, not first contact's one session, decides whether a check needing one session to stay can run.
+    sessions_lost: tuple[int, int] | None = None
     streams: bool = True  # answers come as SSE streams (not JSON bodies)
     tools: list[str] = field(default_factory=list)
     progress: ProgressCall | None = None
@@ -92,9 +95,22 @@ class Target:
         return self.transport == LEGACY_SSE
 
     def unsettled(self) -> str | None:
-        """Why a check that needs one session to stay put cannot run here, or None."""
-        if self.keeps_sessions and not self.affinity:
-            return "a session's requests do not all reach the instance that holds it (see the sessions check): not measurable"
+        """Why a check that needs one session to stay put cannot run here, or None.
+
+        What the sessions check measured decides; without it (not run), first contact's session:
+        behind a balancer that keeps 1 session in 3, first contact's alone stays 1 time in 3.
+        """
+        if not self.keeps_sessions:
+            return None
+        if self.sessions_lost is not None and self.sessions_lost[1]:
+            lost, ran = self.sessions_lost
+            if lost:
+                return (f"{lost} of {ran} sessions lost the instance that held them (see the sessions check): "
+                        "a check needing one session to stay is not measurable")
+            return None
+        if not self.affinity:
+            return ("first contact's session lost the instance that held it (the sessions check measures how many do): "
+                    "a check needing one session to stay is not measurable")
         return None
 
     def session(self, version: str | None = None) -> Session:
@@ -153,11 +169,19 @@ def reach(url: str, wire: Wire, settings: Settings, *, deadline: float) -> Targe
         session.close()
 
 
+# 421 Misdirected Request: how the SDKs refuse a Host they do not allow (DNS-rebinding protection).
+MISDIRECTED = 421
+
+
 def _not_mcp(url: str, ex: Exchange) -> str:
     failure = ex.failure()
     detail = failure[1] if failure else "no answer"
     if ex.status is None:
         return detail  # it names the URL
+    if ex.status == MISDIRECTED:  # an MCP server refusing the Host it got: a proxy in front rewrote it
+        return (f"{url}: initialize got {detail}: the server refused the Host it received (its DNS-rebinding check); "
+                "behind a proxy that rewrites Host, have the proxy pass the client's Host through, or allow the proxy's "
+                "Host on the server (its allowed hosts)")
     return f"{url} is not an MCP endpoint: initialize got {detail}"
 
 

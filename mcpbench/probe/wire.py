@@ -63,12 +63,14 @@ class ProbeOptions:
 
 
 class WireError(Exception):
-    """An exchange could not be made: `unreachable` when no connection came up, else the answer did not come in time."""
+    """An exchange could not be made: `unreachable` when no connection came up, `closed` when the peer
+    closed (or reset) the connection without answering, `timed_out` when no answer came in time."""
 
-    def __init__(self, detail: str, *, unreachable: bool = False, timed_out: bool = False) -> None:
+    def __init__(self, detail: str, *, unreachable: bool = False, timed_out: bool = False, closed: bool = False) -> None:
         super().__init__(detail)
         self.unreachable = unreachable
         self.timed_out = timed_out
+        self.closed = closed
 
 
 def each(func, items, workers: int) -> list:
@@ -203,7 +205,8 @@ class Wire:
                 conn.close()
                 if not fresh:
                     continue  # the server closed the kept connection while it was idle: once more on a new one
-                raise WireError(f"{method} {url}: {_why(exc)}") from None
+                # ConnectionError: http.client's RemoteDisconnected (closed before a status line), a reset, a broken pipe.
+                raise WireError(f"{method} {url}: {_why(exc)}", closed=isinstance(exc, ConnectionError)) from None
             return Reply(conn, response, sent, self.options.instance_header)
         raise AssertionError("unreachable")  # the loop returns or raises
 

@@ -22,7 +22,11 @@ Policies:
   stream, which is streamed through unbuffered and read with the protocol core's `SseObserver`.
   Requests naming no known session fall back to round-robin;
 - `source`: client address affinity (each new client address is assigned the next instance).
-  On loopback, clients differ by binding 127.0.0.N before connecting.
+  On loopback, clients differ by binding 127.0.0.N before connecting;
+- `session-hash`: a request naming a session goes to the instance its id hashes to, one naming
+  none round-robin (HAProxy's `balance hdr(mcp-session-id)`). Common advice, and wrong for
+  stateful servers: the id is minted after the routing decision, so a session stays on the
+  instance that created it only when its id happens to hash there (about 1 in N).
 
 Every response carries `X-Mcpbench-Instance: <name>` (names s1, s2, … unless given as
 `name=host:port`), so clients can tell where each request of a session landed.
@@ -31,7 +35,10 @@ Every response carries `X-Mcpbench-Instance: <name>` (names s1, s2, … unless g
 `HostCheck`, which the mock uses too), before any routing: listening on a loopback address, a
 foreign `Host` gets 421 and a foreign `Origin` 403 (any port of 127.0.0.1, localhost and [::1] is
 allowed); `mcpbench_balancer_allowed_hosts` and `_allowed_origins` allow more (`name:*` any port,
-`*` anything), and switch the check on for any other listen address. The instances then get the
+`*` anything), and switch the check on for any other listen address. `mcpbench_balancer_foreign_host`
+answers a foreign `Host` as fronts in the wild do instead: `page` (200 and a welcome page of its own,
+as a web server's default site), `empty` (200, no body) or `close` (the connection closed, no answer);
+none of them reaches an instance. The instances then get the
 instance's address as `Host`, as a balancer in front of them sends it.
 
 Stacking with the recorder (`mcpbench addon-path`): load the recorder first, then this addon; an
@@ -44,6 +51,7 @@ import argparse
 import itertools
 import random
 import sys
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,10 +62,15 @@ from mcpbench.protocol.http import INSTANCE, SESSION_ID, is_event_stream, legacy
 from mcpbench.protocol.observer import Endpoint, SseObserver
 from mcpbench.protocol.server import HostCheck
 
-POLICIES: Final = ("random", "round-robin", "sticky", "source")
+POLICIES: Final = ("random", "round-robin", "sticky", "source", "session-hash")
+# How a foreign `Host` is answered: refused as the SDKs refuse it (421), or as other fronts answer it.
+FOREIGN_HOST: Final = ("refuse", "page", "empty", "close")
+WELCOME_PAGE: Final = b"<!DOCTYPE html>\n<html><head><title>Welcome</title></head><body><h1>It works!</h1></body></html>\n"
 # Sessions (and client addresses) remembered at once, least recently used dropped first: as
 # HAProxy's `stick-table … size 100k`, a bound against clients that never end their sessions.
 MAX_ENTRIES: Final = 100_000
+# The policies that route by the session a request names.
+KEYED: Final = ("sticky", "session-hash")
 # A legacy stream's `endpoint` event is its first; if it has not come within this many bytes the
 # stream is passed on without further parsing (it is not an MCP legacy stream).
 MAX_ENDPOINT_SEARCH: Final = 16 * 1024
@@ -147,6 +160,9 @@ class Router:
             if instance is None:
                 instance = self._remember(self._sources, source, next(self._next))
             return instance
+        elif self.policy == "session-hash" and session_key is not None:
+            # A stable hash (not Python's salted `hash`): the same id goes to the same instance in every run.
+            return self.instances[zlib.crc32(session_key.encode("utf-8")) % len(self.instances)]
         return next(self._next)
 
     @property
@@ -210,6 +226,7 @@ class Balancer:
         self.router: Router | None = None
         self.header = INSTANCE
         self.host_check = HostCheck()
+        self.foreign_host = "refuse"
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -233,6 +250,11 @@ class Balancer:
             "mcpbench_balancer_allowed_origins", Sequence[str], [],
             "mcpbench balancer: also accept this Origin (http://name:* for any port, * for any). Repeatable.",
         )
+        loader.add_option(
+            "mcpbench_balancer_foreign_host", str, "refuse",
+            "mcpbench balancer: how a foreign Host is answered: refuse (421), page (200, a welcome page), "
+            "empty (200, no body), close (no answer).",
+        )
 
     def configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx, exceptions
@@ -244,6 +266,10 @@ class Balancer:
         # Every time: mitmproxy configures an addon only for the options changed after it was added.
         self.host_check = HostCheck.for_bind(options.listen_host, hosts=tuple(options.mcpbench_balancer_allowed_hosts),
                                              origins=tuple(options.mcpbench_balancer_allowed_origins))
+        if options.mcpbench_balancer_foreign_host not in FOREIGN_HOST:
+            raise exceptions.OptionsError(f"mcpbench_balancer_foreign_host: {options.mcpbench_balancer_foreign_host!r} "
+                                          f"is not one of {', '.join(FOREIGN_HOST)}")
+        self.foreign_host = options.mcpbench_balancer_foreign_host
         if not updated & {"mcpbench_balancer_instances", "mcpbench_balancer_policy", "mcpbench_balancer_seed"}:
             return
         if not options.mcpbench_balancer_instances:
@@ -267,12 +293,18 @@ class Balancer:
             from mitmproxy import http
 
             reply = refused.reply
-            flow.response = http.Response.make(reply.status, reply.body, dict(reply.headers))
+            if reply.status == 421 and self.foreign_host == "close":
+                flow.kill()  # the client's connection is closed, no answer sent
+            elif reply.status == 421 and self.foreign_host != "refuse":
+                page = WELCOME_PAGE if self.foreign_host == "page" else b""
+                flow.response = http.Response.make(200, page, {"content-type": "text/html"} if page else {})
+            else:
+                flow.response = http.Response.make(reply.status, reply.body, dict(reply.headers))
             return
         router = self.router
         if router is None:
             return
-        key = request_session_key(request.headers.get(SESSION_ID), request.path) if router.policy == "sticky" else None
+        key = request_session_key(request.headers.get(SESSION_ID), request.path) if router.policy in KEYED else None
         instance = router.pick(key, flow.client_conn.peername[0] if flow.client_conn.peername else "")
         request.host = instance.host
         request.port = instance.port

@@ -82,6 +82,7 @@ class Opened:
     session_id: str | None
     ts: float
     authenticate: str | None = None  # the `WWW-Authenticate` challenge of a 401 or 403
+    headers: Any = None  # all of the head's headers (an `http.client.HTTPMessage`), where a caller reads more
 
 
 @dataclass(slots=True)  # one per answer on the replay's critical path: not frozen, whose `__init__` costs 3x
@@ -574,6 +575,7 @@ class LegacySseTransport(ReplayTransport):
         self._stream: http.client.HTTPConnection | None = None
         self._post: http.client.HTTPConnection | None = None
         self._reader: threading.Thread | None = None
+        self.stream_headers = None
 
     def connect(self, conn: ClientConnection) -> list[Event]:
         super().connect(conn)
@@ -597,6 +599,7 @@ class LegacySseTransport(ReplayTransport):
                 raise AuthRefused(f"{url}: {kind}: {reader.refused()}", kind)
             raise TargetError(f"{url}: GET answered {resp.status} {content_type!r}, not an SSE stream {body!r}")
         self._resp = resp
+        self.stream_headers = resp.headers  # the stream's head (a balancer's instance header, for one)
         # The endpoint is read here, on the connection's thread; the reader thread takes over after.
         events: list[Event] = []
         deadline = time.monotonic() + self.timeout
@@ -649,7 +652,8 @@ class LegacySseTransport(ReplayTransport):
                         self.sink(Lost(failure(out.url, exc, self._post_proxy), out, fatal=True, ts=time.perf_counter()))
                     return
         stream, ts = next(self._posts), time.perf_counter()
-        self.sink(Opened(stream, out, resp.status, resp.getheader("content-type"), None, ts, resp.getheader(mcphttp.AUTHENTICATE)))
+        self.sink(Opened(stream, out, resp.status, resp.getheader("content-type"), None, ts, resp.getheader(mcphttp.AUTHENTICATE),
+                         resp.headers))
         self.sink(Arrival(stream, data, ts))
         self.sink(Arrival(stream, b"", ts))
 

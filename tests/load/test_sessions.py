@@ -25,3 +25,33 @@ def test_session_scenario_keys_are_checked():
         scenario_from_text("target: http://127.0.0.1:1/mcp\nsessions: 3\nmix:\n  - {call: tools/list}\n", "p.yaml")
     with pytest.raises(ScenarioError, match=r"p\.yaml:2: sessions: must be a whole number"):
         scenario_from_text(f"target: http://127.0.0.1:1/mcp\nsessions: 0\n{base}", "p.yaml")
+
+
+def _step(session, step, t, failure=None, detail=None):
+    return {"session": session, "step": step, "t": t, "instance": "s1", "failure": failure, "detail": detail}
+
+
+LOST = ("session-not-found", "HTTP 404: JSON-RPC -32600 Session not found")
+
+
+def test_the_verdict_names_a_handshake_step_where_no_call_ran():
+    from mcpbench.load.sessions import SessionTally, count_sessions, verdict
+
+    in_handshake = [_step("a", "initialize", 1), _step("a", "notifications/initialized", 2, *LOST)]
+    tally = count_sessions(in_handshake, SessionTally())
+    assert verdict(tally) == "sessions broken: 1/1, session-not-found at notifications/initialized (the handshake: no call ran)"
+    # Calls are counted after the handshake: the first call failing is "on the first call", the second "after" it.
+    handshake = [_step("b", "initialize", 1), _step("b", "notifications/initialized", 2)]
+    first = count_sessions(handshake + [_step("b", "tools/list", 3, *LOST)], SessionTally())
+    assert verdict(first) == "sessions broken: 1/1, session-not-found on the first call"
+    second = count_sessions(handshake + [_step("b", "tools/list", 3), _step("b", "tools/list", 4, *LOST)], SessionTally())
+    assert verdict(second) == "sessions broken: 1/1, session-not-found after the first call"
+
+
+def test_failed_steps_that_are_the_measurement_claim_no_pass():
+    from mcpbench.load.runner import FailedSteps
+
+    assert FailedSteps(0, 81, 0).line() == "PASS  no failed step  (0 of 81 failed)"
+    measured = FailedSteps(37, 81, 0)
+    assert measured.ok and measured.line().startswith("NOTE  37 of 81 steps failed") and "no failed step" not in measured.line()
+    assert FailedSteps(37, 81, 1).line().startswith("FAIL  no failed step  (37 of 81 failed;")

@@ -1,13 +1,17 @@
 """The checks that need a deployment in front of the server: sessions behind balancers, buffering, idle cuts."""
 
 import re
+import time
 
 import pytest
 
 from mcpbench.lab.topology.cluster import haproxy_path, running_balancer, running_instances
-from mcpbench.probe.target import Settings
-from mcpbench.probe.verdicts import FAIL, NA, PASS
-from tests.probe.helpers import verdict, verdicts
+from mcpbench.probe.checks import churn, resume
+from mcpbench.probe.run import FIRST_CONTACT, probe, select
+from mcpbench.probe.target import Settings, reach
+from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN
+from mcpbench.probe.wire import ProbeOptions, Wire
+from tests.probe.helpers import until_routed, verdict, verdicts
 from tests.support.faults import fault_proxy
 
 pytestmark = pytest.mark.slow  # a lab each: instances, a balancer
@@ -27,7 +31,8 @@ def test_sessions_fail_round_robin_and_pass_sticky(tmp_path):
             kept = verdict(front.url, "sessions", settings)
     sessions, resume = broken["sessions"], broken["resume"]
     # Concurrent sessions share the rotation: which call of a session first meets another instance varies.
-    match = re.match(rf"sessions broken: (\d+)/{SESSIONS}, session-not-found after (the first call|\d+ calls)", sessions.evidence)
+    where = r"(on the first call|after the first call|after \d+ calls|at notifications/initialized \(the handshake: no call ran\))"
+    match = re.match(rf"sessions broken: (\d+)/{SESSIONS}, session-not-found {where}", sessions.evidence)
     assert sessions.verdict == FAIL and match and int(match[1]) > SESSIONS // 2, sessions
     assert set(sessions.figures["per_instance"]) == {"s1", "s2", "s3"} and set(sessions.figures["failed_statuses"]) == {"404"}
     assert resume.verdict == NA and "sessions check" in resume.evidence  # not blamed on resumption
@@ -73,3 +78,51 @@ def test_idle_stream_cut_at_the_proxys_idle_timeout_and_kept_without(resumable_s
     kept = verdict(resumable_server.url, "idle", settings)
     assert cut.verdict == FAIL and 2.0 <= cut.figures["stream"]["closed_at"] < IDLE_WATCH, cut
     assert kept.verdict == PASS and kept.figures["stream"]["closed_at"] is None, kept
+
+
+def test_behind_a_session_id_hash_the_sessions_check_decides_and_a_lost_session_is_routing(tmp_path):
+    """Hashing on the session id keeps ~1 session in 3: the one-session checks follow the sessions check (n/a), and
+    run alone (their first contact may have stayed), a session lost mid-check is routing (warn), never the server's."""
+    with running_instances(3, "streamable-http", resumable=True) as servers:
+        with running_balancer("builtin", "session-hash", "streamable-http", servers, folder=tmp_path) as front:
+            run = probe(front.url, select(["versions,sessions,unknown,resume,buffering,churn"]), settings=Settings(sessions=SESSIONS))
+            rows = {row.check: row for row in run.rows}
+            target = reach(front.url, Wire(front.url, ProbeOptions()), Settings(), deadline=time.monotonic() + FIRST_CONTACT)
+            target.affinity = True  # as when first contact's session happened to stay, without the sessions check
+            tried = [row for check in (resume, churn) for row in until_routed(check, target)]
+    assert rows["sessions"].verdict == FAIL and 0 < rows["sessions"].figures["broken"] < SESSIONS, rows["sessions"]
+    lost = rows["sessions"].figures["sessions_by_class"]["session-not-found"]
+    assert all(rows[name].verdict == NA and rows[name].evidence.startswith(f"{lost} of {SESSIONS} sessions lost")
+               for name in ("resume", "buffering", "churn")), rows
+    # Parts left out are said, and no pass: versions runs before the sessions check (first contact decides).
+    versions, unknown = rows["versions"], rows["unknown"]
+    assert (versions.verdict == PASS and versions.evidence.endswith("MCP-Protocol-Version 1999-01-01 → HTTP 400")) or (
+        versions.verdict == WARN and "MCP-Protocol-Version 1999-01-01 not tried" in versions.evidence), versions
+    assert unknown.verdict == WARN and "made-up id → HTTP 404" in unknown.evidence and "ended id not tried" in unknown.evidence
+    assert all(row.verdict in (PASS, WARN) for row in tried), tried  # never a failure of the server's
+    routed = [row for row in tried if row.verdict == WARN]
+    assert {row.check for row in routed} == {"resume", "churn"}, tried
+    assert all("routing, not the server" in row.evidence and row.fix.startswith("Route each session") for row in routed)
+
+
+def test_legacy_sse_behind_a_balancer_names_its_instances(tmp_path):
+    with running_instances(3, "sse") as servers:
+        with running_balancer("builtin", "round-robin", "sse", servers, folder=tmp_path / "rr") as front:
+            broken = verdict("sse+" + front.url, "sessions", Settings(sessions=SESSIONS, calls=2))
+        with running_balancer("builtin", "sticky", "sse", servers, folder=tmp_path / "sticky") as front:
+            kept = verdict("sse+" + front.url, "sessions", Settings(sessions=SESSIONS, calls=2))
+            unnamed = probe("sse+" + front.url, select(["sessions"]), settings=Settings(sessions=3, calls=1),
+                            options=ProbeOptions(instance_header="x-elsewhere")).rows[0]
+    assert broken.verdict == FAIL and set(broken.figures["per_instance"]) == {"s1", "s2", "s3"}, broken  # before: "unnamed"
+    assert kept.verdict == PASS and "3 instance(s) named (s1, s2, s3)" in kept.evidence, kept
+    assert kept.figures["first_instance_share"] == 1.0  # every step of a session on the instance of its stream
+    assert set(unnamed.figures["per_instance"]) == {"unnamed"}  # --instance-header names another header: read, not found
+
+
+@pytest.mark.parametrize(("answer", "seen"), [("page", "HTTP 200, not an MCP answer"), ("empty", "HTTP 200, not an MCP answer"),
+                                              ("close", "the connection closed without an answer (refused)")])
+def test_a_front_that_answers_a_foreign_host_itself_never_served_it(tmp_path, answer, seen):
+    with running_instances(1, "streamable-http") as servers:
+        with running_balancer("builtin", "round-robin", "streamable-http", servers, folder=tmp_path, foreign_host=answer) as front:
+            row = verdict(front.url, "origin")
+    assert row.verdict == PASS and row.evidence.startswith(f"foreign Host → {seen}") and "; foreign Origin → HTTP 403" in row.evidence, row

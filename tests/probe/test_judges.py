@@ -2,7 +2,7 @@
 
 import pytest
 
-from mcpbench.probe.checks import buffering, resume, sessions
+from mcpbench.probe.checks import buffering, churn, origin, resume, sessions, unknown, versions
 from mcpbench.probe.run import NAMES, UnknownCheck, select
 from mcpbench.probe.target import ProgressCall, Settings, Target
 from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN, Row, exit_status, render
@@ -59,3 +59,91 @@ def test_sessions_that_did_not_all_run_say_so():
     records = [{"session": "s0", "step": "initialize", "t": 1.0, "instance": "s1", "status": 200}]
     row = sessions.judge(records, 50, target)
     assert row.verdict == PASS and "only 1 of 50 sessions ran within the 25 s bound" in row.evidence
+
+
+def _target(**changes) -> Target:
+    target = Target("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), Settings())
+    for name, value in changes.items():
+        setattr(target, name, value)
+    return target
+
+
+def test_the_sessions_check_decides_whether_one_session_checks_run_not_first_contact():
+    assert _target().unsettled() is None
+    assert "first contact" in _target(affinity=False).unsettled()
+    lucky = _target(sessions_lost=(33, 50))  # first contact's session happened to stay; 33 of 50 did not
+    assert lucky.unsettled().startswith("33 of 50 sessions lost the instance") and "sessions check" in lucky.unsettled()
+    assert _target(affinity=False, sessions_lost=(0, 50)).unsettled() is None  # measured: sessions stay
+    assert "first contact" in _target(affinity=False, sessions_lost=(0, 0)).unsettled()  # none ran: first contact's
+    assert _target(keeps_sessions=False, sessions_lost=(50, 50)).unsettled() is None
+
+
+def test_a_lost_session_inside_a_check_is_routing_not_the_servers_fault():
+    routed = resume.judge({"call": "slow", "first_id": None, "routed": "slow got HTTP 404: JSON-RPC -32600 Session not found"})
+    assert routed.verdict == WARN and "routing, not the server" in routed.evidence and "no ids" not in routed.evidence
+    assert routed.fix.startswith("Route each session")
+    held = {"call": "slow", "deployment": {"progress_at": [], "answer_at": None, "error": "HTTP 404: Session not found",
+                                            "routed": "slow got HTTP 404: Session not found"}}
+    assert buffering.judge(held).verdict == WARN and "buffering not measured" in buffering.judge(held).evidence
+    spike = {"sessions": 100, "failed": 0, "failures": {}, "delete": {"200": 35, "404": 65}, "seconds": 1.0}
+    churned = churn.judge({"before_ms": [1.0], "after_ms": [1.0], "before_failed": 0, "after_failed": 0, "spike": spike,
+                           "legacy": False, "fresh": None, "lost_calls": 0})
+    assert churned.verdict == WARN and "65 DELETE(s) of 100 got HTTP 404" in churned.evidence and "Route each" in churned.fix
+
+
+def test_a_server_without_an_event_store_is_named_as_the_server():
+    row = resume.judge({"call": "slow", "first_id": None})
+    assert row.verdict == FAIL and "the server gives its stream's events no ids" in row.evidence and "not the deployment" in row.evidence
+
+
+def test_parts_left_out_are_said_and_no_pass():
+    base = {"accepted": ["2025-11-25"], "negotiated": "2025-11-25", "discover": None, "bogus_version_status": None}
+    untried = versions.judge({**base, "bogus_version_not_tried": "its tools/list got HTTP 404: Session not found"})
+    assert untried.verdict == WARN and "MCP-Protocol-Version 1999-01-01 not tried" in untried.evidence
+    made_up = {"status": 404, "detail": "Session not found"}
+    ended = {"status": None, "routed": True, "detail": "DELETE got HTTP 404: it reached an instance that does not hold the session"}
+    row = unknown.judge({"made_up": made_up, "ended": ended})
+    assert row.verdict == WARN and "ended id not tried: DELETE got HTTP 404" in row.evidence
+    no_delete = unknown.judge({"made_up": made_up, "ended": {"status": None, "detail": "DELETE did not end the session (HTTP 405)"}})
+    assert no_delete.verdict == PASS and "ended id not tried" in no_delete.evidence  # said; the server cannot end sessions
+
+
+def test_buffering_held_back_by_a_proxy_that_ignores_the_servers_x_accel_buffering():
+    held = {"call": "slow", "deployment": {"progress_at": [1.0, 1.0], "answer_at": 1.0, "error": None}}
+    assert buffering.judge(held).fix == buffering.FIX
+    asked = buffering.judge({**held, "deployment": {**held["deployment"], "accel_buffering": "no"}})
+    assert asked.verdict == FAIL and asked.fix == buffering.FIX_PROXY and "the server sent X-Accel-Buffering: no" in asked.evidence
+
+
+def test_origin_served_means_an_mcp_answer_and_a_closed_connection_is_a_refusal():
+    refused = {"status": 403, "mcp": False}
+    page = origin.judge({"host": {"status": 200, "mcp": False}, "origin": refused, "local": True})
+    assert page.verdict == PASS and "not an MCP answer" in page.evidence
+    closed = origin.judge({"host": {"status": None, "closed": True, "detail": "closed"}, "origin": refused, "local": True})
+    assert closed.verdict == PASS and "closed without an answer (refused)" in closed.evidence
+    served = origin.judge({"host": {"status": 200, "mcp": True}, "origin": refused, "local": True})
+    assert served.verdict == FAIL and "foreign Host was served" in served.evidence
+    timed_out = origin.judge({"host": {"status": None, "detail": "no answer within 5 s"}, "origin": refused, "local": True})
+    assert timed_out.verdict == WARN and "could not be tried" in timed_out.evidence
+
+
+def test_a_misdirected_initialize_names_a_host_rewriting_proxy():
+    from mcpbench.probe.sessions import Exchange
+    from mcpbench.probe.target import _not_mcp
+    from mcpbench.protocol.client import Failed
+
+    ex = Exchange(status=421, failed=Failed(None, None, "http-4xx", "HTTP 421: Invalid Host header"))
+    text = _not_mcp("http://h/mcp", ex)
+    assert "not an MCP endpoint" not in text and "refused the Host it received" in text and "rewrites Host" in text
+
+
+def test_a_404_on_a_sessions_get_stream_is_routing_too():
+    from mcpbench.probe import routing
+    from mcpbench.probe.checks import idle
+    from mcpbench.probe.sessions import Exchange
+
+    get = Exchange(status=404)  # a GET stream refused: no call failed, the status says it
+    assert routing.lost(get) and routing.lost_detail("the GET", get) == "the GET got HTTP 404"
+    assert not routing.lost(Exchange(status=405))
+    row = idle.judge({"up_to": 2.0, "stream": {"routed": "the session's GET stream got HTTP 404"}, "connection": {}})
+    assert row.verdict == WARN and "idle streams not measured" in row.evidence and "server offers no GET stream" not in row.evidence

@@ -1,11 +1,13 @@
 """The balancer's routing (proxies/balancer.py), without processes."""
 
 import random
+import types
 
 import pytest
 from mitmproxy.test import taddons, tflow, tutils
 
 from mcpbench.proxies.balancer import (
+    WELCOME_PAGE,
     Balancer,
     BalancerConfigError,
     EndpointLearner,
@@ -49,6 +51,15 @@ def test_source_affinity_per_client_address():
     first = {addr: router.pick(None, addr).name for addr in ("127.0.0.2", "127.0.0.3", "127.0.0.4")}
     assert sorted(first.values()) == ["s1", "s2", "s3"]
     assert all(router.pick("any", addr).name == name for addr, name in first.items())
+
+
+def test_session_hash_sends_an_id_where_it_hashes_and_a_new_session_round_robin():
+    router = Router(THREE, "session-hash")
+    assert [router.pick(None, "127.0.0.1").name for _ in range(4)] == ["s1", "s2", "s3", "s1"]  # no id yet: initialize
+    ids = [f"{n:032x}" for n in range(60)]
+    homes = {sid: router.pick(sid, "127.0.0.1").name for sid in ids}
+    assert all(router.pick(sid, "127.0.0.2").name == home for sid, home in homes.items())  # the same id, the same instance
+    assert set(homes.values()) == {"s1", "s2", "s3"}  # ids spread: a session created elsewhere does not follow its id
 
 
 def test_request_session_key_for_both_transports():
@@ -100,3 +111,40 @@ def test_addon_streams_event_streams_unbuffered():
         flow.response.headers["content-type"] = "text/event-stream"
         addon.responseheaders(flow)
         assert flow.response.stream is True
+
+
+@pytest.mark.parametrize(("answer", "status", "body"), [("refuse", 421, b"Invalid Host header"), ("page", 200, WELCOME_PAGE), ("empty", 200, b"")])
+def test_a_foreign_host_is_refused_or_answered_as_other_fronts_answer_it(answer, status, body):
+    addon = Balancer()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, listen_host="127.0.0.1", mcpbench_balancer_instances="127.0.0.1:8001",
+                       mcpbench_balancer_foreign_host=answer)
+        flow = tflow.tflow()
+        flow.request.headers["host"] = "rebind.mcpbench.invalid"
+        addon.request(flow)
+        assert (flow.response.status_code, flow.response.content) == (status, body)
+        assert "mcpbench_instance" not in flow.metadata  # it reached no instance
+
+
+def test_a_foreign_host_can_be_closed_without_an_answer():
+    addon = Balancer()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, listen_host="127.0.0.1", mcpbench_balancer_instances="127.0.0.1:8001",
+                       mcpbench_balancer_foreign_host="close")
+        flow = tflow.tflow()
+        flow.request.headers["host"] = "rebind.mcpbench.invalid"
+        addon.request(flow)
+        assert flow.response is None and flow.error is not None and flow.killable is False  # killed
+        with pytest.raises(Exception, match="not one of refuse, page, empty, close"):
+            tctx.configure(addon, mcpbench_balancer_foreign_host="shrug")
+
+
+def test_the_lab_command_line_offers_what_the_balancer_does():
+    from mcpbench.lab import cli
+    from mcpbench.lab.topology import cluster
+    from mcpbench.proxies import balancer
+
+    assert cli.POLICIES == cluster.POLICIES == balancer.POLICIES and cli.FOREIGN_HOST == balancer.FOREIGN_HOST
+    one = [types.SimpleNamespace(port=8001)]  # what balancer_argv reads of a running instance
+    argv, _ = cluster.balancer_argv("builtin", "session-hash", "streamable-http", one, port=1, folder=None, foreign_host="close")
+    assert "mcpbench_balancer_policy=session-hash" in argv and "mcpbench_balancer_foreign_host=close" in argv

@@ -37,7 +37,7 @@ from mcpbench.lab.peers.servers import (
 from mcpbench.protocol.errors import McpbenchError
 
 BALANCERS: Final = ("builtin", "haproxy")
-POLICIES: Final = ("random", "round-robin", "sticky", "source")
+POLICIES: Final = ("random", "round-robin", "sticky", "source", "session-hash")
 # Instances a lab may run at once: each is a Python process of some 60 MB.
 MAX_INSTANCES: Final = 16
 
@@ -130,23 +130,26 @@ def balancer_argv(
     kind: str, policy: str, transport: str, servers: Sequence[RunningServer], *, port: int, folder: Path,
     faults: Sequence[str] = (),
     buffer: bool = False,
+    foreign_host: str = "refuse",
 ) -> tuple[list[str], Path | None]:
     """The command line of a balancer on 127.0.0.1:`port`, and HAProxy's config file (written here).
 
     `faults`: `--set` arguments for the fault addon (`faultplan.addon_settings`), loaded after the
     balancer (builtin only). The builtin balancer is its own process (`proxies/balancer.py`'s `main`).
     `buffer`: HAProxy holds each answer back until its body is complete (the builtin balancer
-    does it with the fault addon's `buffer_sse`).
+    does it with the fault addon's `buffer_sse`). `foreign_host`: how the builtin balancer answers
+    a foreign Host (`balancer.FOREIGN_HOST`: refuse, page, empty, close).
     """
     names = instance_names(len(servers))
-    if faults and kind != "builtin":
-        raise LabError("fault options need the builtin balancer (--balancer builtin)")
+    if (faults or foreign_host != "refuse") and kind != "builtin":
+        raise LabError("fault options and foreign-Host answers need the builtin balancer (--balancer builtin)")
     if kind == "builtin":
         instances = ",".join(f"{name}={HOST}:{server.port}" for name, server in zip(names, servers))
         return [
             sys.executable, "-m", "mcpbench.proxies.balancer", "--upstream", f"http://{HOST}:{servers[0].port}",
             "--listen", f"{HOST}:{port}",
             "--set", f"mcpbench_balancer_instances={instances}", "--set", f"mcpbench_balancer_policy={policy}",
+            *(["--set", f"mcpbench_balancer_foreign_host={foreign_host}"] if foreign_host != "refuse" else []),
             *(["--faults", *faults] if faults else []),
         ], None
     from mcpbench.lab.topology.haproxy import write_config
@@ -164,9 +167,10 @@ def running_balancer(
     kind: str, policy: str, transport: str, servers: Sequence[RunningServer], *, folder: Path, port: int | None = None,
     faults: Sequence[str] = (),
     buffer: bool = False,
+    foreign_host: str = "refuse",
 ) -> Iterator[Balancer]:
-    """Run a balancer in front of `servers` until the block ends (an ephemeral port unless `port`; `buffer`:
-    see `balancer_argv`)."""
+    """Run a balancer in front of `servers` until the block ends (an ephemeral port unless `port`; `buffer`,
+    `foreign_host`: see `balancer_argv`)."""
     if kind not in BALANCERS:
         raise LabError(f"unknown balancer {kind!r} ({', '.join(BALANCERS)})")
     if policy not in POLICIES:
@@ -176,7 +180,8 @@ def running_balancer(
         _check_free(port)  # else a connect to whoever holds it would pass for the balancer's
     for attempt in range(1, START_ATTEMPTS + 1):
         chosen = port or free_port()
-        argv, config = balancer_argv(kind, policy, transport, servers, port=chosen, folder=folder, faults=faults, buffer=buffer)
+        argv, config = balancer_argv(kind, policy, transport, servers, port=chosen, folder=folder, faults=faults, buffer=buffer,
+                                     foreign_host=foreign_host)
         log = folder / f"{kind}-{transport}-{policy}.log"
         with log.open("wb") as err:
             try:
@@ -304,6 +309,7 @@ def running_lab(
     restarts: RestartPlan | None = None,
     fault_log: Path | None = None,
     quirks: Quirks | None = None,
+    foreign_host: str = "refuse",
 ) -> Iterator[Lab]:
     """`count` instances and a balancer in front of them, for the duration of the block.
 
@@ -311,6 +317,7 @@ def running_lab(
     injected by the builtin balancer (HAProxy takes `buffer_sse` alone, in its configuration);
     `restarts`: instances killed and restarted on their ports. Both write to `fault_log` (default:
     `folder/faults.jsonl` when either is given). `quirks`: the instances' (`lab/peers/quirks.py`).
+    `foreign_host`: how the builtin balancer answers a foreign Host (see `balancer_argv`).
     """
     from mcpbench.proxies.faultplan import addon_settings, parse_plan
 
@@ -323,7 +330,7 @@ def running_lab(
     restarts = restarts if restarts is not None and (restarts.every or restarts.at is not None) else None
     if (texts or restarts) and fault_log is None:
         fault_log = folder / "faults.jsonl"
-    if texts and balancer != "builtin":
+    if (texts or foreign_host != "refuse") and balancer != "builtin":
         raise LabError("fault options need the builtin balancer (--balancer builtin)")
     if port is not None:
         _check_free(port)  # before the instances start: a lab that cannot listen need not start them
@@ -332,7 +339,7 @@ def running_lab(
     with running_instances(count, transport, json_response=json_response, stateless=stateless, resumable=resumable,
                            quirks=quirks) as servers:
         with running_balancer(balancer, policy, transport, servers, folder=folder, port=port, faults=settings,
-                              buffer=buffer and balancer == "haproxy") as front:
+                              buffer=buffer and balancer == "haproxy", foreign_host=foreign_host) as front:
             lab = Lab(transport, servers, front, folder, instance_names(count), fault_log)
             if restarts is None:
                 yield lab

@@ -16,7 +16,10 @@ from typing import Final
 
 from mcpbench.protocol.http import INSTANCE
 
-BALANCE: Final = {"random": "random", "round-robin": "roundrobin", "sticky": "roundrobin", "source": "source"}
+# `session-hash`: the common advice of hashing on the session header (round-robin while a request
+# names none, as the `initialize` that creates a session does), which keeps about 1 session in N.
+BALANCE: Final = {"random": "random", "round-robin": "roundrobin", "sticky": "roundrobin", "source": "source",
+                  "session-hash": "hdr(mcp-session-id)"}
 # Above the SDK's 15 s idle-stream ping, so an idle SSE stream is never cut.
 SERVER_TIMEOUT_S: Final = 60
 # With buffering on, how long HAProxy holds an answer back waiting for its whole body: longer than

@@ -10,6 +10,7 @@ deployment in front) the same call there is the reference; otherwise the spacing
 
 import dataclasses
 
+from mcpbench.probe import routing
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.probe.wire import Wire
@@ -24,6 +25,11 @@ HELD, SPREAD = 0.8, 0.1
 LATE = 0.25
 FIX = ("Turn response buffering off for text/event-stream: nginx proxy_buffering off (or X-Accel-Buffering: no from the "
        "server), HAProxy without wait-for-body or http-buffer-response, a CDN's streaming mode.")
+# The server asks for no buffering already (`X-Accel-Buffering: no`, as the SDKs' SSE responses do): the proxy ignores it.
+FIX_PROXY = ("The server already sends X-Accel-Buffering: no, and the proxy ignores it: turn response buffering off in the "
+             "proxy itself for text/event-stream (nginx proxy_buffering off, HAProxy without wait-for-body or "
+             "http-buffer-response, a CDN's streaming mode).")
+ACCEL = "x-accel-buffering"
 
 
 def run(target: Target, deadline: float) -> Row:
@@ -33,7 +39,7 @@ def run(target: Target, deadline: float) -> Row:
         return not_applicable(NAME, "no tool reports progress here: name one with --progress-tool 'NAME {\"arg\": 1}'")
     if not target.streams:
         return not_applicable(NAME, "the server answers with JSON bodies: progress is not streamed")
-    figures = {"call": target.progress.tool, "deployment": _measure(target, deadline)}
+    figures = {"call": target.progress.tool, "deployment": _measure(target, deadline), "legacy": target.legacy}
     if target.settings.direct:
         direct = dataclasses.replace(target, url=target.settings.direct, wire=Wire(target.settings.direct, target.wire.options))
         figures["direct"] = _measure(direct, deadline)
@@ -52,7 +58,11 @@ def _measure(target: Target, deadline: float) -> dict:
     progress = [round(t, 4) for t, e in ex.arrivals if type(e) is Pushed]
     answer = next((round(t, 4) for t, e in ex.arrivals if type(e) is Answered), None)
     failure = ex.failure()
-    return {"progress_at": progress, "answer_at": answer, "error": failure[1] if failure else None}
+    measured = {"progress_at": progress, "answer_at": answer, "error": failure[1] if failure else None,
+                "accel_buffering": ex.headers.get(ACCEL) if ex.headers is not None else None}
+    if routing.lost(ex):
+        measured["routed"] = routing.lost_detail(target.progress.tool, ex)
+    return measured
 
 
 def shape(measured: dict) -> dict | None:
@@ -66,6 +76,8 @@ def shape(measured: dict) -> dict | None:
 def judge(figures: dict) -> Row:
     measured = figures["deployment"]
     seen, direct = shape(measured), shape(figures.get("direct") or {})
+    if measured.get("routed"):
+        return routing.row(NAME, measured["routed"], "buffering", figures, legacy=figures.get("legacy", False))
     if measured.get("error"):
         return Row(NAME, WARN, f"{figures['call']}: {measured['error']}", figures=figures)
     if seen is None:
@@ -76,9 +88,11 @@ def judge(figures: dict) -> Row:
                 f"({seen['first']:.0%} of the call), spread over {progress[-1] - progress[0]:.2f} s; answer at {answer:.2f} s")
     if direct is not None:
         evidence += f"; direct: first at {direct['first']:.0%}, spread {direct['spread']:.0%}"
+    asked = (measured.get("accel_buffering") or "").strip().lower() == "no"
+    fix, told = (FIX_PROXY, " (the server sent X-Accel-Buffering: no)") if asked else (FIX, "")
     if seen["first"] >= HELD and seen["spread"] <= SPREAD:
-        return Row(NAME, FAIL, evidence + ": held back until the stream ended", FIX, figures)
+        return Row(NAME, FAIL, evidence + ": held back until the stream ended" + told, fix, figures)
     expected = direct["first"] if direct is not None else 1.0 / seen["steps"]
     if seen["first"] > expected + LATE:
-        return Row(NAME, WARN, evidence + ": the first progress came late", FIX, figures)
+        return Row(NAME, WARN, evidence + ": the first progress came late" + told, fix, figures)
     return Row(NAME, PASS, evidence, figures=figures)

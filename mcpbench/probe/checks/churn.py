@@ -10,6 +10,7 @@ sessions held, or cannot end them at all, shows it here: sessions refused during
 import time
 from collections import Counter
 
+from mcpbench.probe import routing
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.probe.wire import each
@@ -51,11 +52,12 @@ def run(target: Target, deadline: float) -> Row:
         steady.close()
     return judge({"before_ms": before["ms"], "after_ms": after["ms"], "before_failed": before["failed"],
                   "after_failed": after["failed"], "spike": spike, "legacy": target.legacy,
+                  "lost_calls": before["lost"] + after["lost"],
                   "fresh": None if fresh_failure is None else f"{fresh_failure[0]}: {fresh_failure[1]}"[:160]})
 
 
 def _calls(session, deadline: float) -> dict:
-    ms, failed = [], 0
+    ms, failed, lost = [], 0, 0
     for _ in range(STEADY):
         if time.monotonic() >= deadline:
             break
@@ -64,7 +66,8 @@ def _calls(session, deadline: float) -> dict:
             ms.append(round(ex.latency * 1000.0, 3))
         else:
             failed += 1
-    return {"ms": ms, "failed": failed}
+            lost += routing.lost(ex)
+    return {"ms": ms, "failed": failed, "lost": lost}
 
 
 def _spike(target: Target, deadline: float) -> dict:
@@ -91,6 +94,13 @@ def _spike(target: Target, deadline: float) -> dict:
 
 def judge(figures: dict) -> Row:
     spike, before, after = figures["spike"], figures["before_ms"], figures["after_ms"]
+    # A DELETE of a session just opened, answered 404: it reached an instance that never held the session.
+    lost_calls, lost_deletes = figures.get("lost_calls", 0), spike["delete"].get("404", 0)
+    if lost_calls or lost_deletes:
+        seen = [f"{lost_calls} steady call(s)"] if lost_calls else []
+        seen += [f"{lost_deletes} DELETE(s) of {spike['sessions']}"] if lost_deletes else []
+        return routing.row(NAME, f"{' and '.join(seen)} got HTTP 404 session not found", "churn", figures,
+                           legacy=figures["legacy"])
     p_before, p_after = percentile(before, 50) if before else None, percentile(after, 50) if after else None
     figures["p50_before_ms"], figures["p50_after_ms"] = p_before, p_after
     deletes = spike["delete"]

@@ -11,6 +11,7 @@ not judged.
 
 import time
 
+from mcpbench.probe import routing
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, Row, not_applicable
 from mcpbench.probe.wire import each
@@ -51,6 +52,8 @@ def _watch_stream(target: Target, up_to: float, deadline: float) -> dict:
                          timeout=up_to)
         if ex.status == 405:
             return {"offered": False}
+        if routing.lost(ex):  # another instance than the session's: no stream of this server's was watched
+            return {"routed": routing.lost_detail("the session's GET stream", ex)}
         session.end(deadline=deadline)
         return {"offered": ex.status == 200, "status": ex.status, "closed_at": ex.closed_at, "detail": ex.detail}
     finally:
@@ -72,6 +75,8 @@ def _watch_connection(target: Target, up_to: float, deadline: float) -> dict:
 
 def judge(figures: dict) -> Row:
     up_to, stream, kept = figures["up_to"], figures["stream"], figures["connection"]
+    if stream.get("routed"):
+        return routing.row(NAME, stream["routed"], "idle streams", figures, legacy=False)
     if stream.get("error"):
         return Row(NAME, FAIL, stream["error"], figures=figures)
     conn = (f"an idle kept-alive connection was closed after {kept['closed_at']:.1f} s (normal: clients open another)"

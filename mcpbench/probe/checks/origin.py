@@ -13,7 +13,7 @@ import ipaddress
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
 from mcpbench.probe.wire import WireError
-from mcpbench.protocol.http import GET_ACCEPT
+from mcpbench.protocol.http import GET_ACCEPT, is_event_stream
 from mcpbench.protocol.server import LOOPBACK_BINDS
 
 NAME, TITLE, BOUND = "origin", "Host and Origin", 6.0
@@ -39,31 +39,43 @@ def run(target: Target, deadline: float) -> Row:
 
 
 def _try(target: Target, extra: dict, deadline: float) -> dict:
-    """The status of a session's first request carrying `extra`; a session it opened is ended."""
+    """What a session's first request carrying `extra` got: its status, whether the answer was MCP
+    (`mcp`), or that the connection was closed without one (`closed`); a session it opened is ended."""
     if target.legacy:
         try:
             reply = target.wire.request("GET", {"accept": GET_ACCEPT}, deadline=deadline, extra=extra)
         except WireError as exc:
-            return {"status": None, "detail": str(exc)}
+            return {"status": None, "closed": exc.closed, "detail": str(exc)}
         reply.close()
-        return {"status": reply.status}
+        return {"status": reply.status, "mcp": is_event_stream(reply.content_type)}  # the session's stream
     session = target.session()
     try:
         ex = session.send(session.conn.initialize(), deadline=deadline, extra=extra)
         if ex.ok:
             session.end(deadline=deadline)
-        return {"status": ex.status, "detail": ex.detail}
+        return {"status": ex.status, "closed": ex.unanswered_close, "mcp": ex.answered is not None, "detail": ex.detail}
     finally:
         session.close()
 
 
+def _seen(seen: dict) -> str:
+    if seen.get("status") is None:
+        return "the connection closed without an answer (refused)" if seen.get("closed") else "no answer"
+    if seen["status"] < 300 and not seen.get("mcp", True):
+        return f"HTTP {seen['status']}, not an MCP answer (the front's own: the server never saw it)"
+    return f"HTTP {seen['status']}"
+
+
 def judge(figures: dict) -> Row:
+    """Served means an MCP answer: a 2xx page or empty body of the front's own never reached the server,
+    and a connection closed without an answer is a refusal."""
     host, origin, local = figures["host"], figures["origin"], figures["local"]
-    served = [what for what, seen in (("Host", host), ("Origin", origin)) if seen.get("status") is not None and seen["status"] < 300]
-    evidence = (f"foreign Host → HTTP {host.get('status')}; foreign Origin → HTTP {origin.get('status')}; "
-                f"{'a local' if local else 'a remote'} address")
-    if host.get("status") is None or origin.get("status") is None:
-        return Row(NAME, WARN, f"could not be tried: {host.get('detail') or origin.get('detail')}", figures=figures)
+    served = [what for what, seen in (("Host", host), ("Origin", origin))
+              if seen.get("status") is not None and seen["status"] < 300 and seen.get("mcp", True)]
+    evidence = f"foreign Host → {_seen(host)}; foreign Origin → {_seen(origin)}; {'a local' if local else 'a remote'} address"
+    untried = [seen for seen in (host, origin) if seen.get("status") is None and not seen.get("closed")]
+    if untried:
+        return Row(NAME, WARN, f"could not be tried: {untried[0].get('detail')}", figures=figures)
     if not served:
         return Row(NAME, PASS, evidence, figures=figures)
     evidence += f": a foreign {' and a foreign '.join(served)} {'were' if len(served) > 1 else 'was'} served"

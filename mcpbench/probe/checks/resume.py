@@ -13,6 +13,7 @@ answers to another).
 import dataclasses
 import time
 
+from mcpbench.probe import routing
 from mcpbench.probe.sessions import Exchange
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
@@ -65,6 +66,8 @@ def _cut_and_resume(target: Target, session, deadline: float) -> dict:
         "retry_ms": first.reader.answer.retry_ms if first.reader is not None else None, "resumes": 0,
         "answered_before_cut": first.answered is not None,
     }
+    if routing.lost(first):
+        return {**figures, "routed": routing.lost_detail(figures["call"], first)}
     exchanges = [first]
     failed, retry = first.failed, figures["retry_ms"]
     # Cut once more on a progress call (its stream has events to cut between), then read to the answer.
@@ -78,6 +81,9 @@ def _cut_and_resume(target: Target, session, deadline: float) -> dict:
         retry = again.reader.answer.retry_ms if again.reader is not None and again.reader.answer.retry_ms else retry
         exchanges.append(again)
         figures["resumes"] += 1
+        if routing.lost(again):
+            figures["routed"] = routing.lost_detail("the GET with Last-Event-ID", again)
+            break
         if again.answered is not None or again.reader is None:
             break
         failed = dataclasses.replace(failed, last_event_id=again.reader.answer.last_event_id or failed.last_event_id)
@@ -116,8 +122,11 @@ def _foreign(target: Target, event_id: str, deadline: float) -> dict:
 
 def judge(figures: dict) -> Row:
     call = figures["call"]
+    if figures.get("routed"):
+        return routing.row(NAME, figures["routed"], "resumption", figures, legacy=False)
     if not figures.get("first_id"):
-        evidence = f"{call}: the answer stream's events carry no ids: a cut stream cannot be resumed, its answer is lost"
+        evidence = (f"{call}: the server gives its stream's events no ids (it keeps no event store, its configuration, "
+                    "not the deployment's): a cut stream cannot be resumed, its answer is lost")
         return Row(NAME, FAIL, evidence, FIX_STORE, figures)
     retry = f"retry {figures['retry_ms']} ms" if figures.get("retry_ms") is not None else "no retry"
     parts = [f"{call}: events carry ids; {'a priming event came first' if figures['primed'] else 'no priming event'}; {retry}"]

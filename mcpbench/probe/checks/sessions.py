@@ -10,7 +10,8 @@ comes from `X-Mcpbench-Instance` (or the header named with `--instance-header`).
 import time
 from collections import Counter, defaultdict
 
-from mcpbench.load.sessions import SessionTally, count_sessions, ordered_classes, verdict
+from mcpbench.load.sessions import ROUTING_CLASSES, SessionTally, count_sessions, ordered_classes, verdict
+from mcpbench.probe.routing import FIX_HTTP, FIX_LEGACY
 from mcpbench.probe.sessions import Exchange
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, Row
@@ -21,17 +22,17 @@ NAME, TITLE, BOUND = "sessions", "Sessions across the deployment", 25.0
 MAX_CONCURRENT = 64
 # The call each session makes, as the sticky probe's mix did.
 CALL = "tools/list"
-FIX_HTTP = ("Route each session to the instance that created it: stick on the Mcp-Session-Id learned from the response "
-            "that assigned it (HAProxy: stick store-response res.hdr(mcp-session-id)), or run the server stateless.")
-FIX_LEGACY = ("Route each session to the instance that holds its stream: stick on the session parameter of the POST URL, "
-              "learned from the stream's endpoint event.")
 
 
 def run(target: Target, deadline: float) -> Row:
     count, calls = target.settings.sessions, target.settings.calls
     runs = each(lambda n: _one(target, n, calls, deadline), range(count), min(count, MAX_CONCURRENT))
     records = [record for steps in runs for record in steps]
-    return judge(records, count, target)
+    row = judge(records, count, target)
+    # The checks after this one run on one session only where sessions were measured to stay.
+    lost = sum(row.figures["sessions_by_class"].get(name, 0) for name in ROUTING_CLASSES)
+    target.sessions_lost = (lost if target.keeps_sessions else 0, row.figures["sessions"])
+    return row
 
 
 def _one(target: Target, number: int, calls: int, deadline: float) -> list[dict]:

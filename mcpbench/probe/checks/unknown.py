@@ -9,6 +9,7 @@ the server has forgotten every session) and one the server gave and `DELETE` end
 
 import secrets
 
+from mcpbench.probe import routing
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.http import SESSION_ID
@@ -43,9 +44,15 @@ def _made_up(target: Target, deadline: float) -> dict:
 
 
 def _ended(target: Target, deadline: float) -> dict | None:
-    """A request with a session id that DELETE ended (None for legacy: its sessions end with their stream)."""
-    if target.legacy or target.unsettled():
+    """A request with a session id that DELETE ended (None for legacy: its sessions end with their stream).
+
+    Not tried (status None, with `detail`; `routed` when routing is why) where sessions do not stay
+    on their instance: the DELETE may reach one that never held the session.
+    """
+    if target.legacy:
         return None
+    if why := target.unsettled():
+        return {"status": None, "detail": why, "routed": True}
     session = target.session()
     try:
         if not session.open(deadline=deadline).ok:
@@ -54,8 +61,12 @@ def _ended(target: Target, deadline: float) -> dict | None:
         ended = session.end(deadline=deadline)
     finally:
         session.close()
+    if routing.lost(ended):
+        return {"status": None, "delete_status": ended.status, "routed": True,
+                "detail": f"DELETE got HTTP {ended.status}: it reached an instance that does not hold the session"}
     if ended.status is None or ended.status >= 300:
-        return {"status": None, "delete_status": ended.status, "detail": "DELETE did not end the session"}
+        return {"status": None, "delete_status": ended.status,
+                "detail": f"DELETE did not end the session (HTTP {ended.status})" if ended.status else "DELETE got no answer"}
     return {**_asked_with(target, sid, deadline), "delete_status": ended.status}
 
 
@@ -82,10 +93,14 @@ def judge(figures: dict, *, legacy: bool = False) -> Row:
     made_up, ended = figures["made_up"], figures.get("ended")
     tried = [("made-up id", made_up)] + ([("ended id", ended)] if ended and ended.get("status") is not None else [])
     evidence = "; ".join(f"{what} → HTTP {seen['status']} ({seen['detail']})" for what, seen in tried)
+    if ended and ended.get("status") is None:  # said, never dropped in silence
+        evidence += f"; ended id not tried: {ended['detail']}"
     statuses = [seen["status"] for _, seen in tried]
     if made_up.get("status") is None:
         return Row(NAME, WARN, f"could not be tried: {made_up['detail']}", figures=figures)
     if all(status == 404 for status in statuses):
+        if ended and ended.get("routed"):  # the made-up id passed; the ended one was not measured
+            return Row(NAME, WARN, evidence, routing.fix(legacy), figures)
         return Row(NAME, PASS, evidence, figures=figures)
     if legacy:  # HTTP+SSE (2024-11-05) names no status for a lost session: 404 is what clients look for
         return Row(NAME, WARN, evidence, FIX.replace("Mcp-Session-Id", "session"), figures)

@@ -9,6 +9,7 @@ unsupported MCP-Protocol-Version, it MUST respond with 400 Bad Request", Streama
 
 import time
 
+from mcpbench.probe import routing
 from mcpbench.probe.target import Target
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.http import PROTOCOL_VERSION
@@ -33,12 +34,13 @@ def run(target: Target, deadline: float) -> Row:
             session.close()
         if time.monotonic() >= deadline:
             break
-    discover = header = None
+    discover, header, skipped = None, None, None
     if not target.legacy:
         discover = _discover(target, deadline)
-        header = _bogus_header(target, deadline)
+        header, skipped = _bogus_header(target, deadline)
     return judge({"offered": offered, "accepted": [v for v, got in offered.items() if got == v], "answered": offered,
-                  "negotiated": target.version, "discover": discover, "bogus_version_status": header})
+                  "negotiated": target.version, "discover": discover, "bogus_version_status": header,
+                  "bogus_version_not_tried": skipped, "legacy": target.legacy})
 
 
 def _discover(target: Target, deadline: float) -> dict:
@@ -52,18 +54,23 @@ def _discover(target: Target, deadline: float) -> dict:
             "detail": failure[1] if failure else None}
 
 
-def _bogus_header(target: Target, deadline: float) -> int | None:
-    """The status of a request whose `MCP-Protocol-Version` names no version (None: the rule does not apply)."""
+def _bogus_header(target: Target, deadline: float) -> tuple[int | None, str | None]:
+    """(the status of a request whose `MCP-Protocol-Version` names no version, None), or (None, why it
+    was not tried); (None, None): the rule does not apply."""
     known = rules(target.version)
-    if known is None or not known.protocol_version_header or target.unsettled():
-        return None
+    if known is None or not known.protocol_version_header:
+        return None, None
+    if why := target.unsettled():
+        return None, why
     session = target.session()
     try:
         if not session.open(deadline=deadline).ok:
-            return None
+            return None, "no session could be opened to try it"
         ex = session.call("tools/list", deadline=deadline, extra={PROTOCOL_VERSION: BOGUS_VERSION})
         session.end(deadline=deadline)
-        return ex.status
+        if routing.lost(ex):  # the session's instance never saw the header: another one did not know the session
+            return None, f"{routing.lost_detail('its tools/list', ex)}: it reached an instance that does not hold the session"
+        return ex.status, None
     finally:
         session.close()
 
@@ -77,6 +84,8 @@ def judge(figures: dict) -> Row:
         parts.append(f"{DISCOVER} {'answered' if discover['ok'] else 'not answered'} ({LATEST})")
     if bogus is not None:
         parts.append(f"MCP-Protocol-Version {BOGUS_VERSION} → HTTP {bogus}")
+    if skipped := figures.get("bogus_version_not_tried"):
+        parts.append(f"MCP-Protocol-Version {BOGUS_VERSION} not tried: {skipped}")
     evidence = "; ".join(parts)
     if not accepted:
         return Row(NAME, FAIL, evidence, "Speak one of the specification's versions: upgrade the server's MCP SDK.", figures)
@@ -86,4 +95,6 @@ def judge(figures: dict) -> Row:
     if not any(is_latest_handshake(version) for version in accepted):
         return Row(NAME, WARN, evidence, f"Upgrade the server's MCP SDK: clients speaking {LATEST_HANDSHAKE} are answered "
                    "in an older version.", figures)
+    if skipped:  # what was tried passed; a part left out is no pass
+        return Row(NAME, WARN, evidence, routing.fix(figures.get("legacy", False)), figures)
     return Row(NAME, PASS, evidence, figures=figures)

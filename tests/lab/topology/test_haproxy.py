@@ -14,5 +14,7 @@ def test_haproxy_configs_carry_what_mcp_needs(tmp_path):
     assert "stick match req.hdr(mcp-session-id)" in sticky and "stick store-response res.hdr(mcp-session-id)" in sticky
     assert "wait-for-body" not in sticky and "http-response wait-for-body time 45s" in config(
         "round-robin", "streamable-http", servers, port=9000, folder=tmp_path, buffer=True)  # buffering on
+    hashed = config("session-hash", "streamable-http", servers, port=9000, folder=tmp_path)
+    assert "balance hdr(mcp-session-id)" in hashed and "stick" not in hashed
     legacy = config("sticky", "sse", servers, port=9000, folder=tmp_path)
     assert "set-map(" in legacy and "use-server s2 if { url_param(session_id)" in legacy
