@@ -11,6 +11,28 @@ from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration
 
 
+def fleet_from_options(workers: int, master: bool, expect_workers: int | None, master_bind: str | None, join_timeout: float):
+    """The `Fleet` of `--workers N` (local workers) or `--master` (workers on other machines), or None
+    (one process); `load` and `capacity` take the same options.
+
+    Raises:
+        click.UsageError: an option that goes with `--master` without it, or a bad `--master-bind`.
+    """
+    from mcpbench.load.runner import Fleet, parse_bind
+
+    if (expect_workers or master_bind) and not master:
+        raise click.UsageError(f"{'--expect-workers' if expect_workers else '--master-bind'} goes with --master")
+    if master:
+        try:
+            host, port = parse_bind(master_bind or "0.0.0.0")
+        except ValueError as exc:
+            raise click.UsageError(f"--master-bind {exc}") from None
+        return Fleet(host=host, port=port, expect=max(expect_workers or 1, workers), local=workers, join_timeout=join_timeout)
+    if workers:
+        return Fleet(port=0, expect=workers, local=workers, join_timeout=join_timeout)
+    return None
+
+
 @click.command("load")
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @click.option("--target", help="The target, given or overridden: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
@@ -65,7 +87,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
     from mcpbench.durations import parse_duration
-    from mcpbench.load.runner import JOIN_TIMEOUT, Fleet, parse_bind, run_scenario
+    from mcpbench.load.runner import JOIN_TIMEOUT, run_scenario
     from mcpbench.load.samples import render
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
@@ -87,20 +109,9 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         sys.exit(run_worker(master_host, master_port or MASTER_PORT, join_timeout=wait, echo=click.echo))
     if master_host or master_port:
         raise click.UsageError(f"{'--master-host' if master_host else '--master-port'} goes with --worker")
-    if (expect_workers or master_bind) and not master:
-        raise click.UsageError(f"{'--expect-workers' if expect_workers else '--master-bind'} goes with --master")
-    fleet = None
-    if master:
-        try:
-            host, port = parse_bind(master_bind or "0.0.0.0")
-        except ValueError as exc:
-            raise click.UsageError(f"--master-bind {exc}") from None
-        expected = max(expect_workers or 1, workers)
-        fleet = Fleet(host=host, port=port, expect=expected, local=workers, join_timeout=wait)
-    elif join_timeout is not None and not workers:
+    fleet = fleet_from_options(workers, master, expect_workers, master_bind, wait)
+    if join_timeout is not None and fleet is None:
         raise click.UsageError("--join-timeout goes with --master, --workers or --worker")
-    elif workers:
-        fleet = Fleet(port=0, expect=workers, local=workers, join_timeout=wait)
 
     if service_name and not otlp:
         raise click.UsageError("--service-name goes with --otlp")
