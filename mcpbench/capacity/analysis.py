@@ -4,7 +4,8 @@ Every step of the timeline (`ramp.json`, written while the run went) is judged a
 answer the run got, by the same rule as live (`mcpbench.load.ramp.judge`, over the calls that started
 before the step's last `grace` seconds; a call short of its rate counts as slower than any bound).
 
-- **capacity**: the rate of the last step that held before the first that broke.
+- **capacity**: the rate of the last step that held before the first that broke (a ramp that never
+  broke: its last step's, a lower bound, `broke` false).
 - **knee**, where latency began to bend: over the ramp's steps up to the break, each step's first SLO
   metric (p95 for `p95<200ms`, over its answered calls) against its rate, both scaled to [0, 1]; the
   knee is the step furthest below the straight line from the first step to the last (the Kneedle

@@ -205,7 +205,10 @@ def _metric(values: list[float], metric: str) -> float:
         return max(values)
     if metric == "avg":
         return sum(values) / len(values)
-    return percentile(values, float(metric[1:]))
+    q = float(metric[1:])
+    if math.isinf(sorted(values)[min(len(values) - 1, math.ceil((len(values) - 1) * q / 100))]):
+        return math.inf  # the percentile lies among the unanswered calls (interpolating would give NaN)
+    return percentile(values, q)
 
 
 def _ms(value: float) -> str:
