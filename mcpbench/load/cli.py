@@ -33,6 +33,33 @@ def fleet_from_options(workers: int, master: bool, expect_workers: int | None, m
     return None
 
 
+# A recorded schedule's run lasts its span at the speed, plus a call's timeout and this margin.
+SCHEDULE_MARGIN = 10.0
+
+
+def recorded_schedule(scenario, trace: str, speed: str, *, users: int | None, duration: float | None):
+    """`scenario` running the trace's sessions on their recorded schedule at `speed` (traceload.py):
+    a user per session (at most traceload.MAX_USERS, or --users), lasting the recording's span at that
+    speed (or --duration)."""
+    import dataclasses
+    import math
+
+    from mcpbench.load.scenario import check_consistency
+    from mcpbench.load.traceload import SessionQueue, parse_speed, recorded_load, span, to_json
+
+    factor = parse_speed(speed)
+    sessions = recorded_load(trace)
+    queue = SessionQueue(sessions, factor, scenario.versions)
+    took = span(sessions) / (1.0 if math.isinf(factor) else factor)
+    new = dataclasses.replace(
+        scenario, replay=to_json(sessions, factor), open_model=None, session="session_per_task",
+        users=users or sum(queue.users(v) for v in scenario.versions), spawn_rate=1000.0,
+        duration=duration or took + scenario.timeout + SCHEDULE_MARGIN,
+    )
+    check_consistency(new)
+    return new
+
+
 @click.command("load")
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @click.option("--target", help="The target, given or overridden: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
@@ -41,6 +68,8 @@ def fleet_from_options(workers: int, master: bool, expect_workers: int | None, m
 @click.option("--duration", help="Run time, like 30s or 2m (override).")
 @click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
 @click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")
+@click.option("--speed", metavar="1x|2x|0.5x|max", help="With --from-trace: reissue the recorded sessions at their recorded "
+              "arrival times and call spacing, scaled (max: all at once, each call after the last answer).")
 @click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
 @click.option("--master", is_flag=True, help="Run a Locust master for workers on other machines (mcpbench load --worker).")
 @click.option("--expect-workers", type=click.IntRange(1), help="With --master: the workers to wait for before the load starts (default 1).")
@@ -62,7 +91,7 @@ def fleet_from_options(workers: int, master: bool, expect_workers: int | None, m
 @ci_options
 @client_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, master, expect_workers, master_bind,
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, workers, master, expect_workers, master_bind,
          worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, otlp, service_name, ui, web_port, junit_xml, summary_md,
          client):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
@@ -96,7 +125,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     if worker:
         given = [name for name, value in {
             "SCENARIO": scenario, "--target": target, "--users": users, "--spawn-rate": spawn_rate, "--duration": duration,
-            "--out": out, "--from-trace": from_trace, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
+            "--out": out, "--from-trace": from_trace, "--speed": speed, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
             "--web-port": web_port, "--exit-code-on-error": exit_code_on_error is not None, "--junit-xml": junit_xml,
             "--summary-md": summary_md, "--otlp": otlp, "--service-name": service_name, **local,
         }.items() if value]
@@ -155,6 +184,12 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
+    if speed is not None:
+        if not from_trace:
+            raise click.UsageError("--speed goes with --from-trace")
+        if fleet is not None:
+            raise click.UsageError("--speed runs the recorded sessions in one process: drop --workers/--master")
+        loaded = recorded_schedule(loaded, from_trace, speed, users=users, duration=seconds)
     result = run_scenario(loaded, out, fleet=fleet, ui=ui, web_port=web_port, echo=click.echo)
     table = render(result.summary)
     write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", junit_xml, summary_md)

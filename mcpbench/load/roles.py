@@ -79,10 +79,18 @@ def install(scenario: Scenario | dict, *, workers: int = 1) -> dict[str, type]:
 
         ramp = RampRun(Ramp.from_json(scenario.ramp), scenario.users, os.environ.get("MCPBENCH_SAMPLES"))
         classes["CapacityRamp"] = shape_class(ramp)
+    replay = None
+    if scenario.replay is not None:  # recorded traffic as load: the recording's sessions on their schedule
+        from mcpbench.load.traceload import SessionQueue, from_json
+
+        speed, sessions = from_json(scenario.replay)
+        replay = SessionQueue(sessions, speed, scenario.versions)
     for version in scenario.versions:
+        if replay is not None and not replay.users(version):
+            continue  # no recorded session of this era
         label = f"{transport} {era_name(version)}" if len(scenario.versions) > 1 else None
         # One schedule per process, shared by every user class: the rate is the whole process's rate.
-        cls = build_user_class(scenario, version, label=label, schedule=schedule, access=access)
+        cls = build_user_class(scenario, version, label=label, schedule=schedule, access=access, replay=replay)
         classes[cls.__name__] = cls
 
     def on_init(environment: Any, **_kw: Any) -> None:
