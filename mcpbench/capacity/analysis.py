@@ -64,7 +64,7 @@ def read_run(folder: Path) -> tuple[dict, list[Call]]:
     except (OSError, orjson.JSONDecodeError) as exc:
         raise CapacityError(f"{folder / RAMP_FILE}: no ramp timeline ({getattr(exc, 'strerror', None) or exc})") from None
     calls = [Call(r["t"], r["latency_ms"], r.get("failure")) for r in records(folder / "samples.jsonl", missing_ok=True)
-             if "latency_ms" in r and r.get("t") is not None]
+             if "uncorrected_ms" in r and r.get("t") is not None]  # the schedule's calls, not the handshakes
     calls.sort(key=lambda c: c.start)
     return timeline, calls
 

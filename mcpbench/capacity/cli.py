@@ -93,7 +93,7 @@ def capacity(scenario, slos, max_errors, start_rate, rate_step, step_length, max
     try:
         run = loaded.with_overrides(
             target=target, users=users, open_model=OpenModel(rates[0], lateness), ramp=ramp.to_json(),
-            duration=ramp.longest + step_s,  # the steps, the low step and the users' start (at most a step)
+            duration=ramp.longest,  # the users' start, the steps and the low step
             thresholds=(), exit_code_on_error=0, client=client.over(loaded.client) if client.given else None,
         )
     except ScenarioError as exc:

@@ -37,6 +37,9 @@ MIN_GRACE = 0.5
 # ... and at least this many times the slowest latency bound.
 GRACE_BOUNDS = 2.0
 PHASE_RAMP, PHASE_RECOVERY = "ramp", "recovery"
+# The first step begins once every user has made a call (its session stands), or after this long:
+# a stdio user starts a server process of its own, which takes seconds on a busy machine.
+WARMUP_LIMIT = 60.0
 
 
 class SloError(ValueError):
@@ -113,8 +116,8 @@ class Ramp:
 
     @property
     def longest(self) -> float:
-        """The run's longest time: every step and the recovery step."""
-        return (len(self.rates) + 1) * self.step_s
+        """The run's longest time: the users' start, every step and the recovery step."""
+        return WARMUP_LIMIT + (len(self.rates) + 1) * self.step_s
 
     def to_json(self) -> dict:
         return {"rates": list(self.rates), "step_s": self.step_s, "slos": list(self.slos), "max_errors": self.max_errors,
@@ -220,10 +223,13 @@ class StepMeter:
 
     def __init__(self) -> None:
         self.calls: list[tuple[float, float, str | None]] = []  # (start, ms, failure class)
+        self.sessions: set[str] = set()  # the client sessions heard from (each user's)
 
-    def add(self, start: float | None, latency_ms: float, failure: str | None) -> None:
+    def add(self, start: float | None, latency_ms: float, failure: str | None, session: str | None = None) -> None:
         if start is not None:
             self.calls.append((start, latency_ms, failure))
+        if session is not None:
+            self.sessions.add(session)
 
     def window(self, start: float, end: float) -> tuple[list[float], dict[str, int]]:
         """The latencies and failures by class of the calls that started in [start, end)."""
@@ -243,9 +249,10 @@ class StepMeter:
 class RampController:
     """Which rate runs now: `tick(now)` returns it, or None once the recovery step is over."""
 
-    def __init__(self, ramp: Ramp, meter: StepMeter) -> None:
+    def __init__(self, ramp: Ramp, meter: StepMeter, users: int = 1) -> None:
         self.ramp = ramp
         self.meter = meter
+        self.users = users
         self.thresholds = ramp.thresholds
         self.timeline: list[dict] = []  # one entry per step begun: index, phase, rate, start, end, held, why
         self.done = False
@@ -260,9 +267,9 @@ class RampController:
         if self.done:
             return None
         if step is None:
-            # The first step begins once calls flow (the users have their sessions), or after a step's time.
+            # The first step begins once every user has its session and calls, or after WARMUP_LIMIT.
             self._warming = now if self._warming is None else self._warming
-            if not self.meter.calls and now - self._warming < self.ramp.step_s:
+            if len(self.meter.sessions) < self.users and now - self._warming < WARMUP_LIMIT:
                 return self.ramp.rates[0]
             return self._begin(0, PHASE_RAMP, self.ramp.rates[0], now)
         if now - step["start"] < self.ramp.step_s:

@@ -28,7 +28,7 @@ class RampRun:
 
     def __init__(self, ramp: Ramp, users: int, folder: str | None) -> None:
         self.meter = StepMeter()
-        self.controller = RampController(ramp, self.meter)
+        self.controller = RampController(ramp, self.meter, users)
         self.users = users
         self.path = Path(folder) / RAMP_FILE if folder else None
         self.set_rate: Callable[[float], None] | None = None  # set at Locust's init, by role
@@ -37,8 +37,11 @@ class RampRun:
 
     def on_request(self, response_time: float, exception: Any = None, context: Any = None, start_time: float | None = None, **_: Any) -> None:
         """A Locust request listener (this process's users)."""
-        failure = None if exception is None else ((context or {}).get("failure") or getattr(exception, "kind", None) or "error")
-        self.meter.add(start_time, response_time, failure)
+        context = context or {}
+        if "uncorrected" not in context:
+            return  # not a call of the schedule (a handshake, a DELETE)
+        failure = None if exception is None else (context.get("failure") or getattr(exception, "kind", None) or "error")
+        self.meter.add(start_time, response_time, failure, context.get("session"))
 
     def on_lines(self, data: bytes) -> None:
         """The sample lines a worker sent the master."""
@@ -47,8 +50,8 @@ class RampRun:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(record, dict) and "latency_ms" in record:
-                self.meter.add(record.get("t"), record["latency_ms"], record.get("failure"))
+            if isinstance(record, dict) and "uncorrected_ms" in record:  # a call of the schedule
+                self.meter.add(record.get("t"), record["latency_ms"], record.get("failure"), record.get("session"))
 
     def tick(self) -> tuple[int, float] | None:
         rate = self.controller.tick(time.time())

@@ -71,9 +71,11 @@ def _feed(meter: StepMeter, start: float, end: float, rate: float, ms: float) ->
 def test_controller_ramps_until_a_step_breaks_then_holds_one_low_step():
     ramp = Ramp((10.0, 20.0, 40.0, 80.0), 5.0, ("p95<100ms",), 0.0, 5.0)
     meter = StepMeter()
-    control = RampController(ramp, meter)
+    control = RampController(ramp, meter, users=2)
     assert control.tick(0.0) == 10.0 and control.timeline == []  # warming up: no call yet
-    meter.add(0.5, 10.0, None)
+    meter.add(0.5, 10.0, None, "user-1")
+    assert control.tick(0.7) == 10.0 and control.timeline == []  # one of the two users calls
+    meter.add(0.8, 10.0, None, "user-2")
     assert control.tick(1.0) == 10.0 and control.current["start"] == 1.0
     _feed(meter, 1.0, 6.0, 10.0, 20.0)
     assert control.tick(6.0) == 20.0 and control.timeline[0]["held"]
@@ -89,7 +91,7 @@ def test_controller_stops_after_the_last_step_when_none_broke():
     ramp = Ramp((10.0, 20.0), 2.0, ("p95<100ms",))
     meter = StepMeter()
     control = RampController(ramp, meter)
-    meter.add(0.0, 1.0, None)
+    meter.add(0.0, 1.0, None, "user-1")
     control.tick(0.0)
     _feed(meter, 0.0, 2.0, 10.0, 5.0)
     assert control.tick(2.0) == 20.0
