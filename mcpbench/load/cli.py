@@ -39,21 +39,21 @@ SCHEDULE_MARGIN = 10.0
 
 def recorded_schedule(scenario, trace: str, speed: str, *, users: int | None, duration: float | None):
     """`scenario` running the trace's sessions on their recorded schedule at `speed` (traceload.py):
-    a user per session (at most traceload.MAX_USERS, or --users), lasting the recording's span at that
+    a user per session (at most --users, else traceload.MAX_USERS), lasting the recording's span at that
     speed (or --duration)."""
     import dataclasses
     import math
 
     from mcpbench.load.scenario import check_consistency
-    from mcpbench.load.traceload import SessionQueue, parse_speed, recorded_load, span, to_json
+    from mcpbench.load.traceload import MAX_USERS, SessionQueue, parse_speed, recorded_load, span, to_json
 
     factor = parse_speed(speed)
     sessions = recorded_load(trace)
-    queue = SessionQueue(sessions, factor, scenario.versions)
+    queue = SessionQueue(sessions, factor, scenario.versions, users or MAX_USERS)
     took = span(sessions) / (1.0 if math.isinf(factor) else factor)
     new = dataclasses.replace(
         scenario, replay=to_json(sessions, factor), open_model=None, session="session_per_task",
-        users=users or sum(queue.users(v) for v in scenario.versions), spawn_rate=1000.0,
+        users=sum(queue.users(v) for v in scenario.versions), spawn_rate=1000.0,
         duration=duration or took + scenario.timeout + SCHEDULE_MARGIN,
     )
     check_consistency(new)

@@ -84,7 +84,7 @@ def install(scenario: Scenario | dict, *, workers: int = 1) -> dict[str, type]:
         from mcpbench.load.traceload import SessionQueue, from_json
 
         speed, sessions = from_json(scenario.replay)
-        replay = SessionQueue(sessions, speed, scenario.versions)
+        replay = SessionQueue(sessions, speed, scenario.versions, scenario.users)
     for version in scenario.versions:
         if replay is not None and not replay.users(version):
             continue  # no recorded session of this era

@@ -477,8 +477,10 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
     except OSError as exc:  # the parts stay where they are, complete as far as they were written
         write_errors.append(f"{merged}: {exc.strerror or exc}")
         merged = parts
-    # Interrupted, the run lasted as long as its samples span, not the scenario's duration.
-    summary = samples_mod.summarize(merged, None if interrupted else scenario.duration)
+    # Interrupted, the run lasted as long as its samples span, not the scenario's duration; so does a
+    # run that ends on its own (a recorded schedule once its sessions ran, a capacity ramp at its break).
+    ends_itself = scenario.replay is not None or scenario.ramp is not None
+    summary = samples_mod.summarize(merged, None if interrupted or ends_itself else scenario.duration)
     if interrupted and not summary["total"]["count"]:
         summary["duration_s"] = round(interrupted_after, 3)  # stopped before any sample: the time Locust ran
     summary["interrupted"] = interrupted

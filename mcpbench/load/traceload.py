@@ -125,8 +125,9 @@ def from_json(obj: dict) -> tuple[float, tuple[RecordedSession, ...]]:
 class SessionQueue:
     """The recorded sessions of one process, handed out in arrival order to users of each era."""
 
-    def __init__(self, sessions: tuple[RecordedSession, ...], speed: float, versions: tuple[str, ...]) -> None:
+    def __init__(self, sessions: tuple[RecordedSession, ...], speed: float, versions: tuple[str, ...], users: int = MAX_USERS) -> None:
         self.speed = speed
+        self.pool = users  # the users of every era together
         self.start: float | None = None  # perf_counter time the schedule began (the first claim)
         # Each session runs in its recorded era when the run speaks it, else in the run's first.
         self.waiting: dict[str, list[RecordedSession]] = {v: [] for v in versions}
@@ -136,8 +137,10 @@ class SessionQueue:
         self.ended = False
 
     def users(self, version: str) -> int:
-        """How many users the era's sessions get (one each, at most `MAX_USERS` over all)."""
-        return min(len(self.waiting[version]), MAX_USERS)
+        """How many users the era's sessions get: one each, the pool shared by the eras as their sessions are."""
+        total = sum(len(q) for q in self.waiting.values())
+        mine = len(self.waiting[version])
+        return min(mine, max(1, self.pool * mine // total)) if mine else 0
 
     def claim(self, version: str, now: float) -> RecordedSession | None:
         if self.start is None:

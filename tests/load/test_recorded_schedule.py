@@ -33,6 +33,8 @@ def test_recorded_sessions_keep_their_arrival_and_spacing(tmp_path):
     first = queue.claim("2025-11-25", 100.0)
     assert queue.due(first, 1.5) == pytest.approx(100.75)
     assert queue.due(queue.claim("2025-11-25", 100.1), 0.5) == pytest.approx(101.25)  # (2 + 0.5) / 2 after the start
+    shared = SessionQueue(sessions, 1.0, ("2025-11-25", "2026-07-28"), users=2)
+    assert (shared.users("2025-11-25"), shared.users("2026-07-28")) == (2, 0)  # every recorded session is of the first era
 
 
 @pytest.mark.slow
