@@ -179,6 +179,8 @@ def verdict_line(result: dict) -> str:
         return "no step ran"
     if not result["broke"]:
         top = max(r["rate"] for r in result["steps"])
+        if result.get("interrupted"):
+            return f"interrupted: every step that ran held {', '.join(result['slo'])}, up to {top:g}/s (the last one cut short)"
         return (f"never broke: every step held {', '.join(result['slo'])} up to {top:g}/s, the ramp's bound; the capacity is "
                 "at least that (raise --max-time, --rate-step or --max-rate to find the break)")
     brk = result["break"]

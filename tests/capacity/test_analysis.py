@@ -33,3 +33,9 @@ def test_analysis_finds_capacity_break_knee_and_recovery():
     assert found["recovery"] == {"rate": 5.0, "recovered": True, "seconds": 1.6, "window_s": 0.8,
                                  "windows_held": [False, False, True, True, True]}
     assert verdict_line(found).startswith("capacity 40/s: 50/s broke it (p95 300.0 ms breaks p95<100ms)")
+
+
+def test_an_interrupted_ramp_does_not_claim_its_bound():
+    result = {"steps": [{"rate": 20.0}, {"rate": 30.0}], "broke": False, "slo": ["p95<1s"]}
+    assert verdict_line(result).startswith("never broke: every step held p95<1s up to 30/s, the ramp's bound")
+    assert verdict_line(result | {"interrupted": True}).startswith("interrupted: every step that ran held p95<1s, up to 30/s")

@@ -57,6 +57,9 @@ def test_recorded_sessions_replayed_at_2x_leave_on_the_halved_schedule(http_serv
     # Achieved: when each call left (due time plus its lag), against the recording halved.
     achieved = sorted(r["t"] + r["lag_ms"] / 1000 - start for r in calls)
     assert all(abs(a - x / 2) <= LAG_TOLERANCE for a, x in zip(achieved, recorded)), (achieved, recorded)
+    # Each session's handshake began when the session was due: the recorded arrivals, halved.
+    arrivals = sorted(r["t"] - start for r in records(out / "samples.jsonl") if r.get("step") == "initialize")
+    assert all(abs(a - offset / 2) <= LAG_TOLERANCE for a, (offset, _) in zip(arrivals, SESSIONS)), arrivals
     summary = json.loads((out / "summary.json").read_text())
     lag = summary["schedule_lag"]
     assert lag["count"] == 6 and lag["max"] == pytest.approx(max(r["lag_ms"] for r in calls))
