@@ -11,6 +11,55 @@ from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration
 
 
+def fleet_from_options(workers: int, master: bool, expect_workers: int | None, master_bind: str | None, join_timeout: float):
+    """The `Fleet` of `--workers N` (local workers) or `--master` (workers on other machines), or None
+    (one process); `load` and `capacity` take the same options.
+
+    Raises:
+        click.UsageError: an option that goes with `--master` without it, or a bad `--master-bind`.
+    """
+    from mcpbench.load.runner import Fleet, parse_bind
+
+    if (expect_workers or master_bind) and not master:
+        raise click.UsageError(f"{'--expect-workers' if expect_workers else '--master-bind'} goes with --master")
+    if master:
+        try:
+            host, port = parse_bind(master_bind or "0.0.0.0")
+        except ValueError as exc:
+            raise click.UsageError(f"--master-bind {exc}") from None
+        return Fleet(host=host, port=port, expect=max(expect_workers or 1, workers), local=workers, join_timeout=join_timeout)
+    if workers:
+        return Fleet(port=0, expect=workers, local=workers, join_timeout=join_timeout)
+    return None
+
+
+# A recorded schedule's run lasts its span at the speed, plus a call's timeout and this margin.
+SCHEDULE_MARGIN = 10.0
+
+
+def recorded_schedule(scenario, trace: str, speed: str, *, users: int | None, duration: float | None):
+    """`scenario` running the trace's sessions on their recorded schedule at `speed` (traceload.py):
+    a user per session (at most --users, else traceload.MAX_USERS), lasting the recording's span at that
+    speed (or --duration)."""
+    import dataclasses
+    import math
+
+    from mcpbench.load.scenario import check_consistency
+    from mcpbench.load.traceload import MAX_USERS, SessionQueue, parse_speed, recorded_load, span, to_json
+
+    factor = parse_speed(speed)
+    sessions = recorded_load(trace)
+    queue = SessionQueue(sessions, factor, scenario.versions, users or MAX_USERS)
+    took = span(sessions) / (1.0 if math.isinf(factor) else factor)
+    new = dataclasses.replace(
+        scenario, replay=to_json(sessions, factor), open_model=None, session="session_per_task",
+        users=sum(queue.users(v) for v in scenario.versions), spawn_rate=1000.0,
+        duration=duration or took + scenario.timeout + SCHEDULE_MARGIN,
+    )
+    check_consistency(new)
+    return new
+
+
 @click.command("load")
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @click.option("--target", help="The target, given or overridden: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
@@ -19,6 +68,8 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_durati
 @click.option("--duration", help="Run time, like 30s or 2m (override).")
 @click.option("--out", type=click.Path(file_okay=False), help="Result directory (default: results/<time>-<scenario>).")
 @click.option("--from-trace", type=click.Path(dir_okay=False), help="Derive the call mix (methods, tools, arguments, weights) from a recorded trace.")
+@click.option("--speed", metavar="1x|2x|0.5x|max", help="With --from-trace: reissue the recorded sessions at their recorded "
+              "arrival times and call spacing, scaled (max: all at once, each call after the last answer).")
 @click.option("--workers", type=click.IntRange(0), default=0, help="Run a Locust master with N local worker processes.")
 @click.option("--master", is_flag=True, help="Run a Locust master for workers on other machines (mcpbench load --worker).")
 @click.option("--expect-workers", type=click.IntRange(1), help="With --master: the workers to wait for before the load starts (default 1).")
@@ -40,7 +91,7 @@ from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_durati
 @ci_options
 @client_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers, master, expect_workers, master_bind,
+def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, workers, master, expect_workers, master_bind,
          worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, otlp, service_name, ui, web_port, junit_xml, summary_md,
          client):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
@@ -65,7 +116,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
     from mcpbench.durations import parse_duration
-    from mcpbench.load.runner import JOIN_TIMEOUT, Fleet, parse_bind, run_scenario
+    from mcpbench.load.runner import JOIN_TIMEOUT, run_scenario
     from mcpbench.load.samples import render
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
@@ -74,7 +125,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
     if worker:
         given = [name for name, value in {
             "SCENARIO": scenario, "--target": target, "--users": users, "--spawn-rate": spawn_rate, "--duration": duration,
-            "--out": out, "--from-trace": from_trace, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
+            "--out": out, "--from-trace": from_trace, "--speed": speed, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
             "--web-port": web_port, "--exit-code-on-error": exit_code_on_error is not None, "--junit-xml": junit_xml,
             "--summary-md": summary_md, "--otlp": otlp, "--service-name": service_name, **local,
         }.items() if value]
@@ -87,20 +138,9 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         sys.exit(run_worker(master_host, master_port or MASTER_PORT, join_timeout=wait, echo=click.echo))
     if master_host or master_port:
         raise click.UsageError(f"{'--master-host' if master_host else '--master-port'} goes with --worker")
-    if (expect_workers or master_bind) and not master:
-        raise click.UsageError(f"{'--expect-workers' if expect_workers else '--master-bind'} goes with --master")
-    fleet = None
-    if master:
-        try:
-            host, port = parse_bind(master_bind or "0.0.0.0")
-        except ValueError as exc:
-            raise click.UsageError(f"--master-bind {exc}") from None
-        expected = max(expect_workers or 1, workers)
-        fleet = Fleet(host=host, port=port, expect=expected, local=workers, join_timeout=wait)
-    elif join_timeout is not None and not workers:
+    fleet = fleet_from_options(workers, master, expect_workers, master_bind, wait)
+    if join_timeout is not None and fleet is None:
         raise click.UsageError("--join-timeout goes with --master, --workers or --worker")
-    elif workers:
-        fleet = Fleet(port=0, expect=workers, local=workers, join_timeout=wait)
 
     if service_name and not otlp:
         raise click.UsageError("--service-name goes with --otlp")
@@ -144,6 +184,12 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, workers
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
+    if speed is not None:
+        if not from_trace:
+            raise click.UsageError("--speed goes with --from-trace")
+        if fleet is not None:
+            raise click.UsageError("--speed runs the recorded sessions in one process: drop --workers/--master")
+        loaded = recorded_schedule(loaded, from_trace, speed, users=users, duration=seconds)
     result = run_scenario(loaded, out, fleet=fleet, ui=ui, web_port=web_port, echo=click.echo)
     table = render(result.summary)
     write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", junit_xml, summary_md)

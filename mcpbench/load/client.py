@@ -626,6 +626,7 @@ class McpClient:
             context["ttfe"] = (first_event - sent) * 1000.0
         if intended is not None:
             context["uncorrected"] = (time.perf_counter() - sent) * 1000.0
+            context["lag"] = max(0.0, sent - intended) * 1000.0  # how late it left: the schedule falling behind
         return context
 
     def _notify(self, name: str, build) -> bool:

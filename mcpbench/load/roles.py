@@ -71,11 +71,26 @@ def install(scenario: Scenario | dict, *, workers: int = 1) -> dict[str, type]:
     transport = target.transport
     # the headers as read and --proxy as given, from `mcpbench load` (a remote worker: the scenario's own)
     access = ClientAccess.from_env(os.environ.get("MCPBENCH_ACCESS"), scenario.client, target.url)
-    classes = {}
+    classes: dict[str, type] = {}
+    ramp = None
+    if scenario.ramp is not None:  # `mcpbench capacity`: a load shape steps the open model's rate
+        from mcpbench.load.ramp import Ramp
+        from mcpbench.load.rampshape import RampRun, shape_class
+
+        ramp = RampRun(Ramp.from_json(scenario.ramp), scenario.users, os.environ.get("MCPBENCH_SAMPLES"))
+        classes["CapacityRamp"] = shape_class(ramp)
+    replay = None
+    if scenario.replay is not None:  # recorded traffic as load: the recording's sessions on their schedule
+        from mcpbench.load.traceload import SessionQueue, from_json
+
+        speed, sessions = from_json(scenario.replay)
+        replay = SessionQueue(sessions, speed, scenario.versions, scenario.users)
     for version in scenario.versions:
+        if replay is not None and not replay.users(version):
+            continue  # no recorded session of this era
         label = f"{transport} {era_name(version)}" if len(scenario.versions) > 1 else None
         # One schedule per process, shared by every user class: the rate is the whole process's rate.
-        cls = build_user_class(scenario, version, label=label, schedule=schedule, access=access)
+        cls = build_user_class(scenario, version, label=label, schedule=schedule, access=access, replay=replay)
         classes[cls.__name__] = cls
 
     def on_init(environment: Any, **_kw: Any) -> None:
@@ -87,9 +102,15 @@ def install(scenario: Scenario | dict, *, workers: int = 1) -> dict[str, type]:
             if folder := os.environ.get("MCPBENCH_SAMPLES"):
                 writer = SampleWriter(Path(folder) / f"samples.{os.getpid()}.jsonl", _fd("MCPBENCH_STATUS_FD"))
             if isinstance(runner, MasterRunner):
-                _Master(environment, writer, scenario.open_model.rate if scenario.open_model else None)
-            elif writer is not None:
-                _local(environment, writer, schedule)
+                master = _Master(environment, writer, scenario.open_model.rate if scenario.open_model else None, ramp)
+                if ramp is not None:
+                    ramp.set_rate = master.set_rate
+            else:
+                if writer is not None:
+                    _local(environment, writer, schedule)
+                if ramp is not None:
+                    environment.events.request.add_listener(ramp.on_request)
+                    ramp.set_rate = schedule.retime
             _rewrite_csv_at_quit(environment)
         # The last added runs first: from the start of the shutdown on, a second stop signal (a
         # process group's Ctrl-C, then `mcpbench load` stopping its Locust) would cut it short.
@@ -211,8 +232,9 @@ class _Worker:
 class _Master:
     """The master's side: the workers' batches into one sample file, their accounts, the rate split."""
 
-    def __init__(self, environment: Any, writer: SampleWriter | None, rate: float | None) -> None:
+    def __init__(self, environment: Any, writer: SampleWriter | None, rate: float | None, ramp: Any = None) -> None:
         self.environment = environment
+        self.ramp = ramp  # a capacity ramp's `RampRun`: it hears every sample
         self.runner = environment.runner
         self.writer = writer
         self.rate = rate
@@ -243,12 +265,20 @@ class _Master:
         batch = Batch.from_message(msg.data)
         if self.writer is not None:
             self.writer.write_lines(batch.data, batch.lines)
+        if self.ramp is not None:
+            self.ramp.on_lines(batch.data)
         self.roster.received(msg.node_id, batch)
         self.runner.send_message(ACK, {"seq": batch.seq}, client_id=msg.node_id)
 
     def on_done(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.roster.done(msg.node_id, Done.from_message(msg.data))
         self.changed.set()
+
+    def set_rate(self, rate: float) -> None:
+        """The open model's rate over all workers from now on (a capacity ramp's step)."""
+        if rate != self.rate:
+            self.rate = rate
+            self.resplit()
 
     def resplit(self) -> None:
         """Send each worker present its share of the open model's rate, when the workers changed."""

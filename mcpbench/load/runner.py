@@ -471,6 +471,10 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
     """Merge the samples, write the summary with the threshold verdicts; `interrupted_after`: the
     seconds the run had lasted when a stop signal ended it, or None."""
     interrupted = interrupted_after is not None
+    if scenario.replay is not None or scenario.ramp is not None:
+        # It ends on its own (a recorded schedule once its sessions ran, a capacity ramp after its break):
+        # no planned duration, so that its rate is over the span of its samples, as an interrupted run's.
+        scenario = replace(scenario, duration=0.0)
     locust_exit = procs[0].returncode if procs else -1
     roster = _read_roster(out_dir / ROSTER_FILE) if fleet else None
     parts = sorted(out_dir.glob("samples.*.jsonl"))

@@ -14,8 +14,10 @@ it failed; an authentication failure (auth-required, auth-forbidden) adds the
 server's `challenge` ({resource_metadata, scope, error}), and OAuth's discovery and
 token requests are steps of type "oauth". `session` tags the client session a step belongs to, and `instance`
 names the server instance that answered when a lab balancer said so. Open-model runs add `uncorrected_ms` (latency from the actual send;
-`latency_ms` is measured from the intended start) and, once per process at the
-end, `{"open": {...}}` with scheduled/late/dropped counts.
+`latency_ms` is measured from the intended start) and `lag_ms` (how late the call left: the
+schedule falling behind; also a recorded schedule's, `load --from-trace --speed`), and, once per
+process at the end, `{"open": {...}}` with scheduled/late/dropped counts. The summary's
+`schedule_lag` holds the lag's p50, p95 and max.
 
 When a sample file cannot be written (disk full, file size limit), the process goes on measuring
 (never break what you measure), counts the samples it could not keep, and says so once on the
@@ -88,6 +90,8 @@ def sample_line(request_type: str, name: str, response_time: float, response_len
         record["ttfe_ms"] = round(ttfe, 3)
     if (uncorrected := ctx.get("uncorrected")) is not None:
         record["uncorrected_ms"] = round(uncorrected, 3)
+    if (lag := ctx.get("lag")) is not None:
+        record["lag_ms"] = round(lag, 3)
     return orjson.dumps(record) + b"\n"
 
 
@@ -235,6 +239,7 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
     all_lat: list[float] = []
     all_unc: list[float] = []
     all_corr: list[float] = []  # latency_ms of the steps that also have an uncorrected value
+    lags: list[float] = []  # lag_ms: how far each scheduled call left behind its due time
     classes: dict[str, int] = defaultdict(int)
     total = failures = 0
     t_min, t_max = math.inf, -math.inf
@@ -265,6 +270,8 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
             all_lat.append(latency)
             if rec.get("ttfe_ms") is not None:
                 entry["ttfe"].append(rec["ttfe_ms"])
+            if rec.get("lag_ms") is not None:
+                lags.append(rec["lag_ms"])
             if rec.get("uncorrected_ms") is not None:
                 entry["unc"].append(rec["uncorrected_ms"])
                 all_unc.append(rec["uncorrected_ms"])
@@ -301,6 +308,8 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
     if all_unc:
         summary["total"]["uncorrected"] = _stats(all_unc)
         summary["total"]["corrected"] = _stats(all_corr)
+    if lags:
+        summary["schedule_lag"] = {"count": len(lags), "p50": percentile(lags, 50), "p95": percentile(lags, 95), "max": max(lags)}
     if open_stats:
         summary["open_model"] = dict(open_stats)
     if reconnects:
@@ -392,6 +401,9 @@ def render(summary: dict[str, Any]) -> str:
             f"open model calls: corrected p50/p95/p99 {cor['p50']:.1f}/{cor['p95']:.1f}/{cor['p99']:.1f} ms, "
             f"uncorrected {unc['p50']:.1f}/{unc['p95']:.1f}/{unc['p99']:.1f} ms"
         )
+    if lag := summary.get("schedule_lag"):
+        lines.append(f"schedule lag (calls leaving after their due time): p50 {lag['p50']:.1f} ms, p95 {lag['p95']:.1f} ms, "
+                     f"max {lag['max']:.1f} ms over {lag['count']} calls")
     if om := summary.get("open_model"):
         lines.append(
             f"open model: {int(om.get('scheduled', 0))} starts scheduled at {om.get('rate', 0):g}/s, "

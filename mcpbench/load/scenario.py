@@ -164,6 +164,8 @@ class Scenario:
     exit_code_on_error: int = EXIT_CODE_ON_ERROR  # the exit status when a step failed (no fail_ratio threshold)
     client: ClientOptions = field(default_factory=ClientOptions)  # headers, credentials, proxy (as written)
     source: str = "<scenario>"
+    ramp: dict | None = None  # `mcpbench capacity`'s steps (ramp.py's `Ramp.to_json()`): a load shape drives the rate
+    replay: dict | None = None  # recorded sessions on their schedule (`load --speed`, traceload.py's `to_json`)
 
     @property
     def judges_failures(self) -> bool:
@@ -186,6 +188,8 @@ class Scenario:
             "reconnect": None if self.reconnect is None else self.reconnect.to_json(),
             "exit_code_on_error": self.exit_code_on_error,
             "client": self.client.to_json(),
+            "ramp": self.ramp,
+            "replay": self.replay,
         }
 
     @classmethod
@@ -204,6 +208,8 @@ class Scenario:
             reconnect=None if obj.get("reconnect") is None else ReconnectPolicy.from_mapping(obj["reconnect"]),
             exit_code_on_error=obj.get("exit_code_on_error", EXIT_CODE_ON_ERROR),
             client=ClientOptions.from_json(obj.get("client")),
+            ramp=obj.get("ramp"),
+            replay=obj.get("replay"),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -582,6 +588,10 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError("sessions counts whole sessions: it needs session: session_per_task")
     if scenario.open_model is not None and scenario.session != "long_lived":
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
+    if scenario.replay is not None and (scenario.open_model is not None or scenario.session != "session_per_task"):
+        raise ScenarioError("a recorded schedule (--speed) runs whole sessions: no open_model, session: session_per_task")
+    if scenario.ramp is not None and scenario.open_model is None:
+        raise ScenarioError("a ramp sets the rate of an open model: it needs open_model")
     # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).
     if any(call.method == "ping" for call in scenario.mix) and (
         version := _lacking(scenario.versions, lambda v: has_method(v, "ping"))

@@ -22,6 +22,7 @@ Importing this module imports Locust (which monkey-patches the process with geve
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from mcpbench.auth.options import ClientAccess
 from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.templates import Workload
+from mcpbench.load.traceload import SessionQueue
 from mcpbench.load.transports import Transport, transport_for
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.reconnect import ReconnectPolicy
@@ -252,6 +254,8 @@ class ScenarioMixin:
     schedule: ClassVar[ArrivalSchedule | None] = None
     max_sessions: ClassVar[int | None] = None
     """session_per_task: sessions this process runs in all; then the users stop and the run ends."""
+    replay: ClassVar[SessionQueue | None] = None
+    """Recorded traffic as load (traceload.py): each task runs the next recorded session on its schedule."""
 
     def _claim_session(self) -> None:
         """Count a new session; once `max_sessions` have started, stop this user instead (the last
@@ -281,7 +285,9 @@ class ScenarioMixin:
 
     @task
     def scenario_task(self) -> None:
-        if self.schedule is not None:
+        if self.replay is not None:
+            self._recorded_session()
+        elif self.schedule is not None:
             self._open_model_task()
         elif self.session_mode == SESSION_PER_TASK:
             self._claim_session()
@@ -308,16 +314,45 @@ class ScenarioMixin:
             else:
                 gevent.sleep(RECONNECT_BACKOFF if self.mcp.transport is None else 0)
 
+    def _recorded_session(self) -> None:
+        """The next recorded session of this user's era, each call at its due time (latency from it).
+
+        Raises:
+            StopUser: no session of this era is left (the last one to end ends the run).
+        """
+        queue = self.replay
+        session = queue.claim(self.version, time.perf_counter())
+        if session is None:
+            raise StopUser()
+        timed = not math.isinf(queue.speed)  # `max`: no schedule, latency from the send
+        try:
+            _sleep_until(queue.due(session))
+            with self.mcp.session() as ok:
+                for call in session.calls if ok else ():
+                    due = queue.due(session, call.at)
+                    _sleep_until(due)
+                    if not self.mcp.ready:
+                        break
+                    self.mcp.call(call.method, call.params, name=call.step, intended_start=due if timed else None)
+        finally:
+            if queue.done() and not queue.ended:
+                queue.ended = True
+                gevent.spawn(self.environment.runner.quit)  # every recorded session has run: so has the load
+
     def _open_model_task(self) -> None:
         slot = self.schedule.claim()
-        delay = slot.intended - time.perf_counter()
-        if delay > 0:
-            gevent.sleep(delay)
+        _sleep_until(slot.intended)
         if not self.mcp.ready and not self._ensure():
             self.schedule.failed_start()
             return
         self.schedule.started(slot)
         self._one_call(intended_start=slot.intended)
+
+
+def _sleep_until(when: float) -> None:
+    delay = when - time.perf_counter()
+    if delay > 0:
+        gevent.sleep(delay)
 
 
 def _unreported(name: str, seconds: float, error: Any) -> None:
@@ -343,7 +378,7 @@ TRANSPORT_USERS = {STDIO: StdioUser, SSE: SseUser, STREAMABLE_HTTP: StreamableHt
 
 
 def build_user_class(scenario: Any, version: str, *, label: str | None = None, weight: int = 1, schedule: ArrivalSchedule | None = None,
-                     access: ClientAccess | None = None) -> type:
+                     access: ClientAccess | None = None, replay: SessionQueue | None = None) -> type:
     """A concrete Locust user class running `scenario` at protocol `version` (with `access`'s headers, tokens, proxies)."""
     target = parse_target(scenario.target)
     base = TRANSPORT_USERS[target.transport]
@@ -366,12 +401,15 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "calls_per_session": scenario.calls_per_session,
         "think_time": (low, high),
         "schedule": schedule,
+        "replay": replay,
         "wait_time": lambda self: 0,
         # Locust collects @task methods of User classes only; the mixin's task is named here.
         "tasks": [ScenarioMixin.scenario_task],
     }
     if target.transport == STDIO:
         attrs["command"] = list(target.argv)
+    if replay is not None:  # a user per recorded session of this era (at most traceload.MAX_USERS)
+        attrs["fixed_count"] = replay.users(version)
     name = f"{base.__name__.replace('User', '')}Scenario{version.replace('-', '')}User"
     return type(name, (ScenarioMixin, base), attrs)
 
