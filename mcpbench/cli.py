@@ -215,10 +215,12 @@ def _register() -> None:
     from mcpbench.load.cli import load
     from mcpbench.probe.cli import probe
     from mcpbench.proxies.cli import faults
-    from mcpbench.record.cli import addon_path, record
+    from mcpbench.record.cli import addon_path, record, trace_import
     from mcpbench.replay.cli import diff, replay, serve_trace
     from mcpbench.telemetry.cli import export
     from mcpbench.wrap.cli import unwrap, wrap
+
+    trace_group.add_command(trace_import)
 
     for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load, probe, wrap, unwrap):
         main.add_command(command)

@@ -12,18 +12,17 @@ the state folder) as long as the entry still reads as wrap wrote it; an entry ed
 whose ledger entry is gone) gets `command` and `args` back from the wrapped command line itself.
 """
 
-import contextlib
 import difflib
 import json
 import os
 import shutil
 import stat
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcpbench.outputs import atomic_path
 from mcpbench.protocol.errors import ConfigError
 from mcpbench.wrap.hosts import ConfigFile, Server
 from mcpbench.wrap.jsonc import Node, line_col
@@ -166,21 +165,14 @@ def check_writable(config: ConfigFile) -> None:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text` whole or not at all (a temporary file beside it, renamed over it),
-    keeping its permission bits."""
+    """Replace `path` (a symlink's target) with `text` whole or not at all, keeping its permission bits."""
     mode = stat.S_IMODE(path.stat().st_mode)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".mcpbench", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
+    with atomic_path(path) as temp:
+        with open(temp, "wb") as out:
             out.write(text.encode("utf-8"))
             out.flush()
             os.fsync(out.fileno())
         os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
 
 
 class Ledger:
