@@ -128,6 +128,12 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
             flow.client_conn.id = connection.removeprefix("conn-")
         status = int(response.get("status") or 0)
         content = response.get("content") or {}
+        # MCP bodies are UTF-8 (JSON, and so SSE data); mitmproxy's reader encodes a text without
+        # a charset as its content type's default (latin-1 for text/event-stream): keep UTF-8.
+        if isinstance(text := (request.get("postData") or {}).get("text"), str):
+            flow.request.data.content = text.encode("utf-8", "surrogateescape")
+        if isinstance(text := content.get("text"), str) and content.get("encoding") != "base64" and flow.response is not None:
+            flow.response.data.content = text.encode("utf-8", "surrogateescape")
         if request.get("method") == "POST" and "postData" not in request and (request.get("bodySize") or 0) > 0:
             dropped_requests += 1
         if status == 0:

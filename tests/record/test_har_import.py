@@ -1,0 +1,147 @@
+"""`mcpbench trace import --har`: a recording exported as HAR imports back to the same sessions and calls.
+
+Recordings of the official SDK client against the reference servers (Streamable HTTP in both eras,
+legacy HTTP+SSE) through mitmdump with the addon; exported with `mcpbench export --har`; imported;
+then read by inspect and replayed against the same server.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from mcpbench.analysis.inspect import summarize
+from mcpbench.lab.peers.drive import drive, sdk_target
+from mcpbench.trace import read_trace
+from tests.record.helpers import mitmdump
+
+WAIT = 120.0
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mcpbench", *args], capture_output=True, timeout=WAIT)
+
+
+def calls(path: Path) -> dict[tuple[str, str], list]:
+    """Per session and direction: each message's method, id and whether it is an error, in order (what
+    replay and the mock key on; a HAR keeps no time per SSE event, so the two directions' interleaving
+    may differ where the exchanges allow either)."""
+    out: dict[tuple[str, str], list] = {}
+    for event in read_trace(path):
+        if event["kind"] == "message":
+            msg = event["msg"]
+            out.setdefault((event["session"], event["dir"]), []).append((msg.get("method"), msg.get("id"), "error" in msg))
+    return out
+
+
+def round_trip(tmp_path: Path, trace: Path) -> tuple[Path, str]:
+    har = tmp_path / "session.har"
+    exported = cli("export", "--har", str(trace))
+    assert exported.returncode == 0, exported.stderr
+    har.write_bytes(exported.stdout)
+    imported = tmp_path / "imported.jsonl"
+    done = cli("trace", "import", "--har", str(har), "--out", str(imported))
+    assert done.returncode == 0, done.stderr
+    return imported, done.stdout.decode() + done.stderr.decode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_an_exported_recording_imports_back_to_the_same_sessions_and_calls(request, tmp_path, transport):
+    server = request.getfixturevalue("http_server" if transport == "streamable-http" else "sse_server")
+    trace = tmp_path / "recorded.jsonl"
+    with mitmdump(server.port, trace) as proxy:
+        if transport == "sse":
+            drive(sdk_target(proxy.url("/sse"), "sse"), "legacy")
+        else:
+            drive(proxy.url("/mcp"), "legacy")
+            drive(proxy.url("/mcp"), "auto")  # 2026-07-28: sessionless, keyed by connection
+    imported, said = round_trip(tmp_path, trace)
+    before, after = calls(trace), calls(imported)
+    assert after == before
+    assert sum(1 for (_, d), items in after.items() for method, id_, _ in items if d == "c2s" and method and id_ is not None) >= 10
+    assert "a HAR keeps no time per event" in said  # what the HAR lacks is said
+    # inspect reads it as it reads the recording: the same sessions, requests and outcomes, no violation.
+    old, new = summarize(str(trace)), summarize(str(imported))
+    assert [(s.transport, len(s.calls)) for s in new.sessions] == [(s.transport, len(s.calls)) for s in old.sessions]
+    assert [[r.outcome for r in s.calls] for s in new.sessions] == [[r.outcome for r in s.calls] for s in old.sessions]
+    assert not any(s.of_kind("violation") for s in new.sessions)
+    # Every event of the trace is in time order: SSE events got times the exchanges allow.
+    stamps = [event["ts"] for event in read_trace(imported)]
+    assert stamps == sorted(stamps)
+
+
+@pytest.mark.slow
+def test_an_imported_trace_replays_and_serves(http_server, tmp_path):
+    trace = tmp_path / "recorded.jsonl"
+    with mitmdump(http_server.port, trace) as proxy:
+        drive(proxy.url("/mcp"), "legacy")
+    imported, _ = round_trip(tmp_path, trace)
+    replayed = cli("replay", str(imported), "--target", http_server.url, "--report", str(tmp_path / "r.json"))
+    assert replayed.returncode == 0, replayed.stdout.decode() + replayed.stderr.decode()
+    report = orjson.loads((tmp_path / "r.json").read_bytes())
+    assert report  # the replay compared the imported calls with the live server's answers
+
+
+def har_of(*entries: dict) -> bytes:
+    return orjson.dumps({"log": {"version": "1.2", "creator": {"name": "test", "version": "1"}, "entries": list(entries)}})
+
+
+def page_entry(url: str = "http://127.0.0.1:9/index.html") -> dict:
+    return {
+        "startedDateTime": "2026-12-06T10:00:00.000Z", "time": 5,
+        "request": {"method": "GET", "url": url, "httpVersion": "HTTP/1.1", "headers": [{"name": "accept", "value": "text/html"}],
+                    "cookies": [], "queryString": [], "headersSize": -1, "bodySize": 0},
+        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1", "cookies": [], "redirectURL": "",
+                     "headers": [{"name": "content-type", "value": "text/html"}],
+                     "content": {"size": 13, "mimeType": "text/html", "text": "<p>hello</p>"}, "headersSize": -1, "bodySize": 13},
+        "cache": {}, "timings": {"send": 0, "wait": 4, "receive": 1},
+    }
+
+
+def mcp_entry() -> dict:
+    entry = page_entry("http://127.0.0.1:9/mcp")
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    entry["request"] |= {"method": "POST", "headers": [{"name": "content-type", "value": "application/json"},
+                                                       {"name": "mcp-session-id", "value": "abc"}],
+                         "postData": {"mimeType": "application/json", "text": orjson.dumps(request).decode()}}
+    entry["response"] |= {"headers": [{"name": "content-type", "value": "application/json"}],
+                          "content": {"size": 40, "mimeType": "application/json"}}  # the body left out, as browsers do
+    return entry
+
+
+@pytest.mark.parametrize("case", ["no-mcp", "truncated", "not-a-har"])
+def test_bad_har_is_one_line_exit_2_and_nothing_written(tmp_path, case):
+    har = tmp_path / "in.har"
+    if case == "no-mcp":
+        har.write_bytes(har_of(page_entry()))
+        expected = "no MCP exchange in this HAR (1 entries)"
+    elif case == "truncated":
+        data = har_of(mcp_entry(), mcp_entry())
+        har.write_bytes(data[: len(data) // 2])
+        expected = "not a HAR file: not JSON at byte"
+    else:
+        har.write_bytes(b'{"entries": []}')
+        expected = "not a HAR file: no log.entries"
+    out = tmp_path / "out.jsonl"
+    done = cli("trace", "import", "--har", str(har), "--out", str(out))
+    stderr = done.stderr.decode()
+    assert done.returncode == 2 and expected in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1 and str(har) in stderr and "Traceback" not in stderr
+    assert list(tmp_path.iterdir()) == [har]
+
+
+def test_what_the_har_left_out_is_said_not_invented(tmp_path):
+    har = tmp_path / "in.har"
+    har.write_bytes(har_of(page_entry(), mcp_entry()))
+    out = tmp_path / "out.jsonl"
+    done = cli("trace", "import", "--har", str(har), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "1 answer(s) whose body the HAR left out" in done.stderr.decode()
+    events = list(read_trace(out))
+    assert [e["msg"]["method"] for e in events if e["kind"] == "message"] == ["tools/list"]  # no answer made up
+    http = [e for e in events if e["kind"] == "http"]
+    assert [(e["mcp"], e["status"]) for e in http] == [(False, 200), (True, 200)]
+    assert events[0]["recorder"] == "har" and events[0]["started"].startswith("2026-12-06T10:00:00")
