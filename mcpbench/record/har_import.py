@@ -110,7 +110,7 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
     from mitmproxy.io.har import request_to_flow
 
     exchanges = []
-    dropped_requests = dropped_bodies = unanswered = 0
+    dropped_requests = dropped_bodies = unanswered = misread = 0
     for index, entry in enumerate(entries):
         try:
             flow = request_to_flow(entry)
@@ -133,7 +133,9 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
         if isinstance(text := (request.get("postData") or {}).get("text"), str):
             flow.request.data.content = text.encode("utf-8", "surrogateescape")
         if isinstance(text := content.get("text"), str) and content.get("encoding") != "base64" and flow.response is not None:
-            flow.response.data.content = text.encode("utf-8", "surrogateescape")
+            body, repaired = _utf8_body(text, flow.response.headers.get("content-type", ""))
+            flow.response.data.content = body
+            misread += repaired
         if request.get("method") == "POST" and "postData" not in request and (request.get("bodySize") or 0) > 0:
             dropped_requests += 1
         if status == 0:
@@ -159,9 +161,30 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
         notes.append(f"{dropped_requests} POST(s) whose body the HAR left out: recorded without their message")
     if dropped_bodies:
         notes.append(f"{dropped_bodies} answer(s) whose body the HAR left out: recorded without their messages")
+    if misread:
+        notes.append(f"{misread} answer body(ies) the HAR's writer had decoded as latin-1 (no charset in their "
+                     "content type; Chromium's DevTools does so for text/event-stream): read as the UTF-8 MCP sends")
     if unanswered:
         notes.append(f"{unanswered} exchange(s) without an answer in the HAR (status 0): recorded as failed")
     return exchanges
+
+
+def _utf8_body(text: str, content_type: str) -> tuple[bytes, bool]:
+    """The bytes of a HAR body's `text`, and whether it had been misread as latin-1.
+
+    MCP's bodies are UTF-8 JSON, but a HAR writer decodes a body by its content type's charset, and
+    for `text/event-stream` without one Chromium takes latin-1: "é" comes out as "Ã©". Such a text
+    is all latin-1 characters whose bytes are valid UTF-8: those bytes are the body that was sent.
+    """
+    data = text.encode("utf-8", "surrogateescape")
+    if "charset" in content_type.lower() or text.isascii():
+        return data, False
+    try:
+        raw = text.encode("latin-1")
+        raw.decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return data, False
+    return raw, True
 
 
 def _cut_events(body: bytes) -> Iterator[bytes]:

@@ -16,6 +16,8 @@ from mcpbench.analysis.inspect import summarize
 from mcpbench.lab.peers.drive import drive, sdk_target
 from mcpbench.trace import read_trace
 from tests.record.helpers import mitmdump
+from tests.support.browser import find_chromium
+from tests.support.devtools_har import page_session_har
 
 WAIT = 120.0
 
@@ -145,3 +147,49 @@ def test_what_the_har_left_out_is_said_not_invented(tmp_path):
     http = [e for e in events if e["kind"] == "http"]
     assert [(e["mcp"], e["status"]) for e in http] == [(False, 200), (True, 200)]
     assert events[0]["recorder"] == "har" and events[0]["started"].startswith("2026-12-06T10:00:00")
+
+
+# The page's MCP client: a Streamable HTTP session with fetch(), as a web app talks to a server of
+# its own origin (the page is served from it, so no CORS is involved).
+PAGE_SESSION = """(async () => {
+  const base = {'content-type': 'application/json', 'accept': 'application/json, text/event-stream'};
+  const post = async (headers, message) => {
+    const answer = await fetch('/mcp', {method: 'POST', headers, body: JSON.stringify(message)});
+    return [answer, await answer.text()];
+  };
+  const [first] = await post(base, {jsonrpc: '2.0', id: 1, method: 'initialize', params: {
+    protocolVersion: '2025-06-18', capabilities: {}, clientInfo: {name: 'page', version: '1'}}});
+  const headers = {...base, 'mcp-session-id': first.headers.get('mcp-session-id'), 'mcp-protocol-version': '2025-06-18'};
+  await post(headers, {jsonrpc: '2.0', method: 'notifications/initialized'});
+  const [, tools] = await post(headers, {jsonrpc: '2.0', id: 2, method: 'tools/list'});
+  const [, echo] = await post(headers, {jsonrpc: '2.0', id: 3, method: 'tools/call', params: {name: 'echo', arguments: {text: 'h\u00e9llo'}}});
+  await (await fetch('/mcp', {method: 'DELETE', headers})).text();
+  return {session: headers['mcp-session-id'], tools, echo};
+})()"""
+
+
+@pytest.mark.slow
+def test_a_har_chromium_wrote_of_a_page_talking_to_a_local_server_imports(http_server, tmp_path):
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium on this machine")
+    origin = http_server.url.removesuffix("/mcp")
+    har, page = page_session_har(chromium, origin, PAGE_SESSION)
+    (tmp_path / "devtools.har").write_bytes(orjson.dumps(har))
+    out = tmp_path / "imported.jsonl"
+    done = cli("trace", "import", "--har", str(tmp_path / "devtools.har"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "decoded as latin-1" in done.stderr.decode()  # DevTools' text of an event stream without charset
+    events = list(read_trace(out))
+    messages = [e for e in events if e["kind"] == "message"]
+    assert {e["session"] for e in messages} == {page["session"]}
+    c2s = [e["msg"].get("method") for e in messages if e["dir"] == "c2s"]
+    assert c2s == ["initialize", "notifications/initialized", "tools/list", "tools/call"]
+    answers = {e["msg"]["id"]: e["msg"] for e in messages if e["dir"] == "s2c"}
+    assert answers[3]["result"]["content"][0]["text"] == "h\u00e9llo"  # as the page read it
+    assert "h\u00e9llo" in page["echo"]
+    # The page itself (a 404 from the server) is in the HAR and the trace, as an exchange that is not MCP.
+    assert [(e["method"], e["mcp"]) for e in events if e["kind"] == "http"][0] == ("GET", False)
+    report = summarize(str(out))
+    assert [len(s.calls) for s in report.sessions if s.calls] == [3]
+    assert not any(s.of_kind("violation") for s in report.sessions)
