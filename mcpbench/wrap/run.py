@@ -65,6 +65,8 @@ def plan_wrap(found: list[Found], names: tuple[str, ...], every: bool, traces: P
     changes: dict[int, Change] = {}
     notes: list[str] = []
     edits: dict[int, list] = {}
+    # Two hosts may each start a server of one name: each wrapped entry gets a trace of its own.
+    taken = {shape.trace for f in found for s in f.servers if (shape := shape_of(s.node)).kind == WRAPPED}
     for f, server in _chosen(found, names, every):
         shape = shape_of(server.node)
         if shape.kind is None:
@@ -79,6 +81,11 @@ def plan_wrap(found: list[Found], names: tuple[str, ...], every: bool, traces: P
             notes.append(f"{f.config.label} {record_hint(server, shape.url, traces)}")
             continue
         trace = trace_path(traces, server)
+        for n in range(2, len(taken) + 3):
+            if str(trace) not in taken:
+                break
+            trace = trace.with_name(f"{trace_path(traces, server).stem}-{n}.jsonl")
+        taken.add(str(trace))
         entry_edits = wrap_edits(f.text, server.node, prefix, trace, shape)
         node = server.node
         wrapped = apply_edits(f.text[node.start:node.end], [(s - node.start, e - node.start, new) for s, e, new in entry_edits])

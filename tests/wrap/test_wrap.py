@@ -87,9 +87,13 @@ def test_wrap_all_then_unwrap_restores_every_file_byte_for_byte(tmp_path):
             assert Path(entry["command"]).is_absolute()
             args = entry["args"]
             assert args[args.index("--wrapped-by") + 1] == MARK
-            assert args[args.index("--out") + 1] == str(traces / f"{name}.jsonl")
+            assert args[args.index("--out") + 1] in (str(traces / f"{name}.jsonl"), str(traces / f"{name}-2.jsonl"))
             assert args[args.index("--") + 1:] == [old["command"], *old.get("args", [])]
             assert {k: v for k, v in entry.items() if k not in ("command", "args")} == {k: v for k, v in old.items() if k not in ("command", "args")}
+    # Each wrapped entry has a trace of its own: `filesystem` is in Claude Desktop's and Cursor's configs.
+    outs = [entry["args"][entry["args"].index("--out") + 1] for path in files for entry in servers_of(path).values() if "--out" in entry.get("args", [])]
+    assert len(outs) == len(set(outs)) == len(STDIO_SERVERS) + 1
+    assert str(traces / "filesystem-2.jsonl") in outs
     # The text around the entries is kept: comments, the byte order mark, CRLF line ends, tabs.
     vscode = (project / ".vscode/mcp.json").read_text()
     assert "// 💡 Inputs are prompted" in vscode and "/* a remote one */" in vscode
