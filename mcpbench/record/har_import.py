@@ -43,6 +43,7 @@ from mcpbench.protocol.observer import Observed, SseObserver, read_body
 from mcpbench.protocol.session import C2S
 from mcpbench.trace.format import Kind
 from mcpbench.trace.reader import TraceReader
+from mcpbench.trace.writer import is_replaceable
 
 # An SSE body is handed to the recorder one event at a time, cut after each blank line (the tap
 # reads any cut; this one lets each event get its own time).
@@ -314,6 +315,8 @@ def import_har(har: str | os.PathLike, out: str | os.PathLike, redact: tuple[str
 
     from mcpbench.record.addon import McpRecorder
 
+    if not is_replaceable(Path(out)):  # the trace is made beside it and renamed over it: check first
+        raise TraceError(f"{out}: exists and is not a trace: refusing to overwrite it; choose another path")
     entries = read_har(har)
     result = Imported(Path(out), entries=len(entries))
     exchanges = _exchanges(har, entries, result.notes)

@@ -114,7 +114,7 @@ def mcp_entry() -> dict:
     return entry
 
 
-@pytest.mark.parametrize("case", ["no-mcp", "truncated", "not-a-har"])
+@pytest.mark.parametrize("case", ["no-mcp", "truncated", "not-a-har", "out-not-a-trace"])
 def test_bad_har_is_one_line_exit_2_and_nothing_written(tmp_path, case):
     har = tmp_path / "in.har"
     if case == "no-mcp":
@@ -124,15 +124,23 @@ def test_bad_har_is_one_line_exit_2_and_nothing_written(tmp_path, case):
         data = har_of(mcp_entry(), mcp_entry())
         har.write_bytes(data[: len(data) // 2])
         expected = "not a HAR file: not JSON at byte"
-    else:
+    elif case == "not-a-har":
         har.write_bytes(b'{"entries": []}')
         expected = "not a HAR file: no log.entries"
+    else:
+        har.write_bytes(har_of(mcp_entry()))
+        expected = "exists and is not a trace: refusing to overwrite it"
     out = tmp_path / "out.jsonl"
+    if case == "out-not-a-trace":
+        out.write_text("my notes\n")
     done = cli("trace", "import", "--har", str(har), "--out", str(out))
     stderr = done.stderr.decode()
     assert done.returncode == 2 and expected in stderr, stderr
-    assert len(stderr.strip().splitlines()) == 1 and str(har) in stderr and "Traceback" not in stderr
-    assert list(tmp_path.iterdir()) == [har]
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
+    assert str(out if case == "out-not-a-trace" else har) in stderr
+    assert sorted(tmp_path.iterdir()) == sorted([har, *([out] if case == "out-not-a-trace" else [])])
+    if case == "out-not-a-trace":
+        assert out.read_text() == "my notes\n"
 
 
 def test_what_the_har_left_out_is_said_not_invented(tmp_path):
