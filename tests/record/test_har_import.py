@@ -76,7 +76,7 @@ def test_an_exported_recording_imports_back_to_the_same_sessions_and_calls(reque
 
 
 @pytest.mark.slow
-def test_an_imported_trace_replays_and_serves(http_server, tmp_path):
+def test_an_imported_trace_replays_and_is_served_by_the_mock(http_server, tmp_path):
     trace = tmp_path / "recorded.jsonl"
     with mitmdump(http_server.port, trace) as proxy:
         drive(proxy.url("/mcp"), "legacy")
@@ -85,6 +85,16 @@ def test_an_imported_trace_replays_and_serves(http_server, tmp_path):
     assert replayed.returncode == 0, replayed.stdout.decode() + replayed.stderr.decode()
     report = orjson.loads((tmp_path / "r.json").read_bytes())
     assert report  # the replay compared the imported calls with the live server's answers
+    # The mock serves it: the recorded answer to the recorded call.
+    call = next(e["msg"] for e in read_trace(imported) if e["kind"] == "message" and e["msg"].get("method") == "tools/call")
+    answer = next(e["msg"] for e in read_trace(imported) if e["kind"] == "message" and e["dir"] == "s2c" and e["msg"].get("id") == call["id"])
+    init = {"jsonrpc": "2.0", "id": "i", "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call]
+    served = subprocess.run([sys.executable, "-m", "mcpbench", "serve-trace", str(imported), "--pace", "fast"],
+                            input=b"".join(orjson.dumps(m) + b"\n" for m in lines), capture_output=True, timeout=WAIT)
+    got = {m["id"]: m for m in map(orjson.loads, served.stdout.splitlines())}
+    assert got[call["id"]]["result"] == answer["result"]
 
 
 def har_of(*entries: dict) -> bytes:
