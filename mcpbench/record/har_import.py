@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -196,16 +196,27 @@ def _cut_events(body: bytes) -> Iterator[bytes]:
     yield body[start:]
 
 
-def _steps(exchanges: list[_Exchange]) -> list[tuple[float, int, int, int, _Exchange, bytes | None]]:
-    """Every step of every exchange, in the order they happened: (time, step, exchange, n, exchange, chunk)."""
+class _Step(NamedTuple):
+    """One thing that happened to an exchange; steps sort by (at, kind, exchange's index, n)."""
+
+    at: float
+    kind: int  # REQUEST, HEADERS, EVENT or END
+    index: int
+    n: int  # an SSE event's place in its answer
+    exchange: _Exchange
+    chunk: bytes | None = None  # an SSE event's bytes
+
+
+def _steps(exchanges: list[_Exchange]) -> list[_Step]:
+    """Every step of every exchange, in the order they happened."""
     steps = []
     posted: dict[tuple, list[_Exchange]] = {}  # request id -> the POSTs that sent it
     replied: dict[tuple, list[_Exchange]] = {}  # id of a server's request -> the POSTs that answered it
     for ex in exchanges:
-        steps.append((ex.started, REQUEST, ex.index, 0, ex, None))
+        steps.append(_Step(ex.started, REQUEST, ex.index, 0, ex))
         if ex.flow.response is not None:
-            steps.append((ex.responded, HEADERS, ex.index, 0, ex, None))
-        steps.append((ex.ended, END, ex.index, 0, ex, None))
+            steps.append(_Step(ex.responded, HEADERS, ex.index, 0, ex))
+        steps.append(_Step(ex.ended, END, ex.index, 0, ex))
         if ex.request_id is not None:
             posted.setdefault(_id_key(ex.request_id), []).append(ex)
         if ex.reply_id is not None:
@@ -214,7 +225,7 @@ def _steps(exchanges: list[_Exchange]) -> list[tuple[float, int, int, int, _Exch
     for ex in exchanges:
         if ex.chunks:
             for n, (at, chunk) in enumerate(zip(_event_times(ex, posted, replied, used), ex.chunks, strict=True)):
-                steps.append((at, EVENT, ex.index, n, ex, chunk))
+                steps.append(_Step(at, EVENT, ex.index, n, ex, chunk))
     steps.sort(key=lambda step: step[:4])
     return steps
 
@@ -311,8 +322,6 @@ def import_har(har: str | os.PathLike, out: str | os.PathLike, redact: tuple[str
     Raises:
         TraceError: not a HAR, or no MCP exchange in it (nothing written).
     """
-    from mitmproxy.flow import Error
-
     from mcpbench.record.addon import McpRecorder
 
     if not is_replaceable(Path(out)):  # the trace is made beside it and renamed over it: check first
@@ -326,32 +335,16 @@ def import_har(har: str | os.PathLike, out: str | os.PathLike, redact: tuple[str
     if any(ex.chunks for ex in exchanges):
         result.notes.append(f"{sum(1 for ex in exchanges if ex.chunks)} SSE answer(s): a HAR keeps no time per event; "
                             "each event is stamped at the earliest moment the exchanges allow (see docs/trace-format-http.md)")
-    now = [steps[0][0]]
     temp = Path(out).with_name(f".importing-{Path(out).name}")  # its suffix kept: .gz, .zst compress
     recorder = McpRecorder()
-    with _played_clock(lambda: round(now[0], 6)):
+    clock = [steps[0].at]
+    with _played_clock(lambda: round(clock[0], 6)):
         recorder.output.open(str(temp), redact, {"recorder": "har", "har": os.path.basename(har)})
         try:
-            for at, step, _, _, ex, chunk in steps:
-                now[0] = at
-                flow = ex.flow
-                if step == REQUEST:
-                    recorder.request(flow)
-                elif step == HEADERS:
-                    recorder.responseheaders(flow)
-                elif step == EVENT:
-                    if (tap := recorder.exchanges.get(flow.id)) is not None and tap.tap is not None:
-                        tap.tap(chunk)
-                elif flow.response is None:
-                    flow.error = Error(ex.comment.removeprefix("error: ") or "no answer in the HAR")
-                    if flow.id in recorder.exchanges:
-                        recorder._failed(flow)
-                else:
-                    open_ex = recorder.exchanges.get(flow.id)
-                    if open_ex is not None and open_ex.tap is not None and not open_ex.tap.closed:
-                        open_ex.tap(b"")
-                    recorder.response(flow)
-            now[0] = max(step[0] for step in steps)
+            for step in steps:
+                clock[0] = step.at
+                _play(recorder, step)
+            clock[0] = max(step.at for step in steps)
             recorder.done()
         except BaseException:
             recorder.output.close()
@@ -363,6 +356,29 @@ def import_har(har: str | os.PathLike, out: str | os.PathLike, redact: tuple[str
         raise TraceError(f"{har}: no MCP exchange in this HAR ({len(entries)} entries): nothing to import")
     os.replace(temp, out)
     return result
+
+
+def _play(recorder, step: _Step) -> None:
+    """Hand one step to the recorder's hooks, as mitmproxy would have."""
+    from mitmproxy.flow import Error
+
+    ex, flow = step.exchange, step.exchange.flow
+    open_ex = recorder.exchanges.get(flow.id)
+    if step.kind == REQUEST:
+        recorder.request(flow)
+    elif step.kind == HEADERS:
+        recorder.responseheaders(flow)
+    elif step.kind == EVENT:
+        if open_ex is not None and open_ex.tap is not None:
+            open_ex.tap(step.chunk)  # the stream callable mitmproxy calls with each chunk
+    elif flow.response is None:
+        flow.error = Error(ex.comment.removeprefix("error: ") or "no answer in the HAR")
+        if open_ex is not None:
+            recorder._failed(flow)  # not `error`: that would answer the client a 502 the HAR never had
+    else:
+        if open_ex is not None and open_ex.tap is not None and not open_ex.tap.closed:
+            open_ex.tap(b"")  # the stream's end, as mitmproxy signals it
+        recorder.response(flow)
 
 
 def _count(path: Path, result: Imported) -> None:

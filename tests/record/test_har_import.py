@@ -155,15 +155,22 @@ def test_bad_har_is_one_line_exit_2_and_nothing_written(tmp_path, case):
 
 def test_what_the_har_left_out_is_said_not_invented(tmp_path):
     har = tmp_path / "in.har"
-    har.write_bytes(har_of(page_entry(), mcp_entry()))
+    cut = mcp_entry()
+    cut["startedDateTime"] = "2026-12-06T10:00:01.000Z"
+    cut["request"]["postData"]["text"] = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo"}}'
+    cut["response"] |= {"status": 0, "statusText": "", "headers": [], "content": {"size": 0, "mimeType": ""}}
+    cut["comment"] = "error: net::ERR_CONNECTION_RESET"
+    har.write_bytes(har_of(page_entry(), mcp_entry(), cut))
     out = tmp_path / "out.jsonl"
     done = cli("trace", "import", "--har", str(har), "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert "1 answer(s) whose body the HAR left out" in done.stderr.decode()
+    said = done.stderr.decode()
+    assert "1 answer(s) whose body the HAR left out" in said and "1 exchange(s) without an answer in the HAR" in said
     events = list(read_trace(out))
-    assert [e["msg"]["method"] for e in events if e["kind"] == "message"] == ["tools/list"]  # no answer made up
+    assert [e["msg"]["method"] for e in events if e["kind"] == "message"] == ["tools/list", "tools/call"]  # no answer made up
     http = [e for e in events if e["kind"] == "http"]
-    assert [(e["mcp"], e["status"]) for e in http] == [(False, 200), (True, 200)]
+    assert [(e["mcp"], e["status"]) for e in http] == [(False, 200), (True, 200), (True, None)]
+    assert [e["detail"] for e in events if e["kind"] == "error"] == ["net::ERR_CONNECTION_RESET"]
     assert events[0]["recorder"] == "har" and events[0]["started"].startswith("2026-12-06T10:00:00")
 
 
