@@ -116,7 +116,9 @@ def wrap_edits(text: str, node: Node, prefix: list[str], trace: Path, shape: Sha
         edits.append((old.start, old.end, _dump(args)))
     else:
         indent = _indent_before(text, key_start)
-        joint = ", " if indent is None else ",\n" + indent
+        line_start = text.rfind("\n", 0, key_start)
+        newline = "\r\n" if line_start > 0 and text[line_start - 1] == "\r" else "\n"  # the file's own line ends
+        joint = ", " if indent is None else f",{newline}{indent}"
         edits.append((command.end, command.end, f'{joint}"args": {_dump(args)}'))
     return edits
 

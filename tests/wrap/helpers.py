@@ -19,7 +19,7 @@ LAYOUT = (
 
 # The stdio servers of those files (each wrapped by --all) and the HTTP ones (never rewritten).
 STDIO_SERVERS = {"filesystem", "weather", "sqlite", "local-notes", "github", "db", "browser", "project-tools", "bare",
-                 "Perplexity", "fetch", "time"}
+                 "Perplexity", "fetch", "time", "local-exe"}
 HTTP_SERVERS = {"sentry", "events", "linear", "remote"}
 
 
