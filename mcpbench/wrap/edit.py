@@ -33,7 +33,7 @@ MARK = "mcpbench-wrap/1"
 MARK_OPTION = "--wrapped-by"
 URL_KEYS = ("url", "serverUrl")  # Windsurf names a remote server's URL `serverUrl`
 
-STDIO, HTTP, WRAPPED, FOREIGN = "stdio", "http", "wrapped", "foreign"
+STDIO, HTTP, WRAPPED, FOREIGN, BY_HAND = "stdio", "http", "wrapped", "foreign", "by-hand"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,15 @@ def shape_of(node: Node) -> Shape:
         if not original:
             return Shape(None, f"marked {MARK} but without the server's command")
         return Shape(WRAPPED, command=original[0], args=tuple(original[1:]), mark=mark, trace=trace)
+    if _runs_tee(command, args):
+        return Shape(BY_HAND, command=command, args=tuple(args))
     return Shape(STDIO, command=command, args=tuple(args))
+
+
+def _runs_tee(command: str, args: list[str]) -> bool:
+    """Whether an entry already starts `mcpbench tee` (put there by hand, as the README showed)."""
+    name = os.path.basename(command).lower().removesuffix(".exe")
+    return (name == "mcpbench" and args[:1] == ["tee"]) or (name.startswith("python") and args[:3] == ["-m", "mcpbench", "tee"])
 
 
 def tee_prefix() -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mcpbench.protocol.errors import ConfigError
 from mcpbench.wrap.edit import (
-    FOREIGN, HTTP, MARK, STDIO, WRAPPED, Change, Ledger, apply_edits, check_writable, shape_of, tee_prefix, trace_path,
+    BY_HAND, FOREIGN, HTTP, MARK, STDIO, WRAPPED, Change, Ledger, apply_edits, check_writable, shape_of, tee_prefix, trace_path,
     unwrap_edits, where, wrap_edits, write_atomically,
 )
 from mcpbench.wrap.hosts import ConfigFile, Server, find_configs, read_config, servers_of
@@ -79,6 +79,9 @@ def plan_wrap(found: list[Found], names: tuple[str, ...], every: bool, traces: P
             continue
         if shape.kind == HTTP:
             notes.append(f"{f.config.label} {record_hint(server, shape.url, traces)}")
+            continue
+        if shape.kind == BY_HAND:
+            notes.append(f"{f.config.label} {server.label}: runs through `mcpbench tee` already (put there by hand): left as it is")
             continue
         trace = trace_path(traces, server)
         for n in range(2, len(taken) + 3):
@@ -149,6 +152,8 @@ def status(found: list[Found], traces: Path) -> list[str]:
                 lines.append(f"  {record_hint(server, shape.url, traces)}")
             elif shape.kind == FOREIGN:
                 lines.append(f"  {server.label}: wrapped by another mcpbench ({shape.mark or 'no mark'})")
+            elif shape.kind == BY_HAND:
+                lines.append(f"  {server.label}: runs through `mcpbench tee` (put there by hand; unwrap leaves it)")
             else:
                 lines.append(f"  {server.label}: an entry of unknown shape ({shape.why})")
         if not f.servers:

@@ -261,3 +261,16 @@ def test_jsonc_spans_point_at_the_values():
     assert text[start_key:start_key + 3] == '"a"'
     assert text[node.start:node.end] == '[1, "x", {"b": null}]'
     assert node.value == [1, "x", {"b": None}]
+
+
+def test_an_entry_put_through_the_tee_by_hand_is_left_alone(tmp_path):
+    home, project, files = lay_out(tmp_path)
+    cursor = home / ".cursor/mcp.json"
+    cursor.write_text(json.dumps({"mcpServers": {"weather": {"command": "/opt/venv/bin/mcpbench", "args": [
+        "tee", "--out", "/tmp/weather.jsonl", "--", "python", "-m", "weather_server"]}}}, indent=2))
+    files[cursor] = cursor.read_bytes()
+    status, out = run("wrap", "--all", "--host", "cursor", home=home, project=project)
+    assert status == 0 and "weather: runs through `mcpbench tee` already" in out
+    assert cursor.read_bytes() == files[cursor]
+    assert "cursor (project) project-tools: wrapped" in out  # --host cursor: both of Cursor's files, no other host's
+    assert "claude-desktop" not in out
