@@ -204,7 +204,8 @@ def test_a_har_chromium_wrote_of_a_page_talking_to_a_local_server_imports(http_s
     out = tmp_path / "imported.jsonl"
     done = cli("trace", "import", "--har", str(tmp_path / "devtools.har"), "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert "decoded as latin-1" in done.stderr.decode()  # DevTools' text of an event stream without charset
+    misread = "h\u00c3\u00a9llo" in (tmp_path / "devtools.har").read_text()  # DevTools' text of an event stream without charset
+    assert misread == ("decoded as latin-1" in done.stderr.decode())
     events = list(read_trace(out))
     messages = [e for e in events if e["kind"] == "message"]
     assert {e["session"] for e in messages} == {page["session"]}
