@@ -111,7 +111,7 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
     from mitmproxy.io.har import request_to_flow
 
     exchanges = []
-    dropped_requests = dropped_bodies = unanswered = misread = 0
+    dropped_requests = dropped_bodies = unanswered = misread = bodiless_streams = 0
     for index, entry in enumerate(entries):
         try:
             flow = request_to_flow(entry)
@@ -139,6 +139,9 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
             misread += repaired
         if request.get("method") == "POST" and "postData" not in request and (request.get("bodySize") or 0) > 0:
             dropped_requests += 1
+        asked_stream = "text/event-stream" in (flow.request.headers.get("accept", "") + str(content.get("mimeType", "")))
+        if request.get("method") == "GET" and asked_stream and not content.get("text"):
+            bodiless_streams += 1
         if status == 0:
             unanswered += 1
             flow.response = None
@@ -162,6 +165,10 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
         notes.append(f"{dropped_requests} POST(s) whose body the HAR left out: recorded without their message")
     if dropped_bodies:
         notes.append(f"{dropped_bodies} answer(s) whose body the HAR left out: recorded without their messages")
+    if bodiless_streams:
+        notes.append(f"{bodiless_streams} GET event stream(s) without a body in the HAR (a browser keeps none for an "
+                     "EventSource; a stream still open has none yet): the messages they carried are missing, and the "
+                     "POSTs of a legacy HTTP+SSE session cannot be tied to it (its `endpoint` event was in that body)")
     if misread:
         notes.append(f"{misread} answer body(ies) the HAR's writer had decoded as latin-1 (no charset in their "
                      "content type; Chromium's DevTools does so for text/event-stream): read as the UTF-8 MCP sends")

@@ -219,3 +219,40 @@ def test_a_har_chromium_wrote_of_a_page_talking_to_a_local_server_imports(http_s
     report = summarize(str(out))
     assert [len(s.calls) for s in report.sessions if s.calls] == [3]
     assert not any(s.of_kind("violation") for s in report.sessions)
+
+
+# The page's legacy HTTP+SSE client: an EventSource on /sse, and fetch() POSTs to its endpoint.
+PAGE_LEGACY_SESSION = """(async () => {
+  const stream = new EventSource('/sse');
+  const endpoint = await new Promise(r => stream.addEventListener('endpoint', e => r(e.data)));
+  const got = [];
+  const answered = new Promise(r => stream.addEventListener('message', e => { got.push(e.data); if (got.length >= 2) r(); }));
+  const post = m => fetch(endpoint, {method: 'POST', headers: {'content-type': 'application/json'}, body: JSON.stringify(m)}).then(a => a.text());
+  await post({jsonrpc: '2.0', id: 1, method: 'initialize', params: {
+    protocolVersion: '2024-11-05', capabilities: {}, clientInfo: {name: 'page', version: '1'}}});
+  await post({jsonrpc: '2.0', method: 'notifications/initialized'});
+  await post({jsonrpc: '2.0', id: 2, method: 'tools/list'});
+  await answered;
+  stream.close();
+  return got.length;
+})()"""
+
+
+@pytest.mark.slow
+def test_a_chromium_har_of_an_eventsource_says_what_it_lacks(sse_server, tmp_path):
+    """Chromium's DevTools keeps no body for an EventSource: the import says so rather than guess."""
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium on this machine")
+    har, answers = page_session_har(chromium, sse_server.url.removesuffix("/sse"), PAGE_LEGACY_SESSION)
+    assert answers == 2  # the page had its answers on the stream
+    stream = next(e for e in har["log"]["entries"] if e["request"]["url"].endswith("/sse"))
+    assert not stream["response"]["content"].get("text")
+    (tmp_path / "devtools.har").write_bytes(orjson.dumps(har))
+    out = tmp_path / "imported.jsonl"
+    done = cli("trace", "import", "--har", str(tmp_path / "devtools.har"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "1 GET event stream(s) without a body in the HAR" in done.stderr.decode()
+    messages = [e for e in read_trace(out) if e["kind"] == "message"]
+    assert [e["msg"].get("method") for e in messages] == ["initialize", "notifications/initialized", "tools/list"]
+    assert all(e["dir"] == "c2s" for e in messages)  # no answer made up
