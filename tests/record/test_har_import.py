@@ -174,6 +174,22 @@ def test_what_the_har_left_out_is_said_not_invented(tmp_path):
     assert events[0]["recorder"] == "har" and events[0]["started"].startswith("2026-12-06T10:00:00")
 
 
+def chromium_page_har(origin: str, script: str):
+    """(the HAR, the script's value) of a headless Chromium page of `origin` running `script`."""
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium on this machine")
+    return page_session_har(chromium, origin, script)
+
+
+def import_devtools_har(tmp_path: Path, har: dict) -> tuple[Path, subprocess.CompletedProcess]:
+    (tmp_path / "devtools.har").write_bytes(orjson.dumps(har))
+    out = tmp_path / "imported.jsonl"
+    done = cli("trace", "import", "--har", str(tmp_path / "devtools.har"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
 # The page's MCP client: a Streamable HTTP session with fetch(), as a web app talks to a server of
 # its own origin (the page is served from it, so no CORS is involved).
 PAGE_SESSION = """(async () => {
@@ -195,15 +211,8 @@ PAGE_SESSION = """(async () => {
 
 @pytest.mark.slow
 def test_a_har_chromium_wrote_of_a_page_talking_to_a_local_server_imports(http_server, tmp_path):
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip("no Chromium on this machine")
-    origin = http_server.url.removesuffix("/mcp")
-    har, page = page_session_har(chromium, origin, PAGE_SESSION)
-    (tmp_path / "devtools.har").write_bytes(orjson.dumps(har))
-    out = tmp_path / "imported.jsonl"
-    done = cli("trace", "import", "--har", str(tmp_path / "devtools.har"), "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    har, page = chromium_page_har(http_server.url.removesuffix("/mcp"), PAGE_SESSION)
+    out, done = import_devtools_har(tmp_path, har)
     misread = "h\u00c3\u00a9llo" in (tmp_path / "devtools.har").read_text()  # DevTools' text of an event stream without charset
     assert misread == ("decoded as latin-1" in done.stderr.decode())
     events = list(read_trace(out))
@@ -241,17 +250,11 @@ PAGE_LEGACY_SESSION = """(async () => {
 @pytest.mark.slow
 def test_a_chromium_har_of_an_eventsource_says_what_it_lacks(sse_server, tmp_path):
     """Chromium's DevTools keeps no body for an EventSource: the import says so rather than guess."""
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip("no Chromium on this machine")
-    har, answers = page_session_har(chromium, sse_server.url.removesuffix("/sse"), PAGE_LEGACY_SESSION)
+    har, answers = chromium_page_har(sse_server.url.removesuffix("/sse"), PAGE_LEGACY_SESSION)
     assert answers == 2  # the page had its answers on the stream
     stream = next(e for e in har["log"]["entries"] if e["request"]["url"].endswith("/sse"))
     assert not stream["response"]["content"].get("text")
-    (tmp_path / "devtools.har").write_bytes(orjson.dumps(har))
-    out = tmp_path / "imported.jsonl"
-    done = cli("trace", "import", "--har", str(tmp_path / "devtools.har"), "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    out, done = import_devtools_har(tmp_path, har)
     assert "1 GET event stream(s) without a body in the HAR" in done.stderr.decode()
     messages = [e for e in read_trace(out) if e["kind"] == "message"]
     assert [e["msg"].get("method") for e in messages] == ["initialize", "notifications/initialized", "tools/list"]
