@@ -108,6 +108,7 @@ class _Exchange:
 
 
 def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
+    from mitmproxy.exceptions import MitmproxyException
     from mitmproxy.io.har import request_to_flow
 
     exchanges = []
@@ -118,7 +119,7 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
             started = _time(entry["startedDateTime"])
             timings = entry.get("timings") or {}
             total = max(0.0, float(entry.get("time") or 0)) / 1000
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, MitmproxyException) as exc:
             raise TraceError(f"{path}: entry {index + 1}: not a HAR entry ({type(exc).__name__}: {exc})") from None
         request, response = entry["request"], entry["response"]
         responded = started + min(total, _ms(timings, "blocked", "dns", "connect", "send", "wait"))
