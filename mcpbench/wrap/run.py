@@ -16,6 +16,7 @@ from mcpbench.wrap.edit import (
     unwrap_edits, where, wrap_edits, write_atomically,
 )
 from mcpbench.wrap.hosts import ConfigFile, Server, find_configs, read_config, servers_of
+from mcpbench.wrap.jsonc import parse
 
 # The port `mcpbench record` listens on by default: what the hint for an HTTP server names.
 RECORD_LISTEN = "127.0.0.1:8081"
@@ -121,7 +122,7 @@ def plan_unwrap(found: list[Found], names: tuple[str, ...], every: bool, ledger:
         record = ledger.of(f.config).get(server.label)
         change = changes.setdefault(id(f), Change(f.config, f.text, f.text))
         change.forget.append(server.label)
-        if record and f.text[node.start:node.end] == record.get("wrapped"):
+        if record and _as_wrapped(f, node, record.get("wrapped")):
             edits.setdefault(id(f), []).append((node.start, node.end, record["original"]))
             change.lines.append(f"{f.config.label} {server.label}: unwrapped")
         else:
@@ -133,6 +134,20 @@ def plan_unwrap(found: list[Found], names: tuple[str, ...], every: bool, ledger:
             changes[id(f)].after = apply_edits(f.text, edits[id(f)])
             check_writable(f.config)
     return list(changes.values()), notes
+
+
+def _as_wrapped(found: Found, node, wrapped: str | None) -> bool:
+    """Whether an entry still holds what wrap wrote: the same text, or the same value in another
+    layout (a host that rewrites its file, as Claude Code does `~/.claude.json`, re-indents it; the
+    original text, in that host's own layout, then fits back as it was)."""
+    if wrapped is None:
+        return False
+    if found.text[node.start:node.end] == wrapped:
+        return True
+    try:
+        return parse(wrapped, "the ledger", comments=True).value == node.value
+    except ConfigError:
+        return False
 
 
 def status(found: list[Found], traces: Path) -> list[str]:

@@ -274,3 +274,15 @@ def test_an_entry_put_through_the_tee_by_hand_is_left_alone(tmp_path):
     assert cursor.read_bytes() == files[cursor]
     assert "cursor (project) project-tools: wrapped" in out  # --host cursor: both of Cursor's files, no other host's
     assert "claude-desktop" not in out
+
+
+def test_unwrap_after_the_host_rewrote_its_file_gives_the_hosts_own_layout_back(tmp_path):
+    """Claude Code rewrites ~/.claude.json (JSON.stringify, 2 spaces): the wrapped entry's one-line
+    args come back multi-line, and unwrap still puts the original entry back, in that same layout."""
+    home, project, files = lay_out(tmp_path)
+    config = home / ".claude.json"
+    assert run("wrap", "github", "local-notes", home=home, project=project)[0] == 0
+    config.write_text(json.dumps(json.loads(config.read_text()), indent=2, ensure_ascii=False) + "\n")
+    status, out = run("unwrap", "--all", home=home, project=project)
+    assert status == 0 and "from its command line" not in out
+    assert config.read_bytes() == files[config]
