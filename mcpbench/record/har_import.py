@@ -141,7 +141,10 @@ def _exchanges(path, entries: list[dict], notes: list[str]) -> list[_Exchange]:
         if request.get("method") == "POST" and "postData" not in request and (request.get("bodySize") or 0) > 0:
             dropped_requests += 1
         asked_stream = "text/event-stream" in (flow.request.headers.get("accept", "") + str(content.get("mimeType", "")))
-        if request.get("method") == "GET" and asked_stream and not content.get("text"):
+        # A stream that carried nothing is no gap (its HAR says 0 bytes); one that was cut off, or
+        # whose size the HAR gives or does not know, held events the HAR did not keep.
+        carried = status == 0 or (content.get("size") or 0) > 0 or response.get("bodySize", -1) != 0
+        if request.get("method") == "GET" and asked_stream and not content.get("text") and carried:
             bodiless_streams += 1
         if status == 0:
             unanswered += 1
