@@ -29,10 +29,11 @@ def main() -> None:
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<command>.jsonl).")
 @redact_option
 @click.option("--live", is_flag=True, help="Show the live view of the recording on the terminal stderr is on (q closes it; see README).")
+@click.option("--wrapped-by", hidden=True, metavar="MARK", help="Set by `mcpbench wrap` in a host's config: marks the entry as its own.")
 @telemetry_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @map_errors
-def tee(out, redact, live, otlp, metrics, service_name, command):
+def tee(out, redact, live, wrapped_by, otlp, metrics, service_name, command):
     """Run a stdio MCP server COMMAND and record its traffic, passing it through untouched.
 
     Put it in front of the server command in a host's mcpServers config.
@@ -215,11 +216,15 @@ def _register() -> None:
     from mcpbench.load.cli import load
     from mcpbench.probe.cli import probe
     from mcpbench.proxies.cli import faults
-    from mcpbench.record.cli import addon_path, record
+    from mcpbench.record.cli import addon_path, record, trace_import
     from mcpbench.replay.cli import diff, replay, serve_trace
     from mcpbench.telemetry.cli import export
+    from mcpbench.wrap.cli import unwrap, wrap
 
-    for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load, capacity, probe):
+    trace_group.add_command(trace_import)
+
+    commands = (lab, faults, record, addon_path, export, replay, diff, serve_trace, load, capacity, probe, wrap, unwrap)
+    for command in commands:
         main.add_command(command)
 
 

@@ -11,6 +11,7 @@
     ├── ReplayError               a replay cannot go on
     ├── CredentialError           a header, variable, file, proxy URL or secret that cannot be used
     ├── OutputError               an output path cannot be created or written, or names an input
+    ├── ConfigError               an MCP host's config file `wrap` cannot read or change safely
     └── EnvironmentProblem        the machine or network, not the input             exit 3
         ├── TargetError           a server or command cannot be reached or started, or is not MCP
         │   └── BadTargetError    …because it is written wrongly: unusable input      exit 2
@@ -101,3 +102,9 @@ class CredentialError(McpbenchError):
 class OutputError(McpbenchError):
     """An output path (a file or folder an option names) cannot be created or written, or names an
     input (or another output): writing it would destroy user data."""
+
+
+class ConfigError(McpbenchError):
+    """An MCP host's config file that `mcpbench wrap`/`unwrap` cannot read or change safely: not JSON,
+    a server entry of an unknown shape, an entry wrapped by another mcpbench version, a read-only
+    file. The message names the file (and line); nothing is written."""

@@ -5,7 +5,7 @@ Registered in the main group by `mcpbench.cli`. mitmproxy is imported only insid
 
 import click
 
-from mcpbench.cliutil import check_output, map_errors
+from mcpbench.cliutil import check_output, map_errors, redact_option
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
 from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
@@ -47,6 +47,37 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
     tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
     run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live,
                telemetry=telemetry, host_header=host_header)
+
+
+@click.command("import")
+@click.option("--har", "har", required=True, type=click.Path(dir_okay=False), help="The HAR file (a browser's network panel, a proxy, `mcpbench export --har`).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<HAR name>.jsonl).")
+@redact_option
+@map_errors
+def trace_import(har, out, redact):
+    """Make a trace of the MCP exchanges in a HAR file, for inspect, replay, diff and serve-trace.
+
+    Both HTTP transports, SSE answers as far as the HAR kept their bodies; what the HAR lacks (a
+    time per SSE event, bodies it left out) is said on stderr, not invented.
+
+    Exit status: 0; 2 for a file that is not a HAR (not JSON, cut short) or holds no MCP exchange
+    (nothing written then).
+
+    Example: mcpbench trace import --har session.har --out s.jsonl
+    """
+    from pathlib import Path
+
+    from mcpbench.outputs import refuse_overwrite
+    from mcpbench.record.har_import import import_har
+    from mcpbench.trace.writer import default_trace_path
+
+    check_output(out, "--out")
+    refuse_overwrite([("--out", out)], [("the HAR", har)])
+    result = import_har(har, out or default_trace_path(Path(har).stem), tuple(redact))
+    for note in result.notes:
+        click.echo(f"mcpbench: note: {note}", err=True)
+    click.echo(f"mcpbench: wrote {result.path}: {result.entries} HAR entries, {result.sessions} sessions, "
+               f"{result.calls} calls, {result.mcp_messages} messages")
 
 
 @click.command("addon-path")

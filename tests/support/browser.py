@@ -6,6 +6,7 @@ so no websocket library and no port are needed. Every wait is bounded.
 """
 
 import base64
+import contextlib
 import fcntl
 import os
 import select
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +105,13 @@ PROBE = """JSON.stringify({
 
 def render_page(chromium: str, page: Path) -> Rendered:
     """Load `page` from disk in a fresh headless Chromium; return text, images, errors and a full-page PNG."""
+    with launch(chromium) as pipe:
+        return _drive(pipe, page)
+
+
+@contextlib.contextmanager
+def launch(chromium: str, *flags: str) -> Iterator[_Pipe]:
+    """A fresh headless Chromium (its own profile; `flags` added), driven over its DevTools pipe; closed after."""
     with tempfile.TemporaryDirectory(prefix="mcpbench-chromium-") as profile:
         to_chrome_r, to_chrome_w = os.pipe()
         from_chrome_r, from_chrome_w = os.pipe()
@@ -114,15 +123,14 @@ def render_page(chromium: str, page: Path) -> Rendered:
             os.dup2(high_w, 4)
 
         proc = subprocess.Popen(
-            [chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            [chromium, *FLAGS, *flags, f"--user-data-dir={profile}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=child_fds, pass_fds=(3, 4),
         )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
-        pipe = _Pipe(to_chrome_w, from_chrome_r)
         try:
-            return _drive(pipe, page)
+            yield _Pipe(to_chrome_w, from_chrome_r)
         finally:
             try:
                 os.write(to_chrome_w, orjson.dumps({"id": 10**6, "method": "Browser.close"}) + b"\0")
