@@ -370,5 +370,5 @@ def chart(levels: list[dict], path: Path) -> Path:
         for ax in (mem, fds, rate):
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
-    fig.suptitle("mcpbench bench soak: proxies under concurrent sessions (record, balancer, record + balancer with stream cuts)")
+    fig.suptitle("mcpbench bench soak: paths side by side\ndirect (the control), record, balancer, record + balancer cutting streams", fontsize=9)
     return save_figure(fig, path, dpi=100)
