@@ -2,6 +2,8 @@
 that together take longer than one call's bound each get the whole bound, and a session can hold its GET
 stream open."""
 
+import re
+
 import gevent
 import pytest
 
@@ -56,7 +58,8 @@ def test_calls_after_a_timed_out_one_get_their_own_time(http_server):
     assert steps.outcomes("tools/call slow") == [Failure.ANSWER_LOST]
     assert steps.outcomes("tools/call echo") == [None, None, None], answers  # a fired timer used to fail them at once
     [slow] = [step for step in steps.fired if step["name"] == "tools/call slow"]
-    assert str(slow["exception"]) == f"{Failure.ANSWER_LOST}: no answer within 1 s (waited 1 s)"
+    said = re.fullmatch(rf"{Failure.ANSWER_LOST}: no answer within 1 s \(waited (\d+) s\)", str(slow["exception"]))
+    assert said and int(said[1]) >= 1, slow["exception"]  # how long it waited: a bound cut short would show
 
 
 @pytest.mark.slow
