@@ -1,8 +1,10 @@
 """`mcpbench bench soak`: many concurrent sessions through the proxies for minutes, every message accounted for.
 
-At each level of concurrency (20, then 100 sessions) one run starts three resumable reference
-servers (Streamable HTTP, SSE answers) and, in front of them, three paths side by side:
+At each level of concurrency (20, then 100 sessions) one run starts four resumable reference
+servers (Streamable HTTP, SSE answers) and four paths side by side:
 
+- `direct`: the users straight at instance s4, no proxy: the control (what the servers and the
+  users do by themselves, which no proxy can be blamed for);
 - `record`: `mcpbench record` in front of instance s1, writing a trace;
 - `balancer`: the built-in balancer (sticky) in front of s1-s3;
 - `both`: `mcpbench record` in front of a second built-in balancer that also cuts every SSE stream
@@ -15,7 +17,8 @@ client) and `tools/list`; on `both` they recover as `RECONNECT` says. Each user 
 every message it sent and received; once the run is over each trace is reconciled with the
 ledgers of its path (`load/ledger.py`): 0 messages lost (sent or received by a client, missing
 from the trace) and 0 duplicated (in the trace more often than a client saw it) is the target,
-and every call must be answered or failed with a failure class. The resident memory and open
+and every call must be answered or failed with a failure class; `unanswered` counts the calls that got
+no answer (answer-lost/timeout, stream-closed), which the target is 0 of on every path. The resident memory and open
 file descriptors of every proxy process are sampled every `sample_s`; the target is that they are
 flat after warm-up: at most +10 % from `warmup_s` (minute 2) to the end along the least-squares
 line through the samples (`_flatness`; the medians of the windows at both ends are reported too).
@@ -50,14 +53,17 @@ from mcpbench.bench.common import save_figure, write_result
 from mcpbench.lab.peers.servers import HOST, REPO_ROOT, free_port, start_listening, stop_process
 from mcpbench.lab.topology.cluster import mitmdump_path, running_balancer, running_instances
 from mcpbench.load import ledger
+from mcpbench.protocol.http import Failure
 from mcpbench.proxies.faultplan import addon_settings
 from mcpbench.trace.reader import TraceReader
 
 NAME = "soak"
 SOAK_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "soak_locustfile.py"
-PATHS = ("record", "balancer", "both")
+PATHS = ("direct", "record", "balancer", "both")
 TRACED = ("record", "both")
-INSTANCES = 3
+INSTANCES = 3  # behind the balancers; the direct path has one more of its own
+# The failure classes of a call that got no answer (a refusal, an error or a proxy's 5xx is an answer).
+UNANSWERED = (Failure.ANSWER_LOST, Failure.STREAM_CLOSED)
 # How users on the faulty path recover: resume a cut answer stream, re-send `echo` when unsure.
 RECONNECT = "resume,attempts=10,backoff=50ms,max_backoff=1s,budget=50%,idempotent=echo"
 # The default: two levels of about 4.5 minutes each (start-up, 2 x 2 x 10 s of throughput, 3.5
@@ -83,8 +89,8 @@ def run(quick: bool = False, *, out_dir: Path | None = None, config: dict | None
     data = {
         "quick": quick,
         "workload": {
-            "servers": f"{INSTANCES} x mcpbench lab serve --transport streamable-http --resumable (SSE answers)",
-            "paths": {"record": "mcpbench record -> s1", "balancer": "built-in balancer (sticky) -> s1-s3",
+            "servers": f"{INSTANCES + 1} x mcpbench lab serve --transport streamable-http --resumable (SSE answers)",
+            "paths": {"direct": f"no proxy -> s{INSTANCES + 1}", "record": "mcpbench record -> s1", "balancer": "built-in balancer (sticky) -> s1-s3",
                       "both": f"mcpbench record -> built-in balancer (sticky, cut SSE streams after {config['cut_after']}) -> s1-s3"},
             "users": "long-lived sessions with their GET stream open; mix echo 5, slow (progress) 1, ask (sampling) 1, "
                      "tools/list 1; think time 0-0.1 s; both: reconnect " + RECONNECT,
@@ -105,12 +111,12 @@ def _level(users: int, config: dict, folder: Path) -> dict:
     """One level of concurrency: the throughput rounds, then the soak of every path."""
     folder.mkdir(parents=True)
     with contextlib.ExitStack() as stack:
-        servers = stack.enter_context(running_instances(INSTANCES, "streamable-http", resumable=True))
+        *servers, control = stack.enter_context(running_instances(INSTANCES + 1, "streamable-http", resumable=True))
         s1 = servers[0].url
         print(f"mcpbench: {users} sessions: throughput, mcpbench record against bare mitmdump", file=sys.stderr, flush=True)
         throughput = _throughput(users, s1, config, folder / "throughput")
         procs: dict[str, subprocess.Popen] = {}
-        urls: dict[str, str] = {}
+        urls: dict[str, str] = {"direct": control.url}
         urls["record"], procs["record"] = _record(s1, folder / "record.jsonl", folder / "record.log")
         stack.callback(stop_process, procs["record"])
         front = stack.enter_context(running_balancer("builtin", "sticky", "streamable-http", servers, folder=folder))
@@ -140,6 +146,7 @@ def _level(users: int, config: dict, folder: Path) -> dict:
         paths[path] = figures
     memory = {name: _flatness(samples, config) for name, samples in series.items()}
     met = {f"{path}_accounted": _accounted(paths[path]) for path in PATHS}
+    met |= {f"{path}_answered": paths[path]["unanswered"] == 0 for path in PATHS}
     met |= {f"{name}_flat": figures["flat"] for name, figures in memory.items()}
     return {
         "users": users, "throughput": throughput, "paths": paths, "processes": memory, "met": met,
@@ -285,6 +292,7 @@ def _path_figures(calls: dict, started: float) -> dict[str, Any]:
     rates = [v for _, v in _per_second(calls, started)[1:-1]]
     return {
         "steps": steps, "ok": steps - sum(failures.values()), "failures": failures,
+        "unanswered": sum(failures.get(kind, 0) for kind in UNANSWERED),
         "unclassified": failures.get("unclassified", 0), "calls_per_s_median": statistics.median(rates) if rates else 0.0,
         "duplicate_answers": calls["duplicate_answers"], "get_streams": calls["get_streams"], "reconnects": calls["reconnects"],
         "calls_by_step": calls["steps"], "failure_details": calls["failure_details"],
@@ -362,5 +370,5 @@ def chart(levels: list[dict], path: Path) -> Path:
         for ax in (mem, fds, rate):
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
-    fig.suptitle("mcpbench bench soak: proxies under concurrent sessions (record, balancer, record + balancer with stream cuts)")
+    fig.suptitle("mcpbench bench soak: paths side by side\ndirect (the control), record, balancer, record + balancer cutting streams", fontsize=9)
     return save_figure(fig, path, dpi=100)

@@ -71,6 +71,12 @@ STEP_DELETE = "DELETE"
 OAUTH = "oauth"
 
 
+def timed_out(bound: float, sent: float) -> str:
+    """What a call whose time ran out says: its bound and how long it waited (whole seconds, so that
+    the failures still group): a bound that ends a call early shows as such."""
+    return f"no answer within {bound:g} s (waited {time.perf_counter() - sent:.0f} s)"
+
+
 class McpClient:
     """One user's MCP sessions over one transport kind.
 
@@ -134,7 +140,6 @@ class McpClient:
         self.duplicates = 0  # answers that came twice
         self._recovering = False
         self._recovered_at = 0.0
-        self._timer = gevent.Timeout(timeout, CallTimeout)
         self.headers = dict(headers or {})
         self.tokens = tokens
         self._token: dict[str, str] | None = None  # the token headers the connection has
@@ -481,17 +486,17 @@ class McpClient:
         if self.recovery is not None:
             self.recovery.count(1, extra=self._recovering)
         size = 0
-        timer = self._timer
-        timer.start()  # one Timeout per client, started per call: bounds the call, however it is carried
+        # A Timeout of its own for each call: a libev timer that is stopped keeps only the time it had
+        # left, so one Timeout started again call after call was a budget for all of a user's calls
+        # together (a call failed after 1.5 s once its user's calls had taken 30 s in all).
+        timer = gevent.Timeout.start_new(self.timeout, CallTimeout)
         try:
             size = self._send(transport, out)
             outcome = waiter.get()
         except CallTimeout:
-            # A gevent Timeout that fired fires again at once when started again: the next call gets a new one.
-            self._timer = gevent.Timeout(self.timeout, CallTimeout)
-            outcome = conn.give_up(out.request_id, f"no answer within {self.timeout:g} s") or waiter.get(block=False)
+            outcome = conn.give_up(out.request_id, timed_out(self.timeout, sent)) or waiter.get(block=False)
         finally:
-            timer.cancel()  # not close(): the timer is started again by the next call
+            timer.close()
         return outcome, size, transport.first_event
 
     def _count(self, n: int = 1) -> None:
@@ -644,7 +649,7 @@ class McpClient:
             with gevent.Timeout(self.timeout, CallTimeout):
                 size = self._send(transport, out)
         except CallTimeout:
-            failure = McpFailure(Failure.ANSWER_LOST, f"no answer within {self.timeout:g} s")
+            failure = McpFailure(Failure.ANSWER_LOST, timed_out(self.timeout, start))
         if failure is None and self._unowned is not None:
             failure = McpFailure(self._unowned.failure, self._unowned.detail)
         if failure is not None:

@@ -210,11 +210,15 @@ def stock_host_stops(master) -> None:
     hang-up (SIGHUP: the terminal or SSH session gone), which mitmdump leaves to kill it with the
     addons' `done` hooks unrun, stops the master as SIGTERM does; and a client connection the stop
     cuts short prints no traceback. Nothing changes where the host handles them (`mcpbench record`),
-    nor outside a running event loop's main thread (tests driving an addon's hooks)."""
+    nor outside a running event loop's main thread (tests driving an addon's hooks).
+
+    And the stop signals are unblocked: a process started with them blocked (the mask of the thread
+    that started it is inherited across exec) keeps them pending for ever, so mitmdump never stopped."""
     try:
         loop = asyncio.get_running_loop()
         if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
             loop.add_signal_handler(signal.SIGHUP, master.shutdown)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # after the handler: one pending since is taken
     except (RuntimeError, ValueError):
         return
     logging.getLogger("asyncio").addFilter(_QUIET_CANCELLED)  # once: a filter is added once

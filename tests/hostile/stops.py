@@ -10,6 +10,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import time
 import weakref
 from collections.abc import Iterator
@@ -28,6 +29,16 @@ READY_WAIT: Final = 60.0
 STOP_WAIT: Final = 30.0
 # How often a file or /proc is polled for an event (a bounded poll, not a synchronising sleep).
 POLL: Final = 0.02
+
+
+# Runs argv[2:] with the signals numbered in argv[1] (comma-separated) blocked: the mask survives exec.
+_BLOCK_AND_EXEC: Final = ("import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, [int(n) for n in sys.argv[1].split(',')]); "
+                          "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def started_blocking(signals: tuple[int, ...], argv: list[str]) -> list[str]:
+    """`argv` as a host starts it from a thread that blocks `signals` (the child inherits the mask)."""
+    return [sys.executable, "-c", _BLOCK_AND_EXEC, ",".join(str(int(sig)) for sig in signals), *argv]
 
 
 def status_of(sig: int) -> int:

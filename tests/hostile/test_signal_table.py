@@ -43,7 +43,7 @@ from mcpbench.trace.reader import read_trace
 from tests.hostile.clients import HEADERS, INITIALIZED, PROGRESS, LegacyStream, Stream, initialize, posting, stdio_stream
 from tests.hostile.hostile_peers import STREAMING_STDIO_SERVER, hold_server, paced_trace
 from tests.hostile.stops import (
-    READY_WAIT, STOP_SIGNALS, assert_port_free, command, read_line_with, signal_id, status_of, stop,
+    READY_WAIT, STOP_SIGNALS, assert_port_free, command, read_line_with, signal_id, started_blocking, status_of, stop,
     wait_for_file, wait_for_text,
 )
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
@@ -146,15 +146,17 @@ def drive_record(tmp_path: Path, moment: str, sig: int, request: pytest.FixtureR
     check_http_trace(out, moment)
 
 
-def drive_mitmdump(tmp_path: Path, moment: str, sig: int, request: pytest.FixtureRequest) -> None:
+def drive_mitmdump(tmp_path: Path, moment: str, sig: int, request: pytest.FixtureRequest, *, blocked: tuple[int, ...] = ()) -> None:
     """mitmdump stops cleanly on each (the addon makes SIGHUP do what SIGTERM does) and exits 0. A
     second signal after its `done` hooks, while its event loop closes, ends it by that signal
-    (mitmdump's own way out); the trace is complete by then."""
+    (mitmdump's own way out); the trace is complete by then. `blocked`: started with these signals
+    blocked (the addon unblocks them)."""
     out, port = tmp_path / "rec.jsonl", free_port()
     with http_moment(moment, request) as (upstream, reach):
         origin = upstream.rsplit("/", 1)[0]
         argv = [MITMDUMP, "-q", "--mode", f"reverse:{origin}", "--listen-host", HOST, "-p", str(port),
                 "-s", str(ADDON_PATH), "--set", f"mcpbench_out={out}"]
+        argv = started_blocking(blocked, argv) if blocked else argv
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             wait_for_port(HOST, port, proc=proc)
@@ -405,3 +407,12 @@ TABLE = [
 @pytest.mark.parametrize(("name", "moment", "sig"), TABLE)
 def test_a_stop_signal_ends_the_command_cleanly(tmp_path: Path, request: pytest.FixtureRequest, name: str, moment: str, sig: int) -> None:
     DRIVERS[name](tmp_path, moment, sig, request)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=signal_id)
+def test_mitmdump_with_the_addon_stops_though_started_with_the_stop_signals_blocked(tmp_path: Path, request: pytest.FixtureRequest,
+                                                                                    sig: int) -> None:
+    # A host's thread that blocks them passes the mask on across exec: the signal stayed pending, and
+    # mitmdump ran on, the trace's session left open.
+    drive_mitmdump(tmp_path, HANDSHAKE, sig, request, blocked=STOP_SIGNALS)

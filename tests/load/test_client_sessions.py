@@ -1,7 +1,11 @@
-"""The load client over a live session: a call that timed out leaves the next ones their own time, and
-a session can hold its GET stream open."""
+"""The load client over a live session: a call that timed out leaves the next ones their own time, calls
+that together take longer than one call's bound each get the whole bound, and a session can hold its GET
+stream open."""
+
+import re
 
 import gevent
+import pytest
 
 from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
@@ -53,6 +57,24 @@ def test_calls_after_a_timed_out_one_get_their_own_time(http_server):
     answers = run(client, body)
     assert steps.outcomes("tools/call slow") == [Failure.ANSWER_LOST]
     assert steps.outcomes("tools/call echo") == [None, None, None], answers  # a fired timer used to fail them at once
+    [slow] = [step for step in steps.fired if step["name"] == "tools/call slow"]
+    said = re.fullmatch(rf"{Failure.ANSWER_LOST}: no answer within 1 s \(waited (\d+) s\)", str(slow["exception"]))
+    assert said and int(said[1]) >= 1, slow["exception"]  # how long it waited: a bound cut short would show
+
+
+@pytest.mark.slow
+def test_each_call_gets_the_whole_bound_however_long_the_calls_before_it_took(http_server):
+    # The soak's lost `slow` calls: one timer per client, stopped and started again, kept only the time
+    # it had left, so once a user's calls had taken the bound in all, the next failed early.
+    steps = Steps()
+    target = Target(STREAMABLE_HTTP, url=http_server.url)
+    bound, calls, each = 1.5, 8, 0.3  # 8 x 0.3 s: well past the bound in all, each well within it
+    client = McpClient(lambda: transport_for(target, timeout=10.0), steps, request_type=STREAMABLE_HTTP, timeout=bound)
+
+    run(client, lambda: [client.call_tool("slow", {"seconds": each, "steps": 1}) for _ in range(calls)])
+    slow = [step for step in steps.fired if step["name"] == "tools/call slow"]
+    assert len(slow) == calls
+    assert [str(step["exception"] or "") for step in slow] == [""] * calls, [round(s["response_time"]) for s in slow]
 
 
 def test_a_session_holds_its_get_stream_open_until_it_ends(http_server):

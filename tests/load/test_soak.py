@@ -19,6 +19,8 @@ def test_the_short_soak_loses_and_duplicates_nothing(tmp_path):
         assert figures["steps"] > 0, name
         assert figures["unclassified"] == 0, (name, figures["failures"])
         assert figures["get_streams"] >= config["levels"][0], name  # every session held its GET stream
+    direct = level["paths"]["direct"]
+    assert "trace" not in direct and direct["unanswered"] == 0, direct["failure_details"]  # the control: no proxy
     traces = [level["paths"][name]["trace"] for name in soak.TRACED] + [level["throughput"]["record_trace"]]
     for trace in traces:
         assert trace["lost"]["total"] == 0, trace["examples"]

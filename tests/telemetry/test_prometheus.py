@@ -98,7 +98,13 @@ def test_prometheus_scrapes_the_recorder_during_a_load_and_promql_gives_the_trac
                 (("gen_ai_tool_name", "echo"), ("mcpbench_outcome", "ok")): float(echo),
                 (("gen_ai_tool_name", "fail"), ("mcpbench_outcome", "tool-error")): float(fail),
             })
-            histogram = query(base, 'sum(mcp_client_operation_duration_seconds_count{gen_ai_tool_name="echo"})')
+            # The duration histogram counts every operation, as the calls counter does: an answered `echo`
+            # as `ok`, one the load's end cut short as `unanswered` (which the trace's `ok` leaves out).
+            histogram = settled(base, 'sum(mcp_client_operation_duration_seconds_count{gen_ai_tool_name="echo", mcpbench_outcome="ok"})',
+                                {(): float(echo)})
+            # One query, so both come from the same scrape: 0 for each outcome.
+            disagree = query(base, 'sum by (mcpbench_outcome) (mcp_client_operation_duration_seconds_count{gen_ai_tool_name="echo"})'
+                                   ' - sum by (mcpbench_outcome) (mcpbench_calls_total{gen_ai_tool_name="echo"})')
             errors = query(base, 'sum by (mcpbench_error_class) (mcpbench_errors_total)')
             recorded = query(base, "sum(mcpbench_recorded_bytes_total)")
             service = query(base, "target_info")
@@ -107,6 +113,7 @@ def test_prometheus_scrapes_the_recorder_during_a_load_and_promql_gives_the_trac
         (("gen_ai_tool_name", "fail"), ("mcpbench_outcome", "tool-error")): float(fail),
     }
     assert histogram == {(): float(echo)}
+    assert disagree and set(disagree.values()) == {0.0}, disagree  # two instruments, one count of each outcome
     assert errors.get((("mcpbench_error_class", "tool_error"),)) == float(fail)
     assert list(recorded.values())[0] > 0
     assert any(dict(labels).get("service_name") == "mcpbench" for labels in service)
