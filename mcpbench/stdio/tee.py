@@ -363,6 +363,8 @@ class Share:
     @classmethod
     def start(cls, path: str | os.PathLike) -> "Share":
         path = Path(path)
+        if os.path.exists(path) and not os.path.isfile(path):  # a device or a pipe: no trace to share
+            return cls(path, None, None)
         claim = shared.claim(path)
         if claim is None:  # another tee records to it: a part of our own
             return cls(path, None, shared.part_path(path, uuid.uuid4().hex[:12]))

@@ -89,7 +89,9 @@ def hold(part: Path) -> int:
 
 
 def appendable(trace: str | os.PathLike) -> bool:
-    """Whether `trace` is a plain (uncompressed) trace with something in it: one a writer appends to."""
+    """Whether `trace` is a plain (uncompressed) trace file with something in it: one a writer appends to."""
+    if not os.path.isfile(trace):  # a device or a pipe (`--out /dev/full`) is written as it is
+        return False
     try:
         with open(trace, "rb") as handle:
             start = handle.read(8)
