@@ -63,6 +63,8 @@ def test_trace_finish_adds_a_part_a_killed_tee_left_and_merge_makes_one_trace(tm
     part = shared.part_path(out, "0123abcd")  # a concurrent tee killed after its recorder wrote it whole
     part.write_bytes(recordings["auto"].read_bytes())
     runner = CliRunner()
+    pending = runner.invoke(main, ["inspect", str(out)])  # not yet added: the trace says so
+    assert pending.exit_code == 0 and "1 session part(s) beside it not added yet" in pending.output, pending.output
     result = runner.invoke(main, ["trace", "finish", str(out)])
     assert result.exit_code == 0 and f"added the sessions of {part.name}" in result.output, result.output
     assert not part.exists()
