@@ -170,18 +170,25 @@ def finish_traces(traces):
     A tee killed with its recorder (a host killing its process group, the OOM killer) leaves the
     rest of its trace in TRACE.spool. Every command reads such a trace complete and changes
     neither file; this writes the trace complete. A trace still being recorded is left alone, so
-    is one without a spool. The next `mcpbench tee` to the same --out does this first too.
+    is one without a spool. A tee killed while another recorded to the same --out left its sessions
+    in a part beside TRACE: they are added. The next `mcpbench tee` to the same --out does this first too.
 
     Exit status: 0; 2 for a trace that cannot be read or written, or whose spool does not continue it.
 
     Example: mcpbench trace finish results/traces/*.jsonl
     """
     from mcpbench.protocol.errors import TraceError
-    from mcpbench.trace import spool
+    from mcpbench.trace import shared, spool
 
     for path in traces:
-        if not os.path.isfile(path):
+        if not os.path.isfile(path) and not shared.parts(path):
             raise TraceError(f"{path}: cannot read trace: no such file")
+        if (claim := shared.claim(path)) is not None:  # no tee records to it: the parts killed tees left go in
+            try:
+                for part in shared.fold(path):
+                    click.echo(f"mcpbench: added the sessions of {part.name} to {path} (its tee was killed)")
+            finally:
+                os.close(claim)
         if not spool.spool_path(path).exists():
             click.echo(f"mcpbench: {path}: complete (no spool beside it)")
         elif (added := spool.finish(path)) is not None:
@@ -190,6 +197,32 @@ def finish_traces(traces):
             click.echo(f"mcpbench: {path}: still being recorded (its tee holds the spool): left alone")
         else:
             raise TraceError(f"{path}: its spool {spool.spool_path(path)} does not continue it (another recording's?): both left as they are")
+
+
+@trace_group.command("merge")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="The merged trace (may be one of TRACES).")
+@map_errors
+def merge_command(traces, out):
+    """Write the events of TRACES, source after source, as one trace: each keeps its sessions.
+
+    The header is the first trace's. A trace whose tee was killed is read complete (from its spool).
+
+    Exit status: 0; 2 for a trace that cannot be read, or an --out that cannot be written.
+
+    Example: mcpbench trace merge probe.jsonl calls.jsonl --out session.jsonl
+    """
+    from pathlib import Path
+
+    from mcpbench.protocol.errors import TraceError
+    from mcpbench.trace.merge import merge_traces
+    from mcpbench.trace.writer import is_replaceable
+
+    check_output(out, "--out")
+    if not is_replaceable(Path(out)):
+        raise TraceError(f"{out}: exists and is not a trace: refusing to overwrite it; choose another path")
+    merged = merge_traces(list(traces), out)
+    click.echo(f"mcpbench: merged {len(traces)} trace(s) into {merged}")
 
 
 BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live", "telemetry", "soak")

@@ -14,6 +14,7 @@ from typing import Any
 
 from mcpbench.analysis.rebuild import NOT_MCP, Entry, Rebuild, SessionReport, outcome
 from mcpbench.stats import percentile
+from mcpbench.trace import shared
 from mcpbench.trace.reader import TraceReader
 
 __all__ = ["ARROWS", "Entry", "Report", "SessionReport", "outcome", "render", "suite", "summarize"]
@@ -89,7 +90,11 @@ def summarize(path: str | Path) -> Report:
             for entry in step.added:
                 entry.line = line
     rebuild.finish()
-    return Report(str(path), reader.header, list(rebuild.sessions.values()), reader.torn)
+    notes = [reader.torn] if reader.torn else []
+    if pending := shared.parts(path):  # tees sharing the path: sessions not in it yet
+        notes.append(f"{len(pending)} session part(s) beside it not added yet (a tee still recording to it, or one "
+                     f"killed: mcpbench trace finish {path} adds them)")
+    return Report(str(path), reader.header, list(rebuild.sessions.values()), "; ".join(notes) or None)
 
 
 # The narrowest request-name column of `render`.

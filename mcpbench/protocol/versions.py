@@ -35,7 +35,9 @@ class VersionRules:
     version: str
     era: Era  # handshake (initialize, then operation) or stateless (the `_meta` envelope on every request)
     http_transport: str  # the HTTP transport the version defines: "sse" (HTTP+SSE) or "streamable-http"
-    legacy_sse: bool  # HTTP+SSE still specified (2024-11-05) or tolerated for compatibility
+    # HTTP+SSE still specified (2024-11-05) or tolerated for compatibility: 2026-07-28 too, which the
+    # official SDK serves and speaks over it (its envelope needs no transport of its own).
+    legacy_sse: bool
     batches: bool  # JSON-RPC batches allowed
     protocol_version_header: bool  # MCP-Protocol-Version required on HTTP requests after init
     method_headers: bool  # Mcp-Method / Mcp-Name required
@@ -73,7 +75,7 @@ VERSIONS: dict[str, VersionRules] = {
         input_required=False, ping=True,
     ),
     V2026_07_28: VersionRules(
-        version=V2026_07_28, era=Era.STATELESS, http_transport=STREAMABLE_HTTP, legacy_sse=False, batches=False,
+        version=V2026_07_28, era=Era.STATELESS, http_transport=STREAMABLE_HTTP, legacy_sse=True, batches=False,
         protocol_version_header=True, method_headers=True, get_stream=False, server_requests=False,
         input_required=True, ping=False,
     ),

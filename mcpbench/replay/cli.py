@@ -119,6 +119,9 @@ def suite_options(func):
               help="Seconds one request may wait for its answer (default: per call, twice its recorded latency "
                    "plus 10 s, at least 30 s).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the replay's own trace here.")
+@click.option("--foreign-host", type=click.Choice(("recorded", "target")), default="recorded", show_default=True,
+              help="HTTP: a request recorded with a Host foreign to its upstream and refused there (a DNS-rebinding "
+                   "check) goes with that Host, as the client sent it, or with the target's.")
 @click.option("--learn-noise", is_flag=True, help="Replay twice; every path that differs between the runs becomes an ignore rule.")
 @click.option("--noise-file", type=click.Path(dir_okay=False),
               help="Where --learn-noise saves its rules (default: TRACE with .noise.json); reuse with --ignore-file.")
@@ -131,7 +134,7 @@ def suite_options(func):
 @suite_options
 @client_options
 @map_errors
-def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeout, out, learn_noise, noise_file, rules_beside,
+def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeout, out, foreign_host, learn_noise, noise_file, rules_beside,
            otlp, service_name, redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
            report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md, client):
     """Replay the client side of each TRACE against TARGET and report every answer that changed.
@@ -186,7 +189,8 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
                    "sends none: give --header, --bearer-token-env or --oauth-* for a protected server", err=True)
     options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout, redact=redact,
                             latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency,
-                            telemetry=TelemetryOptions.parse(otlp, None, service_name), access=access)
+                            telemetry=TelemetryOptions.parse(otlp, None, service_name), access=access,
+                            foreign_host=foreign_host)
     if contract:
         _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md)
     if single:

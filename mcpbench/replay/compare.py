@@ -12,7 +12,11 @@ either side has some. Before comparing, both sides are normalised:
   field shows as a path into it rather than as a whole different string;
 - user rules (`--ignore`) drop the values at matching paths;
 - era rules (`ERA_RULES`), only when the replay speaks another era than the
-  recording: the 2026-07-28 result fields that carry protocol, not content.
+  recording: the 2026-07-28 result fields that carry protocol, not content;
+- a refused version probe (`PROBES`: an error answering `server/discover`) is one
+  outcome whatever its code and message: the client falls back to a handshake
+  either way, and servers refuse it differently (-32601 method not found from
+  one that lacks the method, -32602 from one that does not speak the version).
 
 A rule is `[METHOD[@NAME]:]PATH`. PATH is dot-separated keys with `[N]` list
 indexes; `*` (or `[*]`) matches any one key or index, `**` any depth, and
@@ -32,6 +36,7 @@ import orjson
 
 from mcpbench.outputs import write_atomic
 from mcpbench.protocol.errors import ReplayError
+from mcpbench.protocol.versions import DISCOVER
 
 UUID_RE = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b|\b[0-9a-f]{32}\b")
 TIMESTAMP_RE = re.compile(
@@ -58,6 +63,11 @@ ERA_RULES = (
     "result.ttlMs",
     'result._meta["io.modelcontextprotocol/serverInfo"]',
 )
+
+# Methods a client sends to learn what a server speaks, falling back when refused: a refusal's
+# code and message say only how the server said no.
+PROBES = frozenset({DISCOVER})
+REFUSED = "<refused>"
 
 # A text starting like this may hold JSON worth comparing field by field.
 _JSON_START = (b"{", b"[")
@@ -353,11 +363,20 @@ def compare(
     """Normalise both sides under `rules` (for this method and name) and diff them."""
     if old == new:
         return []
+    if method in PROBES:
+        old, new = _refusal(old), _refusal(new)
     paths = rules.for_call(method, name)
     return diff(
         normalise(old, paths, defaults=rules.defaults),
         normalise(new, paths, defaults=rules.defaults),
     )
+
+
+def _refusal(answer: Any) -> Any:
+    """A probe's error answer as the one outcome it is (its notifications kept)."""
+    if isinstance(answer, dict) and "error" in answer:
+        return {**answer, "error": REFUSED}
+    return answer
 
 
 def generalise(path: str) -> str:

@@ -39,7 +39,7 @@ import gc
 import math
 import queue
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mcpbench.auth.options import ClientAccess
@@ -108,6 +108,11 @@ UNSOLICITED_GRACE = 1.0
 
 # Why a replay a stop signal ended did not finish (the report's `aborted`).
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
+
+# Which `Host` a request recorded with a deliberately foreign one (a DNS-rebinding check) is sent with:
+# the recorded one (the check is replayed as it was made) or the target's.
+FOREIGN_HOST_RECORDED, FOREIGN_HOST_TARGET = "recorded", "target"
+FOREIGN_HOSTS = (FOREIGN_HOST_RECORDED, FOREIGN_HOST_TARGET)
 
 # The waiter of the `initialize` an era switch adds (no recorded call waits for it).
 SYNTHETIC_INITIALIZE = "initialize"  # compared by identity: it is its own waiter
@@ -484,6 +489,8 @@ class _SessionRunner:
         ahead = out is not None
         if not ahead:
             out = self.conn.request(message.method, message.params, waiter=live, ts=ts, as_version=self._sent_in(message))
+        if live is not None and live.call.foreign_host is not None and out.headers is not None:
+            out = self._foreign_host(live.call, out)
         if live is not None:
             # In flight before it is written: a stop signal that lands once the server may have the
             # request (another thread may send it, and this one wait for the GIL for milliseconds)
@@ -496,6 +503,18 @@ class _SessionRunner:
             # Built ahead: written first, and the connection told after. Nothing can be answered
             # in between: what arrives is fed to the connection on this thread, after this returns.
             self.conn.sent(out, waiter=live, ts=ts)
+
+    def _foreign_host(self, call: RecordedCall, out: Outgoing) -> Outgoing:
+        """A request recorded with a deliberately foreign `Host` (a DNS-rebinding check): sent with that
+        `Host`, as the client sent it, unless `foreign_host` is `target`; the session's notes say which."""
+        if self.r.foreign_host == FOREIGN_HOST_TARGET:
+            self.run.notes.append(f"#{call.index} {call.label}: recorded with the foreign Host {call.foreign_host!r} "
+                                  "(refused then); sent with the target's, as --foreign-host target asks")
+            return out
+        self.run.notes.append(f"#{call.index} {call.label}: sent with its recorded Host {call.foreign_host!r}, foreign "
+                              "to the recorded upstream (a DNS-rebinding check, refused then); --foreign-host target "
+                              "sends the target's")
+        return replace(out, headers={**out.headers, "host": call.foreign_host})
 
     def _authorize(self, used: str | None = None, failed: Failed | None = None) -> str | None:
         """The connection's token renewed when due (`used`: after the server refused it); why not, when
@@ -673,6 +692,9 @@ class Replayer:
         cwd, env: for a stdio target's process.
         access: the headers, tokens and proxies of an HTTP target (default: none, and the
             environment's proxies).
+        foreign_host: a request recorded with a `Host` deliberately foreign to its upstream (a
+            DNS-rebinding check, `plan.mark_foreign_hosts`) goes with that `Host` (`recorded`) or
+            with the target's (`target`).
     """
 
     def __init__(
@@ -686,7 +708,11 @@ class Replayer:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         access: ClientAccess | None = None,
+        foreign_host: str = FOREIGN_HOST_RECORDED,
     ) -> None:
+        if foreign_host not in FOREIGN_HOSTS:
+            raise ReplayError(f"foreign_host: {foreign_host!r} is not one of {', '.join(FOREIGN_HOSTS)}")
+        self.foreign_host = foreign_host
         if protocol_version is not None and rules(protocol_version) is None:
             raise ReplayError(f"unknown protocol version {protocol_version!r}")
         self.access = access if access is not None else ClientAccess.none()

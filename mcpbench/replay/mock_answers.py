@@ -8,7 +8,8 @@ sessions, a 2026-07-28 client from the others; an error when the recording has
 none): repeated identical calls get their answers in recorded order, and once a
 key runs dry its last answer is reused. `initialize` and `server/discover` are
 keyed on the method alone (their params describe the client), so any client
-gets the recorded capabilities. An unrecorded request gets a JSON-RPC error
+gets the recorded capabilities. A call recorded without its answer (a failed exchange) still gets
+what the server sent for it (an elicitation, progress), then an error. An unrecorded request gets a JSON-RPC error
 naming the nearest recorded request (same method, most similar params), or,
 with a `Forwarder` (`--on-miss forward URL`), the answer of a live server.
 
@@ -42,6 +43,11 @@ CLIENT_DESCRIBING = frozenset({"initialize", "server/discover"})
 # JSON-RPC error for a client whose era the recording has no session of (-32600, invalid
 # request: the request is fine, but not for this recording).
 WRONG_ERA = -32600
+
+# JSON-RPC error for a call recorded without its answer (its exchange failed, or the session ended
+# first), sent after what the server did send for it: the mock serves what it recorded, the server
+# requests (an elicitation) and notifications included, and fails the call as it failed.
+UNANSWERED = jsonrpc.INTERNAL_ERROR
 
 # How much of the nearest recorded params an error message shows.
 NEAREST_CHARS = 200
@@ -110,8 +116,8 @@ class TraceAnswers:
             if era is not None and era not in self._eras:
                 self._eras.append(era)
             for call in session.calls:
-                if call.answer is None:
-                    continue
+                if call.answer is None and not call.server:
+                    continue  # nothing recorded to serve
                 by_era.setdefault(era, defaultdict(list))[match_key(call.method, call.request.params)].append(call)
                 self._recorded.append(call)
         unknown = by_era.pop(None, {})
@@ -165,9 +171,14 @@ class TraceAnswers:
                 call = calls[-1]
             else:
                 return None
-        answer = jsonrpc.to_obj(call.answer)
-        answer.pop("jsonrpc", None)
-        answer.pop("id", None)
+        if call.answer is None:
+            failed = f"HTTP {call.status}" if call.status is not None else "no answer"
+            answer = {"error": {"code": UNANSWERED, "message": f"mcpbench serve-trace: the recorded call failed ({failed}) "
+                                                                "after what the mock sent for it"}}
+        else:
+            answer = jsonrpc.to_obj(call.answer)
+            answer.pop("jsonrpc", None)
+            answer.pop("id", None)
         return RecordedReply(answer, *_timeline(call, progress_token(request.params)), call.via)
 
     def _wrong_era(self, era: Era | None) -> dict:

@@ -23,6 +23,7 @@ request was in flight): a replay over Streamable HTTP then opens the GET stream.
 
 import os
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.http import AUTHORIZATION, PROTOCOL_VERSION, pair_with_post
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.server import LOOPBACK_BINDS, HostCheck
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
@@ -98,6 +100,9 @@ class RecordedCall:
     status: int | None = None  # the HTTP status of its answer (an error status with no answer says how it failed)
     retry_of: int | None = None  # the input_required call this request answers (2026-07-28)
     retried: bool = False  # a later call answers this call's input_required result
+    host: str | None = None  # the `Host` it was recorded with (HTTP)
+    # Its recorded `Host` when that was deliberately foreign to the upstream (`mark_foreign_hosts`).
+    foreign_host: str | None = None
 
     @property
     def method(self) -> str:
@@ -192,7 +197,7 @@ class _Builder:
     def _client(self, message: jsonrpc.Message, ts: float, event: dict) -> None:
         plan = self.plan
         if isinstance(message, Request):
-            call = RecordedCall(len(plan.calls), message, ts)
+            call = RecordedCall(len(plan.calls), message, ts, host=_host(event))
             plan.calls.append(call)
             self.open_calls[message.id] = call
             token = progress_token(message.params)
@@ -341,6 +346,33 @@ def _http_method(event: dict) -> str | None:
     return http.get("method") if isinstance(http, dict) else None
 
 
+def _host(event: dict) -> str | None:
+    """The `Host` an HTTP request carried, if the recorder kept it."""
+    http = event.get("http")
+    headers = http.get("headers") if isinstance(http, dict) else None
+    host = headers.get("host") if isinstance(headers, dict) else None
+    return host if isinstance(host, str) else None
+
+
+def mark_foreign_hosts(plans: list[SessionPlan], upstream: str | None) -> None:
+    """Mark each call whose recorded `Host` was deliberately foreign to the upstream: a DNS-rebinding
+    check (a client sending an attacker's name), which the upstream refused when recorded.
+
+    Foreign: refused (an HTTP error without an answer, or an error answer), with a `Host` no
+    accepted request of the trace carried, and, for a loopback upstream, one its own rebinding
+    check (the SDK's, `HostCheck.for_bind`) refuses. A recorder's address that every request
+    carried (a remote upstream recorded through `record`) is never foreign: requests were accepted with it.
+    """
+    calls = [call for plan in plans for call in plan.calls if call.host is not None]
+    accepted = {call.host for call in calls if isinstance(call.answer, Response)}
+    bind = urlsplit(upstream).hostname if upstream else None
+    check = HostCheck.for_bind(bind) if bind in LOOPBACK_BINDS else None
+    for call in calls:
+        refused = isinstance(call.answer, ErrorResponse) or (call.answer is None and call.status is not None)
+        if refused and call.host not in accepted and (check is None or check.refusal({"host": call.host}) is not None):
+            call.foreign_host = call.host
+
+
 def _header_version(event: dict) -> str | None:
     """The `MCP-Protocol-Version` an HTTP request carried, if any."""
     http = event.get("http")
@@ -418,8 +450,10 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
     plans = [builder.finish() for builder in builders.values()]
     for plan in plans:
         plan.listens |= plan.id in listening
+    header = reader.header
+    mark_foreign_hosts(plans, header.get("upstream") if isinstance(header, dict) else None)
     size = os.path.getsize(path) if os.path.exists(path) else 0
-    trace = TracePlan(str(path), transport, reader.header, plans, reader.torn, size, credentials)
+    trace = TracePlan(str(path), transport, header, plans, reader.torn, size, credentials)
     if wanted is not None:
         missing = sorted(wanted - {plan.id for plan in plans})
         if missing:

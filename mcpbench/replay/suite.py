@@ -19,7 +19,7 @@ from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import Rules, load_rules, save_rules
-from mcpbench.replay.engine import Pace, Replayer, ReplayRun
+from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
 from mcpbench.target import Target
@@ -82,6 +82,7 @@ class ReplayOptions:
     fail_on_latency: float | None = None  # a call this much slower than recorded (and the slack) is changed
     telemetry: TelemetryOptions = TelemetryOptions()  # the calls as spans, sent as they go (`--otlp`)
     access: ClientAccess | None = None  # an HTTP target's headers, tokens and proxies (`mcpbench.auth`)
+    foreign_host: str = FOREIGN_HOST_RECORDED  # a rebinding check's recorded Host, or the target's (`Replayer`)
 
 
 @dataclass(slots=True)
@@ -105,7 +106,7 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
     """
     def run_once(writer: TraceWriter | None = None) -> ReplayRun:
         return Replayer(target, protocol_version=options.protocol_version, pace=options.pace, timeout=options.timeout,
-                        writer=writer, access=options.access).run(recorded)
+                        writer=writer, access=options.access, foreign_host=options.foreign_host).run(recorded)
 
     def judged(run: ReplayRun, rules: Rules) -> Report:
         return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,

@@ -43,14 +43,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from mcpbench.cliutil import STOP_SIGNALS
-from mcpbench.protocol.errors import TargetError, TraceWriteError
+from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
 from mcpbench.live.launch import LiveView
 from mcpbench.stdio import orphans, recorder
 from mcpbench.trace.format import Kind
-from mcpbench.trace.spool import C2S_DATA, HEADER, S2C_DATA, STDERR_DATA, event_frame
+from mcpbench.trace import shared
+from mcpbench.trace.spool import C2S_DATA, HEADER, S2C_DATA, STDERR_DATA, event_frame, spool_path
 from mcpbench.trace.spool import finish as finish_trace
 from mcpbench.trace.writer import TraceWriter
 
@@ -309,35 +311,100 @@ def run_tee(
     from mcpbench.trace.redact import Redactor
     from mcpbench.trace.writer import default_trace_path
 
-    writer = None
+    writer = share = tee = None
     if record:
         path = out or default_trace_path(os.path.basename(argv[0]) if argv else "session")
-        # A recording to this path killed with its recorder left a spool: that trace is written
-        # complete before it is replaced, so no spool is ever left beside another trace. (A path
-        # that cannot be written is said by the writer, next.)
-        with contextlib.suppress(OSError):
-            finish_trace(path)
-        writer = TraceWriter(path, transport=TRANSPORT, header={"command": argv}, redactor=Redactor(redact))
-        print(f"mcpbench: recording to {writer.path}", file=sys.stderr, flush=True)
+        share = Share.start(path)
+        try:
+            writer = TraceWriter(share.writes_to, transport=TRANSPORT, header={"command": argv}, redactor=Redactor(redact),
+                                 append=share.appends)
+            share.hold()
+        except BaseException:
+            share.end(complete=False)
+            raise
+        print(f"mcpbench: recording to {path}", file=sys.stderr, flush=True)
     view = LiveView(writer.path) if live and writer else None
-    if view is None or not view.open():
-        tee = Tee(argv, writer, telemetry=telemetry)
-        try:
-            status = tee.run()
-        finally:
-            if writer:
-                writer.close()
-    else:
-        try:
-            tee, status = _run_with_view(argv, writer, view, telemetry)
-        finally:
-            view.close()
+    try:
+        if view is None or not view.open():
+            tee = Tee(argv, writer, telemetry=telemetry)
+            try:
+                status = tee.run()
+            finally:
+                if writer:
+                    writer.close()
+        else:
+            try:
+                tee, status = _run_with_view(argv, writer, view, telemetry)
+            finally:
+                view.close()
+    finally:
+        if share is not None:
+            share.end(complete=tee is not None and not tee.recording_failed)
     if status != 0:
         command = shlex.join(Redactor(redact).argv(argv))
         print(f"mcpbench: {command} exited with status {status}", file=sys.stderr, flush=True)
     elif tee.recording_failed:  # the server did fine; the recording did not
         raise TraceWriteError(tee.recording_failed, reported=True)
     return status
+
+
+class Share:
+    """This tee's place in a trace other tees may record to as well (`trace/shared.py`).
+
+    The owner of the path (no other tee records to it now) writes into it, appending to the
+    sessions already there; a tee started while another owns it writes a part of its own, added
+    to the trace once complete.
+    """
+
+    def __init__(self, path: Path, claim: int | None, part: Path | None) -> None:
+        self.path, self._claim, self.part = path, claim, part
+        self._held: int | None = None
+
+    @classmethod
+    def start(cls, path: str | os.PathLike) -> "Share":
+        path = Path(path)
+        if os.path.exists(path) and not os.path.isfile(path):  # a device or a pipe: no trace to share
+            return cls(path, None, None)
+        claim = shared.claim(path)
+        if claim is None:  # another tee records to it: a part of our own
+            return cls(path, None, shared.part_path(path, uuid.uuid4().hex[:12]))
+        # A recording to this path killed with its recorder left a spool, and killed tees parts:
+        # they are added first. (A path that cannot be written is said by the writer, next.)
+        with contextlib.suppress(OSError, TraceError):
+            finish_trace(path)
+        with contextlib.suppress(OSError, TraceError):
+            shared.fold(path)
+        # A compressed trace cannot be continued in place: its owner writes a part too, merged at its end.
+        compressed = os.path.exists(path) and os.path.getsize(path) > 0 and not shared.appendable(path)
+        return cls(path, claim, shared.part_path(path, uuid.uuid4().hex[:12]) if compressed else None)
+
+    @property
+    def writes_to(self) -> Path:
+        return self.part or self.path
+
+    @property
+    def appends(self) -> bool:
+        return self.part is None and shared.appendable(self.path)
+
+    def hold(self) -> None:
+        """Hold the part while it is recorded (call once the writer has created it)."""
+        if self.part is not None and self._held is None:
+            self._held = shared.hold(self.part)
+
+    def end(self, *, complete: bool) -> None:
+        """Add a complete part to the trace (an incomplete one stays, for the next owner); give up the claim."""
+        try:
+            if self.part is not None and complete and not spool_path(self.part).exists():
+                try:
+                    shared.add_part(self.part, self.path, owned=self._claim is not None)
+                except TraceError as exc:
+                    print(f"mcpbench: {exc}; its sessions stay in {self.part} (mcpbench trace finish {self.path} adds them)",
+                          file=sys.stderr, flush=True)
+        finally:
+            for fd in (self._held, self._claim):
+                if fd is not None:
+                    os.close(fd)
+            self._held = self._claim = None
 
 
 def _run_with_view(argv: list[str], writer: TraceWriter, view: LiveView, telemetry=None) -> tuple[Tee, int]:

@@ -52,6 +52,9 @@ _NAMES = {direction: direction.value for direction in Direction}
 # How much of a trace is read at once while it is compared with its spool.
 READ_BYTES = 1024 * 1024
 
+# A trace line names its session within its first bytes (`{"v":2,"ts":…,"session":…`).
+HEAD_BYTES = 96
+
 
 def spool_path(trace: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(trace)}{SUFFIX}")
@@ -283,9 +286,10 @@ def _claimed(trace: str | os.PathLike) -> Iterator[Leftover | None]:
 
 def _compare(trace: str | os.PathLike, data: bytes) -> Leftover | None:
     """The leftover of the spool `data` for `trace`, or None when the trace is not the spool's."""
-    wanted = _decode_spool(data)
-    if wanted is None:
+    decoded = _decode_spool(data)
+    if decoded is None:
         return None
+    session, wanted = decoded
     try:
         with open(trace, "rb") as handle:
             start = handle.read(len(GZIP_MAGIC) + len(ZSTD_MAGIC))
@@ -296,14 +300,19 @@ def _compare(trace: str | os.PathLike, data: bytes) -> Leftover | None:
         return None  # no trace to continue: the reader says so in its own words
     compressed = "gzip" if start.startswith(GZIP_MAGIC) else "zstd" if start.startswith(ZSTD_MAGIC) else None
     kept = have.rfind(b"\n") + 1  # past the last whole line
-    lines = have[:kept].split(b"\n")[1:-1]  # the recorder's lines, after the tee's header line
-    if lines != wanted[: len(lines)]:
+    lines = have[:kept].split(b"\n")[1:-1]  # the recorders' lines, after the header line
+    # A trace several tees share (`trace/shared.py`) holds other sessions too: the spool's session's
+    # own lines are the ones it continues. One that holds others' and none of its own is not its trace.
+    head = b'"session":%s,' % orjson.dumps(session)
+    mine = [line for line in lines if head in line[:HEAD_BYTES]]
+    if (not mine and lines) or mine != wanted[: len(mine)]:
         return None
-    return Leftover(kept, wanted[len(lines) :], compressed)
+    return Leftover(kept, wanted[len(mine) :], compressed)
 
 
-def _decode_spool(data: bytes) -> list[bytes] | None:
-    """Every trace line a whole spool makes, as its recorder makes them (a session seen to its end).
+def _decode_spool(data: bytes) -> tuple[str, list[bytes]] | None:
+    """The spool's session and every trace line a whole spool makes, as its recorder makes them (a
+    session seen to its end).
 
     A torn last frame (its writer killed inside the `writev`) was never forwarded, so dropping it
     loses nothing that crossed the tee. None when `data` is no spool.
@@ -321,7 +330,7 @@ def _decode_spool(data: bytes) -> list[bytes] | None:
     decoder = SpoolDecoder(encoder, session)
     _, records = decoder.take(data, len(data))
     records += decoder.finish()  # as the recorder ends a session it saw to the end
-    return b"".join(records).split(b"\n")[:-1]
+    return session, b"".join(records).split(b"\n")[:-1]
 
 
 def _rewrite(path: Path, found: Leftover, added: bytes) -> None:

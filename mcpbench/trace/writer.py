@@ -88,6 +88,8 @@ class TraceWriter:
         transport: the transport every event of this writer carries.
         header: extra fields of the `trace` header line (command, upstream, …).
         redactor: the redaction rules; the defaults when None.
+        append: add to the plain trace already at `path`, under its header (`trace/shared.py`:
+            only the one recording that owns the path does), instead of replacing it.
 
     Raises:
         TraceError: the file cannot be created.
@@ -100,6 +102,7 @@ class TraceWriter:
         transport: str,
         header: dict[str, Any] | None = None,
         redactor: Redactor | None = None,
+        append: bool = False,
     ) -> None:
         self.path = Path(path)
         self.transport = transport
@@ -119,13 +122,20 @@ class TraceWriter:
         self._handed_over = False  # forked: the child writes on, so this process must not end the stream
         if self._compressor is not None:
             _COMPRESSING.add(self)
+        existing = self._existing_header() if append and self._compressor is None else None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            truncate = 0 if existing else os.O_TRUNC
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | truncate | os.O_APPEND | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise TraceError(f"{self.path}: cannot create trace: {exc.strerror}") from None
         # Given every line written, after it is (the tee's recorder hands them to its telemetry).
         self.tap: Callable[[bytes], None] | None = None
+        if existing is not None:
+            self.header_line, torn = existing
+            if torn:  # a killed writer's last line stays one of its own: ours are not glued to it
+                self._write(b"\n", 0)
+            return
         started = now()
         self.header_line = self.encode(
             {
@@ -142,6 +152,21 @@ class TraceWriter:
         if self.failed:  # not even the header fits (a full disk, /dev/full): nothing to record into
             self.close()
             raise TraceWriteError(f"{self.path}: cannot write trace: {self._error}")
+
+    def _existing_header(self) -> tuple[bytes, bool] | None:
+        """The header line of the trace at `path`, and whether its last line is torn; None when
+        there is none to append to (no file, an empty one)."""
+        try:
+            with open(self.path, "rb") as handle:
+                first = handle.readline(HEADER_PEEK_BYTES)
+                handle.seek(0, os.SEEK_END)
+                if handle.tell() == 0:
+                    return None
+                handle.seek(-1, os.SEEK_END)
+                torn = handle.read(1) != b"\n"
+        except OSError:
+            return None
+        return first if first.endswith(b"\n") else first + b"\n", torn
 
     def encode(self, event: dict[str, Any]) -> bytes:
         """One event as a trace line; `v`, `ts` and `transport` are filled in when absent."""

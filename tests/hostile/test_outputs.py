@@ -151,13 +151,16 @@ def test_a_trace_is_never_written_over_a_file_that_is_not_one(trace: Path, tmp_p
     assert not default.exists()  # and no stray trace elsewhere instead
 
 
-def test_a_new_recording_replaces_an_earlier_trace(tmp_path: Path) -> None:
+def test_a_new_recording_adds_its_session_to_an_earlier_trace(tmp_path: Path) -> None:
+    # A host gives every server process it starts the same --out (issue 39): a tee never knows a rerun
+    # from the host's next session, and replacing lost the earlier sessions' traffic.
     out = tmp_path / "t.jsonl"
-    out.write_bytes(TRACE_BYTES)  # last run's trace, at the path a host's config always gives
+    out.write_bytes(TRACE_BYTES)  # an earlier recording, at the path a host's config always gives
     result = run(["tee", "--out", str(out), "--", sys.executable, "-c", "pass"])
     assert result.returncode == EXIT_OK and "Traceback" not in result.stderr
     kinds = [orjson.loads(line)["kind"] for line in out.read_bytes().splitlines()]
-    assert kinds == ["trace", "process", "process"]
+    assert kinds == ["trace", "http", "process", "process"]
+    assert out.read_bytes().startswith(TRACE_BYTES)  # what was there is kept byte for byte
 
 
 @pytest.mark.parametrize("out", ["/dev/stdout", "redirected"])

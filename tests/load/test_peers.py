@@ -5,6 +5,7 @@ import pytest
 
 from mcpbench.load.scenario import ScenarioError, scenario_from_text, versions_from_trace
 from tests.load.helpers import run_load
+from tests.support import peers
 
 FAILING = "mix:\n  - {call: tools/call, tool: fail}\nusers: 2\nspawn_rate: 10\nduration: 2s\n"
 
@@ -42,3 +43,18 @@ def test_failed_steps_exit_1_unless_failures_are_the_measurement(tmp_path, http_
     assert "NOTE  " in measured.stdout and "no failed step" not in measured.stdout  # before: "PASS  no failed step (N of M failed)"
     judged, _ = run_load(tmp_path / "judged", f"target: {http_server.url}\n{FAILING}thresholds: ['fail_ratio <= 1']\n")
     assert judged.returncode == 0, judged.stdout + judged.stderr  # a fail_ratio threshold decides instead
+
+
+@pytest.mark.slow
+def test_from_trace_runs_a_2026_07_28_session_recorded_over_legacy_sse(tmp_path, sse_server):
+    # The SDK's `auto` client speaks 2026-07-28 over legacy SSE to the reference server; record, inspect,
+    # replay and the mock took it, and load refused it ("era 2026-07-28 has no legacy SSE transport").
+    trace = peers.record_http(sse_server.url, tmp_path / "sse-2026.jsonl")
+    assert versions_from_trace(trace) == ("2026-07-28",)
+    proc, out = run_load(tmp_path, None, "--target", f"sse+{sse_server.url}", "--from-trace", trace,
+                         "--users", "2", "--duration", "2s")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["total"]["failures"] == 0 and summary["total"]["count"] > 0
+    steps = {row["step"] for row in summary["steps"]}
+    assert "tools/call echo" in steps and "initialize" not in steps  # no handshake: the recording's era

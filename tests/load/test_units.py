@@ -64,7 +64,6 @@ def test_scenario_roundtrip_and_templates():
         (GOOD + "session: forever\n", "s.yaml:6: session: 'forever' is not a session mode"),
         (GOOD + "era: 1999-01-01\n", "s.yaml:6: era: unknown era '1999-01-01'"),
         (GOOD + "thresholds: ['p95 fast']\n", "s.yaml:6: thresholds: threshold 'p95 fast' not understood"),
-        (GOOD.replace("http://127.0.0.1:9/mcp", "sse+http://h/sse") + "era: 2026-07-28\n", "era 2026-07-28 has no legacy SSE"),
     ],
 )
 def test_scenario_errors_name_the_line(text, expected):
@@ -81,6 +80,9 @@ def test_target_option_supplies_a_missing_target(tmp_path):
     with pytest.raises(ScenarioError, match=r"mix\.yaml: no 'target'"):
         load_scenario(path)
     assert load_scenario(path, target="sse+http://127.0.0.1:9/sse").target == "sse+http://127.0.0.1:9/sse"
+    legacy_2026 = tmp_path / "legacy-2026.yaml"  # the SDK speaks 2026-07-28 over legacy SSE: so does load
+    legacy_2026.write_text(GOOD.replace("http://127.0.0.1:9/mcp", "sse+http://h/sse") + "era: 2026-07-28\n")
+    assert load_scenario(legacy_2026).versions == ("2026-07-28",)
     port = free_port()  # nothing listens there: the run gets as far as reaching the target
     run = subprocess.run([sys.executable, "-m", "mcpbench", "load", str(path), "--target", f"http://127.0.0.1:{port}/mcp"],
                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)

@@ -65,11 +65,12 @@ def test_a_handshake_version_or_an_unknown_one_has_the_handshake_and_its_methods
     assert era_name(version) == "handshake"
 
 
-def test_2026_07_28_has_no_handshake_ping_legacy_sse_get_stream_or_server_requests():
+def test_2026_07_28_has_no_handshake_ping_get_stream_or_server_requests_but_runs_over_legacy_sse():
     assert not has_handshake(STATELESS)
     assert [m for m in ("initialize", "notifications/initialized", "ping") if has_method(STATELESS, m)] == []
     assert has_method(STATELESS, "server/discover") and has_method(STATELESS, "tools/call")
-    assert not has_legacy_sse(STATELESS) and not allows_server_requests(STATELESS) and not has_get_stream(STATELESS)
+    assert not allows_server_requests(STATELESS) and not has_get_stream(STATELESS)
+    assert has_legacy_sse(STATELESS)  # the official SDK serves and speaks it: every command accepts it
     assert era_name(STATELESS) == STATELESS
 
 

@@ -71,3 +71,27 @@ def test_the_balancer_refuses_a_foreign_host_or_origin_as_the_sdk_does(http_serv
     finally:
         stop_process(proc)
     assert statuses == [421, 403, 200, 200]
+
+
+@pytest.mark.slow
+def test_a_rebinding_check_recorded_through_record_replays_as_it_was_made(http_server, tmp_path):
+    # Before: the foreign-Host initialize went with the target's own Host, got an answer, and the
+    # replay exited 1 ("extra"). Now it goes with the Host the client sent, and the report says so.
+    from tests.support import peers
+    from mcpbench.lab.peers.drive import sdk_target
+
+    trace = tmp_path / "rebinding.jsonl"
+    with record_proxy(http_server.url, trace) as (url, _):
+        assert post(url, FOREIGN) == 421
+        peers.session(sdk_target(url, "streamable-http"), "legacy")
+
+    def replay(*extra):
+        argv = [sys.executable, "-m", "mcpbench", "replay", str(trace), "--target", http_server.url, *extra]
+        return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+
+    same = replay()
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "failed as recorded: HTTP 421" in same.stdout and f"sent with its recorded Host '{FOREIGN}'" in same.stdout
+    chosen = replay("--foreign-host", "target")  # the user's choice: the target's Host, which it accepts
+    assert chosen.returncode == 1 and "1 extra" in chosen.stdout, chosen.stdout + chosen.stderr
+    assert "as --foreign-host target asks" in chosen.stdout

@@ -67,3 +67,14 @@ def test_latency_regression_needs_factor_and_slack():
     assert not slower(0.004, 0.2, factor=3, slack=0.25)  # noise: under the slack
     assert not slower(2.0, 5.0, factor=3, slack=0.25)  # under the factor
     assert not slower(0.004, 1.0, factor=0, slack=0.25)  # off
+
+
+def test_a_refused_version_probe_is_one_outcome_whatever_its_code():
+    # An `auto` client's server/discover, refused by one server as unknown and by another as a version
+    # it does not speak: the client falls back to a handshake either way.
+    lacks = {"error": {"code": -32601, "message": "Method not found"}}
+    other = {"error": {"code": -32602, "message": "Unsupported protocol version", "data": {"supported": ["2025-11-25"]}}}
+    assert compare(lacks, other, Rules(), method="server/discover") == []
+    answered = {"result": {"supportedVersions": ["2026-07-28"], "capabilities": {}}}
+    assert paths(compare(lacks, answered, Rules(), method="server/discover")) == {"error", "result"}  # refused vs served
+    assert paths(compare(lacks, other, Rules(), method="tools/call")) == {"error.code", "error.message", "error.data"}

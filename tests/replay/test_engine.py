@@ -181,3 +181,23 @@ def test_a_calls_default_timeout_derives_from_its_recorded_latency(tmp_path):
     assert derived.timeout_for(slow) > 60.0 and derived.timeout_for(lost) == DEFAULT_TIMEOUT
     bounded = Replayer(parse_target("http://127.0.0.1:1/mcp"), timeout=5.0)
     assert bounded.timeout_for(slow) == bounded.timeout_for(lost) == 5.0
+
+
+def test_only_a_refused_request_with_a_host_no_accepted_request_carried_is_a_rebinding_check():
+    from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
+    from mcpbench.replay.plan import RecordedCall, SessionPlan, mark_foreign_hosts
+
+    def call(host, answer=None, status=None):
+        request = Request(id=1, method="initialize", params={})
+        return RecordedCall(0, request, 0.0, answer=answer, status=status, host=host)
+
+    ok = Response(id=1, result={})
+    refused, local_404, rebinding, errored = (call("rebound.example", status=421), call("127.0.0.1:9", status=404),
+                                              call("127.0.0.1:7", ok), call("evil.example", ErrorResponse(id=1, code=-1, message="no")))
+    plan = SessionPlan("s", "streamable-http", calls=[refused, local_404, rebinding, errored])
+    mark_foreign_hosts([plan], "http://127.0.0.1:5000")
+    assert [c.foreign_host for c in plan.calls] == ["rebound.example", None, None, "evil.example"]
+    # A remote upstream recorded through `record`: every request carried the recorder's address.
+    through = [call("127.0.0.1:7", ok), call("127.0.0.1:7", status=401)]
+    mark_foreign_hosts([SessionPlan("r", "streamable-http", calls=through)], "https://mcp.example.com")
+    assert [c.foreign_host for c in through] == [None, None]

@@ -14,6 +14,7 @@ from mcpbench.lab.peers.drive import ASK_QUESTION, SAMPLED_TEXT, sampling_stub
 from mcpbench.protocol.jsonrpc import Request
 from mcpbench.replay import plan as plans
 from mcpbench.replay.mock import NOT_RECORDED, TraceAnswers
+from mcpbench.replay.mock_answers import UNANSWERED
 from tests.replay.helpers import TIMEOUT, cli, mock_server, text_of
 from tests.support.recordings import MODES
 from tests.support.servers import stdio_params
@@ -74,3 +75,50 @@ def test_repeated_identical_calls_are_answered_in_recorded_order(tmp_path):
     assert texts == ["first", "second", "second"]  # in order, then the last one again
     miss = answers.miss(Request(id=5, method="tools/call", params={"name": "clock2"}))
     assert miss.data["nearest"]["params"] == {"name": "clock"}
+
+
+def test_a_call_recorded_failed_after_an_elicitation_still_elicits(tmp_path, http_server):
+    # Recorded through `record`: the server elicits mid-call and the exchange fails (the recorder
+    # stops while the user has not answered). The mock served what it had answers for only: the call
+    # got "not recorded" and no elicitation. Now it elicits as recorded, then fails the call.
+    from tests.record.helpers import record_proxy
+    from tests.support.servers import stop_process
+
+    trace = tmp_path / "failed-ask.jsonl"
+    elicited: list[str] = []
+    recorder = None
+
+    async def never(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        elicited.append(params.message)
+        await anyio.to_thread.run_sync(stop_process, recorder)  # SIGTERM: the exchange ends failed, in the trace
+        await anyio.sleep(TIMEOUT)  # the user never answers; the client gives up first
+        raise AssertionError("not reached")
+
+    async def answer(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        elicited.append(params.message)
+        return types.ElicitResult(action="accept", content={"answer": "42"})
+
+    async def give_up(url: str) -> None:
+        with anyio.fail_after(TIMEOUT):
+            async with Client(url, mode="legacy", elicitation_callback=never) as client:
+                with anyio.move_on_after(2):
+                    await client.call_tool("ask", {"question": "the answer?"})
+
+    async def against_mock(url: str) -> MCPError:
+        with anyio.fail_after(TIMEOUT):
+            async with Client(url, mode="legacy", elicitation_callback=answer) as client:
+                with pytest.raises(MCPError) as failed:
+                    await client.call_tool("ask", {"question": "the answer?"})
+                return failed.value
+
+    with record_proxy(http_server.url, trace) as (url, recorder):
+        with pytest.raises(BaseExceptionGroup) as broke:  # the recorder is gone: the client's session breaks
+            anyio.run(give_up, url)
+    assert broke.group_contains(MCPError, match="SSE stream ended without a response")
+    assert elicited == ["the answer?"]
+    (call,) = [c for s in plans.load(trace).sessions for c in s.calls if c.method == "tools/call"]
+    assert call.answer is None and [item.method for _, item in call.server] == ["elicitation/create"]
+    with mock_server(trace, "streamable-http") as url:
+        error = anyio.run(against_mock, url)
+    assert elicited == ["the answer?", "the answer?"]  # the mock elicited as the server did
+    assert error.error.code == UNANSWERED and "the recorded call failed" in error.error.message

@@ -19,10 +19,13 @@ from mcpbench.trace.spool import C2S_DATA, S2C_DATA, START, SpoolDecoder, finish
 SECRET = b"s3cr3t-in-a-param"
 
 
-def killed_recording(tmp_path, recorded_frames: int, name: str = "t.jsonl"):
-    """A trace and its spool as a kill leaves them: the recorder wrote `recorded_frames` data frames and half a line."""
+def killed_recording(tmp_path, recorded_frames: int, name: str = "t.jsonl", earlier: list[bytes] = ()):
+    """A trace and its spool as a kill leaves them: the recorder wrote `recorded_frames` data frames and half a line
+    (after the `earlier` lines of other sessions, which a tee appending to a shared --out finds there)."""
     trace = tmp_path / name
     writer = TraceWriter(trace, transport="stdio", redactor=Redactor(["token"]))
+    if earlier:
+        writer.write_lines(list(earlier))
     frames = [start_frame("s1", writer.redactor)]
     for n in range(6):  # pings both ways, split mid-line across frames
         line = b'{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"token":"%s"}}\n' % (n, SECRET)
@@ -147,3 +150,13 @@ def test_trace_imports_nothing_from_capture_use_or_the_lab():
                 imported.add((path.name, node.module))
     assert ("spool.py", "mcpbench.protocol.observer") in imported  # the walk saw the imports
     assert [(name, module) for name, module in imported if ".".join(module.split(".")[:2]) in above] == []
+
+
+def test_a_killed_recording_appended_to_a_shared_trace_reads_complete_beside_the_other_sessions(tmp_path):
+    other = b'{"v":2,"ts":0.5,"session":"s0","transport":"stdio","dir":"c2s","kind":"message","msg":{"jsonrpc":"2.0","id":7,"method":"ping"}}\n'
+    trace = killed_recording(tmp_path, recorded_frames=5, earlier=[other, other])
+    events = list(TraceReader(trace))
+    assert [e["session"] for e in events[1:3]] == ["s0", "s0"]  # the earlier session's lines, kept
+    assert_complete([e for e in events if e.get("session") == "s1"])
+    added = finish(trace)
+    assert added is not None and len(added.lines) == 7 and list(TraceReader(trace)) == events
