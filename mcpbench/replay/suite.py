@@ -43,7 +43,10 @@ def expand(patterns: Sequence[str]) -> list[Path]:
     for pattern in patterns:
         path = Path(pattern)
         if path.is_dir():
-            matches = sorted(p for p in path.rglob("*") if p.name.endswith(TRACE_ENDINGS) and p.is_file())
+            # A hidden file is not a trace of its own: a tee's pending part (`.F.<id>.part.jsonl`) joins F.
+            matches = sorted(
+                p for p in path.rglob("*") if p.name.endswith(TRACE_ENDINGS) and not p.name.startswith(".") and p.is_file()
+            )
             if not matches:
                 raise ReplayError(f"{pattern}: a folder with no trace in it (*.jsonl, *.jsonl.gz, *.jsonl.zst)")
         elif path.is_file() or not GLOB_CHARS.intersection(pattern):

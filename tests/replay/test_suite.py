@@ -11,6 +11,7 @@ import pytest
 from mcpbench.load.runner import RunResult, Verdict
 from mcpbench.load.scenario import parse_threshold
 from mcpbench.replay.suite import expand
+from mcpbench.trace.shared import part_path
 from tests.replay.helpers import cli
 from tests.support.recordings import stdio_target
 from tests.testing.helpers import VARIANT
@@ -126,3 +127,10 @@ def test_expand_reads_folders_globs_and_files_once_each(suite_dir):
     legacy = suite_dir / "legacy.jsonl"
     found = expand([str(suite_dir), str(legacy), str(suite_dir / "**" / "*.jsonl")])
     assert found == [legacy, suite_dir / "more" / "auto.jsonl"]
+
+
+def test_expand_leaves_a_tees_pending_part_out_of_a_folder(tmp_path):
+    trace = tmp_path / "s.jsonl"
+    trace.write_text("")
+    part_path(trace, "1234").write_text("")  # a tee's part, still being written: it joins s.jsonl, not the suite
+    assert expand([str(tmp_path)]) == [trace]
