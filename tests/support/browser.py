@@ -46,6 +46,7 @@ class Rendered:
     errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     screenshot: bytes = b""
+    checks: Any = None  # what the caller's `script` returned (JSON)
 
 
 class _Pipe:
@@ -101,8 +102,13 @@ PROBE = """JSON.stringify({
 })"""
 
 
-def render_page(chromium: str, page: Path) -> Rendered:
-    """Load `page` from disk in a fresh headless Chromium; return text, images, errors and a full-page PNG."""
+def render_page(chromium: str, page: Path, width: int = 1200, script: str | None = None) -> Rendered:
+    """Load `page` from disk in a fresh headless Chromium; return text, images, errors and a full-page PNG.
+
+    Args:
+        width: the viewport's width in CSS pixels (a phone's is about 400).
+        script: a JavaScript expression run in the laid-out page; its value, as JSON text, lands in `checks`.
+    """
     with tempfile.TemporaryDirectory(prefix="mcpbench-chromium-") as profile:
         to_chrome_r, to_chrome_w = os.pipe()
         from_chrome_r, from_chrome_w = os.pipe()
@@ -122,7 +128,7 @@ def render_page(chromium: str, page: Path) -> Rendered:
         os.close(from_chrome_w)
         pipe = _Pipe(to_chrome_w, from_chrome_r)
         try:
-            return _drive(pipe, page)
+            return _drive(pipe, page, width, script)
         finally:
             try:
                 os.write(to_chrome_w, orjson.dumps({"id": 10**6, "method": "Browser.close"}) + b"\0")
@@ -137,19 +143,23 @@ def render_page(chromium: str, page: Path) -> Rendered:
             os.close(from_chrome_r)
 
 
-def _drive(pipe: _Pipe, page: Path) -> Rendered:
+def _drive(pipe: _Pipe, page: Path, width: int, script: str | None) -> Rendered:
     target = pipe.call("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
         pipe.call(f"{domain}.enable", session=session)
+    metrics = {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600}
+    pipe.call("Emulation.setDeviceMetricsOverride", metrics, session=session)
     pipe.call("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
     pipe.wait_event("Page.loadEventFired")
     probe = pipe.call("Runtime.evaluate", {"expression": PROBE, "returnByValue": True}, session=session)
     data = orjson.loads(probe["result"]["value"])
-    width = 1200
-    pipe.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": int(data["height"]), "deviceScaleFactor": 1, "mobile": False}, session=session)
+    checks = None
+    if script is not None:
+        checks = orjson.loads(pipe.call("Runtime.evaluate", {"expression": f"JSON.stringify({script})", "returnByValue": True}, session=session)["result"]["value"])
+    pipe.call("Emulation.setDeviceMetricsOverride", {**metrics, "height": int(data["height"])}, session=session)
     shot = pipe.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=session)
-    rendered = Rendered(text=data["text"], images=data["images"], screenshot=base64.b64decode(shot["data"]))
+    rendered = Rendered(text=data["text"], images=data["images"], screenshot=base64.b64decode(shot["data"]), checks=checks)
     for event in pipe.events:
         params = event.get("params", {})
         method = event.get("method")

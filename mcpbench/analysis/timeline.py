@@ -1,0 +1,249 @@
+"""Per session, its calls as bars over time (a waterfall), in HTML and CSS: no script, no image.
+
+One row per call, at its place in time since the session's first event; the rounds of a multi
+round-trip request (an `input-required` answer, then the same step sent again) share a row;
+progress notifications are diamonds on the call they arrived during; violations are marks on a
+row of their own. Bars are placed in percent of the session's span, so the drawing fits any page
+width, and a phone shows the same picture narrower. `timelines` picks the sessions to draw: those
+that went wrong first, then the busiest, at most `MAX_SESSIONS`.
+"""
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from mcpbench.analysis.page import number
+from mcpbench.analysis.traces import TraceFrames
+
+# Sessions drawn: enough to see every kind of session of a run, few enough to keep the file small.
+MAX_SESSIONS = 12
+# Rows drawn per session: a long session shows its start and says how many rows were left out.
+MAX_ROWS = 40
+# Longest row label (characters): longer steps (a resource URI) are cut in the middle.
+LABEL_CHARS = 34
+# Tick labels: at most this many along the time axis.
+MAX_TICKS = 6
+
+# outcome -> (css class, words in the legend)
+OUTCOMES = {
+    "ok": ("ok", "answered"),
+    "input-required": ("round", "round asking for input (MRTR)"),
+    "tool-error": ("toolerr", "tool error (isError)"),
+    "error": ("err", "JSON-RPC error"),
+    "http-error": ("err", "HTTP error, no answer"),
+    "unanswered": ("lost", "no answer in the trace"),
+}
+PROBLEMS = ("error", "http-error", "unanswered")
+
+
+@dataclass
+class Bar:
+    start: float  # seconds since the session's start
+    end: float
+    outcome: str
+    title: str
+
+
+@dataclass
+class Row:
+    label: str
+    took: str  # the whole operation's time, for reading
+    bars: list[Bar] = field(default_factory=list)
+    progress: list[float] = field(default_factory=list)
+    server: bool = False  # a request from the server (sampling, elicitation, roots)
+    rounds: int = 1  # the rounds of a multi round-trip request drawn on this row
+
+
+@dataclass
+class Timeline:
+    anchor: str
+    heading: str
+    span: float  # seconds drawn
+    rows: list[Row]
+    violations: list[tuple[float, str]]
+    hidden_rows: int = 0
+    loose_progress: list[float] = field(default_factory=list)  # progress during no call or several
+
+
+def session_anchor(position: int) -> str:
+    """The anchor of the `position`-th row of the sessions frame's timeline."""
+    return f"timeline-{position}"
+
+
+def pick(sessions: pd.DataFrame, limit: int = MAX_SESSIONS) -> list[int]:
+    """Positions (in `sessions`) of the sessions to draw: those with errors, lost answers or violations
+    first, then tool errors, then the ones with most calls; sessions without calls last."""
+    if sessions.empty:
+        return []
+    bad = sessions["errors"] + sessions["unanswered"] + sessions["violations"]
+    order = sorted(range(len(sessions)), key=lambda i: (-int(bad.iat[i] > 0), -int(bad.iat[i]), -int(sessions["tool_errors"].iat[i] > 0),
+                                                        -int(sessions["calls"].iat[i])))
+    return [i for i in order if sessions["calls"].iat[i] > 0 or bad.iat[i] > 0][:limit]
+
+
+def timelines(frames: TraceFrames, limit: int = MAX_SESSIONS) -> list[Timeline]:
+    """The timelines of the sessions `pick` chooses, in its order."""
+    sessions = frames.sessions
+    calls = frames.calls
+    events = frames.events
+    progress = events[(events["kind"] == "message") & (events["name"] == "notifications/progress")] if len(events) else events
+    out = []
+    for position in pick(sessions, limit):
+        info = sessions.iloc[position]
+        trace, key = info["trace"], info["session"]
+        mine = calls[(calls["trace"] == trace) & (calls["session"] == key)].sort_values("start", kind="stable")
+        ticks = progress[(progress["trace"] == trace) & (progress["session"] == key)]["ts"] if len(progress) else pd.Series(dtype="datetime64[ns, UTC]")
+        violations = frames.violations[(frames.violations["trace"] == trace) & (frames.violations["session"] == key)]
+        out.append(_timeline(position, info, mine, ticks, violations))
+    return out
+
+
+def _seconds(stamp: pd.Timestamp, zero: pd.Timestamp) -> float:
+    return (stamp - zero).total_seconds()
+
+
+def _timeline(position: int, info: pd.Series, calls: pd.DataFrame, ticks: pd.Series, violations: pd.DataFrame) -> Timeline:
+    zero = info["start"]
+    ends = [info["end"]] + [s + pd.Timedelta(milliseconds=ms) for s, ms in zip(calls["start"], calls["latency_ms"], strict=True) if not math.isnan(ms)]
+    span = max(_seconds(max(ends), zero), 1e-3)
+    rows: list[Row] = []
+    open_rounds: dict[str, Row] = {}  # step -> the row whose last round asked for input
+    for call in calls.itertuples(index=False):
+        start = _seconds(call.start, zero)
+        answered = not math.isnan(call.latency_ms)
+        end = start + call.latency_ms / 1000.0 if answered else span
+        outcome = str(call.outcome)
+        step = str(call.step)
+        row = open_rounds.pop(step, None) if call.dir == "c2s" else None
+        if row is None:
+            row = Row(label=step, took="", server=call.dir == "s2c")
+            rows.append(row)
+        took = f"{number(call.latency_ms)} ms" if answered else "no answer"
+        rounds = len(row.bars) + 1
+        detail = f": {call.detail}" if isinstance(call.detail, str) and call.detail else ""
+        title = f"{step}{' (round ' + str(rounds) + ')' if rounds > 1 or outcome == 'input-required' else ''}: {outcome}, {took}, at +{start * 1000:.1f} ms{detail}"
+        row.bars.append(Bar(start, end, outcome, title))
+        first = row.bars[0]
+        whole = (end - first.start) * 1000.0
+        row.took = _duration(whole) if answered else "no answer"
+        row.rounds = rounds
+        if outcome == "input-required":
+            open_rounds[step] = row
+    loose = []
+    for stamp in ticks:
+        at = _seconds(stamp, zero)
+        during = [r for r in rows if not r.server and any(b.start <= at <= b.end for b in r.bars)]
+        (during[-1].progress if len(during) == 1 else loose).append(at)
+    marks = [(_seconds(ts, zero), f"{code}: {detail}") for ts, code, detail in zip(violations["ts"], violations["code"], violations["detail"], strict=True)]
+    heading = _heading(info)
+    return Timeline(session_anchor(position), heading, span, rows[:MAX_ROWS], marks, max(0, len(rows) - MAX_ROWS), loose)
+
+
+def _heading(info: pd.Series) -> str:
+    who = " → ".join(str(v) for v in (info["client"], info["server"]) if isinstance(v, str))
+    era = f", {info['era']}" if isinstance(info["era"], str) else ""
+    counts = [f"{int(info['calls'])} calls"] + [f"{int(info[c])} {w}" for c, w in (("errors", "errors"), ("unanswered", "unanswered"),
+                                                                                   ("tool_errors", "tool errors"), ("violations", "violations")) if info[c]]
+    return f"{info['trace']} · session {info['session']} · {info['transport']}{era}" + (f" · {who}" if who else "") + " · " + ", ".join(counts)
+
+
+def _duration(ms: float) -> str:
+    return f"{number(ms / 1000.0)} s" if ms >= 1000 else f"{number(ms)} ms"
+
+
+def _short(text: str) -> str:
+    if len(text) <= LABEL_CHARS:
+        return text
+    half = (LABEL_CHARS - 1) // 2
+    return f"{text[:half]}…{text[-half:]}"
+
+
+def _ticks(span: float) -> list[float]:
+    """Round times along [0, span]: 1, 2 or 5 times a power of ten apart, at most MAX_TICKS."""
+    exponent = math.floor(math.log10(span / MAX_TICKS)) if span > 0 else -3
+    for factor in (1, 2, 5, 10):
+        step = factor * 10.0**exponent
+        if span / step <= MAX_TICKS:
+            break
+    return [i * step for i in range(int(span / step) + 1)]
+
+
+def _pct(t: float, span: float) -> str:
+    return f"{min(max(100.0 * t / span, 0.0), 100.0):.2f}%"
+
+
+def _tick_label(t: float, span: float) -> str:
+    return f"{round(t, 6):g} s" if span >= 2.0 else f"{round(t * 1000.0, 6):g} ms"
+
+
+def render(timeline: Timeline) -> str:
+    """One timeline as a <figure>: heading, legend, the rows, the time axis."""
+    span = timeline.span
+    used = {b.outcome for r in timeline.rows for b in r.bars}
+    legend = [f"<span><i class='sw {OUTCOMES[o][0]}'></i>{html.escape(OUTCOMES[o][1])}</span>" for o in OUTCOMES if o in used]
+    if any(r.progress for r in timeline.rows) or timeline.loose_progress:
+        legend.append("<span><i class='sw prog'></i>progress notification</span>")
+    if timeline.violations:
+        legend.append("<span><i class='sw viol'></i>violation</span>")
+    if any(r.server for r in timeline.rows):
+        legend.append("<span>← a request from the server</span>")
+    grid = "".join(f"<i class=grid style='left:{_pct(t, span)}'></i>" for t in _ticks(span)[1:])
+    lines = []
+    if timeline.violations or timeline.loose_progress:
+        marks = [f"<i class='mark viol' style='left:{_pct(t, span)}' title='{html.escape(text, quote=True)}'></i>" for t, text in timeline.violations]
+        marks += [f"<i class='mark prog' style='left:{_pct(t, span)}' title='progress at +{t * 1000:.1f} ms'></i>" for t in timeline.loose_progress]
+        lines.append(_row("events", "", "".join(marks), grid, "other"))
+    for row in timeline.rows:
+        bars = []
+        for index, bar in enumerate(row.bars):
+            width = max(100.0 * (bar.end - bar.start) / span, 0.0)
+            joined = " next" if index else ""
+            bars.append(f"<i class='bar {OUTCOMES.get(bar.outcome, ('ok',))[0]}{joined}' style='left:{_pct(bar.start, span)};width:{width:.2f}%' "
+                        f"title='{html.escape(bar.title, quote=True)}'></i>")
+        bars += [f"<i class='mark prog' style='left:{_pct(t, span)}' title='progress at +{t * 1000:.1f} ms'></i>" for t in row.progress]
+        label = ("← " if row.server else "") + row.label + (f" ({row.rounds} rounds)" if row.rounds > 1 else "")
+        lines.append(_row(label, row.took, "".join(bars), grid, "server" if row.server else ""))
+    axis = "".join(f"<span class='tick{' odd' if i % 2 else ''}' style='left:{_pct(t, span)}'>{_tick_label(t, span)}</span>"
+                   for i, t in enumerate(_ticks(span)))
+    hidden = f"<p class=note>first {len(timeline.rows)} of {len(timeline.rows) + timeline.hidden_rows} rows</p>" if timeline.hidden_rows else ""
+    return (
+        f"<figure class=timeline id={timeline.anchor} data-rows={len(timeline.rows)}>"
+        f"<figcaption>{html.escape(timeline.heading)}</figcaption>"
+        f"<div class=legend>{''.join(legend)}</div>"
+        f"<div class=tl>{''.join(lines)}<div class='tlrow axis'><span class=lab>time since the session's start</span><span class=track>{axis}</span><span class=took></span></div></div>"
+        f"{hidden}</figure>"
+    )
+
+
+def _row(label: str, took: str, marks: str, grid: str, kind: str) -> str:
+    words = html.escape(_short(label)).replace("/", "/<wbr>")
+    return (f"<div class='tlrow {kind}'><span class=lab title='{html.escape(label, quote=True)}'>{words}</span>"
+            f"<span class=track>{grid}{marks}</span><span class=took>{html.escape(took)}</span></div>")
+
+
+STYLE = """
+figure.timeline{margin:1.2em 0 1.8em;border:1px solid #d0d7de;border-radius:6px;padding:.6em .8em}
+figure.timeline figcaption{font-weight:600;font-size:.92em;overflow-wrap:anywhere}
+.legend{display:flex;flex-wrap:wrap;gap:.2em 1.1em;font-size:.8em;color:#3d444d;margin:.35em 0 .5em}
+.legend span{white-space:nowrap}.sw{display:inline-block;width:1.1em;height:.75em;margin-right:.35em;vertical-align:-.05em;border-radius:2px}
+.tl{--lw:15em;--rw:6.5em;font-size:12px}
+.tlrow{display:grid;grid-template-columns:var(--lw) minmax(0,1fr) var(--rw);align-items:center;min-height:18px;border-top:1px solid #f0f2f4}
+.tlrow .lab{padding-right:.6em;overflow-wrap:normal;line-height:1.2}
+.tlrow.server .lab{color:#6e40c9}.tlrow.other .lab{color:#656d76;font-style:italic}
+.tlrow .took{text-align:right;color:#3d444d;font-variant-numeric:tabular-nums;padding-left:.4em;line-height:1.2}
+.track{position:relative;height:18px;margin-right:7px}
+.grid{position:absolute;top:0;bottom:0;border-left:1px dotted #d0d7de}
+.bar{position:absolute;top:4px;height:10px;min-width:3px;border-radius:2px}
+.bar.next{box-shadow:-3px 0 0 #fff}
+.ok,.sw.ok{background:#2da44e}.round,.sw.round{background:#8250df}.toolerr,.sw.toolerr{background:#d4a72c}
+.err,.sw.err{background:#cf222e}.lost,.sw.lost{background:repeating-linear-gradient(135deg,#8c959f 0 4px,#d0d7de 4px 8px)}
+.mark{position:absolute;width:8px;height:8px;top:5px;margin-left:-4px;transform:rotate(45deg)}
+.mark.prog,.sw.prog{background:#0969da;border:1px solid #fff}.mark.viol,.sw.viol{background:#cf222e}
+.sw.prog,.sw.viol{width:.7em;height:.7em;transform:rotate(45deg);margin-left:.2em}
+.tlrow.axis{border-top:1px solid #8c959f;min-height:2.4em;align-items:start}.tlrow.axis .lab{color:#656d76;font-size:.9em;padding-top:.3em}
+.tick{position:absolute;top:.3em;transform:translateX(-50%);white-space:nowrap;color:#3d444d;font-variant-numeric:tabular-nums}
+.tick:first-child{transform:none}
+@media (max-width:600px){.tl{--lw:8.5em;--rw:4.6em;font-size:11px}.tick.odd{display:none}}
+"""
