@@ -155,6 +155,8 @@ def recovery_times(run: Any, ax: Any) -> Any:
     ax.legend([boxes["boxes"][0], boxes["medians"][0], boxes["whiskers"][0], boxes["fliers"][0]],
               ["middle half of the breaks", "median", "range (up to 1.5 × the box)", "outlier"], fontsize=7, loc="upper right")
     ax.set_xscale("log")
+    # 1, 2, 3, 5 and 7 times each power of ten: recoveries often span less than a decade
+    ax.xaxis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0, 7.0)))
     ax.xaxis.set_major_formatter(mticker.ScalarFormatter())
     ax.xaxis.set_minor_formatter(mticker.NullFormatter())
     ax.set_xlabel("time to recover (ms): break to the next successful answer")

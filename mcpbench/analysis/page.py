@@ -76,6 +76,11 @@ def number(value: float) -> str:
     return f"{value:.{digits}f}"
 
 
+def counted(n: int, word: str) -> str:
+    """`1 call`, `2 calls`: a count and its noun (a plain `s` plural)."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _missing(value: Any) -> bool:
     try:
         return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
@@ -188,13 +193,13 @@ body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;m
 h1{font-size:1.7em;margin:.3em 0 .1em}h2{font-size:1.3em;border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin:2.2em 0 .4em}
 h3{font-size:1.05em;margin:1.4em 0 .3em}h4{font-size:1em;margin:1em 0 .3em}h3,h4{overflow-wrap:anywhere}
 a{color:#0969da}p.lead{color:#3d444d;margin:.2em 0 .8em;max-width:52em}
-p.note,p.none{color:#656d76;font-size:.9em}
+p.note,p.none{color:#656d76;font-size:.9em;overflow-wrap:anywhere}
 ul.headline{padding-left:1.2em}ul.headline li{margin:.25em 0}
 nav.toc{font-size:.9em;margin:.6em 0 0}nav.toc a{margin-right:1em;white-space:nowrap;display:inline-block}
 .attention{border:1px solid #d0d7de;border-left:5px solid #cf222e;border-radius:6px;padding:.6em 1em;margin:1em 0;background:#fff8f8}
 .attention.clear{border-left-color:#1a7f37;background:#f6fff8}
 .attention h2{border:0;margin:.1em 0 .3em;font-size:1.2em}
-.attention ul{margin:.2em 0;padding-left:1.2em}.attention li{margin:.3em 0}
+.attention ul{margin:.2em 0;padding-left:1.2em}.attention li{margin:.3em 0;overflow-wrap:anywhere}
 .sev{display:inline-block;font-size:.75em;font-weight:600;text-transform:uppercase;border-radius:3px;padding:0 .4em;margin-right:.4em;color:#fff;background:#cf222e}
 .sev.warn{background:#9a6700}
 div.scroll{overflow-x:auto;width:fit-content;max-width:100%;margin:.5em 0;border:1px solid #d0d7de;border-radius:6px}

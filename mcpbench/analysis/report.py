@@ -227,9 +227,11 @@ def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[Finding]:
     failed = [i for i in range(len(sessions)) if sessions["errors"].iat[i] or sessions["unanswered"].iat[i]]
     for i in failed[:MAX_SESSION_FINDINGS]:
         row = sessions.iloc[i]
-        what = ", ".join(f"{int(row[c])} {w}" for c, w in (("errors", "errors"), ("unanswered", "calls without an answer")) if row[c])
+        what = ", ".join([page.counted(int(row["errors"]), "error")] * bool(row["errors"])
+                         + [page.counted(int(row["unanswered"]), "call") + " without an answer"] * bool(row["unanswered"]))
         href = f"#{session_anchor(i)}" if i in drawn else f"#session-{i}"
-        out.append(Finding("bad", f"session {_short_id(row['session'])} ({row['trace']}, {row['transport']}): {what} of {int(row['calls'])} calls", href))
+        out.append(Finding("bad", f"session {_short_id(row['session'])} ({row['trace']}, {row['transport']}): {what}, "
+                                  f"among its {page.counted(int(row['calls']), 'call')}", href))
     if len(failed) > MAX_SESSION_FINDINGS:
         out.append(Finding("bad", f"and {len(failed) - MAX_SESSION_FINDINGS} more sessions with errors or calls without an answer", "#sessions"))
     for note in frames.notes:
@@ -263,7 +265,7 @@ def _attention(found: list[Finding]) -> str:
                 "<p>No protocol violations, failed sessions, broken lab cells, lost answers, failed load calls, "
                 "changed replays or failed probe checks.</p></div>")
     items = "".join(f"<li><span class='sev {f.severity}'>{'failed' if f.severity == 'bad' else 'look'}</span>"
-                    f"<a href='{f.href}'>{html.escape(f.text)}</a></li>" for f in found)
+                    f" <a href='{f.href}'>{html.escape(f.text)}</a></li>" for f in found)
     return (f"<div class=attention id=attention><h2>Look at these first ({len(found)})</h2>"
             f"<p class=lead>The worst first; each links to where it is on this page.</p><ul>{items}</ul></div>")
 
@@ -315,27 +317,30 @@ def _trace_sections(frames: TraceFrames, drawn: list) -> list[str]:
                      if session_anchor(i) in shown else _short_id(key) for i, key in enumerate(sessions["session"])]
     table = pd.DataFrame({
         "trace": sessions["trace"], "session": session_cells, "transport": sessions["transport"],
-        "protocol": _protocol(sessions), "client": _with_version(sessions, "client"), "server": _with_version(sessions, "server"),
+        "protocol": _protocol(sessions), "calls": sessions["calls"], "errors": sessions["errors"],
+        "tool_errors": sessions["tool_errors"], "unanswered": sessions["unanswered"], "violations": sessions["violations"],
         "handshake_ms": sessions["handshake_ms"], "start": sessions["start"],
         "duration_ms": (sessions["end"] - sessions["start"]).dt.total_seconds() * 1000.0,
-        "calls": sessions["calls"], "errors": sessions["errors"], "tool_errors": sessions["tool_errors"],
-        "unanswered": sessions["unanswered"], "violations": sessions["violations"],
+        "client": _with_version(sessions, "client"), "server": _with_version(sessions, "server"),
     })
+    failed = (sessions["errors"] + sessions["unanswered"] + sessions["violations"]).to_numpy() > 0
+    order = sorted(range(len(sessions)), key=lambda i: not failed[i])  # those that went wrong first, else in their order
     out.append(page.section(
         "sessions", "Sessions",
         "One row per session: the client and server that spoke, the handshake's time, and how many calls ended in an error, "
-        "a tool error or no answer. A session with errors or unanswered calls is wrong and is listed at the top of the page.",
-        page.table(table, row_ids=[f"session-{i}" for i in range(len(sessions))], max_rows=len(sessions)),
+        "a tool error or no answer. A session with errors, unanswered calls or violations is wrong: it comes first here and at the top of the page.",
+        page.table(table.iloc[order].reset_index(drop=True), row_ids=[f"session-{i}" for i in order]),
     ))
     if drawn:
-        told = (f"The {len(drawn)} sessions drawn of {len(sessions)}: those that went wrong first, then the busiest (at most {MAX_SESSIONS}). "
-                if len(sessions) > len(drawn) else "")
+        idle = int((sessions["calls"] == 0).sum())
+        told = (f"{len(drawn)} of the {len(sessions)} sessions drawn: those that went wrong first, then the busiest, at most {MAX_SESSIONS}"
+                + (f"; {page.counted(idle, 'session')} without calls left out. " if idle else ". ") if len(sessions) > len(drawn) else "")
         out.append(page.section(
             "timelines", "Session timelines",
             "Each session's calls as bars over time since its first event, one row per call (the rounds of a multi round-trip "
             "request share a row); the colour says how it ended and diamonds mark progress notifications. Red or grey bars "
             "(errors, answers that never came), a bar far longer than its neighbours, or a long gap are what to look for.",
-            f"<p class=note>{told}Hover over a bar for its details.</p>" if told else "<p class=note>Hover over a bar for its details.</p>",
+            f"<p class=note>{told}Hover over a bar for its details.</p>",
             *(render_timeline(t) for t in drawn),
         ))
     if frames.notes:

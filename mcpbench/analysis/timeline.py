@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from mcpbench.analysis.page import number
+from mcpbench.analysis.page import counted, number
 from mcpbench.analysis.traces import TraceFrames
 
 # Sessions drawn: enough to see every kind of session of a run, few enough to keep the file small.
@@ -23,6 +23,8 @@ MAX_SESSIONS = 12
 MAX_ROWS = 40
 # Longest row label (characters): longer steps (a resource URI) are cut in the middle.
 LABEL_CHARS = 34
+# A session with unanswered calls is drawn this much longer, so their bars (to the right edge) show.
+LOST_ROOM = 0.08
 # Tick labels: at most this many along the time axis.
 MAX_TICKS = 6
 
@@ -108,6 +110,8 @@ def _timeline(position: int, info: pd.Series, calls: pd.DataFrame, ticks: pd.Ser
     zero = info["start"]
     ends = [info["end"]] + [s + pd.Timedelta(milliseconds=ms) for s, ms in zip(calls["start"], calls["latency_ms"], strict=True) if not math.isnan(ms)]
     span = max(_seconds(max(ends), zero), 1e-3)
+    if calls["latency_ms"].isna().any():  # room on the right for the bars of the answers that never came
+        span *= 1.0 + LOST_ROOM
     rows: list[Row] = []
     open_rounds: dict[str, Row] = {}  # step -> the row whose last round asked for input
     for call in calls.itertuples(index=False):
@@ -144,8 +148,8 @@ def _timeline(position: int, info: pd.Series, calls: pd.DataFrame, ticks: pd.Ser
 def _heading(info: pd.Series) -> str:
     who = " → ".join(str(v) for v in (info["client"], info["server"]) if isinstance(v, str))
     era = f", {info['era']}" if isinstance(info["era"], str) else ""
-    counts = [f"{int(info['calls'])} calls"] + [f"{int(info[c])} {w}" for c, w in (("errors", "errors"), ("unanswered", "unanswered"),
-                                                                                   ("tool_errors", "tool errors"), ("violations", "violations")) if info[c]]
+    counts = [counted(int(info[c]), w) for c, w in (("calls", "call"), ("errors", "error"), ("unanswered", "unanswered call"),
+                                                     ("tool_errors", "tool error"), ("violations", "violation")) if info[c] or c == "calls"]
     return f"{info['trace']} · session {info['session']} · {info['transport']}{era}" + (f" · {who}" if who else "") + " · " + ", ".join(counts)
 
 
