@@ -65,7 +65,7 @@ class Timeline:
     span: float  # seconds drawn
     rows: list[Row]
     violations: list[tuple[float, str]]
-    hidden_rows: int = 0
+    hidden_rows: int = 0  # the session's later calls, not drawn
     loose_progress: list[float] = field(default_factory=list)  # progress during no call or several
 
 
@@ -107,42 +107,49 @@ def _seconds(stamp: pd.Timestamp, zero: pd.Timestamp) -> float:
 
 
 def _timeline(position: int, info: pd.Series, calls: pd.DataFrame, ticks: pd.Series, violations: pd.DataFrame) -> Timeline:
+    """The rows of one session's first `MAX_ROWS` operations, over the time they cover (the whole session when all fit)."""
     zero = info["start"]
-    ends = [info["end"]] + [s + pd.Timedelta(milliseconds=ms) for s, ms in zip(calls["start"], calls["latency_ms"], strict=True) if not math.isnan(ms)]
-    span = max(_seconds(max(ends), zero), 1e-3)
-    if calls["latency_ms"].isna().any():  # room on the right for the bars of the answers that never came
-        span *= 1.0 + LOST_ROOM
     rows: list[Row] = []
     open_rounds: dict[str, Row] = {}  # step -> the row whose last round asked for input
+    drawn = 0
     for call in calls.itertuples(index=False):
-        start = _seconds(call.start, zero)
-        answered = not math.isnan(call.latency_ms)
-        end = start + call.latency_ms / 1000.0 if answered else span
-        outcome = str(call.outcome)
         step = str(call.step)
         row = open_rounds.pop(step, None) if call.dir == "c2s" else None
         if row is None:
+            if len(rows) == MAX_ROWS:
+                break
             row = Row(label=step, took="", server=call.dir == "s2c")
             rows.append(row)
+        drawn += 1
+        start = _seconds(call.start, zero)
+        answered = not math.isnan(call.latency_ms)
+        end = start + call.latency_ms / 1000.0 if answered else math.nan  # drawn to the right edge, once known
+        outcome = str(call.outcome)
+        row.rounds = len(row.bars) + 1
         took = f"{number(call.latency_ms)} ms" if answered else "no answer"
-        rounds = len(row.bars) + 1
         detail = f": {call.detail}" if isinstance(call.detail, str) and call.detail else ""
-        title = f"{step}{' (round ' + str(rounds) + ')' if rounds > 1 or outcome == 'input-required' else ''}: {outcome}, {took}, at +{start * 1000:.1f} ms{detail}"
-        row.bars.append(Bar(start, end, outcome, title))
-        first = row.bars[0]
-        whole = (end - first.start) * 1000.0
-        row.took = _duration(whole) if answered else "no answer"
-        row.rounds = rounds
+        round_ = f" (round {row.rounds})" if row.rounds > 1 or outcome == "input-required" else ""
+        row.bars.append(Bar(start, end, outcome, f"{step}{round_}: {outcome}, {took}, at +{start * 1000:.1f} ms{detail}"))
+        row.took = _duration((end - row.bars[0].start) * 1000.0) if answered else "no answer"
         if outcome == "input-required":
             open_rounds[step] = row
+    hidden = len(calls) - drawn
+    bars = [b for r in rows for b in r.bars]
+    last = max([b.end for b in bars if not math.isnan(b.end)] + [b.start for b in bars] + [0.0])
+    span = max(last if hidden else max(last, _seconds(info["end"], zero)), 1e-3)
+    if any(math.isnan(b.end) for b in bars):  # room on the right for the bars of the answers that never came
+        span *= 1.0 + LOST_ROOM
+        for bar in bars:
+            bar.end = span if math.isnan(bar.end) else bar.end
     loose = []
     for stamp in ticks:
         at = _seconds(stamp, zero)
-        during = [r for r in rows if not r.server and any(b.start <= at <= b.end for b in r.bars)]
-        (during[-1].progress if len(during) == 1 else loose).append(at)
-    marks = [(_seconds(ts, zero), f"{code}: {detail}") for ts, code, detail in zip(violations["ts"], violations["code"], violations["detail"], strict=True)]
-    heading = _heading(info)
-    return Timeline(session_anchor(position), heading, span, rows[:MAX_ROWS], marks, max(0, len(rows) - MAX_ROWS), loose)
+        if at <= span:
+            during = [r for r in rows if not r.server and any(b.start <= at <= b.end for b in r.bars)]
+            (during[-1].progress if len(during) == 1 else loose).append(at)
+    marks = [(t, f"{code}: {detail}") for ts, code, detail in zip(violations["ts"], violations["code"], violations["detail"], strict=True)
+             if (t := _seconds(ts, zero)) <= span]
+    return Timeline(session_anchor(position), _heading(info), span, rows, marks, hidden, loose)
 
 
 def _heading(info: pd.Series) -> str:
@@ -211,7 +218,8 @@ def render(timeline: Timeline) -> str:
         lines.append(_row(label, row.took, "".join(bars), grid, "server" if row.server else ""))
     axis = "".join(f"<span class='tick{' odd' if i % 2 else ''}' style='left:{_pct(t, span)}'>{_tick_label(t, span)}</span>"
                    for i, t in enumerate(_ticks(span)))
-    hidden = f"<p class=note>first {len(timeline.rows)} of {len(timeline.rows) + timeline.hidden_rows} rows</p>" if timeline.hidden_rows else ""
+    hidden = (f"<p class=note>the first {len(timeline.rows)} rows; {counted(timeline.hidden_rows, 'later call')} not drawn</p>"
+              if timeline.hidden_rows else "")
     return (
         f"<figure class=timeline id={timeline.anchor} data-rows={len(timeline.rows)}>"
         f"<figcaption>{html.escape(timeline.heading)}</figcaption>"
