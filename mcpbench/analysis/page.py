@@ -210,6 +210,7 @@ table.data .num{text-align:right}
 table.data td.text{white-space:normal;min-width:16em;max-width:34em;overflow-wrap:normal}
 table.data tbody tr:nth-child(even){background:#fbfcfd}
 table.data tr:target{background:#fff3bf}
+.verdict{font-weight:600}.verdict.pass{color:#1a7f37}.verdict.warn{color:#9a6700}.verdict.fail{color:#cf222e}.verdict.na{color:#656d76}
 figure{margin:1em 0}figure.chart{overflow-x:auto}figure.chart img{max-width:100%;height:auto;display:block}
 @media (max-width:600px){body{font-size:14px;padding:.6em .7em 2em}h1{font-size:1.4em}table.data{font-size:12px}
 table.data th,table.data td{padding:3px 6px}table.data td.text{min-width:12em}

@@ -492,15 +492,20 @@ def probe_page(probe: dict) -> str:
     return render(Inputs(probes=[probe], sources=[str(probe.get("probe", ""))]))
 
 
+VERDICT_CLASS = {"pass": "pass", "warn": "warn", "fail": "fail", "n/a": "na"}
+
+
 def _probe_section(probe: dict, index: int) -> str:
     from mcpbench.analysis.probe import charts, table
 
     drawn = [page.chart(draw, height=3.2) for draw in charts(probe)]
+    checks = table(probe)
+    checks["verdict"] = [page.Html(f"<span class='verdict {VERDICT_CLASS.get(v, '')}'>{html.escape(str(v))}</span>") for v in checks["verdict"]]
     return page.section(
         f"probe-{index}", f"Probe: {probe['probe']}",
         "Each check run against the deployment, its verdict, the evidence and the fix it suggests. "
         "A fail is something clients will hit; a warn may be.",
-        page.table(table(probe)), *drawn,
+        page.table(checks), *drawn,
     )
 
 
