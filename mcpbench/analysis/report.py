@@ -25,7 +25,7 @@ from mcpbench.analysis import page
 from mcpbench.analysis.probe import load_probe, probe_line
 from mcpbench.analysis.results import LabRun, LoadRun, ReplayReport, load_lab, load_replay, load_run
 from mcpbench.analysis.tables import latency_table, outcome_table
-from mcpbench.analysis.timeline import session_anchor
+from mcpbench.analysis.timeline import outside, outside_anchor, session_anchor
 from mcpbench.analysis.traces import TraceFrames, load_trace
 from mcpbench.outputs import write_atomic
 from mcpbench.protocol.errors import McpbenchError
@@ -233,7 +233,14 @@ def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[Finding]:
         out.append(Finding("bad", f"session {_short_id(row['session'])} ({row['trace']}, {row['transport']}): {what}, "
                                   f"among its {page.counted(int(row['calls']), 'call')}", href))
     if len(failed) > MAX_SESSION_FINDINGS:
-        out.append(Finding("bad", f"and {len(failed) - MAX_SESSION_FINDINGS} more sessions with errors or calls without an answer", "#sessions"))
+        more = page.counted(len(failed) - MAX_SESSION_FINDINGS, "more session")
+        out.append(Finding("bad", f"and {more} with errors or calls without an answer", "#sessions"))
+    for index, (trace, part) in enumerate(outside(frames)):
+        outcomes = part["outcome"].astype(str)
+        errors, unanswered = int(outcomes.isin(["error", "http-error"]).sum()), int((outcomes == "unanswered").sum())
+        if errors or unanswered:
+            what = ", ".join([page.counted(errors, "error")] * bool(errors) + [f"{unanswered} without an answer"] * bool(unanswered))
+            out.append(Finding("bad", f"{page.counted(len(part), 'call')} outside any session ({trace}): {what}", f"#{outside_anchor(index)}"))
     for note in frames.notes:
         out.append(Finding("warn", note, "#trace-notes"))
     return out
@@ -333,8 +340,11 @@ def _trace_sections(frames: TraceFrames, drawn: list) -> list[str]:
     ))
     if drawn:
         idle = int((sessions["calls"] == 0).sum())
-        told = (f"{len(drawn)} of the {len(sessions)} sessions drawn: those that went wrong first, then the busiest, at most {MAX_SESSIONS}"
-                + (f"; {page.counted(idle, 'session')} without calls left out. " if idle else ". ") if len(sessions) > len(drawn) else "")
+        count = len(_drawn_sessions(drawn, len(sessions)))
+        told = (f"{count} of the {len(sessions)} sessions drawn: those that went wrong first, then the busiest, at most {MAX_SESSIONS}"
+                + (f"; {page.counted(idle, 'session')} without calls left out. " if idle else ". ") if len(sessions) > count else "")
+        if len(drawn) > count:
+            told += "Calls outside any session are drawn on a timeline of their own per trace. "
         out.append(page.section(
             "timelines", "Session timelines",
             "Each session's calls as bars over time since its first event, one row per call (the rounds of a multi round-trip "
@@ -450,12 +460,18 @@ def _lab_sections(labs: list[LabRun]) -> list[str]:
 STYLE = page.STYLE
 
 
+def _drawn_sessions(drawn: list, sessions: int) -> set[int]:
+    """Positions (in the sessions frame) of the sessions that have a timeline among `drawn`."""
+    anchors = {t.anchor for t in drawn}
+    return {i for i in range(sessions) if session_anchor(i) in anchors}
+
+
 def render(inputs: Inputs) -> str:
     """The whole page: what to look at first, the headline figures, then each kind of input's sections."""
-    from mcpbench.analysis.timeline import STYLE as TIMELINE_STYLE, pick, timelines
+    from mcpbench.analysis.timeline import STYLE as TIMELINE_STYLE, timelines
 
     drawn = timelines(inputs.traces) if inputs.traces is not None else []
-    found = findings(inputs, set(pick(inputs.traces.sessions)) if inputs.traces is not None else set())
+    found = findings(inputs, _drawn_sessions(drawn, len(inputs.traces.sessions)) if inputs.traces is not None else set())
     sections: list[str] = []
     if inputs.traces is not None:
         sections += _trace_sections(inputs.traces, drawn)

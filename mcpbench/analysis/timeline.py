@@ -11,6 +11,7 @@ that went wrong first, then the busiest, at most `MAX_SESSIONS`.
 import html
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -34,7 +35,7 @@ OUTCOMES = {
     "input-required": ("round", "round asking for input (MRTR)"),
     "tool-error": ("toolerr", "tool error (isError)"),
     "error": ("err", "JSON-RPC error"),
-    "http-error": ("err", "HTTP error, no answer"),
+    "http-error": ("err", "HTTP error (its time not in the trace)"),
     "unanswered": ("lost", "no answer in the trace"),
 }
 PROBLEMS = ("error", "http-error", "unanswered")
@@ -67,6 +68,7 @@ class Timeline:
     violations: list[tuple[float, str]]
     hidden_rows: int = 0  # the session's later calls, not drawn
     loose_progress: list[float] = field(default_factory=list)  # progress during no call or several
+    failed: bool = False  # errors, calls without an answer or violations
 
 
 def session_anchor(position: int) -> str:
@@ -86,27 +88,60 @@ def pick(sessions: pd.DataFrame, limit: int = MAX_SESSIONS) -> list[int]:
 
 
 def timelines(frames: TraceFrames, limit: int = MAX_SESSIONS) -> list[Timeline]:
-    """The timelines of the sessions `pick` chooses, in its order."""
+    """The timelines of the sessions `pick` chooses, in its order, and one per trace of its calls outside
+    any session (drawn whatever the limit: after the sessions that went wrong when some of them failed, else last)."""
     sessions = frames.sessions
     calls = frames.calls
     events = frames.events
     progress = events[(events["kind"] == "message") & (events["name"] == "notifications/progress")] if len(events) else events
-    out = []
-    for position in pick(sessions, limit):
-        info = sessions.iloc[position]
-        trace, key = info["trace"], info["session"]
-        mine = calls[(calls["trace"] == trace) & (calls["session"] == key)].sort_values("start", kind="stable")
-        ticks = progress[(progress["trace"] == trace) & (progress["session"] == key)]["ts"] if len(progress) else pd.Series(dtype="datetime64[ns, UTC]")
-        violations = frames.violations[(frames.violations["trace"] == trace) & (frames.violations["session"] == key)]
-        out.append(_timeline(position, info, mine, ticks, violations))
-    return out
+    violations = frames.violations
+
+    def draw(anchor: str, info: pd.Series, mine: pd.DataFrame, key_is: Any) -> Timeline:
+        trace = info["trace"]
+        ticks = progress[(progress["trace"] == trace) & key_is(progress["session"])]["ts"] if len(progress) else pd.Series(dtype="datetime64[ns, UTC]")
+        marks = violations[(violations["trace"] == trace) & key_is(violations["session"])]
+        if not isinstance(info["session"], str):  # calls outside any session: their violations, counted here
+            info = info.copy()
+            info["violations"] = len(marks)
+        return _timeline(anchor, info, mine.sort_values("start", kind="stable"), ticks, marks)
+
+    loose = [draw(outside_anchor(i), _outside_info(trace, part), part, lambda column: column.isna())
+             for i, (trace, part) in enumerate(outside(frames))]
+    failing = [t for t in loose if t.failed]
+    picked = pick(sessions, max(limit - len(loose), 1))
+    out = [draw(session_anchor(p), sessions.iloc[p], calls[(calls["trace"] == sessions["trace"].iat[p]) & (calls["session"] == sessions["session"].iat[p])],
+                lambda column, key=sessions["session"].iat[p]: column == key) for p in picked]
+    went_wrong = sum(1 for t in out if t.failed)
+    return out[:went_wrong] + failing + out[went_wrong:] + [t for t in loose if not t.failed]
+
+
+def outside(frames: TraceFrames) -> list[tuple[str, pd.DataFrame]]:
+    """Per trace, its calls outside any session (requests the recorder could not put in one), traces in order."""
+    loose = frames.calls[frames.calls["session"].isna()]
+    return [(str(trace), part) for trace, part in loose.groupby("trace", observed=True, sort=True)]
+
+
+def outside_anchor(index: int) -> str:
+    """The anchor of the timeline of the `index`-th trace's calls outside any session (in `outside`'s order)."""
+    return f"timeline-outside-{index}"
+
+
+def _outside_info(trace: str, part: pd.DataFrame) -> pd.Series:
+    """What a sessions row says, for calls outside any session."""
+    outcomes = part["outcome"].astype(str)
+    return pd.Series({
+        "trace": trace, "session": None, "transport": part["transport"].iloc[0], "era": None, "client": None, "server": None,
+        "start": part["start"].min(), "end": (part["start"] + pd.to_timedelta(part["latency_ms"].fillna(0.0), unit="ms")).max(),
+        "calls": len(part), "errors": int(outcomes.isin(["error", "http-error"]).sum()), "unanswered": int((outcomes == "unanswered").sum()),
+        "tool_errors": int((outcomes == "tool-error").sum()), "violations": 0,
+    })
 
 
 def _seconds(stamp: pd.Timestamp, zero: pd.Timestamp) -> float:
     return (stamp - zero).total_seconds()
 
 
-def _timeline(position: int, info: pd.Series, calls: pd.DataFrame, ticks: pd.Series, violations: pd.DataFrame) -> Timeline:
+def _timeline(anchor: str, info: pd.Series, calls: pd.DataFrame, ticks: pd.Series, violations: pd.DataFrame) -> Timeline:
     """The rows of one session's first `MAX_ROWS` operations, over the time they cover (the whole session when all fit)."""
     zero = info["start"]
     rows: list[Row] = []
@@ -123,14 +158,17 @@ def _timeline(position: int, info: pd.Series, calls: pd.DataFrame, ticks: pd.Ser
         drawn += 1
         start = _seconds(call.start, zero)
         answered = not math.isnan(call.latency_ms)
-        end = start + call.latency_ms / 1000.0 if answered else math.nan  # drawn to the right edge, once known
         outcome = str(call.outcome)
-        row.rounds = len(row.bars) + 1
+        end = start + call.latency_ms / 1000.0 if answered else math.nan  # drawn to the right edge, once known
         took = f"{number(call.latency_ms)} ms" if answered else "no answer"
+        if outcome == "http-error":  # refused by HTTP: when is not in the calls, so a mark at its start, not a bar
+            end = start
+            took = f"HTTP {call.http_status}" if not pd.isna(call.http_status) else "HTTP error"
+        row.rounds = len(row.bars) + 1
         detail = f": {call.detail}" if isinstance(call.detail, str) and call.detail else ""
         round_ = f" (round {row.rounds})" if row.rounds > 1 or outcome == "input-required" else ""
         row.bars.append(Bar(start, end, outcome, f"{step}{round_}: {outcome}, {took}, at +{start * 1000:.1f} ms{detail}"))
-        row.took = _duration((end - row.bars[0].start) * 1000.0) if answered else "no answer"
+        row.took = _duration((end - row.bars[0].start) * 1000.0) if answered else took
         if outcome == "input-required":
             open_rounds[step] = row
     hidden = len(calls) - drawn
@@ -149,7 +187,8 @@ def _timeline(position: int, info: pd.Series, calls: pd.DataFrame, ticks: pd.Ser
             (during[-1].progress if len(during) == 1 else loose).append(at)
     marks = [(t, f"{code}: {detail}") for ts, code, detail in zip(violations["ts"], violations["code"], violations["detail"], strict=True)
              if (t := _seconds(ts, zero)) <= span]
-    return Timeline(session_anchor(position), _heading(info), span, rows, marks, hidden, loose)
+    failed = bool(info["errors"] or info["unanswered"] or info["violations"])
+    return Timeline(anchor, _heading(info), span, rows, marks, hidden, loose, failed)
 
 
 def _heading(info: pd.Series) -> str:
@@ -157,7 +196,8 @@ def _heading(info: pd.Series) -> str:
     era = f", {info['era']}" if isinstance(info["era"], str) else ""
     counts = [counted(int(info[c]), w) for c, w in (("calls", "call"), ("errors", "error"), ("unanswered", "unanswered call"),
                                                      ("tool_errors", "tool error"), ("violations", "violation")) if info[c] or c == "calls"]
-    return f"{info['trace']} · session {info['session']} · {info['transport']}{era}" + (f" · {who}" if who else "") + " · " + ", ".join(counts)
+    whose = f"session {info['session']}" if isinstance(info["session"], str) else "calls outside any session"
+    return f"{info['trace']} · {whose} · {info['transport']}{era}" + (f" · {who}" if who else "") + " · " + ", ".join(counts)
 
 
 def _duration(ms: float) -> str:

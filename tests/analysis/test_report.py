@@ -140,6 +140,16 @@ LAYOUT_CHECKS = """(() => {
 })()"""
 
 WIDTHS = (1280, 400)
+TRACE_DATA = REPO_ROOT / "tests" / "trace" / "data"
+
+
+def assert_reads_well(found: dict, width: int) -> None:
+    """What LAYOUT_CHECKS found wrong with the page at `width` px: nothing."""
+    assert found["pageWidth"] <= found["viewWidth"], f"{width} px: the page is wider than the screen"
+    assert found["overflowing"] == [] and found["brokenHeaders"] == [], width
+    assert found["rawHeaders"] == [] and found["extraHeaderRows"] == 0 and found["unscrolledTables"] == 0
+    assert found["leftNumbers"] == [] and found["longNumbers"] == []
+    assert found["deadLinks"] == []
 
 
 @pytest.fixture(scope="module")
@@ -171,11 +181,7 @@ def test_report_reads_well_at_desktop_and_phone_width(cut_run_folder):
         (SCREENSHOT_DIR / f"report-{width}.png").write_bytes(rendered.screenshot)
         found = rendered.checks
         assert rendered.errors == []
-        assert found["pageWidth"] <= found["viewWidth"], f"{width} px: the page is wider than the screen"
-        assert found["overflowing"] == [] and found["brokenHeaders"] == [], width
-        assert found["rawHeaders"] == [] and found["extraHeaderRows"] == 0 and found["unscrolledTables"] == 0
-        assert found["leftNumbers"] == [] and found["longNumbers"] == []
-        assert found["deadLinks"] == []
+        assert_reads_well(found, width)
         ids = [s["id"] for s in found["sections"]]
         assert ids == ["summary", "trace-latency", "trace-charts", "trace-outcomes", "violations", "sessions", "timelines",
                        "load-latency", "load-failures", "load-charts", "replays", "lab-sticky-0"]
@@ -192,3 +198,28 @@ def test_report_reads_well_at_desktop_and_phone_width(cut_run_folder):
         assert drawn[0]["id"] == f"timeline-{cut}" and drawn[0]["lost"] == 1
         sticky = [f for f in found["findings"] if "sticky cell" in f["text"]]
         assert len(sticky) == int((inputs.labs[0].sticky["failed_sessions"] > 0).sum()) > 0 and all(f["href"] == "#lab-sticky-0" for f in sticky)
+
+
+def test_violations_and_failed_sessions_come_first_and_errors_show_on_the_timeline(tmp_path):
+    out = tmp_path / "mixed.html"
+    proc = report_command(str(TRACE_DATA / "v2-mixed.jsonl"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    frames = collect([TRACE_DATA / "v2-mixed.jsonl"]).traces
+    rendered = render_page(chromium, out, width=400, script=LAYOUT_CHECKS)
+    found = rendered.checks
+    assert rendered.errors == []
+    assert_reads_well(found, 400)
+    first, *sessions = found["findings"]
+    assert f"{len(frames.violations)} protocol violations" in first["text"] and first["href"] == "#violations"
+    failed = frames.sessions[(frames.sessions["errors"] + frames.sessions["unanswered"]) > 0]
+    outside = frames.calls[frames.calls["session"].isna()]
+    assert outside["outcome"].isin(["error", "http-error", "unanswered"]).any()  # a refused request outside any session
+    assert len(sessions) == len(failed) + 1 and all(f["href"].startswith("#timeline-") for f in sessions)
+    assert sessions[-1]["href"] == "#timeline-outside-0" and f"{len(outside)} calls outside any session" in sessions[-1]["text"]
+    assert [s["id"] for s in found["sections"]] == ["summary", "trace-latency", "trace-charts", "trace-outcomes", "violations", "sessions", "timelines"]
+    drawn = found["timelines"]
+    assert sum(t["bars"] for t in drawn) == len(frames.calls)  # every call of a small trace is drawn
+    assert sum(t["lost"] for t in drawn) == int((frames.calls["outcome"] == "unanswered").sum()) > 0
