@@ -220,9 +220,9 @@ def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[Finding]:
     violations = frames.violations
     if len(violations):
         codes = violations["code"].astype(str).value_counts()
-        sessions = violations["session"].nunique()
+        where = [page.counted(violations["session"].nunique(), "session")] + ["outside any session"] * bool(violations["session"].isna().any())
         named = ", ".join(f"{code} ×{n}" for code, n in codes.items())
-        out.append(Finding("bad", f"{len(violations)} protocol violations in {sessions} sessions: {named}", "#violations"))
+        out.append(Finding("bad", f"{page.counted(len(violations), 'protocol violation')} in {' and '.join(where)}: {named}", "#violations"))
     sessions = frames.sessions
     failed = [i for i in range(len(sessions)) if sessions["errors"].iat[i] or sessions["unanswered"].iat[i]]
     for i in failed[:MAX_SESSION_FINDINGS]:

@@ -200,6 +200,7 @@ def test_report_reads_well_at_desktop_and_phone_width(cut_run_folder):
         assert len(sticky) == int((inputs.labs[0].sticky["failed_sessions"] > 0).sum()) > 0 and all(f["href"] == "#lab-sticky-0" for f in sticky)
 
 
+@pytest.mark.slow  # a browser's start and a page's layout: several seconds on a busy machine
 def test_violations_and_failed_sessions_come_first_and_errors_show_on_the_timeline(tmp_path):
     out = tmp_path / "mixed.html"
     proc = report_command(str(TRACE_DATA / "v2-mixed.jsonl"), "--out", str(out))
