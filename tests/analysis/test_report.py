@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcpbench.analysis.report import collect, headlines
-from tests.support.browser import find_chromium, render_page
+from tests.support.browser import find_chromium, render_page, render_page_at
 from tests.support.servers import REPO_ROOT
 
 SCREENSHOT_DIR = REPO_ROOT / "results" / "test-artefacts"
@@ -177,7 +177,7 @@ def test_report_reads_well_at_desktop_and_phone_width(cut_run_folder):
     cut = sessions.index[(sessions["trace"] == "stdio-cut.jsonl").to_numpy()][0]
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
     for width in WIDTHS:
-        rendered = render_page(chromium, page, width=width, script=LAYOUT_CHECKS)
+        rendered = render_page_at(chromium, page, width, LAYOUT_CHECKS)
         (SCREENSHOT_DIR / f"report-{width}.png").write_bytes(rendered.screenshot)
         found = rendered.checks
         assert rendered.errors == []
@@ -209,7 +209,7 @@ def test_violations_and_failed_sessions_come_first_and_errors_show_on_the_timeli
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
     frames = collect([TRACE_DATA / "v2-mixed.jsonl"]).traces
-    rendered = render_page(chromium, out, width=400, script=LAYOUT_CHECKS)
+    rendered = render_page_at(chromium, out, 400, LAYOUT_CHECKS)
     found = rendered.checks
     assert rendered.errors == []
     assert_reads_well(found, 400)

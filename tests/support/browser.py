@@ -6,6 +6,7 @@ so no websocket library and no port are needed. Every wait is bounded.
 """
 
 import base64
+import contextlib
 import fcntl
 import os
 import select
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,13 +104,15 @@ PROBE = """JSON.stringify({
 })"""
 
 
-def render_page(chromium: str, page: Path, width: int = 1200, script: str | None = None) -> Rendered:
-    """Load `page` from disk in a fresh headless Chromium; return text, images, errors and a full-page PNG.
+def render_page(chromium: str, page: Path) -> Rendered:
+    """Load `page` from disk in a fresh headless Chromium; return text, images, errors and a full-page PNG."""
+    with launch(chromium) as pipe:
+        return _drive(pipe, page)
 
-    Args:
-        width: the viewport's width in CSS pixels (a phone's is about 400).
-        script: a JavaScript expression run in the laid-out page; its value, as JSON text, lands in `checks`.
-    """
+
+@contextlib.contextmanager
+def launch(chromium: str, *flags: str) -> Iterator[_Pipe]:
+    """A fresh headless Chromium (its own profile; `flags` added), driven over its DevTools pipe; closed after."""
     with tempfile.TemporaryDirectory(prefix="mcpbench-chromium-") as profile:
         to_chrome_r, to_chrome_w = os.pipe()
         from_chrome_r, from_chrome_w = os.pipe()
@@ -120,15 +124,14 @@ def render_page(chromium: str, page: Path, width: int = 1200, script: str | None
             os.dup2(high_w, 4)
 
         proc = subprocess.Popen(
-            [chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            [chromium, *FLAGS, *flags, f"--user-data-dir={profile}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=child_fds, pass_fds=(3, 4),
         )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
-        pipe = _Pipe(to_chrome_w, from_chrome_r)
         try:
-            return _drive(pipe, page, width, script)
+            yield _Pipe(to_chrome_w, from_chrome_r)
         finally:
             try:
                 os.write(to_chrome_w, orjson.dumps({"id": 10**6, "method": "Browser.close"}) + b"\0")
@@ -143,7 +146,7 @@ def render_page(chromium: str, page: Path, width: int = 1200, script: str | None
             os.close(from_chrome_r)
 
 
-def _drive(pipe: _Pipe, page: Path, width: int, script: str | None) -> Rendered:
+def _drive(pipe: _Pipe, page: Path, width: int = 1200, script: str | None = None) -> Rendered:
     target = pipe.call("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
@@ -174,3 +177,10 @@ def _drive(pipe: _Pipe, page: Path, width: int, script: str | None) -> Rendered:
         elif method == "Network.requestWillBeSent":
             rendered.requests.append(params.get("request", {}).get("url", "")[:80])
     return rendered
+
+
+def render_page_at(chromium: str, page: Path, width: int, script: str | None = None) -> Rendered:
+    """`render_page` with a viewport `width` px wide (a phone's is about 400), `script` (a JavaScript
+    expression) run in the laid-out page and its value, as JSON, in `checks`."""
+    with launch(chromium) as pipe:
+        return _drive(pipe, page, width, script)
