@@ -101,6 +101,7 @@ def plot_replay_changes(calls: pd.DataFrame, ax: Any, title: str = "replay: call
     for status in order:
         ax.barh([str(s) for s in table.index], table[status], left=left, color=colors.get(status), label=status)
         left += table[status].to_numpy()
+    ax.xaxis.set_major_locator(mticker.MaxNLocator(integer=True))  # calls come whole
     ax.set_xlabel("calls")
     ax.set_ylabel("step")
     ax.set_title(title)
@@ -148,9 +149,14 @@ def recovery_times(run: Any, ax: Any) -> Any:
     if not groups:
         ax.set_title("time to recover: no break recovered")
         return ax
-    ax.boxplot([values for _, values in groups], orientation="horizontal", showfliers=True)
+    boxes = ax.boxplot([values for _, values in groups], orientation="horizontal", showfliers=True)
     ax.set_yticks(range(1, len(groups) + 1), [label for label, _ in groups])
+    # a box plot's parts, named: a reader need not know the convention
+    ax.legend([boxes["boxes"][0], boxes["medians"][0], boxes["whiskers"][0], boxes["fliers"][0]],
+              ["middle half of the breaks", "median", "range (up to 1.5 × the box)", "outlier"], fontsize=7, loc="upper right")
     ax.set_xscale("log")
+    # 1, 2, 3, 5 and 7 times each power of ten: recoveries often span less than a decade
+    ax.xaxis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0, 7.0)))
     ax.xaxis.set_major_formatter(mticker.ScalarFormatter())
     ax.xaxis.set_minor_formatter(mticker.NullFormatter())
     ax.set_xlabel("time to recover (ms): break to the next successful answer")

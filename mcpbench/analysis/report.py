@@ -1,16 +1,18 @@
 """`mcpbench report PATH…`: one self-contained `report.html` from traces, load runs, replay reports and lab runs.
 
 Three steps, each testable alone: `collect` finds what the paths hold and loads
-it with the public loaders; `headlines` and the section builders turn frames
-into tables and charts (the plot functions of `charts.py`); `render` writes one
-HTML page with every chart embedded as a PNG data URI, no script and no network
-fetch, so the page opens from disk anywhere.
+it with the public loaders; `headlines`, `findings` and the section builders turn
+frames into tables, charts (the plot functions of `charts.py`) and session
+timelines (`timeline.py`); `render` writes one HTML page (its building blocks in
+`page.py`) with every chart embedded as a PNG data URI, no script and no network
+fetch, so the page opens from disk anywhere. The page opens with what went wrong,
+worst first, each linked to where it is; every section opens with a sentence on
+what it shows and what would be wrong.
 """
 
-import base64
 import html
-import io
 import os
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,9 +21,11 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
+from mcpbench.analysis import page
 from mcpbench.analysis.probe import load_probe, probe_line
 from mcpbench.analysis.results import LabRun, LoadRun, ReplayReport, load_lab, load_replay, load_run
 from mcpbench.analysis.tables import latency_table, outcome_table
+from mcpbench.analysis.timeline import outside, outside_anchor, session_anchor
 from mcpbench.analysis.traces import TraceFrames, load_trace
 from mcpbench.outputs import write_atomic
 from mcpbench.protocol.errors import McpbenchError
@@ -30,10 +34,6 @@ REPORT_NAME = "report.html"
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
 # A run folder holds its parts a level or two down (load/, lab/); deeper is not ours.
 SCAN_DEPTH = 2
-# Tables longer than this show their first rows and say how many were left out.
-MAX_ROWS = 40
-# Charts are 9 x 4 inches: 100 dpi gives 900 px, the page's width, sharp without bloating the file.
-CHART_DPI = 100
 
 
 @dataclass
@@ -164,70 +164,213 @@ def _ms(value: float) -> str:
     return "n/a" if pd.isna(value) else f"{value:.1f} ms"
 
 
-def _chart(draw, width: float = 9.0, height: float = 4.0) -> str:
-    """Run `draw(ax)` on a new figure; return it as an <img> with a PNG data URI."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(width, height))
-    try:
-        ax = draw(ax)
-        fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=CHART_DPI)
-    finally:
-        plt.close(fig)
-    title = html.escape(ax.get_title())
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<figure><img alt="{title}" src="data:image/png;base64,{data}"></figure>'
+# ---------------------------------------------------------------------------------------------- findings
 
 
-def _table(frame: pd.DataFrame, index: bool = True) -> str:
-    if frame is None or frame.empty:
-        return "<p class=none>none</p>"
-    shown = frame.head(MAX_ROWS)
-    shown = shown.map(lambda v: v.isoformat(sep=" ", timespec="milliseconds") if isinstance(v, pd.Timestamp) else v)
-    out = shown.to_html(index=index, float_format=lambda v: f"{v:.2f}", na_rep="", border=0, classes="data")
-    if len(frame) > MAX_ROWS:
-        out += f"<p class=note>first {MAX_ROWS} of {len(frame)} rows</p>"
+@dataclass
+class Finding:
+    """One thing a reader should look at first, and where on the page it is."""
+
+    severity: str  # "bad": something failed; "warn": worth a look
+    text: str
+    href: str
+
+
+# Failed sessions listed one by one before they are summed up in one line.
+MAX_SESSION_FINDINGS = 5
+
+
+def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
+    """The worst first: violations, failed sessions, broken lab cells, lost answers, failed load
+    calls, changed replays, failed probe checks; then what is only worth a look.
+
+    Args:
+        drawn: positions (in the sessions frame) of the sessions whose timeline the page draws:
+            a failed session links to its timeline, else to its row of the sessions table.
+    """
+    out: list[Finding] = []
+    drawn = drawn or set()
+    if inputs.traces is not None:
+        out += _trace_findings(inputs.traces, drawn)
+    for index, lab in enumerate(inputs.labs):
+        out += _lab_findings(lab, index)
+    if inputs.loads:
+        failed = sum(int(run.summary.get("total", {}).get("failures", 0)) for run in inputs.loads)
+        total = sum(int(run.summary.get("total", {}).get("count", len(run.samples))) for run in inputs.loads)
+        if failed:
+            classes = pd.concat([run.samples for run in inputs.loads])["failure"].dropna().astype(str).value_counts()
+            named = ", ".join(f"{name} ×{n}" for name, n in classes.head(4).items())
+            out.append(Finding("bad", f"load: {failed} of {total} calls failed" + (f" ({named})" if named else ""), "#load-failures"))
+    for report in inputs.replays:
+        changed = {k: report.counts.get(k, 0) for k in ("changed", "missing", "extra", "failed") if report.counts.get(k, 0)}
+        if changed:
+            what = ", ".join(f"{n} {k}" for k, n in changed.items())
+            out.append(Finding("bad", f"replay {report.path.name}: {what} against {report.target}", "#replays"))
+    for index, probe in enumerate(inputs.probes):
+        for verdict, severity in (("fail", "bad"), ("warn", "warn")):
+            checks = [row["check"] for row in probe["checks"] if row["verdict"] == verdict]
+            if checks:
+                out.append(Finding(severity, f"probe {probe['probe']}: {verdict} on {', '.join(checks)}", f"#probe-{index}"))
+    order = {"bad": 0, "warn": 1}
+    return sorted(out, key=lambda f: order[f.severity])  # stable: the kinds keep the order above
+
+
+def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[Finding]:
+    out = []
+    violations = frames.violations
+    if len(violations):
+        codes = violations["code"].astype(str).value_counts()
+        where = [page.counted(violations["session"].nunique(), "session")] + ["outside any session"] * bool(violations["session"].isna().any())
+        named = ", ".join(f"{code} ×{n}" for code, n in codes.items())
+        out.append(Finding("bad", f"{page.counted(len(violations), 'protocol violation')} in {' and '.join(where)}: {named}", "#violations"))
+    sessions = frames.sessions
+    failed = [i for i in range(len(sessions)) if sessions["errors"].iat[i] or sessions["unanswered"].iat[i]]
+    for i in failed[:MAX_SESSION_FINDINGS]:
+        row = sessions.iloc[i]
+        what = ", ".join([page.counted(int(row["errors"]), "error")] * bool(row["errors"])
+                         + [page.counted(int(row["unanswered"]), "call") + " without an answer"] * bool(row["unanswered"]))
+        href = f"#{session_anchor(i)}" if i in drawn else f"#session-{i}"
+        out.append(Finding("bad", f"session {_short_id(row['session'])} ({row['trace']}, {row['transport']}): {what}, "
+                                  f"among its {page.counted(int(row['calls']), 'call')}", href))
+    if len(failed) > MAX_SESSION_FINDINGS:
+        more = page.counted(len(failed) - MAX_SESSION_FINDINGS, "more session")
+        out.append(Finding("bad", f"and {more} with errors or calls without an answer", "#sessions"))
+    for index, (trace, part) in enumerate(outside(frames)):
+        outcomes = part["outcome"].astype(str)
+        errors, unanswered = int(outcomes.isin(["error", "http-error"]).sum()), int((outcomes == "unanswered").sum())
+        if errors or unanswered:
+            what = ", ".join([page.counted(errors, "error")] * bool(errors) + [f"{unanswered} without an answer"] * bool(unanswered))
+            out.append(Finding("bad", f"{page.counted(len(part), 'call')} outside any session ({trace}): {what}", f"#{outside_anchor(index)}"))
+    for note in frames.notes:
+        out.append(Finding("warn", note, "#trace-notes"))
     return out
 
 
-def _section(title: str, *parts: str) -> str:
-    return f"<section><h2>{html.escape(title)}</h2>{''.join(parts)}</section>"
+def _lab_findings(lab: LabRun, index: int) -> list[Finding]:
+    out = []
+    if not lab.sticky.empty:
+        broken = lab.sticky[lab.sticky["failed_sessions"] > 0]
+        for _, cell in broken.iterrows():
+            out.append(Finding("bad", f"sticky cell {cell['transport']} / {cell['mode']} / {cell['policy']} / {cell['balancer']}: "
+                                      f"{int(cell['failed_sessions'])} of {int(cell['sessions'])} sessions failed", f"#lab-sticky-{index}"))
+    if lab.reconnect is not None and {"lost", "duplicated", "policy"} <= set(lab.reconnect.columns):
+        for policy, rows in lab.reconnect.groupby("policy", sort=False):
+            lost, duplicated = int(rows["lost"].fillna(0).sum()), int(rows["duplicated"].fillna(0).sum())
+            if lost or duplicated:
+                out.append(Finding("bad", f"reconnect policy {policy}: {lost} answers lost, {duplicated} duplicated", f"#lab-reconnect-{index}"))
+    return out
 
 
-def _trace_sections(frames: TraceFrames) -> list[str]:
+def _short_id(key: object, chars: int = 12) -> str:
+    text = str(key)
+    return text if len(text) <= chars + 1 else text[:chars] + "…"
+
+
+def _attention(found: list[Finding]) -> str:
+    if not found:
+        return ("<div class='attention clear' id=attention><h2>Nothing to look at first</h2>"
+                "<p>No protocol violations, failed sessions, broken lab cells, lost answers, failed load calls, "
+                "changed replays or failed probe checks.</p></div>")
+    items = "".join(f"<li><span class='sev {f.severity}'>{'failed' if f.severity == 'bad' else 'look'}</span>"
+                    f" <a href='{f.href}'>{html.escape(f.text)}</a></li>" for f in found)
+    return (f"<div class=attention id=attention><h2>Look at these first ({len(found)})</h2>"
+            f"<p class=lead>The worst first; each links to where it is on this page.</p><ul>{items}</ul></div>")
+
+
+# ---------------------------------------------------------------------------------------------- sections
+
+
+def _trace_sections(frames: TraceFrames, drawn: list) -> list[str]:
     from mcpbench.analysis.charts import plot_latency_cdf, plot_latency_over_time
+    from mcpbench.analysis.timeline import MAX_SESSIONS, render as render_timeline, session_anchor
 
     calls = frames.calls
     out = [
-        _section(
-            "Traces: latency per method and per tool (ms)",
-            "<h3>per method</h3>", _table(latency_table(calls, by="method")),
-            "<h3>per tool</h3>", _table(latency_table(calls.dropna(subset=["tool"]), by="tool")),
+        page.section(
+            "trace-latency", "Traces: latency per method and per tool",
+            "How long each request waited for its answer (ms), per method and per tool: how many calls, the median (p50), "
+            "p90, p99 and the slowest. A p99 far above its p50 is a slow tail; one tool far slower than the rest is worth a look.",
+            "<h3>per method</h3>", page.table(latency_table(calls, by="method"), labels=page.LATENCY_LABELS, empty="no answered calls"),
+            "<h3>per tool</h3>", page.table(latency_table(calls.dropna(subset=["tool"]), by="tool"), labels=page.LATENCY_LABELS, empty="no tool calls"),
         )
     ]
-    charts = []
     if calls["latency_ms"].notna().any():
-        charts.append(_chart(lambda ax: plot_latency_over_time(calls, ax)))
-        charts.append(_chart(lambda ax: plot_latency_cdf(calls, ax)))
-    out.append(_section("Traces: latency per transport and era", *charts) if charts else "")
-    out.append(_section("Traces: outcomes per method", _table(outcome_table(calls, by="method"))))
+        out.append(page.section(
+            "trace-charts", "Traces: latency per transport and era",
+            "Each call's latency at the time it was sent, and the share of calls answered within each latency, one colour per "
+            "transport and era. Look for latency climbing over time, a cluster of slow calls, or one transport's curve far right of the others.",
+            page.chart(lambda ax: plot_latency_over_time(calls, ax)), page.chart(lambda ax: plot_latency_cdf(calls, ax)),
+        ))
+    outcomes = outcome_table(calls, by="method")
+    if len(outcomes):
+        outcomes = outcomes[[c for c in OUTCOME_ORDER if c in outcomes.columns] + [c for c in outcomes.columns if c not in OUTCOME_ORDER]]
+    out.append(page.section(
+        "trace-outcomes", "Traces: how calls ended, per method",
+        "Calls per method by how they ended: answered (ok), a round asking for input (input-required, 2026-07-28), "
+        "a tool's own error (tool-error), a JSON-RPC or HTTP error, or no answer at all. Errors and unanswered calls are what would be wrong.",
+        page.table(outcomes, labels={"method": "method"}, empty="no calls"),
+    ))
     violations = frames.violations
-    by_code = violations.groupby("code", observed=True).size().rename("count").to_frame() if len(violations) else pd.DataFrame()
-    out.append(_section("Violations", _table(by_code), _table(violations, index=False) if len(violations) else ""))
-    sessions = frames.sessions.assign(
-        handshake_ms=frames.sessions["handshake_ms"].round(1),
-        start=frames.sessions["start"].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3],
-        end=frames.sessions["end"].dt.strftime("%H:%M:%S.%f").str[:-3],
-    )
-    out.append(_section("Sessions", _table(sessions, index=False)))
+    by_code = violations.groupby("code", observed=True).size().rename("violations").to_frame() if len(violations) else None
+    out.append(page.section(
+        "violations", "Violations",
+        "Messages that broke the protocol as the recorder saw them, by code and one by one. A correct run has none.",
+        page.table(by_code, empty="none: every message followed the protocol"),
+        page.table(violations, empty="") if len(violations) else "",
+    ))
+    sessions = frames.sessions
+    shown = {t.anchor for t in drawn}
+    session_cells = [page.Html(f"<a href='#{session_anchor(i)}' title='{html.escape(str(key), quote=True)}'>{html.escape(_short_id(key))}</a>")
+                     if session_anchor(i) in shown else _short_id(key) for i, key in enumerate(sessions["session"])]
+    table = pd.DataFrame({
+        "trace": sessions["trace"], "session": session_cells, "transport": sessions["transport"],
+        "protocol": _protocol(sessions), "calls": sessions["calls"], "errors": sessions["errors"],
+        "tool_errors": sessions["tool_errors"], "unanswered": sessions["unanswered"], "violations": sessions["violations"],
+        "handshake_ms": sessions["handshake_ms"], "start": sessions["start"],
+        "duration_ms": (sessions["end"] - sessions["start"]).dt.total_seconds() * 1000.0,
+        "client": _with_version(sessions, "client"), "server": _with_version(sessions, "server"),
+    })
+    failed = (sessions["errors"] + sessions["unanswered"] + sessions["violations"]).to_numpy() > 0
+    order = sorted(range(len(sessions)), key=lambda i: not failed[i])  # those that went wrong first, else in their order
+    out.append(page.section(
+        "sessions", "Sessions",
+        "One row per session: the client and server that spoke, the handshake's time, and how many calls ended in an error, "
+        "a tool error or no answer. A session with errors, unanswered calls or violations is wrong: it comes first here and at the top of the page.",
+        page.table(table.iloc[order].reset_index(drop=True), row_ids=[f"session-{i}" for i in order]),
+    ))
+    if drawn:
+        idle = int((sessions["calls"] == 0).sum())
+        count = len(_drawn_sessions(drawn, len(sessions)))
+        told = (f"{count} of the {len(sessions)} sessions drawn: those that went wrong first, then the busiest, at most {MAX_SESSIONS}"
+                + (f"; {page.counted(idle, 'session')} without calls left out. " if idle else ". ") if len(sessions) > count else "")
+        if len(drawn) > count:
+            told += "Calls outside any session are drawn on a timeline of their own per trace. "
+        out.append(page.section(
+            "timelines", "Session timelines",
+            "Each session's calls as bars over time since its first event, one row per call (the rounds of a multi round-trip "
+            "request share a row); the colour says how it ended and diamonds mark progress notifications. Red or grey bars "
+            "(errors, answers that never came), a bar far longer than its neighbours, or a long gap are what to look for.",
+            f"<p class=note>{told}Hover over a bar for its details.</p>",
+            *(render_timeline(t) for t in drawn),
+        ))
     if frames.notes:
-        out.append(_section("Notes", "".join(f"<p>{html.escape(n)}</p>" for n in frames.notes)))
+        out.append(page.section("trace-notes", "Notes on the traces", "What the trace reader had to skip: a torn last line is a recorder stopped mid-write.",
+                                "".join(f"<p>{html.escape(n)}</p>" for n in frames.notes)))
     return out
+
+
+OUTCOME_ORDER = ("ok", "input-required", "tool-error", "error", "http-error", "unanswered")
+
+
+def _protocol(sessions: pd.DataFrame) -> list:
+    """`2025-11-25 (handshake)`: the version and the era in one column."""
+    return [None if not isinstance(version, str) else f"{version} ({era})" if isinstance(era, str) else version
+            for version, era in zip(sessions["version"], sessions["era"], strict=True)]
+
+
+def _with_version(sessions: pd.DataFrame, who: str) -> list:
+    return [None if not isinstance(name, str) else f"{name} {version}" if isinstance(version, str) else name
+            for name, version in zip(sessions[who], sessions[f"{who}_version"], strict=True)]
 
 
 def _load_sections(loads: list[LoadRun]) -> list[str]:
@@ -235,22 +378,27 @@ def _load_sections(loads: list[LoadRun]) -> list[str]:
 
     samples = pd.concat([run.samples.assign(run=run.folder.name) for run in loads], ignore_index=True)
     classes = samples.dropna(subset=["failure"])
+    failures = classes.groupby(["type", "failure"], observed=True).size().rename("failed calls").to_frame() if len(classes) else None
     out = [
-        _section(
-            "Load runs: latency per step (ms)",
-            "<p>" + ", ".join(html.escape(str(run.folder)) for run in loads) + "</p>",
-            _table(latency_table(samples, by=["type", "step"]).sort_index()),
+        page.section(
+            "load-latency", "Load runs: latency per step",
+            "Locust's calls per request type (transport) and step: how many, and their latency (ms) from p50 to the slowest. "
+            "A step far slower on one transport than on the others, or a p99 many times its p50, is worth a look.",
+            "<p class=note>from " + ", ".join(html.escape(str(run.folder)) for run in loads) + "</p>",
+            page.table(latency_table(samples, by=["type", "step"]).sort_index(), labels={**page.LATENCY_LABELS, "type": "request type"}),
         ),
-        _section("Load runs: failure classes", _table(classes.groupby(["type", "failure"], observed=True).size().rename("failed").to_frame() if len(classes) else pd.DataFrame())),
+        page.section("load-failures", "Load runs: failed calls by class",
+                     "Calls the load client counted as failed, by request type and failure class. A run that meets its thresholds has none or a few.",
+                     page.table(failures, labels={"type": "request type"}, empty="none: every call was answered without an error")),
     ]
     if len(samples):
-        out.append(
-            _section(
-                "Load runs: latency per request type",
-                _chart(lambda ax: plot_latency_over_time(samples, ax, time="t", by=("type",))),
-                _chart(lambda ax: plot_latency_cdf(samples, ax, by=("type",))),
-            )
-        )
+        out.append(page.section(
+            "load-charts", "Load runs: latency per request type",
+            "Each call's latency over the run, and the share of calls answered within each latency, per request type. "
+            "A latency that climbs while the load is steady, or a long tail on the right of a curve, is what would be wrong.",
+            page.chart(lambda ax: plot_latency_over_time(samples, ax, time="t", by=("type",))),
+            page.chart(lambda ax: plot_latency_cdf(samples, ax, by=("type",))),
+        ))
     return out
 
 
@@ -262,14 +410,19 @@ def _replay_sections(replays: list[ReplayReport]) -> list[str]:
         [{"report": r.path.name, "trace": Path(r.trace).name, "target": r.target, "exit": r.exit_code, **r.counts} for r in replays]
     )
     changed = [r for r in replays if (r.calls["status"] != "identical").any()] or replays[:1]
-    parts = [_table(table, index=False)]
+    parts = [page.table(table)]
     for report in changed:
         parts.append(f"<h3>{html.escape(report.path.name)}: {html.escape(Path(report.trace).name)} → {html.escape(report.target)}</h3>")
         if len(report.calls):
-            parts.append(_chart(lambda ax, r=report: plot_replay_changes(r.calls, ax, f"replay of {Path(r.trace).name} ({r.path.name}): calls per step by status")))
+            parts.append(page.chart(lambda ax, r=report: plot_replay_changes(r.calls, ax, f"replay of {Path(r.trace).name} ({r.path.name}): calls per step by status")))
         if len(report.changes):
-            parts.append("<h4>changed calls</h4>" + _table(report.changes, index=False))
-    return [_section("Replays", *parts)]
+            parts.append("<h4>what changed</h4>" + page.table(report.changes))
+    return [page.section(
+        "replays", "Replays",
+        "Each recorded call sent again to a target and its answer compared with the recording: identical, changed, missing, "
+        "extra or failed. Against the same server every call should be identical; a change is either what you meant to test or a regression.",
+        *parts,
+    )]
 
 
 def _lab_sections(labs: list[LabRun]) -> list[str]:
@@ -277,56 +430,77 @@ def _lab_sections(labs: list[LabRun]) -> list[str]:
     from mcpbench.analysis.results import load_reconnect
 
     out = []
-    for lab in labs:
+    for index, lab in enumerate(labs):
         if not lab.sticky.empty:
-            parts = [_chart(lambda ax, s=lab.sticky: plot_sticky(s, ax), width=10), _table(lab.sticky, index=False)]
+            parts = [page.chart(lambda ax, s=lab.sticky: plot_sticky(s, ax), width=10), page.table(lab.sticky)]
             failures = lab.sticky_failures.loc[lab.sticky_failures["failed_calls"] + lab.sticky_failures["failed_sessions"] > 0]
-            parts.append("<h3>failure classes</h3>" + _table(failures, index=False))
-            out.append(_section(f"Lab: sticky sessions ({lab.folder.name})", *parts))
+            parts.append("<h3>failure classes</h3>" + page.table(failures, empty="none: no cell lost a session"))
+            out.append(page.section(
+                f"lab-sticky-{index}", f"Lab: sticky sessions ({lab.folder.name})",
+                "Sessions through a load balancer in front of several instances, per protocol mode and routing policy: how many "
+                "sessions failed. A mode that keeps state per session fails under round-robin (that is what the experiment shows); "
+                "a failed session under a sticky policy or in a stateless mode is wrong.",
+                *parts,
+            ))
         if lab.reconnect is not None:
             run = load_reconnect(lab.folder)
-            parts = [_chart(lambda ax, p=policy: reconnect_timeline(run, p, ax), width=10, height=2.6)
+            parts = [page.chart(lambda ax, p=policy: reconnect_timeline(run, p, ax), width=10, height=2.6)
                      for policy in dict.fromkeys(run.calls["policy"].astype(str))]
-            parts.append(_chart(lambda ax: recovery_times(run, ax)))
-            counts = lab.reconnect.convert_dtypes().astype(object).fillna("")  # whole counts stay whole; SDK rows leave cells empty
-            parts.append("<h3>per cell: lost, duplicated and uncertain answers, extra requests</h3>" + _table(counts, index=False))
-            out.append(_section(f"Lab: reconnects under faults ({lab.folder.name})", *parts))
+            parts.append(page.chart(lambda ax: recovery_times(run, ax)))
+            parts.append("<h3>per cell: lost, duplicated and uncertain answers, extra requests</h3>" + page.table(lab.reconnect))
+            out.append(page.section(
+                f"lab-reconnect-{index}", f"Lab: reconnects under faults ({lab.folder.name})",
+                "Streams cut on purpose under each reconnect policy: calls over time with the faults, the time to recover, and the "
+                "answers lost or duplicated. A policy that resumes should lose none; losses under 'none' show what a policy prevents.",
+                *parts,
+            ))
     return out
 
 
-STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
-h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-ul.headline li{font-size:1.05em;margin:.2em 0}
-table.data{border-collapse:collapse;font-size:12px;margin:.5em 0;display:block;overflow-x:auto}
-table.data th,table.data td{border:1px solid #ddd;padding:2px 6px;text-align:right;overflow-wrap:anywhere}
-table.data td:first-child,table.data th:first-child{text-align:left}
-figure{margin:1em 0}img{max-width:100%;height:auto}p.note,p.none{color:#777}
-"""
+STYLE = page.STYLE
+
+
+def _drawn_sessions(drawn: list, sessions: int) -> set[int]:
+    """Positions (in the sessions frame) of the sessions that have a timeline among `drawn`."""
+    anchors = {t.anchor for t in drawn}
+    return {i for i in range(sessions) if session_anchor(i) in anchors}
 
 
 def render(inputs: Inputs) -> str:
-    """The whole page: summary first, then each kind of input's sections."""
+    """The whole page: what to look at first, the headline figures, then each kind of input's sections."""
+    from mcpbench.analysis.timeline import STYLE as TIMELINE_STYLE, timelines
+
+    drawn = timelines(inputs.traces) if inputs.traces is not None else []
+    found = findings(inputs, _drawn_sessions(drawn, len(inputs.traces.sessions)) if inputs.traces is not None else set())
+    sections: list[str] = []
+    if inputs.traces is not None:
+        sections += _trace_sections(inputs.traces, drawn)
+    if inputs.loads:
+        sections += _load_sections(inputs.loads)
+    if inputs.replays:
+        sections += _replay_sections(inputs.replays)
+    if inputs.labs:
+        sections += _lab_sections(inputs.labs)
+    for index, probe in enumerate(inputs.probes):
+        sections.append(_probe_section(probe, index))
+    toc = "".join(f"<a href='#{anchor}'>{html.escape(title)}</a>" for anchor, title in SECTION_TITLE.findall("".join(sections)))
     body = [
         "<h1>mcpbench report</h1>",
         f"<p class=note>made {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} from {html.escape(', '.join(inputs.sources))}</p>",
-        _section("Summary", "<ul class=headline>" + "".join(f"<li>{html.escape(line)}</li>" for line in headlines(inputs)) + "</ul>"),
+        _attention(found),
+        page.section("summary", "Summary", "The figures that matter, one line per kind of input; the sections below break them down.",
+                     "<ul class=headline>" + "".join(f"<li>{html.escape(line)}</li>" for line in headlines(inputs)) + "</ul>",
+                     f"<nav class=toc>{toc}</nav>"),
+        *sections,
     ]
-    if inputs.traces is not None:
-        body += _trace_sections(inputs.traces)
-    if inputs.loads:
-        body += _load_sections(inputs.loads)
-    if inputs.replays:
-        body += _replay_sections(inputs.replays)
-    if inputs.labs:
-        body += _lab_sections(inputs.labs)
-    for probe in inputs.probes:
-        body.append(_probe_section(probe))
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width, initial-scale=1'>"
-        f"<title>mcpbench report</title><style>{STYLE}</style></head><body>{''.join(body)}</body></html>"
+        f"<title>mcpbench report</title><style>{STYLE}{TIMELINE_STYLE}</style></head><body>{''.join(body)}</body></html>"
     )
+
+
+SECTION_TITLE = re.compile(r"<section id=([\w-]+)><h2>(.*?)</h2>")
 
 
 def probe_page(probe: dict) -> str:
@@ -334,11 +508,21 @@ def probe_page(probe: dict) -> str:
     return render(Inputs(probes=[probe], sources=[str(probe.get("probe", ""))]))
 
 
-def _probe_section(probe: dict) -> str:
+VERDICT_CLASS = {"pass": "pass", "warn": "warn", "fail": "fail", "n/a": "na"}
+
+
+def _probe_section(probe: dict, index: int) -> str:
     from mcpbench.analysis.probe import charts, table
 
-    drawn = [_chart(draw, height=3.2) for draw in charts(probe)]
-    return _section(f"Probe: {probe['probe']}", _table(table(probe), index=False), *drawn)
+    drawn = [page.chart(draw, height=3.2) for draw in charts(probe)]
+    checks = table(probe)
+    checks["verdict"] = [page.Html(f"<span class='verdict {VERDICT_CLASS.get(v, '')}'>{html.escape(str(v))}</span>") for v in checks["verdict"]]
+    return page.section(
+        f"probe-{index}", f"Probe: {probe['probe']}",
+        "Each check run against the deployment, its verdict, the evidence and the fix it suggests. "
+        "A fail is something clients will hit; a warn may be.",
+        page.table(checks), *drawn,
+    )
 
 
 def default_out(paths: list[str | os.PathLike]) -> Path:

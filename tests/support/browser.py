@@ -48,6 +48,7 @@ class Rendered:
     errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     screenshot: bytes = b""
+    checks: Any = None  # what the caller's `script` returned (JSON)
 
 
 class _Pipe:
@@ -145,19 +146,23 @@ def launch(chromium: str, *flags: str) -> Iterator[_Pipe]:
             os.close(from_chrome_r)
 
 
-def _drive(pipe: _Pipe, page: Path) -> Rendered:
+def _drive(pipe: _Pipe, page: Path, width: int = 1200, script: str | None = None) -> Rendered:
     target = pipe.call("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
         pipe.call(f"{domain}.enable", session=session)
+    metrics = {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600}
+    pipe.call("Emulation.setDeviceMetricsOverride", metrics, session=session)
     pipe.call("Page.navigate", {"url": page.resolve().as_uri()}, session=session)
     pipe.wait_event("Page.loadEventFired")
     probe = pipe.call("Runtime.evaluate", {"expression": PROBE, "returnByValue": True}, session=session)
     data = orjson.loads(probe["result"]["value"])
-    width = 1200
-    pipe.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": int(data["height"]), "deviceScaleFactor": 1, "mobile": False}, session=session)
+    checks = None
+    if script is not None:
+        checks = orjson.loads(pipe.call("Runtime.evaluate", {"expression": f"JSON.stringify({script})", "returnByValue": True}, session=session)["result"]["value"])
+    pipe.call("Emulation.setDeviceMetricsOverride", {**metrics, "height": int(data["height"])}, session=session)
     shot = pipe.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=session)
-    rendered = Rendered(text=data["text"], images=data["images"], screenshot=base64.b64decode(shot["data"]))
+    rendered = Rendered(text=data["text"], images=data["images"], screenshot=base64.b64decode(shot["data"]), checks=checks)
     for event in pipe.events:
         params = event.get("params", {})
         method = event.get("method")
@@ -172,3 +177,10 @@ def _drive(pipe: _Pipe, page: Path) -> Rendered:
         elif method == "Network.requestWillBeSent":
             rendered.requests.append(params.get("request", {}).get("url", "")[:80])
     return rendered
+
+
+def render_page_at(chromium: str, page: Path, width: int, script: str | None = None) -> Rendered:
+    """`render_page` with a viewport `width` px wide (a phone's is about 400), `script` (a JavaScript
+    expression) run in the laid-out page and its value, as JSON, in `checks`."""
+    with launch(chromium) as pipe:
+        return _drive(pipe, page, width, script)
