@@ -9,6 +9,9 @@ import matplotlib.ticker as mticker
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from mcpbench.compare.runs import bucket_values
+from mcpbench.load.histograms import counts_of
+
 # A chart with more steps than this shows the slowest-judged first and says how many it left out.
 MAX_STEPS = 8
 COLOURS = {"base": "#4c72b0", "new": "#dd8452"}
@@ -21,14 +24,12 @@ MAX_NINES = 4
 def distribution(encoded: str) -> tuple[np.ndarray, np.ndarray]:
     """(nines, ms) of an encoded HDR histogram: for each bucket, -log10 of the share of samples above it, and its value."""
     hist = HdrHistogram.decode(encoded)
-    values, counts = [], []
-    for item in hist.get_recorded_iterator():
-        values.append(item.value_iterated_to / 1000.0)
-        counts.append(item.count_added_in_this_iter_step)
-    cum = np.cumsum(np.asarray(counts, dtype=np.float64))
+    counts = counts_of(hist)
+    used = np.flatnonzero(counts)
+    cum = np.cumsum(counts[used].astype(np.float64))
     above = 1.0 - cum / cum[-1] if len(cum) else cum
     nines = -np.log10(np.clip(above, 10.0 ** -MAX_NINES, 1.0))
-    return nines, np.asarray(values)
+    return nines, bucket_values(used, hist)
 
 
 def plot_distributions(step: dict[str, Any], ax: Any) -> Any:

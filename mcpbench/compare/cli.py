@@ -52,7 +52,7 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, out, as_jso
     """
     from mcpbench.compare.judge import compare as judge
     from mcpbench.compare.judge import render, suites, to_json
-    from mcpbench.compare.runs import CompareError, read_side
+    from mcpbench.compare.runs import CompareError, read_sides
     from mcpbench.compare.thresholds import parse_rule
     from mcpbench.outputs import new_run_folder, write_atomic
 
@@ -63,7 +63,7 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, out, as_jso
     base_paths, new_paths = [p for p in (base, *bases) if p], [p for p in (new, *news) if p]
     if not base_paths or not new_paths:
         raise click.UsageError("give BASE and NEW run folders (or --base and --new)")
-    comparison = judge(read_side(base_paths), read_side(new_paths), confidence=confidence, min_change=share, rules=rules)
+    comparison = judge(*read_sides([base_paths, new_paths]), confidence=confidence, min_change=share, rules=rules)
     if not comparison.steps:
         raise CompareError(f"no step in common: base has {', '.join(comparison.only_base) or 'none'}; new has {', '.join(comparison.only_new) or 'none'}")
     status = 2 if not comparison.judged else 1 if comparison.failed else 0

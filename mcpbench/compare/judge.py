@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from mcpbench.ci.cases import FAILED, PASSED, SKIPPED, Case, Suite
-from mcpbench.compare.runs import Side, bucket_values, histogram
+from mcpbench.compare.runs import Side, bucket_values
 from mcpbench.compare.stats import REPLICATES, SEED, Proportions, interval, quantiles, replicate_counts, two_proportions
 from mcpbench.compare.thresholds import QUANTILES, Rule
+from mcpbench.load.histograms import histogram
 
 SLOWER, FASTER, NOISE, TOO_FEW = "slower", "faster", "within noise", "too few samples"
 MORE_ERRORS, FEWER_ERRORS = "more errors", "fewer errors"

@@ -41,7 +41,7 @@ def replicate_counts(runs: list[np.ndarray], replicates: int, rng: np.random.Gen
         size = chunks.shape[0]
         # The sum of m draws of `size` chunks each is one draw of m * size chunks.
         weights = rng.multinomial(drawn[:, index] * size, np.full(size, 1.0 / size))
-        total += weights @ chunks
+        total += weights.astype(np.float64) @ chunks.astype(np.float64)  # floats: BLAS, not numpy's integer loop
     return total
 
 
