@@ -46,6 +46,7 @@ def plot_distributions(step: dict[str, Any], ax: Any) -> Any:
     ax.set_yscale("log")
     plain = mticker.FuncFormatter(lambda v, _: f"{v:g}")  # 40, not 4x10^1
     ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_locator(mticker.LogLocator(subs=(2.0, 5.0)))  # 2, 5, 20, 50: labelled without crowding
     ax.yaxis.set_minor_formatter(plain)
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_title(f"{step['step']}: {step['verdict']}", fontsize=10)

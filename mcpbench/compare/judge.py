@@ -13,9 +13,11 @@ moves too much between runs to lead the verdict.
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from mcpbench.ci.cases import FAILED, PASSED, SKIPPED, Case, Suite
 from mcpbench.compare.runs import Side, bucket_values
@@ -255,6 +257,35 @@ def to_json(comparison: Comparison, exit_code: int) -> dict[str, Any]:
         "notes": comparison.notes,
         "exit_code": exit_code,
     }
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A compare.json as written (`to_json`), or None when the file is not one."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and data.get("kind") == "compare" and isinstance(data.get("steps"), list) else None
+
+
+def table_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A compare.json's steps as table rows: verdict, each side's p50 and p95, the p95's change, errors."""
+    rows = []
+    for step in data["steps"]:
+        q = step["quantiles"]
+        row: dict[str, Any] = {"step": step["step"], "verdict": step["verdict"], "base n": step["base"]["count"], "new n": step["new"]["count"]}
+        for name in ("p50", "p95"):
+            if name in q:
+                row[f"base {name} ms"], row[f"new {name} ms"] = q[name]["base"]["value"], q[name]["new"]["value"]
+        if "p95" in q and q["p95"]["rel"]["value"] is not None and q["p95"]["verdict"] != TOO_FEW:
+            rel = q["p95"]["rel"]
+            row["p95 change"] = f"{rel['value']:+.1%} [{rel['low']:+.1%}, {rel['high']:+.1%}]"
+        if step["errors"]:
+            e = step["errors"]
+            row["errors"] = f"{e['base']:.2%} -> {e['new']:.2%}" + ("" if e["verdict"] == NOISE else f" ({e['verdict']})")
+        row["failed"] = "; ".join(step["failed"])
+        rows.append(row)
+    return rows
 
 
 def _ms(value: float) -> str:

@@ -131,3 +131,14 @@ def test_no_step_in_common_is_exit_2(runs, tmp_path):
     other = run_folder(tmp_path / "other", seed=5, mix={"tools/list": (1.0, 2.0, 0.4)})
     status, _, err = compare(runs["base"], other, "--out", tmp_path / "o")
     assert status == 2 and "no step in common" in err
+
+
+def test_the_report_shows_a_comparison_beside_a_load_run(runs, tmp_path):
+    from mcpbench.analysis.report import write_report
+
+    status, out, _ = compare(runs["base"], runs["slower"], "--out", tmp_path / "cmp")
+    assert status == 0, out
+    path, lines = write_report([tmp_path / "cmp", runs["base"]], tmp_path / "report.html")
+    page = path.read_text()
+    assert "compare: base vs slower: 1 slower, 1 within noise" in lines
+    assert "Comparison of load runs" in page and "<td>slower</td>" in page and page.count("<img") >= 4
