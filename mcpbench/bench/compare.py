@@ -38,8 +38,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def synthetic_run(folder: Path, samples: int, *, seed: int, slower: dict[str, float] | None = None,
                   mix: dict[str, tuple[float, float, float]] | None = None, fail_ratio: float = FAIL_RATIO,
-                  scenario: str = "synthetic", rate: float = 2000.0, with_histograms: bool = True) -> Path:
-    """Write a load run folder of `samples` steps (samples.jsonl through the load's own line writer)."""
+                  scenario: str = "synthetic", rate: float = 2000.0, with_histograms: bool = True,
+                  slow_start: float = 0.0) -> Path:
+    """Write a load run folder of `samples` steps (samples.jsonl through the load's own line writer),
+    `rate` a second; every latency of the first `slow_start` seconds doubled (a warm-up)."""
     mix = mix or MIX
     slower = slower or {}
     rng = np.random.default_rng(seed)
@@ -50,7 +52,9 @@ def synthetic_run(folder: Path, samples: int, *, seed: int, slower: dict[str, fl
     sigmas = np.array([mix[n][2] for n in names])
     latency = medians[which] * np.exp(rng.standard_normal(samples) * sigmas[which])
     failed = rng.random(samples) < fail_ratio
-    start = 1_796_000_000.0 + np.arange(samples) / rate
+    offset = np.arange(samples) / rate
+    latency = np.where(offset < slow_start, 2.0 * latency, latency)
+    start = 1_796_000_000.0 + offset
     folder.mkdir(parents=True, exist_ok=True)
     failure = {"failure": "tool-error"}
     error = RuntimeError("tool error")

@@ -21,6 +21,19 @@ def _share(text: str) -> float:
     return value
 
 
+def _duration(text: str, option: str) -> float:
+    """A duration that may be 0 (`0s`, `1s`, `500ms`); a usage error naming the option otherwise."""
+    from mcpbench.durations import parse_duration
+
+    try:
+        seconds = parse_duration(text, option)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if seconds < 0:
+        raise click.UsageError(f"{option} must be >= 0")
+    return seconds
+
+
 @click.command("compare")
 @click.argument("base", required=False, metavar="BASE")
 @click.argument("new", required=False, metavar="NEW")
@@ -32,11 +45,13 @@ def _share(text: str) -> float:
               help="A quantile changed by less than this share of the base's is within noise, whatever its interval.")
 @click.option("--fail-on", multiple=True, metavar="RULE",
               help="Exit 1 when a step got worse past RULE and not by noise: p95>+10%, p99>+5ms, errors>+1pp (repeatable).")
+@click.option("--trim", default="0s", show_default=True, metavar="DURATION",
+              help="Leave out the first and last DURATION of every run (warm-up, wind-down; runs side by side start apart).")
 @click.option("--out", type=click.Path(file_okay=False), help="Where compare.json and compare.png go (default: results/<time>-compare).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison's JSON instead of the table.")
 @ci_options
 @map_errors
-def compare(base, new, bases, news, confidence, min_change, fail_on, out, as_json, junit_xml, summary_md):
+def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, as_json, junit_xml, summary_md):
     """Compare load runs: per step, is NEW slower or faster than BASE, or is the change noise?
 
     BASE and NEW are `mcpbench load` folders; for repeated runs give folders that hold runs, quoted
@@ -59,11 +74,12 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, out, as_jso
     check_ci_outputs(junit_xml, summary_md)
     check_output(out, "--out", folder=True)
     share = _share(min_change)
+    trim_s = _duration(trim, "--trim")
     rules = [parse_rule(text) for text in fail_on]
     base_paths, new_paths = [p for p in (base, *bases) if p], [p for p in (new, *news) if p]
     if not base_paths or not new_paths:
         raise click.UsageError("give BASE and NEW run folders (or --base and --new)")
-    comparison = judge(*read_sides([base_paths, new_paths]), confidence=confidence, min_change=share, rules=rules)
+    comparison = judge(*read_sides([base_paths, new_paths], trim_s), confidence=confidence, min_change=share, rules=rules, trim=trim_s)
     if not comparison.steps:
         raise CompareError(f"no step in common: base has {', '.join(comparison.only_base) or 'none'}; new has {', '.join(comparison.only_new) or 'none'}")
     status = 2 if not comparison.judged else 1 if comparison.failed else 0

@@ -91,6 +91,7 @@ class Comparison:
     confidence: float
     min_change: float
     rules: list[Rule]
+    trim: float = 0.0
     steps: list[StepComparison] = field(default_factory=list)
     only_base: list[str] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
@@ -106,9 +107,12 @@ class Comparison:
 
 
 def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, min_change: float = DEFAULT_MIN_CHANGE,
-            rules: list[Rule] | None = None, replicates: int = REPLICATES) -> Comparison:
-    """Judge every step the two sides have in common (see the module docstring)."""
-    out = Comparison(base, new, confidence, min_change, list(rules or []))
+            rules: list[Rule] | None = None, replicates: int = REPLICATES, trim: float = 0.0) -> Comparison:
+    """Judge every step the two sides have in common (see the module docstring); `trim`: the seconds
+    the sides' runs were read without at each end (said in the notes)."""
+    out = Comparison(base, new, confidence, min_change, list(rules or []), trim)
+    if trim:
+        out.notes.append(f"the first and last {trim:g} s of every run left out (--trim)")
     label = _labels(set(base.steps) | set(new.steps))
     out.only_base = sorted(label[k] for k in base.steps.keys() - new.steps.keys())
     out.only_new = sorted(label[k] for k in new.steps.keys() - base.steps.keys())
@@ -160,7 +164,7 @@ def _quantiles(base: Side, new: Side, key, merged, ok, out: Comparison, rng, rep
     names = tuple(QUANTILES)
     qs = tuple(QUANTILES.values())
     point = {side: quantiles(counts[used], qs, values)[0] for side, counts in merged.items()}
-    draws = {side: quantiles(replicate_counts([run.chunks[:, used] for run in s.steps[key]], replicates, rng), qs, values)
+    draws = {side: quantiles(replicate_counts([run.chunks[:, used] for run in s.steps[key] if len(run.chunks)], replicates, rng), qs, values)
              for side, s in (("base", base), ("new", new))}
     diff = draws["new"] - draws["base"]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -246,6 +250,7 @@ def to_json(comparison: Comparison, exit_code: int) -> dict[str, Any]:
         "kind": "compare",
         "confidence": comparison.confidence,
         "min_change": comparison.min_change,
+        "trim_s": comparison.trim,
         "method": "bootstrap over consecutive chunks of each run (runs drawn first when a side has several), percentile intervals; "
                   "errors: two-proportion z-test, Newcombe interval",
         "base": {"folders": [str(f) for f in comparison.base.folders], "scenarios": comparison.base.scenarios},
@@ -351,7 +356,7 @@ def suites(comparison: Comparison) -> tuple[list[Suite], list[Suite]]:
             "errors": _errors(s) or "-",
         }
         rows.append(Suite(s.step, [Case(s.step, "compare", status, case.message, case.detail)], stats=stats,
-                          notes=s.unjudged))
+                          notes=list(s.unjudged)))
     junit = Suite("compare", cases, notes=list(comparison.notes))
     if rows:
         rows[-1].notes += comparison.notes

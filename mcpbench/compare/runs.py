@@ -40,7 +40,7 @@ class Side:
 
     def merged(self, key: tuple[str, str]) -> np.ndarray:
         """The step's bucket counts over every chunk of every run."""
-        return sum(run.chunks.sum(axis=0) for run in self.steps[key])
+        return np.sum([run.chunks.sum(axis=0) for run in self.steps[key]], axis=0)
 
     def count(self, key: tuple[str, str]) -> tuple[int, int]:
         """(samples, failures) of the step over every run."""
@@ -74,15 +74,15 @@ def expand(paths: list[str]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def read_side(paths: list[str]) -> Side:
+def read_side(paths: list[str], trim: float = 0.0) -> Side:
     """Every run the paths name, read (`expand`)."""
-    return read_sides([paths])[0]
+    return read_sides([paths], trim)[0]
 
 
-def read_sides(sides: list[list[str]]) -> list[Side]:
+def read_sides(sides: list[list[str]], trim: float = 0.0) -> list[Side]:
     """Each side's runs, read: their histograms.json, else their samples, parsed in parallel
     processes when there are several and cores for them (JSON decoding: about a second per
-    million samples on an idle core).
+    million samples on an idle core). `trim`: seconds left out at each end of every run.
     """
     expanded = [expand(paths) for paths in sides]
     folders = list(dict.fromkeys(f for side in expanded for f in side))
@@ -103,7 +103,7 @@ def read_sides(sides: list[list[str]]) -> list[Side]:
         side = Side(side_folders, [scenario_name(folder) for folder in side_folders])
         for folder in side_folders:
             for key, run in read[folder].items():
-                side.steps.setdefault(key, []).append(run)
+                side.steps.setdefault(key, []).append(run.trimmed(trim))
         out.append(side)
     return out
 

@@ -16,10 +16,11 @@ RUN_TIMEOUT = 90
 
 
 def run_folder(folder: Path, *, seed: int, samples: int = SAMPLES, slower: dict[str, float] | None = None,
-               mix: dict | None = None, fail_ratio: float = 0.0, scenario: str = "synthetic", histograms: bool = True) -> Path:
+               mix: dict | None = None, fail_ratio: float = 0.0, scenario: str = "synthetic", histograms: bool = True,
+               rate: float = 2000.0, slow_start: float = 0.0) -> Path:
     """A load run folder of synthetic samples (the load's own line writer, and its histograms.json)."""
     return synthetic_run(folder, samples, seed=seed, slower=slower, mix=mix or MIX, fail_ratio=fail_ratio,
-                         scenario=scenario, with_histograms=histograms)
+                         scenario=scenario, with_histograms=histograms, rate=rate, slow_start=slow_start)
 
 
 def compare_cmd(*args) -> list[str]:
@@ -27,6 +28,7 @@ def compare_cmd(*args) -> list[str]:
 
 
 # Short real runs: `echo` (instant) and `slow` sleeping 20 ms, the tool a test slows by 20 %.
+# Side by side, two runs start a second or two apart: compare them with TRIM left out at each end.
 SCENARIO = """\
 name: compare-test
 session: long_lived
@@ -43,9 +45,12 @@ mix:
 think_time: [0.0, 0.005]
 users: 4
 spawn_rate: 4
-duration: 4s
+duration: 6s
 timeout: 10s
 """
+
+
+TRIM = "1s"
 
 
 def loads_side_by_side(tmp_path: Path, urls: dict[str, str]) -> dict[str, Path]:

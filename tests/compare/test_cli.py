@@ -142,3 +142,23 @@ def test_the_report_shows_a_comparison_beside_a_load_run(runs, tmp_path):
     page = path.read_text()
     assert "compare: base vs slower: 1 slower, 1 within noise" in lines
     assert "Comparison of load runs" in page and "<td>slower</td>" in page and page.count("<img") >= 4
+
+
+def test_trim_leaves_out_a_warm_up(tmp_path):
+    base = run_folder(tmp_path / "base", seed=1, rate=500)  # 3,000 samples over 6 s
+    warm = run_folder(tmp_path / "warm", seed=2, rate=500, slow_start=1.0)  # its first second twice as slow
+
+    def p95_changes(*args) -> dict[str, float]:
+        status, out, _ = compare(base, warm, "--out", tmp_path / "o", *args)
+        assert status == 0, out
+        data = orjson.loads((tmp_path / "o" / "compare.json").read_bytes())
+        return {s["step"]: s["quantiles"]["p95"]["rel"]["value"] for s in data["steps"]}, data
+
+    whole, _ = p95_changes()
+    trimmed, data = p95_changes("--trim", "1.2s")
+    assert all(change > 0.15 for change in whole.values()), whole
+    assert all(abs(change) < 0.08 for change in trimmed.values()), trimmed
+    assert data["trim_s"] == 1.2 and data["steps"][0]["base"]["count"] < 3000 * 0.8
+    assert "the first and last 1.2 s of every run left out (--trim)" in data["notes"]
+    status, _, err = compare(base, warm, "--trim", "soon")
+    assert status == 2 and "--trim 'soon' is not a duration" in err

@@ -8,22 +8,27 @@ real difference no resampling of the runs can tell from a change); the slowed pa
 the step not slowed is held to "not slower" rather than to "within noise".
 """
 
+import os
 import subprocess
 
 import orjson
 import pytest
 
-from tests.compare.helpers import compare_cmd, loads_side_by_side
+from tests.compare.helpers import TRIM, compare_cmd, loads_side_by_side
 from tests.support.servers import REPO_ROOT, reference_server
 
 pytestmark = pytest.mark.slow
 
 
 def judged(base, new, out) -> tuple[int, dict[str, str], str]:
-    proc = subprocess.run(compare_cmd(base, new, "--out", out, "--fail-on", "p50>+10%"), cwd=REPO_ROOT,
+    proc = subprocess.run(compare_cmd(base, new, "--out", out, "--fail-on", "p50>+10%", "--trim", TRIM), cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60)
+    output = proc.stdout + proc.stderr
+    if proc.returncode == 2 and "too few samples to judge any step" in proc.stderr:
+        # a machine so busy that 4 users made under 50 calls of a step in 4 s: no verdict is the right answer
+        pytest.skip(f"the machine is too busy for these runs (load {os.getloadavg()[0]:.0f}): {output.splitlines()[-1]}")
     steps = orjson.loads((out / "compare.json").read_bytes())["steps"]
-    return proc.returncode, {s["step"]: s["verdict"] for s in steps}, proc.stdout + proc.stderr
+    return proc.returncode, {s["step"]: s["verdict"] for s in steps}, output
 
 
 def test_the_same_build_within_noise_and_a_slowed_tool_slower_on_its_step_alone(tmp_path):
