@@ -28,7 +28,7 @@ from mcpbench.load.histograms import histogram
 SLOWER, FASTER, NOISE, TOO_FEW = "slower", "faster", "within noise", "too few samples"
 MORE_ERRORS, FEWER_ERRORS = "more errors", "fewer errors"
 VERDICT_QUANTILES = ("p50", "p95")
-# A step with fewer successful calls on either side is not judged (5 chunks of 10).
+# A step with fewer successful calls on either side is not judged: a p50 from fewer moves too much between runs.
 MIN_STEP_SAMPLES = 50
 # A quantile is judged when each side has at least this many samples beyond it.
 MIN_TAIL = 5
@@ -251,7 +251,7 @@ def to_json(comparison: Comparison, exit_code: int) -> dict[str, Any]:
         "confidence": comparison.confidence,
         "min_change": comparison.min_change,
         "trim_s": comparison.trim,
-        "method": "bootstrap over consecutive chunks of each run (runs drawn first when a side has several), percentile intervals; "
+        "method": "bootstrap over time slices of each run (runs drawn first when a side has several), percentile intervals; "
                   "errors: two-proportion z-test, Newcombe interval",
         "base": {"folders": [str(f) for f in comparison.base.folders], "scenarios": comparison.base.scenarios},
         "new": {"folders": [str(f) for f in comparison.new.folders], "scenarios": comparison.new.scenarios},

@@ -1,7 +1,7 @@
 """The statistics of a comparison, vectorised with numpy: no files, no Locust, no plotting.
 
-Quantile intervals come from a bootstrap over chunks (`runs.py` cuts each run's samples into up to
-20 consecutive chunks, each an HDR histogram): a replicate draws runs with replacement (when a side
+Quantile intervals come from a bootstrap over chunks (`load/histograms.py` cuts each run into up
+to 20 time slices, each step's latencies in a slice an HDR histogram): a replicate draws runs with replacement (when a side
 has several), then chunks with replacement within each drawn run, and adds their bucket counts; the
 quantile of a replicate is read off its cumulative counts. The interval is the percentile interval of
 the replicates (the middle `confidence` share), for each side's quantile and for the difference of
