@@ -12,6 +12,7 @@ moves too much between runs to lead the verdict.
 """
 
 import math
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,8 +127,9 @@ def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, mi
         out.notes.append(f"only in base (not compared): {', '.join(out.only_base)}")
     if out.only_new:
         out.notes.append(f"only in new (not compared): {', '.join(out.only_new)}")
-    rng = np.random.default_rng(SEED)
     for key in sorted(base.steps.keys() & new.steps.keys()):
+        # A generator per step: a step's intervals do not depend on which other steps the runs have.
+        rng = np.random.default_rng([SEED, zlib.crc32(f"{key[0]} {key[1]}".encode())])
         out.steps.append(_step(base, new, key, label[key], out, rng, replicates))
     return out
 
