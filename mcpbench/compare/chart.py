@@ -113,7 +113,7 @@ def draw(data: dict[str, Any], path: Any) -> int:
 def _side(side: dict[str, Any]) -> str:
     folders = side["folders"]
     name = folders[0].rstrip("/").rsplit("/", 1)[-1] if folders else "?"
-    return name if len(folders) == 1 else f"{name} + {len(folders) - 1} runs"
+    return name if len(folders) == 1 else f"{name} and {len(folders) - 1} more"
 
 
 def headline(data: dict[str, Any]) -> str:

@@ -133,12 +133,3 @@ def bucket_values(indices: np.ndarray, layout: HdrHistogram | None = None) -> np
         high = layout.get_highest_equivalent_value(low)
         out[i] = (low + high) / 2.0 / 1000.0
     return out
-
-
-def describe(folders: list[Path]) -> str:
-    """The folders of a side, short: one name, or the first and how many."""
-    if len(folders) == 1:
-        return str(folders[0])
-    return f"{folders[0]} and {len(folders) - 1} more"
-
-
