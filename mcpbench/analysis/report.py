@@ -27,6 +27,8 @@ from mcpbench.analysis.results import LabRun, LoadRun, ReplayReport, load_lab, l
 from mcpbench.analysis.tables import latency_table, outcome_table
 from mcpbench.analysis.timeline import outside, outside_anchor, session_anchor
 from mcpbench.analysis.traces import TraceFrames, load_trace
+from mcpbench.compare.chart import headline as compare_headline
+from mcpbench.compare.judge import read_json as read_compare
 from mcpbench.outputs import write_atomic
 from mcpbench.protocol.errors import McpbenchError
 
@@ -46,6 +48,7 @@ class Inputs:
     replays: list[ReplayReport] = field(default_factory=list)
     labs: list[LabRun] = field(default_factory=list)
     probes: list[dict] = field(default_factory=list)  # `mcpbench probe --json` files, as written
+    compares: list[dict] = field(default_factory=list)  # `mcpbench compare`'s compare.json files, as written
     sources: list[str] = field(default_factory=list)
 
 
@@ -63,7 +66,7 @@ def collect(paths: Iterable[str | os.PathLike]) -> Inputs:
         found = _count(inputs)
         _take(path, inputs, SCAN_DEPTH)
         if _count(inputs) == found:
-            raise McpbenchError(f"{path}: not a trace, load run, replay report, probe, lab run or run folder")
+            raise McpbenchError(f"{path}: not a trace, load run, replay report, probe, comparison, lab run or run folder")
         inputs.sources.append(str(path))
     if inputs.trace_files:
         inputs.traces = load_trace(inputs.trace_files)
@@ -71,7 +74,7 @@ def collect(paths: Iterable[str | os.PathLike]) -> Inputs:
 
 
 def _count(inputs: Inputs) -> int:
-    return len(inputs.trace_files) + len(inputs.loads) + len(inputs.replays) + len(inputs.labs) + len(inputs.probes)
+    return len(inputs.trace_files) + len(inputs.loads) + len(inputs.replays) + len(inputs.labs) + len(inputs.probes) + len(inputs.compares)
 
 
 def _take(path: Path, inputs: Inputs, depth: int) -> None:
@@ -80,6 +83,8 @@ def _take(path: Path, inputs: Inputs, depth: int) -> None:
             inputs.trace_files.append(path)
         elif path.suffix == ".json" and (probe := load_probe(path)) is not None:
             inputs.probes.append(probe)
+        elif path.suffix == ".json" and (comparison := read_compare(path)) is not None:
+            inputs.compares.append(comparison)
         elif path.suffix == ".json" and _is_replay_report(path):
             inputs.replays.append(load_replay(path))
         return
@@ -137,6 +142,8 @@ def headlines(inputs: Inputs) -> list[str]:
         lines.append(f"replay: {len(inputs.replays)} replays, {counts.get('identical', 0)} calls identical, {changed} changed")
     for probe in inputs.probes:
         lines.append(probe_line(probe))
+    for comparison in inputs.compares:
+        lines.append("compare: " + compare_headline(comparison))
     reconnects = [lab.reconnect for lab in inputs.labs if lab.reconnect is not None]
     if reconnects:
         lines.append("reconnect: " + reconnect_line(pd.concat(reconnects)))
@@ -211,6 +218,11 @@ def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
             checks = [row["check"] for row in probe["checks"] if row["verdict"] == verdict]
             if checks:
                 out.append(Finding(severity, f"probe {probe['probe']}: {verdict} on {', '.join(checks)}", f"#probe-{index}"))
+    for index, comparison in enumerate(inputs.compares):
+        worse = [f"{step['type']} {step['step']}" for step in comparison["steps"]
+                 if step["verdict"] == "slower" or (step.get("errors") or {}).get("verdict") == "more errors"]
+        if worse:
+            out.append(Finding("bad", f"compare: slower or more errors beyond noise on {', '.join(worse)}", f"#compare-{index}"))
     order = {"bad": 0, "warn": 1}
     return sorted(out, key=lambda f: order[f.severity])  # stable: the kinds keep the order above
 
@@ -483,6 +495,8 @@ def render(inputs: Inputs) -> str:
         sections += _lab_sections(inputs.labs)
     for index, probe in enumerate(inputs.probes):
         sections.append(_probe_section(probe, index))
+    for index, comparison in enumerate(inputs.compares):
+        sections.append(_compare_section(comparison, index))
     toc = "".join(f"<a href='#{anchor}'>{html.escape(title)}</a>" for anchor, title in SECTION_TITLE.findall("".join(sections)))
     body = [
         "<h1>mcpbench report</h1>",
@@ -522,6 +536,25 @@ def _probe_section(probe: dict, index: int) -> str:
         "Each check run against the deployment, its verdict, the evidence and the fix it suggests. "
         "A fail is something clients will hit; a warn may be.",
         page.table(checks), *drawn,
+    )
+
+
+def _compare_section(data: dict, index: int) -> str:
+    """A comparison: its table, then per judged step the two distributions and the changes with their intervals."""
+    from mcpbench.compare.chart import MAX_STEPS, plot_changes, plot_distributions
+    from mcpbench.compare.judge import TOO_FEW, table_rows
+
+    notes = "".join(f"<p class=note>{html.escape(note)}</p>" for note in data.get("notes", []))
+    parts = [f"<p>{html.escape(compare_headline(data))} (confidence {data['confidence']:.0%})</p>", notes,
+             page.table(pd.DataFrame(table_rows(data)))]
+    for step in [s for s in data["steps"] if s["verdict"] != TOO_FEW][:MAX_STEPS]:
+        parts.append(page.chart(lambda ax, s=step: plot_distributions(s, ax), height=3.0))
+        parts.append(page.chart(lambda ax, s=step: plot_changes(s, ax, data["confidence"], data["min_change"]), height=2.2))
+    return page.section(
+        f"compare-{index}", "Comparison of load runs",
+        "Each step's latency and errors in the base runs against the new ones, with intervals: a step judged "
+        "slower, or more errors, beyond noise is a regression.",
+        *parts,
     )
 
 

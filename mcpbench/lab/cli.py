@@ -62,17 +62,26 @@ def quirk_options(func):
 @click.option("--token-lifetime", default="1h", show_default=True, metavar="DURATION",
               help="--auth oauth: how long an issued token is accepted (e.g. 10s: renewals in a short run).")
 @click.option("--request-log", type=click.Path(dir_okay=False), help="HTTP: append one JSON line per request received (time, method, path).")
+@click.option("--slow", "slow_specs", multiple=True, metavar="TOOL=SHARE",
+              help="Make one tool slower on purpose: slow=20% adds 20% of its own run time, echo=+5ms a fixed delay (repeatable).")
 @quirk_options
 @map_errors
 def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool, auth_mode: str,
           token_env: str, client_id: str, client_secret_env: str, scope: str, token_lifetime: str, request_log: str | None,
-          quirks: Quirks) -> None:
+          slow_specs: tuple[str, ...], quirks: Quirks) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big and ask; resource mcpbench://greeting; prompt summarize.
+    --slow makes one of them slower on purpose (what `mcpbench compare` must then call slower).
 
     Example: mcpbench lab serve --transport streamable-http --port 8101 --auth oauth --token-lifetime 10s
     """
+    from mcpbench.lab.peers.slowdown import parse_slowdown
+
+    try:
+        slowdowns = [parse_slowdown(spec) for spec in slow_specs]
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     if transport != STREAMABLE_HTTP and (json_response or stateless):
         raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
     _check_resumable(resumable, transport, stateless)
@@ -98,7 +107,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
         )
     try:
         run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable,
-                   auth=auth, request_log=request_log, quirks=quirks)
+                   auth=auth, request_log=request_log, quirks=quirks, slowdowns=slowdowns)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
 

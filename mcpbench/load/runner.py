@@ -516,6 +516,13 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
         write_atomic(out_dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     except OSError as exc:  # the summary is still printed
         write_errors.append(f"{out_dir / 'summary.json'}: {exc.strerror or exc}")
+    if isinstance(merged, Path):  # per-step HDR histograms, what `mcpbench compare` reads
+        from mcpbench.load import histograms
+
+        try:
+            histograms.write(out_dir, merged)
+        except OSError as exc:
+            write_errors.append(f"{out_dir / histograms.FILE}: {exc.strerror or exc}")
     result.write_errors = write_errors
     return result
 

@@ -74,7 +74,7 @@ def test_report_of_one_trace_and_bad_paths(captures, tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"mcpbench: {tmp_path / 'missing.jsonl'}: no such file or folder"]
     (tmp_path / "empty").mkdir()
     proc = report_command(str(tmp_path / "empty"))
-    assert proc.returncode == 2 and "not a trace, load run, replay report, probe, lab run or run folder" in proc.stderr
+    assert proc.returncode == 2 and "not a trace, load run, replay report, probe, comparison, lab run or run folder" in proc.stderr
     assert "Traceback" not in proc.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"v":1,"ts":1.0,"session":null,"transport":"stdio","dir":null,"kind":"trace"}\nnot json\n{"v":1}\n')

@@ -37,6 +37,7 @@ Other SDK behaviour worth knowing when reading traces of this server:
 `mcp` is slow to import, so only this module imports it; the CLI imports this module lazily.
 """
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import anyio
@@ -61,6 +62,7 @@ from pydantic import Field
 
 from mcpbench import __version__
 from mcpbench.lab.peers.quirks import Quirks
+from mcpbench.lab.peers.slowdown import Slowdown, slowed
 from mcpbench.protocol.transports import TRANSPORTS
 
 if TYPE_CHECKING:
@@ -139,26 +141,32 @@ def _answer_text(request: CreateMessageRequest | ElicitRequest, answer: object) 
     return str((answer.content or {}).get(ASK_ANSWER_FIELD, ""))
 
 
-def build_server(auth: "LabAuth | None" = None) -> MCPServer:
-    """The reference server, with its tools, resource and prompt registered (protected as `auth` says)."""
+def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" = ()) -> MCPServer:
+    """The reference server, with its tools, resource and prompt registered (protected as `auth` says,
+    `slowdowns` making tools slower on purpose: `lab/peers/slowdown.py`)."""
     # WARNING, not the SDK's INFO: INFO makes uvicorn log every request, which costs CPU under load
     # and fills the stderr of servers that tests start.
     protection = {} if auth is None else {"auth": auth.settings(), "token_verifier": auth.verifier}
     server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING", **protection)
     if auth is not None:
         auth.install(server)
+    slower = {s.tool: s for s in slowdowns}
 
-    @server.tool()
+    def tool(**options: Any):
+        """`server.tool`, with the tool made slower when a slowdown names it."""
+        return lambda fn: server.tool(**options)(slowed(fn, slower.get(fn.__name__)))
+
+    @tool()
     def echo(text: str) -> str:
         """Echo the text back."""
         return text
 
-    @server.tool()
+    @tool()
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 
-    @server.tool()
+    @tool()
     async def slow(
         ctx: Context,
         seconds: Annotated[float, Field(ge=0, le=MAX_SLOW_SECONDS)] = 0.2,
@@ -171,7 +179,7 @@ def build_server(auth: "LabAuth | None" = None) -> MCPServer:
             await ctx.report_progress(step, steps, f"step {step}/{steps}")
         return f"slept {seconds:g}s in {steps} steps"
 
-    @server.tool()
+    @tool()
     def fail(message: str = "this tool always fails") -> str:
         """Always fail: the result carries isError: true and the message."""
         # ToolError is the SDK's "anticipated failure": an isError result, not a JSON-RPC error.
@@ -179,12 +187,12 @@ def build_server(auth: "LabAuth | None" = None) -> MCPServer:
 
     # Without structured output the payload is on the wire once (in `content`), not twice
     # (`content` plus `structuredContent`), so `size` is what a recorder sees.
-    @server.tool(structured_output=False)
+    @tool(structured_output=False)
     def big(size: Annotated[int, Field(ge=0, le=MAX_BIG_BYTES)] = 65536) -> str:
         """Return `size` bytes of ASCII text."""
         return big_payload(size)
 
-    @server.tool()
+    @tool()
     async def ask(question: str, ctx: Context) -> str | InputRequiredResult:
         """Ask the client: sampling if declared, else elicitation, else say neither is supported."""
         request = _ask_request(question, ctx.client_capabilities)
@@ -234,18 +242,20 @@ def serve(
     auth: "LabAuth | None" = None,
     request_log: str | None = None,
     quirks: "Quirks | None" = None,
+    slowdowns: "Sequence[Slowdown]" = (),
 ) -> None:
     """Run the reference server on `transport` until it is stopped (blocks).
 
     `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
     Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`);
     `quirks` to both HTTP transports (`lab/peers/quirks.py`).
+    `slowdowns`: tools made slower on purpose (`lab/peers/slowdown.py`).
     `auth`: the protection of the HTTP transports (`lab/peers/auth_server.py`); `request_log`: a file
     the HTTP transports append a line to per request (`lab/peers/request_log.py`).
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
-    server = build_server(auth)
+    server = build_server(auth, slowdowns)
     if transport == "stdio":
         server.run(transport="stdio")
         return
