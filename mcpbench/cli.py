@@ -210,6 +210,7 @@ def bench(name, quick):
 
 def _register() -> None:
     # Each capability owns its commands; they import their heavy parts lazily.
+    from mcpbench.fuzz.cli import fuzz
     from mcpbench.lab.cli import lab
     from mcpbench.load.cli import load
     from mcpbench.probe.cli import probe
@@ -218,7 +219,7 @@ def _register() -> None:
     from mcpbench.replay.cli import diff, replay, serve_trace
     from mcpbench.telemetry.cli import export
 
-    for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load, probe):
+    for command in (lab, faults, record, addon_path, export, replay, diff, serve_trace, load, probe, fuzz):
         main.add_command(command)
 
 

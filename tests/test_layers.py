@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.load": 4,
     "mcpbench.analysis": 5,
     "mcpbench.probe": 5,
+    "mcpbench.fuzz": 5,
     "mcpbench.live": 6,
     "mcpbench.telemetry": 6,
     "mcpbench.lab.peers": 6,
