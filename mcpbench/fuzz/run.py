@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpbench.auth.options import ClientAccess
-from mcpbench.fuzz.cases import Case, cases
+from mcpbench.fuzz.cases import VALID, Case, cases
 from mcpbench.fuzz.findings import Finding
 from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, judge, slow_bound
 from mcpbench.fuzz.session import FuzzSession, Outcome
@@ -228,7 +228,7 @@ class Fuzzer:
         return tools
 
     def _fuzz_tool(self, tool: ToolInfo, tools_left: int) -> None:
-        from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed, settings
+        from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
         now = time.monotonic()
         self._tool_deadline = now + (self._deadline - now) / tools_left if self._deadline != float("inf") else float("inf")
@@ -237,18 +237,23 @@ class Fuzzer:
         self._tool_calls = 0
         self._share = share
         seeds = tuple(self.settings.seeds.get(tool.name, ()))
-
-        @settings(database=None, deadline=None, max_examples=share, derandomize=False, report_multiple_bugs=True,
-                  suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-                  phases=(Phase.explicit, Phase.generate, Phase.shrink))
-        @seed(zlib.crc32(f"{self.settings.seed}:{tool.name}".encode()))
-        @given(cases(tool.name, tool.input_schema or {}, seeds))
-        def check(case: Case) -> None:
-            self._one(tool, case)
-
-        for args in seeds[:share]:  # recorded calls first, as they were
-            check = example(Case(tool.name, "valid", args, seeded=True))(check)
         try:
+            for args in seeds[:share]:  # the recorded calls first, as they were (outside Hypothesis: a finding
+                try:                    # among them must not end the tool's generation)
+                    self._one(tool, Case(tool.name, VALID, args, seeded=True))
+                except _Finding:
+                    pass
+            if self._tool_calls >= share:
+                return
+
+            @settings(database=None, deadline=None, max_examples=share - self._tool_calls, derandomize=False,
+                      report_multiple_bugs=True, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+                      phases=(Phase.generate, Phase.shrink))
+            @seed(zlib.crc32(f"{self.settings.seed}:{tool.name}".encode()))
+            @given(cases(tool.name, tool.input_schema or {}, seeds))
+            def check(case: Case) -> None:
+                self._one(tool, case)
+
             check()
         except _Stop:
             pass

@@ -82,3 +82,15 @@ def test_ctrl_c_mid_run_keeps_the_findings_so_far(tmp_path):
     assert proc.returncode == 130, err
     data = json.loads(out.read_text())
     assert data["interrupted"] and data["findings"] and all(f["trace"] for f in data["findings"])
+
+
+def test_recorded_calls_are_sent_first_as_they_were(tmp_path):
+    from mcpbench.trace.writer import TraceWriter
+
+    recorded = tmp_path / "recorded.jsonl"
+    with TraceWriter(recorded, transport="stdio") as writer:
+        writer.message("s1", "c2s", b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"parse","arguments":{"text":"seven"}}}', 1.0)
+    result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--trace", str(recorded), "--tool", "parse", "--cases", "1", "--seed", "4")
+    assert result.returncode == 1 and data["calls"] == 1, result.stderr
+    [leak] = data["findings"]
+    assert leak["class"] == "leak" and leak["seeded"] and leak["arguments"] == {"text": "seven"}
