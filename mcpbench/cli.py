@@ -191,7 +191,7 @@ def finish_traces(traces):
             raise TraceError(f"{path}: its spool {spool.spool_path(path)} does not continue it (another recording's?): both left as they are")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live", "telemetry", "soak")
+BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live", "telemetry", "soak", "fuzz")
 
 
 @main.command()
