@@ -42,6 +42,8 @@ def seeds_from_traces(paths: tuple[str, ...]) -> dict[str, list]:
 @click.option("--read-only-only", is_flag=True, help="Call only tools annotated readOnlyHint (and those --allow names).")
 @click.option("--tool", "only", multiple=True, metavar="TOOL", help="Fuzz only TOOL (repeatable).")
 @click.option("--skip", multiple=True, metavar="TOOL", help="Leave TOOL out (repeatable).")
+@click.option("--protocol/--no-protocol", default=True, show_default=True,
+              help="Also send the protocol cases (malformed JSON, odd ids, a batch, an oversized message, ...), each followed by a ping.")
 @click.option("--rate", type=POSITIVE, metavar="R", help="At most R calls a second (a shared server stays usable).")
 @click.option("--hang-after", default="10s", show_default=True, metavar="T", help="A call unanswered this long is a hang.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the run and its findings to FILE (JSON).")
@@ -50,7 +52,7 @@ def seeds_from_traces(paths: tuple[str, ...]) -> dict[str, list]:
 @ci_options
 @client_options
 @map_errors
-def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, rate, hang_after, json_out, out_dir,
+def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, rate, hang_after, json_out, out_dir,
          junit_xml, summary_md, client):
     """Find the inputs that crash, hang or leak in an MCP server; every finding a trace `mcpbench replay` reproduces.
 
@@ -60,6 +62,8 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     schema one way at a time (a missing required property, a wrong type, an extra property, a
     boundary number, an odd or huge string, deep nesting), the --trace calls' arguments first.
     Each answer is judged: crash, hang, leak, accepted-invalid, output-schema, protocol, slow.
+    Protocol cases (malformed JSON, a wrong jsonrpc, odd ids, an unknown method, a notification for
+    a request, a batch, an oversized message) go first, each followed by a ping the server must answer.
     Tools annotated destructiveHint are never called unless --allow names them.
 
     Exit status: 0 nothing found, 1 findings, 2 unusable input, 3 the target cannot be reached or is not MCP.
@@ -84,7 +88,7 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     hang = positive_duration(hang_after, "--hang-after")
     seed = secrets.randbits(32) if seed is None else seed
     settings = Settings(seed=seed, budget=seconds, cases=cases, hang_after=hang, rate=rate, allow=tuple(allow),
-                        read_only_only=read_only_only, only=tuple(only), skip=tuple(skip), seeds=seeds_from_traces(traces))
+                        read_only_only=read_only_only, only=tuple(only), skip=tuple(skip), seeds=seeds_from_traces(traces), protocol=protocol)
     if parsed.url:
         access.headers_now()  # a token that cannot be had: one line before any case
     run = Fuzzer(parsed, settings, access=access, say=lambda line: click.echo(line, err=True)).execute()
@@ -104,7 +108,7 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
         if run.findings:
             click.echo(f"mcpbench: each finding's trace is in {folder}/ (mcpbench replay TRACE {target!r} reproduces it)", err=True)
         if json_out:
-            data = {"target": str(parsed), "seed": seed, "calls": run.calls, "seconds": run.seconds, "cases_digest": run.digest(),
+            data = {"target": str(parsed), "seed": seed, "calls": run.calls, "protocol_cases": run.protocol_cases, "seconds": run.seconds, "cases_digest": run.digest(),
                     "interrupted": run.interrupted, "ended": run.ended, "tools": tools, "skipped": run.skipped,
                     "notes": run.notes, "findings": [f.to_json() for f in run.findings]}
             write_atomic(json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")

@@ -16,8 +16,8 @@ import orjson
 
 from mcpbench.ci.cases import FAILED, PASSED, Case as CiCase, Suite
 from mcpbench.fuzz.cases import Case
-from mcpbench.fuzz.session import Logged
-from mcpbench.trace.format import Kind
+from mcpbench.fuzz.session import RAW, Logged
+from mcpbench.trace.format import Kind, text_or_b64
 from mcpbench.trace.writer import TraceWriter
 
 # The arguments shown in the table are cut to this many characters.
@@ -57,7 +57,12 @@ def write_trace(finding: Finding, path: Path, transport: str, target: str) -> Pa
     with TraceWriter(path, transport=transport, header={"fuzz": {"class": finding.cls, "tool": finding.case.tool},
                                                          "target": target}) as writer:
         for direction, raw, ts in finding.log:
-            writer.message(session, direction, raw, ts)
+            if direction == RAW:  # a protocol case's bytes: not a message, kept as the violation they are
+                writer.write({"kind": Kind.VIOLATION, "session": session, "dir": "c2s", "ts": ts,
+                              "code": "invalid-message", "detail": f"fuzz protocol case {finding.case.kind}",
+                              "raw": text_or_b64(raw)})
+            else:
+                writer.message(session, direction, raw, ts)
         if finding.failure is not None:
             writer.write({"kind": Kind.ERROR, "session": session, "dir": "c2s", "detail": f"tools/call: {finding.failure}"})
     finding.trace = path

@@ -22,6 +22,7 @@ from mcpbench.auth.options import ClientAccess
 from mcpbench.fuzz.cases import VALID, Case, cases
 from mcpbench.fuzz.findings import Finding
 from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, judge, slow_bound
+from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, protocol_cases
 from mcpbench.fuzz.session import FuzzSession, Outcome
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.target import STDIO, Target
@@ -33,6 +34,8 @@ DEFAULT_HANG_AFTER = 10.0
 # Of each finding, shrinking may spend at most this many calls: a crashing stdio server costs a
 # restart per call, and a small case found soon beats the smallest found late.
 SHRINK_CALLS = 10
+# How long what a protocol case's bytes bring back is read before the ping.
+PROTOCOL_WAIT = 0.3
 # Calls per tool when only a time budget bounds the run.
 UNBOUNDED_CASES = 100_000
 
@@ -84,6 +87,7 @@ class Settings:
     only: tuple[str, ...] = ()  # fuzz only these tools
     skip: tuple[str, ...] = ()  # leave these tools out
     seeds: dict[str, list[Any]] = field(default_factory=dict)  # tool -> recorded arguments
+    protocol: bool = True  # send the protocol cases (`protocol_cases.py`) too
 
 
 @dataclass
@@ -93,7 +97,8 @@ class FuzzRun:
     tools: list[ToolInfo] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # tool -> why it was not called
     findings: list[Finding] = field(default_factory=list)
-    calls: int = 0
+    calls: int = 0  # tool calls (what --cases bounds)
+    protocol_cases: int = 0  # protocol cases sent, each followed by a ping
     sent: list[Case] = field(default_factory=list)  # every case, in the order sent
 
     def digest(self) -> str:
@@ -196,6 +201,8 @@ class Fuzzer:
             self.run.tools = [tool for tool in tools if (why := skip_reason(tool, self.settings)) is None
                               or self.run.skipped.setdefault(tool.name, why) is None]
             self.say(f"mcpbench: fuzzing {len(self.run.tools)} of {len(tools)} tools of {self.run.target} (seed {self.settings.seed})")
+            if self.settings.protocol:
+                self._protocol()
             for index, tool in enumerate(self.run.tools):
                 if self.run.ended or time.monotonic() >= self._deadline:
                     break
@@ -262,6 +269,33 @@ class Fuzzer:
         except Exception as exc:  # noqa: BLE001 - findings (kept already) or Hypothesis giving up on a flaky server
             if not isinstance(exc, (_Finding, ExceptionGroup)) and "Flaky" not in type(exc).__name__:
                 self.run.notes.append(f"{tool.name}: {type(exc).__name__}: {exc}".splitlines()[0])
+
+    def _protocol(self) -> None:
+        """Each protocol case, then a ping: the server must survive it (a crash, a 5xx, a hang otherwise)."""
+        for case in protocol_cases():
+            if time.monotonic() >= self._deadline or self.run.ended:
+                return
+            self._pace()
+            try:
+                session = self._session()
+            except _Stop:
+                return
+            sent = session.send_raw(case.payload, PROTOCOL_WAIT)
+            ping = session.call("ping", None, self.settings.hang_after) if not sent.lost else sent
+            self.run.protocol_cases += 1
+            verdict = None
+            if sent.lost or ping.lost:
+                verdict = (CRASH, f"after it, {ping.detail or sent.detail or 'the session was lost'}")
+            elif sent.status is not None and sent.status >= 500:
+                verdict = (CRASH, f"answered HTTP {sent.status}")
+            elif ping.timed_out:
+                verdict = (HANG, f"after it, a ping got {ping.detail}")
+                session.close()
+                self.session = None
+            if verdict is not None:
+                shown = Case(PROTOCOL_TOOL, case.name, case.shown(), case.name)
+                log = session.handshake + sent.log + (ping.log if ping is not sent else [])
+                self._keep(Finding(verdict[0], shown, verdict[1], log, failure=verdict[1]))
 
     def _one(self, tool: ToolInfo, case: Case) -> None:
         """Send one case, judge it; raise its class when it is a finding (Hypothesis then shrinks it)."""

@@ -21,11 +21,15 @@ from mcpbench.protocol.client import Answered, ClientConnection, Failed, Garbled
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
-from mcpbench.replay.transports import Lost, ReplayTransport, open_transport
-from mcpbench.target import Target
+from mcpbench.replay.transports import Lost, Opened, ReplayTransport, open_transport
+from mcpbench.target import STDIO, Target
 
-# One logged message: (direction "c2s" / "s2c", the JSON text, wall time).
+# One logged message: (direction "c2s" / "s2c", the JSON text, wall time); RAW: bytes sent as they
+# are (a protocol case), which need not be JSON.
 Logged = tuple[str, bytes, float]
+RAW = "c2s-raw"
+# The notification whose headers a protocol case's bytes are sent with (never sent itself).
+RAW_METHOD = "notifications/mcpbench-fuzz"
 
 
 @dataclass
@@ -101,6 +105,29 @@ class FuzzSession:
             return Outcome(lost=True, detail=self.lost, failure="session-lost")
         return self._exchange(self.conn.request(method, params, ts=time.perf_counter()), timeout, [])
 
+    def send_raw(self, data: bytes, wait: float) -> Outcome:
+        """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers),
+        and read what comes back for `wait` seconds (an HTTP answer's status; a lost carrier)."""
+        if self.lost:
+            return Outcome(lost=True, detail=self.lost, failure="session-lost")
+        out = self.conn.notify(RAW_METHOD)  # this session's headers and URL; the bytes are replaced
+        out.data = data + b"\n" if self.transport.kind == STDIO else data
+        outcome = Outcome(log=[(RAW, data, time.time())])
+        self.transport.send(out)
+        deadline = time.perf_counter() + wait
+        while not outcome.lost and (remaining := deadline - time.perf_counter()) > 0:
+            item = self.transport.next_item(self.items, remaining)
+            if item is None:
+                break
+            if type(item) is Lost and item.fatal:
+                outcome.lost, outcome.detail = True, item.reason
+                self.lost = item.reason
+                break
+            if type(item) is Opened and item.out is out:
+                outcome.status = item.status
+            self._events(self.transport.receive(item), None, outcome.log, outcome)
+        return outcome
+
     def _exchange(self, out, timeout: float, log: list[Logged]) -> Outcome:
         outcome = Outcome(log=log)
         log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
@@ -160,4 +187,4 @@ class FuzzSession:
             self.conn.close()
 
 
-__all__ = ["FuzzSession", "Logged", "Outcome"]
+__all__ = ["RAW", "FuzzSession", "Logged", "Outcome"]

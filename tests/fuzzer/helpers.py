@@ -55,3 +55,18 @@ def faulty_http(transport: str = "streamable-http") -> Iterator[str]:
         yield f"http://{HOST}:{port}/mcp" if transport == "streamable-http" else f"sse+http://{HOST}:{port}/sse"
     finally:
         stop_process(proc)
+
+
+# A stdio server of a few lines that exits on a line that is not JSON: a protocol case's crash.
+FRAGILE_SERVER: Final = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)  # a line that is not JSON ends the process with a traceback
+    if "id" not in message or not isinstance(message, dict):
+        continue
+    method = message.get("method")
+    result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fragile", "version": "1"}} \\
+        if method == "initialize" else {"tools": []} if method == "tools/list" else {}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+FRAGILE_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-c", FRAGILE_SERVER])

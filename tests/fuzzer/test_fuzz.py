@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from tests.fuzzer.helpers import (
-    FAULTY_STDIO, MCPBENCH, REFERENCE_STDIO, RUN_TIMEOUT, faulty_http, found, fuzz, fuzz_json, replay_row,
+    FAULTY_STDIO, FRAGILE_STDIO, MCPBENCH, REFERENCE_STDIO, RUN_TIMEOUT, faulty_http, found, fuzz, fuzz_json, replay_row,
 )
 from tests.support.servers import REPO_ROOT
 
@@ -47,7 +47,7 @@ def test_the_reference_server_gives_no_finding(tmp_path):
     # `slow` sleeps up to 30 s by design: a hang by any bound a short run can wait.
     result, data = fuzz_json(REFERENCE_STDIO, tmp_path, "--cases", "60", "--seed", "3", "--skip", "slow")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert data["findings"] == [] and data["calls"] >= 50 and "echo" in data["tools"]
+    assert data["findings"] == [] and data["calls"] >= 50 and "echo" in data["tools"] and data["protocol_cases"] == 16
 
 
 def test_the_seed_repeats_a_run_exactly(tmp_path):
@@ -94,3 +94,14 @@ def test_recorded_calls_are_sent_first_as_they_were(tmp_path):
     assert result.returncode == 1 and data["calls"] == 1, result.stderr
     [leak] = data["findings"]
     assert leak["class"] == "leak" and leak["seeded"] and leak["arguments"] == {"text": "seven"}
+
+
+def test_a_server_that_dies_on_a_protocol_case_is_a_crash_whose_trace_keeps_the_bytes(tmp_path):
+    from mcpbench.trace.reader import read_trace
+
+    result, data = fuzz_json(FRAGILE_STDIO, tmp_path, "--cases", "1", "--seed", "5")
+    assert result.returncode == 1, result.stderr
+    crash = next(f for f in data["findings"] if f["tool"] == "(protocol)")
+    assert crash["class"] == "crash" and crash["kind"] == "malformed-json"
+    [violation] = [e for e in read_trace(crash["trace"]) if e["kind"] == "violation"]
+    assert violation["raw"].startswith('{"jsonrpc": "2.0", "id": "fz-1"')
