@@ -32,7 +32,7 @@ def measure(transport: str, config: dict) -> dict:
     from mcpbench.fuzz.run import Fuzzer, Settings
 
     with reference_server(transport) as server:
-        settings = Settings(seed=config["seed"], cases=config["cases"], skip=("slow",))
+        settings = Settings(seed=config["seed"], cases=config["cases"], skip=("slow",), protocol=False)
         run = Fuzzer(parse_target(_target(transport, server)), settings).execute()
     return {"calls": run.calls, "seconds": run.seconds, "cases_per_second": run.calls / run.seconds if run.seconds else 0.0,
             "findings": [f.to_json() for f in run.findings], "tools": [tool.name for tool in run.tools]}

@@ -151,6 +151,8 @@ class FuzzSession:
             self._events(self.transport.receive(item), wanted, log, outcome)
         if outcome.answer is not None:
             outcome.latency = time.perf_counter() - sent
+        if outcome.lost and getattr(self.transport, "exit_detail", None):  # a stdio process's exit status says more
+            outcome.detail = self.lost = self.transport.exit_detail
         return outcome
 
     def _events(self, events: list, wanted: Any, log: list[Logged], outcome: Outcome) -> None:

@@ -21,9 +21,13 @@ REPLAYED = {"crash": "unanswered", "hang": "unanswered", "leak": "identical", "a
 
 
 def test_every_planted_fault_is_found_on_stdio_the_destructive_tool_left_alone_and_each_trace_replays(tmp_path):
-    result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--cases", "60", "--seed", "1", "--hang-after", "2")
+    junit, summary = tmp_path / "fuzz.xml", tmp_path / "fuzz.md"
+    result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--cases", "60", "--seed", "1", "--hang-after", "2", "--no-protocol",
+                             "--junit-xml", str(junit), "--summary-md", str(summary))
     assert result.returncode == 1, result.stderr
     assert PLANTED | {("crash", "divide")} <= found(data), result.stdout
+    assert "exited with status 3" in next(f["evidence"] for f in data["findings"] if f["class"] == "crash")
+    assert junit.read_text().count("<failure") == len(data["findings"]) and "fuzz" in summary.read_text()
     assert "wipe" not in data["tools"] and "destructiveHint" in data["skipped"]["wipe"]
     assert "class" in result.stdout.splitlines()[0] and "seed 1" in result.stderr
     for finding in data["findings"]:
