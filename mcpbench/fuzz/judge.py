@@ -14,9 +14,9 @@ from mcpbench.fuzz.cases import VALID, Case
 from mcpbench.fuzz.session import Outcome
 from mcpbench.stats import percentile
 
-CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW = (
-    "crash", "hang", "leak", "accepted-invalid", "output-schema", "protocol", "slow")
-CLASSES = (CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW)
+CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC = (
+    "crash", "hang", "leak", "accepted-invalid", "output-schema", "protocol", "slow", "non-deterministic")
+CLASSES = (CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC)
 
 # What gives a server's insides away in an answer: a stack trace, a file path, a secret.
 LEAKS: tuple[tuple[str, re.Pattern], ...] = (
@@ -123,6 +123,24 @@ def judge(case: Case, outcome: Outcome, input_schema: dict | None, output_schema
     return verdicts
 
 
+def repeatable(annotations: dict) -> bool:
+    """Whether a tool says the same input gives the same answer (annotated read-only or idempotent)."""
+    return annotations.get("readOnlyHint") is True or annotations.get("idempotentHint") is True
+
+
+def differs(first: Outcome, second: Outcome) -> Verdict | None:
+    """A repeatable tool answering the same call differently (`_meta` aside): non-deterministic."""
+    if type(first.answer) is not type(second.answer):
+        return Verdict(NON_DETERMINISTIC, "the same call answered once with a result, once with an error")
+    if first.result is None or second.result is None:
+        return None
+    one, two = ({k: v for k, v in result.items() if k != "_meta"} if isinstance(result, dict) else result
+                for result in (first.result, second.result))
+    if one == two:
+        return None
+    return Verdict(NON_DETERMINISTIC, _short(f"the same call answered {_texts(one)} then {_texts(two)}"))
+
+
 def slow_bound(latencies: list[float]) -> float | None:
     """The latency past which a call is slow, from the run's answered calls (None: too few to say)."""
     if len(latencies) < SLOW_MIN_CALLS:
@@ -131,4 +149,4 @@ def slow_bound(latencies: list[float]) -> float | None:
     return max(median * SLOW_FACTOR, median + SLOW_MARGIN)
 
 
-__all__ = ["CLASSES", "Verdict", "judge", "leak", "schema_problem", "slow_bound"]
+__all__ = ["CLASSES", "Verdict", "differs", "judge", "leak", "repeatable", "schema_problem", "slow_bound"]

@@ -21,7 +21,7 @@ from typing import Any
 from mcpbench.auth.options import ClientAccess
 from mcpbench.fuzz.cases import VALID, Case, cases
 from mcpbench.fuzz.findings import Finding
-from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, judge, slow_bound
+from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, differs, judge, repeatable, slow_bound
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, protocol_cases
 from mcpbench.fuzz.session import FuzzSession, Outcome
 from mcpbench.protocol.errors import McpbenchError, TargetError
@@ -314,6 +314,12 @@ class Fuzzer:
         self._tool_calls += 1
         self.run.sent.append(case)
         verdicts = judge(case, outcome, tool.input_schema, tool.output_schema)
+        if not verdicts and case.kind == VALID and outcome.answer is not None and repeatable(tool.annotations):
+            again = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after)
+            self.run.calls += 1
+            if (verdict := differs(outcome, again)) is not None:
+                verdicts = [verdict]
+                outcome.log += again.log
         if outcome.latency is not None and not verdicts:
             self.latencies.append((outcome.latency, case, outcome))
         if outcome.timed_out and session is self.session:  # the call may still be running: a fresh session for the next

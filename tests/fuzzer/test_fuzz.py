@@ -14,10 +14,11 @@ from tests.support.servers import REPO_ROOT
 pytestmark = pytest.mark.slow  # server processes, restarted after each crash and hang
 
 # (class, tool) planted in lab/peers/faulty_server.py, but for the crash, which ends an HTTP server.
-PLANTED = {("hang", "lookup"), ("leak", "parse"), ("accepted-invalid", "store"), ("output-schema", "stats")}
+PLANTED = {("hang", "lookup"), ("leak", "parse"), ("accepted-invalid", "store"), ("output-schema", "stats"),
+           ("non-deterministic", "roll")}
 # What a replay of each class's trace shows: the server again not answering, or answering as recorded.
 REPLAYED = {"crash": "unanswered", "hang": "unanswered", "leak": "identical", "accepted-invalid": "identical",
-            "output-schema": "identical"}
+            "output-schema": "identical", "non-deterministic": "changed"}
 
 
 def test_every_planted_fault_is_found_on_stdio_the_destructive_tool_left_alone_and_each_trace_replays(tmp_path):

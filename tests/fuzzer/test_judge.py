@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
 from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, Case, cases
-from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, OUTPUT_SCHEMA, judge, slow_bound
+from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, differs, judge, repeatable, slow_bound
 from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import Outcome
@@ -87,3 +87,11 @@ def test_slow_needs_enough_calls_and_a_margin_over_the_median():
 def test_destructive_tools_are_called_only_when_allowed(annotations, allow, read_only_only, called):
     settings_ = Settings(seed=0, allow=allow, read_only_only=read_only_only)
     assert (skip_reason(ToolInfo("t", SCHEMA, None, annotations), settings_) is None) is called
+
+
+def test_a_repeatable_tool_answering_differently_is_non_deterministic():
+    same = {"content": [{"type": "text", "text": "4"}]}
+    assert differs(answered(same), answered({**same, "_meta": {"at": 2}})) is None
+    assert differs(answered(same), answered({"content": [{"type": "text", "text": "5"}]})).cls == NON_DETERMINISTIC
+    assert differs(answered(same), Outcome(answer=ErrorResponse(id=1, code=-1, message="x"))).cls == NON_DETERMINISTIC
+    assert repeatable({"idempotentHint": True}) and repeatable({"readOnlyHint": True}) and not repeatable({})

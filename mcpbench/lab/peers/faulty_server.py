@@ -10,6 +10,7 @@ Tools and their faults:
 - `parse(text)`: a text that is not a number is answered with the Python traceback: a leak.
 - `store(count)`: its schema asks for an integer, but it takes anything: accepted-invalid.
 - `stats(n)`: its outputSchema says `total` is a string; it answers a number: output-schema.
+- `roll(sides)`: annotated readOnlyHint, answers differently each time: non-deterministic.
 - `wipe()`: annotated destructiveHint, and crashes if called: the fuzzer must leave it alone.
 - `ping_tool()`: behaves, read-only.
 
@@ -20,6 +21,7 @@ and does another). That uses the SDK's private tool manager, as `variant_server.
 
 import argparse
 import os
+import secrets
 import traceback
 from typing import Any, Final, TypedDict
 
@@ -82,6 +84,11 @@ def build_server() -> MCPServer:
     def wipe() -> str:
         """Destructive: never to be called by a fuzzer unless allowed (it crashes the process)."""
         os._exit(CRASH_STATUS)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def roll(sides: int = 6) -> str:
+        """Read-only, yet a new answer each time: planted non-deterministic."""
+        return str(secrets.randbelow(max(2, min(sides, 1000))) + 1) + "/" + secrets.token_hex(4)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def ping_tool() -> str:
