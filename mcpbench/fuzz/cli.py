@@ -62,7 +62,7 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     schema one way at a time (a missing required property, a wrong type, an extra property, a
     boundary number, an odd or huge string, deep nesting), the --trace calls' arguments first.
     Each answer is judged: crash, hang, leak, accepted-invalid, output-schema, protocol,
-    non-deterministic (a read-only or idempotent tool), slow.
+    non-deterministic (a read-only or idempotent tool), slow, memory (a stdio server's).
     Protocol cases (malformed JSON, a wrong jsonrpc, odd ids, an unknown method, a notification for
     a request, a batch, an oversized message) go first, each followed by a ping the server must answer.
     Tools annotated destructiveHint are never called unless --allow names them.

@@ -14,9 +14,9 @@ from mcpbench.fuzz.cases import VALID, Case
 from mcpbench.fuzz.session import Outcome
 from mcpbench.stats import percentile
 
-CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC = (
-    "crash", "hang", "leak", "accepted-invalid", "output-schema", "protocol", "slow", "non-deterministic")
-CLASSES = (CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC)
+CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC, MEMORY = (
+    "crash", "hang", "leak", "accepted-invalid", "output-schema", "protocol", "slow", "non-deterministic", "memory")
+CLASSES = (CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC, MEMORY)
 
 # What gives a server's insides away in an answer: a stack trace, a file path, a secret.
 LEAKS: tuple[tuple[str, re.Pattern], ...] = (
@@ -29,6 +29,9 @@ LEAKS: tuple[tuple[str, re.Pattern], ...] = (
 # least SLOW_MARGIN seconds past it (loopback medians are a millisecond: a scheduler hiccup is not slow).
 SLOW_FACTOR = 20.0
 SLOW_MARGIN = 1.0
+# An answer larger than this is not judged slow: moving it takes its time (the reference server's
+# `big` at its 16 MiB bound takes a second over Streamable HTTP on a busy machine).
+SLOW_MAX_BYTES = 1 << 20
 # Fewer answered calls than this give no median worth comparing with.
 SLOW_MIN_CALLS = 20
 
@@ -141,6 +144,21 @@ def differs(first: Outcome, second: Outcome) -> Verdict | None:
     return Verdict(NON_DETERMINISTIC, _short(f"the same call answered {_texts(one)} then {_texts(two)}"))
 
 
+# A stdio server's resident memory has grown, over one process's calls, when it rose by more than
+# MEMORY_GROWTH bytes and to more than MEMORY_FACTOR times what it was after its first calls (an SDK
+# server warms its caches in the first few), over at least MEMORY_MIN_CALLS calls.
+MEMORY_GROWTH = 64 << 20
+MEMORY_FACTOR = 1.5
+MEMORY_MIN_CALLS = 5
+
+
+def memory_grew(first: int, last: int, calls: int) -> Verdict | None:
+    """`first` and `last` resident bytes of one process, `calls` calls apart: a memory finding, or None."""
+    if calls < MEMORY_MIN_CALLS or last - first <= MEMORY_GROWTH or last <= first * MEMORY_FACTOR:
+        return None
+    return Verdict(MEMORY, f"resident memory rose from {first / 2**20:.0f} MiB to {last / 2**20:.0f} MiB over {calls} calls")
+
+
 def slow_bound(latencies: list[float]) -> float | None:
     """The latency past which a call is slow, from the run's answered calls (None: too few to say)."""
     if len(latencies) < SLOW_MIN_CALLS:
@@ -149,4 +167,4 @@ def slow_bound(latencies: list[float]) -> float | None:
     return max(median * SLOW_FACTOR, median + SLOW_MARGIN)
 
 
-__all__ = ["CLASSES", "Verdict", "differs", "judge", "leak", "repeatable", "schema_problem", "slow_bound"]
+__all__ = ["CLASSES", "Verdict", "differs", "memory_grew", "judge", "leak", "repeatable", "schema_problem", "slow_bound"]

@@ -21,7 +21,7 @@ from typing import Any
 from mcpbench.auth.options import ClientAccess
 from mcpbench.fuzz.cases import VALID, Case, cases
 from mcpbench.fuzz.findings import Finding
-from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, differs, judge, repeatable, slow_bound
+from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, judge, memory_grew, repeatable, slow_bound
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, protocol_cases
 from mcpbench.fuzz.session import FuzzSession, Outcome
 from mcpbench.protocol.errors import McpbenchError, TargetError
@@ -34,6 +34,8 @@ DEFAULT_HANG_AFTER = 10.0
 # Of each finding, shrinking may spend at most this many calls: a crashing stdio server costs a
 # restart per call, and a small case found soon beats the smallest found late.
 SHRINK_CALLS = 10
+# A stdio server's memory baseline is taken after this many calls (its caches warmed).
+MEMORY_BASELINE_CALLS = 5
 # How long what a protocol case's bytes bring back is read before the ping.
 PROTOCOL_WAIT = 0.3
 # Calls per tool when only a time budget bounds the run.
@@ -162,6 +164,7 @@ class Fuzzer:
         self._tool_deadline = float("inf")
         self._tool_calls = 0
         self._shrinking: dict[tuple[str, str], int] = defaultdict(int)
+        self._rss: list | None = None  # [session, baseline bytes, calls] of the stdio process sampled
 
     # ---- sessions --------------------------------------------------------------------------------
 
@@ -313,6 +316,7 @@ class Fuzzer:
         self.run.calls += 1
         self._tool_calls += 1
         self.run.sent.append(case)
+        self._memory(session, case, outcome)
         verdicts = judge(case, outcome, tool.input_schema, tool.output_schema)
         if not verdicts and case.kind == VALID and outcome.answer is not None and repeatable(tool.annotations):
             again = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after)
@@ -320,7 +324,7 @@ class Fuzzer:
             if (verdict := differs(outcome, again)) is not None:
                 verdicts = [verdict]
                 outcome.log += again.log
-        if outcome.latency is not None and not verdicts:
+        if outcome.latency is not None and not verdicts and sum(len(raw) for way, raw, _ in outcome.log if way == "s2c") <= SLOW_MAX_BYTES:
             self.latencies.append((outcome.latency, case, outcome))
         if outcome.timed_out and session is self.session:  # the call may still be running: a fresh session for the next
             session.close()
@@ -332,6 +336,20 @@ class Fuzzer:
             self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log,
                                failure=outcome.detail if verdict.cls in (CRASH, HANG) else None))
         raise _found(first.cls)(first.evidence)
+
+    def _memory(self, session: FuzzSession, case: Case, outcome: Outcome) -> None:
+        """Sample a stdio server's resident memory after each call: the baseline after its first calls, then
+        each sample set against it (one process at a time: a restarted server starts again)."""
+        rss = session.resident()
+        if rss is None or outcome.lost:
+            return
+        if self._rss is None or self._rss[0] is not session:
+            self._rss = [session, None, 0]
+        self._rss[2] += 1
+        if self._rss[2] == MEMORY_BASELINE_CALLS:
+            self._rss[1] = rss
+        elif self._rss[1] is not None and (verdict := memory_grew(self._rss[1], rss, self._rss[2] - MEMORY_BASELINE_CALLS)):
+            self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log))
 
     def _keep(self, finding: Finding) -> None:
         known = self.found.get(finding.key)

@@ -10,6 +10,7 @@ Every message sent and received is kept (`log`), so a finding can be written as 
 connection) is `lost`; the runner opens another.
 """
 
+import os
 import queue
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from mcpbench.target import STDIO, Target
 # are (a protocol case), which need not be JSON.
 Logged = tuple[str, bytes, float]
 RAW = "c2s-raw"
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # The notification whose headers a protocol case's bytes are sent with (never sent itself).
 RAW_METHOD = "notifications/mcpbench-fuzz"
 
@@ -177,6 +179,17 @@ class FuzzSession:
                     self.transport.send(event.reply)
             elif hasattr(event, "message"):
                 log.append(("s2c", jsonrpc.encode(event.message), time.time()))
+
+    def resident(self) -> int | None:
+        """A stdio server's resident memory in bytes (Linux `/proc`; None elsewhere, or for HTTP)."""
+        pid = getattr(self.transport, "pid", None)
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as statm:
+                return int(statm.read().split()[1]) * PAGE_SIZE
+        except (OSError, ValueError, IndexError):
+            return None
 
     def _on_stderr(self, line: bytes) -> None:
         if len(self.stderr) < 200:

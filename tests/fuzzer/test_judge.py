@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
 from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, Case, cases
-from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, differs, judge, repeatable, slow_bound
+from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, differs, judge, memory_grew, repeatable, slow_bound
 from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import Outcome
@@ -95,3 +95,11 @@ def test_a_repeatable_tool_answering_differently_is_non_deterministic():
     assert differs(answered(same), answered({"content": [{"type": "text", "text": "5"}]})).cls == NON_DETERMINISTIC
     assert differs(answered(same), Outcome(answer=ErrorResponse(id=1, code=-1, message="x"))).cls == NON_DETERMINISTIC
     assert repeatable({"idempotentHint": True}) and repeatable({"readOnlyHint": True}) and not repeatable({})
+
+
+def test_memory_grows_past_both_an_amount_and_a_factor_over_enough_calls():
+    mib = 1 << 20
+    assert memory_grew(100 * mib, 200 * mib, 5).cls == "memory"
+    assert memory_grew(100 * mib, 200 * mib, 4) is None  # too few calls to say
+    assert memory_grew(100 * mib, 150 * mib, 50) is None  # under 64 MiB more
+    assert memory_grew(400 * mib, 500 * mib, 50) is None  # under 1.5x

@@ -10,6 +10,7 @@ Tools and their faults:
 - `parse(text)`: a text that is not a number is answered with the Python traceback: a leak.
 - `store(count)`: its schema asks for an integer, but it takes anything: accepted-invalid.
 - `stats(n)`: its outputSchema says `total` is a string; it answers a number: output-schema.
+- `remember(note)`: keeps 16 MiB per call: a stdio server's memory grows (memory).
 - `roll(sides)`: annotated readOnlyHint, answers differently each time: non-deterministic.
 - `wipe()`: annotated destructiveHint, and crashes if called: the fuzzer must leave it alone.
 - `ping_tool()`: behaves, read-only.
@@ -39,6 +40,10 @@ STORE_SCHEMA: Final = {"type": "object", "properties": {"count": {"type": "integ
                        "required": ["count"], "additionalProperties": False}
 # The stats tool's published output schema: what it claims to give.
 STATS_OUTPUT_SCHEMA: Final = {"type": "object", "properties": {"total": {"type": "string"}}, "required": ["total"]}
+
+
+# What `remember` keeps per call.
+HOARD_BYTES: Final = 16 << 20
 
 
 class Stats(TypedDict):
@@ -84,6 +89,16 @@ def build_server() -> MCPServer:
     def wipe() -> str:
         """Destructive: never to be called by a fuzzer unless allowed (it crashes the process)."""
         os._exit(CRASH_STATUS)
+
+    hoard: list[bytearray] = []
+
+    @server.tool()
+    def remember(note: str = "") -> str:
+        """Keeps 16 MiB per call, never freed: planted memory growth."""
+        block = bytearray(HOARD_BYTES)
+        block[::4096] = b"x" * len(block[::4096])  # touched: resident, not only reserved
+        hoard.append(block)
+        return f"remembered {len(hoard)}"
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def roll(sides: int = 6) -> str:
