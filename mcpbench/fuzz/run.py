@@ -35,7 +35,7 @@ DEFAULT_HANG_AFTER = 10.0
 # restart per call, and a small case found soon beats the smallest found late.
 SHRINK_CALLS = 10
 # A stdio server's memory baseline is taken after this many calls (its caches warmed).
-MEMORY_BASELINE_CALLS = 5
+MEMORY_BASELINE_CALLS = 2
 # How long what a protocol case's bytes bring back is read before the ping.
 PROTOCOL_WAIT = 0.3
 # Calls per tool when only a time budget bounds the run.
@@ -164,7 +164,7 @@ class Fuzzer:
         self._tool_deadline = float("inf")
         self._tool_calls = 0
         self._shrinking: dict[tuple[str, str], int] = defaultdict(int)
-        self._rss: list | None = None  # [session, baseline bytes, calls] of the stdio process sampled
+        self._rss: list | None = None  # [session, baseline bytes, calls, tool] of the stdio process sampled
 
     # ---- sessions --------------------------------------------------------------------------------
 
@@ -201,8 +201,12 @@ class Fuzzer:
         try:
             self.session = self._open()
             tools = self._discover()
-            self.run.tools = [tool for tool in tools if (why := skip_reason(tool, self.settings)) is None
-                              or self.run.skipped.setdefault(tool.name, why) is None]
+            for tool in tools:
+                why = skip_reason(tool, self.settings)
+                if why is None:
+                    self.run.tools.append(tool)
+                else:
+                    self.run.skipped[tool.name] = why
             self.say(f"mcpbench: fuzzing {len(self.run.tools)} of {len(tools)} tools of {self.run.target} (seed {self.settings.seed})")
             if self.settings.protocol:
                 self._protocol()
@@ -338,13 +342,13 @@ class Fuzzer:
         raise _found(first.cls)(first.evidence)
 
     def _memory(self, session: FuzzSession, case: Case, outcome: Outcome) -> None:
-        """Sample a stdio server's resident memory after each call: the baseline after its first calls, then
-        each sample set against it (one process at a time: a restarted server starts again)."""
+        """Sample a stdio server's resident memory after each call: the baseline after a tool's first calls, then
+        each sample set against it (one process and one tool at a time: what one tool grew is not another's)."""
         rss = session.resident()
         if rss is None or outcome.lost:
             return
-        if self._rss is None or self._rss[0] is not session:
-            self._rss = [session, None, 0]
+        if self._rss is None or self._rss[0] is not session or self._rss[3] != case.tool:
+            self._rss = [session, None, 0, case.tool]
         self._rss[2] += 1
         if self._rss[2] == MEMORY_BASELINE_CALLS:
             self._rss[1] = rss

@@ -25,7 +25,7 @@ REPLAYED = {"crash": "unanswered", "hang": "unanswered", "leak": "identical", "a
 
 def test_every_planted_fault_is_found_on_stdio_the_destructive_tool_left_alone_and_each_trace_replays(tmp_path):
     junit, summary = tmp_path / "fuzz.xml", tmp_path / "fuzz.md"
-    result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--cases", "80", "--seed", "1", "--hang-after", "2", "--no-protocol",
+    result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--cases", "96", "--seed", "1", "--hang-after", "2", "--no-protocol",
                              "--junit-xml", str(junit), "--summary-md", str(summary))
     assert result.returncode == 1, result.stderr
     assert PLANTED | STDIO_ONLY <= found(data), result.stdout

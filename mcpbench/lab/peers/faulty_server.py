@@ -10,7 +10,7 @@ Tools and their faults:
 - `parse(text)`: a text that is not a number is answered with the Python traceback: a leak.
 - `store(count)`: its schema asks for an integer, but it takes anything: accepted-invalid.
 - `stats(n)`: its outputSchema says `total` is a string; it answers a number: output-schema.
-- `remember(note)`: keeps 16 MiB per call: a stdio server's memory grows (memory).
+- `remember(note)`: keeps 16 MiB per call (up to 192 MiB): a stdio server's memory grows (memory).
 - `roll(sides)`: annotated readOnlyHint, answers differently each time: non-deterministic.
 - `wipe()`: annotated destructiveHint, and crashes if called: the fuzzer must leave it alone.
 - `ping_tool()`: behaves, read-only.
@@ -44,6 +44,8 @@ STATS_OUTPUT_SCHEMA: Final = {"type": "object", "properties": {"total": {"type":
 
 # What `remember` keeps per call.
 HOARD_BYTES: Final = 16 << 20
+# At most this many kept (192 MiB): enough to show the growth, bounded on a shared machine.
+HOARD_BLOCKS: Final = 12
 
 
 class Stats(TypedDict):
@@ -94,10 +96,11 @@ def build_server() -> MCPServer:
 
     @server.tool()
     def remember(note: str = "") -> str:
-        """Keeps 16 MiB per call, never freed: planted memory growth."""
+        """Keeps 16 MiB per call (the last 12): planted memory growth."""
         block = bytearray(HOARD_BYTES)
         block[::4096] = b"x" * len(block[::4096])  # touched: resident, not only reserved
         hoard.append(block)
+        del hoard[:-HOARD_BLOCKS]  # bounded: a lab server must not take the machine's memory
         return f"remembered {len(hoard)}"
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
