@@ -36,7 +36,7 @@ ODD_STRINGS: tuple[str, ...] = (
 )
 
 # How deep a nested value goes: past most recursive code, and under the nesting the official SDK
-# parses at all (a message nested ~128 deep is dropped unanswered: a protocol case, not an argument one).
+# parses at all (arguments nested 200 deep are dropped unanswered: a protocol case, not an argument one).
 NESTING_DEPTHS = (32, 100)
 
 # The name of the property an extra-property case adds.
