@@ -112,3 +112,12 @@ def test_a_server_that_dies_on_a_protocol_case_is_a_crash_whose_trace_keeps_the_
     assert crash["class"] == "crash" and crash["kind"] == "malformed-json"
     [violation] = [e for e in read_trace(crash["trace"]) if e["kind"] == "violation"]
     assert violation["raw"].startswith('{"jsonrpc": "2.0", "id": "fz-1"')
+
+
+def test_legacy_sse_faults_are_found_and_replay(tmp_path):
+    with faulty_http("sse") as url:
+        result, data = fuzz_json(url, tmp_path, "--cases", "40", "--seed", "3", "--tool", "parse", "--tool", "store", "--no-protocol")
+        assert result.returncode == 1, result.stderr
+        assert {("leak", "parse"), ("accepted-invalid", "store")} <= found(data), result.stdout
+        leak = next(f for f in data["findings"] if f["class"] == "leak")
+        assert "identical" in replay_row(leak["trace"], url, "parse")
