@@ -225,7 +225,9 @@ def merge_command(traces, out):
     click.echo(f"mcpbench: merged {len(traces)} trace(s) into {merged}")
 
 
-BENCHMARKS = ("tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live", "telemetry", "soak", "compare")
+BENCHMARKS = (
+    "tee", "proxy", "replay", "loadgen", "analysis", "balancer", "mock", "live", "telemetry", "soak", "compare", "fuzz",
+)
 
 
 @main.command()
@@ -246,6 +248,7 @@ def _register() -> None:
     # Each capability owns its commands; they import their heavy parts lazily.
     from mcpbench.capacity.cli import capacity
     from mcpbench.compare.cli import compare
+    from mcpbench.fuzz.cli import fuzz
     from mcpbench.lab.cli import lab
     from mcpbench.load.cli import load
     from mcpbench.probe.cli import probe
@@ -258,7 +261,7 @@ def _register() -> None:
     trace_group.add_command(trace_import)
 
     commands = (lab, faults, record, addon_path, export, replay, diff, serve_trace, load, capacity, compare, probe,
-                wrap, unwrap)
+                fuzz, wrap, unwrap)
     for command in commands:
         main.add_command(command)
 

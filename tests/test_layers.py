@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.probe": 5,
     "mcpbench.capacity": 5,
     "mcpbench.compare": 5,
+    "mcpbench.fuzz": 5,
     "mcpbench.live": 6,
     "mcpbench.telemetry": 6,
     "mcpbench.lab.peers": 6,

@@ -1,0 +1,119 @@
+"""`mcpbench fuzz TARGET`: the command (registered in `mcpbench/cli.py`)."""
+
+import secrets
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from mcpbench.auth.options import client_options
+from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
+from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration, stop_signals_noted
+
+# Without --budget or --cases a run takes this long.
+DEFAULT_BUDGET = "60s"
+
+
+def seeds_from_traces(paths: tuple[str, ...]) -> dict[str, list]:
+    """The arguments of every recorded tools/call, by tool, in recorded order (duplicates once)."""
+    from mcpbench.trace.reader import read_trace
+
+    seeds: dict[str, list] = {}
+    for path in paths:
+        for event in read_trace(path):
+            msg = event.get("msg") if event.get("kind") == "message" and event.get("dir") == "c2s" else None
+            if not isinstance(msg, dict) or msg.get("method") != "tools/call" or not isinstance(msg.get("params"), dict):
+                continue
+            name, arguments = msg["params"].get("name"), msg["params"].get("arguments") or {}
+            if isinstance(name, str) and isinstance(arguments, dict) and arguments not in seeds.setdefault(name, []):
+                seeds[name].append(arguments)
+    return seeds
+
+
+@click.command("fuzz")
+@click.argument("target")
+@click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="TRACE",
+              help="Start from the tools/call arguments recorded in TRACE (repeatable): mutated before random ones.")
+@click.option("--budget", metavar="T", help=f"Stop after this long (such as 30s, 5m; default {DEFAULT_BUDGET} unless --cases).")
+@click.option("--cases", type=click.IntRange(1, 10_000_000), help="Stop after about this many calls (shrinking adds a few).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), help="The seed: the same seed against the same server sends the same cases.")
+@click.option("--allow", multiple=True, metavar="TOOL", help="Call TOOL even if it is annotated destructive (repeatable).")
+@click.option("--read-only-only", is_flag=True, help="Call only tools annotated readOnlyHint (and those --allow names).")
+@click.option("--tool", "only", multiple=True, metavar="TOOL", help="Fuzz only TOOL (repeatable).")
+@click.option("--skip", multiple=True, metavar="TOOL", help="Leave TOOL out (repeatable).")
+@click.option("--protocol/--no-protocol", default=True, show_default=True,
+              help="Also send the protocol cases (malformed JSON, odd ids, a batch, an oversized message, ...), each followed by a ping.")
+@click.option("--rate", type=POSITIVE, metavar="R", help="At most R calls a second (a shared server stays usable).")
+@click.option("--hang-after", default="10s", show_default=True, metavar="T", help="A call unanswered this long is a hang.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the run and its findings to FILE (JSON).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Where the findings' traces go (default results/fuzz/<time>).")
+@ci_options
+@client_options
+@map_errors
+def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, rate, hang_after, json_out, out_dir,
+         junit_xml, summary_md, client):
+    """Find the inputs that crash, hang or leak in an MCP server; every finding a trace `mcpbench replay` reproduces.
+
+    TARGET is a stdio command (stdio:CMD ARGS, run in a temporary folder of its own), a Streamable
+    HTTP URL or a legacy SSE URL (sse+http://HOST/sse). The tools are discovered, and each is called
+    with arguments generated from its inputSchema (Hypothesis), valid ones and ones breaking the
+    schema one way at a time (a missing required property, a wrong type, an extra property, a
+    boundary number, an odd or huge string, deep nesting), the --trace calls' arguments first.
+    Each answer is judged: crash, hang, leak, accepted-invalid, output-schema, protocol,
+    non-deterministic (a read-only or idempotent tool), slow, memory (a stdio server's).
+    Protocol cases (malformed JSON, a wrong jsonrpc, odd ids, an unknown method, a notification for
+    a request, a batch, an oversized message) go first, each followed by a ping the server must answer.
+    Tools annotated destructiveHint are never called unless --allow names them.
+
+    Exit status: 0 nothing found, 1 findings, 2 unusable input, 3 the target cannot be reached or is not MCP.
+
+    Example: mcpbench fuzz "stdio:python server.py" --budget 30s --seed 7 --json fuzz.json
+    """
+    import orjson
+
+    from mcpbench.fuzz.findings import suite, table, write_traces
+    from mcpbench.fuzz.judge import CLASSES
+    from mcpbench.fuzz.run import Fuzzer, Settings
+    from mcpbench.outputs import write_atomic
+    from mcpbench.target import parse_target
+    from mcpbench.trace.writer import DEFAULT_TRACE_DIR
+
+    parsed = parse_target(target)
+    access = client.resolve(parsed.url)
+    check_output(json_out, "--json")
+    check_output(out_dir, "--out", folder=True)
+    check_ci_outputs(junit_xml, summary_md)
+    seconds = None if cases and not budget else positive_duration(budget or DEFAULT_BUDGET, "--budget")
+    hang = positive_duration(hang_after, "--hang-after")
+    seed = secrets.randbits(32) if seed is None else seed
+    settings = Settings(seed=seed, budget=seconds, cases=cases, hang_after=hang, rate=rate, allow=tuple(allow),
+                        read_only_only=read_only_only, only=tuple(only), skip=tuple(skip), seeds=seeds_from_traces(traces), protocol=protocol)
+    if parsed.url:
+        access.headers_now()  # a token that cannot be had: one line before any case
+    run = Fuzzer(parsed, settings, access=access, say=lambda line: click.echo(line, err=True)).execute()
+    with stop_signals_noted():  # the findings so far are written whole, even after Ctrl-C
+        folder = Path(out_dir) if out_dir else DEFAULT_TRACE_DIR.parent / "fuzz" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        if run.findings:
+            write_traces(run.findings, folder, parsed.transport, str(parsed))
+        for name, why in run.skipped.items():
+            click.echo(f"mcpbench: not called: {name}: {why}", err=True)
+        for note in run.notes:
+            click.echo(f"mcpbench: note: {note}", err=True)
+        click.echo(table(run.findings))
+        tools = [tool.name for tool in run.tools]
+        ended = " (interrupted)" if run.interrupted else f" ({run.ended})" if run.ended else ""
+        click.echo(f"mcpbench: {run.calls} calls to {len(tools)} tools in {run.seconds:.1f} s, "
+                   f"{len(run.findings)} findings{ended}; seed {seed} (--seed {seed} repeats this run)", err=True)
+        if run.findings:
+            click.echo(f"mcpbench: each finding's trace is in {folder}/ (mcpbench replay TRACE {target!r} reproduces it)", err=True)
+        if json_out:
+            data = {"target": str(parsed), "seed": seed, "calls": run.calls, "protocol_cases": run.protocol_cases, "seconds": run.seconds, "cases_digest": run.digest(),
+                    "interrupted": run.interrupted, "ended": run.ended, "tools": tools, "skipped": run.skipped,
+                    "notes": run.notes, "findings": [f.to_json() for f in run.findings]}
+            write_atomic(json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+        write_ci_outputs([suite(run.findings, tools, CLASSES, run.seconds)], "mcpbench fuzz", junit_xml, summary_md)
+    if run.interrupted:
+        raise KeyboardInterrupt
+    sys.exit(1 if run.findings else 0)

@@ -1,0 +1,383 @@
+"""The fuzzing loop: discover the tools, run each one's cases under Hypothesis, judge every answer.
+
+Each tool gets a Hypothesis test of its own (`@given(cases(...))`, seeded from the run's seed and the
+tool's name): its body sends the case and raises the finding's class when the answer is one, so
+Hypothesis shrinks every class it finds on a tool to a small case. The findings are kept on the
+side as they come (the smallest case of each class and tool), so a budget spent, a shrink cut
+short or Ctrl-C keeps what was found. Bounds: `budget` seconds and `cases` calls in all, a share of
+each per tool; `rate` calls a second at most.
+"""
+
+import os
+import tempfile
+import time
+import zlib
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcpbench.auth.options import ClientAccess
+from mcpbench.fuzz.cases import VALID, Case, cases
+from mcpbench.fuzz.findings import Finding
+from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, judge, memory_grew, repeatable, slow_bound
+from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, protocol_cases
+from mcpbench.fuzz.session import FuzzSession, Outcome
+from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.target import STDIO, Target
+
+# How long the handshake may take (a stdio server importing its SDK on a busy machine included).
+OPEN_TIMEOUT = 30.0
+# How long one call may go unanswered before it is a hang.
+DEFAULT_HANG_AFTER = 10.0
+# Of each finding, shrinking may spend at most this many calls: a crashing stdio server costs a
+# restart per call, and a small case found soon beats the smallest found late.
+SHRINK_CALLS = 10
+# A stdio server's memory baseline is taken after this many calls (its caches warmed).
+MEMORY_BASELINE_CALLS = 2
+# How long what a protocol case's bytes bring back is read before the ping.
+PROTOCOL_WAIT = 0.3
+# Calls per tool when only a time budget bounds the run.
+UNBOUNDED_CASES = 100_000
+
+
+class FuzzError(McpbenchError):
+    """Unusable fuzz input (exit 2)."""
+
+
+class _Stop(BaseException):
+    """Ends one tool's Hypothesis test (its share spent): a BaseException, so Hypothesis lets it through."""
+
+
+class _Finding(Exception):
+    """Raised in a tool's test when an answer is a finding: one subclass per class, so Hypothesis tells them apart."""
+
+
+_FOUND: dict[str, type[_Finding]] = {}
+
+
+def _found(cls: str) -> type[_Finding]:
+    if cls not in _FOUND:
+        _FOUND[cls] = type(f"Found_{cls.replace('-', '_')}", (_Finding,), {})
+    return _FOUND[cls]
+
+
+@dataclass
+class ToolInfo:
+    name: str
+    input_schema: dict | None
+    output_schema: dict | None
+    annotations: dict
+
+    @classmethod
+    def from_listing(cls, tool: dict) -> "ToolInfo":
+        return cls(str(tool.get("name")), tool.get("inputSchema") if isinstance(tool.get("inputSchema"), dict) else None,
+                   tool.get("outputSchema") if isinstance(tool.get("outputSchema"), dict) else None,
+                   tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {})
+
+
+@dataclass
+class Settings:
+    seed: int
+    budget: float | None = None  # seconds
+    cases: int | None = None  # calls
+    hang_after: float = DEFAULT_HANG_AFTER
+    rate: float | None = None  # calls per second
+    allow: tuple[str, ...] = ()
+    read_only_only: bool = False
+    only: tuple[str, ...] = ()  # fuzz only these tools
+    skip: tuple[str, ...] = ()  # leave these tools out
+    seeds: dict[str, list[Any]] = field(default_factory=dict)  # tool -> recorded arguments
+    protocol: bool = True  # send the protocol cases (`protocol_cases.py`) too
+
+
+@dataclass
+class FuzzRun:
+    target: str
+    seed: int
+    tools: list[ToolInfo] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # tool -> why it was not called
+    findings: list[Finding] = field(default_factory=list)
+    calls: int = 0  # tool calls (what --cases bounds)
+    protocol_cases: int = 0  # protocol cases sent, each followed by a ping
+    sent: list[Case] = field(default_factory=list)  # every case, in the order sent
+
+    def digest(self) -> str:
+        """A short hash of every case sent, in order: two runs with equal digests sent the same cases."""
+        import hashlib
+
+        import orjson
+
+        text = b"\n".join(orjson.dumps([case.tool, case.kind, case.arguments], option=orjson.OPT_NON_STR_KEYS) for case in self.sent)
+        return hashlib.sha256(text).hexdigest()[:16]
+    seconds: float = 0.0
+    interrupted: bool = False
+    ended: str | None = None  # why the run ended early (the server went away)
+    notes: list[str] = field(default_factory=list)
+
+
+def skip_reason(tool: ToolInfo, settings: Settings) -> str | None:
+    """Why `tool` must not be called (None: it may be)."""
+    if tool.name in settings.allow:
+        return None
+    if settings.only and tool.name not in settings.only:
+        return "not named by --tool"
+    if tool.name in settings.skip:
+        return "named by --skip"
+    if tool.annotations.get("destructiveHint") is True:
+        return "annotated destructiveHint (name it with --allow to fuzz it)"
+    if settings.read_only_only and tool.annotations.get("readOnlyHint") is not True:
+        return "not annotated readOnlyHint (--read-only-only)"
+    return None
+
+
+def stdio_argv(argv: tuple[str, ...], here: str) -> tuple[str, ...]:
+    """The server command with relative paths of files here made absolute: it runs in a folder of its own."""
+    return tuple(os.path.abspath(os.path.join(here, part)) if not os.path.isabs(part) and os.path.isfile(os.path.join(here, part))
+                 else part for part in argv)
+
+
+class Fuzzer:
+    """One run against `target`.
+
+    Args:
+        target: where to fuzz.
+        settings: the bounds, safety and seeds.
+        access: the user's headers, tokens and proxies.
+        say: progress lines (stderr).
+    """
+
+    def __init__(self, target: Target, settings: Settings, *, access: ClientAccess | None = None,
+                 say: Callable[[str], None] = lambda line: None) -> None:
+        self.target = target
+        self.settings = settings
+        self.access = access
+        self.say = say
+        self.run = FuzzRun(str(target), settings.seed)
+        self.session: FuzzSession | None = None
+        self.folder: tempfile.TemporaryDirectory | None = None
+        self.found: dict[tuple[str, str], Finding] = {}
+        self.latencies: list[tuple[float, Case, Outcome]] = []
+        self._last_call = 0.0
+        self._deadline = float("inf")
+        self._tool_deadline = float("inf")
+        self._tool_calls = 0
+        self._shrinking: dict[tuple[str, str], int] = defaultdict(int)
+        self._rss: list | None = None  # [session, baseline bytes, calls, tool] of the stdio process sampled
+
+    # ---- sessions --------------------------------------------------------------------------------
+
+    def _open(self) -> FuzzSession:
+        session = FuzzSession(self.target, access=self.access, cwd=self.folder.name if self.folder else None)
+        try:
+            session.open(OPEN_TIMEOUT)
+        except BaseException:
+            session.close()
+            raise
+        return session
+
+    def _session(self) -> FuzzSession:
+        if self.session is None or self.session.lost:
+            if self.session is not None:
+                self.session.close()
+                self.session = None
+            try:
+                self.session = self._open()
+            except TargetError as exc:
+                self.run.ended = f"the server could not be reached again: {exc}"
+                raise _Stop() from None
+        return self.session
+
+    # ---- the run -----------------------------------------------------------------------------------
+
+    def execute(self) -> FuzzRun:
+        started = time.monotonic()
+        if self.settings.budget is not None:
+            self._deadline = started + self.settings.budget
+        if self.target.transport == STDIO:
+            self.folder = tempfile.TemporaryDirectory(prefix="mcpbench-fuzz-")
+            self.target = Target(STDIO, argv=stdio_argv(self.target.argv, os.getcwd()))
+        try:
+            self.session = self._open()
+            tools = self._discover()
+            for tool in tools:
+                why = skip_reason(tool, self.settings)
+                if why is None:
+                    self.run.tools.append(tool)
+                else:
+                    self.run.skipped[tool.name] = why
+            self.say(f"mcpbench: fuzzing {len(self.run.tools)} of {len(tools)} tools of {self.run.target} (seed {self.settings.seed})")
+            if self.settings.protocol:
+                self._protocol()
+            for index, tool in enumerate(self.run.tools):
+                if self.run.ended or time.monotonic() >= self._deadline:
+                    break
+                self._fuzz_tool(tool, len(self.run.tools) - index)
+        except KeyboardInterrupt:
+            self.run.interrupted = True
+        finally:
+            self._judge_slow()
+            self.run.findings = sorted(self.found.values(), key=lambda f: (f.case.tool, f.cls))
+            self.run.seconds = time.monotonic() - started
+            if self.session is not None:
+                self.session.close()
+            if self.folder is not None:
+                self.folder.cleanup()
+        return self.run
+
+    def _discover(self) -> list[ToolInfo]:
+        tools: list[ToolInfo] = []
+        cursor = None
+        for _ in range(100):  # pages: bounded, a server whose cursor never ends is not followed forever
+            outcome = self.session.call("tools/list", {"cursor": cursor} if cursor else None, self.settings.hang_after)
+            result = outcome.result
+            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+                why = outcome.detail or (f"JSON-RPC {outcome.answer.code} {outcome.answer.message}" if outcome.answer else "no answer")
+                raise TargetError(f"{self.run.target}: tools/list failed: {why}")
+            tools += [ToolInfo.from_listing(tool) for tool in result["tools"] if isinstance(tool, dict)]
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        return tools
+
+    def _fuzz_tool(self, tool: ToolInfo, tools_left: int) -> None:
+        from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+        now = time.monotonic()
+        self._tool_deadline = now + (self._deadline - now) / tools_left if self._deadline != float("inf") else float("inf")
+        left = None if self.settings.cases is None else self.settings.cases - self.run.calls
+        share = UNBOUNDED_CASES if left is None else max(1, left // tools_left)
+        self._tool_calls = 0
+        self._share = share
+        seeds = tuple(self.settings.seeds.get(tool.name, ()))
+        try:
+            for args in seeds[:share]:  # the recorded calls first, as they were (outside Hypothesis: a finding
+                try:                    # among them must not end the tool's generation)
+                    self._one(tool, Case(tool.name, VALID, args, seeded=True))
+                except _Finding:
+                    pass
+            if self._tool_calls >= share:
+                return
+
+            @settings(database=None, deadline=None, max_examples=share - self._tool_calls, derandomize=False,
+                      report_multiple_bugs=True, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+                      phases=(Phase.generate, Phase.shrink))
+            @seed(zlib.crc32(f"{self.settings.seed}:{tool.name}".encode()))
+            @given(cases(tool.name, tool.input_schema or {}, seeds))
+            def check(case: Case) -> None:
+                self._one(tool, case)
+
+            check()
+        except _Stop:
+            pass
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - findings (kept already) or Hypothesis giving up on a flaky server
+            if not isinstance(exc, (_Finding, ExceptionGroup)) and "Flaky" not in type(exc).__name__:
+                self.run.notes.append(f"{tool.name}: {type(exc).__name__}: {exc}".splitlines()[0])
+
+    def _protocol(self) -> None:
+        """Each protocol case, then a ping: the server must survive it (a crash, a 5xx, a hang otherwise)."""
+        for case in protocol_cases():
+            if time.monotonic() >= self._deadline or self.run.ended:
+                return
+            self._pace()
+            try:
+                session = self._session()
+            except _Stop:
+                return
+            sent = session.send_raw(case.payload, PROTOCOL_WAIT)
+            ping = session.call("ping", None, self.settings.hang_after) if not sent.lost else sent
+            self.run.protocol_cases += 1
+            verdict = None
+            if sent.lost or ping.lost:
+                verdict = (CRASH, f"after it, {ping.detail or sent.detail or 'the session was lost'}")
+            elif sent.status is not None and sent.status >= 500:
+                verdict = (CRASH, f"answered HTTP {sent.status}")
+            elif ping.timed_out:
+                verdict = (HANG, f"after it, a ping got {ping.detail}")
+                session.close()
+                self.session = None
+            if verdict is not None:
+                shown = Case(PROTOCOL_TOOL, case.name, case.shown(), case.name)
+                log = session.handshake + sent.log + (ping.log if ping is not sent else [])
+                self._keep(Finding(verdict[0], shown, verdict[1], log, failure=verdict[1]))
+
+    def _one(self, tool: ToolInfo, case: Case) -> None:
+        """Send one case, judge it; raise its class when it is a finding (Hypothesis then shrinks it)."""
+        if time.monotonic() >= min(self._deadline, self._tool_deadline) or self.run.ended:
+            raise _Stop()
+        if self._tool_calls >= self._share:  # shrinking: each finding's calls bounded
+            known = [key for key in self.found if key[1] == tool.name]
+            if not known or all(self._shrinking[key] >= SHRINK_CALLS for key in known):
+                raise _Stop()
+            for key in known:
+                self._shrinking[key] += 1
+        self._pace()
+        session = self._session()
+        outcome = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after)
+        self.run.calls += 1
+        self._tool_calls += 1
+        self.run.sent.append(case)
+        self._memory(session, case, outcome)
+        verdicts = judge(case, outcome, tool.input_schema, tool.output_schema)
+        if not verdicts and case.kind == VALID and outcome.answer is not None and repeatable(tool.annotations):
+            again = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after)
+            self.run.calls += 1
+            if (verdict := differs(outcome, again)) is not None:
+                verdicts = [verdict]
+                outcome.log += again.log
+        if outcome.latency is not None and not verdicts and sum(len(raw) for way, raw, _ in outcome.log if way == "s2c") <= SLOW_MAX_BYTES:
+            self.latencies.append((outcome.latency, case, outcome))
+        if outcome.timed_out and session is self.session:  # the call may still be running: a fresh session for the next
+            session.close()
+            self.session = None
+        if not verdicts:
+            return
+        first = verdicts[0]
+        for verdict in verdicts:
+            self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log,
+                               failure=outcome.detail if verdict.cls in (CRASH, HANG) else None))
+        raise _found(first.cls)(first.evidence)
+
+    def _memory(self, session: FuzzSession, case: Case, outcome: Outcome) -> None:
+        """Sample a stdio server's resident memory after each call: the baseline after a tool's first calls, then
+        each sample set against it (one process and one tool at a time: what one tool grew is not another's)."""
+        rss = session.resident()
+        if rss is None or outcome.lost:
+            return
+        if self._rss is None or self._rss[0] is not session or self._rss[3] != case.tool:
+            self._rss = [session, None, 0, case.tool]
+        self._rss[2] += 1
+        if self._rss[2] == MEMORY_BASELINE_CALLS:
+            self._rss[1] = rss
+        elif self._rss[1] is not None and (verdict := memory_grew(self._rss[1], rss, self._rss[2] - MEMORY_BASELINE_CALLS)):
+            self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log))
+
+    def _keep(self, finding: Finding) -> None:
+        known = self.found.get(finding.key)
+        if known is None or finding.size() < known.size():
+            self.found[finding.key] = finding
+        if known is None:  # said once kept: a Ctrl-C prompted by the line finds the finding there
+            self.say(f"mcpbench: found {finding.cls} in {finding.case.tool}: {finding.evidence}")
+
+    def _pace(self) -> None:
+        if self.settings.rate:
+            wait = self._last_call + 1.0 / self.settings.rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # the rate bound itself, not a synchronisation
+        self._last_call = time.monotonic()
+
+    def _judge_slow(self) -> None:
+        bound = slow_bound([latency for latency, _, _ in self.latencies])
+        if bound is None:
+            return
+        for latency, case, outcome in self.latencies:
+            if latency > bound:
+                finding = Finding(SLOW, case, f"answered in {latency:.2f} s, past {bound:.2f} s (the run's median x{SLOW_FACTOR:g})",
+                                  self.session.handshake + outcome.log if self.session else outcome.log)
+                self._keep(finding)
+
+
+__all__ = ["FuzzError", "FuzzRun", "Fuzzer", "Settings", "ToolInfo", "skip_reason"]

@@ -1,0 +1,205 @@
+"""One fuzzing session: the client core (`ClientConnection`) over the replayer's transports, one call at a time.
+
+    session = FuzzSession(target, access=access, cwd=folder)
+    session.open(deadline)                 # the handshake; raises TargetError when there is no MCP server
+    outcome = session.call("tools/call", {"name": "add", "arguments": {...}}, timeout=5.0)
+    session.close()
+
+Every message sent and received is kept (`log`), so a finding can be written as a trace that
+`mcpbench replay` reads. A session whose carrier went away (a stdio process that exited, a reset
+connection) is `lost`; the runner opens another.
+"""
+
+import os
+import queue
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpbench.auth.options import ClientAccess
+from mcpbench.protocol import jsonrpc
+from mcpbench.protocol.client import Answered, ClientConnection, Failed, Garbled, ServerRequest, SessionLost
+from mcpbench.protocol.errors import TargetError
+from mcpbench.protocol.jsonrpc import ErrorResponse
+from mcpbench.protocol.versions import LATEST_HANDSHAKE
+from mcpbench.replay.transports import Lost, Opened, ReplayTransport, open_transport
+from mcpbench.target import STDIO, Target
+
+# One logged message: (direction "c2s" / "s2c", the JSON text, wall time); RAW: bytes sent as they
+# are (a protocol case), which need not be JSON.
+Logged = tuple[str, bytes, float]
+RAW = "c2s-raw"
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# The notification whose headers a protocol case's bytes are sent with (never sent itself).
+RAW_METHOD = "notifications/mcpbench-fuzz"
+
+
+@dataclass
+class Outcome:
+    """What came of one request: its answer, or why none came."""
+
+    answer: jsonrpc.Response | ErrorResponse | None = None
+    status: int | None = None  # the HTTP status that carried the answer or the failure
+    failure: str | None = None  # the core's failure class (http.Failure) when it failed
+    detail: str | None = None  # why no answer came
+    timed_out: bool = False
+    lost: bool = False  # the session's carrier went away (process exit, reset, stream end)
+    latency: float | None = None
+    garbled: list[str] = field(default_factory=list)  # what the server sent that was not MCP
+    log: list[Logged] = field(default_factory=list)
+
+    @property
+    def result(self) -> Any:
+        return self.answer.result if type(self.answer) is jsonrpc.Response else None
+
+
+class FuzzSession:
+    """A session to `target` (every transport), its handshake done by `open`.
+
+    Args:
+        target: where to connect.
+        access: the user's headers, tokens and proxies (HTTP).
+        cwd: the working folder of a stdio server.
+        version: the protocol version to offer.
+    """
+
+    def __init__(self, target: Target, *, access: ClientAccess | None = None, cwd: str | None = None,
+                 version: str = LATEST_HANDSHAKE) -> None:
+        self.target = target
+        self.access = access if access is not None else ClientAccess.none()
+        self.cwd = cwd
+        self.version = version
+        self.items: queue.SimpleQueue = queue.SimpleQueue()
+        self.transport: ReplayTransport | None = None
+        self.conn: ClientConnection | None = None
+        self.handshake: list[Logged] = []  # the messages of the handshake, for every finding's trace
+        self.server_info: dict | None = None
+        self.lost: str | None = None
+        self.stderr: list[bytes] = []
+
+    def open(self, timeout: float) -> None:
+        """Start the transport and make the handshake.
+
+        Raises:
+            TargetError: nothing there, or what answered is not an MCP server (one line).
+        """
+        self.transport = open_transport(self.target, self.items.put, on_stderr=self._on_stderr, cwd=self.cwd,
+                                        direct=True, proxies=self.access.proxies)
+        self.conn = ClientConnection(self.transport.kind, self.version, url=self.transport.url,
+                                     headers=self.access.headers_now() if self.transport.url else None)
+        log: list[Logged] = []
+        self._events(self.transport.connect(self.conn), None, log, Outcome())
+        outcome = self._exchange(self.conn.initialize(ts=time.perf_counter()), timeout, log)
+        if type(outcome.answer) is not jsonrpc.Response:
+            why = outcome.detail or (f"JSON-RPC {outcome.answer.code} {outcome.answer.message}" if outcome.answer else "no answer")
+            if outcome.garbled:
+                why = f"it sent what is not MCP ({outcome.garbled[0]})"
+            raise TargetError(f"{self.target}: the MCP handshake failed: {why}")
+        self.server_info = outcome.result
+        out = self.conn.initialized(time.perf_counter())
+        log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
+        self.transport.send(out)
+        self.handshake = log
+
+    def call(self, method: str, params: dict | None, timeout: float) -> Outcome:
+        """One request and its answer, waiting at most `timeout` seconds."""
+        if self.lost:
+            return Outcome(lost=True, detail=self.lost, failure="session-lost")
+        return self._exchange(self.conn.request(method, params, ts=time.perf_counter()), timeout, [])
+
+    def send_raw(self, data: bytes, wait: float) -> Outcome:
+        """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers),
+        and read what comes back for `wait` seconds (an HTTP answer's status; a lost carrier)."""
+        if self.lost:
+            return Outcome(lost=True, detail=self.lost, failure="session-lost")
+        out = self.conn.notify(RAW_METHOD)  # this session's headers and URL; the bytes are replaced
+        out.data = data + b"\n" if self.transport.kind == STDIO else data
+        outcome = Outcome(log=[(RAW, data, time.time())])
+        self.transport.send(out)
+        deadline = time.perf_counter() + wait
+        while not outcome.lost and (remaining := deadline - time.perf_counter()) > 0:
+            item = self.transport.next_item(self.items, remaining)
+            if item is None:
+                break
+            if type(item) is Lost and item.fatal:
+                outcome.lost, outcome.detail = True, item.reason
+                self.lost = item.reason
+                break
+            if type(item) is Opened and item.out is out:
+                outcome.status = item.status
+            self._events(self.transport.receive(item), None, outcome.log, outcome)
+        return outcome
+
+    def _exchange(self, out, timeout: float, log: list[Logged]) -> Outcome:
+        outcome = Outcome(log=log)
+        log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
+        sent = time.perf_counter()
+        self.transport.send(out)
+        deadline = sent + timeout
+        wanted = out.request_id
+        while outcome.answer is None and outcome.failure is None and not outcome.lost:
+            remaining = deadline - time.perf_counter()
+            item = self.transport.next_item(self.items, remaining) if remaining > 0 else None
+            if item is None:
+                outcome.timed_out = True
+                outcome.detail = f"no answer within {timeout:g} s"
+                self.conn.give_up(wanted, outcome.detail)
+                break
+            if type(item) is Lost:
+                if item.fatal:
+                    outcome.lost, outcome.detail = True, item.reason
+                    self.lost = item.reason
+                    break
+            self._events(self.transport.receive(item), wanted, log, outcome)
+        if outcome.answer is not None:
+            outcome.latency = time.perf_counter() - sent
+        if outcome.lost and getattr(self.transport, "exit_detail", None):  # a stdio process's exit status says more
+            outcome.detail = self.lost = self.transport.exit_detail
+        return outcome
+
+    def _events(self, events: list, wanted: Any, log: list[Logged], outcome: Outcome) -> None:
+        for event in events:
+            kind = type(event)
+            if kind is Answered:
+                log.append(("s2c", jsonrpc.encode(event.answer), time.time()))
+                if event.request.id == wanted:
+                    outcome.answer, outcome.status = event.answer, event.status
+            elif kind is Failed:
+                if event.request is not None and event.request.id == wanted:
+                    outcome.failure, outcome.detail, outcome.status = event.failure, event.detail, event.status
+            elif kind is SessionLost:
+                outcome.lost, outcome.detail = True, event.detail
+                self.lost = event.detail
+            elif kind is Garbled:
+                outcome.garbled.append(event.detail)
+            elif kind is ServerRequest:
+                log.append(("s2c", jsonrpc.encode(event.request), time.time()))
+                if event.reply is not None:
+                    log.append(("c2s", event.reply.data.rstrip(b"\n"), time.time()))
+                    self.transport.send(event.reply)
+            elif hasattr(event, "message"):
+                log.append(("s2c", jsonrpc.encode(event.message), time.time()))
+
+    def resident(self) -> int | None:
+        """A stdio server's resident memory in bytes (Linux `/proc`; None elsewhere, or for HTTP)."""
+        pid = getattr(self.transport, "pid", None)
+        if pid is None:
+            return None
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as statm:
+                return int(statm.read().split()[1]) * PAGE_SIZE
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _on_stderr(self, line: bytes) -> None:
+        if len(self.stderr) < 200:
+            self.stderr.append(line)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        if self.conn is not None:
+            self.conn.close()
+
+
+__all__ = ["RAW", "FuzzSession", "Logged", "Outcome"]

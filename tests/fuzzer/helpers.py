@@ -1,0 +1,72 @@
+"""Running `mcpbench fuzz` and `mcpbench replay` as a user does, against the lab's servers."""
+
+import contextlib
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from mcpbench.lab.peers.servers import start_listening
+from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process
+
+MCPBENCH: Final = (sys.executable, "-m", "mcpbench")
+# The planted-fault server as a stdio target.
+FAULTY_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-m", "mcpbench.lab.peers.faulty_server"])
+REFERENCE_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"])
+# A command's own bound: a fuzz run in a test is a few dozen calls (stdio restarts after crashes and hangs included).
+RUN_TIMEOUT: Final = 240
+
+
+def fuzz(target: str, *args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([*MCPBENCH, "fuzz", target, *args], capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=cwd)
+
+
+def fuzz_json(target: str, out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """A run writing its JSON and traces under `out`; the process and the JSON."""
+    result = fuzz(target, "--json", str(out / "fuzz.json"), "--out", str(out / "findings"), *args)
+    assert result.returncode in (0, 1), result.stderr
+    return result, json.loads((out / "fuzz.json").read_text())
+
+
+def found(data: dict) -> set[tuple[str, str]]:
+    """(class, tool) of each finding of a run's JSON."""
+    return {(f["class"], f["tool"]) for f in data["findings"]}
+
+
+def replay_row(trace: str, target: str, tool: str) -> str:
+    """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...)."""
+    result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target, "--timeout", "20"], capture_output=True, text=True,
+                            timeout=RUN_TIMEOUT, cwd=REPO_ROOT)
+    rows = [line for line in result.stdout.splitlines() if f"tools/call {tool} " in line]
+    assert rows, result.stdout + result.stderr
+    return rows[0]
+
+
+@contextlib.contextmanager
+def faulty_http(transport: str = "streamable-http") -> Iterator[str]:
+    """The planted-fault server on an ephemeral loopback port; its URL (legacy SSE: `sse+http://...`)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "mcpbench.lab.peers.faulty_server", "--transport", transport, "--host", HOST, "--port", str(port)]
+    proc = start_listening(argv, port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://{HOST}:{port}/mcp" if transport == "streamable-http" else f"sse+http://{HOST}:{port}/sse"
+    finally:
+        stop_process(proc)
+
+
+# A stdio server of a few lines that exits on a line that is not JSON: a protocol case's crash.
+FRAGILE_SERVER: Final = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)  # a line that is not JSON ends the process with a traceback
+    if "id" not in message or not isinstance(message, dict):
+        continue
+    method = message.get("method")
+    result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fragile", "version": "1"}} \\
+        if method == "initialize" else {"tools": []} if method == "tools/list" else {}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+FRAGILE_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-c", FRAGILE_SERVER])

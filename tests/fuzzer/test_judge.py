@@ -1,0 +1,105 @@
+"""The fuzzer's parts without a server: values from schemas, mutations, the judge, what may be called."""
+
+import pytest
+from hypothesis import given, settings
+from jsonschema import Draft202012Validator
+
+from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, Case, cases
+from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, differs, judge, memory_grew, repeatable, slow_bound
+from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
+from mcpbench.fuzz.schemas import from_schema
+from mcpbench.fuzz.session import Outcome
+from mcpbench.protocol.jsonrpc import ErrorResponse, Response
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 8},
+        "count": {"type": "integer", "minimum": 0, "exclusiveMaximum": 10},
+        "ratio": {"type": "number", "maximum": 1.5},
+        "mode": {"enum": ["a", "b"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "child": {"$ref": "#/$defs/child"},
+        "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+    },
+    "required": ["name", "count"],
+    "$defs": {"child": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}},
+}
+
+
+@settings(max_examples=60, database=None)
+@given(from_schema(SCHEMA))
+def test_values_drawn_from_a_schema_fit_it(value):
+    assert Draft202012Validator(SCHEMA).is_valid(value), value
+
+
+def answered(result) -> Outcome:
+    return Outcome(answer=Response(id=1, result=result), latency=0.01)
+
+
+def test_a_wrong_type_that_a_lax_validator_would_take_is_not_drawn():
+    from hypothesis import find
+
+    case = find(cases("t", SCHEMA), lambda c: c.kind == WRONG_TYPE and c.path == "count")
+    assert not isinstance(case.arguments["count"], int | float | str | bool)
+
+
+def test_accepted_invalid_is_judged_by_the_schema_not_by_the_mutation():
+    ok = {"content": [{"type": "text", "text": "fine"}]}
+    assert [v.cls for v in judge(Case("t", WRONG_TYPE, {"name": "x", "count": {"a": 1}}, "count"), answered(ok), SCHEMA, None)] == [ACCEPTED_INVALID]
+    assert judge(Case("t", ODD_STRING, {"name": "x", "count": 1}, "name"), answered(ok), SCHEMA, None) == []  # still fits: valid
+    assert judge(Case("t", WRONG_TYPE, {"count": {}}, "count"), answered({**ok, "isError": True}), SCHEMA, None) == []
+
+
+def test_a_leak_is_what_the_request_did_not_carry():
+    trace = 'Traceback (most recent call last):\n  File "/srv/app/tool.py", line 3, in f'
+    case = Case("t", VALID, {"name": "/home/me/x.txt", "count": 1})
+    assert [v.cls for v in judge(case, answered({"content": [{"type": "text", "text": trace}]}), SCHEMA, None)] == [LEAK]
+    assert judge(case, answered({"content": [{"type": "text", "text": "saved /home/me/x.txt"}]}), SCHEMA, None) == []
+    error = Outcome(answer=ErrorResponse(id=1, code=-32603, message="key sk-abcdefghijklmnopqrstuvwx leaked"))
+    assert [v.cls for v in judge(case, error, SCHEMA, None)] == [LEAK]
+
+
+def test_output_schema_crash_and_hang():
+    out = {"type": "object", "properties": {"total": {"type": "string"}}, "required": ["total"]}
+    case = Case("t", VALID, {"name": "x", "count": 1})
+    assert [v.cls for v in judge(case, answered({"content": [], "structuredContent": {"total": 3}}), SCHEMA, out)] == [OUTPUT_SCHEMA]
+    assert [v.cls for v in judge(case, answered({"content": []}), SCHEMA, out)] == [OUTPUT_SCHEMA]
+    assert judge(case, answered({"content": [], "structuredContent": {"total": "3"}}), SCHEMA, out) == []
+    assert [v.cls for v in judge(case, Outcome(lost=True, detail="exited with status 3"), SCHEMA, None)] == [CRASH]
+    assert [v.cls for v in judge(case, Outcome(status=502, failure="http-error", detail="bad gateway"), SCHEMA, None)] == [CRASH]
+    assert [v.cls for v in judge(case, Outcome(timed_out=True, detail="no answer within 2 s"), SCHEMA, None)] == [HANG]
+
+
+def test_slow_needs_enough_calls_and_a_margin_over_the_median():
+    assert slow_bound([0.001] * 5) is None
+    assert slow_bound([0.001] * 30) == pytest.approx(1.001)
+    assert slow_bound([0.2] * 30) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(("annotations", "allow", "read_only_only", "called"), [
+    ({}, (), False, True),
+    ({"destructiveHint": True}, (), False, False),
+    ({"destructiveHint": True}, ("t",), False, True),
+    ({"readOnlyHint": False}, (), True, False),
+    ({"readOnlyHint": True}, (), True, True),
+])
+def test_destructive_tools_are_called_only_when_allowed(annotations, allow, read_only_only, called):
+    settings_ = Settings(seed=0, allow=allow, read_only_only=read_only_only)
+    assert (skip_reason(ToolInfo("t", SCHEMA, None, annotations), settings_) is None) is called
+
+
+def test_a_repeatable_tool_answering_differently_is_non_deterministic():
+    same = {"content": [{"type": "text", "text": "4"}]}
+    assert differs(answered(same), answered({**same, "_meta": {"at": 2}})) is None
+    assert differs(answered(same), answered({"content": [{"type": "text", "text": "5"}]})).cls == NON_DETERMINISTIC
+    assert differs(answered(same), Outcome(answer=ErrorResponse(id=1, code=-1, message="x"))).cls == NON_DETERMINISTIC
+    assert repeatable({"idempotentHint": True}) and repeatable({"readOnlyHint": True}) and not repeatable({})
+
+
+def test_memory_grows_past_both_an_amount_and_a_factor_over_enough_calls():
+    mib = 1 << 20
+    assert memory_grew(100 * mib, 200 * mib, 5).cls == "memory"
+    assert memory_grew(100 * mib, 200 * mib, 4) is None  # too few calls to say
+    assert memory_grew(100 * mib, 150 * mib, 50) is None  # under 64 MiB more
+    assert memory_grew(400 * mib, 500 * mib, 50) is None  # under 1.5x
