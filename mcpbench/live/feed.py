@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mcpbench.analysis.rebuild import Entry, Rebuild, SessionReport, Step, ended
+from mcpbench.trace.model import Entry, Rebuild, SessionReport, Step, ended
 from mcpbench.protocol.transports import STDIO
 from mcpbench.stats import LogHistogram
 from mcpbench.trace import spool

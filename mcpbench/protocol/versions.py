@@ -108,6 +108,10 @@ REQUEST_STATE = "requestState"
 
 # Methods whose target is named in the Mcp-Name header (2026-07-28).
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# The only methods whose result may be `input_required` (2026-07-28, SEP-2322), and the client
+# capability each kind of embedded input request needs.
+INPUT_METHODS = frozenset(NAMED_METHODS)
+INPUT_CAPABILITIES = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
 
 # The handshake's own messages (`basic/lifecycle`), which 2026-07-28 no longer has.
 HANDSHAKE_METHODS = frozenset({"initialize", "notifications/initialized"})
@@ -310,6 +314,12 @@ def progress_token(params: Any) -> Any:
 def asks_for_input(result: Any) -> bool:
     """Whether a result is 2026-07-28's `input_required` one (the client answers, then retries)."""
     return isinstance(result, dict) and result.get(RESULT_TYPE) == INPUT_REQUIRED
+
+
+def has_input_required(version: str | None) -> bool:
+    """Whether `version` has multi round-trip requests (and so `resultType` on every result)."""
+    known = rules(version)
+    return known is not None and known.input_required
 
 
 def meta_version(params: dict | None) -> str | None:

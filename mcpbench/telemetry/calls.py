@@ -1,6 +1,6 @@
 """Trace events → finished calls and sessions, the things spans and metrics are made of.
 
-`CallTracker.take(event, step)` reads what `analysis/rebuild.py`'s `Rebuild` made of one trace
+`CallTracker.take(event, step)` reads what `trace/model.py`'s `Rebuild` made of one trace
 event (the `Step`: the entries it added, the requests it answered, paired by the protocol core's
 `Session`) and returns what it finished: a `Call` once a request is answered (or its session ended
 without the answer), a `SessionDone` once a session ended. The request's and answer's fields
@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpbench.analysis.rebuild import NOT_MCP, Entry, SessionReport, Step, ended
+from mcpbench.trace.model import NOT_MCP, Entry, SessionReport, Step, ended
 from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import ERA_NAMES, progress_token
