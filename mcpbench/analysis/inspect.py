@@ -77,6 +77,7 @@ class Report:
             ],
             "methods": methods,
             "operations": [_op_json(s.id, op) for s in self.sessions for op in s.operations if len(op.rounds) > 1],
+            "tasks": [_task_json(s.id, task) for s in self.sessions for task in s.tasks.values()],
             "violations": dict(violations),
             "warnings": dict(warnings),
         }
@@ -89,6 +90,16 @@ def _op_json(session: str, op: Operation) -> dict[str, Any]:
         "session": session, "name": op.name, "outcome": op.outcome, "latency_ms": ms(op.latency),
         "client_wait_ms": ms(op.client_wait), "line": op.first.line,
         "rounds": [{"id": r.id, "line": r.line, "latency_ms": ms(r.latency), "outcome": r.outcome, "detail": r.detail} for r in op.rounds],
+    }
+
+
+def _task_json(session: str, task: Any) -> dict[str, Any]:
+    """A task with the operation it ended (`--json`'s `tasks`)."""
+    ms = lambda seconds: None if seconds is None else round(seconds * 1000, 3)  # noqa: E731
+    return {
+        "session": session, "task": task.id, "operation": task.op.name, "line": task.op.first.line,
+        "outcome": task.op.outcome, "status": task.status, "statuses": [status for _, status in task.statuses],
+        "polls": task.polls, "create_ms": ms(task.create_time), "complete_ms": ms(task.complete_time),
     }
 
 
@@ -111,6 +122,16 @@ def summarize(path: str | Path) -> Report:
 
 # The narrowest request-name column of `render`.
 NAME_WIDTH = 34
+
+
+def _task_tail(op: Operation) -> str:
+    """An operation that became a task: open until the task ends, its statuses and polls."""
+    task = op.task
+    assert task is not None
+    latency = f"{op.latency * 1000:9.2f} ms" if op.latency is not None else " " * 12
+    statuses = " → ".join(status for _, status in task.statuses)
+    return (f"{latency}  {op.outcome or 'open'}" + (f": {op.detail}" if op.detail else "")
+            + f"  (task {task.id}: {statuses}; created in {task.create_time * 1000:.2f} ms, {task.polls} polls)")
 
 
 def _operation_lines(session: SessionReport, op: Operation, at: str, arrow: str, width: int) -> list[str]:
@@ -156,7 +177,9 @@ def render(report: Report) -> str:
                 op = entry.op
                 if op is not None and op.rounds[0] is not entry:
                     continue  # a later round: shown under its operation
-                if op is None or len(op.rounds) == 1:
+                if op is not None and op.task is not None and op.task.op is op:
+                    lines.append(f"  {at} {arrow} {entry.name:<{width}} {_task_tail(op)}")
+                elif op is None or len(op.rounds) == 1:
                     latency = f"{entry.latency * 1000:9.2f} ms" if entry.latency is not None else " " * 12
                     tail = f"  {entry.outcome}" + (f": {entry.detail}" if entry.detail else "")
                     lines.append(f"  {at} {arrow} {entry.name:<{width}} {latency}{tail}")

@@ -19,6 +19,7 @@ ANY_VERSION = frozenset(VERSIONS)
 HANDSHAKE_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.era is Era.HANDSHAKE)
 STATELESS_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.era is Era.STATELESS)
 MRTR_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.input_required)
+TASK_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.tasks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,11 @@ RULES: dict[str, Rule] = {
         Rule("input-required-method", ANY_TRANSPORT, MRTR_VERSIONS),
         Rule("input-capability-missing", ANY_TRANSPORT, MRTR_VERSIONS),
         Rule("missing-result-type", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("log-not-requested", ANY_TRANSPORT, MRTR_VERSIONS),
+        # Tasks (both forms), checked by the trace model on the operation that became the task.
+        Rule("task-unknown", ANY_TRANSPORT, TASK_VERSIONS),
+        Rule("task-status-regressed", ANY_TRANSPORT, TASK_VERSIONS),
+        Rule("task-result-early", ANY_TRANSPORT, TASK_VERSIONS),
     )
 }
 

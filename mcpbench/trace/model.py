@@ -44,14 +44,23 @@ from mcpbench.protocol.versions import (
     INPUT_RESPONSES,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
+    CACHE_HINTS,
+    CACHEABLE_METHODS,
+    LISTEN,
+    LISTEN_ACKNOWLEDGED,
+    LOG_MESSAGE,
+    META_LOG_LEVEL,
+    META_RELATED_TASK,
+    META_SUBSCRIPTION_ID,
     REQUEST_STATE,
     RESULT_TYPE,
+    TASK_METHODS,
+    TASK_STATUS,
+    TERMINAL_TASK_STATUSES,
     asks_for_input,
     call_name,
     has_input_required,
     meta_version,
-    progress_token,
-    step_name,
 )
 from mcpbench.trace.format import Kind
 
@@ -70,6 +79,8 @@ INPUT_REQUIRED = "input-required"
 # Warnings of the round linking: a retry two waiting operations fit, a retry that fits none.
 MRTR_AMBIGUOUS = "mrtr-ambiguous"
 MRTR_UNLINKED = "mrtr-unlinked"
+# A 2026-07-28 list or read result without its freshness hints (a warning: hints, not a duty we can prove).
+MISSING_CACHE_HINTS = "missing-cache-hints"
 
 
 def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:
@@ -101,8 +112,46 @@ class Entry:
     op: "Operation | None" = None  # a request's operation (this entry is one of its rounds)
     flow: Any = None  # a request's HTTP exchange
     end: float | None = None  # when a request was answered
+    error_code: Any = None  # a request answered by a JSON-RPC error: its code
     request_bytes: int | None = None  # filled by a reader that measures them (the pandas loader)
     answer_bytes: int | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    """A task an operation became (2025-11-25's `CreateTaskResult`, or a handle the 2026-07-28
+    extension returns unasked): its statuses as polls, cancels and notifications said them."""
+
+    id: str
+    op: "Operation"
+    created: float  # when the handle came back
+    status: str
+    statuses: list[tuple[float, str]] = field(default_factory=list)
+    polls: int = 0  # tasks/get requests naming it
+    done: float | None = None  # when it was first seen terminal (or its result came)
+    result_at: float | None = None  # when tasks/result answered it
+
+    @property
+    def create_time(self) -> float:
+        """Seconds from the request to the task handle."""
+        return self.created - self.op.start
+
+    @property
+    def complete_time(self) -> float | None:
+        """Seconds from the request to the task's end (None while it runs)."""
+        return None if self.done is None else self.done - self.op.start
+
+
+@dataclass(slots=True, eq=False)
+class Stream:
+    """A `subscriptions/listen` stream: opened, acknowledged, its notifications, closed. Never an
+    unanswered call: open while it listens."""
+
+    opened: float
+    acknowledged: float | None = None
+    notifications: list[tuple[float, str]] = field(default_factory=list)  # (when, method)
+    closed: float | None = None
+    ending: str = ""  # "result" (the server ended it), "closed", "cut" (the stream broke)
 
 
 @dataclass(slots=True, eq=False)
@@ -122,6 +171,9 @@ class Operation:
     asked: frozenset | None = None  # the `inputRequests` keys the next round must answer (None: not waiting)
     notifications: int = 0  # progress notifications tied to it by their token
     inner: list["Operation"] = field(default_factory=list)  # server requests made while it ran (handshake era)
+    task: Task | None = None  # the task it became, or (tasks/get, tasks/result, …) the task it names
+    stream: Stream | None = None  # a `subscriptions/listen` request: its stream
+    log_level: Any = None  # the log level its request asked for (2026-07-28 `_meta`)
 
     @property
     def start(self) -> float:
@@ -174,10 +226,13 @@ class SessionReport:
     sessionless: bool = False  # sessionless Streamable HTTP: a logical stream of one protocol version
     operations: list[Operation] = field(default_factory=list)  # kept with the timeline (`Rebuild(keep=True)`)
     client: dict | None = None  # the client's name and version (initialize, or the `_meta` envelope)
+    end: float = 0.0  # its last event
     awaiting: list[Operation] = field(default_factory=list)  # answered `input_required`: waiting for a retry
     running: list[Operation] = field(default_factory=list)  # the client's operations not answered yet
     progress: dict[Any, Operation] = field(default_factory=dict)  # progress token -> its open operation
     states: dict[str, Entry] = field(default_factory=dict)  # a `requestState` in flight -> its round
+    tasks: dict[str, Task] = field(default_factory=dict)  # task id -> the task
+    streams: dict[Any, Operation] = field(default_factory=dict)  # subscription id -> its open listen operation
 
     @property
     def calls(self) -> list[Entry]:
@@ -197,6 +252,7 @@ class _Flow:
     request_id: Any = None
     label: str = ""
     foreign: str | None = None  # the warning an `unknown-answer` violation of this flow really is
+    op: Any = None  # the operation of its request: the notifications on its stream are that request's
 
 
 @dataclass(slots=True)
@@ -229,7 +285,25 @@ class Rebuild:
         kind = event["kind"]
         if kind == Kind.TRACE:
             return None
-        key = event.get("session") or "-"
+        sessions = self.sessions
+        key = event.get("session")
+        report = sessions.get(key) if key is not None else None
+        if report is None:  # a new session, or a key the rebuild renames (sessionless, not MCP, an alias)
+            report = self._session(event, kind, key or "-")
+        report.end = event["ts"]
+        step = Step(report, [], [])
+        _take(step, event, self.flows)
+        if kind == Kind.HTTP:
+            self.flows.pop(event.get("flow"), None)  # the exchange is over
+        if self.keep:
+            if step.added:
+                report.entries += step.added
+            if step.opened:
+                report.operations += step.opened
+        return step
+
+    def _session(self, event: dict[str, Any], kind: str, key: str) -> SessionReport:
+        """The session of an event whose key is not a known session's."""
         sessions = self.sessions
         alias = event.get("conn_session")
         if alias and alias != key and key not in sessions and alias in sessions:
@@ -249,16 +323,7 @@ class Rebuild:
             report = sessions[key] = SessionReport(key, transport, event["ts"], sessionless=key.startswith(SESSIONLESS))
             if report.sessionless:
                 report.session = Session(version, transport)
-        step = Step(report, [], [])
-        _take(step, event, self.flows)
-        if kind == Kind.HTTP:
-            self.flows.pop(event.get("flow"), None)  # the exchange is over
-        if self.keep:
-            if step.added:
-                report.entries += step.added
-            if step.opened:
-                report.operations += step.opened
-        return step
+        return report
 
     def forget(self, key: str) -> None:
         """Drop a session (a live view keeps a bounded number)."""
@@ -270,10 +335,10 @@ class Rebuild:
         done: list[Operation] = []
         for report in self.sessions.values():
             for entry in report.open_calls.values():
-                entry.outcome = "unanswered"
                 op = entry.op
+                entry.outcome = LISTENING if op is not None and op.stream is not None else "unanswered"
                 if op is not None and op.open:
-                    op.outcome = "unanswered"
+                    op.outcome = entry.outcome
                     done.append(op)
             report.open_calls.clear()
             for op in report.awaiting:
@@ -282,6 +347,10 @@ class Rebuild:
                     done.append(op)
             report.awaiting.clear()
             report.running.clear()
+            for task in report.tasks.values():
+                if task.op.open:  # never seen terminal: the operation ends as its task was last seen
+                    task.op.outcome = f"task-{task.status}"
+                    done.append(task.op)
         return done
 
 
@@ -313,8 +382,8 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
         except InvalidMessage as exc:
             added.append(Entry(ts, direction, "violation", "invalid-message", detail=exc.reason))
             return
-        http = event.get("http") if isinstance(event.get("http"), dict) else {}
-        _message(step, message, Direction(direction), ts, flow, http, flows)
+        http = event.get("http")
+        _message(step, message, DIRECTIONS.get(direction) or Direction(direction), ts, flow, http if type(http) is dict else {}, flows)
     elif kind == Kind.VIOLATION:
         code = event.get("code", "?")
         known = flows.get(flow) if flow is not None else None
@@ -353,6 +422,9 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
         by_client = step_ == "error" and detail == CLIENT_CLOSED  # the client closed it: its normal end
         if by_client:
             step_, detail = "close", ""
+        known = flows.get(flow) if flow is not None else None
+        if known is not None and known.op is not None and known.op.stream is not None and step_ in ("close", "error"):
+            _stream_ended(step, known.op, ts, "closed" if step_ == "close" else "cut", detail, flow)
         if event.get("method") == "POST" and step_ in ("open", "close"):
             return  # one per SSE answer: the request line already shows it
         if report.transport == LEGACY_SSE and event.get("method") == "GET" and step_ in ("close", "error"):
@@ -378,25 +450,32 @@ def _refused(step: Step, flow: Any, known: _Flow | None, failure: str, detail: s
 def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: float, flow: Any,
              http: dict[str, Any], flows: dict[Any, _Flow]) -> None:
     report = step.session
-    items = message.items if isinstance(message, jsonrpc.Batch) else (message,)
+    way = C2S_VALUE if direction is C2S else S2C_VALUE
+    items = message.items if type(message) is jsonrpc.Batch else (message,)
     for item in items:
-        if isinstance(item, Request):
-            entry = Entry(ts, direction.value, "request", step_name(item.method, item.params), id=item.id, flow=flow)
+        kind = type(item)
+        if kind is Request:
+            target = call_name(item.method, item.params)
+            entry = Entry(ts, way, "request", f"{item.method} {target}" if target else item.method, id=item.id, flow=flow)
             step.added.append(entry)
             report.requests += 1
-            report.open_calls[(direction.value, _call_id(report, flow, item.id))] = entry
-            _operation(step, report, item, entry, direction)
+            report.open_calls[(way, (flow, item.id) if report.sessionless else item.id)] = entry
+            _operation(step, report, item, entry, direction, target, flow)
             if direction is C2S and flow is not None:
                 known = flows.setdefault(flow, _Flow())
-                known.request_id, known.label = item.id, f"{item.method} (id {item.id!r})"
-        elif isinstance(item, Notification):
-            entry = Entry(ts, direction.value, "notification", item.method)
+                known.request_id, known.label, known.op = item.id, f"{item.method} (id {item.id!r})", entry.op
+        elif kind is Notification:
+            entry = Entry(ts, way, "notification", item.method)
             step.added.append(entry)
             if item.method == PROGRESS and report.progress:
                 op = report.progress.get(_token(item.params))
                 if op is not None:
                     op.notifications += 1
                     entry.op = op
+            elif report.tasks or item.method == TASK_STATUS:
+                _task_notification(step, report, item, entry)
+            if entry.op is None and direction is S2C:
+                _scoped(step, report, item, entry, flows.get(flow) if flow is not None else None, flow)
     known = flows.get(flow) if flow is not None else None
     if direction is S2C and type(message) is ErrorResponse:
         status = http.get("status")
@@ -412,11 +491,13 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
     if report.sessionless:  # ids are the client's own, and many clients share the stream: keep them apart
         message = _by_flow(message, flow)
     for result in report.session.observe(direction, message, ts):
-        if isinstance(result, Exchange):
-            entry = report.open_calls.pop((result.direction.value, result.request.id), None)
+        if type(result) is Exchange:
+            entry = report.open_calls.pop((C2S_VALUE if result.direction is C2S else S2C_VALUE, result.request.id), None)
             if entry is not None:
                 entry.latency, entry.end = result.latency, result.finished
                 entry.outcome, entry.detail = outcome(result.answer)
+                if type(result.answer) is ErrorResponse:
+                    entry.error_code = result.answer.code
                 step.answered.append(entry)
                 if entry.op is not None:
                     _answered(step, report, entry, result.answer, result.finished)
@@ -444,6 +525,8 @@ def ended(report: SessionReport) -> bool:
 
 
 PROGRESS = "notifications/progress"
+C2S_VALUE, S2C_VALUE = C2S.value, S2C.value
+DIRECTIONS = {C2S_VALUE: C2S, S2C_VALUE: S2C}
 
 
 def _token(params: Any) -> Any:
@@ -466,9 +549,10 @@ def _version(report: SessionReport, params: Any) -> str | None:
     return meta_version(params) if isinstance(params, dict) and "_meta" in params else report.session.version
 
 
-def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, direction: Direction) -> None:
+def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, direction: Direction, target: str | None,
+               flow: Any = None) -> None:
     """The operation `item` begins, or the one whose next round it is."""
-    params = item.params if isinstance(item.params, dict) else None
+    params = item.params if type(item.params) is dict else None
     method = item.method
     if direction is not C2S:  # a server request: inside the client's one running operation, if only one runs
         op = Operation(direction.value, method, entry.name, None, [entry])
@@ -486,18 +570,29 @@ def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, d
             report.running.append(op)
             return
     meta = params.get("_meta") if params is not None else None
-    capabilities = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
-    op = Operation(C2S.value, method, entry.name, call_name(method, params),
+    capabilities = meta.get(META_CLIENT_CAPABILITIES) if type(meta) is dict else None
+    named = _named_task(step, report, method, params, entry) if method in TASK_METHODS else None
+    op = Operation(C2S_VALUE, method, entry.name, target,
                    [entry], capabilities if capabilities is not None else report.session.client_capabilities)
     entry.op = op
     step.opened.append(op)
     report.running.append(op)
+    if named is not None:
+        op.task = named
+        if method == "tasks/get":
+            named.polls += 1
+    if type(meta) is dict and META_LOG_LEVEL in meta:
+        op.log_level = meta[META_LOG_LEVEL]
+    if method == LISTEN:  # a stream, not a call waiting for its answer
+        op.stream = Stream(entry.ts)
+        report.streams[(flow, item.id) if report.sessionless else item.id] = op
+        _stopped(report, op)
     if report.client is None and params is not None:
         info = params.get("clientInfo") if method == "initialize" else (meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None)
         if isinstance(info, dict):
             report.client = info
-    token = progress_token(params)
-    if isinstance(token, (str, int)):
+    token = meta.get("progressToken") if type(meta) is dict else None
+    if token is not None and type(token) in (str, int):
         report.progress[token] = op
     if params is not None and REQUEST_STATE in params:
         _in_flight(step, report, params, entry)
@@ -569,7 +664,7 @@ def _answered(step: Step, report: SessionReport, entry: Entry, answer: Response 
     """A round's answer: the operation waits for its retry, or ends."""
     op = entry.op
     assert op is not None
-    if op.dir != C2S.value:
+    if op.dir != C2S_VALUE:
         _finished(report, op, entry.outcome, entry.detail, ts)
         step.finished.append(op)
         return
@@ -578,9 +673,21 @@ def _answered(step: Step, report: SessionReport, entry: Entry, answer: Response 
         for key in [key for key, held in report.states.items() if held is entry]:
             del report.states[key]
     version = report.session.version
-    if isinstance(result, dict) and RESULT_TYPE not in result and has_input_required(version):
+    if op.task is not None and (type(result) is dict or op.method == "tasks/result"):
+        _task_answer(step, report, op, entry, answer, result or {}, ts)
+    elif type(result) is dict and type(handle := result.get("task")) is dict and type(handle.get("taskId")) is str:
+        _task_created(step, report, op, entry, handle, ts)
+        return
+    if op.stream is not None:
+        op.stream.closed, op.stream.ending = ts, "result"
+        _forget_stream(report, op)
+    elif type(result) is dict and op.method in CACHEABLE_METHODS and has_input_required(version):
+        missing = [hint for hint in CACHE_HINTS if hint not in result]
+        if missing:
+            _warning(step, entry, MISSING_CACHE_HINTS, f"{entry.name} (id {entry.id!r}): a {version} result without {' and '.join(missing)}")
+    if type(result) is dict and RESULT_TYPE not in result and has_input_required(version):
         _violation(step, report, entry, "missing-result-type", f"{entry.name} (id {entry.id!r}): a {version} result without resultType", version)
-    if entry.outcome == INPUT_REQUIRED and isinstance(result, dict):
+    if entry.outcome == INPUT_REQUIRED and type(result) is dict:
         if op.method not in INPUT_METHODS:
             _violation(step, report, entry, "input-required-method",
                        f"{entry.name} answered input_required: only {', '.join(sorted(INPUT_METHODS))} may", version)
@@ -614,3 +721,140 @@ def _finished(report: SessionReport, op: Operation, outcome_: str, detail: str, 
     if report.progress:
         for token in [t for t, held in report.progress.items() if held is op]:
             del report.progress[token]
+
+
+# An operation that became a task ends with its task: how each terminal status ends it.
+TASK_OUTCOMES = {"completed": "ok", "failed": "failed", "cancelled": "cancelled"}
+
+
+def _named_task(step: Step, report: SessionReport, method: str, params: dict | None, entry: Entry) -> Task | None:
+    """The task a tasks/get, tasks/result, tasks/cancel or tasks/update names; a violation when no
+    operation of the session became it."""
+    task_id = params.get("taskId") if params is not None else None
+    if type(task_id) is not str:
+        return None
+    task = report.tasks.get(task_id)
+    if task is None:
+        _violation(step, report, entry, "task-unknown", f"{method} names task {task_id!r}, which no request of this session created",
+                   _version(report, params))
+    return task
+
+
+def _task_created(step: Step, report: SessionReport, op: Operation, entry: Entry, handle: dict, ts: float) -> None:
+    """The answer is a task handle: the operation stays open until its task ends."""
+    status = handle.get("status") if type(handle.get("status")) is str else "working"
+    task = Task(handle["taskId"], op, ts, status, [(ts, status)])
+    op.task = task
+    report.tasks[task.id] = task
+    entry.outcome, entry.detail = "task", f"task {task.id} {status}"
+    _stopped(report, op)
+    if status in TERMINAL_TASK_STATUSES:
+        _task_status(step, report, task, status, ts, entry)
+
+
+def _task_answer(step: Step, report: SessionReport, op: Operation, entry: Entry, answer: Response | ErrorResponse,
+                 result: dict, ts: float) -> None:
+    """A tasks/get, tasks/cancel (a status) or tasks/result (the operation's real result) answered."""
+    task = op.task
+    assert task is not None
+    if op.method == "tasks/result":
+        task.result_at = ts
+        owner = task.op
+        owner.outcome, owner.detail = outcome(answer)
+        if owner.end is None:
+            owner.end, task.done = ts, ts
+            step.finished.append(owner)
+        return
+    status = result.get("status")
+    if type(status) is str:
+        _task_status(step, report, task, status, ts, entry)
+
+
+def _task_status(step: Step, report: SessionReport, task: Task, status: str, ts: float, entry: Entry) -> None:
+    """A status the task was seen in: a change, an end, or a broken rule."""
+    version = report.session.version
+    if task.status in TERMINAL_TASK_STATUSES and status != task.status:
+        _violation(step, report, entry, "task-status-regressed", f"task {task.id} went from {task.status} to {status}: a terminal status is final", version)
+    elif status not in TERMINAL_TASK_STATUSES and task.result_at is not None:
+        _violation(step, report, entry, "task-result-early", f"task {task.id} is {status} after tasks/result answered: a result before completion", version)
+    if status != task.status:
+        task.status = status
+        task.statuses.append((ts, status))
+    owner = task.op
+    if status in TERMINAL_TASK_STATUSES and owner.open:
+        owner.outcome, owner.end = TASK_OUTCOMES[status], ts
+        task.done = ts
+        step.finished.append(owner)
+
+
+def _task_notification(step: Step, report: SessionReport, item: Notification, entry: Entry) -> None:
+    """`notifications/tasks/status` and any notification whose `_meta` names a related task: tied to
+    the task's operation."""
+    params = item.params if type(item.params) is dict else {}
+    if item.method == TASK_STATUS:
+        task_id = params.get("taskId")
+    else:
+        meta = params.get("_meta")
+        related = meta.get(META_RELATED_TASK) if type(meta) is dict else None
+        task_id = related.get("taskId") if type(related) is dict else None
+    if type(task_id) is not str:
+        return
+    task = report.tasks.get(task_id)
+    if task is None:
+        if item.method == TASK_STATUS:
+            _violation(step, report, entry, "task-unknown", f"{TASK_STATUS} names task {task_id!r}, which no request of this session created", report.session.version)
+        return
+    entry.op = task.op
+    task.op.notifications += 1
+    if item.method == TASK_STATUS and type(params.get("status")) is str:
+        _task_status(step, report, task, params["status"], entry.ts, entry)
+
+
+# The outcome of a listen stream still open when the trace ends.
+LISTENING = "listening"
+
+
+def _forget_stream(report: SessionReport, op: Operation) -> None:
+    for key in [key for key, held in report.streams.items() if held is op]:
+        del report.streams[key]
+
+
+def _stream_ended(step: Step, op: Operation, ts: float, ending: str, detail: str, flow: Any) -> None:
+    """A listen stream's HTTP response ended without its result: the client closed it, or it broke."""
+    report, stream = step.session, op.stream
+    assert stream is not None
+    if not op.open:
+        return
+    stream.closed, stream.ending = ts, ending
+    entry = op.first
+    report.open_calls.pop((C2S_VALUE, (flow, entry.id) if report.sessionless else entry.id), None)
+    entry.outcome = op.outcome = ending
+    entry.detail = op.detail = detail
+    op.end = ts
+    _forget_stream(report, op)
+    step.finished.append(op)
+
+
+def _scoped(step: Step, report: SessionReport, item: Notification, entry: Entry, known: "_Flow | None", flow: Any) -> None:
+    """A server notification's operation: the listen stream its subscription id names, or the request
+    whose response stream carried it (HTTP); a log message for a request that asked no level."""
+    params = item.params if type(item.params) is dict else None
+    meta = params.get("_meta") if params is not None else None
+    subscription = meta.get(META_SUBSCRIPTION_ID) if type(meta) is dict else None
+    if subscription is not None and report.streams and type(subscription) in (str, int):
+        op = report.streams.get((flow, subscription) if report.sessionless else subscription)
+        if op is not None and op.stream is not None:
+            entry.op = op
+            op.notifications += 1
+            op.stream.notifications.append((entry.ts, item.method))
+            if item.method == LISTEN_ACKNOWLEDGED and op.stream.acknowledged is None:
+                op.stream.acknowledged = entry.ts
+            return
+    op = known.op if known is not None else None
+    if op is None:
+        return
+    entry.op = op
+    op.notifications += 1
+    if item.method == LOG_MESSAGE and op.log_level is None and op.stream is None:
+        _violation(step, report, entry, "log-not-requested",
+                   f"{LOG_MESSAGE} on the stream of {op.name} (id {op.first.id!r}), which asked no log level", report.session.version)

@@ -55,3 +55,62 @@ def done(ts: float, id_: Any, *, result_type: bool = True, session: str = "s1", 
 def answered(key: str = "ask") -> dict:
     """`inputResponses` answering `key` with a sampled message."""
     return {key: {"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "stub"}}
+
+
+HANDSHAKE: Final = "2025-11-25"
+
+
+def handshake(ts: float = 1.0, version: str = HANDSHAKE, session: str = "s1") -> list[dict]:
+    """initialize, its answer, initialized: a handshake-era session ready to operate."""
+    return [
+        event(ts, session, "c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "client", "version": "1"}}}),
+        event(ts + 0.01, session, "s2c", {"jsonrpc": "2.0", "id": 0, "result": {
+            "protocolVersion": version, "capabilities": {"tasks": {"requests": {"tools": {"call": {}}}}},
+            "serverInfo": {"name": "server", "version": "1"}}}),
+        event(ts + 0.02, session, "c2s", {"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+
+
+def sent(ts: float, id_: Any, method: str, params: dict | None = None, *, session: str = "s1", direction: str = "c2s") -> dict:
+    """Any request."""
+    return event(ts, session, direction, {"jsonrpc": "2.0", "id": id_, "method": method, **({"params": params} if params is not None else {})})
+
+
+def result(ts: float, id_: Any, body: dict, *, session: str = "s1", direction: str = "s2c") -> dict:
+    """Any result."""
+    return event(ts, session, direction, {"jsonrpc": "2.0", "id": id_, "result": body})
+
+
+def notified(ts: float, method: str, params: dict, *, session: str = "s1", direction: str = "s2c") -> dict:
+    return event(ts, session, direction, {"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def task_status(task_id: str, status: str) -> dict:
+    """A task as tasks/get, tasks/cancel and notifications/tasks/status carry it."""
+    return {"taskId": task_id, "status": status, "createdAt": "2026-12-02T12:00:00Z", "ttl": 60000, "pollInterval": 100}
+
+
+def over_http(message: dict, flow: str, *, session: str = "conn-1") -> dict:
+    """A message event of `request`, `done`, … as a sessionless Streamable HTTP exchange `flow` carried it."""
+    return {**message, "session": session, "transport": "streamable-http", "flow": flow,
+            **({"via": "sse"} if message["dir"] == "s2c" else {})}
+
+
+def stream_end(ts: float, flow: str, how: str = "close", *, session: str = "conn-1") -> dict:
+    """The end of exchange `flow`'s response stream (`close`, or `error` when it broke)."""
+    return {"v": 1, "ts": ts, "session": session, "transport": "streamable-http", "dir": "s2c", "kind": "stream",
+            "event": how, "method": "POST", "path": "/mcp", "flow": flow, **({"error": "connection reset"} if how == "error" else {})}
+
+
+def listen(ts: float, id_: Any, **params: Any) -> dict:
+    """A 2026-07-28 `subscriptions/listen` request."""
+    meta = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
+    return event(ts, "s1", "c2s", {"jsonrpc": "2.0", "id": id_, "method": "subscriptions/listen",
+                                   "params": {"notifications": {"toolsListChanged": True}, "_meta": meta, **params}})
+
+
+def on_stream(ts: float, method: str, subscription: Any, **params: Any) -> dict:
+    """A notification of a listen stream, tagged with its subscription id."""
+    return event(ts, "s1", "s2c", {"jsonrpc": "2.0", "method": method, "params": {
+        **params, "_meta": {"io.modelcontextprotocol/subscriptionId": subscription}}})
