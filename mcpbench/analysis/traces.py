@@ -226,10 +226,7 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
     # flows are only in HTTP recordings: a stdio trace skips the per-row look-ups
     sse = _per_flow(first_flows, first_sse)
     columns["ttfe_ms"] = np.where(sse >= start, (sse - start) * 1000.0, NAN)
-    columns["http_status"] = status = _per_flow(last_flows, statuses)
-    if statuses:  # an unanswered call whose exchange failed
-        outcome_ = columns["outcome"]
-        outcome_[(status >= 400) & (outcome_ == "unanswered")] = "http-error"
+    columns["http_status"] = _per_flow(last_flows, statuses)
     return columns
 
 

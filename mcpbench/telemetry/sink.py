@@ -60,7 +60,7 @@ class Telemetry:
 
             self.metrics = Metrics(
                 self.resource, prometheus=options.metrics, otlp=options.otlp,
-                open_sessions=lambda: self.tracker.sessions.values(), counts=self.counts,
+                open_sessions=lambda: [state for state in self.tracker.sessions.values() if not state.done], counts=self.counts,
             )
         self.calls = 0
         self.sessions = 0

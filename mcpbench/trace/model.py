@@ -74,6 +74,8 @@ SESSIONLESS = "sessionless"
 NOT_MCP = "(not MCP)"
 # mitmproxy's word for a stream its client closed: the client's own close, not a failure.
 CLIENT_CLOSED = "Client disconnected."
+# The outcome of a request whose HTTP exchange failed (status >= 400) before any answer.
+HTTP_ERROR = "http-error"
 # The outcome of a round that asks the client for input (2026-07-28): the operation goes on.
 INPUT_REQUIRED = "input-required"
 # Warnings of the round linking: a retry two waiting operations fit, a retry that fits none.
@@ -334,24 +336,30 @@ class Rebuild:
         still waiting for its retry ends asking for input. Returns the operations this finished."""
         done: list[Operation] = []
         for report in self.sessions.values():
-            for entry in report.open_calls.values():
-                op = entry.op
-                entry.outcome = LISTENING if op is not None and op.stream is not None else "unanswered"
+            for op in [entry.op for entry in report.open_calls.values()] + report.awaiting + [task.op for task in report.tasks.values()]:
                 if op is not None and op.open:
-                    op.outcome = entry.outcome
+                    op.outcome = open_outcome(op)
+                    if op.outcome == INPUT_REQUIRED:
+                        op.detail, op.end = op.last.detail, op.last.end
                     done.append(op)
+            for entry in report.open_calls.values():
+                entry.outcome = LISTENING if entry.op is not None and entry.op.stream is not None else "unanswered"
             report.open_calls.clear()
-            for op in report.awaiting:
-                if op.open:
-                    op.outcome, op.detail, op.end = INPUT_REQUIRED, op.last.detail, op.last.end
-                    done.append(op)
             report.awaiting.clear()
             report.running.clear()
-            for task in report.tasks.values():
-                if task.op.open:  # never seen terminal: the operation ends as its task was last seen
-                    task.op.outcome = f"task-{task.status}"
-                    done.append(task.op)
         return done
+
+
+def open_outcome(op: Operation) -> str:
+    """The outcome of an operation still open when its trace (or session) ends: a listen stream still
+    listening, a task as last seen, a request that asked for input and was never retried, or unanswered."""
+    if op.stream is not None:
+        return LISTENING
+    if op.task is not None and op.task.op is op:
+        return f"task-{op.task.status}"
+    if op.asked is not None and op.last.end is not None:
+        return INPUT_REQUIRED
+    return "unanswered"
 
 
 def _sessionless_version(event: dict[str, Any], flows: dict[Any, _Flow]) -> str | None:
@@ -411,6 +419,8 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
             if failure in AUTH_FAILURES:  # the request it refused: that is its outcome, with what the server asked for
                 outcome_, detail = f"{status} {failure}", challenge.summary() if challenge else "no challenge"
                 _refused(step, flow, flows.get(flow), failure, detail)
+            else:  # a request its exchange failed before any answer came
+                _refused(step, flow, flows.get(flow), HTTP_ERROR, f"HTTP {status}")
             added.append(Entry(ts, direction, "http", f"{event.get('method')} {event.get('path')}", outcome=outcome_, detail=detail))
             if status == SESSION_NOT_FOUND and event.get("session") and not report.sessionless:
                 report.session.lose(Trigger.SESSION_NOT_FOUND, f"HTTP {status}")
@@ -436,7 +446,7 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
 
 
 def _refused(step: Step, flow: Any, known: _Flow | None, failure: str, detail: str) -> None:
-    """The request of exchange `flow` got no answer but `failure` (an authentication refusal)."""
+    """The request of exchange `flow` got no answer but `failure` (an authentication refusal, an HTTP error)."""
     report = step.session
     if known is not None and known.request_id is not None:
         entry = report.open_calls.pop((C2S.value, _call_id(report, flow, known.request_id)), None)
