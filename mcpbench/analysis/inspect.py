@@ -78,6 +78,7 @@ class Report:
             "methods": methods,
             "operations": [_op_json(s.id, op) for s in self.sessions for op in s.operations if len(op.rounds) > 1],
             "tasks": [_task_json(s.id, task) for s in self.sessions for task in s.tasks.values()],
+            "streams": [_stream_json(s.id, op) for s in self.sessions for op in s.operations if op.stream is not None],
             "violations": dict(violations),
             "warnings": dict(warnings),
         }
@@ -100,6 +101,17 @@ def _task_json(session: str, task: Any) -> dict[str, Any]:
         "session": session, "task": task.id, "operation": task.op.name, "line": task.op.first.line,
         "outcome": task.op.outcome, "status": task.status, "statuses": [status for _, status in task.statuses],
         "polls": task.polls, "create_ms": ms(task.create_time), "complete_ms": ms(task.complete_time),
+    }
+
+
+def _stream_json(session: str, op: Operation) -> dict[str, Any]:
+    """A listen stream (`--json`'s `streams`)."""
+    stream = op.stream
+    assert stream is not None
+    return {
+        "session": session, "id": op.first.id, "line": op.first.line, "outcome": op.outcome, "opened": stream.opened,
+        "acknowledged": stream.acknowledged, "closed": stream.closed, "ending": stream.ending,
+        "notifications": [{"ts": ts, "method": method} for ts, method in stream.notifications],
     }
 
 
@@ -132,6 +144,17 @@ def _task_tail(op: Operation) -> str:
     statuses = " → ".join(status for _, status in task.statuses)
     return (f"{latency}  {op.outcome or 'open'}" + (f": {op.detail}" if op.detail else "")
             + f"  (task {task.id}: {statuses}; created in {task.create_time * 1000:.2f} ms, {task.polls} polls)")
+
+
+def _stream_tail(op: Operation) -> str:
+    """A `subscriptions/listen` stream: how long it lasted, its acknowledgement and notifications."""
+    stream = op.stream
+    assert stream is not None
+    lasted = f"{(stream.closed - stream.opened) * 1000:9.2f} ms" if stream.closed is not None else " " * 12
+    acked = f"acknowledged after {(stream.acknowledged - stream.opened) * 1000:.2f} ms" if stream.acknowledged is not None else "never acknowledged"
+    kinds = Counter(method.removeprefix("notifications/") for _, method in stream.notifications if not method.endswith("/acknowledged"))
+    said = ", ".join(f"{n} {kind}" for kind, n in kinds.items()) or "no notifications"
+    return f"{lasted}  {op.outcome or 'listening'}" + (f": {op.detail}" if op.detail else "") + f"  (listen stream: {acked}; {said})"
 
 
 def _operation_lines(session: SessionReport, op: Operation, at: str, arrow: str, width: int) -> list[str]:
@@ -179,6 +202,8 @@ def render(report: Report) -> str:
                     continue  # a later round: shown under its operation
                 if op is not None and op.task is not None and op.task.op is op:
                     lines.append(f"  {at} {arrow} {entry.name:<{width}} {_task_tail(op)}")
+                elif op is not None and op.stream is not None:
+                    lines.append(f"  {at} {arrow} {entry.name:<{width}} {_stream_tail(op)}")
                 elif op is None or len(op.rounds) == 1:
                     latency = f"{entry.latency * 1000:9.2f} ms" if entry.latency is not None else " " * 12
                     tail = f"  {entry.outcome}" + (f": {entry.detail}" if entry.detail else "")

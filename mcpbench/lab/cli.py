@@ -69,7 +69,10 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
           quirks: Quirks) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
-    Tools echo, add, slow, fail, big and ask; resource mcpbench://greeting; prompt summarize.
+    Tools echo, add, slow, fail, big, ask (input from the client: a server request, or 2026-07-28's
+    multi round-trip) and toggle_tool (adds or removes the tool extra: a tools list_changed
+    notification, on listen streams in 2026-07-28); resource mcpbench://greeting; prompt summarize.
+    No tool runs as a task (the SDK 2.3 server has no task runtime).
 
     Example: mcpbench lab serve --transport streamable-http --port 8101 --auth oauth --token-lifetime 10s
     """

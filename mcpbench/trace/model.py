@@ -434,7 +434,7 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
             step_, detail = "close", ""
         known = flows.get(flow) if flow is not None else None
         if known is not None and known.op is not None and known.op.stream is not None and step_ in ("close", "error"):
-            _stream_ended(step, known.op, ts, "closed" if step_ == "close" else "cut", detail, flow)
+            _stream_ended(step, known.op, ts, "closed" if step_ == "close" else "cut", detail)
         if event.get("method") == "POST" and step_ in ("open", "close"):
             return  # one per SSE answer: the request line already shows it
         if report.transport == LEGACY_SSE and event.get("method") == "GET" and step_ in ("close", "error"):
@@ -486,6 +486,10 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
                 _task_notification(step, report, item, entry)
             if entry.op is None and direction is S2C:
                 _scoped(step, report, item, entry, flows.get(flow) if flow is not None else None, flow)
+            elif item.method == CANCELLED and report.streams and type(item.params) is dict:
+                op = report.streams.get((flow, item.params.get("requestId")) if report.sessionless else item.params.get("requestId"))
+                if op is not None:  # the client closed its listen stream
+                    _stream_ended(step, op, ts, "closed", "cancelled by the client")
     known = flows.get(flow) if flow is not None else None
     if direction is S2C and type(message) is ErrorResponse:
         status = http.get("status")
@@ -535,6 +539,7 @@ def ended(report: SessionReport) -> bool:
 
 
 PROGRESS = "notifications/progress"
+CANCELLED = "notifications/cancelled"
 C2S_VALUE, S2C_VALUE = C2S.value, S2C.value
 DIRECTIONS = {C2S_VALUE: C2S, S2C_VALUE: S2C}
 
@@ -829,7 +834,7 @@ def _forget_stream(report: SessionReport, op: Operation) -> None:
         del report.streams[key]
 
 
-def _stream_ended(step: Step, op: Operation, ts: float, ending: str, detail: str, flow: Any) -> None:
+def _stream_ended(step: Step, op: Operation, ts: float, ending: str, detail: str) -> None:
     """A listen stream's HTTP response ended without its result: the client closed it, or it broke."""
     report, stream = step.session, op.stream
     assert stream is not None
@@ -837,7 +842,7 @@ def _stream_ended(step: Step, op: Operation, ts: float, ending: str, detail: str
         return
     stream.closed, stream.ending = ts, ending
     entry = op.first
-    report.open_calls.pop((C2S_VALUE, (flow, entry.id) if report.sessionless else entry.id), None)
+    report.open_calls.pop((C2S_VALUE, (entry.flow, entry.id) if report.sessionless else entry.id), None)
     entry.outcome = op.outcome = ending
     entry.detail = op.detail = detail
     op.end = ts
