@@ -1,5 +1,6 @@
 """Every view on the trace model agrees on a trace's sessions, operations and outcomes: `inspect`
-(its report and --json), the pandas frames and the telemetry calls (spans and durations), over the
+(its report and --json), the pandas frames, the telemetry calls (spans and durations) and the live
+view's method rows, over the
 suite's traces of every transport and era (stdio recordings of both eras, HTTP recordings in
 tests/trace/data, legacy SSE among them) and doctored 2026-07-28 operations (rounds, a task, a
 listen stream)."""
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from mcpbench.analysis.inspect import summarize
 from mcpbench.analysis.traces import load_trace
 from mcpbench.cli import main
+from mcpbench.live.feed import LiveStats
 from mcpbench.telemetry import conventions as otel
 from mcpbench.telemetry.calls import Call, CallTracker
 from mcpbench.trace.model import NOT_MCP, Rebuild
@@ -47,6 +49,20 @@ def by_frames(path: Path) -> Counter:
     return Counter(zip(calls["session"].astype(str), calls["method"].astype(str), calls["outcome"].astype(str)))
 
 
+def by_live(path: Path) -> Counter:
+    """The live view's method rows: the operations finished as the events came, by name."""
+    rebuild, stats = Rebuild(keep=False), LiveStats()
+    stats.take([(event, rebuild.take(event)) for event in TraceReader(path)])
+    return Counter({name: row.count for name, row in stats.methods.items()})
+
+
+def finished_by_events(path: Path) -> Counter:
+    """inspect's operations that an event finished (not the trace's end: the live view is still watching those)."""
+    report = summarize(path)
+    return Counter(op.name for s in report.sessions for op in s.operations
+                   if op.outcome not in ("unanswered", "listening", "input-required") and not op.outcome.startswith("task-"))
+
+
 def by_telemetry(path: Path) -> Counter:
     rebuild, tracker, finished = Rebuild(keep=False), CallTracker(), []
     for event in TraceReader(path):
@@ -64,6 +80,7 @@ def test_inspect_frames_and_telemetry_agree_on_every_trace(recordings, tmp_path)
         assert seen, path.name
         assert by_frames(path) == seen, path.name
         assert by_telemetry(path) == seen, path.name
+        assert by_live(path) == finished_by_events(path), path.name
         report = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(path)]).output)
         sessions = {s["id"]: s for s in report["sessions"]}
         frame_sessions = load_trace(path).sessions
