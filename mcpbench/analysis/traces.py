@@ -193,8 +193,8 @@ def _era(report: SessionReport) -> str | None:
 def _detail(op: Operation) -> str | None:
     """An operation's detail as the frame shows it: an error's message (its code has a column)."""
     code = op.last.error_code
-    if code is not None:
-        return op.detail.removeprefix(f"{code}: ") or None
+    if code is not None:  # "code: message", or "code (name): message"
+        return op.detail.partition(": ")[2] or None
     return op.detail or None
 
 

@@ -37,6 +37,7 @@ from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notificatio
 from mcpbench.protocol.session import C2S, CLOSED, LOST, S2C, Direction, Exchange, Session, Trigger
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.rules import applies
+from mcpbench.protocol.server import ERROR_NAMES
 from mcpbench.protocol.versions import (
     INPUT_CAPABILITIES,
     INPUT_METHODS,
@@ -88,7 +89,8 @@ MISSING_CACHE_HINTS = "missing-cache-hints"
 def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:
     """("ok" | "tool-error" | "error" | "input-required", detail) of an answer."""
     if isinstance(answer, ErrorResponse):
-        return "error", f"{answer.code}: {answer.message}"
+        name = ERROR_NAMES.get(answer.code) if type(answer.code) is int else None
+        return "error", f"{answer.code}{f' ({name})' if name else ''}: {answer.message}"
     result = answer.result
     if asks_for_input(result):
         return "input-required", ", ".join(sorted(result.get(INPUT_REQUESTS) or {}))

@@ -36,3 +36,14 @@ def test_a_task_is_shown_on_its_operation(tmp_path):
     assert "tools/call work                       210.00 ms  ok  (task t1: working → completed; created in 10.00 ms, 1 polls)" in render(summarize(path))
     (task,) = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(path)]).output)["tasks"]
     assert (task["task"], task["polls"], task["statuses"], task["complete_ms"]) == ("t1", 1, ["working", "completed"], 210.0)
+
+
+def test_the_2026_error_codes_are_named_in_inspect_and_the_frame_keeps_the_code(tmp_path):
+    from mcpbench.analysis.traces import load_trace
+    from tests.support.traces import event
+
+    path = write_trace(tmp_path / "t.jsonl", [request(1.0, 1, name="echo"), event(1.1, "s1", "s2c", {
+        "jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": "elicitation required"}})])
+    assert "error: -32021 (missing client capability): elicitation required" in render(summarize(path))
+    calls = load_trace(path).calls
+    assert calls["error_code"].tolist() == [-32021] and calls["detail"].tolist() == ["elicitation required"]
