@@ -313,8 +313,8 @@ def _sessions_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
         rows.append(
             {
                 "trace": trace, "session": s.id, "transport": s.transport, "era": _era(s), "version": core.version,
-                "client": client.get("name"), "client_version": client.get("version"),
-                "server": server.get("name"), "server_version": server.get("version"),
+                "client": _text(client.get("name")), "client_version": _text(client.get("version")),
+                "server": _text(server.get("name")), "server_version": _text(server.get("version")),
                 "handshake_ms": NAN if core.handshake_time is None else core.handshake_time * 1000.0,
                 "start": s.start, "end": s.end, "calls": made[i], "errors": errors[i],
                 "tool_errors": tool_errors[i], "unanswered": unanswered[i], "violations": calls.violations[i],
@@ -323,6 +323,11 @@ def _sessions_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=SESSION_COLUMNS)
     frame = frame.astype({"handshake_ms": "float64", "calls": "int64", "errors": "int64", "tool_errors": "int64", "unanswered": "int64", "violations": "int64"})
     return _typed(frame, times=("start", "end"))
+
+
+def _text(value: Any) -> str | None:
+    """A peer's name or version as a column holds it (a peer may send any JSON there)."""
+    return value if value is None or type(value) is str else str(value)
 
 
 def _rounds_frame(calls: _Calls) -> pd.DataFrame:

@@ -149,7 +149,13 @@ Finished = Call | SessionDone | Problem
 def _answers(event: dict[str, Any]) -> dict[Any, dict]:
     """The answers a message event carries, by id."""
     msg = event.get("msg")
-    return {item.get("id"): item for item in (msg if isinstance(msg, list) else [msg]) if isinstance(item, dict) and "method" not in item}
+    return {item["id"]: item for item in (msg if isinstance(msg, list) else [msg])
+            if isinstance(item, dict) and "method" not in item and _plain_id(item.get("id"))}
+
+
+def _plain_id(value: Any) -> bool:
+    """A JSON-RPC id a dict can key (a string or a number; a peer may send anything)."""
+    return type(value) in (str, int, float)
 
 
 class CallTracker:
@@ -216,7 +222,7 @@ class CallTracker:
         report = state.report
         if sessionless_too:  # the trace's end: what is still open was never answered (a call in flight when
             # its session was lost may still be answered, or its exchange fail, later in the trace)
-            for op in [entry.op for entry in report.open_calls.values()] + report.awaiting + [task.op for task in report.tasks.values()]:
+            for op in [entry.op for entry in report.open_calls.values()] + report.awaiting + [task.op for task in report.tasks.values()] + report.shadowed:
                 call = self._calls.pop(id(op), None) if op is not None else None
                 if call is not None:
                     self._forget(call)
@@ -232,7 +238,7 @@ class CallTracker:
     def _message(self, state: SessionState, event: dict[str, Any], step: Step, out: list[Finished]) -> None:
         msg = event.get("msg")
         items = msg if isinstance(msg, list) else [msg]
-        requests = {item.get("id"): item for item in items if isinstance(item, dict) and "method" in item and "id" in item}
+        requests = {item["id"]: item for item in items if isinstance(item, dict) and "method" in item and _plain_id(item.get("id"))}
         notifications = iter([item for item in items if isinstance(item, dict) and "method" in item and "id" not in item])
         for entry in step.added:
             if entry.kind == "request":

@@ -93,7 +93,8 @@ def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:
         return "error", f"{answer.code}{f' ({name})' if name else ''}: {answer.message}"
     result = answer.result
     if asks_for_input(result):
-        return "input-required", ", ".join(sorted(result.get(INPUT_REQUESTS) or {}))
+        asked = result.get(INPUT_REQUESTS)
+        return "input-required", ", ".join(sorted(asked)) if type(asked) is dict else ""
     if isinstance(result, dict) and result.get("isError") is True:
         texts = [c.get("text", "") for c in result.get("content") or () if isinstance(c, dict)]
         return "tool-error", " ".join(texts)[:120]
@@ -237,6 +238,7 @@ class SessionReport:
     states: dict[str, Entry] = field(default_factory=dict)  # a `requestState` in flight -> its round
     tasks: dict[str, Task] = field(default_factory=dict)  # task id -> the task
     streams: dict[Any, Operation] = field(default_factory=dict)  # subscription id -> its open listen operation
+    shadowed: list[Operation] = field(default_factory=list)  # open when a later request took their id
 
     @property
     def calls(self) -> list[Entry]:
@@ -338,7 +340,7 @@ class Rebuild:
         still waiting for its retry ends asking for input. Returns the operations this finished."""
         done: list[Operation] = []
         for report in self.sessions.values():
-            for op in [entry.op for entry in report.open_calls.values()] + report.awaiting + [task.op for task in report.tasks.values()]:
+            for op in [entry.op for entry in report.open_calls.values()] + report.awaiting + [task.op for task in report.tasks.values()] + report.shadowed:
                 if op is not None and op.open:
                     op.outcome = open_outcome(op)
                     if op.outcome == INPUT_REQUIRED:
@@ -471,7 +473,11 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
             entry = Entry(ts, way, "request", f"{item.method} {target}" if target else item.method, id=item.id, flow=flow)
             step.added.append(entry)
             report.requests += 1
-            report.open_calls[(way, (flow, item.id) if report.sessionless else item.id)] = entry
+            key = (way, (flow, item.id) if report.sessionless else item.id)
+            shadowed = report.open_calls.get(key)
+            if shadowed is not None and shadowed.op is not None:  # an id reused in flight: the earlier request
+                report.shadowed.append(shadowed.op)  # can no longer be paired, and stays open
+            report.open_calls[key] = entry
             _operation(step, report, item, entry, direction, target, flow)
             if direction is C2S and flow is not None:
                 known = flows.setdefault(flow, _Flow())
@@ -488,8 +494,8 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
                 _task_notification(step, report, item, entry)
             if entry.op is None and direction is S2C:
                 _scoped(step, report, item, entry, flows.get(flow) if flow is not None else None, flow)
-            elif item.method == CANCELLED and report.streams and type(item.params) is dict:
-                op = report.streams.get((flow, item.params.get("requestId")) if report.sessionless else item.params.get("requestId"))
+            elif item.method == CANCELLED and report.streams and type(item.params) is dict and type(cancelled := item.params.get("requestId")) in (str, int):
+                op = report.streams.get((flow, cancelled) if report.sessionless else cancelled)
                 if op is not None:  # the client closed its listen stream
                     _stream_ended(step, op, ts, "closed", "cancelled by the client")
     known = flows.get(flow) if flow is not None else None
@@ -712,7 +718,8 @@ def _answered(step: Step, report: SessionReport, entry: Entry, answer: Response 
         asks = asks if isinstance(asks, dict) else {}
         declared = op.capabilities if isinstance(op.capabilities, dict) else {}
         for key, ask in asks.items():
-            wanted = INPUT_CAPABILITIES.get(ask.get("method")) if isinstance(ask, dict) else None
+            method = ask.get("method") if type(ask) is dict else None
+            wanted = INPUT_CAPABILITIES.get(method) if type(method) is str else None
             if wanted is not None and wanted not in declared:
                 _violation(step, report, entry, "input-capability-missing",
                            f"{entry.name} asks {key!r} by {ask.get('method')}, but the client declared no {wanted} capability", version)

@@ -5,14 +5,16 @@ suite's traces of every transport and era (stdio recordings of both eras, HTTP r
 tests/trace/data, legacy SSE among them) and doctored 2026-07-28 operations (rounds, a task, a
 listen stream)."""
 
+import copy
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from mcpbench.analysis.inspect import summarize
+from mcpbench.analysis.inspect import render, summarize
 from mcpbench.analysis.traces import load_trace
 from mcpbench.cli import main
 from mcpbench.live.feed import LiveStats
@@ -96,3 +98,27 @@ def test_inspect_frames_and_telemetry_agree_on_every_trace(recordings, tmp_path)
     assert task[("s1", "tools/call", "ok")] == 1 and task[("s1", "tools/call", "task-working")] == 1
     assert listening[("sessionless 2026-07-28", "subscriptions/listen", "closed")] == 1
     assert listening[("sessionless 2026-07-28", "subscriptions/listen", "listening")] == 1
+
+
+# JSON a peer may put where a field is expected: the views say what they saw, never raise.
+HOSTILE_VALUES = [None, [], {}, [1], {"a": []}, 1.5, True, "x", -1, {"taskId": []}, {"ask": 1}]
+
+
+def _mutated(value, rng):
+    if isinstance(value, dict):
+        return {key: (copy.deepcopy(rng.choice(HOSTILE_VALUES)) if rng.random() < 0.1 else _mutated(item, rng)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mutated(item, rng) for item in value]
+    return value
+
+
+def test_hostile_fields_in_operations_never_raise_and_the_views_still_agree(tmp_path):
+    rng = random.Random(33)
+    events = [event for path in doctored(tmp_path) for event in TraceReader(path) if event["kind"] != "trace"]
+    for attempt in range(40):  # bounded: 40 doctored variants, each a few dozen events
+        path = t.write_trace(tmp_path / f"hostile-{attempt}.jsonl",
+                             [{**event, "msg": _mutated(event["msg"], rng)} if event["kind"] == "message" else event for event in events])
+        seen = by_inspect(path)
+        assert all(outcome for _, _, outcome in seen), path.name  # every operation ends with what was seen
+        assert by_frames(path) == seen and by_telemetry(path) == seen, path.name
+        render(summarize(path))
