@@ -1,15 +1,15 @@
-"""`load_trace`: trace files into tidy pandas frames (`events`, `calls`, `sessions`, `violations`).
+"""`load_trace`: trace files into tidy pandas frames (`events`, `calls`, `rounds`, `sessions`, `violations`).
 
-One pass over each file through the trace reader (the only parser of traces).
-Requests are paired with their answers by the protocol core's `Session`, one per
-session key, as `mcpbench inspect` and the recorders do; the violations are the
-ones the recorder wrote (and a message the core cannot read), so nothing is
-counted twice. Columns are documented in docs/analysis.md.
+One pass over each file through the trace reader (the only parser of traces) and the trace model
+(`trace/model.py`, the one that pairs and groups, as `inspect` does): `calls` has one row per
+operation (a 2026-07-28 multi round-trip request once, with its `rounds` and the client's wait
+between them in `client_wait_ms`), `rounds` one row per request of an operation; the violations
+are the ones the recorder wrote and the model's operation rules, so nothing is counted twice.
+Columns are documented in docs/analysis.md.
 
-The hot loop leaves one tuple per request and one per paired answer; the
-columns are cut out of them in C and laid over each other with numpy, and the
-categorical columns are built from codes (per session, or factorized once), not
-inferred row by row: a million events is a million appends, not a million rows.
+The hot loop measures each message once and leaves the model's objects; the columns are cut out of
+them at the end and the categorical columns built from codes (per session, or factorized once),
+not inferred row by row.
 """
 
 import math
@@ -23,74 +23,49 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from mcpbench.analysis.inspect import outcome
-from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Notification, Request
-from mcpbench.protocol.session import C2S, Direction, Exchange, Session
-from mcpbench.protocol.versions import META_CLIENT_INFO, RESULT_TYPE
 from mcpbench.trace.format import Kind
+from mcpbench.trace.model import NOT_MCP, Operation, Rebuild, SessionReport
 from mcpbench.trace.reader import TraceReader, collector_paused
 
 NAN = math.nan
-DIRECTIONS = {"c2s": Direction.C2S, "s2c": Direction.S2C}
 
 # Column order of each frame (stable: notebooks and the report select by name).
 EVENT_COLUMNS = ["trace", "ts", "session", "transport", "dir", "kind", "name", "flow"]
 CALL_COLUMNS = [
     "trace", "session", "transport", "era", "version", "dir", "method", "tool", "step", "start",
     "latency_ms", "ttfe_ms", "outcome", "error_code", "http_status", "request_bytes", "answer_bytes", "detail",
+    "rounds", "client_wait_ms",
 ]
+ROUND_COLUMNS = ["trace", "session", "call", "round", "id", "start", "latency_ms", "wait_ms", "outcome", "request_bytes", "answer_bytes"]
 SESSION_COLUMNS = [
     "trace", "session", "transport", "era", "version", "client", "client_version", "server", "server_version",
     "handshake_ms", "start", "end", "calls", "errors", "tool_errors", "unanswered", "violations",
 ]
 VIOLATION_COLUMNS = ["trace", "ts", "session", "transport", "dir", "code", "detail"]
 CATEGORIES = ("trace", "session", "transport", "era", "version", "dir", "kind", "name", "method", "tool", "step", "outcome", "code", "client", "server")
+# Sessions of the model that are no MCP session: events outside any, HTTP exchanges that are not MCP.
+NO_SESSION = ("-", NOT_MCP)
 
 
 @dataclass
 class TraceFrames:
-    """What `load_trace` returns: four frames and the reader's notes (torn last lines)."""
+    """What `load_trace` returns: the frames and the reader's notes (torn last lines)."""
 
     events: pd.DataFrame
     calls: pd.DataFrame
     sessions: pd.DataFrame
     violations: pd.DataFrame
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Open:
-    """One session key of one file while it is read."""
-
-    trace: str
-    key: str | None
-    transport: str
-    start: float
-    end: float
-    index: int  # its place in `_Calls.owners`: the code of its rows' session columns
-    core: Session = field(default_factory=Session)
-    # request id -> row of the call, one dict per direction (keyed by id alone: no key
-    # tuple to build and hash per message)
-    client_waiting: dict = field(default_factory=dict)
-    server_waiting: dict = field(default_factory=dict)
-    violations: int = 0
-    client: dict | None = None
+    rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLUMNS))
 
 
 class _Calls:
-    """The `calls` rows while reading: one tuple per request and one per answer.
-
-    One append per message instead of one per column: the columns are cut out
-    of the tuples in C (`zip(*rows)`) and the answers laid over them with numpy.
-    """
+    """The model's objects while reading: every file's sessions and operations, in order."""
 
     def __init__(self) -> None:
-        self.owners: list[_Open] = []  # every session key of every file, by `_Open.index`
-        # (owner, dir, method, tool, step, start, request_bytes, flow)
-        self.requests: list[tuple] = []
-        # (row, end, answer_bytes, (outcome, error_code, detail)): the answer itself is not kept
-        self.answers: list[tuple] = []
+        self.owners: list[tuple[str, SessionReport]] = []  # (trace, session), by owner index
+        self.ops: list[tuple[int, Operation]] = []  # (owner index, operation), in the order they began
+        self.violations: list[int] = []  # per owner
 
 
 def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike], *, events: bool = True) -> TraceFrames:
@@ -126,69 +101,67 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike], *, events
             sessions=_sessions_frame(calls, columns),
             violations=_typed(pd.DataFrame(vio, columns=VIOLATION_COLUMNS), times=("ts",)),
             notes=notes,
+            rounds=_rounds_frame(calls),
         )
 
 
 def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: dict, first_sse: dict, statuses: dict) -> None:
-    """One file's events into `calls`, `ev` and `vio`.
+    """One file's events through the trace model into `calls`, `ev` and `vio`.
 
-    The hot loop of every load: a message is decoded once by the core (`from_obj`), shown to
-    its session's `Session`, and leaves one tuple per request and one per paired answer;
-    everything else about it waits for the columns, built in bulk at the end.
+    The hot loop of every load: the model takes each event once; a message is measured once (its
+    size as compact JSON, what the byte columns mean: the recorded text may hold whitespace), and
+    the requests it began or answered carry that size.
     """
-    by_key: dict[Any, _Open] = {}
-    from_obj, dumps, owners, requests, answers = jsonrpc.from_obj, orjson.dumps, calls.owners, calls.requests, calls.answers
-    message_kind, trace_kind = Kind.MESSAGE, Kind.TRACE
+    rebuild = Rebuild(keep=False)
+    take, dumps, ops, owners, per_owner = rebuild.take, orjson.dumps, calls.ops, calls.owners, calls.violations
+    index: dict[int, int] = {}  # id(session) -> owner index
+    message_kind, trace_kind, violation = Kind.MESSAGE, Kind.TRACE, "violation"
     for event in reader:
         kind = event["kind"]
         if kind == trace_kind:
             continue
+        step = take(event)
         ts = event["ts"]
-        key = event.get("session")
-        state = by_key.get(key)
-        if state is None:
-            state = by_key[key] = _Open(name, key, event.get("transport") or "?", ts, ts, len(owners))
-            owners.append(state)
-        state.end = ts
         direction = event.get("dir")
         flow = event.get("flow")
+        report = step.session
+        owner = index.get(id(report))
+        if owner is None:
+            owner = index[id(report)] = len(owners)
+            owners.append((name, report))
+            per_owner.append(0)
         label = None
+        if step.opened:
+            ops.extend((owner, op) for op in step.opened)
+        size = -1
+        for entry in step.added:
+            kind_ = entry.kind
+            if kind_ == "request":
+                if size < 0:
+                    size = len(dumps(event.get("msg")))
+                entry.request_bytes = size
+                label = entry.op.method
+            elif kind_ == "notification":
+                label = entry.name
+            elif kind_ == violation:
+                per_owner[owner] += 1
+                if label is None:
+                    label = entry.name
+                vio["trace"].append(name)
+                vio["ts"].append(entry.ts)
+                vio["session"].append(report.id)
+                vio["transport"].append(report.transport)
+                vio["dir"].append(entry.dir)
+                vio["code"].append(entry.name)
+                vio["detail"].append(entry.detail)
+        for entry in step.answered:
+            if size < 0:
+                size = len(dumps(event.get("msg")))
+            entry.answer_bytes = size
+            label = entry.op.method
         if kind == message_kind:
-            obj = event.get("msg")
-            if flow is not None and direction == "s2c" and ("sse" in event or event.get("via") == "sse") and flow not in first_sse:
+            if flow is not None and direction == "s2c" and flow not in first_sse and ("sse" in event or event.get("via") == "sse"):
                 first_sse[flow] = ts
-            try:
-                message = from_obj(obj)
-            except InvalidMessage as exc:
-                label = "invalid-message"
-                _violation(vio, state, ts, direction, label, exc.reason)
-            else:
-                # the message's size as compact JSON (what the column means): the recorded
-                # text may hold whitespace, so its length is not always that size
-                size = len(dumps(obj))
-                way = DIRECTIONS.get(direction, C2S)
-                for item in message.items if type(message) is Batch else (message,):
-                    if type(item) is Request:
-                        method = label = item.method
-                        params = item.params
-                        tool = params.get("name") if method == "tools/call" and params else None
-                        target = tool if tool is not None else _named(method, params)
-                        if state.client is None and params:
-                            state.client = _client_info(method, params)
-                        (state.client_waiting if way is C2S else state.server_waiting)[item.id] = len(requests)
-                        step = f"{method} {target}" if isinstance(target, str) else method
-                        requests.append((state.index, way.value, method, tool if isinstance(tool, str) else None, step, ts, size, flow))
-                    elif type(item) is Notification:
-                        label = item.method
-                for result in state.core.observe(way, message, ts):
-                    if type(result) is Exchange:
-                        row = (state.client_waiting if result.direction is C2S else state.server_waiting).pop(result.request.id, None)
-                        if row is not None:
-                            label = result.request.method
-                            answers.append((row, result.finished, size, _answered(result.answer)))
-        elif kind == Kind.VIOLATION:
-            label = event.get("code") or "?"
-            _violation(vio, state, ts, direction, label, event.get("detail") or "")
         elif kind == Kind.HTTP:
             if flow is not None and event.get("status") is not None:
                 statuses[flow] = event["status"]
@@ -204,85 +177,65 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
         if ev is not None:
             ev["trace"].append(name)
             ev["ts"].append(ts)
-            ev["session"].append(key)
-            ev["transport"].append(state.transport)
+            ev["session"].append(event.get("session"))
+            ev["transport"].append(report.transport)
             ev["dir"].append(direction)
             ev["kind"].append(kind)
             ev["name"].append(label if label is None or isinstance(label, str) else str(label))
             ev["flow"].append(flow)
+    rebuild.finish()
 
 
-def _answered(answer: jsonrpc.Message) -> tuple[str, float, str | None]:
-    """(outcome, error code or NaN, detail) of a paired answer."""
-    if type(answer) is ErrorResponse:
-        return "error", answer.code, answer.message
-    result = answer.result
-    if type(result) is dict and (result.get("isError") is True or RESULT_TYPE in result):
-        kind, detail = outcome(answer)
-        return kind, NAN, detail or None
-    return "ok", NAN, None
+def _era(report: SessionReport) -> str | None:
+    return report.session.era.value if report.session.era else None
 
 
-def _named(method: str, params: dict | None) -> Any:
-    if params and method in ("prompts/get", "resources/read"):
-        return params.get("name" if method == "prompts/get" else "uri")
-    return None
-
-
-def _client_info(method: str, params: dict) -> dict | None:
-    if method == "initialize":
-        info = params.get("clientInfo")
-        return info if isinstance(info, dict) else None
-    meta = params.get("_meta")
-    info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
-    return info if isinstance(info, dict) else None
-
-
-def _violation(vio: dict, state: _Open, ts: float, direction: str | None, code: str, detail: str) -> None:
-    state.violations += 1
-    vio["trace"].append(state.trace)
-    vio["ts"].append(ts)
-    vio["session"].append(state.key)
-    vio["transport"].append(state.transport)
-    vio["dir"].append(direction)
-    vio["code"].append(code)
-    vio["detail"].append(detail)
-
-
-def _era(state: _Open) -> str | None:
-    return state.core.era.value if state.core.era else None
+def _detail(op: Operation) -> str | None:
+    """An operation's detail as the frame shows it: an error's message (its code has a column)."""
+    code = op.last.error_code
+    if code is not None:  # "code: message", or "code (name): message"
+        return op.detail.partition(": ")[2] or None
+    return op.detail or None
 
 
 def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, Any]:
-    """The rows cut into numpy columns, answers laid over them, HTTP failures marked."""
-    n = len(calls.requests)
-    owner, dirs, methods, tools, steps, start, request_bytes, flows = zip(*calls.requests) if n else ((),) * 8
+    """The operations cut into numpy columns, HTTP failures marked."""
+    ops = calls.ops
+    n = len(ops)
+    owner = np.fromiter((o for o, _ in ops), dtype=np.intp, count=n)
+    first_flows = [op.rounds[0].flow for _, op in ops]
+    last_flows = [op.rounds[-1].flow for _, op in ops]
+    start = np.fromiter((op.rounds[0].ts for _, op in ops), dtype="float64", count=n)
+    end = np.fromiter((NAN if op.end is None else op.end for _, op in ops), dtype="float64", count=n)
     columns: dict[str, Any] = {
-        "owner": np.asarray(owner, dtype=np.intp), "dir": dirs, "method": methods, "tool": tools, "step": steps,
-        "start": np.asarray(start, dtype="float64"), "request_bytes": np.asarray(request_bytes, dtype="int64"),
-        "end": np.full(n, NAN), "answer_bytes": np.full(n, NAN), "error_code": np.full(n, NAN),
-        "outcome": np.full(n, "unanswered", dtype=object), "detail": np.full(n, None, dtype=object),
+        "owner": owner,
+        "dir": [op.dir for _, op in ops],
+        "method": [op.method for _, op in ops],
+        "tool": [op.target if op.method == "tools/call" else None for _, op in ops],
+        "step": [op.name for _, op in ops],
+        "start": start,
+        "end": end,
+        "request_bytes": np.fromiter((sum(r.request_bytes or 0 for r in op.rounds) for _, op in ops), dtype="int64", count=n),
+        "answer_bytes": np.fromiter((_answer_bytes(op) for _, op in ops), dtype="float64", count=n),
+        "error_code": np.fromiter((NAN if (code := op.last.error_code) is None or op.end is None else code for _, op in ops), dtype="float64", count=n),
+        "outcome": np.asarray([op.outcome or "unanswered" for _, op in ops], dtype=object),
+        "detail": np.asarray([_detail(op) for _, op in ops], dtype=object),
+        "rounds": np.fromiter((len(op.rounds) for _, op in ops), dtype="int64", count=n),
+        "client_wait_ms": np.fromiter((op.client_wait * 1000.0 for _, op in ops), dtype="float64", count=n),
     }
-    if calls.answers:
-        rows, ends, sizes, verdicts = zip(*calls.answers)
-        outcomes, codes, details = zip(*verdicts)
-        rows = np.asarray(rows, dtype=np.intp)
-        columns["end"][rows] = ends
-        columns["answer_bytes"][rows] = sizes
-        columns["error_code"][rows] = codes
-        columns["outcome"][rows] = np.asarray(outcomes, dtype=object)
-        columns["detail"][rows] = np.asarray(details, dtype=object)
     # flows are only in HTTP recordings: a stdio trace skips the per-row look-ups
-    sse = _per_flow(flows, first_sse)
-    columns["ttfe_ms"] = np.where(sse >= columns["start"], (sse - columns["start"]) * 1000.0, NAN)
-    columns["http_status"] = status = _per_flow(flows, statuses)
-    if statuses:  # an unanswered call whose exchange failed
-        outcome_ = columns["outcome"]
-        outcome_[(status >= 400) & (outcome_ == "unanswered")] = "http-error"
+    sse = _per_flow(first_flows, first_sse)
+    columns["ttfe_ms"] = np.where(sse >= start, (sse - start) * 1000.0, NAN)
+    columns["http_status"] = _per_flow(last_flows, statuses)
     return columns
 
 
-def _per_flow(flows: tuple, values: dict) -> np.ndarray:
+def _answer_bytes(op: Operation) -> float:
+    sizes = [r.answer_bytes for r in op.rounds if r.answer_bytes is not None]
+    return float(sum(sizes)) if sizes else NAN
+
+
+def _per_flow(flows: list, values: dict) -> np.ndarray:
     """Each row's value for its HTTP exchange (NaN without one)."""
     if not values:
         return np.full(len(flows), NAN)
@@ -294,11 +247,11 @@ def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     start = columns["start"]
     frame = pd.DataFrame(
         {
-            "trace": _category(owner, [o.trace for o in owners]),
-            "session": _category(owner, [o.key for o in owners]),
-            "transport": _category(owner, [o.transport for o in owners]),
-            "era": _category(owner, [_era(o) for o in owners]),
-            "version": _category(owner, [o.core.version for o in owners]),
+            "trace": _category(owner, [trace for trace, _ in owners]),
+            "session": _category(owner, [o.id for _, o in owners]),
+            "transport": _category(owner, [o.transport for _, o in owners]),
+            "era": _category(owner, [_era(o) for _, o in owners]),
+            "version": _category(owner, [o.session.version for _, o in owners]),
             "dir": _factorized(columns["dir"]),
             "method": _factorized(columns["method"]),
             "tool": _factorized(columns["tool"]),
@@ -312,6 +265,8 @@ def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
             "request_bytes": columns["request_bytes"],
             "answer_bytes": pd.array(columns["answer_bytes"], dtype="float64").astype("Int64"),
             "detail": columns["detail"].tolist(),  # a list: pandas infers the column's type as it did per row
+            "rounds": columns["rounds"],
+            "client_wait_ms": columns["client_wait_ms"],
         },
         columns=CALL_COLUMNS,
     )
@@ -349,25 +304,56 @@ def _sessions_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     tool_errors = per_owner(outcomes == "tool-error")
     unanswered = per_owner(outcomes == "unanswered")
     rows = []
-    for s in calls.owners:
-        if s.key is None:  # events outside any session: no session row
+    for i, (trace, s) in enumerate(calls.owners):
+        if s.id in NO_SESSION:  # events outside any session, exchanges that are not MCP: no session row
             continue
-        core, i = s.core, s.index
+        core = s.session
         server = core.server_info if isinstance(core.server_info, dict) else {}
         client = s.client or {}
         rows.append(
             {
-                "trace": s.trace, "session": s.key, "transport": s.transport, "era": _era(s), "version": core.version,
-                "client": client.get("name"), "client_version": client.get("version"),
-                "server": server.get("name"), "server_version": server.get("version"),
+                "trace": trace, "session": s.id, "transport": s.transport, "era": _era(s), "version": core.version,
+                "client": _text(client.get("name")), "client_version": _text(client.get("version")),
+                "server": _text(server.get("name")), "server_version": _text(server.get("version")),
                 "handshake_ms": NAN if core.handshake_time is None else core.handshake_time * 1000.0,
                 "start": s.start, "end": s.end, "calls": made[i], "errors": errors[i],
-                "tool_errors": tool_errors[i], "unanswered": unanswered[i], "violations": s.violations,
+                "tool_errors": tool_errors[i], "unanswered": unanswered[i], "violations": calls.violations[i],
             }
         )
     frame = pd.DataFrame(rows, columns=SESSION_COLUMNS)
     frame = frame.astype({"handshake_ms": "float64", "calls": "int64", "errors": "int64", "tool_errors": "int64", "unanswered": "int64", "violations": "int64"})
     return _typed(frame, times=("start", "end"))
+
+
+def _text(value: Any) -> str | None:
+    """A peer's name or version as a column holds it (a peer may send any JSON there)."""
+    return value if value is None or type(value) is str else str(value)
+
+
+def _rounds_frame(calls: _Calls) -> pd.DataFrame:
+    """One row per request of an operation: `call` is the operation's row in `calls`, `wait_ms` the
+    client's time between the previous round's answer and this request (NaN on a first round)."""
+    owners = calls.owners
+    rows = []
+    for row, (owner, op) in enumerate(calls.ops):
+        trace, report = owners[owner]
+        before = None
+        for number, entry in enumerate(op.rounds, 1):
+            rows.append((
+                trace, report.id, row, number, entry.id if entry.id is None or type(entry.id) in (int, str) else str(entry.id),
+                entry.ts, NAN if entry.latency is None else entry.latency * 1000.0,
+                NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0,
+                entry.outcome or "unanswered",
+                NAN if entry.request_bytes is None else entry.request_bytes,
+                NAN if entry.answer_bytes is None else entry.answer_bytes,
+            ))
+            before = entry
+    frame = pd.DataFrame.from_records(rows, columns=ROUND_COLUMNS)
+    frame = frame.astype({"call": "int64", "round": "int64", "latency_ms": "float64", "wait_ms": "float64"})
+    for column in ("request_bytes", "answer_bytes"):
+        frame[column] = pd.array(np.asarray(frame[column], dtype="float64"), dtype="float64").astype("Int64")
+    frame["id"] = frame["id"].astype(object)
+    return _typed(frame, times=("start",))
 
 
 def _events_frame(ev: dict) -> pd.DataFrame:

@@ -71,7 +71,10 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
           slow_specs: tuple[str, ...], quirks: Quirks) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
-    Tools echo, add, slow, fail, big and ask; resource mcpbench://greeting; prompt summarize.
+    Tools echo, add, slow, fail, big, ask (input from the client: a server request, or 2026-07-28's
+    multi round-trip) and toggle_tool (adds or removes the tool extra: a tools list_changed
+    notification, on listen streams in 2026-07-28); resource mcpbench://greeting; prompt summarize.
+    No tool runs as a task (the SDK 2.3 server has no task runtime).
     --slow makes one of them slower on purpose (what `mcpbench compare` must then call slower).
 
     Example: mcpbench lab serve --transport streamable-http --port 8101 --auth oauth --token-lifetime 10s

@@ -6,8 +6,9 @@ Two layers, neither of which draws anything:
   the `Rebuild` that `inspect` uses; `poll()` returns each new event with its `Step` (the entries
   it added, the requests it answered). An exporter (spans, metrics) can consume the same steps.
 - `LiveStats` keeps, in bounded memory, what the view shows of them: per method and tool the
-  count, errors and latency percentiles (`LogHistogram`), the violations and errors, the last
-  events, the event rate.
+  count, errors and latency percentiles (`LogHistogram`) of the operations the trace model finished
+  (a multi round-trip request once, first request to final answer; each round's answer still a row
+  of the log as it happens), the violations and errors, the last events, the event rate.
 
 Memory stays bounded however long the trace: the sessions kept (`MAX_SESSIONS`, ended ones dropped
 first), the method rows (`MAX_NAMES`, the rest under `OTHER`), the last events (`LOG_ROWS`) and
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mcpbench.analysis.rebuild import Entry, Rebuild, SessionReport, Step, ended
+from mcpbench.trace.model import Entry, Operation, Rebuild, SessionReport, Step, ended
 from mcpbench.protocol.transports import STDIO
 from mcpbench.stats import LogHistogram
 from mcpbench.trace import spool
@@ -72,14 +73,15 @@ class MethodStats:
     errors: int = 0
     latency: LogHistogram | None = None
 
-    def add(self, entry: Entry) -> None:
+    def add(self, op: Operation) -> None:
         self.count += 1
-        if entry.outcome in ERRORS:
+        if op.outcome in ERRORS:
             self.errors += 1
-        if entry.latency is not None:
+        latency = op.latency
+        if latency is not None:
             if self.latency is None:
                 self.latency = LogHistogram()
-            self.latency.add(entry.latency)
+            self.latency.add(latency)
 
 
 class LiveFeed:
@@ -164,7 +166,7 @@ class LiveStats:
         self.logged = 0  # rows ever appended to `log`: where a reader of it left off
         self.problems: deque[Row] = deque(maxlen=PROBLEM_ROWS)
         self.problems_seen = 0  # rows ever appended to `problems`
-        self.answered = 0  # calls answered
+        self.answered = 0  # operations finished (a call answered, a multi round-trip request's last round, a task's end)
         self._rates: deque[tuple[float, int]] = deque()
 
     def take(self, steps: list[tuple[dict[str, Any], Step | None]], now: float | None = None) -> None:
@@ -176,14 +178,17 @@ class LiveStats:
             appended += 1
             entry = row.entry
             if row.answer:
-                self.answered += 1
-                self._method(entry.name).add(entry)
                 if entry.outcome in ERRORS:
                     problems.append(row)
                     self.problems_seen += 1
             elif entry.kind in PROBLEMS or (entry.kind == "stream" and entry.detail):
                 problems.append(row)
                 self.problems_seen += 1
+        for _, step in steps:
+            if step is not None:
+                for op in step.finished:
+                    self.answered += 1
+                    self._method(op.name).add(op)
         self.events += len(steps)
         self.logged += appended
         self._rates.append((now, len(steps)))

@@ -31,7 +31,7 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from mcpbench import cliutil
-from mcpbench.analysis.rebuild import ended
+from mcpbench.trace.model import ended
 from mcpbench.live.feed import LOG_ROWS, LiveFeed, LiveStats, Row, in_flight
 from mcpbench.live.lines import STYLES, pieces
 from mcpbench.protocol.errors import EXIT_INPUT, EnvironmentProblem, TraceError

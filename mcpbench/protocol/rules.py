@@ -18,6 +18,8 @@ HTTP = frozenset(HTTP_TRANSPORTS)
 ANY_VERSION = frozenset(VERSIONS)
 HANDSHAKE_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.era is Era.HANDSHAKE)
 STATELESS_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.era is Era.STATELESS)
+MRTR_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.input_required)
+TASK_VERSIONS = frozenset(v for v, r in VERSIONS.items() if r.tasks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,20 @@ RULES: dict[str, Rule] = {
         Rule("unexpected-initialized", ANY_TRANSPORT, HANDSHAKE_VERSIONS, whole_session=True),
         Rule("missing-envelope", ANY_TRANSPORT, STATELESS_VERSIONS),
         Rule("server-request-forbidden", ANY_TRANSPORT, STATELESS_VERSIONS),
+        # Multi round-trip requests (2026-07-28, SEP-2322), checked by the trace model
+        # (`trace/model.py`) on the operations it links, not by the recorders.
+        Rule("mrtr-state-changed", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("mrtr-id-reused", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("mrtr-keys-mismatch", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("mrtr-state-shared", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("input-required-method", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("input-capability-missing", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("missing-result-type", ANY_TRANSPORT, MRTR_VERSIONS),
+        Rule("log-not-requested", ANY_TRANSPORT, MRTR_VERSIONS),
+        # Tasks (both forms), checked by the trace model on the operation that became the task.
+        Rule("task-unknown", ANY_TRANSPORT, TASK_VERSIONS),
+        Rule("task-status-regressed", ANY_TRANSPORT, TASK_VERSIONS),
+        Rule("task-result-early", ANY_TRANSPORT, TASK_VERSIONS),
     )
 }
 

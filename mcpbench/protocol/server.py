@@ -62,7 +62,11 @@ MAX_SESSIONS = 10_000
 # JSON-RPC errors of the 2026-07-28 Streamable HTTP transport ("Request headers"): a header that
 # disagrees with the body, and a protocol version the server does not speak. Both with HTTP 400.
 HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021  # a request needs a capability the client did not declare
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+# Their names, as every view of a trace shows them beside the code.
+ERROR_NAMES = {HEADER_MISMATCH: "header mismatch", MISSING_CLIENT_CAPABILITY: "missing client capability",
+               UNSUPPORTED_PROTOCOL_VERSION: "unsupported protocol version"}
 
 # DNS-rebinding protection of the official Python SDK (`mcp.server.transport_security`): on by
 # default when the server binds a loopback name, with these allowed values ("name:*": any port).

@@ -45,6 +45,7 @@ class VersionRules:
     server_requests: bool  # the server may send requests (sampling, roots, elicitation)
     input_required: bool  # the server asks for input in an `input_required` result (multi round-trip)
     ping: bool
+    tasks: bool = False  # task-augmented requests (2025-11-25's experimental tasks; 2026-07-28's tasks extension)
 
 
 V2024_11_05 = "2024-11-05"
@@ -72,12 +73,12 @@ VERSIONS: dict[str, VersionRules] = {
     V2025_11_25: VersionRules(
         version=V2025_11_25, era=Era.HANDSHAKE, http_transport=STREAMABLE_HTTP, legacy_sse=True, batches=False,
         protocol_version_header=True, method_headers=False, get_stream=True, server_requests=True,
-        input_required=False, ping=True,
+        input_required=False, ping=True, tasks=True,
     ),
     V2026_07_28: VersionRules(
         version=V2026_07_28, era=Era.STATELESS, http_transport=STREAMABLE_HTTP, legacy_sse=True, batches=False,
         protocol_version_header=True, method_headers=True, get_stream=False, server_requests=False,
-        input_required=True, ping=False,
+        input_required=True, ping=False, tasks=True,
     ),
 }
 
@@ -110,6 +111,27 @@ REQUEST_STATE = "requestState"
 
 # Methods whose target is named in the Mcp-Name header (2026-07-28).
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# The only methods whose result may be `input_required` (2026-07-28, SEP-2322), and the client
+# capability each kind of embedded input request needs.
+INPUT_METHODS = frozenset(NAMED_METHODS)
+INPUT_CAPABILITIES = {"sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots"}
+# Tasks (2025-11-25 experimental; the 2026-07-28 extension polls with tasks/get, sends input with
+# tasks/update, and has no tasks/result or tasks/list): the requests naming a task, its terminal statuses.
+TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"})
+TASK_STATUS = "notifications/tasks/status"
+TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "cancelled"})
+META_RELATED_TASK = META_PREFIX + "related-task"
+# Subscriptions (2026-07-28, SEP-2575): one long-lived `subscriptions/listen` request whose response
+# stream carries the change notifications asked for, each tagged with the listen request's id.
+LISTEN = "subscriptions/listen"
+LISTEN_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+META_SUBSCRIPTION_ID = META_PREFIX + "subscriptionId"
+# Logging is asked per request in 2026-07-28; a server sends `notifications/message` only for one that asked.
+META_LOG_LEVEL = META_PREFIX + "logLevel"
+LOG_MESSAGE = "notifications/message"
+# Results a 2026-07-28 server gives freshness hints on (`ttlMs`, `cacheScope`).
+CACHEABLE_METHODS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/read", "resources/templates/list"})
+CACHE_HINTS = ("ttlMs", "cacheScope")
 
 # The handshake's own messages (`basic/lifecycle`), which 2026-07-28 no longer has.
 HANDSHAKE_METHODS = frozenset({"initialize", "notifications/initialized"})
@@ -312,6 +334,12 @@ def progress_token(params: Any) -> Any:
 def asks_for_input(result: Any) -> bool:
     """Whether a result is 2026-07-28's `input_required` one (the client answers, then retries)."""
     return isinstance(result, dict) and result.get(RESULT_TYPE) == INPUT_REQUIRED
+
+
+def has_input_required(version: str | None) -> bool:
+    """Whether `version` has multi round-trip requests (and so `resultType` on every result)."""
+    known = rules(version)
+    return known is not None and known.input_required
 
 
 def meta_version(params: dict | None) -> str | None:

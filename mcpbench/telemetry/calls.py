@@ -1,9 +1,13 @@
 """Trace events → finished calls and sessions, the things spans and metrics are made of.
 
-`CallTracker.take(event, step)` reads what `analysis/rebuild.py`'s `Rebuild` made of one trace
-event (the `Step`: the entries it added, the requests it answered, paired by the protocol core's
-`Session`) and returns what it finished: a `Call` once a request is answered (or its session ended
-without the answer), a `SessionDone` once a session ended. The request's and answer's fields
+`CallTracker.take(event, step)` reads what `trace/model.py`'s `Rebuild` made of one trace
+event (the `Step`: the entries it added, the operations it began and finished, paired and grouped
+by the trace model) and returns what it finished: a `Call` once an operation has its final answer
+(or its session ended without it), a `SessionDone` once a session ended. A call is an operation,
+not a request: a 2026-07-28 multi round-trip request is one span and one duration, each of its
+rounds an event on that span (`mcp.round`, with the round's own latency and outcome) rather than a
+child span, so span counts and the Prometheus durations stay per operation, as users count calls;
+a task-augmented call ends when its task does. The request's and answer's fields
 (tool name, `_meta.traceparent`, error code) are read from the event's message; nothing is paired
 here. Notifications about a call in flight (progress, cancelled) become its events; other
 notifications, violations and errors become its session's.
@@ -13,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpbench.analysis.rebuild import NOT_MCP, Entry, SessionReport, Step, ended
+from mcpbench.trace.model import INPUT_REQUIRED, NOT_MCP, Entry, Operation, SessionReport, Step, ended, open_outcome
 from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import ERA_NAMES, progress_token
@@ -31,6 +35,9 @@ NORMAL_ENDS = frozenset({Trigger.CLOSE, Trigger.STREAM_ENDED})
 # Notifications that concern one call in flight, and the parameter that names it.
 PROGRESS = "notifications/progress"
 CANCELLED = "notifications/cancelled"
+# The span events of a multi round-trip operation's later requests and of each round's answer.
+ROUND = "mcp.round"
+ROUND_ANSWERED = "mcp.round.answered"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +75,7 @@ class SessionState:
     dropped_events: int = 0
     span_id: int | None = None  # set by the span side when it opens the session's trace
     trace_id: int | None = None
+    done: bool = False  # its span has ended (closed, lost); calls made after it are still followed
 
     def note(self, ts: float, name: str, attributes: dict[str, Any]) -> None:
         if len(self.events) < MAX_EVENTS:
@@ -138,6 +146,18 @@ class Problem:
 Finished = Call | SessionDone | Problem
 
 
+def _answers(event: dict[str, Any]) -> dict[Any, dict]:
+    """The answers a message event carries, by id."""
+    msg = event.get("msg")
+    return {item["id"]: item for item in (msg if isinstance(msg, list) else [msg])
+            if isinstance(item, dict) and "method" not in item and _plain_id(item.get("id"))}
+
+
+def _plain_id(value: Any) -> bool:
+    """A JSON-RPC id a dict can key (a string or a number; a peer may send anything)."""
+    return type(value) in (str, int, float)
+
+
 class CallTracker:
     """Calls and sessions out of a trace's rebuilt steps, as they finish.
 
@@ -148,11 +168,9 @@ class CallTracker:
     def __init__(self, header: dict[str, Any] | None = None) -> None:
         self.header = header or {}
         self.sessions: OrderedDict[int, SessionState] = OrderedDict()  # by the report's identity
-        self._calls: dict[int, Call] = {}  # in flight, by the identity of their `Entry`
+        self._calls: dict[int, Call] = {}  # in flight, by the identity of their `Operation`
         self._by_token: dict[tuple[int, Any], Call] = {}
         self._by_id: dict[tuple[int, str, Any], Call] = {}
-        # Sessions ended, kept (bounded) so that their identity is not reused meanwhile.
-        self._ended: OrderedDict[int, SessionReport] = OrderedDict()
         self.last_ts: float | None = None
 
     def take(self, event: dict[str, Any], step: Step | None) -> list[Finished]:
@@ -165,8 +183,6 @@ class CallTracker:
             return []
         ts = event["ts"]
         self.last_ts = ts
-        if id(step.session) in self._ended:
-            return []  # a stream closing after its session's DELETE: the session's span has gone
         state = self._session(step.session, ts)
         state.last = ts
         out: list[Finished] = []
@@ -174,7 +190,9 @@ class CallTracker:
             self._message(state, event, step, out)
         else:
             self._other(state, event, step, out)
-        if not state.sessionless and ended(state.report):
+        if step.finished:
+            self._finished(step.finished, _answers(event) if kind == Kind.MESSAGE else {}, out)
+        if not state.sessionless and not state.done and ended(state.report):
             self._end(state, ts, out)
         return out
 
@@ -197,34 +215,40 @@ class CallTracker:
         return state
 
     def _end(self, state: SessionState, ts: float, out: list[Finished], *, sessionless_too: bool = False) -> None:
+        """The session ended (or, `sessionless_too`, the trace did: the calls in flight end unanswered):
+        its span ends once. The session is still followed: a client may go on under its key (the model does)."""
         if state.sessionless and not sessionless_too:
             return
         report = state.report
-        for entry in list(report.open_calls.values()):
-            call = self._calls.pop(id(entry), None)
-            if call is not None:
-                self._forget(call)
-                out.append(self._unanswered(call, ts))
-        self.sessions.pop(id(report), None)
-        self._ended[id(report)] = report
-        if len(self._ended) > MAX_SESSIONS:
-            self._ended.popitem(last=False)
-        if not state.sessionless:
+        if sessionless_too:  # the trace's end: what is still open was never answered (a call in flight when
+            # its session was lost may still be answered, or its exchange fail, later in the trace)
+            for op in [entry.op for entry in report.open_calls.values()] + report.awaiting + [task.op for task in report.tasks.values()] + report.shadowed:
+                call = self._calls.pop(id(op), None) if op is not None else None
+                if call is not None:
+                    self._forget(call)
+                    out.append(self._unanswered(call, ts, op))
+        if not state.sessionless and not state.done:
             ending = report.session.ending
             lost = ending is not None and ending.cause not in NORMAL_ENDS
             out.append(SessionDone(state, ts, ending.cause.name.lower() if lost else None))
+        state.done = True
 
     # ---- messages -------------------------------------------------------------------------------
 
     def _message(self, state: SessionState, event: dict[str, Any], step: Step, out: list[Finished]) -> None:
         msg = event.get("msg")
         items = msg if isinstance(msg, list) else [msg]
-        requests = {item.get("id"): item for item in items if isinstance(item, dict) and "method" in item and "id" in item}
+        requests = {item["id"]: item for item in items if isinstance(item, dict) and "method" in item and _plain_id(item.get("id"))}
         notifications = iter([item for item in items if isinstance(item, dict) and "method" in item and "id" not in item])
         for entry in step.added:
             if entry.kind == "request":
                 item = requests.get(entry.id)
-                if item is not None:
+                op = entry.op
+                if op is not None and op.rounds[0] is not entry:  # a later round: an event of its operation's span
+                    call = self._calls.get(id(op))
+                    if call is not None and len(call.events) < MAX_EVENTS:
+                        call.events.append((entry.ts, ROUND, {"mcpbench.round": len(op.rounds), otel.REQUEST_ID: str(entry.id)}))
+                elif item is not None:
                     self._open(state, entry, item)
             elif entry.kind == "notification":
                 item = next(notifications, None)
@@ -234,12 +258,20 @@ class CallTracker:
                 out.append(Problem(state, "violation", entry.name))
                 state.note(entry.ts, "mcpbench.violation", {otel.VIOLATION_CODE: entry.name, "mcpbench.detail": entry.detail[:200]})
         if step.answered:
-            answers = {item.get("id"): item for item in items if isinstance(item, dict) and "method" not in item}
             for entry in step.answered:
-                call = self._calls.pop(id(entry), None)
-                if call is not None:
-                    self._forget(call)
-                    out.append(self._answered(call, entry, answers.get(entry.id)))
+                op = entry.op
+                call = self._calls.get(id(op)) if op is not None else None
+                if call is not None and op is not None and (len(op.rounds) > 1 or entry.outcome == INPUT_REQUIRED) and len(call.events) < MAX_EVENTS:
+                    latency = round((entry.latency or 0.0) * 1000, 3)
+                    call.events.append((entry.end or entry.ts, ROUND_ANSWERED, {"mcpbench.round": op.rounds.index(entry) + 1,
+                                                                                "mcpbench.outcome": entry.outcome, "mcpbench.latency_ms": latency}))
+
+    def _finished(self, ops: list[Operation], answers: dict, out: list[Finished]) -> None:
+        for op in ops:
+            call = self._calls.pop(id(op), None)
+            if call is not None:
+                self._forget(call)
+                out.append(self._answered(call, op, answers.get(op.last.id)))
 
     def _open(self, state: SessionState, entry: Entry, item: dict[str, Any]) -> None:
         params = item.get("params")
@@ -247,7 +279,7 @@ class CallTracker:
         attributes[otel.REQUEST_ID] = str(entry.id)
         meta = params.get("_meta") if isinstance(params, dict) else None
         parent = TraceParent.parse(meta.get("traceparent")) if isinstance(meta, dict) else None
-        call = self._calls[id(entry)] = Call(state, entry.dir or "c2s", name, attributes, entry.ts, parent=parent)
+        call = self._calls[id(entry.op)] = Call(state, entry.dir or "c2s", name, attributes, entry.ts, parent=parent)
         report_id = id(state.report)
         token = progress_token(params)
         if token is not None:
@@ -278,23 +310,35 @@ class CallTracker:
         elif call is None:
             state.note(entry.ts, method, fields)
 
-    def _answered(self, call: Call, entry: Entry, answer: dict[str, Any] | None) -> Call:
-        call.end = entry.ts + (entry.latency or 0.0)
-        call.outcome = entry.outcome
-        error = answer.get("error") if isinstance(answer, dict) else None
+    def _answered(self, call: Call, op: Operation, answer: dict[str, Any] | None) -> Call:
+        entry = op.last
+        call.end = op.end if op.end is not None else entry.ts + (entry.latency or 0.0)
+        call.outcome = op.outcome
+        if len(op.rounds) > 1:
+            call.attributes["mcpbench.rounds"] = len(op.rounds)
+            call.attributes["mcpbench.client_wait_ms"] = round(op.client_wait * 1000, 3)
+        if op.task is not None and op.task.op is op:
+            call.attributes["mcpbench.task.id"] = op.task.id
+            call.attributes["mcpbench.task.polls"] = op.task.polls
+        error = answer.get("error") if isinstance(answer, dict) and op.last.error_code is not None else None
         if isinstance(error, dict):
             code = str(error.get("code"))
             call.error_type = code
             call.attributes[otel.STATUS_CODE] = code
             call.error_message = error.get("message") if isinstance(error.get("message"), str) else None
-        elif entry.outcome == "tool-error":
+        elif op.outcome == "tool-error":
             call.error_type = otel.TOOL_ERROR
-            call.error_message = entry.detail or None
+            call.error_message = op.detail or None
         return call
 
-    def _unanswered(self, call: Call, ts: float) -> Call:
+    def _unanswered(self, call: Call, ts: float, op: Operation | None = None) -> Call:
         call.end = max(ts, call.start)
-        call.outcome = "unanswered"
+        call.outcome = open_outcome(op) if op is not None else "unanswered"
+        if call.outcome == INPUT_REQUIRED:  # asked for input, never retried: it ended with that answer
+            call.end = op.last.end if op is not None and op.last.end is not None else call.end
+            return call
+        if call.outcome != "unanswered":
+            return call
         call.error_type = "cancelled" if call.cancelled else otel.UNANSWERED
         return call
 

@@ -1,6 +1,6 @@
 """A trace's events → spans over OTLP and metrics: the one pipeline every exporting command runs.
 
-`Telemetry` takes trace events (rebuilt with `analysis/rebuild.py`'s `Rebuild`, as `inspect` does,
+`Telemetry` takes trace events (rebuilt with `trace/model.py`'s `Rebuild`, as `inspect` does,
 or steps a `LiveFeed` rebuilt already), turns what they finish into calls and sessions
 (`calls.py`), those into spans (`spans.py`) sent in batches (`otlp.py`) and into metrics
 (`metrics.py`). Three ways in:
@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mcpbench.analysis.rebuild import Rebuild, Step
+from mcpbench.trace.model import Rebuild, Step
 from mcpbench.protocol.errors import TraceError
 from mcpbench.telemetry.calls import Call, CallTracker, Finished, SessionDone
 from mcpbench.telemetry.options import TelemetryOptions
@@ -60,7 +60,7 @@ class Telemetry:
 
             self.metrics = Metrics(
                 self.resource, prometheus=options.metrics, otlp=options.otlp,
-                open_sessions=lambda: self.tracker.sessions.values(), counts=self.counts,
+                open_sessions=lambda: [state for state in self.tracker.sessions.values() if not state.done], counts=self.counts,
             )
         self.calls = 0
         self.sessions = 0

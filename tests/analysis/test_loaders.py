@@ -4,7 +4,7 @@ import pytest
 from mcpbench.analysis import load_lab, load_replay, load_run, load_samples, load_trace
 from mcpbench.analysis.results import ResultsError
 from mcpbench.analysis.tables import latency_table, outcome_table
-from mcpbench.analysis.traces import CALL_COLUMNS, EVENT_COLUMNS, SESSION_COLUMNS, VIOLATION_COLUMNS
+from mcpbench.analysis.traces import CALL_COLUMNS, EVENT_COLUMNS, ROUND_COLUMNS, SESSION_COLUMNS, VIOLATION_COLUMNS
 from mcpbench.trace import TraceWriter
 
 import orjson
@@ -152,3 +152,41 @@ def test_a_message_the_core_cannot_read_is_a_violation_and_an_event(tmp_path):
     assert frames.events["name"].astype(str).tolist() == ["invalid-message", "ping"]
     assert frames.violations["detail"].tolist() == ['"jsonrpc" must be "2.0"']
     assert frames.calls["step"].tolist() == ["ping"] and frames.sessions["violations"].tolist() == [1]
+
+
+def test_calls_has_one_row_per_operation_and_rounds_one_per_request(tmp_path):
+    from tests.support.traces import answered, asks, done, request, write_trace
+
+    path = write_trace(tmp_path / "t.jsonl", [request(2.0, 1), asks(2.1, 1), request(5.1, 2, responses=answered()), done(5.3, 2),
+                                              request(6.0, 3, name="echo"), done(6.01, 3)])
+    frames = load_trace(path)
+    calls, rounds = frames.calls, frames.rounds
+    assert calls["step"].astype(str).tolist() == ["tools/call ask", "tools/call echo"]
+    assert calls["rounds"].tolist() == [2, 1] and calls["outcome"].astype(str).tolist() == ["ok", "ok"]
+    assert calls["latency_ms"].round(3).tolist() == [3300.0, 10.0] and calls["client_wait_ms"].round(3).tolist() == [3000.0, 0.0]
+    assert list(rounds.columns) == ROUND_COLUMNS and rounds["call"].tolist() == [0, 0, 1]
+    assert rounds["outcome"].tolist() == ["input-required", "ok", "ok"] and rounds["id"].tolist() == [1, 2, 3]
+    assert rounds["wait_ms"].round(3).fillna(-1).tolist() == [-1, 3000.0, -1]
+    assert rounds["latency_ms"].round(3).tolist() == [100.0, 200.0, 10.0]
+    assert frames.sessions["calls"].tolist() == [2]
+
+
+@pytest.mark.timeout(300)  # may make the captures first (the main job adds its own limit)
+def test_the_main_jobs_ask_is_one_operation_of_two_rounds_in_every_view(captures):
+    import json
+
+    from click.testing import CliRunner
+
+    from mcpbench.cli import main
+
+    for name in ("stdio-auto", "http-auto"):
+        path = captures / f"{name}.jsonl"
+        calls = load_trace(path).calls
+        ask = calls.loc[calls["tool"] == "ask"]
+        assert ask["rounds"].tolist() == [2] and ask["outcome"].astype(str).tolist() == ["ok"], name
+        report = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(path)]).output)
+        assert report["methods"]["tools/call ask"]["count"] == 1 and report["methods"]["tools/call ask"]["rounds"] == 2, name
+        (operation,) = [op for op in report["operations"] if op["name"] == "tools/call ask"]
+        assert [r["outcome"] for r in operation["rounds"]] == ["input-required", "ok"], name
+        text = CliRunner().invoke(main, ["inspect", str(path)]).output
+        assert text.count("tools/call ask") == 1 and "(2 rounds" in text and "round 2 (id" in text, name

@@ -11,13 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
 
 from tests.support.peers import http_peer, peer_process
 from tests.support.servers import HOST
+from tests.support.traces import HEADER, event, write_trace  # noqa: F401 (the hostile tests import them from here)
 
-HEADER: Final = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace",
-                 "mcpbench": "0.1.0", "started": "2026-12-02T12:00:00Z", "command": ["server"]}
 HANDSHAKE: Final = "2025-11-25"
 STATELESS: Final = "2026-07-28"
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -40,11 +38,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
-
-
-def event(ts: float, session: str, direction: str, msg: dict, **extra: Any) -> dict:
-    return {"v": 1, "ts": ts, "session": session, "transport": "stdio", "dir": direction, "kind": "message",
-            "msg": msg, **extra}
 
 
 def counter_session(session: str, version: str, answers: list[str], *, start: float = 1.0, tool: str = "count",
@@ -83,11 +76,6 @@ def counter_session(session: str, version: str, answers: list[str], *, start: fl
         ]
         ts += 0.02
     return events
-
-
-def write_trace(path: Path, *sessions: list[dict], header: dict | None = None) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in [header or HEADER, *[e for s in sessions for e in s]]))
-    return path
 
 
 def counter_trace(path: Path, version: str = HANDSHAKE, answers: tuple[str, ...] = ("1", "2")) -> Path:

@@ -1,7 +1,11 @@
 """A reference MCP server built on the official Python SDK (`mcp` 2.x), for recording, replay and load tests.
 
 Tools: `echo`, `add`, `slow` (progress notifications), `fail` (an `isError` result), `big` (a sized
-payload) and `ask` (a request back to the client); resource `mcpbench://greeting`; prompt `summarize`.
+payload), `ask` (a request back to the client) and `toggle_tool` (adds or removes the tool `extra`
+and says the tool list changed); resource `mcpbench://greeting`; prompt `summarize`.
+
+No tool runs as a task: the SDK 2.3 server has the tasks types (`CreateTaskResult`, `tasks/get`, …)
+but no task runtime, and a task served by hand here would measure mcpbench, not the SDK.
 The SDK answers both protocol eras on one endpoint: the handshake era (`initialize`, 2025-11-25 and
 older) and 2026-07-28 (`server/discover`, per-request `_meta` envelope, no session).
 
@@ -84,6 +88,8 @@ MAX_BIG_BYTES: Final = 16 * 1024 * 1024
 # The payload `big` repeats: varied text, so truncation or reordering shows up in comparisons.
 BIG_PATTERN: Final = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
 GREETING_URI: Final = "mcpbench://greeting"
+# The tool `toggle_tool` adds and removes.
+EXTRA_TOOL: Final = "extra"
 GREETING_TEXT: Final = "hello from mcpbench"
 
 # The key under which `ask` files its single input request in an `InputRequiredResult`.
@@ -217,6 +223,22 @@ def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" 
             request, result_type, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
         )
         return _answer_text(request, answer)
+
+    @tool()
+    async def toggle_tool(ctx: Context) -> str:
+        """Add the tool `extra` (an echo) if absent, else remove it; say the tool list changed."""
+        # The catalogue is the server's, shared by its clients: a second call puts it back.
+        if EXTRA_TOOL in {listed.name for listed in await server.list_tools()}:
+            server.remove_tool(EXTRA_TOOL)
+            done = f"removed {EXTRA_TOOL}"
+        else:
+            server.add_tool(lambda text: text, name=EXTRA_TOOL, description="Echo the text back (added by toggle_tool).")
+            done = f"added {EXTRA_TOOL}"
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_tools_changed()  # to the `subscriptions/listen` streams that asked for it
+        else:
+            await ctx.session.send_tool_list_changed()
+        return done
 
     @server.resource(GREETING_URI, name="greeting", mime_type="text/plain")
     def greeting() -> str:

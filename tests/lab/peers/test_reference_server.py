@@ -51,7 +51,7 @@ CONFIGS: Final[dict[str, str | None]] = {
 }
 MODES: Final = ("auto", "legacy")
 ERA_OF_MODE: Final = {"auto": "2026-07-28", "legacy": "2025-11-25"}
-TOOLS: Final = {"echo", "add", "slow", "fail", "big", "ask"}
+TOOLS: Final = {"echo", "add", "slow", "fail", "big", "ask", "toggle_tool"}
 # Under the streamable-HTTP SDK client's 1 MiB cap on one SSE event, with the JSON framing around it.
 BIG_SIZE: Final = 200_000
 SLOW_STEPS: Final = 3
