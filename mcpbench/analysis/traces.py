@@ -149,7 +149,7 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                     label = entry.name
                 vio["trace"].append(name)
                 vio["ts"].append(entry.ts)
-                vio["session"].append(report.id)
+                vio["session"].append(_session_id(report))
                 vio["transport"].append(report.transport)
                 vio["dir"].append(entry.dir)
                 vio["code"].append(entry.name)
@@ -235,6 +235,11 @@ def _answer_bytes(op: Operation) -> float:
     return float(sum(sizes)) if sizes else NAN
 
 
+def _session_id(report: Any) -> str | None:
+    """A frame's session: the model's id, or null for what is outside any session (as the frames always had it)."""
+    return None if report.id in NO_SESSION else report.id
+
+
 def _per_flow(flows: list, values: dict) -> np.ndarray:
     """Each row's value for its HTTP exchange (NaN without one)."""
     if not values:
@@ -248,7 +253,7 @@ def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "trace": _category(owner, [trace for trace, _ in owners]),
-            "session": _category(owner, [o.id for _, o in owners]),
+            "session": _category(owner, [_session_id(o) for _, o in owners]),
             "transport": _category(owner, [o.transport for _, o in owners]),
             "era": _category(owner, [_era(o) for _, o in owners]),
             "version": _category(owner, [o.session.version for _, o in owners]),
@@ -340,7 +345,7 @@ def _rounds_frame(calls: _Calls) -> pd.DataFrame:
         before = None
         for number, entry in enumerate(op.rounds, 1):
             rows.append((
-                trace, report.id, row, number, entry.id if entry.id is None or type(entry.id) in (int, str) else str(entry.id),
+                trace, _session_id(report), row, number, entry.id if entry.id is None or type(entry.id) in (int, str) else str(entry.id),
                 entry.ts, NAN if entry.latency is None else entry.latency * 1000.0,
                 NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0,
                 entry.outcome or "unanswered",

@@ -48,7 +48,8 @@ def by_inspect(path: Path) -> Counter:
 
 def by_frames(path: Path) -> Counter:
     calls = load_trace(path).calls
-    return Counter(zip(calls["session"].astype(str), calls["method"].astype(str), calls["outcome"].astype(str)))
+    sessions = calls["session"].astype(object).fillna("-")  # the frames' null: inspect's "-", outside any session
+    return Counter(zip(sessions.astype(str), calls["method"].astype(str), calls["outcome"].astype(str)))
 
 
 def by_live(path: Path) -> Counter:

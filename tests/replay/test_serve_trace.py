@@ -25,7 +25,7 @@ async def check_client(target: Any, mode: str) -> None:
         async with Client(target, mode=mode, sampling_callback=sampling_stub) as client:  # answers as the recording did
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
             tools = await client.list_tools()
-            assert [tool.name for tool in tools.tools] == ["echo", "add", "slow", "fail", "big", "ask"]
+            assert [tool.name for tool in tools.tools] == ["echo", "add", "slow", "fail", "big", "ask", "toggle_tool"]
             assert text_of(await client.call_tool("echo", {"text": "héllo"})) == "héllo"
             assert (await client.call_tool("fail", {})).is_error is True
             assert text_of(await client.call_tool("ask", {"question": ASK_QUESTION})) == SAMPLED_TEXT

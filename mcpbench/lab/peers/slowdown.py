@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # The reference server's tools (reference_server.py registers these).
-TOOLS = ("echo", "add", "slow", "fail", "big", "ask")
+TOOLS = ("echo", "add", "slow", "fail", "big", "ask", "toggle_tool")
 # A delay beyond this would hold calls past a load test's timeouts: an hour of misconfiguration.
 MAX_DELAY_SECONDS = 10.0
 
