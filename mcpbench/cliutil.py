@@ -211,16 +211,17 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
-def positive_duration(text: str, option: str) -> float:
-    """An option's duration (`10s`, `500ms`, `1h`) in seconds, > 0; a usage error (exit 2) naming it otherwise."""
+def positive_duration(text: str, option: str, *, zero: bool = False) -> float:
+    """An option's duration (`10s`, `500ms`, `1h`) in seconds, > 0 (>= 0 with `zero`); a usage error
+    (exit 2) naming it otherwise."""
     from mcpbench.durations import parse_duration
 
     try:
         seconds = parse_duration(text, option)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    if seconds <= 0:
-        raise click.UsageError(f"{option} must be > 0")
+    if seconds < 0 or (seconds == 0 and not zero):
+        raise click.UsageError(f"{option} must be {'>=' if zero else '>'} 0")
     return seconds
 
 

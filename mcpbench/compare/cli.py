@@ -5,7 +5,7 @@ from pathlib import Path
 import click
 
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
-from mcpbench.cliutil import FiniteFloatRange, check_output, map_errors
+from mcpbench.cliutil import FiniteFloatRange, check_output, map_errors, positive_duration
 
 COMPARE_JSON, COMPARE_PNG = "compare.json", "compare.png"
 
@@ -19,19 +19,6 @@ def _share(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise click.UsageError(f"--min-change {text!r}: expected a share from 0% to under 100%")
     return value
-
-
-def _duration(text: str, option: str) -> float:
-    """A duration that may be 0 (`0s`, `1s`, `500ms`); a usage error naming the option otherwise."""
-    from mcpbench.durations import parse_duration
-
-    try:
-        seconds = parse_duration(text, option)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    if seconds < 0:
-        raise click.UsageError(f"{option} must be >= 0")
-    return seconds
 
 
 @click.command("compare")
@@ -74,7 +61,7 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
     check_ci_outputs(junit_xml, summary_md)
     check_output(out, "--out", folder=True)
     share = _share(min_change)
-    trim_s = _duration(trim, "--trim")
+    trim_s = positive_duration(trim, "--trim", zero=True)
     rules = [parse_rule(text) for text in fail_on]
     base_paths, new_paths = [p for p in (base, *bases) if p], [p for p in (new, *news) if p]
     if not base_paths or not new_paths:
