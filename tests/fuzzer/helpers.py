@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from jsonschema import Draft202012Validator
+
 from mcpbench.lab.peers.servers import start_listening
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process
 
@@ -70,3 +72,55 @@ for line in sys.stdin:
     print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 """
 FRAGILE_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-c", FRAGILE_SERVER])
+
+
+# The part of the official SARIF 2.1.0 schema a consumer relies on (checked by hand against the
+# specification's sections 3.13 sarifLog, 3.14 run, 3.19 tool, 3.27 result, 3.28 location, 3.49 rule),
+# the official file not being available offline. Levels and versions are its enums.
+MESSAGE = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string", "minLength": 1}}}
+SARIF_MINIMAL = {
+    "type": "object",
+    "required": ["version", "runs"],
+    "properties": {
+        "version": {"const": "2.1.0"},
+        "$schema": {"type": "string"},
+        "runs": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["tool", "results"],
+            "properties": {
+                "tool": {"type": "object", "required": ["driver"], "properties": {"driver": {
+                    "type": "object", "required": ["name", "rules"],
+                    "properties": {"name": {"type": "string"}, "version": {"type": "string"},
+                                   "rules": {"type": "array", "items": {
+                                       "type": "object", "required": ["id", "shortDescription"],
+                                       "properties": {"id": {"type": "string"}, "shortDescription": MESSAGE,
+                                                      "defaultConfiguration": {"type": "object", "properties": {
+                                                          "level": {"enum": ["none", "note", "warning", "error"]}}}}}}}}}},
+                "results": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["ruleId", "level", "message", "locations"],
+                    "properties": {
+                        "ruleId": {"type": "string"},
+                        "ruleIndex": {"type": "integer", "minimum": 0},
+                        "level": {"enum": ["none", "note", "warning", "error"]},
+                        "message": MESSAGE,
+                        "locations": {"type": "array", "minItems": 1, "items": {
+                            "type": "object",
+                            "anyOf": [{"required": ["logicalLocations"]}, {"required": ["physicalLocation"]}],
+                            "properties": {
+                                "logicalLocations": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+                                "physicalLocation": {"type": "object", "required": ["artifactLocation"], "properties": {
+                                    "artifactLocation": {"type": "object", "required": ["uri"]}}}}}}}}}},
+        }},
+    },
+}
+
+
+def check_sarif(log: dict) -> None:
+    """Fails with every structural error of `log`, and where a result's ruleIndex does not point at its rule."""
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in Draft202012Validator(SARIF_MINIMAL).iter_errors(log)]
+    assert not errors, errors
+    for run in log["runs"]:
+        rules = run["tool"]["driver"]["rules"]
+        for result in run["results"]:
+            assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
