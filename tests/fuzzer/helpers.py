@@ -1,10 +1,12 @@
 """Running `mcpbench fuzz` and `mcpbench replay` as a user does, against the lab's servers."""
 
 import contextlib
+import http.server
 import json
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -124,3 +126,45 @@ def check_sarif(log: dict) -> None:
         rules = run["tool"]["driver"]["rules"]
         for result in run["results"]:
             assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+
+
+class _LaxHandler(http.server.BaseHTTPRequestHandler):
+    """A Streamable HTTP server that answers every POST 200, whatever its headers say (no tools)."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            message = json.loads(body)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or "id" not in message or "method" not in message:
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "lax", "version": "1"}} \
+            if message["method"] == "initialize" else {"tools": []} if message["method"] == "tools/list" else {}
+        data = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("mcp-session-id", "lax-session")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def lax_http() -> Iterator[str]:
+    """`_LaxHandler` on an ephemeral loopback port (a thread of the test's process); its URL."""
+    server = http.server.ThreadingHTTPServer((HOST, 0), _LaxHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fuzzer.helpers import (
     FAULTY_STDIO, FRAGILE_STDIO, MCPBENCH, REFERENCE_STDIO, RUN_TIMEOUT, check_sarif, faulty_http, found, fuzz, fuzz_json,
-    replay_row,
+    lax_http, replay_row,
 )
 from tests.support.servers import REPO_ROOT
 
@@ -125,3 +125,12 @@ def test_legacy_sse_faults_are_found_and_replay(tmp_path):
         assert {("leak", "parse"), ("accepted-invalid", "store")} <= found(data), result.stdout
         leak = next(f for f in data["findings"] if f["class"] == "leak")
         assert "identical" in replay_row(leak["trace"], url, "parse")
+
+
+def test_a_server_answering_calls_whatever_their_headers_is_a_protocol_finding(tmp_path):
+    with lax_http() as url:
+        result, data = fuzz_json(url, tmp_path, "--cases", "5", "--seed", "6", "--hang-after", "5")
+    assert result.returncode == 1, result.stderr
+    protocol = {f["kind"]: f["evidence"] for f in data["findings"] if f["class"] == "protocol"}
+    assert set(protocol) == {"call-before-handshake", "wrong-version-header"}, data["findings"]
+    assert "Missing session ID" in protocol["call-before-handshake"] and "Unsupported" in protocol["wrong-version-header"]

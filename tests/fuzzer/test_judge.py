@@ -1,11 +1,13 @@
 """The fuzzer's parts without a server: values from schemas, mutations, the judge, what may be called."""
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
 from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, Case, cases
 from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, differs, judge, memory_grew, repeatable, slow_bound
+from mcpbench.fuzz.protocol_cases import expected_refusal, protocol_cases, with_changes
 from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import Outcome
@@ -103,3 +105,17 @@ def test_memory_grows_past_both_an_amount_and_a_factor_over_enough_calls():
     assert memory_grew(100 * mib, 200 * mib, 4) is None  # too few calls to say
     assert memory_grew(100 * mib, 150 * mib, 50) is None  # under 64 MiB more
     assert memory_grew(400 * mib, 500 * mib, 50) is None  # under 1.5x
+
+
+def test_the_header_cases_expect_what_the_core_server_rules_answer():
+    init = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "mcp-session-id": "S1", "mcp-protocol-version": "2025-11-25"}
+    cases = {case.name: case for case in protocol_cases("streamable-http")}
+    refused = {name: expected_refusal(init, "S1", with_changes(headers, case.headers), case.payload)
+               for name, case in cases.items() if case.headers}
+    assert (refused["call-before-handshake"].reply.status, refused["wrong-version-header"].reply.status) == (400, 400)
+    assert refused["missing-version-header"] is None  # the server assumes a version: nothing to refuse
+    assert expected_refusal(init, "S1", headers, cases["call-before-handshake"].payload) is None
+    assert not set(refused) & {case.name for case in protocol_cases("stdio")}
