@@ -56,7 +56,7 @@ class Finding:
 def write_trace(finding: Finding, path: Path, transport: str, target: str) -> Path:
     """The finding as a trace: one session, its messages in order, an `error` event where no answer came."""
     session = uuid.uuid4().hex[:12]
-    with TraceWriter(path, transport=transport, header={"fuzz": {"class": finding.cls, "tool": finding.case.tool},
+    with TraceWriter(path, transport=transport, header={"fuzz": {"class": finding.cls, "tool": finding.case.tool, "evidence": finding.evidence},
                                                          "target": target}) as writer:
         for direction, raw, ts in finding.log:
             if direction == RAW:  # a protocol case's bytes: not a message, kept as the violation they are

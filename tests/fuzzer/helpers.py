@@ -41,11 +41,12 @@ def found(data: dict) -> set[tuple[str, str]]:
 
 
 def replay_row(trace: str, target: str, tool: str) -> str:
-    """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...)."""
+    """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...); the report says the finding reproduced."""
     result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target, "--timeout", "20"], capture_output=True, text=True,
                             timeout=RUN_TIMEOUT, cwd=REPO_ROOT)
     rows = [line for line in result.stdout.splitlines() if f"tools/call {tool} " in line]
     assert rows, result.stdout + result.stderr
+    assert ": reproduced: " in result.stdout, result.stdout  # the report's note on the finding the trace records
     return rows[0]
 
 

@@ -12,6 +12,7 @@ from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import Outcome
 from mcpbench.protocol.jsonrpc import ErrorResponse, Response
+from mcpbench.replay.report import CallResult, fuzz_note
 
 SCHEMA = {
     "type": "object",
@@ -119,3 +120,19 @@ def test_the_header_cases_expect_what_the_core_server_rules_answer():
     assert refused["missing-version-header"] is None  # the server assumes a version: nothing to refuse
     assert expected_refusal(init, "S1", headers, cases["call-before-handshake"].payload) is None
     assert not set(refused) & {case.name for case in protocol_cases("stdio")}
+
+
+@pytest.mark.parametrize(("cls", "status", "reproduced"), [
+    ("crash", "unanswered", True), ("hang", "failed", True), ("crash", "extra", False), ("leak", "identical", True),
+    ("leak", "changed", False), ("non-deterministic", "changed", True), ("non-deterministic", "identical", False),
+])
+def test_a_replayed_finding_says_whether_it_reproduced(cls, status, reproduced):
+    calls = [CallResult("s", 0, "initialize", None, "identical"), CallResult("s", 1, "tools/call", "divide", status)]
+    note = fuzz_note({"class": cls, "tool": "divide", "evidence": "exited with status 3"}, calls)
+    assert note.startswith(f"fuzz finding {cls} in divide (exited with status 3): ")
+    assert (": reproduced: tools/call divide came out" in note) is reproduced and ("NOT reproduced" in note) is not reproduced
+
+
+def test_a_finding_a_replay_cannot_show_says_so():
+    note = fuzz_note({"class": "memory", "tool": "remember"}, [CallResult("s", 1, "tools/call", "remember", "identical")])
+    assert "cannot show memory" in note and "reproduced" not in note
