@@ -67,7 +67,7 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     non-deterministic (a read-only or idempotent tool), slow, memory (a stdio server's).
     Protocol cases (malformed JSON, a wrong jsonrpc, odd ids, an unknown method, a notification for
     a request, a batch, an oversized message; on Streamable HTTP a call without a session, a wrong or no
-    version header) go first, each followed by a ping the server must answer.
+    version header, 2026-07-28 Mcp-Method/Mcp-Name headers disagreeing with the body) go first, each followed by a ping the server must answer.
     Tools annotated destructiveHint are never called unless --allow names them.
 
     Exit status: 0 nothing found, 1 findings, 2 unusable input, 3 the target cannot be reached or is not MCP.

@@ -15,7 +15,7 @@ import zlib
 from urllib.parse import urlsplit
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -289,8 +289,11 @@ class Fuzzer:
             except _Stop:
                 return
             headers = refused = None
-            if case.headers:
-                headers = with_changes(session.raw_headers(), case.headers)
+            if case.request is not None:  # built by the client core as it would send it, then its headers changed
+                method, params, version = case.request
+                out = session.conn.prepare(method, params, as_version=version)
+                case = replace(case, payload=out.data)
+                headers = with_changes(out.headers, case.headers)
                 path = urlsplit(session.transport.url).path or "/mcp"
                 refused = expected_refusal(session.handshake[0][1], session.session_id, headers, case.payload, path)
             sent = session.send_raw(case.payload, PROTOCOL_WAIT, headers)

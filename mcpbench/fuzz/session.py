@@ -101,10 +101,6 @@ class FuzzSession:
         self.transport.send(out)
         self.handshake = log
 
-    def raw_headers(self) -> dict[str, str] | None:
-        """The headers a raw POST of this session carries (None on stdio)."""
-        return None if self.conn is None else self.conn.notify(RAW_METHOD).headers
-
     @property
     def session_id(self) -> str | None:
         return None if self.conn is None else self.conn.session_id

@@ -132,5 +132,7 @@ def test_a_server_answering_calls_whatever_their_headers_is_a_protocol_finding(t
         result, data = fuzz_json(url, tmp_path, "--cases", "5", "--seed", "6", "--hang-after", "5")
     assert result.returncode == 1, result.stderr
     protocol = {f["kind"]: f["evidence"] for f in data["findings"] if f["class"] == "protocol"}
-    assert set(protocol) == {"call-before-handshake", "wrong-version-header"}, data["findings"]
+    assert set(protocol) == {"call-before-handshake", "wrong-version-header", "method-header-mismatch",
+                             "name-header-mismatch", "version-header-mismatch"}, data["findings"]
     assert "Missing session ID" in protocol["call-before-handshake"] and "Unsupported" in protocol["wrong-version-header"]
+    assert "where the rules answer 400" in protocol["name-header-mismatch"] and "Mcp-Name" in protocol["name-header-mismatch"]

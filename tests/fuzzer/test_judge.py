@@ -11,7 +11,9 @@ from mcpbench.fuzz.protocol_cases import expected_refusal, protocol_cases, with_
 from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import Outcome
+from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.jsonrpc import ErrorResponse, Response
+from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.replay.report import CallResult, fuzz_note
 
 SCHEMA = {
@@ -109,16 +111,21 @@ def test_memory_grows_past_both_an_amount_and_a_factor_over_enough_calls():
 
 
 def test_the_header_cases_expect_what_the_core_server_rules_answer():
-    init = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-               "mcp-session-id": "S1", "mcp-protocol-version": "2025-11-25"}
-    cases = {case.name: case for case in protocol_cases("streamable-http")}
-    refused = {name: expected_refusal(init, "S1", with_changes(headers, case.headers), case.payload)
-               for name, case in cases.items() if case.headers}
-    assert (refused["call-before-handshake"].reply.status, refused["wrong-version-header"].reply.status) == (400, 400)
+    conn = ClientConnection("streamable-http", LATEST_HANDSHAKE, url="http://127.0.0.1:1/mcp")
+    init = conn.initialize().data
+    conn.session_id = "S1"
+    refused = {}
+    for case in protocol_cases("streamable-http"):
+        if case.request is not None:
+            method, params, version = case.request
+            out = conn.prepare(method, params, as_version=version)
+            assert expected_refusal(init, "S1", out.headers, out.data) is None, case.name  # as the core sends it: accepted
+            refused[case.name] = expected_refusal(init, "S1", with_changes(out.headers, case.headers), out.data)
+    found = {name: (r.reply.status, orjson.loads(r.reply.body)["error"]["code"]) for name, r in refused.items() if r is not None}
+    assert found == {"call-before-handshake": (400, -32600), "wrong-version-header": (400, -32022),
+                     "method-header-mismatch": (400, -32020), "name-header-mismatch": (400, -32020),
+                     "version-header-mismatch": (400, -32020)}
     assert refused["missing-version-header"] is None  # the server assumes a version: nothing to refuse
-    assert expected_refusal(init, "S1", headers, cases["call-before-handshake"].payload) is None
     assert not set(refused) & {case.name for case in protocol_cases("stdio")}
 
 

@@ -13,8 +13,8 @@ from tests.replay.helpers import mock_server
 pytestmark = pytest.mark.slow  # a mock or a recorder and the reference server as processes
 
 
-def clean(result, data: dict, protocol_cases: int = 19) -> None:
-    """No finding after every protocol case (16 on stdio; the 3 header cases too on Streamable HTTP) and 30 calls."""
+def clean(result, data: dict, protocol_cases: int = 22) -> None:
+    """No finding after every protocol case (16 on stdio; the 6 header cases too on Streamable HTTP) and 30 calls."""
     assert result.returncode == 0, result.stdout + result.stderr
     assert data["findings"] == [] and data["notes"] == [], data
     assert data["calls"] >= 30 and data["protocol_cases"] == protocol_cases and "echo" in data["tools"]
