@@ -27,6 +27,20 @@ def test_the_mock_over_streamable_http_gives_no_finding(recordings, tmp_path):
     clean(result, data)
 
 
+def test_the_mock_over_legacy_sse_gives_no_finding(recordings, tmp_path):
+    # Found by this test's first run: the mock's nearest-request search took seconds over the 8 MiB
+    # protocol case, and on the one SSE stream the ping after it waited past the hang bound.
+    with mock_server(recordings["legacy"], "sse") as url:
+        result, data = fuzz_json("sse+" + url, tmp_path, "--cases", "40", "--seed", "5", "--hang-after", "5")
+    clean(result, data, 16)
+
+
+def test_the_reference_server_over_legacy_sse_through_record_gives_no_finding(sse_server, tmp_path):
+    with record_proxy(sse_server.url, tmp_path / "recorded.jsonl") as (url, _proc):
+        result, data = fuzz_json("sse+" + url, tmp_path, "--cases", "40", "--seed", "5", "--hang-after", "5", "--skip", "slow")
+    clean(result, data, 16)
+
+
 def test_the_mock_over_stdio_gives_no_finding(recordings, tmp_path):
     target = "stdio:" + list2cmdline([sys.executable, "-m", "mcpbench", "serve-trace", str(recordings["legacy"])])
     result, data = fuzz_json(target, tmp_path, "--cases", "40", "--seed", "5", "--hang-after", "5")
