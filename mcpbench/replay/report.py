@@ -281,6 +281,8 @@ def fuzz_note(fuzz: dict, calls: list[CallResult]) -> str:
     mine = [call for call in calls if call.method == "tools/call" and call.name == tool] or calls[-1:]
     if cls in NOT_REPLAYED:
         return f"{found}: a replay cannot show {cls} (judged over a run): mcpbench fuzz --tool {tool} again"
+    if tool == "(protocol)":  # fuzz's name for a protocol case: its bytes are kept as a violation, never sent
+        return f"{found}: a replay does not send a protocol case's bytes: mcpbench fuzz again, or send the trace's `raw` by hand"
     if not mine:
         return f"{found}: not reproduced: the trace has no call to send"
     call = mine[-1]

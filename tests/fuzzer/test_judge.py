@@ -143,3 +143,5 @@ def test_a_replayed_finding_says_whether_it_reproduced(cls, status, reproduced):
 def test_a_finding_a_replay_cannot_show_says_so():
     note = fuzz_note({"class": "memory", "tool": "remember"}, [CallResult("s", 1, "tools/call", "remember", "identical")])
     assert "cannot show memory" in note and "reproduced" not in note
+    note = fuzz_note({"class": "crash", "tool": "(protocol)"}, [CallResult("s", 1, "ping", None, "unanswered")])
+    assert "does not send a protocol case's bytes" in note and "reproduced" not in note
