@@ -47,12 +47,14 @@ def seeds_from_traces(paths: tuple[str, ...]) -> dict[str, list]:
 @click.option("--rate", type=POSITIVE, metavar="R", help="At most R calls a second (a shared server stays usable).")
 @click.option("--hang-after", default="10s", show_default=True, metavar="T", help="A call unanswered this long is a hang.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the run and its findings to FILE (JSON).")
+@click.option("--sarif", "sarif_out", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the findings as SARIF 2.1.0 to FILE (for code scanning): a rule per class, a result per finding.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Where the findings' traces go (default results/fuzz/<time>).")
 @ci_options
 @client_options
 @map_errors
-def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, rate, hang_after, json_out, out_dir,
+def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, rate, hang_after, json_out, sarif_out, out_dir,
          junit_xml, summary_md, client):
     """Find the inputs that crash, hang or leak in an MCP server; every finding a trace `mcpbench replay` reproduces.
 
@@ -64,7 +66,8 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     Each answer is judged: crash, hang, leak, accepted-invalid, output-schema, protocol,
     non-deterministic (a read-only or idempotent tool), slow, memory (a stdio server's).
     Protocol cases (malformed JSON, a wrong jsonrpc, odd ids, an unknown method, a notification for
-    a request, a batch, an oversized message) go first, each followed by a ping the server must answer.
+    a request, a batch, an oversized message; on Streamable HTTP a call without a session, a wrong or no
+    version header, 2026-07-28 Mcp-Method/Mcp-Name headers disagreeing with the body) go first, each followed by a ping the server must answer.
     Tools annotated destructiveHint are never called unless --allow names them.
 
     Exit status: 0 nothing found, 1 findings, 2 unusable input, 3 the target cannot be reached or is not MCP.
@@ -83,6 +86,7 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     parsed = parse_target(target)
     access = client.resolve(parsed.url)
     check_output(json_out, "--json")
+    check_output(sarif_out, "--sarif")
     check_output(out_dir, "--out", folder=True)
     check_ci_outputs(junit_xml, summary_md)
     seconds = None if cases and not budget else positive_duration(budget or DEFAULT_BUDGET, "--budget")
@@ -113,6 +117,12 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
                     "interrupted": run.interrupted, "ended": run.ended, "tools": tools, "skipped": run.skipped,
                     "notes": run.notes, "findings": [f.to_json() for f in run.findings]}
             write_atomic(json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+        if sarif_out:
+            from mcpbench import __version__
+            from mcpbench.fuzz.sarif import to_sarif
+
+            log = to_sarif(run.findings, target=str(parsed), seed=seed, version=__version__, base=Path.cwd())
+            write_atomic(sarif_out, orjson.dumps(log, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
         write_ci_outputs([suite(run.findings, tools, CLASSES, run.seconds)], "mcpbench fuzz", junit_xml, summary_md)
     if run.interrupted:
         raise KeyboardInterrupt

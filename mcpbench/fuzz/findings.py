@@ -16,6 +16,7 @@ import orjson
 
 from mcpbench.ci.cases import FAILED, PASSED, Case as CiCase, Suite
 from mcpbench.fuzz.cases import Case
+from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL
 from mcpbench.fuzz.session import RAW, Logged
 from mcpbench.trace.format import Kind, text_or_b64
 from mcpbench.trace.writer import TraceWriter
@@ -35,7 +36,8 @@ class Finding:
 
     @property
     def key(self) -> tuple[str, str]:
-        return self.cls, self.case.tool
+        """A finding is kept once per key: a class and a tool, or a class and a protocol case."""
+        return self.cls, self.case.tool if self.case.tool != PROTOCOL_TOOL else f"{PROTOCOL_TOOL} {self.case.kind}"
 
     def size(self) -> int:
         """How big the case is: a smaller one replaces a larger of the same class and tool (shrinking)."""
@@ -54,7 +56,7 @@ class Finding:
 def write_trace(finding: Finding, path: Path, transport: str, target: str) -> Path:
     """The finding as a trace: one session, its messages in order, an `error` event where no answer came."""
     session = uuid.uuid4().hex[:12]
-    with TraceWriter(path, transport=transport, header={"fuzz": {"class": finding.cls, "tool": finding.case.tool},
+    with TraceWriter(path, transport=transport, header={"fuzz": {"class": finding.cls, "tool": finding.case.tool, "evidence": finding.evidence},
                                                          "target": target}) as writer:
         for direction, raw, ts in finding.log:
             if direction == RAW:  # a protocol case's bytes: not a message, kept as the violation they are
@@ -102,6 +104,8 @@ def suite(findings: list[Finding], tools: list[str], classes: tuple[str, ...], s
             else:
                 cases.append(CiCase(name=cls, classname=tool, status=FAILED, message=finding.evidence,
                                     detail=f"{finding.case.describe()} {finding.arguments_text(None)}\ntrace: {finding.trace}"))
+    cases += [CiCase(name=f"{f.cls} {f.case.kind}", classname=PROTOCOL_TOOL, status=FAILED, message=f.evidence,
+                     detail=f"{f.case.arguments}\ntrace: {f.trace}") for f in findings if f.case.tool == PROTOCOL_TOOL]
     return Suite(name="fuzz", cases=cases, time=seconds, stats={"tools": len(tools), "findings": len(findings)})
 
 

@@ -12,17 +12,18 @@ import os
 import tempfile
 import time
 import zlib
+from urllib.parse import urlsplit
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mcpbench.auth.options import ClientAccess
 from mcpbench.fuzz.cases import VALID, Case, cases
 from mcpbench.fuzz.findings import Finding
-from mcpbench.fuzz.judge import CRASH, HANG, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, judge, memory_grew, repeatable, slow_bound
-from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, protocol_cases
+from mcpbench.fuzz.judge import CRASH, HANG, PROTOCOL, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, judge, memory_grew, repeatable, slow_bound
+from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, expected_refusal, protocol_cases, with_changes
 from mcpbench.fuzz.session import FuzzSession, Outcome
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.target import STDIO, Target
@@ -279,7 +280,7 @@ class Fuzzer:
 
     def _protocol(self) -> None:
         """Each protocol case, then a ping: the server must survive it (a crash, a 5xx, a hang otherwise)."""
-        for case in protocol_cases():
+        for case in protocol_cases(self.target.transport):
             if time.monotonic() >= self._deadline or self.run.ended:
                 return
             self._pace()
@@ -287,7 +288,15 @@ class Fuzzer:
                 session = self._session()
             except _Stop:
                 return
-            sent = session.send_raw(case.payload, PROTOCOL_WAIT)
+            headers = refused = None
+            if case.request is not None:  # built by the client core as it would send it, then its headers changed
+                method, params, version = case.request
+                out = session.conn.prepare(method, params, as_version=version)
+                case = replace(case, payload=out.data)
+                headers = with_changes(out.headers, case.headers)
+                path = urlsplit(session.transport.url).path or "/mcp"
+                refused = expected_refusal(session.handshake[0][1], session.session_id, headers, case.payload, path)
+            sent = session.send_raw(case.payload, PROTOCOL_WAIT, headers)
             ping = session.call("ping", None, self.settings.hang_after) if not sent.lost else sent
             self.run.protocol_cases += 1
             verdict = None
@@ -295,6 +304,8 @@ class Fuzzer:
                 verdict = (CRASH, f"after it, {ping.detail or sent.detail or 'the session was lost'}")
             elif sent.status is not None and sent.status >= 500:
                 verdict = (CRASH, f"answered HTTP {sent.status}")
+            elif refused is not None and sent.status is not None and 200 <= sent.status < 300:
+                verdict = (PROTOCOL, f"answered HTTP {sent.status} where the rules answer {refused.reply.status} ({refused.reason})")
             elif ping.timed_out:
                 verdict = (HANG, f"after it, a ping got {ping.detail}")
                 session.close()

@@ -101,19 +101,25 @@ class FuzzSession:
         self.transport.send(out)
         self.handshake = log
 
+    @property
+    def session_id(self) -> str | None:
+        return None if self.conn is None else self.conn.session_id
+
     def call(self, method: str, params: dict | None, timeout: float) -> Outcome:
         """One request and its answer, waiting at most `timeout` seconds."""
         if self.lost:
             return Outcome(lost=True, detail=self.lost, failure="session-lost")
         return self._exchange(self.conn.request(method, params, ts=time.perf_counter()), timeout, [])
 
-    def send_raw(self, data: bytes, wait: float) -> Outcome:
-        """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers),
-        and read what comes back for `wait` seconds (an HTTP answer's status; a lost carrier)."""
+    def send_raw(self, data: bytes, wait: float, headers: dict[str, str] | None = None) -> Outcome:
+        """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers,
+        or `headers` instead), and read what comes back for `wait` seconds (an HTTP answer's status; a lost carrier)."""
         if self.lost:
             return Outcome(lost=True, detail=self.lost, failure="session-lost")
         out = self.conn.notify(RAW_METHOD)  # this session's headers and URL; the bytes are replaced
         out.data = data + b"\n" if self.transport.kind == STDIO else data
+        if headers is not None and out.headers is not None:
+            out.headers = headers
         outcome = Outcome(log=[(RAW, data, time.time())])
         self.transport.send(out)
         deadline = time.perf_counter() + wait

@@ -259,7 +259,36 @@ def build(
     for index, session in enumerate(run.sessions):
         cold = stdio_target or index == 0
         report.sessions.append(_session_result(session, rules, latency, fail_on_latency, cold, run.asked, redactor))
+    header = run.trace.header if isinstance(run.trace.header, dict) else {}
+    if isinstance(header.get("fuzz"), dict) and not run.aborted:
+        report.notes.append(fuzz_note(header["fuzz"], [call for session in report.sessions for call in session.calls]))
     return report
+
+
+# How a fuzz finding's call comes out when the finding reproduces (`mcpbench fuzz` writes the trace,
+# its header naming the class): no answer again, two answers that differ again, or the same answer.
+REPRODUCED = {"crash": ("unanswered", "failed", "missing"), "hang": ("unanswered", "failed", "missing"),
+              "non-deterministic": ("changed",)}
+# Classes a single replayed call cannot show: they are judged over a run.
+NOT_REPLAYED = ("slow", "memory")
+
+
+def fuzz_note(fuzz: dict, calls: list[CallResult]) -> str:
+    """Whether the fuzz finding a trace records reproduced: its call (the tool's last `tools/call`,
+    or for a protocol case the ping after it) came out as the class says it must."""
+    cls, tool = str(fuzz.get("class")), str(fuzz.get("tool"))
+    found = f"fuzz finding {cls} in {tool}" + (f" ({fuzz['evidence']})" if fuzz.get("evidence") else "")
+    mine = [call for call in calls if call.method == "tools/call" and call.name == tool] or calls[-1:]
+    if cls in NOT_REPLAYED:
+        return f"{found}: a replay cannot show {cls} (judged over a run): mcpbench fuzz --tool {tool} again"
+    if tool == "(protocol)":  # fuzz's name for a protocol case: its bytes are kept as a violation, never sent
+        return f"{found}: a replay does not send a protocol case's bytes: mcpbench fuzz again, or send the trace's `raw` by hand"
+    if not mine:
+        return f"{found}: not reproduced: the trace has no call to send"
+    call = mine[-1]
+    if call.status in REPRODUCED.get(cls, ("identical",)):
+        return f"{found}: reproduced: {call.label} came out {call.status}, as when it was found"
+    return f"{found}: NOT reproduced: {call.label} came out {call.status} (the server behaves differently now)"
 
 
 def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency: float | None, cold: bool,

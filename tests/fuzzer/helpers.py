@@ -1,13 +1,17 @@
 """Running `mcpbench fuzz` and `mcpbench replay` as a user does, against the lab's servers."""
 
 import contextlib
+import http.server
 import json
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
+
+from jsonschema import Draft202012Validator
 
 from mcpbench.lab.peers.servers import start_listening
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process
@@ -37,11 +41,12 @@ def found(data: dict) -> set[tuple[str, str]]:
 
 
 def replay_row(trace: str, target: str, tool: str) -> str:
-    """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...)."""
+    """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...); the report says the finding reproduced."""
     result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target, "--timeout", "20"], capture_output=True, text=True,
                             timeout=RUN_TIMEOUT, cwd=REPO_ROOT)
     rows = [line for line in result.stdout.splitlines() if f"tools/call {tool} " in line]
     assert rows, result.stdout + result.stderr
+    assert ": reproduced: " in result.stdout, result.stdout  # the report's note on the finding the trace records
     return rows[0]
 
 
@@ -70,3 +75,97 @@ for line in sys.stdin:
     print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 """
 FRAGILE_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-c", FRAGILE_SERVER])
+
+
+# The part of the official SARIF 2.1.0 schema a consumer relies on (checked by hand against the
+# specification's sections 3.13 sarifLog, 3.14 run, 3.19 tool, 3.27 result, 3.28 location, 3.49 rule),
+# the official file not being available offline. Levels and versions are its enums.
+MESSAGE = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string", "minLength": 1}}}
+SARIF_MINIMAL = {
+    "type": "object",
+    "required": ["version", "runs"],
+    "properties": {
+        "version": {"const": "2.1.0"},
+        "$schema": {"type": "string"},
+        "runs": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["tool", "results"],
+            "properties": {
+                "tool": {"type": "object", "required": ["driver"], "properties": {"driver": {
+                    "type": "object", "required": ["name", "rules"],
+                    "properties": {"name": {"type": "string"}, "version": {"type": "string"},
+                                   "rules": {"type": "array", "items": {
+                                       "type": "object", "required": ["id", "shortDescription"],
+                                       "properties": {"id": {"type": "string"}, "shortDescription": MESSAGE,
+                                                      "defaultConfiguration": {"type": "object", "properties": {
+                                                          "level": {"enum": ["none", "note", "warning", "error"]}}}}}}}}}},
+                "results": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["ruleId", "level", "message", "locations"],
+                    "properties": {
+                        "ruleId": {"type": "string"},
+                        "ruleIndex": {"type": "integer", "minimum": 0},
+                        "level": {"enum": ["none", "note", "warning", "error"]},
+                        "message": MESSAGE,
+                        "locations": {"type": "array", "minItems": 1, "items": {
+                            "type": "object",
+                            "anyOf": [{"required": ["logicalLocations"]}, {"required": ["physicalLocation"]}],
+                            "properties": {
+                                "logicalLocations": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+                                "physicalLocation": {"type": "object", "required": ["artifactLocation"], "properties": {
+                                    "artifactLocation": {"type": "object", "required": ["uri"]}}}}}}}}}},
+        }},
+    },
+}
+
+
+def check_sarif(log: dict) -> None:
+    """Fails with every structural error of `log`, and where a result's ruleIndex does not point at its rule."""
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in Draft202012Validator(SARIF_MINIMAL).iter_errors(log)]
+    assert not errors, errors
+    for run in log["runs"]:
+        rules = run["tool"]["driver"]["rules"]
+        for result in run["results"]:
+            assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+
+
+class _LaxHandler(http.server.BaseHTTPRequestHandler):
+    """A Streamable HTTP server that answers every POST 200, whatever its headers say (no tools)."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            message = json.loads(body)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or "id" not in message or "method" not in message:
+            self.send_response(202)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "lax", "version": "1"}} \
+            if message["method"] == "initialize" else {"tools": []} if message["method"] == "tools/list" else {}
+        data = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("mcp-session-id", "lax-session")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def lax_http() -> Iterator[str]:
+    """`_LaxHandler` on an ephemeral loopback port (a thread of the test's process); its URL."""
+    server = http.server.ThreadingHTTPServer((HOST, 0), _LaxHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 from tests.fuzzer.helpers import (
-    FAULTY_STDIO, FRAGILE_STDIO, MCPBENCH, REFERENCE_STDIO, RUN_TIMEOUT, faulty_http, found, fuzz, fuzz_json, replay_row,
+    FAULTY_STDIO, FRAGILE_STDIO, MCPBENCH, REFERENCE_STDIO, RUN_TIMEOUT, check_sarif, faulty_http, found, fuzz, fuzz_json,
+    lax_http, replay_row,
 )
 from tests.support.servers import REPO_ROOT
 
@@ -24,13 +25,16 @@ REPLAYED = {"crash": "unanswered", "hang": "unanswered", "leak": "identical", "a
 
 
 def test_every_planted_fault_is_found_on_stdio_the_destructive_tool_left_alone_and_each_trace_replays(tmp_path):
-    junit, summary = tmp_path / "fuzz.xml", tmp_path / "fuzz.md"
+    junit, summary, sarif = tmp_path / "fuzz.xml", tmp_path / "fuzz.md", tmp_path / "fuzz.sarif"
     result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--cases", "96", "--seed", "1", "--hang-after", "2", "--no-protocol",
-                             "--junit-xml", str(junit), "--summary-md", str(summary))
+                             "--junit-xml", str(junit), "--summary-md", str(summary), "--sarif", str(sarif))
     assert result.returncode == 1, result.stderr
     assert PLANTED | STDIO_ONLY <= found(data), result.stdout
     assert "exited with status 3" in next(f["evidence"] for f in data["findings"] if f["class"] == "crash")
     assert junit.read_text().count("<failure") == len(data["findings"]) and "fuzz" in summary.read_text()
+    log = json.loads(sarif.read_text())
+    check_sarif(log)
+    assert {(r["ruleId"], r["locations"][0]["logicalLocations"][0]["name"]) for r in log["runs"][0]["results"]} == found(data)
     assert "wipe" not in data["tools"] and "destructiveHint" in data["skipped"]["wipe"]
     assert "class" in result.stdout.splitlines()[0] and "seed 1" in result.stderr
     for finding in data["findings"]:
@@ -121,3 +125,14 @@ def test_legacy_sse_faults_are_found_and_replay(tmp_path):
         assert {("leak", "parse"), ("accepted-invalid", "store")} <= found(data), result.stdout
         leak = next(f for f in data["findings"] if f["class"] == "leak")
         assert "identical" in replay_row(leak["trace"], url, "parse")
+
+
+def test_a_server_answering_calls_whatever_their_headers_is_a_protocol_finding(tmp_path):
+    with lax_http() as url:
+        result, data = fuzz_json(url, tmp_path, "--cases", "5", "--seed", "6", "--hang-after", "5")
+    assert result.returncode == 1, result.stderr
+    protocol = {f["kind"]: f["evidence"] for f in data["findings"] if f["class"] == "protocol"}
+    assert set(protocol) == {"call-before-handshake", "wrong-version-header", "method-header-mismatch",
+                             "name-header-mismatch", "version-header-mismatch"}, data["findings"]
+    assert "Missing session ID" in protocol["call-before-handshake"] and "Unsupported" in protocol["wrong-version-header"]
+    assert "where the rules answer 400" in protocol["name-header-mismatch"] and "Mcp-Name" in protocol["name-header-mismatch"]

@@ -1,15 +1,20 @@
 """The fuzzer's parts without a server: values from schemas, mutations, the judge, what may be called."""
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
 from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, Case, cases
 from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, differs, judge, memory_grew, repeatable, slow_bound
+from mcpbench.fuzz.protocol_cases import expected_refusal, protocol_cases, with_changes
 from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import Outcome
+from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.jsonrpc import ErrorResponse, Response
+from mcpbench.protocol.versions import LATEST_HANDSHAKE
+from mcpbench.replay.report import CallResult, fuzz_note
 
 SCHEMA = {
     "type": "object",
@@ -103,3 +108,40 @@ def test_memory_grows_past_both_an_amount_and_a_factor_over_enough_calls():
     assert memory_grew(100 * mib, 200 * mib, 4) is None  # too few calls to say
     assert memory_grew(100 * mib, 150 * mib, 50) is None  # under 64 MiB more
     assert memory_grew(400 * mib, 500 * mib, 50) is None  # under 1.5x
+
+
+def test_the_header_cases_expect_what_the_core_server_rules_answer():
+    conn = ClientConnection("streamable-http", LATEST_HANDSHAKE, url="http://127.0.0.1:1/mcp")
+    init = conn.initialize().data
+    conn.session_id = "S1"
+    refused = {}
+    for case in protocol_cases("streamable-http"):
+        if case.request is not None:
+            method, params, version = case.request
+            out = conn.prepare(method, params, as_version=version)
+            assert expected_refusal(init, "S1", out.headers, out.data) is None, case.name  # as the core sends it: accepted
+            refused[case.name] = expected_refusal(init, "S1", with_changes(out.headers, case.headers), out.data)
+    found = {name: (r.reply.status, orjson.loads(r.reply.body)["error"]["code"]) for name, r in refused.items() if r is not None}
+    assert found == {"call-before-handshake": (400, -32600), "wrong-version-header": (400, -32022),
+                     "method-header-mismatch": (400, -32020), "name-header-mismatch": (400, -32020),
+                     "version-header-mismatch": (400, -32020)}
+    assert refused["missing-version-header"] is None  # the server assumes a version: nothing to refuse
+    assert not set(refused) & {case.name for case in protocol_cases("stdio")}
+
+
+@pytest.mark.parametrize(("cls", "status", "reproduced"), [
+    ("crash", "unanswered", True), ("hang", "failed", True), ("crash", "extra", False), ("leak", "identical", True),
+    ("leak", "changed", False), ("non-deterministic", "changed", True), ("non-deterministic", "identical", False),
+])
+def test_a_replayed_finding_says_whether_it_reproduced(cls, status, reproduced):
+    calls = [CallResult("s", 0, "initialize", None, "identical"), CallResult("s", 1, "tools/call", "divide", status)]
+    note = fuzz_note({"class": cls, "tool": "divide", "evidence": "exited with status 3"}, calls)
+    assert note.startswith(f"fuzz finding {cls} in divide (exited with status 3): ")
+    assert (": reproduced: tools/call divide came out" in note) is reproduced and ("NOT reproduced" in note) is not reproduced
+
+
+def test_a_finding_a_replay_cannot_show_says_so():
+    note = fuzz_note({"class": "memory", "tool": "remember"}, [CallResult("s", 1, "tools/call", "remember", "identical")])
+    assert "cannot show memory" in note and "reproduced" not in note
+    note = fuzz_note({"class": "crash", "tool": "(protocol)"}, [CallResult("s", 1, "ping", None, "unanswered")])
+    assert "does not send a protocol case's bytes" in note and "reproduced" not in note
