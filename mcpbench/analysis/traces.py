@@ -64,7 +64,8 @@ class _Calls:
 
     def __init__(self) -> None:
         self.owners: list[tuple[str, SessionReport]] = []  # (trace, session), by owner index
-        self.ops: list[tuple[int, Operation]] = []  # (owner index, operation), in the order they began
+        self.ops: list[Operation] = []  # in the order they began
+        self.op_owners: list[int] = []  # each operation's owner index (two lists: no tuple per operation)
         self.violations: list[int] = []  # per owner
 
 
@@ -113,8 +114,9 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
     the requests it began or answered carry that size.
     """
     rebuild = Rebuild(keep=False)
-    take, dumps, ops, owners, per_owner = rebuild.take, orjson.dumps, calls.ops, calls.owners, calls.violations
+    take, dumps, ops, op_owners, owners, per_owner = rebuild.take, orjson.dumps, calls.ops, calls.op_owners, calls.owners, calls.violations
     index: dict[int, int] = {}  # id(session) -> owner index
+    last, owner = None, -1  # the session of the event before, and its owner index
     message_kind, trace_kind, violation = Kind.MESSAGE, Kind.TRACE, "violation"
     for event in reader:
         kind = event["kind"]
@@ -125,14 +127,17 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
         direction = event.get("dir")
         flow = event.get("flow")
         report = step.session
-        owner = index.get(id(report))
-        if owner is None:
-            owner = index[id(report)] = len(owners)
-            owners.append((name, report))
-            per_owner.append(0)
+        if report is not last:  # most events belong to the session of the one before
+            last = report
+            owner = index.get(id(report))
+            if owner is None:
+                owner = index[id(report)] = len(owners)
+                owners.append((name, report))
+                per_owner.append(0)
         label = None
         if step.opened:
-            ops.extend((owner, op) for op in step.opened)
+            ops += step.opened
+            op_owners += [owner] * len(step.opened)
         size = -1
         for entry in step.added:
             kind_ = entry.kind
@@ -205,14 +210,12 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
     times); a one-round operation, the usual one, reads its round directly.
     """
     ops = calls.ops
-    n = len(ops)
-    owner, dirs, methods, tools, steps = [], [], [], [], []
+    dirs, methods, tools, steps = [], [], [], []
     starts, ends, request_bytes, answer_bytes, error_codes = [], [], [], [], []
     outcomes, details, rounds_, waits, first_flows, last_flows = [], [], [], [], [], []
-    for o, op in ops:
+    for op in ops:
         rounds = op.rounds
         first = rounds[0]
-        owner.append(o)
         dirs.append(op.dir)
         method = op.method
         methods.append(method)
@@ -241,7 +244,7 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
         last_flows.append(last.flow)
     start = np.array(starts, dtype="float64")
     columns: dict[str, Any] = {
-        "owner": np.array(owner, dtype=np.intp) if n else np.zeros(0, dtype=np.intp),
+        "owner": np.array(calls.op_owners, dtype=np.intp),
         "dir": dirs,
         "method": methods,
         "tool": tools,
@@ -370,7 +373,7 @@ def _rounds_frame(calls: _Calls) -> pd.DataFrame:
     Built from one list per column (a tuple per row cost as much memory again as the frame)."""
     owners = calls.owners
     traces, sessions, call, number_, ids, starts, latencies, waits, outcomes, sent, received = ([] for _ in range(11))
-    for row, (owner, op) in enumerate(calls.ops):
+    for row, (owner, op) in enumerate(zip(calls.op_owners, calls.ops)):
         trace, report = owners[owner]
         before = None
         for number, entry in enumerate(op.rounds, 1):
