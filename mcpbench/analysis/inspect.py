@@ -16,7 +16,7 @@ from typing import Any
 from mcpbench.trace.model import NOT_MCP, Entry, Operation, Rebuild, SessionReport, outcome
 from mcpbench.stats import percentile
 from mcpbench.trace import shared
-from mcpbench.trace.reader import TraceReader
+from mcpbench.trace.reader import TraceReader, collector_paused
 
 __all__ = ["ARROWS", "Entry", "Operation", "Report", "SessionReport", "outcome", "render", "suite", "summarize"]
 
@@ -124,12 +124,14 @@ def summarize(path: str | Path) -> Report:
     """
     reader = TraceReader(path)
     rebuild = Rebuild()
-    for line, event in enumerate(reader, 1):  # a trace line per event: writers write no blank lines
-        step = rebuild.take(event)
-        if step is not None:
-            for entry in step.added:
-                entry.line = line
-    rebuild.finish()
+    # The report keeps every session's timeline: a collection while it grows walks it all and frees nothing.
+    with collector_paused():
+        for line, event in enumerate(reader, 1):  # a trace line per event: writers write no blank lines
+            step = rebuild.take(event)
+            if step is not None:
+                for entry in step.added:
+                    entry.line = line
+        rebuild.finish()
     notes = [reader.torn] if reader.torn else []
     if pending := shared.parts(path):  # tees sharing the path: sessions not in it yet
         notes.append(f"{len(pending)} session part(s) beside it not added yet (a tee still recording to it, or one "

@@ -64,7 +64,8 @@ class _Calls:
 
     def __init__(self) -> None:
         self.owners: list[tuple[str, SessionReport]] = []  # (trace, session), by owner index
-        self.ops: list[tuple[int, Operation]] = []  # (owner index, operation), in the order they began
+        self.ops: list[Operation] = []  # in the order they began
+        self.op_owners: list[int] = []  # each operation's owner index (two lists: no tuple per operation)
         self.violations: list[int] = []  # per owner
 
 
@@ -113,8 +114,9 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
     the requests it began or answered carry that size.
     """
     rebuild = Rebuild(keep=False)
-    take, dumps, ops, owners, per_owner = rebuild.take, orjson.dumps, calls.ops, calls.owners, calls.violations
+    take, dumps, ops, op_owners, owners, per_owner = rebuild.take, orjson.dumps, calls.ops, calls.op_owners, calls.owners, calls.violations
     index: dict[int, int] = {}  # id(session) -> owner index
+    last, owner = None, -1  # the session of the event before, and its owner index
     message_kind, trace_kind, violation = Kind.MESSAGE, Kind.TRACE, "violation"
     for event in reader:
         kind = event["kind"]
@@ -125,14 +127,17 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
         direction = event.get("dir")
         flow = event.get("flow")
         report = step.session
-        owner = index.get(id(report))
-        if owner is None:
-            owner = index[id(report)] = len(owners)
-            owners.append((name, report))
-            per_owner.append(0)
+        if report is not last:  # most events belong to the session of the one before
+            last = report
+            owner = index.get(id(report))
+            if owner is None:
+                owner = index[id(report)] = len(owners)
+                owners.append((name, report))
+                per_owner.append(0)
         label = None
         if step.opened:
-            ops.extend((owner, op) for op in step.opened)
+            ops += step.opened
+            op_owners += [owner] * len(step.opened)
         size = -1
         for entry in step.added:
             kind_ = entry.kind
@@ -199,29 +204,60 @@ def _detail(op: Operation) -> str | None:
 
 
 def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, Any]:
-    """The operations cut into numpy columns, HTTP failures marked."""
+    """The operations cut into numpy columns, HTTP failures marked.
+
+    One pass over the operations filling plain lists (a generator per column walked them a dozen
+    times); a one-round operation, the usual one, reads its round directly.
+    """
     ops = calls.ops
-    n = len(ops)
-    owner = np.fromiter((o for o, _ in ops), dtype=np.intp, count=n)
-    first_flows = [op.rounds[0].flow for _, op in ops]
-    last_flows = [op.rounds[-1].flow for _, op in ops]
-    start = np.fromiter((op.rounds[0].ts for _, op in ops), dtype="float64", count=n)
-    end = np.fromiter((NAN if op.end is None else op.end for _, op in ops), dtype="float64", count=n)
+    dirs, methods, tools, steps = [], [], [], []
+    starts, ends, request_bytes, answer_bytes, error_codes = [], [], [], [], []
+    outcomes, details, rounds_, waits, first_flows, last_flows = [], [], [], [], [], []
+    for op in ops:
+        rounds = op.rounds
+        first = rounds[0]
+        dirs.append(op.dir)
+        method = op.method
+        methods.append(method)
+        tools.append(op.target if method == "tools/call" else None)
+        steps.append(op.name)
+        starts.append(first.ts)
+        end = op.end
+        ends.append(NAN if end is None else end)
+        outcomes.append(op.outcome or "unanswered")
+        if len(rounds) == 1:
+            last = first
+            request_bytes.append(first.request_bytes or 0)
+            size = first.answer_bytes
+            answer_bytes.append(NAN if size is None else float(size))
+            waits.append(0.0)
+        else:
+            last = rounds[-1]
+            request_bytes.append(sum(r.request_bytes or 0 for r in rounds))
+            answer_bytes.append(_answer_bytes(op))
+            waits.append(op.client_wait * 1000.0)
+        rounds_.append(len(rounds))
+        code = last.error_code
+        error_codes.append(NAN if code is None or end is None else code)
+        details.append(_detail(op) if code is not None else (op.detail or None))
+        first_flows.append(first.flow)
+        last_flows.append(last.flow)
+    start = np.array(starts, dtype="float64")
     columns: dict[str, Any] = {
-        "owner": owner,
-        "dir": [op.dir for _, op in ops],
-        "method": [op.method for _, op in ops],
-        "tool": [op.target if op.method == "tools/call" else None for _, op in ops],
-        "step": [op.name for _, op in ops],
+        "owner": np.array(calls.op_owners, dtype=np.intp),
+        "dir": dirs,
+        "method": methods,
+        "tool": tools,
+        "step": steps,
         "start": start,
-        "end": end,
-        "request_bytes": np.fromiter((sum(r.request_bytes or 0 for r in op.rounds) for _, op in ops), dtype="int64", count=n),
-        "answer_bytes": np.fromiter((_answer_bytes(op) for _, op in ops), dtype="float64", count=n),
-        "error_code": np.fromiter((NAN if (code := op.last.error_code) is None or op.end is None else code for _, op in ops), dtype="float64", count=n),
-        "outcome": np.asarray([op.outcome or "unanswered" for _, op in ops], dtype=object),
-        "detail": np.asarray([_detail(op) for _, op in ops], dtype=object),
-        "rounds": np.fromiter((len(op.rounds) for _, op in ops), dtype="int64", count=n),
-        "client_wait_ms": np.fromiter((op.client_wait * 1000.0 for _, op in ops), dtype="float64", count=n),
+        "end": np.array(ends, dtype="float64"),
+        "request_bytes": np.array(request_bytes, dtype="int64"),
+        "answer_bytes": np.array(answer_bytes, dtype="float64"),
+        "error_code": np.array(error_codes, dtype="float64"),
+        "outcome": np.asarray(outcomes, dtype=object),
+        "detail": np.asarray(details, dtype=object),
+        "rounds": np.array(rounds_, dtype="int64"),
+        "client_wait_ms": np.array(waits, dtype="float64"),
     }
     # flows are only in HTTP recordings: a stdio trace skips the per-row look-ups
     sse = _per_flow(first_flows, first_sse)
@@ -337,27 +373,38 @@ def _text(value: Any) -> str | None:
 
 def _rounds_frame(calls: _Calls) -> pd.DataFrame:
     """One row per request of an operation: `call` is the operation's row in `calls`, `wait_ms` the
-    client's time between the previous round's answer and this request (NaN on a first round)."""
+    client's time between the previous round's answer and this request (NaN on a first round).
+
+    Built from one list per column (a tuple per row cost as much memory again as the frame)."""
     owners = calls.owners
-    rows = []
-    for row, (owner, op) in enumerate(calls.ops):
+    traces, sessions, call, number_, ids, starts, latencies, waits, outcomes, sent, received = ([] for _ in range(11))
+    for row, (owner, op) in enumerate(zip(calls.op_owners, calls.ops)):
         trace, report = owners[owner]
         before = None
         for number, entry in enumerate(op.rounds, 1):
-            rows.append((
-                trace, _session_id(report), row, number, entry.id if entry.id is None or type(entry.id) in (int, str) else str(entry.id),
-                entry.ts, NAN if entry.latency is None else entry.latency * 1000.0,
-                NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0,
-                entry.outcome or "unanswered",
-                NAN if entry.request_bytes is None else entry.request_bytes,
-                NAN if entry.answer_bytes is None else entry.answer_bytes,
-            ))
+            ident = entry.id
+            traces.append(trace)
+            sessions.append(_session_id(report))
+            call.append(row)
+            number_.append(number)
+            ids.append(ident if ident is None or type(ident) in (int, str) else str(ident))
+            starts.append(entry.ts)
+            latency = entry.latency
+            latencies.append(NAN if latency is None else latency * 1000.0)
+            waits.append(NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0)
+            outcomes.append(entry.outcome or "unanswered")
+            size = entry.request_bytes
+            sent.append(NAN if size is None else size)
+            size = entry.answer_bytes
+            received.append(NAN if size is None else size)
             before = entry
-    frame = pd.DataFrame.from_records(rows, columns=ROUND_COLUMNS)
-    frame = frame.astype({"call": "int64", "round": "int64", "latency_ms": "float64", "wait_ms": "float64"})
-    for column in ("request_bytes", "answer_bytes"):
-        frame[column] = pd.array(np.asarray(frame[column], dtype="float64"), dtype="float64").astype("Int64")
-    frame["id"] = frame["id"].astype(object)
+    frame = pd.DataFrame({
+        "trace": traces, "session": sessions, "call": np.array(call, dtype="int64"), "round": np.array(number_, dtype="int64"),
+        "id": pd.Series(ids, dtype=object), "start": starts, "latency_ms": np.array(latencies, dtype="float64"),
+        "wait_ms": np.array(waits, dtype="float64"), "outcome": outcomes,
+        "request_bytes": pd.array(np.array(sent, dtype="float64"), dtype="float64").astype("Int64"),
+        "answer_bytes": pd.array(np.array(received, dtype="float64"), dtype="float64").astype("Int64"),
+    }, columns=ROUND_COLUMNS)
     return _typed(frame, times=("start",))
 
 

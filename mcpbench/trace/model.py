@@ -469,8 +469,8 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
     for item in items:
         kind = type(item)
         if kind is Request:
-            target = call_name(item.method, item.params)
-            entry = Entry(ts, way, "request", f"{item.method} {target}" if target else item.method, id=item.id, flow=flow)
+            method, target, name = _names(item.method, call_name(item.method, item.params))
+            entry = Entry(ts, way, "request", name, id=item.id, flow=flow)
             step.added.append(entry)
             report.requests += 1
             key = (way, (flow, item.id) if report.sessionless else item.id)
@@ -478,7 +478,7 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
             if shadowed is not None and shadowed.op is not None:  # an id reused in flight: the earlier request
                 report.shadowed.append(shadowed.op)  # can no longer be paired, and stays open
             report.open_calls[key] = entry
-            _operation(step, report, item, entry, direction, target, flow)
+            _operation(step, report, item, entry, direction, method, target, flow)
             if direction is C2S and flow is not None:
                 known = flows.setdefault(flow, _Flow())
                 known.request_id, known.label, known.op = item.id, f"{item.method} (id {item.id!r})", entry.op
@@ -523,6 +523,25 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
                 step.answered.append(entry)
                 if entry.op is not None:
                     _answered(step, report, entry, result.answer, result.finished)
+
+
+# A request's method, what it names and its timeline name, one string each shared by every request
+# that has them: a big trace keeps an operation per request, and a string per field each (parsed
+# anew from every line) took a fifth of the file's size again. Bounded: a trace of ever new names
+# (a fuzzer's) stops sharing, nothing else changes.
+_NAMES: dict[tuple[str, str | None], tuple[str, str | None, str]] = {}
+NAMES_SHARED = 4096
+
+
+def _names(method: str, target: str | None) -> tuple[str, str | None, str]:
+    """(method, target, "method target") of a request, the strings shared with earlier requests'."""
+    key = (method, target)
+    known = _NAMES.get(key)
+    if known is None:
+        known = (method, target, f"{method} {target}" if target else method)
+        if len(_NAMES) < NAMES_SHARED and type(method) is str:
+            _NAMES[key] = known
+    return known
 
 
 def _call_id(report: SessionReport, flow: Any, request_id: Any) -> Any:
@@ -572,11 +591,10 @@ def _version(report: SessionReport, params: Any) -> str | None:
     return meta_version(params) if isinstance(params, dict) and "_meta" in params else report.session.version
 
 
-def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, direction: Direction, target: str | None,
-               flow: Any = None) -> None:
-    """The operation `item` begins, or the one whose next round it is."""
+def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, direction: Direction, method: str,
+               target: str | None, flow: Any = None) -> None:
+    """The operation `item` begins, or the one whose next round it is (`method`: its method, shared)."""
     params = item.params if type(item.params) is dict else None
-    method = item.method
     if direction is not C2S:  # a server request: inside the client's one running operation, if only one runs
         op = Operation(direction.value, method, entry.name, None, [entry])
         entry.op = op
