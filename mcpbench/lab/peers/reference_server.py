@@ -224,9 +224,11 @@ def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" 
         )
         return _answer_text(request, answer)
 
-    @tool()
+    # Text only and a short description: every tools/list answer carries it, and the recorders' size
+    # targets (bytes per message of a recorded session) are measured on this server's list.
+    @tool(structured_output=False)
     async def toggle_tool(ctx: Context) -> str:
-        """Add the tool `extra` (an echo) if absent, else remove it; say the tool list changed."""
+        """Add or remove the tool `extra`."""
         # The catalogue is the server's, shared by its clients: a second call puts it back.
         if EXTRA_TOOL in {listed.name for listed in await server.list_tools()}:
             server.remove_tool(EXTRA_TOOL)

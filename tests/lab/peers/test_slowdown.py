@@ -59,4 +59,4 @@ def test_lab_serve_refuses_a_bad_slow_in_one_line():
     proc = subprocess.run([sys.executable, "-m", "mcpbench", "lab", "serve", "--slow", "nope=20%"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "mcpbench: --slow 'nope=20%': no tool 'nope'; the reference server has echo, add, slow, fail, big, ask"
+    assert proc.stderr.strip() == "mcpbench: --slow 'nope=20%': no tool 'nope'; the reference server has echo, add, slow, fail, big, ask, toggle_tool"
