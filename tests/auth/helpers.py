@@ -6,14 +6,14 @@ import os
 import secrets
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.support.http_thread import serving
 from tests.support.servers import HOST, REPO_ROOT, RunningServer, reference_server
 
 CLIENT_ID = "mcpbench-lab"
@@ -98,12 +98,5 @@ class _NotOAuth(BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def sign_in_page() -> Iterator[str]:
     """An HTTP server on 127.0.0.1 whose every page is HTML; yields its base URL."""
-    server = ThreadingHTTPServer((HOST, 0), _NotOAuth)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{HOST}:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serving(_NotOAuth) as port:
+        yield f"http://{HOST}:{port}"

@@ -6,7 +6,6 @@ import json
 import shlex
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -14,6 +13,7 @@ from typing import Final
 from jsonschema import Draft202012Validator
 
 from mcpbench.lab.peers.servers import start_listening
+from tests.support.http_thread import serving
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process
 
 MCPBENCH: Final = (sys.executable, "-m", "mcpbench")
@@ -160,12 +160,5 @@ class _LaxHandler(http.server.BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def lax_http() -> Iterator[str]:
     """`_LaxHandler` on an ephemeral loopback port (a thread of the test's process); its URL."""
-    server = http.server.ThreadingHTTPServer((HOST, 0), _LaxHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{HOST}:{server.server_address[1]}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with serving(_LaxHandler) as port:
+        yield f"http://{HOST}:{port}/mcp"

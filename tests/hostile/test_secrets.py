@@ -10,7 +10,6 @@ import http.server
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from mcpbench.trace.reader import TraceReader
 from tests.hostile.helpers import EXIT_INPUT, MCPBENCH, assert_clean_failure, log_stderr, run
+from tests.support.http_thread import serving
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
 MARK = "S3CR3T"
@@ -93,15 +93,8 @@ class HostileUpstream(http.server.BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def hostile_upstream() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer((HOST, 0), HostileUpstream)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(WAIT)
+    with serving(HostileUpstream) as port:
+        yield port
 
 
 def rpc(method: str, id: int, params: dict | None = None) -> dict:
