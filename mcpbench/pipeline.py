@@ -230,6 +230,10 @@ def replay(run_dir: Path, say: Progress, servers: dict) -> str:
     if proc.returncode != 1:
         raise McpbenchError(f"replay against the modified server exited {proc.returncode}, not 1 (changed); see {report}")
     counts = orjson.loads(report.read_bytes())["counts"]
+    from mcpbench.analysis.report import DEMONSTRATIONS
+
+    # The report lists this replay's changes as what the run set out to show, not as a failure.
+    write_atomic(run_dir / DEMONSTRATIONS, orjson.dumps({report.name: "the modified server's echo answers differ from the recording"}))
     return f"{trace.name} replayed on {', '.join(targets)} with no change; against the modified server {counts['changed']} changed"
 
 

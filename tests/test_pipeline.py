@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import orjson
+
+from mcpbench.analysis.report import collect, findings
 import pytest
 
 from mcpbench.analysis import load_trace
@@ -38,6 +40,13 @@ def test_main_job_records_replays_loads_and_reports(main_job):
     modified = orjson.loads((folder / "replay-modified.json").read_bytes())
     changed = [c for s in modified["sessions"] for c in s["calls"] if c["status"] == "changed"]
     assert [c["name"] for c in changed] == ["echo"]
+    # The report lists what the job set out to show failing apart from what failed: the modified server's
+    # replay, the round-robin cells of stateful modes, the control that recovers nothing.
+    found = findings(collect([folder]))
+    purpose = [f.text for f in found if f.severity == "shown"]
+    assert any(t.startswith("replay replay-modified.json: 1 changed, as it must") for t in purpose), purpose
+    assert sum(t.startswith("sticky cell") and "round-robin" in t for t in purpose) == 2, purpose
+    assert not [f.text for f in found if f.severity == "bad" and ("modified" in f.text or "round-robin" in f.text or "policy none" in f.text)]
     lines = proc.stdout.rstrip().splitlines()
     assert lines[-4] == f"report: {folder / 'report.html'}" and (folder / "report.html").stat().st_size > 10_000
     assert [line.split(":")[0].strip() for line in lines[-3:]] == ["traces", "load", "replay"]

@@ -202,6 +202,10 @@ nav.toc{font-size:.9em;margin:.6em 0 0}nav.toc a{margin-right:1em;white-space:no
 .attention ul{margin:.2em 0;padding-left:1.2em}.attention li{margin:.3em 0;overflow-wrap:anywhere}
 .sev{display:inline-block;font-size:.75em;font-weight:600;text-transform:uppercase;border-radius:3px;padding:0 .4em;margin-right:.4em;color:#fff;background:#cf222e}
 .sev.warn{background:#9a6700}
+.purpose{border:1px solid #d0d7de;border-left:5px solid #8c959f;border-radius:6px;padding:.6em 1em;margin:1em 0;background:#f6f8fa}
+.purpose h2{border:0;margin:.1em 0 .3em;font-size:1.1em}
+.purpose ul{margin:.2em 0;padding-left:1.2em}.purpose li{margin:.3em 0;overflow-wrap:anywhere}
+.sev.shown{background:#57606a}
 div.scroll{overflow-x:auto;width:fit-content;max-width:100%;margin:.5em 0;border:1px solid #d0d7de;border-radius:6px}
 table.data{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
 table.data th,table.data td{padding:4px 10px;border-bottom:1px solid #eaeef2;text-align:left;vertical-align:top;white-space:nowrap}

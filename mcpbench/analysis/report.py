@@ -31,6 +31,7 @@ from mcpbench.compare.chart import headline as compare_headline
 from mcpbench.compare.judge import read_json as read_compare
 from mcpbench.outputs import write_atomic
 from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.reconnect import NONE
 
 REPORT_NAME = "report.html"
 TRACE_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -49,6 +50,7 @@ class Inputs:
     labs: list[LabRun] = field(default_factory=list)
     probes: list[dict] = field(default_factory=list)  # `mcpbench probe --json` files, as written
     compares: list[dict] = field(default_factory=list)  # `mcpbench compare`'s compare.json files, as written
+    demonstrations: dict[str, str] = field(default_factory=dict)  # file name -> why its failure is the point (DEMONSTRATIONS)
     sources: list[str] = field(default_factory=list)
 
 
@@ -79,7 +81,9 @@ def _count(inputs: Inputs) -> int:
 
 def _take(path: Path, inputs: Inputs, depth: int) -> None:
     if path.is_file():
-        if path.name.endswith(TRACE_SUFFIXES) and not path.name.startswith("samples"):
+        if path.name == DEMONSTRATIONS:
+            inputs.demonstrations.update(_demonstrations(path))
+        elif path.name.endswith(TRACE_SUFFIXES) and not path.name.startswith("samples"):
             inputs.trace_files.append(path)
         elif path.suffix == ".json" and (probe := load_probe(path)) is not None:
             inputs.probes.append(probe)
@@ -99,6 +103,16 @@ def _take(path: Path, inputs: Inputs, depth: int) -> None:
                 continue
             if child.is_dir() or child.name.endswith(TRACE_SUFFIXES) or child.suffix == ".json":
                 _take(child, inputs, depth - 1)
+
+
+def _demonstrations(path: Path) -> dict[str, str]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise McpbenchError(f"{path}: not a JSON object of file names and reasons ({exc})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise McpbenchError(f"{path}: not a JSON object of file names and reasons")
+    return data
 
 
 def _is_replay_report(path: Path) -> bool:
@@ -178,9 +192,14 @@ def _ms(value: float) -> str:
 class Finding:
     """One thing a reader should look at first, and where on the page it is."""
 
-    severity: str  # "bad": something failed; "warn": worth a look
+    severity: str  # "bad": something failed; "warn": worth a look; "shown": a failure the run set out to show
     text: str
     href: str
+
+
+# A run folder may name, in this file, its parts whose failures are what it was built to show (the main
+# job's replay against a modified server): {"replay-modified.json": "why it must fail"}.
+DEMONSTRATIONS = "demonstrations.json"
 
 
 # Failed sessions listed one by one before they are summed up in one line.
@@ -212,7 +231,9 @@ def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
         changed = {k: report.counts.get(k, 0) for k in ("changed", "missing", "extra", "failed") if report.counts.get(k, 0)}
         if changed:
             what = ", ".join(f"{n} {k}" for k, n in changed.items())
-            out.append(Finding("bad", f"replay {report.path.name}: {what} against {report.target}", "#replays"))
+            why = inputs.demonstrations.get(report.path.name)
+            out.append(Finding("shown", f"replay {report.path.name}: {what}, as it must: {why}", "#replays") if why else
+                       Finding("bad", f"replay {report.path.name}: {what} against {report.target}", "#replays"))
     for index, probe in enumerate(inputs.probes):
         for verdict, severity in (("fail", "bad"), ("warn", "warn")):
             checks = [row["check"] for row in probe["checks"] if row["verdict"] == verdict]
@@ -223,7 +244,7 @@ def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
                  if step["verdict"] == "slower" or (step.get("errors") or {}).get("verdict") == "more errors"]
         if worse:
             out.append(Finding("bad", f"compare: slower or more errors beyond noise on {', '.join(worse)}", f"#compare-{index}"))
-    order = {"bad": 0, "warn": 1}
+    order = {"bad": 0, "warn": 1, "shown": 2}
     return sorted(out, key=lambda f: order[f.severity])  # stable: the kinds keep the order above
 
 
@@ -261,14 +282,26 @@ def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[Finding]:
 def _lab_findings(lab: LabRun, index: int) -> list[Finding]:
     out = []
     if not lab.sticky.empty:
-        broken = lab.sticky[lab.sticky["failed_sessions"] > 0]
-        for _, cell in broken.iterrows():
-            out.append(Finding("bad", f"sticky cell {cell['transport']} / {cell['mode']} / {cell['policy']} / {cell['balancer']}: "
-                                      f"{int(cell['failed_sessions'])} of {int(cell['sessions'])} sessions failed", f"#lab-sticky-{index}"))
+        # `expected` (written by the experiment since it has one) says which cells are built to break.
+        expected = lab.sticky["expected"].astype(str) if "expected" in lab.sticky else pd.Series("", index=lab.sticky.index)
+        for i, cell in lab.sticky.iterrows():
+            name = f"sticky cell {cell['transport']} / {cell['mode']} / {cell['policy']} / {cell['balancer']} / {int(cell['instances'])} instances"
+            failed, sessions = int(cell["failed_sessions"]), int(cell["sessions"])
+            if failed and expected[i] == "break":
+                out.append(Finding("shown", f"{name}: {failed} of {sessions} sessions failed, as designed: its balancer "
+                                            f"spreads a session's requests over instances that each keep their own sessions", f"#lab-sticky-{index}"))
+            elif failed:
+                out.append(Finding("bad", f"{name}: {failed} of {sessions} sessions failed", f"#lab-sticky-{index}"))
+            elif expected[i] == "break" and sessions:
+                out.append(Finding("warn", f"{name}: no session failed, though its balancer spreads requests over "
+                                           f"instances that keep their own sessions: is something in front sticky?", f"#lab-sticky-{index}"))
     if lab.reconnect is not None and {"lost", "duplicated", "policy"} <= set(lab.reconnect.columns):
         for policy, rows in lab.reconnect.groupby("policy", sort=False):
             lost, duplicated = int(rows["lost"].fillna(0).sum()), int(rows["duplicated"].fillna(0).sum())
-            if lost or duplicated:
+            if (lost or duplicated) and policy == NONE:
+                out.append(Finding("shown", f"reconnect policy {policy}: {lost} answers lost, {duplicated} duplicated, as designed: "
+                                            f"the control recovers nothing", f"#lab-reconnect-{index}"))
+            elif lost or duplicated:
                 out.append(Finding("bad", f"reconnect policy {policy}: {lost} answers lost, {duplicated} duplicated", f"#lab-reconnect-{index}"))
     return out
 
@@ -279,6 +312,20 @@ def _short_id(key: object, chars: int = 12) -> str:
 
 
 def _attention(found: list[Finding]) -> str:
+    shown = [f for f in found if f.severity == "shown"]
+    found = [f for f in found if f.severity != "shown"]
+    return _first(found) + _shown(shown)
+
+
+def _shown(shown: list[Finding]) -> str:
+    if not shown:
+        return ""
+    items = "".join(f"<li><span class='sev shown'>shown</span> <a href='{f.href}'>{html.escape(f.text)}</a></li>" for f in shown)
+    return (f"<div class=purpose id=shown><h2>Failing on purpose ({len(shown)})</h2>"
+            f"<p class=lead>What the run was built to show failing; each links to where it is.</p><ul>{items}</ul></div>")
+
+
+def _first(found: list[Finding]) -> str:
     if not found:
         return ("<div class='attention clear' id=attention><h2>Nothing to look at first</h2>"
                 "<p>No protocol violations, failed sessions, broken lab cells, lost answers, failed load calls, "

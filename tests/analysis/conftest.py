@@ -42,13 +42,13 @@ def load_folder(main_job) -> Path:
 
 
 STICKY_ROWS = [
-    # transport, mode, policy, balancer, instances, sessions, calls, failed_calls, failed_sessions, share, session-not-found calls/sessions
-    ("streamable-http", "stateful-sse", "round-robin", "haproxy", 3, 30, 300, 190, 20, 0.34, 190, 20),
-    ("streamable-http", "stateful-sse", "sticky-header", "haproxy", 3, 30, 300, 0, 0, 0.33, 0, 0),
-    ("streamable-http", "stateless", "round-robin", "haproxy", 3, 30, 300, 0, 0, 0.33, 0, 0),
-    ("sse", "legacy-sse", "round-robin", "haproxy", 3, 30, 300, 200, 21, 0.35, 200, 21),
-    ("sse", "legacy-sse", "sticky-header", "haproxy", 3, 30, 300, 0, 0, 0.32, 0, 0),
-    ("streamable-http", "2026-07-28", "round-robin", "haproxy", 3, 30, 300, 0, 0, 0.34, 0, 0),
+    # transport, mode, policy, balancer, instances, sessions, calls, failed_calls, failed_sessions, share, expected, session-not-found calls/sessions
+    ("streamable-http", "stateful-sse", "round-robin", "haproxy", 3, 30, 300, 190, 20, 0.34, "break", 190, 20),
+    ("streamable-http", "stateful-sse", "sticky-header", "haproxy", 3, 30, 300, 0, 0, 0.33, "hold", 0, 0),
+    ("streamable-http", "stateless", "round-robin", "haproxy", 3, 30, 300, 0, 0, 0.33, "hold", 0, 0),
+    ("sse", "legacy-sse", "round-robin", "haproxy", 3, 30, 300, 200, 21, 0.35, "break", 200, 21),
+    ("sse", "legacy-sse", "sticky-header", "haproxy", 3, 30, 300, 0, 0, 0.32, "hold", 0, 0),
+    ("streamable-http", "2026-07-28", "round-robin", "haproxy", 3, 30, 300, 0, 0, 0.34, "hold", 0, 0),
 ]
 
 
@@ -56,7 +56,7 @@ STICKY_ROWS = [
 def lab_folder(tmp_path_factory) -> Path:
     """A lab run folder holding sticky.csv in the lab's column contract (one row per cell)."""
     folder = tmp_path_factory.mktemp("lab")
-    header = "transport,mode,policy,balancer,instances,sessions,calls,failed_calls,failed_sessions,first_instance_share,failed_calls:session-not-found,failed_sessions:session-not-found"
+    header = "transport,mode,policy,balancer,instances,sessions,calls,failed_calls,failed_sessions,first_instance_share,expected,failed_calls:session-not-found,failed_sessions:session-not-found"
     lines = [header] + [",".join(str(v) for v in row) for row in STICKY_ROWS]
     (folder / "sticky.csv").write_text("\n".join(lines) + "\n")
     return folder

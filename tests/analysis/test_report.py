@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpbench.analysis.report import collect, headlines
+from mcpbench.analysis.report import collect, findings, headlines
+from mcpbench.protocol.errors import McpbenchError
 from tests.support.browser import find_chromium, render_page, render_page_at
 from tests.support.servers import REPO_ROOT
 
@@ -82,12 +83,27 @@ def test_report_of_one_trace_and_bad_paths(captures, tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith(f"mcpbench: {bad}:2: not JSON") and "Traceback" not in proc.stderr
 
 
+def test_lab_cells_built_to_break_are_listed_apart_from_cells_that_broke(tmp_path):
+    rows = [("stateful-sse", "round-robin", 3, 4, "break"), ("stateful-json", "sticky", 3, 2, "hold"),
+            ("legacy-sse", "random", 3, 0, "break"), ("stateless", "round-robin", 3, 0, "hold")]
+    (tmp_path / "sticky.csv").write_text(
+        "transport,mode,policy,balancer,instances,sessions,calls,failed_calls,failed_sessions,first_instance_share,expected\n"
+        + "".join(f"streamable-http,{mode},{policy},builtin,{n},10,40,{failed},{failed},0.4,{expected}\n" for mode, policy, n, failed, expected in rows))
+    found = [(f.severity, f.text.split(":")[0]) for f in findings(collect([tmp_path]))]
+    assert found == [("bad", "sticky cell streamable-http / stateful-json / sticky / builtin / 3 instances"),
+                     ("warn", "sticky cell streamable-http / legacy-sse / random / builtin / 3 instances"),
+                     ("shown", "sticky cell streamable-http / stateful-sse / round-robin / builtin / 3 instances")]
+    (tmp_path / "demonstrations.json").write_text("[1]")
+    with pytest.raises(McpbenchError, match="demonstrations.json: not a JSON object of file names and reasons"):
+        collect([tmp_path])
+
+
 # Run in the laid-out page: what a reader would see go wrong, as data.
 LAYOUT_CHECKS = """(() => {
   const root = document.documentElement;
   const out = {pageWidth: root.scrollWidth, viewWidth: root.clientWidth, overflowing: [], brokenHeaders: [], rawHeaders: [],
                extraHeaderRows: 0, unscrolledTables: 0, leftNumbers: [], longNumbers: [], sections: [], deadLinks: [],
-               charts: [], timelines: [], findings: []};
+               charts: [], timelines: [], findings: [], shown: []};
   for (const th of document.querySelectorAll('table.data th')) {
     // each word of the header, measured unbroken in the header's own font, must fit the header's box
     const style = getComputedStyle(th);
@@ -135,6 +151,9 @@ LAYOUT_CHECKS = """(() => {
   }
   for (const li of document.querySelectorAll('#attention li')) {
     out.findings.push({text: li.innerText, href: li.querySelector('a').getAttribute('href')});
+  }
+  for (const li of document.querySelectorAll('#shown li')) {
+    out.shown.push({text: li.innerText, href: li.querySelector('a').getAttribute('href')});
   }
   return out;
 })()"""
@@ -196,8 +215,14 @@ def test_report_reads_well_at_desktop_and_phone_width(cut_run_folder):
         first = found["findings"][0]
         assert "stdio-cut.jsonl" in first["text"] and "1 call without an answer" in first["text"] and first["href"] == f"#timeline-{cut}"
         assert drawn[0]["id"] == f"timeline-{cut}" and drawn[0]["lost"] == 1
+        # a broken cell built to break (a stateful mode spread over instances) is listed apart, as failing on purpose
+        cells = inputs.labs[0].sticky
+        broken = cells[cells["failed_sessions"] > 0]
         sticky = [f for f in found["findings"] if "sticky cell" in f["text"]]
-        assert len(sticky) == int((inputs.labs[0].sticky["failed_sessions"] > 0).sum()) > 0 and all(f["href"] == "#lab-sticky-0" for f in sticky)
+        shown = [f for f in found["shown"] if "sticky cell" in f["text"]]
+        assert len(shown) == int((broken["expected"] == "break").sum()) > 0 and all("as designed" in f["text"] for f in shown)
+        assert len([f for f in sticky if "sessions failed" in f["text"]]) == int((broken["expected"] == "hold").sum())
+        assert all(f["href"] == "#lab-sticky-0" for f in sticky + shown)
 
 
 @pytest.mark.slow  # a browser's start and a page's layout: several seconds on a busy machine

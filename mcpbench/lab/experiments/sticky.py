@@ -47,8 +47,11 @@ TRANSPORT_TITLES: Final = {"sse": "legacy HTTP+SSE", "streamable-http": "Streama
 LAB_KEYS: Final = ("modes", "policies", "instances", "balancers")
 CSV_BASE: Final = (
     "transport", "mode", "policy", "balancer", "instances", "sessions", "calls", "failed_calls",
-    "failed_sessions", "first_instance_share",
+    "failed_sessions", "first_instance_share", "expected",
 )
+# Balancers that spread one client's requests over the instances (the others keep a client on one).
+SPREADING: Final = ("random", "round-robin")
+HOLD, BREAK = "hold", "break"  # the `expected` column: what the cell's sessions should do
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,14 @@ class Cell:
     @property
     def slug(self) -> str:
         return f"{self.mode}-{self.policy}-{self.balancer}-{self.instances}"
+
+    @property
+    def expected(self) -> str:
+        """What the cell is built to show: sessions break where a session lives in one process's memory
+        and the balancer spreads its requests over several; everywhere else they hold. The report
+        tells a cell that broke as designed from one that should have held."""
+        stateful = MODES[self.mode][2] is False and MODES[self.mode][3] != V2026_07_28
+        return BREAK if stateful and self.instances > 1 and self.policy in SPREADING else HOLD
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,7 @@ class CellResult(SessionTally):
             "balancer": self.cell.balancer, "instances": self.cell.instances, "sessions": self.sessions,
             "calls": self.calls, "failed_calls": self.failed_calls, "failed_sessions": self.failed_sessions,
             "first_instance_share": "" if self.first_instance_share is None else round(self.first_instance_share, 4),
+            "expected": self.cell.expected,
         }
         for name in ordered_classes(self.calls_by_class | self.sessions_by_class):
             row[f"failed_calls:{name}"] = self.calls_by_class.get(name, 0)
