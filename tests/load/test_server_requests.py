@@ -31,11 +31,16 @@ def ask_once(target: Target, policy: Canned) -> tuple[object, Steps]:
     steps = Steps()
     client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
                        version="2025-11-25", timeout=TIMEOUT, policy=policy)
+    return in_session(client, steps, lambda: client.call_tool("ask", {"question": "which model?"}))
+
+
+def in_session(client: McpClient, steps: Steps, body) -> tuple[object, Steps]:
+    """`body()` inside one session of `client`, in a greenlet bounded in time: its value and the steps fired."""
 
     def run():
         try:
             assert client.start_session(), steps.fired
-            return client.call_tool("ask", {"question": "which model?"})
+            return body()
         finally:
             client.end_session()
             client.close_transport()
@@ -73,3 +78,41 @@ def test_a_refusing_policy_declares_nothing_and_the_server_says_so(target):
 
     result, _ = ask_once(target, Canned({"sampling/createMessage": None}))
     assert text_of(result) == ASK_NEITHER_TEXT
+
+
+# --- 2026-07-28: the input a server asks for in a result, answered by the same policy --------------------
+
+NEWEST = "2026-07-28"
+# A think time the operation waits before its answer (the client's wait in the sample): exact, as asked.
+THINK = 0.05
+
+
+def operate_once(target: Target, policy: Canned, *, max_rounds: int = 10) -> tuple[object, Steps]:
+    """One `ask` call of the newest protocol as a whole operation (`McpClient.operation`)."""
+    steps = Steps()
+    client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
+                       version=NEWEST, timeout=TIMEOUT, policy=policy, max_rounds=max_rounds, answer_think=(THINK, THINK))
+    return in_session(client, steps, lambda: client.operation("tools/call", {"name": "ask", "arguments": {"question": "which model?"}}))
+
+
+def test_an_input_round_is_answered_and_the_step_is_the_whole_operation(target):
+    result, steps = operate_once(target, Canned({"sampling/createMessage": SAMPLING}))
+    assert text_of(result) == "canned by the scenario"
+    (step,) = [s for s in steps.fired if s["name"] == "tools/call ask"]
+    context = step["context"]
+    assert step["exception"] is None
+    assert context["rounds"] == 2 and len(context["rounds_ms"]) == 2 and context["polls"] == 0
+    assert context["wait"] == pytest.approx(THINK * 1000.0)  # the user's think time before the answer
+    assert context["asked"] == ["sampling/createMessage"]
+
+
+def test_an_elicitation_declined_reaches_the_tool(target):
+    result, _ = operate_once(target, Canned({"elicitation/create": {"action": "decline"}}))
+    assert text_of(result) == "(the user chose decline)"
+
+
+def test_a_server_asking_past_the_round_bound_is_classed(target):
+    result, steps = operate_once(target, Canned({"sampling/createMessage": SAMPLING}), max_rounds=0)
+    (step,) = [s for s in steps.fired if s["name"] == "tools/call ask"]
+    assert result is None and step["context"]["failure"] == "input-rounds-exceeded"
+    assert step["context"]["rounds"] == 1
