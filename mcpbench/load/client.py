@@ -49,16 +49,20 @@ from mcpbench.protocol.client import (
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse, Message
+from mcpbench.protocol.listen import ACK_TIMEOUT, Acknowledged, Change, Listen
 from mcpbench.protocol.operation import MAX_ROUNDS, Operation, Send, Stop
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.protocol.recovery import plan_recovery
 from mcpbench.target import STREAMABLE_HTTP
 from mcpbench.protocol.session import C2S, S2C
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_get_stream, has_handshake, step_name
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, LISTEN, has_get_stream, has_handshake, step_name
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).
 _SESSION_TAGS = itertools.count(1)
+
+# When the latest step of this process began (perf_counter): what a listen stream's change is timed from.
+_latest_step: list[float | None] = [None]
 
 # A user whose session broke under reconnect policy `none` reports each later call as failed after
 # this pause, so that it does not spin.
@@ -111,6 +115,7 @@ class McpClient:
         capabilities: client capabilities declared besides the policy's (the tasks extension's, say).
         max_rounds: input rounds an operation answers before it fails as input-rounds-exceeded.
         answer_think: (least, most) seconds a user thinks before each answer to input it is asked for.
+        listen_for: 2026-07-28: (types, resource URIs) each session's `subscriptions/listen` stream asks for.
     """
 
     def __init__(
@@ -133,6 +138,7 @@ class McpClient:
         capabilities: dict | None = None,
         max_rounds: int = MAX_ROUNDS,
         answer_think: tuple[float, float] = (0.0, 0.0),
+        listen_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
     ) -> None:
         self._make_transport = make_transport
         self.request_event = request_event
@@ -161,6 +167,10 @@ class McpClient:
         self.capabilities = capabilities
         self.max_rounds = max_rounds
         self.answer_think = answer_think
+        self.listen_for = listen_for
+        self._listen: Listen | None = None
+        self._listener: gevent.Greenlet | None = None
+        self._acked = gevent.event.Event()
 
     @property
     def stateless(self) -> bool:
@@ -172,8 +182,9 @@ class McpClient:
 
     # --- reporting ----------------------------------------------------------------------------
 
-    def _record(self, name: str, start: float, size: int, failure: McpFailure | None, context: dict | None = None) -> None:
-        """Fire the request event once for one step (ms from `start`, a perf_counter time)."""
+    def _record(self, name: str, start: float, size: int, failure: McpFailure | None, context: dict | None = None,
+                latency: float | None = None) -> None:
+        """Fire the request event once for one step (ms from `start`, a perf_counter time, unless `latency` says)."""
         now = time.perf_counter()
         ctx = context if context is not None else {}
         if failure is not None:
@@ -185,7 +196,7 @@ class McpClient:
         self.request_event.fire(
             request_type=self.request_type,
             name=name,
-            response_time=(now - start) * 1000.0,
+            response_time=(now - start) * 1000.0 if latency is None else latency,
             response_length=size,
             exception=failure,
             context=ctx,
@@ -226,6 +237,8 @@ class McpClient:
                 gevent.spawn(self._send_reply, event.reply)
             elif kind is SessionLost:
                 self.ready = False
+            elif kind is Pushed and self._listen is not None and event.request_id in (None, self._listen.request_id):
+                self._heard_on_listen(event)
 
     def _send_reply(self, reply: Outgoing) -> None:
         transport = self.transport
@@ -345,6 +358,7 @@ class McpClient:
             if self.discover and self.call("server/discover") is None:
                 return False
             self.ready = True
+            self.start_listening()
             return True
         if self._exchange("initialize", conn.initialize) is None:
             return False
@@ -358,6 +372,7 @@ class McpClient:
     def end_session(self) -> None:
         """End the session: DELETE on Streamable HTTP (handshake era), close the transport otherwise."""
         self.ready = False
+        self.stop_listening()
         transport, conn = self.transport, self.conn
         if transport is not None and transport.has_session_header:
             self._authorize()  # a DELETE with a token that is not due (a failure shows in the DELETE's step)
@@ -380,8 +395,85 @@ class McpClient:
         else:
             self.close_transport()
 
+    # --- a listen stream (2026-07-28) -------------------------------------------------------------
+
+    def start_listening(self) -> None:
+        """Hold a `subscriptions/listen` stream for this session in a greenlet of its own (`listen_for`).
+
+        Its step, `subscriptions/listen`, is reported once, when the stream ends (the session's end, a
+        drop): latency to its acknowledgement, `listen-dropped` when it was never acknowledged (within
+        `ACK_TIMEOUT`), refused, or cut while the session stood. Each change it brings is a step of its
+        own, `listen <method>`, whose latency is the delay from the latest step this process began
+        before it (the cause, when the mix's calls are what change the server).
+        """
+        if self.listen_for is None or self.transport is None or self.conn is None or not self.conn.stateless:
+            return
+        self.stop_listening()
+        self._acked = gevent.event.Event()  # before the greenlet runs: whoever waits for this stream's acknowledgement
+        self._listener = gevent.spawn(self._hold_listen, self.conn, self.transport)
+
+    def stop_listening(self) -> None:
+        """End the listen stream (the session ends): HTTP closes its response, stdio sends `notifications/cancelled`."""
+        listener, self._listener = self._listener, None
+        listen = self._listen
+        if listener is None or listener.dead or listen is None:
+            return
+        conn, transport = self.conn, self.transport
+        if conn is not None and listen.ended is None:
+            conn.give_up(listen.request_id, "the client closed the listen stream")
+            if transport is not None and not transport.has_session_header and transport.alive:
+                try:  # stdio and legacy SSE: the stream is the session's; closing the request is a cancellation
+                    self._send(transport, conn.notify("notifications/cancelled", listen.cancel_params()))
+                except McpFailure:
+                    pass
+            listen.closed()
+        listener.kill(block=False)
+
+    def _hold_listen(self, conn: ClientConnection, transport: Transport) -> None:
+        types, resources = self.listen_for
+        listen = self._listen = Listen(types, resources)
+        acked = self._acked
+        waiter = gevent.event.AsyncResult()
+        start = time.perf_counter()
+        out = conn.request(LISTEN, listen.params(), waiter=waiter, ts=start)
+        listen.opened(out.request_id, start)
+        sender = gevent.spawn(self._send_quietly, transport, out)  # HTTP: holds the response stream until it ends
+        try:
+            gevent.wait([acked, waiter], timeout=ACK_TIMEOUT, count=1)  # acknowledged, or the stream over already
+            if listen.acknowledged is None and not waiter.ready():
+                conn.give_up(out.request_id, "the listen stream was not acknowledged")
+                listen.unacknowledged(ACK_TIMEOUT)
+            else:
+                outcome = waiter.get()
+                if listen.ended is None:
+                    listen.answered(outcome.answer) if type(outcome) is Answered else listen.broke(outcome.detail)
+        finally:
+            sender.kill(block=False)
+            ended = listen.ended or listen.closed()
+            ack = listen.acknowledged
+            failure = McpFailure(ended.failure, ended.detail) if ended.failure else None
+            self._record(LISTEN, start, 0, failure, {"changes": listen.changes},
+                         latency=ack.after * 1000.0 if ack is not None else None)
+
+    def _send_quietly(self, transport: Transport, out: Outgoing) -> None:
+        try:
+            self._send(transport, out)
+        except McpFailure as exc:
+            self._dispatch(self.conn.post_failed(out, exc.kind, exc.detail) if self.conn is not None else [])
+
+    def _heard_on_listen(self, pushed: Pushed) -> None:
+        now = time.perf_counter()
+        event = self._listen.take(pushed.message, now)
+        if type(event) is Acknowledged:
+            self._acked.set()
+        elif type(event) is Change:
+            since = _latest_step[0]
+            delay = (now - since) * 1000.0 if since is not None and since <= now else 0.0
+            self._record(f"listen {event.method}", now, 0, None, latency=delay)
+
     def close_transport(self) -> None:
         self.ready = False
+        self.stop_listening()
         if self.transport is not None:
             transport, self.transport = self.transport, None
             transport.close()
@@ -453,7 +545,7 @@ class McpClient:
     def _exchange(self, name: str, build, intended_start: float | None = None, *, method: str | None = None,
                   params: dict | None = None) -> Any:
         """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it."""
-        sent = time.perf_counter()
+        sent = _latest_step[0] = time.perf_counter()
         start = intended_start if intended_start is not None else sent
         outcome, size, first_event = self._attempt(name, build, sent, method, params)
         context = self._timing(sent, intended_start, first_event)
@@ -515,7 +607,7 @@ class McpClient:
             return self.call(method, params, name=name, intended_start=intended_start)
         op = Operation(method, params, self.version, answers=self.policy or Refuse(), max_rounds=self.max_rounds,
                        as_task=as_task)
-        sent = time.perf_counter()
+        sent = _latest_step[0] = time.perf_counter()
         start = intended_start if intended_start is not None else sent
         deadline = sent + self.timeout
         size, waited, first_event, took = 0, 0.0, None, []

@@ -32,6 +32,8 @@ think time, users, spawn rate, duration and thresholds::
       roots: ["file:///tmp"]               # a text or a CreateMessageResult; URIs or {uri, name}
       think_time: [0.5, 2]                 # seconds before each answer, or [min, max]
     max_rounds: 10                         # input rounds answered before input-rounds-exceeded
+    listen: [toolsListChanged]             # 2026-07-28: each session holds a subscriptions/listen stream for
+                                           # these types ({resourceSubscriptions: [URI, …]} too)
     reconnect: resume                      # or none | reinitialize, or a mapping: policy, attempts,
                                            # backoff, max_backoff, budget, budget_floor, idempotent: [echo]
     exit_code_on_error: 0                  # the exit status when a step failed (default 1, as Locust's
@@ -69,9 +71,10 @@ from mcpbench.auth.options import ClientOptions
 from mcpbench.durations import parse_duration
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.listen import listen_filter
 from mcpbench.protocol.operation import MAX_ROUNDS
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, VERSIONS, era_version, has_legacy_sse, has_method
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method
 from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
 
@@ -95,7 +98,7 @@ TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
     "sessions", "server_requests", "reconnect", "exit_code_on_error", "headers", "auth", "proxy",
-    "input_responses", "max_rounds",
+    "input_responses", "max_rounds", "listen",
 )
 AUTH_KEYS = ("oauth", "bearer_token_env")
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight", "as_task")
@@ -183,6 +186,7 @@ class Scenario:
     input_responses: dict[str, dict] = field(default_factory=dict)  # request method -> the result a user answers with
     answer_think: tuple[float, float] = (0.0, 0.0)  # seconds a user thinks before each answer
     max_rounds: int = MAX_ROUNDS  # input rounds an operation answers
+    listen: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # (types, resource URIs) a session listens for
 
     @property
     def judges_failures(self) -> bool:
@@ -210,6 +214,7 @@ class Scenario:
             "input_responses": self.input_responses,
             "answer_think": list(self.answer_think),
             "max_rounds": self.max_rounds,
+            "listen": None if self.listen is None else [list(self.listen[0]), list(self.listen[1])],
         }
 
     @classmethod
@@ -233,6 +238,7 @@ class Scenario:
             input_responses=obj.get("input_responses") or {},
             answer_think=tuple(obj.get("answer_think") or (0.0, 0.0)),
             max_rounds=obj.get("max_rounds", MAX_ROUNDS),
+            listen=None if obj.get("listen") is None else (tuple(obj["listen"][0]), tuple(obj["listen"][1])),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -615,6 +621,7 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
         input_responses=answers,
         answer_think=answer_think,
         max_rounds=value("max_rounds", positive_int, MAX_ROUNDS),
+        listen=value("listen", listen_filter, None),
     )
     try:
         check_consistency(scenario)
@@ -694,6 +701,8 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
     if scenario.replay is not None and (scenario.open_model is not None or scenario.session != "session_per_task"):
         raise ScenarioError("a recorded schedule (--speed) runs whole sessions: no open_model, session: session_per_task")
+    if scenario.listen is not None and not _lacking(scenario.versions, has_handshake):
+        raise ScenarioError("listen holds a subscriptions/listen stream: it needs era 2026-07-28")
     if scenario.ramp is not None and scenario.open_model is None:
         raise ScenarioError("a ramp sets the rate of an open model: it needs open_model")
     # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).

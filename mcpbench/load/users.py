@@ -101,6 +101,9 @@ class McpUser(User):
     max_rounds: int = MAX_ROUNDS
     """Input rounds an operation answers before it fails as input-rounds-exceeded."""
 
+    listen_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    """2026-07-28: (types, resource URIs) each session's `subscriptions/listen` stream asks for; None: none."""
+
     declare_tasks: bool = False
     """2026-07-28: declare the tasks extension (the server may then answer any call with a task)."""
 
@@ -138,6 +141,7 @@ class McpUser(User):
             capabilities=TASK_CAPABILITIES if self.declare_tasks and not has_handshake(self.version) else None,
             max_rounds=self.max_rounds,
             answer_think=self.answer_think,
+            listen_for=self.listen_for,
             reconnect=self.reconnect,
             on_reconnect=McpUser.reconnect_sink,
             headers=self.access.headers,
@@ -419,6 +423,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "answer_think": scenario.answer_think,
         "max_rounds": scenario.max_rounds,
         "declare_tasks": any(call.as_task for call in scenario.mix),
+        "listen_for": scenario.listen,
         "reconnect": scenario.reconnect,
         "access": access,
         "max_sessions": scenario.sessions,

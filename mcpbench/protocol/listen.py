@@ -101,14 +101,14 @@ class Listen:
         if self.ended is not None:
             return None
         params = message.params if isinstance(message.params, dict) else {}
-        if message.method == LISTEN_ACKNOWLEDGED:
+        meta = params.get("_meta")
+        tag = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        if message.method == LISTEN_ACKNOWLEDGED and tag in (None, self.request_id):  # the SDK tags it too
             if self.acknowledged is None:
                 honored = params.get("notifications")
                 self.acknowledged = Acknowledged(honored if isinstance(honored, dict) else {}, ts - (self.opened_at or ts))
                 return self.acknowledged
             return None
-        meta = params.get("_meta")
-        tag = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, dict) else None
         if tag is None or tag != self.request_id:
             self.foreign += 1
             return None

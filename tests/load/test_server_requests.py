@@ -6,6 +6,7 @@ client during the call when the client declared sampling.
 """
 
 import gevent
+import gevent.event
 import pytest
 
 from mcpbench.load.client import McpClient
@@ -116,3 +117,38 @@ def test_a_server_asking_past_the_round_bound_is_classed(target):
     (step,) = [s for s in steps.fired if s["name"] == "tools/call ask"]
     assert result is None and step["context"]["failure"] == "input-rounds-exceeded"
     assert step["context"]["rounds"] == 1
+
+
+# --- 2026-07-28: a session's listen stream ---------------------------------------------------------------
+
+
+class Counted(Steps):
+    """Steps, with an event set once `want` steps named `name` have fired."""
+
+    def __init__(self, name: str, want: int) -> None:
+        super().__init__()
+        self.name, self.want, self.reached = name, want, gevent.event.Event()
+
+    def fire(self, **kw) -> None:
+        super().fire(**kw)
+        if sum(s["name"] == self.name for s in self.fired) >= self.want:
+            self.reached.set()
+
+
+def test_a_listen_stream_is_acknowledged_brings_each_change_and_ends_with_the_session(target):
+    change = "listen notifications/tools/list_changed"
+    steps = Counted(change, 2)
+    client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
+                       version=NEWEST, timeout=TIMEOUT, listen_for=(("toolsListChanged",), ()))
+
+    def body():
+        assert client._acked.wait(TIMEOUT), "the listen stream was not acknowledged"
+        for _ in range(2):  # twice: the session's shared server gets its tool list back
+            client.call_tool("toggle_tool")
+        return steps.reached.wait(TIMEOUT)
+
+    reached, _ = in_session(client, steps, body)
+    assert reached, steps.fired
+    (listened,) = [s for s in steps.fired if s["name"] == "subscriptions/listen"]
+    assert listened["exception"] is None and listened["context"]["changes"] == 2
+    assert [s["exception"] for s in steps.fired if s["name"] == change] == [None, None]

@@ -75,6 +75,8 @@ def test_scenario_roundtrip_and_templates():
          "s.yaml:7: roots/list is answered in both server_requests and input_responses"),
         (GOOD.replace("    tool: echo\n", "    tool: echo\n    as_task: yes please\n"), "s.yaml:5: as_task must be true or false"),
         (GOOD + "  - {call: tools/list, as_task: true}\n", "s.yaml:6: only tools/call runs as a task"),
+        (GOOD + "era: 2026-07-28\nlisten: [tools]\n", "s.yaml:7: listen: 'tools' is no listen type"),
+        (GOOD + "listen: [toolsListChanged]\n", "s.yaml: listen holds a subscriptions/listen stream: it needs era 2026-07-28"),
     ],
 )
 def test_scenario_errors_name_the_line(text, expected):
@@ -97,6 +99,9 @@ def test_input_responses_by_kind_and_as_task_survive_the_trip_to_the_locust_proc
     }
     assert scenario.answer_think == (0.1, 0.2) and scenario.max_rounds == 3 and scenario.mix[0].as_task
     assert Scenario.from_json(orjson.loads(orjson.dumps(scenario.to_json()))) == scenario
+    listening = scenario_from_text(GOOD + "era: [handshake, 2026-07-28]\nlisten: [toolsListChanged, {resourceSubscriptions: [a://b]}]\n", "s.yaml")
+    assert listening.listen == (("toolsListChanged",), ("a://b",))
+    assert Scenario.from_json(orjson.loads(orjson.dumps(listening.to_json()))) == listening
     declined = scenario_from_text(GOOD + "input_responses: {elicitation: decline}\n", "s.yaml")
     assert declined.input_responses == {"elicitation/create": {"action": "decline"}}
 
