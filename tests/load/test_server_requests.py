@@ -152,3 +152,58 @@ def test_a_listen_stream_is_acknowledged_brings_each_change_and_ends_with_the_se
     (listened,) = [s for s in steps.fired if s["name"] == "subscriptions/listen"]
     assert listened["exception"] is None and listened["context"]["changes"] == 2
     assert [s["exception"] for s in steps.fired if s["name"] == change] == [None, None]
+
+
+class ListenPeer:
+    """A 2026-07-28 Streamable HTTP peer of the test's own that answers `subscriptions/listen` badly:
+    "silent" holds the stream open and never acknowledges, "cut" acknowledges and then closes it."""
+
+    def __init__(self, mode: str) -> None:
+        import threading
+
+        self.mode, self.release = mode, threading.Event()
+
+    def handler(self):
+        import json
+        from http.server import BaseHTTPRequestHandler
+
+        peer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                if peer.mode == "cut":
+                    ack = {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                           "params": {"notifications": {"toolsListChanged": True},
+                                      "_meta": {"io.modelcontextprotocol/subscriptionId": request["id"]}}}
+                    self.wfile.write(b"data: " + json.dumps(ack).encode() + b"\n\n")
+                    self.wfile.flush()
+                    return  # HTTP/1.0: the stream ends with the connection, without the listen request's answer
+                peer.release.wait(TIMEOUT)
+
+        return Handler
+
+
+@pytest.mark.parametrize("mode, said", [("silent", "not acknowledged within 0.3 s"), ("cut", "broke after 0 changes")])
+def test_a_listen_stream_unacknowledged_or_cut_is_listen_dropped(monkeypatch, mode, said):
+    from tests.support.http_thread import serving
+
+    monkeypatch.setattr("mcpbench.load.client.ACK_TIMEOUT", 0.3)
+    peer = ListenPeer(mode)
+    steps = Counted("subscriptions/listen", 1)
+    with serving(peer.handler()) as port:
+        target = Target(STREAMABLE_HTTP, url=f"http://127.0.0.1:{port}/mcp")
+        client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
+                           version=NEWEST, timeout=TIMEOUT, listen_for=(("toolsListChanged",), ()))
+        try:
+            _, _ = in_session(client, steps, lambda: steps.reached.wait(TIMEOUT))
+        finally:
+            peer.release.set()
+    (listened,) = [s for s in steps.fired if s["name"] == "subscriptions/listen"]
+    assert listened["context"]["failure"] == "listen-dropped" and said in str(listened["exception"]), listened
