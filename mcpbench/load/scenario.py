@@ -74,7 +74,9 @@ from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.listen import listen_filter
 from mcpbench.protocol.operation import MAX_ROUNDS
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method
+from mcpbench.protocol.versions import (
+    INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method,
+)
 from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
 
@@ -743,6 +745,8 @@ def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
         method = msg["method"]
         params = dict(msg.get("params") or {})
         params.pop("_meta", None)
+        if INPUT_RESPONSES in params or REQUEST_STATE in params:
+            continue  # a later round of a 2026-07-28 operation: its step runs all its rounds, counted once
         key_name = CALLS[method]
         target = None
         if key_name:

@@ -193,6 +193,9 @@ def test_mix_from_trace(tmp_path):
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}, "_meta": {"x": 1}}},
         {"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "mcpbench://greeting"}},
+        # A 2026-07-28 input round's retry: the same operation as id 2's, not a step of its own.
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"},
+                                                                       "inputResponses": {"k": {}}, "requestState": "s"}},
     ]
     lines += [{"v": 1, "ts": i, "kind": "message", "session": "s", "transport": "stdio", "dir": "c2s", "msg": m} for i, m in enumerate(msgs)]
     path = tmp_path / "t.jsonl"
