@@ -107,12 +107,13 @@ def test_an_input_round_is_answered_and_the_step_is_the_whole_operation(target):
     assert context["asked"] == ["sampling/createMessage"]
 
 
-def test_an_elicitation_declined_reaches_the_tool(target):
-    result, _ = operate_once(target, Canned({"elicitation/create": {"action": "decline"}}))
+def test_an_elicitation_declined_reaches_the_tool(http_server):
+    result, _ = operate_once(Target(STREAMABLE_HTTP, url=http_server.url), Canned({"elicitation/create": {"action": "decline"}}))
     assert text_of(result) == "(the user chose decline)"
 
 
-def test_a_server_asking_past_the_round_bound_is_classed(target):
+def test_a_server_asking_past_the_round_bound_is_classed(http_server):
+    target = Target(STREAMABLE_HTTP, url=http_server.url)
     result, steps = operate_once(target, Canned({"sampling/createMessage": SAMPLING}), max_rounds=0)
     (step,) = [s for s in steps.fired if s["name"] == "tools/call ask"]
     assert result is None and step["context"]["failure"] == "input-rounds-exceeded"
