@@ -18,10 +18,12 @@ core's table, and reports each step exactly once through
 
 Server→client requests are answered by the connection's policy (`protocol.asks`), the
 same way on every transport; so is the input a 2026-07-28 server asks for in a result, through
-`operation` (`protocol.operation`: the rounds, the task, one step from the first request to the end). Credentials: the user's headers go on every request; with OAuth
-(`auth.oauth.TokenSource`) a token is fetched before it is needed and renewed when due, a call
-answered 401 gets one new token and goes again, and each discovery or token request is a step
-of its own (`request_type` "oauth"). It never imports Locust; gevent only through the transport.
+`operation` (`protocol.operation`: the rounds, the task, one step from the first request to the
+end). A 2026-07-28 session may hold a `subscriptions/listen` stream (`listen_for`, `protocol.listen`).
+Credentials: the user's headers go on every request; with OAuth (`auth.oauth.TokenSource`) a
+token is fetched before it is needed and renewed when due, a call answered 401 gets one new token
+and goes again, and each discovery or token request is a step of its own (`request_type`
+"oauth"). It never imports Locust; gevent only through the transport.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ import random
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from functools import partial
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import gevent
