@@ -436,11 +436,13 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(f"warning: input_responses answers {method}, which the server never asked for")
     for kind, detail in sorted((summary.get("auth_failures") or {}).items()):
         lines.append(f"{kind}: {detail}")  # what the server asked for: its challenge, or the token endpoint's refusal
+    several = len({row["type"] for row in summary["steps"]}) > 1  # an era comparison: say whose step it is
     for row in summary["steps"]:
         if (op := row.get("operation")) and (op["max_rounds"] > 1 or op["polls"]):
+            step = f"{row['type']} {row['step']}" if several else row["step"]
             summed = "" if op["rounds_sum_p50"] is None else (
                 f", its rounds' sum {op['rounds_sum_p50']:.1f} ms, the rest between them {op['rest_p50']:.1f} ms")
-            lines.append(f"{row['step']}: {op['rounds']:.2f} rounds and {op['polls']:.2f} polls a step; p50 {op['p50']:.1f} ms "
+            lines.append(f"{step}: {op['rounds']:.2f} rounds and {op['polls']:.2f} polls a step; p50 {op['p50']:.1f} ms "
                          f"from the first request to the result, the client's wait {op['wait_p50']:.1f} ms{summed}")
     if "uncorrected" in total:
         unc, cor = total["uncorrected"], total["corrected"]
