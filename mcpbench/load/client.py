@@ -657,7 +657,7 @@ class McpClient:
         cancel = op.cancel()
         if cancel is not None and self.conn is not None:
             self._send_and_wait(partial(self.conn.request, cancel.method, cancel.params), time.perf_counter(), CANCEL_TIMEOUT)
-            detail += f"; task {op.task.id} cancelled"
+            detail += "; the task cancelled"
         return op.broke(failure, detail)
 
     def _answer_think(self) -> float:
@@ -867,5 +867,5 @@ def _tool_error(result: Any) -> McpFailure | None:
 def _progress(op: Operation) -> str:
     """How far an operation got, for a timeout's detail."""
     if op.task is not None:
-        return f"task {op.task.id} still {op.task.status} after {op.polls} polls"
+        return f"its task still {op.task.status} after {op.polls} polls"  # no id: the details of a run group
     return f"after {op.rounds} input rounds"
