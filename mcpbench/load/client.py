@@ -87,7 +87,7 @@ OAUTH = "oauth"
 def timed_out(bound: float, sent: float) -> str:
     """What a call whose time ran out says: its bound and how long it waited (whole seconds, so that
     the failures still group): a bound that ends a call early shows as such."""
-    return f"no answer within {bound:g} s (waited {time.perf_counter() - sent:.0f} s)"
+    return f"no answer within {round(bound, 2):g} s (waited {time.perf_counter() - sent:.0f} s)"
 
 
 class McpClient:
@@ -632,7 +632,10 @@ class McpClient:
                 took.append((time.perf_counter() - begun) * 1000.0)
             if type(outcome) is Failed:
                 failure, _ = self._judge(outcome, broke)
-                action = op.broke(failure.kind, failure.detail) if op.task is None else self._give_up(op, failure.detail, failure.kind)
+                if op.task is None:
+                    action = op.broke(failure.kind, failure.detail)
+                else:  # a poll that broke or ran out of time: the task is given up on
+                    action = self._give_up(op, f"{failure.detail}; {_progress(op)}", failure.kind)
                 continue
             action = op.take(outcome.answer, time.perf_counter())
             if type(action) is Stop and action.failure == Failure.JSONRPC_ERROR and (outcome.status or 0) >= 400:

@@ -208,3 +208,32 @@ def test_a_listen_stream_unacknowledged_or_cut_is_listen_dropped(monkeypatch, mo
             peer.release.set()
     (listened,) = [s for s in steps.fired if s["name"] == "subscriptions/listen"]
     assert listened["context"]["failure"] == "listen-dropped" and said in str(listened["exception"]), listened
+
+
+# --- tasks: the lab's task tool (`lab serve --tasks`, `work`), where this build has it ---------------------
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", NEWEST])
+def test_a_task_is_polled_to_its_result_and_one_given_up_on_is_cancelled(version):
+    pytest.importorskip("mcpbench.lab.peers.tasks", reason="the lab's task tool (lab serve --tasks) is not in this build")
+    from mcpbench.protocol.operation import TASK_CAPABILITIES
+    from tests.support.servers import serve_argv
+
+    target = Target(STDIO, argv=tuple(serve_argv("stdio", extra_args=["--tasks"])))
+
+    steps = Steps()
+    client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=STDIO, version=version,
+                       timeout=TIMEOUT, capabilities=TASK_CAPABILITIES if version == NEWEST else None)
+
+    def body():
+        done = client.operation("tools/call", {"name": "work", "arguments": {"ms": 50}}, as_task=True)
+        client.timeout = 1.0  # the next step's bound: its task outlives it
+        given_up = client.operation("tools/call", {"name": "work", "arguments": {"ms": 60_000}}, as_task=True)
+        return done, given_up
+
+    (done, given_up), _ = in_session(client, steps, body)
+    assert text_of(done) == "worked 50 ms"
+    first, second = [s for s in steps.fired if s["name"] == "tools/call work"]
+    assert first["exception"] is None and first["context"]["polls"] >= 1 and first["context"]["rounds"] == 1
+    assert given_up is None and second["context"]["failure"] == "answer-lost/timeout"
+    assert "its task still working" in str(second["exception"]) and "the task cancelled" in str(second["exception"])
