@@ -97,6 +97,8 @@ def sample_line(request_type: str, name: str, response_time: float, response_len
         record["uncorrected_ms"] = round(uncorrected, 3)
     if (lag := ctx.get("lag")) is not None:
         record["lag_ms"] = round(lag, 3)
+    if (changes := ctx.get("changes")) is not None:  # a listen stream's step: the changes it brought
+        record["changes"] = changes
     if (rounds := ctx.get("rounds")) is not None:  # a whole operation (`McpClient.operation`)
         record["rounds"], record["polls"], record["wait_ms"] = rounds, ctx.get("polls", 0), round(ctx.get("wait", 0.0), 3)
         if (took := ctx.get("rounds_ms")) is not None:

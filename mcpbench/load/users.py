@@ -194,6 +194,12 @@ class McpUser(User):
     def call_tool(self, tool: str, arguments: dict | None = None, **kw: Any) -> Any:
         return self.call("tools/call", {"name": tool, "arguments": arguments or {}}, **kw)
 
+    def operation(self, method: str, params: dict | None = None, **kw: Any) -> Any:
+        """One request followed to its end, one step (`McpClient.operation`: its input rounds, its task)."""
+        if self.session_mode == LONG_LIVED and not self.mcp.ready and not self._ensure():
+            return None
+        return self.mcp.operation(method, params, **kw)
+
 
 class StreamableHttpUser(FastHttpUser, McpUser):
     """MCP over Streamable HTTP on Locust's fast HTTP client (geventhttpclient), SSE answers read incrementally.
