@@ -13,13 +13,17 @@ core's table, and reports each step exactly once through
     exception     McpFailure(kind) when the step failed, else None
     context       {"failure": kind, "ttfe": ms to the first SSE event, "uncorrected": ms, "late": bool,
                    "session": the client session's tag, "instance": the server instance a lab balancer named,
-                   "challenge": a 401's or 403's {resource_metadata, scope, error}}
+                   "challenge": a 401's or 403's {resource_metadata, scope, error};
+                   a whole operation (`operation`) adds "rounds", "rounds_ms", "polls", "wait", "asked"}
 
 Server→client requests are answered by the connection's policy (`protocol.asks`), the
-same way on every transport. Credentials: the user's headers go on every request; with OAuth
-(`auth.oauth.TokenSource`) a token is fetched before it is needed and renewed when due, a call
-answered 401 gets one new token and goes again, and each discovery or token request is a step
-of its own (`request_type` "oauth"). It never imports Locust; gevent only through the transport.
+same way on every transport; so is the input a 2026-07-28 server asks for in a result, through
+`operation` (`protocol.operation`: the rounds, the task, one step from the first request to the
+end). A 2026-07-28 session may hold a `subscriptions/listen` stream (`listen_for`, `protocol.listen`).
+Credentials: the user's headers go on every request; with OAuth (`auth.oauth.TokenSource`) a
+token is fetched before it is needed and renewed when due, a call answered 401 gets one new token
+and goes again, and each discovery or token request is a step of its own (`request_type`
+"oauth"). It never imports Locust; gevent only through the transport.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import gevent
@@ -39,22 +44,27 @@ import gevent.event
 from mcpbench.auth.oauth import TokenSource
 from mcpbench.load.ledger import UNFINISHED
 from mcpbench.load.transports import CallTimeout, McpFailure, Transport
-from mcpbench.protocol.asks import AskPolicy
+from mcpbench.protocol.asks import AskPolicy, Refuse
 from mcpbench.protocol.client import (
     Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, SessionLost, Unmatched,
 )
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse, Message
+from mcpbench.protocol.listen import ACK_TIMEOUT, Acknowledged, Change, Listen
+from mcpbench.protocol.operation import MAX_ROUNDS, Operation, Send, Stop
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.protocol.recovery import plan_recovery
 from mcpbench.target import STREAMABLE_HTTP
 from mcpbench.protocol.session import C2S, S2C
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_get_stream, has_handshake, step_name
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, LISTEN, has_get_stream, has_handshake, step_name
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).
 _SESSION_TAGS = itertools.count(1)
+
+# When the latest step of this process began (perf_counter): what a listen stream's change is timed from.
+_latest_step: list[float | None] = [None]
 
 # A user whose session broke under reconnect policy `none` reports each later call as failed after
 # this pause, so that it does not spin.
@@ -65,6 +75,9 @@ _CARRYING = (Answered, ServerRequest, Pushed, Unmatched)
 # Statuses an intermediary answers with (Bad Gateway, Gateway Timeout): its body is not the server's.
 GATEWAY_STATUSES = frozenset({502, 504})
 
+# Seconds a `tasks/cancel` is waited for when a step gives up on its task: a courtesy, not a measurement.
+CANCEL_TIMEOUT = 2.0
+
 STEP_CONNECT = "connect"
 STEP_DELETE = "DELETE"
 # The `request_type` of the discovery and token requests a user makes (one row per kind in Locust's table).
@@ -74,7 +87,7 @@ OAUTH = "oauth"
 def timed_out(bound: float, sent: float) -> str:
     """What a call whose time ran out says: its bound and how long it waited (whole seconds, so that
     the failures still group): a bound that ends a call early shows as such."""
-    return f"no answer within {bound:g} s (waited {time.perf_counter() - sent:.0f} s)"
+    return f"no answer within {round(bound, 2):g} s (waited {time.perf_counter() - sent:.0f} s)"
 
 
 class McpClient:
@@ -101,6 +114,10 @@ class McpClient:
             send did not finish) and receives (`"s2c"`, a replayed or late one too), with the
             `ClientConnection` it belongs to: a ledger of the client's own (`mcpbench bench soak`
             checks a trace against it).
+        capabilities: client capabilities declared besides the policy's (the tasks extension's, say).
+        max_rounds: input rounds an operation answers before it fails as input-rounds-exceeded.
+        answer_think: (least, most) seconds a user thinks before each answer to input it is asked for.
+        listen_for: 2026-07-28: (types, resource URIs) each session's `subscriptions/listen` stream asks for.
     """
 
     def __init__(
@@ -120,6 +137,10 @@ class McpClient:
         tokens: TokenSource | None = None,
         get_stream: bool = False,
         on_message: Callable[[str, Message, ClientConnection], None] | None = None,
+        capabilities: dict | None = None,
+        max_rounds: int = MAX_ROUNDS,
+        answer_think: tuple[float, float] = (0.0, 0.0),
+        listen_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None,
     ) -> None:
         self._make_transport = make_transport
         self.request_event = request_event
@@ -145,6 +166,13 @@ class McpClient:
         self._token: dict[str, str] | None = None  # the token headers the connection has
         self.get_stream = get_stream
         self.on_message = on_message
+        self.capabilities = capabilities
+        self.max_rounds = max_rounds
+        self.answer_think = answer_think
+        self.listen_for = listen_for
+        self._listen: Listen | None = None
+        self._listener: gevent.Greenlet | None = None
+        self._acked = gevent.event.Event()
 
     @property
     def stateless(self) -> bool:
@@ -156,8 +184,9 @@ class McpClient:
 
     # --- reporting ----------------------------------------------------------------------------
 
-    def _record(self, name: str, start: float, size: int, failure: McpFailure | None, context: dict | None = None) -> None:
-        """Fire the request event once for one step (ms from `start`, a perf_counter time)."""
+    def _record(self, name: str, start: float, size: int, failure: McpFailure | None, context: dict | None = None,
+                latency: float | None = None) -> None:
+        """Fire the request event once for one step (ms from `start`, a perf_counter time, unless `latency` says)."""
         now = time.perf_counter()
         ctx = context if context is not None else {}
         if failure is not None:
@@ -169,7 +198,7 @@ class McpClient:
         self.request_event.fire(
             request_type=self.request_type,
             name=name,
-            response_time=(now - start) * 1000.0,
+            response_time=(now - start) * 1000.0 if latency is None else latency,
             response_length=size,
             exception=failure,
             context=ctx,
@@ -210,6 +239,8 @@ class McpClient:
                 gevent.spawn(self._send_reply, event.reply)
             elif kind is SessionLost:
                 self.ready = False
+            elif kind is Pushed and self._listen is not None and event.request_id in (None, self._listen.request_id):
+                self._heard_on_listen(event)
 
     def _send_reply(self, reply: Outgoing) -> None:
         transport = self.transport
@@ -237,7 +268,8 @@ class McpClient:
 
     def _new_conn(self) -> ClientConnection:
         url = getattr(self.transport, "url", None)
-        return ClientConnection(self.transport.name, self.version, url=url, policy=self.policy, headers=self._sent_headers())
+        return ClientConnection(self.transport.name, self.version, url=url, policy=self.policy, headers=self._sent_headers(),
+                                capabilities=self.capabilities)
 
     # --- credentials ----------------------------------------------------------------------------
 
@@ -328,6 +360,7 @@ class McpClient:
             if self.discover and self.call("server/discover") is None:
                 return False
             self.ready = True
+            self.start_listening()
             return True
         if self._exchange("initialize", conn.initialize) is None:
             return False
@@ -341,6 +374,7 @@ class McpClient:
     def end_session(self) -> None:
         """End the session: DELETE on Streamable HTTP (handshake era), close the transport otherwise."""
         self.ready = False
+        self.stop_listening()
         transport, conn = self.transport, self.conn
         if transport is not None and transport.has_session_header:
             self._authorize()  # a DELETE with a token that is not due (a failure shows in the DELETE's step)
@@ -363,8 +397,85 @@ class McpClient:
         else:
             self.close_transport()
 
+    # --- a listen stream (2026-07-28) -------------------------------------------------------------
+
+    def start_listening(self) -> None:
+        """Hold a `subscriptions/listen` stream for this session in a greenlet of its own (`listen_for`).
+
+        Its step, `subscriptions/listen`, is reported once, when the stream ends (the session's end, a
+        drop): latency to its acknowledgement, `listen-dropped` when it was never acknowledged (within
+        `ACK_TIMEOUT`), refused, or cut while the session stood. Each change it brings is a step of its
+        own, `listen <method>`, whose latency is the delay from the latest step this process began
+        before it (the cause, when the mix's calls are what change the server).
+        """
+        if self.listen_for is None or self.transport is None or self.conn is None or not self.conn.stateless:
+            return
+        self.stop_listening()
+        self._acked = gevent.event.Event()  # before the greenlet runs: whoever waits for this stream's acknowledgement
+        self._listener = gevent.spawn(self._hold_listen, self.conn, self.transport)
+
+    def stop_listening(self) -> None:
+        """End the listen stream (the session ends): HTTP closes its response, stdio sends `notifications/cancelled`."""
+        listener, self._listener = self._listener, None
+        listen = self._listen
+        if listener is None or listener.dead or listen is None:
+            return
+        conn, transport = self.conn, self.transport
+        if conn is not None and listen.ended is None:
+            conn.give_up(listen.request_id, "the client closed the listen stream")
+            if transport is not None and not transport.has_session_header and transport.alive:
+                try:  # stdio and legacy SSE: the stream is the session's; closing the request is a cancellation
+                    self._send(transport, conn.notify("notifications/cancelled", listen.cancel_params()))
+                except McpFailure:
+                    pass
+            listen.closed()
+        listener.kill(block=False)
+
+    def _hold_listen(self, conn: ClientConnection, transport: Transport) -> None:
+        types, resources = self.listen_for
+        listen = self._listen = Listen(types, resources)
+        acked = self._acked
+        waiter = gevent.event.AsyncResult()
+        start = time.perf_counter()
+        out = conn.request(LISTEN, listen.params(), waiter=waiter, ts=start)
+        listen.opened(out.request_id, start)
+        sender = gevent.spawn(self._send_quietly, transport, out)  # HTTP: holds the response stream until it ends
+        try:
+            gevent.wait([acked, waiter], timeout=ACK_TIMEOUT, count=1)  # acknowledged, or the stream over already
+            if listen.acknowledged is None and not waiter.ready():
+                conn.give_up(out.request_id, "the listen stream was not acknowledged")
+                listen.unacknowledged(ACK_TIMEOUT)
+            else:
+                outcome = waiter.get()
+                if listen.ended is None:
+                    listen.answered(outcome.answer) if type(outcome) is Answered else listen.broke(outcome.detail)
+        finally:
+            sender.kill(block=False)
+            ended = listen.ended or listen.closed()
+            ack = listen.acknowledged
+            failure = McpFailure(ended.failure, ended.detail) if ended.failure else None
+            self._record(LISTEN, start, 0, failure, {"changes": listen.changes},
+                         latency=ack.after * 1000.0 if ack is not None else None)
+
+    def _send_quietly(self, transport: Transport, out: Outgoing) -> None:
+        try:
+            self._send(transport, out)
+        except McpFailure as exc:
+            self._dispatch(self.conn.post_failed(out, exc.kind, exc.detail) if self.conn is not None else [])
+
+    def _heard_on_listen(self, pushed: Pushed) -> None:
+        now = time.perf_counter()
+        event = self._listen.take(pushed.message, now)
+        if type(event) is Acknowledged:
+            self._acked.set()
+        elif type(event) is Change:
+            since = _latest_step[0]
+            delay = (now - since) * 1000.0 if since is not None and since <= now else 0.0
+            self._record(f"listen {event.method}", now, 0, None, latency=delay)
+
     def close_transport(self) -> None:
         self.ready = False
+        self.stop_listening()
         if self.transport is not None:
             transport, self.transport = self.transport, None
             transport.close()
@@ -436,47 +547,129 @@ class McpClient:
     def _exchange(self, name: str, build, intended_start: float | None = None, *, method: str | None = None,
                   params: dict | None = None) -> Any:
         """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it."""
-        sent = time.perf_counter()
+        sent = _latest_step[0] = time.perf_counter()
         start = intended_start if intended_start is not None else sent
+        outcome, size, first_event = self._attempt(name, build, sent, method, params)
+        context = self._timing(sent, intended_start, first_event)
+        failure, result = self._judge(outcome, context)
+        self._record(name, start, size, failure, context)
+        return result if failure is None else None
+
+    def _attempt(self, name: str, build, sent: float, method: str | None, params: dict | None,
+                 timeout: float | None = None) -> tuple[Answered | Failed, int, float | None]:
+        """One request sent and waited for, with one token renewal after a 401 and the reconnect policy's
+        recovery after a break: its outcome, the bytes exchanged, its first SSE event."""
         if self.transport is None or self.conn is None:
-            outcome: Answered | Failed = Failed(None, None, Failure.CONNECT, "not sent: not connected")
-            size, first_event = 0, None
-        else:
-            outcome, size, first_event = self._send_and_wait(build, sent)
+            return Failed(None, None, Failure.CONNECT, "not sent: not connected"), 0, None
+        outcome, size, first_event = self._send_and_wait(build, sent, timeout)
         if type(outcome) is Failed and outcome.failure == Failure.AUTH_REQUIRED and self.tokens is not None:
             refused = self._renew(outcome)  # once: the server may have dropped the token (a restart, a revocation)
             if refused is None:
-                outcome, more, first_event = self._send_and_wait(build, time.perf_counter())
+                outcome, more, first_event = self._send_and_wait(build, time.perf_counter(), timeout)
                 size += more
             else:
                 outcome = Failed(outcome.request, None, refused.kind, refused.detail)
         if type(outcome) is Failed and self.recovery is not None and method is not None and not self._recovering:
             outcome, more = self._recover(outcome, name, method, params)
             size += more
-        context = self._timing(sent, intended_start, first_event)
+        return outcome, size, first_event
+
+    def _judge(self, outcome: Answered | Failed, context: dict) -> tuple[McpFailure | None, Any]:
+        """(the failure, None) or (None, the result) of one request's outcome; a failure is also the session's."""
         if type(outcome) is Failed:
             if outcome.challenge is not None:
                 context["challenge"] = outcome.challenge.to_json()
             failure = McpFailure(outcome.failure, outcome.detail)
             self._fail(failure)
+            return failure, None
+        answer = outcome.answer
+        if outcome.status is not None and outcome.status >= 400 and (kind := classify_status(outcome.status, has_session=False)):
+            return McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}"), None  # the status decides
+        if isinstance(answer, ErrorResponse):
+            return McpFailure(Failure.JSONRPC_ERROR, f"code {answer.code}"), None
+        return _tool_error(answer.result), answer.result
+
+    # --- whole operations (input rounds, tasks) --------------------------------------------------
+
+    def operation(self, method: str, params: dict | None = None, *, name: str | None = None,
+                  intended_start: float | None = None, as_task: bool = False) -> Any:
+        """One request followed to its end (`protocol.operation`), reported as one step: its input rounds
+        answered by the policy (after the user's think time), the task it becomes polled to its result.
+
+        The step's latency runs from the first request to the final result; its sample holds the
+        requests it took (`rounds`), their latencies (`rounds_ms`), the task's polls and the client's
+        wait (think time, backoff, poll intervals: `wait_ms`). The step timeout bounds the whole of it;
+        a task still running then is cancelled.
+
+        Returns:
+            the final result, or None when the step failed (the failure is reported, not raised).
+        """
+        name = name or step_name(method, params)
+        if self.dead is not None or self.conn is None:
+            return self.call(method, params, name=name, intended_start=intended_start)
+        op = Operation(method, params, self.version, answers=self.policy or Refuse(), max_rounds=self.max_rounds,
+                       as_task=as_task)
+        sent = _latest_step[0] = time.perf_counter()
+        start = intended_start if intended_start is not None else sent
+        deadline = sent + self.timeout
+        size, waited, first_event, took = 0, 0.0, None, []
+        broke: dict = {}  # what a broken request says (a 401's challenge)
+        action = op.start()
+        while type(action) is Send:
+            pause = action.wait + (self._answer_think() if action.answers else 0.0)
+            if time.perf_counter() + pause >= deadline:
+                action = self._give_up(op, f"{timed_out(self.timeout, sent)}; {_progress(op)}")
+                break
+            if pause > 0:
+                gevent.sleep(pause)
+                waited += pause
+            begun = time.perf_counter()
+            outcome, more, first = self._attempt(name, partial(self.conn.request, action.method, action.params), begun,
+                                                 action.method, action.params, timeout=deadline - begun)
+            size += more
+            first_event = first_event if first_event is not None else first
+            if action.kind in ("call", "retry"):
+                took.append((time.perf_counter() - begun) * 1000.0)
+            if type(outcome) is Failed:
+                failure, _ = self._judge(outcome, broke)
+                if op.task is None:
+                    action = op.broke(failure.kind, failure.detail)
+                else:  # a poll that broke or ran out of time: the task is given up on
+                    action = self._give_up(op, f"{failure.detail}; {_progress(op)}", failure.kind)
+                continue
+            action = op.take(outcome.answer, time.perf_counter())
+            if type(action) is Stop and action.failure == Failure.JSONRPC_ERROR and (outcome.status or 0) >= 400:
+                action = replace(action, failure=classify_status(outcome.status, has_session=False))  # the status decides
+        context = self._timing(sent, intended_start, first_event)
+        context.update(broke)
+        context.update(rounds=len(took), polls=op.polls, wait=waited * 1000.0)
+        if len(took) > 1:
+            context["rounds_ms"] = took
+        if op.asked:
+            context["asked"] = sorted(op.asked)
+        if type(action) is Stop:
+            failure = McpFailure(action.failure, action.detail)
             self._record(name, start, size, failure, context)
             return None
-        answer = outcome.answer
-        failure = None
-        result = None
-        if outcome.status is not None and outcome.status >= 400 and (kind := classify_status(outcome.status, has_session=False)):
-            failure = McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}")  # the status decides
-        elif isinstance(answer, ErrorResponse):
-            failure = McpFailure(Failure.JSONRPC_ERROR, f"code {answer.code}")
-        else:
-            result = answer.result
-            if isinstance(result, dict) and result.get("isError") is True:
-                failure = McpFailure(Failure.TOOL_ERROR, "isError")
+        failure = _tool_error(action.result)
         self._record(name, start, size, failure, context)
-        return result if failure is None else None
+        return action.result if failure is None else None
 
-    def _send_and_wait(self, build, sent: float) -> tuple[Answered | Failed, int, float | None]:
-        """One request through the current transport: its outcome, the bytes exchanged, its first SSE event."""
+    def _give_up(self, op: Operation, detail: str, failure: str = Failure.ANSWER_LOST) -> Stop:
+        """The operation's time ran out (or a poll broke): a running task is cancelled (best effort, briefly)."""
+        cancel = op.cancel()
+        if cancel is not None and self.conn is not None:
+            self._send_and_wait(partial(self.conn.request, cancel.method, cancel.params), time.perf_counter(), CANCEL_TIMEOUT)
+            detail += "; the task cancelled"
+        return op.broke(failure, detail)
+
+    def _answer_think(self) -> float:
+        low, high = self.answer_think
+        return low if low == high else random.uniform(low, high)
+
+    def _send_and_wait(self, build, sent: float, timeout: float | None = None) -> tuple[Answered | Failed, int, float | None]:
+        """One request through the current transport: its outcome, the bytes exchanged, its first SSE event
+        (`timeout`: the bound on this one, when less than a step's)."""
         if (refused := self._authorize()) is not None:
             gevent.sleep(DEAD_PAUSE)  # a token endpoint that says no at once must not be asked in a loop
             return Failed(None, None, refused.kind, refused.detail), 0, None
@@ -489,12 +682,13 @@ class McpClient:
         # A Timeout of its own for each call: a libev timer that is stopped keeps only the time it had
         # left, so one Timeout started again call after call was a budget for all of a user's calls
         # together (a call failed after 1.5 s once its user's calls had taken 30 s in all).
-        timer = gevent.Timeout.start_new(self.timeout, CallTimeout)
+        bound = self.timeout if timeout is None else max(0.0, timeout)
+        timer = gevent.Timeout.start_new(bound, CallTimeout)
         try:
             size = self._send(transport, out)
             outcome = waiter.get()
         except CallTimeout:
-            outcome = conn.give_up(out.request_id, timed_out(self.timeout, sent)) or waiter.get(block=False)
+            outcome = conn.give_up(out.request_id, timed_out(bound, sent)) or waiter.get(block=False)
         finally:
             timer.close()
         return outcome, size, transport.first_event
@@ -664,3 +858,17 @@ class McpClient:
             self.ready = False
             if self.transport is not None and not self.transport.has_session_header:
                 self.close_transport()
+
+
+def _tool_error(result: Any) -> McpFailure | None:
+    """A tool's own failure (`isError: true`): the step failed, the server did not."""
+    if isinstance(result, dict) and result.get("isError") is True:
+        return McpFailure(Failure.TOOL_ERROR, "isError")
+    return None
+
+
+def _progress(op: Operation) -> str:
+    """How far an operation got, for a timeout's detail."""
+    if op.task is not None:
+        return f"its task still {op.task.status} after {op.polls} polls"  # no id: the details of a run group
+    return f"after {op.rounds} input rounds"

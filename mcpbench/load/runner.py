@@ -492,6 +492,10 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
     if interrupted and not summary["total"]["count"]:
         summary["duration_s"] = round(interrupted_after, 3)  # stopped before any sample: the time Locust ran
     summary["interrupted"] = interrupted
+    if scenario.input_responses and any("operation" in row for row in summary["steps"]):
+        # An answer the server never asked for is a warning, not a failure: the scenario may outlive a tool.
+        if never := sorted(set(scenario.input_responses) - set(summary.get("input_asked", ()))):
+            summary["input_never_asked"] = never
     if fleet is not None and summary["total"]["count"] == 0 and not interrupted:
         _check_joined(fleet, roster, log_path)
     if roster is not None:  # the master writes what its workers sent: it produced none itself

@@ -17,7 +17,12 @@ names the server instance that answered when a lab balancer said so. Open-model 
 `latency_ms` is measured from the intended start) and `lag_ms` (how late the call left: the
 schedule falling behind; also a recorded schedule's, `load --from-trace --speed`), and, once per
 process at the end, `{"open": {...}}` with scheduled/late/dropped counts. The summary's
-`schedule_lag` holds the lag's p50, p95 and max.
+`schedule_lag` holds the lag's p50, p95 and max. A whole operation (2026-07-28 input rounds, a
+task) adds `rounds` (the requests its rounds took), `rounds_ms` (each one's latency, when more than
+one), `polls` (its task's `tasks/get`s), `wait_ms` (the client's own wait: think time before each
+answer, backoff, poll intervals) and `asked` (the kinds of input the server asked for); the summary's
+step rows then carry `operation`: rounds and polls per step, and the p50 of the step, of the sum of
+its rounds and of the client's wait.
 
 When a sample file cannot be written (disk full, file size limit), the process goes on measuring
 (never break what you measure), counts the samples it could not keep, and says so once on the
@@ -92,6 +97,14 @@ def sample_line(request_type: str, name: str, response_time: float, response_len
         record["uncorrected_ms"] = round(uncorrected, 3)
     if (lag := ctx.get("lag")) is not None:
         record["lag_ms"] = round(lag, 3)
+    if (changes := ctx.get("changes")) is not None:  # a listen stream's step: the changes it brought
+        record["changes"] = changes
+    if (rounds := ctx.get("rounds")) is not None:  # a whole operation (`McpClient.operation`)
+        record["rounds"], record["polls"], record["wait_ms"] = rounds, ctx.get("polls", 0), round(ctx.get("wait", 0.0), 3)
+        if (took := ctx.get("rounds_ms")) is not None:
+            record["rounds_ms"] = [round(ms, 3) for ms in took]
+        if (asked := ctx.get("asked")) is not None:
+            record["asked"] = asked
     return orjson.dumps(record) + b"\n"
 
 
@@ -235,7 +248,7 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
 
     `path` may be a list: the per-process files when they could not be merged.
     """
-    steps: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"lat": [], "ttfe": [], "unc": [], "count": 0, "failures": 0, "classes": defaultdict(int)})
+    steps: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"lat": [], "ttfe": [], "unc": [], "count": 0, "failures": 0, "classes": defaultdict(int), "ops": []})
     all_lat: list[float] = []
     all_unc: list[float] = []
     all_corr: list[float] = []  # latency_ms of the steps that also have an uncorrected value
@@ -246,6 +259,7 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
     open_stats: dict[str, float] = defaultdict(float)
     reconnects: list[dict] = []
     said: dict[str, str] = {}  # an authentication failure class -> the first one's detail (its challenge)
+    asked: set[str] = set()  # the kinds of input servers asked for in whole operations
     with _lines(path) as handle:
         for line in handle:
             try:
@@ -276,6 +290,10 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
                 entry["unc"].append(rec["uncorrected_ms"])
                 all_unc.append(rec["uncorrected_ms"])
                 all_corr.append(latency)
+            if rec.get("rounds") is not None:  # a whole operation: only what its row needs is kept
+                took = rec.get("rounds_ms")
+                entry["ops"].append((latency, rec["rounds"], rec.get("polls", 0), rec.get("wait_ms", 0.0), sum(took) if took else None))
+                asked.update(rec.get("asked") or ())
             if rec.get("failure"):
                 entry["failures"] += 1
                 entry["classes"][rec["failure"]] += 1
@@ -296,6 +314,8 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
             row["ttfe"] = _stats(entry["ttfe"])
         if entry["unc"]:
             row["uncorrected"] = _stats(entry["unc"])
+        if entry["ops"]:
+            row["operation"] = operation_stats(entry["ops"])
         row["fail_ratio"] = entry["failures"] / entry["count"] if entry["count"] else 0.0
         row["rps"] = entry["count"] / span if span else 0.0
         out_steps.append(row)
@@ -316,7 +336,28 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
         summary["reconnects"] = reconnect_summary(reconnects)
     if said:
         summary["auth_failures"] = said
+    if asked:
+        summary["input_asked"] = sorted(asked)
     return summary
+
+
+def operation_stats(ops: list[tuple]) -> dict[str, Any]:
+    """A step's whole operations, each (latency, rounds, polls, wait, sum of its rounds' latencies or None):
+    rounds and polls per step, and the p50 of the step against the p50 of the sum of its rounds (the
+    requests alone) and of the client's wait."""
+    sums = [op[4] for op in ops if op[4] is not None]
+    # What the step took beyond its requests and its wait: the client's own work between rounds.
+    rest = [op[0] - op[4] - op[3] for op in ops if op[4] is not None]
+    return {
+        "count": len(ops),
+        "rounds": sum(op[1] for op in ops) / len(ops),
+        "max_rounds": max(op[1] for op in ops),
+        "polls": sum(op[2] for op in ops) / len(ops),
+        "p50": percentile([op[0] for op in ops], 50),
+        "rounds_sum_p50": percentile(sums, 50) if sums else None,
+        "wait_p50": percentile([op[3] for op in ops], 50),
+        "rest_p50": percentile(rest, 50) if rest else None,
+    }
 
 
 def metric(summary: dict[str, Any], name: str, step: str | None = None) -> float | None:
@@ -393,8 +434,18 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(f"samples incomplete: {'; '.join(incomplete)}")
     if summary["failure_classes"]:
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["failure_classes"].items())))
+    for method in summary.get("input_never_asked") or ():
+        lines.append(f"warning: input_responses answers {method}, which the server never asked for")
     for kind, detail in sorted((summary.get("auth_failures") or {}).items()):
         lines.append(f"{kind}: {detail}")  # what the server asked for: its challenge, or the token endpoint's refusal
+    several = len({row["type"] for row in summary["steps"]}) > 1  # an era comparison: say whose step it is
+    for row in summary["steps"]:
+        if (op := row.get("operation")) and (op["max_rounds"] > 1 or op["polls"]):
+            step = f"{row['type']} {row['step']}" if several else row["step"]
+            summed = "" if op["rounds_sum_p50"] is None else (
+                f", its rounds' sum {op['rounds_sum_p50']:.1f} ms, the rest between them {op['rest_p50']:.1f} ms")
+            lines.append(f"{step}: {op['rounds']:.2f} rounds and {op['polls']:.2f} polls a step; p50 {op['p50']:.1f} ms "
+                         f"from the first request to the result, the client's wait {op['wait_p50']:.1f} ms{summed}")
     if "uncorrected" in total:
         unc, cor = total["uncorrected"], total["corrected"]
         lines.append(

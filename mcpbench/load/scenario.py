@@ -26,6 +26,14 @@ think time, users, spawn rate, duration and thresholds::
       roots/list: {roots: [{uri: "file:///tmp", name: tmp}]}
       sampling/createMessage: {role: assistant, content: {type: text, text: ok}, model: canned}
       elicitation/create: refuse
+    input_responses:                       # the answers a user gives, by kind of request (2026-07-28's
+      elicitation: {action: accept, content: {answer: "yes"}}   # input rounds; in the handshake era
+      sampling: "the sampled text"         # its server requests): decline | cancel | {action, content};
+      roots: ["file:///tmp"]               # a text or a CreateMessageResult; URIs or {uri, name}
+      think_time: [0.5, 2]                 # seconds before each answer, or [min, max]
+    max_rounds: 10                         # input rounds answered before input-rounds-exceeded
+    listen: [toolsListChanged]             # 2026-07-28: each session holds a subscriptions/listen stream for
+                                           # these types ({resourceSubscriptions: [URI, …]} too)
     reconnect: resume                      # or none | reinitialize, or a mapping: policy, attempts,
                                            # backoff, max_backoff, budget, budget_floor, idempotent: [echo]
     exit_code_on_error: 0                  # the exit status when a step failed (default 1, as Locust's
@@ -34,6 +42,10 @@ think time, users, spawn rate, duration and thresholds::
     auth:                                  # bearer_token_env: VAR, or OAuth client credentials:
       oauth: {discover: true, client_id: load, client_secret_env: MCP_SECRET, scope: mcp, shared: false}
     proxy: http://proxy.example:3128       # else HTTPS_PROXY / HTTP_PROXY / NO_PROXY
+
+A mix entry's `as_task: true` asks for a task (2025-11-25: `task` in the params; 2026-07-28: the
+tasks extension declared, the server deciding); whatever comes, a step is the whole operation,
+from its first request to its final result, its input rounds answered and its task polled.
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words
@@ -59,8 +71,12 @@ from mcpbench.auth.options import ClientOptions
 from mcpbench.durations import parse_duration
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
+from mcpbench.protocol.listen import listen_filter
+from mcpbench.protocol.operation import MAX_ROUNDS
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, VERSIONS, era_version, has_legacy_sse, has_method
+from mcpbench.protocol.versions import (
+    INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method,
+)
 from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
 
 
@@ -84,9 +100,10 @@ TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
     "sessions", "server_requests", "reconnect", "exit_code_on_error", "headers", "auth", "proxy",
+    "input_responses", "max_rounds", "listen",
 )
 AUTH_KEYS = ("oauth", "bearer_token_env")
-MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight")
+MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight", "as_task")
 OPEN_KEYS = ("rate", "max_lateness")
 
 # Defaults chosen for a short, bounded run on one machine.
@@ -110,6 +127,7 @@ class Call:
     arguments: Any = None
     weight: float = 1.0
     line: int | None = field(default=None, compare=False)  # where the scenario file defines it
+    as_task: bool = False  # ask for a task (`as_task: true`)
 
     @property
     def step(self) -> str:
@@ -117,7 +135,8 @@ class Call:
         return f"{self.method} {self.target}" if self.method == "tools/call" and self.target else self.method
 
     def to_json(self) -> dict:
-        return {"call": self.method, "target": self.target, "arguments": self.arguments, "weight": self.weight, "line": self.line}
+        return {"call": self.method, "target": self.target, "arguments": self.arguments, "weight": self.weight, "line": self.line,
+                "as_task": self.as_task}
 
 
 @dataclass(frozen=True)
@@ -166,6 +185,10 @@ class Scenario:
     source: str = "<scenario>"
     ramp: dict | None = None  # `mcpbench capacity`'s steps (ramp.py's `Ramp.to_json()`): a load shape drives the rate
     replay: dict | None = None  # recorded sessions on their schedule (`load --speed`, traceload.py's `to_json`)
+    input_responses: dict[str, dict] = field(default_factory=dict)  # request method -> the result a user answers with
+    answer_think: tuple[float, float] = (0.0, 0.0)  # seconds a user thinks before each answer
+    max_rounds: int = MAX_ROUNDS  # input rounds an operation answers
+    listen: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # (types, resource URIs) a session listens for
 
     @property
     def judges_failures(self) -> bool:
@@ -190,6 +213,10 @@ class Scenario:
             "client": self.client.to_json(),
             "ramp": self.ramp,
             "replay": self.replay,
+            "input_responses": self.input_responses,
+            "answer_think": list(self.answer_think),
+            "max_rounds": self.max_rounds,
+            "listen": None if self.listen is None else [list(self.listen[0]), list(self.listen[1])],
         }
 
     @classmethod
@@ -198,7 +225,7 @@ class Scenario:
         return cls(
             target=obj["target"], name=obj["name"], session=obj["session"], versions=tuple(obj["versions"]),
             calls_per_session=obj["calls_per_session"],
-            mix=tuple(Call(c["call"], c["target"], c["arguments"], c["weight"], c.get("line")) for c in obj["mix"]),
+            mix=tuple(Call(c["call"], c["target"], c["arguments"], c["weight"], c.get("line"), c.get("as_task", False)) for c in obj["mix"]),
             think_time=tuple(obj["think_time"]), users=obj["users"], spawn_rate=obj["spawn_rate"],
             duration=obj["duration"], timeout=obj["timeout"],
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
@@ -210,6 +237,10 @@ class Scenario:
             client=ClientOptions.from_json(obj.get("client")),
             ramp=obj.get("ramp"),
             replay=obj.get("replay"),
+            input_responses=obj.get("input_responses") or {},
+            answer_think=tuple(obj.get("answer_think") or (0.0, 0.0)),
+            max_rounds=obj.get("max_rounds", MAX_ROUNDS),
+            listen=None if obj.get("listen") is None else (tuple(obj["listen"][0]), tuple(obj["listen"][1])),
         )
 
     def with_overrides(self, **changes: Any) -> "Scenario":
@@ -355,6 +386,83 @@ def server_requests(value: Any) -> dict[str, dict | None]:
     return out
 
 
+# `input_responses:`: the kinds of input a user answers (each the request method it answers), and its think time.
+INPUT_KINDS = {"elicitation": "elicitation/create", "sampling": "sampling/createMessage", "roots": "roots/list"}
+INPUT_KEYS = (*INPUT_KINDS, "think_time")
+ELICIT_ACTIONS = ("accept", "decline", "cancel")
+
+
+def elicitation_answer(value: Any) -> dict:
+    """`decline`, `cancel`, `accept`, or `{action: accept, content: {…}}` -> an ElicitResult."""
+    if isinstance(value, str):
+        if value not in ELICIT_ACTIONS:
+            raise ValueError(f"{value!r} is no elicitation action ({', '.join(ELICIT_ACTIONS)})")
+        return {"action": value, "content": {}} if value == "accept" else {"action": value}
+    if not isinstance(value, dict) or value.get("action") not in ELICIT_ACTIONS or set(value) - {"action", "content"}:
+        raise ValueError(f"expected {' | '.join(ELICIT_ACTIONS)} or a mapping {{action: accept, content: {{field: value}}}}")
+    content = value.get("content")
+    if content is not None and (value["action"] != "accept" or not isinstance(content, dict)):
+        raise ValueError("content (a mapping of the form's fields) goes with action: accept only")
+    return {"action": value["action"], "content": content or {}} if value["action"] == "accept" else {"action": value["action"]}
+
+
+def sampling_answer(value: Any) -> dict:
+    """A text, or a CreateMessageResult mapping (with `content`) -> a CreateMessageResult."""
+    if isinstance(value, str):
+        return {"role": "assistant", "content": {"type": "text", "text": value}, "model": "mcpbench", "stopReason": "endTurn"}
+    if isinstance(value, dict) and isinstance(value.get("content"), (dict, list)):
+        return {"role": "assistant", "model": "mcpbench", **value}
+    raise ValueError("expected the sampled text, or a CreateMessageResult mapping with content")
+
+
+def roots_answer(value: Any) -> dict:
+    """A list of URIs or `{uri, name}` mappings -> a ListRootsResult."""
+    if not isinstance(value, list):
+        raise ValueError("expected a list of root URIs (or {uri, name} mappings)")
+    roots = []
+    for item in value:
+        if isinstance(item, str) and item:
+            roots.append({"uri": item})
+        elif isinstance(item, dict) and isinstance(item.get("uri"), str) and set(item) <= {"uri", "name"}:
+            roots.append(dict(item))
+        else:
+            raise ValueError(f"{item!r} is no root (a URI, or {{uri, name}})")
+    return {"roots": roots}
+
+
+INPUT_ANSWERS = {"elicitation": elicitation_answer, "sampling": sampling_answer, "roots": roots_answer}
+
+
+def think_range(v: Any, what: str = "think_time") -> tuple[float, float]:
+    """Seconds, or `[min, max]`."""
+    if isinstance(v, list):
+        if len(v) != 2:
+            raise ValueError("give one number of seconds or [min, max]")
+        low, high = parse_duration(v[0], what), parse_duration(v[1], what)
+        if low > high:
+            raise ValueError("[min, max] with min <= max")
+        return (low, high)
+    seconds = parse_duration(v, what)
+    return (seconds, seconds)
+
+
+def input_responses(node: Any, source: str) -> tuple[dict[str, dict], tuple[float, float]]:
+    """`input_responses:` -> ({request method: the result answered}, think time), each mistake at its line."""
+    keys = node_mapping(node, source, "input_responses", INPUT_KEYS)
+    answers: dict[str, dict] = {}
+    think = (0.0, 0.0)
+    for key, (_, value_node) in keys.items():
+        try:
+            value = node_value(value_node)
+            if key == "think_time":
+                think = think_range(value, "input_responses think_time")
+            else:
+                answers[INPUT_KINDS[key]] = INPUT_ANSWERS[key](value)
+        except (ValueError, TypeError) as exc:
+            raise ScenarioError(f"{node_where(source, value_node)}: input_responses {key}: {exc}") from None
+    return answers, think
+
+
 def reconnect_policy(value: Any) -> ReconnectPolicy:
     """`resume` or `{policy: resume, attempts: 3, idempotent: [echo]}`."""
     if isinstance(value, str):
@@ -436,17 +544,6 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
             raise ValueError("list each era once")
         return tuple(out)
 
-    def think(v: Any) -> tuple[float, float]:
-        if isinstance(v, list):
-            if len(v) != 2:
-                raise ValueError("give one number of seconds or [min, max]")
-            low, high = parse_duration(v[0], "think_time"), parse_duration(v[1], "think_time")
-            if low > high:
-                raise ValueError("[min, max] with min <= max")
-            return (low, high)
-        seconds = parse_duration(v, "think_time")
-        return (seconds, seconds)
-
     def duration(v: Any) -> float:
         seconds = parse_duration(v)
         if not 0 < seconds <= MAX_DURATION:
@@ -479,6 +576,11 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
     if mix is None:
         raise ScenarioError(f"{source}: no 'mix' (a list of calls, e.g. - call: tools/call, tool: echo)")
 
+    answers, answer_think = input_responses(keys["input_responses"][1], source) if "input_responses" in keys else ({}, (0.0, 0.0))
+    if "server_requests" in keys and (twice := sorted(set(answers) & set(value("server_requests", server_requests, {})))):
+        raise ScenarioError(f"{node_where(source, keys['input_responses'][0])}: {twice[0]} is answered in both "
+                            "server_requests and input_responses: give it once")
+
     open_model = None
     if "open_model" in keys:
         om = node_mapping(keys["open_model"][1], source, "open_model", OPEN_KEYS)
@@ -503,7 +605,7 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
         versions=value("era", eras, (LATEST_HANDSHAKE,)),
         calls_per_session=value("calls_per_session", positive_int, 5),
         mix=mix,
-        think_time=value("think_time", think, (0.0, 0.0)),
+        think_time=value("think_time", think_range, (0.0, 0.0)),
         users=value("users", positive_int, 1),
         spawn_rate=value("spawn_rate", positive_number, 1.0),
         duration=value("duration", duration, DEFAULT_DURATION),
@@ -518,6 +620,10 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
         client=ClientOptions(value("headers", header_specs, ()), *value("auth", auth_options, (None, None)),
                              proxy=value("proxy", str, None), base=Path(source).parent),
         source=source,
+        input_responses=answers,
+        answer_think=answer_think,
+        max_rounds=value("max_rounds", positive_int, MAX_ROUNDS),
+        listen=value("listen", listen_filter, None),
     )
     try:
         check_consistency(scenario)
@@ -566,7 +672,14 @@ def _mix(node: Any, source: str) -> tuple[Call, ...]:
             weight = node_value(keys["weight"][1])
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
                 raise ScenarioError(f"{node_where(source, keys['weight'][1])}: weight must be a number > 0")
-        calls.append(Call(method, target, arguments, float(weight), item.start_mark.line + 1))
+        as_task = False
+        if "as_task" in keys:
+            as_task = node_value(keys["as_task"][1])
+            if not isinstance(as_task, bool):
+                raise ScenarioError(f"{node_where(source, keys['as_task'][1])}: as_task must be true or false")
+            if as_task and method != "tools/call":
+                raise ScenarioError(f"{node_where(source, keys['as_task'][0])}: only tools/call runs as a task")
+        calls.append(Call(method, target, arguments, float(weight), item.start_mark.line + 1, as_task))
     return tuple(calls)
 
 
@@ -590,6 +703,8 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
     if scenario.replay is not None and (scenario.open_model is not None or scenario.session != "session_per_task"):
         raise ScenarioError("a recorded schedule (--speed) runs whole sessions: no open_model, session: session_per_task")
+    if scenario.listen is not None and not _lacking(scenario.versions, has_handshake):
+        raise ScenarioError("listen holds a subscriptions/listen stream: it needs era 2026-07-28")
     if scenario.ramp is not None and scenario.open_model is None:
         raise ScenarioError("a ramp sets the rate of an open model: it needs open_model")
     # stdio with session_per_task is allowed: each task starts a fresh process (the process is the session).
@@ -630,6 +745,8 @@ def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
         method = msg["method"]
         params = dict(msg.get("params") or {})
         params.pop("_meta", None)
+        if INPUT_RESPONSES in params or REQUEST_STATE in params:
+            continue  # a later round of a 2026-07-28 operation: its step runs all its rounds, counted once
         key_name = CALLS[method]
         target = None
         if key_name:

@@ -41,9 +41,10 @@ from mcpbench.load.templates import Workload
 from mcpbench.load.traceload import SessionQueue
 from mcpbench.load.transports import Transport, transport_for
 from mcpbench.protocol.asks import Canned
+from mcpbench.protocol.operation import MAX_ROUNDS, TASK_CAPABILITIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.http import Failure
-from mcpbench.protocol.versions import LATEST_HANDSHAKE
+from mcpbench.protocol.versions import INPUT_METHODS, LATEST_HANDSHAKE, has_handshake, has_input_required
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target, parse_target
 
 LONG_LIVED = "long_lived"
@@ -90,6 +91,22 @@ class McpUser(User):
     server_requests: dict[str, dict | None] = {}
     """How server→client requests are answered: method -> canned result (None: refused); the rest refused."""
 
+    input_responses: dict[str, dict] = {}
+    """The answers a user gives to the input a server asks for (2026-07-28's input rounds; in the
+    handshake era its server requests too): request method -> result."""
+
+    answer_think: tuple[float, float] = (0.0, 0.0)
+    """(least, most) seconds a user thinks before each answer to input it is asked for."""
+
+    max_rounds: int = MAX_ROUNDS
+    """Input rounds an operation answers before it fails as input-rounds-exceeded."""
+
+    listen_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    """2026-07-28: (types, resource URIs) each session's `subscriptions/listen` stream asks for; None: none."""
+
+    declare_tasks: bool = False
+    """2026-07-28: declare the tasks extension (the server may then answer any call with a task)."""
+
     reconnect: ReconnectPolicy | None = None
     """What a call does when its session or stream breaks (`protocol.reconnect`); None: nothing in the call."""
 
@@ -120,7 +137,11 @@ class McpUser(User):
             version=self.version,
             timeout=self.timeout,
             discover=self.discover,
-            policy=Canned(self.server_requests),
+            policy=Canned({**self.server_requests, **self.input_responses}),
+            capabilities=TASK_CAPABILITIES if self.declare_tasks and not has_handshake(self.version) else None,
+            max_rounds=self.max_rounds,
+            answer_think=self.answer_think,
+            listen_for=self.listen_for,
             reconnect=self.reconnect,
             on_reconnect=McpUser.reconnect_sink,
             headers=self.access.headers,
@@ -172,6 +193,12 @@ class McpUser(User):
 
     def call_tool(self, tool: str, arguments: dict | None = None, **kw: Any) -> Any:
         return self.call("tools/call", {"name": tool, "arguments": arguments or {}}, **kw)
+
+    def operation(self, method: str, params: dict | None = None, **kw: Any) -> Any:
+        """One request followed to its end, one step (`McpClient.operation`: its input rounds, its task)."""
+        if self.session_mode == LONG_LIVED and not self.mcp.ready and not self._ensure():
+            return None
+        return self.mcp.operation(method, params, **kw)
 
 
 class StreamableHttpUser(FastHttpUser, McpUser):
@@ -281,7 +308,11 @@ class ScenarioMixin:
 
     def _one_call(self, intended_start: float | None = None) -> None:
         call, params = self.workload.next()
-        self.mcp.call(call.method, params, name=call.step, intended_start=intended_start)
+        if call.as_task or (call.method in INPUT_METHODS and has_input_required(self.version)):
+            # A step is the whole operation: its input rounds, its task, from the first request to the end.
+            self.mcp.operation(call.method, params, name=call.step, intended_start=intended_start, as_task=call.as_task)
+        else:
+            self.mcp.call(call.method, params, name=call.step, intended_start=intended_start)
 
     @task
     def scenario_task(self) -> None:
@@ -394,6 +425,11 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "discover": False,
         "distinct_sources": scenario.distinct_sources,
         "server_requests": scenario.server_requests,
+        "input_responses": scenario.input_responses,
+        "answer_think": scenario.answer_think,
+        "max_rounds": scenario.max_rounds,
+        "declare_tasks": any(call.as_task for call in scenario.mix),
+        "listen_for": scenario.listen,
         "reconnect": scenario.reconnect,
         "access": access,
         "max_sessions": scenario.sessions,

@@ -55,7 +55,7 @@ from mcpbench.protocol.recovery import LOSSES
 from mcpbench.protocol.session import C2S, S2C, Session, Trigger
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP, TRANSPORTS
 from mcpbench.protocol.versions import (
-    LATEST_HANDSHAKE, NAMED_METHODS, Era, envelope, era_of, has_handshake, meta_version, progress_token, rules,
+    LATEST_HANDSHAKE, Era, envelope, era_of, has_handshake, header_name_key, meta_version, progress_token, rules,
 )
 
 CLIENT_INFO = {"name": "mcpbench", "version": __version__}
@@ -376,7 +376,7 @@ class ClientConnection:
         if settled != self._headers_for:  # a handshake after a probe, or a new session id: new headers
             self._headers.clear()
             self._headers_for = settled
-        key = NAMED_METHODS.get(method)
+        key = header_name_key(method)
         target = message.params.get(key) if key and isinstance(message.params, dict) else None
         cache_key = (method, target if isinstance(target, str) else None)
         headers = self._headers.get(cache_key)

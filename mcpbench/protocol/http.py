@@ -18,7 +18,7 @@ from mcpbench.protocol.observer import Endpoint as EndpointEvent
 from mcpbench.protocol.observer import Observed, SseObserver, Violation
 from mcpbench.protocol.rules import STREAMABLE_HTTP, applies
 from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
-from mcpbench.protocol.versions import NAMED_METHODS, rules
+from mcpbench.protocol.versions import NAMED_METHODS, header_name_key, rules
 
 # Header names, lower case: HTTP header names are case-insensitive and every
 # HTTP library here hands them over in lower case.
@@ -50,7 +50,7 @@ def post_headers(message: Message, *, version: str | None, session_id: str | Non
         headers[PROTOCOL_VERSION] = version
     if known is not None and known.method_headers and (method := getattr(message, "method", None)):
         headers[METHOD] = method
-        key = NAMED_METHODS.get(method)
+        key = header_name_key(method)
         if key and isinstance(message, Request) and message.params and isinstance(message.params.get(key), str):
             headers[NAME] = message.params[key]
     return headers
@@ -85,6 +85,14 @@ class Failure:
     AUTH_REQUIRED = "auth-required"  # 401: no credentials, or ones the server no longer takes
     AUTH_FORBIDDEN = "auth-forbidden"  # 403 with a Bearer challenge: the token lacks a scope (insufficient_scope)
     AUTH_TOKEN_FAILED = "auth-token-failed"  # the token endpoint refused, or could not be asked
+    # A whole operation of the newest protocol (`protocol/operation.py`, `protocol/listen.py`):
+    INPUT_ROUNDS_EXCEEDED = "input-rounds-exceeded"  # the server kept asking for input past the round bound
+    INPUT_UNANSWERED = "input-unanswered"  # it asked for input the client has no answer for (or no request)
+    STATE_REJECTED = "state-rejected"  # a retry's echoed requestState was refused
+    TASK_FAILED = "task-failed"
+    TASK_CANCELLED = "task-cancelled"
+    TASK_EXPIRED = "task-expired"  # its ttl passed unfinished, or the server no longer knows it
+    LISTEN_DROPPED = "listen-dropped"  # a subscriptions/listen stream ended, unacknowledged or cut
 
 
 # The failure classes of authentication (`auth-*`): a sample of one carries the challenge.

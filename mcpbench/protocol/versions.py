@@ -121,6 +121,11 @@ TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/up
 TASK_STATUS = "notifications/tasks/status"
 TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "cancelled"})
 META_RELATED_TASK = META_PREFIX + "related-task"
+# The 2026-07-28 tasks extension (SEP-2663): the capability a client declares in `extensions`, the
+# `resultType` of a task handle, and the task methods whose `Mcp-Name` header is the task's id.
+TASKS_EXTENSION = META_PREFIX + "tasks"
+RESULT_TYPE_TASK = "task"
+TASK_NAMED_METHODS = {"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 # Subscriptions (2026-07-28, SEP-2575): one long-lived `subscriptions/listen` request whose response
 # stream carries the change notifications asked for, each tagged with the listen request's id.
 LISTEN = "subscriptions/listen"
@@ -334,6 +339,19 @@ def progress_token(params: Any) -> Any:
 def asks_for_input(result: Any) -> bool:
     """Whether a result is 2026-07-28's `input_required` one (the client answers, then retries)."""
     return isinstance(result, dict) and result.get(RESULT_TYPE) == INPUT_REQUIRED
+
+
+def has_task_result(version: str | None) -> bool:
+    """Whether a task of `version` ends with the blocking `tasks/result` (2025-11-25's experimental
+    tasks); the 2026-07-28 extension inlines the result in `tasks/get` instead."""
+    known = rules(version)
+    return known is not None and known.tasks and known.era is Era.HANDSHAKE
+
+
+def header_name_key(method: str) -> str | None:
+    """The params key whose value a Streamable HTTP POST of `method` names in `Mcp-Name` (2026-07-28:
+    a tool, prompt or resource; the task of a tasks extension request), if any."""
+    return NAMED_METHODS.get(method) or TASK_NAMED_METHODS.get(method)
 
 
 def has_input_required(version: str | None) -> bool:

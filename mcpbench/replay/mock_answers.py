@@ -13,6 +13,10 @@ what the server sent for it (an elicitation, progress), then an error. An unreco
 naming the nearest recorded request (same method, most similar params), or,
 with a `Forwarder` (`--on-miss forward URL`), the answer of a live server.
 
+A 2026-07-28 retry is matched on the keys of its `inputResponses` (the client's answers need not be
+the recording's), and the `requestState` a recorded `input_required` result carried is replaced by one
+the mock seals itself and checks on the retry (`mock_state.py`: a forged or missing one is refused).
+
 A reply keeps what the server sent for the call in recorded order, each
 message with its time after the first (`RecordedReply.timeline`), so the
 shells can keep the recorded spacing (`mock_play.py`).
@@ -29,8 +33,9 @@ import orjson
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request
-from mcpbench.protocol.versions import Era, call_name, era_title, progress_token, request_era
+from mcpbench.protocol.versions import REQUEST_STATE, Era, call_name, era_title, progress_token, request_era
 from mcpbench.replay.forward import Forwarder
+from mcpbench.replay.mock_state import MockStates, retry_key
 from mcpbench.replay.plan import Ask, RecordedCall, TracePlan
 
 # JSON-RPC error for a request the recording has no answer to (JSON-RPC "method not found"
@@ -56,12 +61,13 @@ NEAREST_COMPARE = 4096
 
 
 def match_key(method: str, params: Any) -> bytes:
-    """The key a request is matched on: method + params, without `_meta`."""
+    """The key a request is matched on: method + params, without `_meta`; a 2026-07-28 retry by the keys
+    of its `inputResponses`, without its `requestState` (`mock_state.retry_key`)."""
     if method in CLIENT_DESCRIBING:
         return orjson.dumps([method])
     if isinstance(params, dict) and "_meta" in params:
         params = {k: v for k, v in params.items() if k != "_meta"}
-    return orjson.dumps([method, params or None], option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps([method, retry_key(params) or None], option=orjson.OPT_SORT_KEYS)
 
 
 @dataclass(slots=True)
@@ -106,8 +112,9 @@ class TraceAnswers:
     # serving many short clients that never say goodbye must not grow without bound).
     MAX_SESSIONS = 10_000
 
-    def __init__(self, trace: TracePlan, *, reuse: bool = True) -> None:
+    def __init__(self, trace: TracePlan, *, reuse: bool = True, states: MockStates | None = None) -> None:
         self.reuse = reuse
+        self.states = states or MockStates()  # the mock's own requestState, in place of the recorded server's
         by_era: dict[Era | None, dict[bytes, list[RecordedCall]]] = {}
         self._recorded: list[RecordedCall] = []
         self._eras: list[Era] = []  # the eras the recording shows, in order of first appearance
@@ -166,13 +173,14 @@ class TraceAnswers:
             if not calls:
                 return None
             taken = cursor.taken.get(key, 0)
-            if taken < len(calls):
-                call = calls[taken]
-                cursor.taken[key] = taken + 1
-            elif self.reuse:
-                call = calls[-1]
-            else:
+            if taken >= len(calls) and not self.reuse:
                 return None
+            call = calls[min(taken, len(calls) - 1)]
+            recorded = call.request.params
+            refused = self.states.check(request.method, request.params, isinstance(recorded, dict) and REQUEST_STATE in recorded)
+            if refused is not None:  # a state forged, altered or missing: refused, and the round is not used up
+                return RecordedReply({"error": refused})
+            cursor.taken[key] = taken + 1
         if call.answer is None:
             failed = f"HTTP {call.status}" if call.status is not None else "no answer"
             answer = {"error": {"code": UNANSWERED, "message": f"mcpbench serve-trace: the recorded call failed ({failed}) "
@@ -181,6 +189,7 @@ class TraceAnswers:
             answer = jsonrpc.to_obj(call.answer)
             answer.pop("jsonrpc", None)
             answer.pop("id", None)
+            answer = self.states.issue(request.method, request.params, answer)
         return RecordedReply(answer, *_timeline(call, progress_token(request.params)), call.via)
 
     def _wrong_era(self, era: Era | None) -> dict:

@@ -192,3 +192,19 @@ def test_unknown_tool_exits_2(tmp_path, http_server):
     proc, _ = run_load(tmp_path, f"target: {http_server.url}\nmix:\n  - call: tools/call\n    tool: ecko\n", timeout=30)
     assert proc.returncode == 2
     assert "scenario.yaml:3: unknown tool 'ecko'" in proc.stderr and "echo" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_2026_07_28_run_of_ask_reports_whole_operations_with_their_rounds(tmp_path, http_server):
+    scenario = (f"target: {http_server.url}\nera: 2026-07-28\n"
+                "mix:\n  - {call: tools/call, tool: ask, arguments: {question: \"ready?\"}}\n"
+                "input_responses:\n  sampling: sampled by the scenario\n  roots: [file:///tmp]\n  think_time: 0.01\n"
+                "users: 2\nspawn_rate: 10\nduration: 2s\n")
+    proc, out = run_load(tmp_path, scenario)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    (row,) = [r for r in summary["steps"] if r["step"] == "tools/call ask"]
+    assert row["failures"] == 0 and row["operation"]["rounds"] == 2.0 and row["operation"]["wait_p50"] == pytest.approx(10.0)
+    assert summary["input_asked"] == ["sampling/createMessage"] and summary["input_never_asked"] == ["roots/list"]
+    assert "tools/call ask: 2.00 rounds and 0.00 polls a step" in proc.stdout
+    assert "warning: input_responses answers roots/list, which the server never asked for" in proc.stdout

@@ -64,6 +64,19 @@ def test_scenario_roundtrip_and_templates():
         (GOOD + "session: forever\n", "s.yaml:6: session: 'forever' is not a session mode"),
         (GOOD + "era: 1999-01-01\n", "s.yaml:6: era: unknown era '1999-01-01'"),
         (GOOD + "thresholds: ['p95 fast']\n", "s.yaml:6: thresholds: threshold 'p95 fast' not understood"),
+        (GOOD + "input_responses:\n  sampling: ok\n  elicitation: 5\n", "s.yaml:8: input_responses elicitation: expected accept"),
+        (GOOD + "input_responses:\n  roots: file:///tmp\n", "s.yaml:7: input_responses roots: expected a list"),
+        (GOOD + "input_responses:\n  sampling: {model: x}\n", "s.yaml:7: input_responses sampling:"),
+        (GOOD + "input_responses:\n  elicitation: {action: decline, content: {a: 1}}\n", "s.yaml:7: input_responses elicitation: content"),
+        (GOOD + "input_responses:\n  elicitaton: decline\n", "s.yaml:7: unknown key 'elicitaton' in input_responses (did you mean 'elicitation'?)"),
+        (GOOD + "input_responses:\n  think_time: [2, 1]\n", "s.yaml:7: input_responses think_time: [min, max]"),
+        (GOOD + "max_rounds: 0\n", "s.yaml:6: max_rounds: must be a whole number >= 1"),
+        (GOOD + "server_requests: {roots/list: refuse}\ninput_responses: {roots: []}\n",
+         "s.yaml:7: roots/list is answered in both server_requests and input_responses"),
+        (GOOD.replace("    tool: echo\n", "    tool: echo\n    as_task: yes please\n"), "s.yaml:5: as_task must be true or false"),
+        (GOOD + "  - {call: tools/list, as_task: true}\n", "s.yaml:6: only tools/call runs as a task"),
+        (GOOD + "era: 2026-07-28\nlisten: [tools]\n", "s.yaml:7: listen: 'tools' is no listen type"),
+        (GOOD + "listen: [toolsListChanged]\n", "s.yaml: listen holds a subscriptions/listen stream: it needs era 2026-07-28"),
     ],
 )
 def test_scenario_errors_name_the_line(text, expected):
@@ -71,6 +84,54 @@ def test_scenario_errors_name_the_line(text, expected):
         scenario_from_text(text, "s.yaml")
     assert str(err.value).startswith(expected) or expected in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_input_responses_by_kind_and_as_task_survive_the_trip_to_the_locust_processes():
+    text = GOOD.replace("    tool: echo\n", "    tool: echo\n    as_task: true\n") + (
+        "era: 2026-07-28\nmax_rounds: 3\ninput_responses:\n  elicitation: {action: accept, content: {answer: 'yes'}}\n"
+        "  sampling: the text\n  roots: [file:///tmp, {uri: 'file:///srv', name: srv}]\n  think_time: [0.1, 0.2]\n")
+    scenario = scenario_from_text(text, "s.yaml")
+    assert scenario.input_responses == {
+        "elicitation/create": {"action": "accept", "content": {"answer": "yes"}},
+        "sampling/createMessage": {"role": "assistant", "content": {"type": "text", "text": "the text"}, "model": "mcpbench",
+                                   "stopReason": "endTurn"},
+        "roots/list": {"roots": [{"uri": "file:///tmp"}, {"uri": "file:///srv", "name": "srv"}]},
+    }
+    assert scenario.answer_think == (0.1, 0.2) and scenario.max_rounds == 3 and scenario.mix[0].as_task
+    assert Scenario.from_json(orjson.loads(orjson.dumps(scenario.to_json()))) == scenario
+    listening = scenario_from_text(GOOD + "era: [handshake, 2026-07-28]\nlisten: [toolsListChanged, {resourceSubscriptions: [a://b]}]\n", "s.yaml")
+    assert listening.listen == (("toolsListChanged",), ("a://b",))
+    assert Scenario.from_json(orjson.loads(orjson.dumps(listening.to_json()))) == listening
+    declined = scenario_from_text(GOOD + "input_responses: {elicitation: decline}\n", "s.yaml")
+    assert declined.input_responses == {"elicitation/create": {"action": "decline"}}
+
+
+def test_whole_operations_in_the_summary(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    rows = [{"t": 1.0, "type": "streamable-http", "step": "tools/call ask", "latency_ms": 30.0 + i, "size": 1, "failure": None,
+             "rounds": 2, "polls": 0, "wait_ms": 10.0, "rounds_ms": [12.0, 7.0], "asked": ["sampling/createMessage"]} for i in range(3)]
+    rows.append({"t": 1.0, "type": "streamable-http", "step": "tools/call job", "latency_ms": 90.0, "size": 1, "failure": None,
+                 "rounds": 1, "polls": 4, "wait_ms": 80.0})
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    summary = summarize(path, duration=1.0)
+    ask, job = summary["steps"]
+    assert ask["operation"] == {"count": 3, "rounds": 2.0, "max_rounds": 2, "polls": 0.0, "p50": 31.0,
+                                "rounds_sum_p50": 19.0, "wait_p50": 10.0, "rest_p50": 2.0}
+    assert job["operation"]["polls"] == 4.0 and job["operation"]["rounds_sum_p50"] is None
+    assert summary["input_asked"] == ["sampling/createMessage"]
+    from mcpbench.load.samples import render
+
+    table = render(summary)
+    assert "tools/call ask: 2.00 rounds and 0.00 polls a step; p50 31.0 ms" in table and "its rounds' sum 19.0 ms" in table
+    assert "tools/call job: 1.00 rounds and 4.00 polls a step" in table
+
+
+def test_a_wrong_typed_input_response_is_exit_2_naming_file_and_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(GOOD + "era: 2026-07-28\ninput_responses:\n  sampling: [1, 2]\n")
+    run = subprocess.run([sys.executable, "-m", "mcpbench", "load", str(path)], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert run.returncode == 2 and f"{path}:8: input_responses sampling:" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
 
 
 def test_target_option_supplies_a_missing_target(tmp_path):
@@ -132,6 +193,9 @@ def test_mix_from_trace(tmp_path):
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}, "_meta": {"x": 1}}},
         {"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "mcpbench://greeting"}},
+        # A 2026-07-28 input round's retry: the same operation as id 2's, not a step of its own.
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"},
+                                                                       "inputResponses": {"k": {}}, "requestState": "s"}},
     ]
     lines += [{"v": 1, "ts": i, "kind": "message", "session": "s", "transport": "stdio", "dir": "c2s", "msg": m} for i, m in enumerate(msgs)]
     path = tmp_path / "t.jsonl"
