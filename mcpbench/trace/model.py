@@ -176,6 +176,7 @@ class Operation:
     asked: frozenset | None = None  # the `inputRequests` keys the next round must answer (None: not waiting)
     notifications: int = 0  # progress notifications tied to it by their token
     inner: list["Operation"] = field(default_factory=list)  # server requests made while it ran (handshake era)
+    outer: "Operation | None" = None  # a server request: the client's operation it was made in (its `inner`)
     task: Task | None = None  # the task it became, or (tasks/get, tasks/result, …) the task it names
     stream: Stream | None = None  # a `subscriptions/listen` request: its stream
     log_level: Any = None  # the log level its request asked for (2026-07-28 `_meta`)
@@ -271,6 +272,8 @@ class Step:
     answered: list[Entry]
     finished: list[Operation] = field(default_factory=list)  # operations whose final outcome this event gave
     opened: list[Operation] = field(default_factory=list)  # operations this event began
+    # The answers themselves, beside `answered` (`Rebuild(answers=True)`: a replay needs them; a view does not).
+    answers: list[Response | ErrorResponse] | None = None
 
 
 class Rebuild:
@@ -279,10 +282,13 @@ class Rebuild:
     Args:
         keep: keep each session's timeline in `SessionReport.entries` (`inspect`); without it the
             caller keeps what `take` returns for as long as it wants (a live view, bounded).
+        answers: give each step the answer messages of the requests it answered (`Step.answers`),
+            as the replay's plan needs them; the views keep none.
     """
 
-    def __init__(self, *, keep: bool = True) -> None:
+    def __init__(self, *, keep: bool = True, answers: bool = False) -> None:
         self.keep = keep
+        self.answers = answers
         self.sessions: dict[str, SessionReport] = {}
         self.flows: dict[Any, _Flow] = {}  # HTTP exchanges by flow (bounded by `forget_flow`)
 
@@ -298,6 +304,8 @@ class Rebuild:
             report = self._session(event, kind, key or "-")
         report.end = event["ts"]
         step = Step(report, [], [])
+        if self.answers:
+            step.answers = []
         _take(step, event, self.flows)
         if kind == Kind.HTTP:
             self.flows.pop(event.get("flow"), None)  # the exchange is over
@@ -478,7 +486,8 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
             if shadowed is not None and shadowed.op is not None:  # an id reused in flight: the earlier request
                 report.shadowed.append(shadowed.op)  # can no longer be paired, and stays open
             report.open_calls[key] = entry
-            _operation(step, report, item, entry, direction, method, target, flow)
+            carrier = known.op if direction is S2C and flow is not None and (known := flows.get(flow)) is not None else None
+            _operation(step, report, item, entry, direction, method, target, flow, carrier)
             if direction is C2S and flow is not None:
                 known = flows.setdefault(flow, _Flow())
                 known.request_id, known.label, known.op = item.id, f"{item.method} (id {item.id!r})", entry.op
@@ -521,6 +530,8 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
                 if type(result.answer) is ErrorResponse:
                     entry.error_code = result.answer.code
                 step.answered.append(entry)
+                if step.answers is not None:
+                    step.answers.append(result.answer)
                 if entry.op is not None:
                     _answered(step, report, entry, result.answer, result.finished)
 
@@ -592,14 +603,19 @@ def _version(report: SessionReport, params: Any) -> str | None:
 
 
 def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, direction: Direction, method: str,
-               target: str | None, flow: Any = None) -> None:
-    """The operation `item` begins, or the one whose next round it is (`method`: its method, shared)."""
+               target: str | None, flow: Any = None, carrier: "Operation | None" = None) -> None:
+    """The operation `item` begins, or the one whose next round it is (`method`: its method, shared).
+    `carrier`: a server request's, the client operation whose HTTP response stream carried it."""
     params = item.params if type(item.params) is dict else None
-    if direction is not C2S:  # a server request: inside the client's one running operation, if only one runs
+    if direction is not C2S:
+        # A server request belongs to the request whose response stream carried it (Streamable HTTP:
+        # "SHOULD relate to the originating client request"), else to the client's one running operation.
         op = Operation(direction.value, method, entry.name, None, [entry])
         entry.op = op
-        if len(report.running) == 1:
-            report.running[0].inner.append(op)
+        outer = carrier if carrier is not None and carrier.dir == C2S_VALUE else (report.running[0] if len(report.running) == 1 else None)
+        if outer is not None:
+            outer.inner.append(op)
+            op.outer = outer
         step.opened.append(op)
         return
     if params is not None and method in INPUT_METHODS and (INPUT_RESPONSES in params or REQUEST_STATE in params):
@@ -719,6 +735,9 @@ def _answered(step: Step, report: SessionReport, entry: Entry, answer: Response 
     elif type(result) is dict and type(handle := result.get("task")) is dict and type(handle.get("taskId")) is str:
         _task_created(step, report, op, entry, handle, ts)
         return
+    elif type(result) is dict and result.get(RESULT_TYPE) == TASK_RESULT_TYPE and type(result.get("taskId")) is str:
+        _task_created(step, report, op, entry, result, ts)  # 2026-07-28's extension: the task's fields beside resultType
+        return
     if op.stream is not None:
         op.stream.closed, op.stream.ending = ts, "result"
         _forget_stream(report, op)
@@ -765,6 +784,8 @@ def _finished(report: SessionReport, op: Operation, outcome_: str, detail: str, 
             del report.progress[token]
 
 
+# 2026-07-28's `io.modelcontextprotocol/tasks` extension (SEP-2663): a result that is a task handle.
+TASK_RESULT_TYPE = "task"
 # An operation that became a task ends with its task: how each terminal status ends it.
 TASK_OUTCOMES = {"completed": "ok", "failed": "failed", "cancelled": "cancelled"}
 
@@ -810,6 +831,9 @@ def _task_answer(step: Step, report: SessionReport, op: Operation, entry: Entry,
     status = result.get("status")
     if type(status) is str:
         _task_status(step, report, task, status, ts, entry)
+        final = result.get("result")
+        if type(final) is dict and task.op.end == ts and status == "completed":  # 2026-07-28: the result rides the poll
+            task.op.outcome, task.op.detail = outcome(Response(id=entry.id, result=final, _parsed=True))
 
 
 def _task_status(step: Step, report: SessionReport, task: Task, status: str, ts: float, entry: Entry) -> None:

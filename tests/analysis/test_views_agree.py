@@ -1,6 +1,6 @@
 """Every view on the trace model agrees on a trace's sessions, operations and outcomes: `inspect`
-(its report and --json), the pandas frames, the telemetry calls (spans and durations) and the live
-view's method rows, over the
+(its report and --json), the pandas frames, the telemetry calls (spans and durations), the live
+view's method rows and replay's plan (its sessions, calls, answers and linked rounds), over the
 suite's traces of every transport and era (stdio recordings of both eras, HTTP recordings in
 tests/trace/data, legacy SSE among them) and doctored 2026-07-28 operations (rounds, a task, a
 listen stream)."""
@@ -18,9 +18,13 @@ from mcpbench.analysis.inspect import render, summarize
 from mcpbench.analysis.traces import load_trace
 from mcpbench.cli import main
 from mcpbench.live.feed import LiveStats
+from mcpbench.protocol.errors import ReplayError
+from mcpbench.protocol.jsonrpc import ErrorResponse
+from mcpbench.replay import plan as plans
 from mcpbench.telemetry import conventions as otel
 from mcpbench.telemetry.calls import Call, CallTracker
-from mcpbench.trace.model import NOT_MCP, Rebuild
+from mcpbench.protocol.transports import STREAMABLE_HTTP
+from mcpbench.trace.model import NOT_MCP, SESSIONLESS, SESSIONLESS_PREFIX, Rebuild
 from mcpbench.trace.reader import TraceReader
 from tests.support import traces as t
 
@@ -74,6 +78,32 @@ def by_telemetry(path: Path) -> Counter:
     return Counter((c.session.key, c.attributes[otel.METHOD], c.outcome) for c in finished if isinstance(c, Call))
 
 
+def by_plan(path: Path) -> tuple[Counter, Counter, int]:
+    """Replay's plan: per session, each request with whether it was answered and whether by an error;
+    the sessions; the rounds linked to an earlier one."""
+    try:
+        trace = plans.load(path)
+    except ReplayError:  # no client message to replay
+        return Counter(), Counter(), 0
+    calls = Counter((call.method, call.answer is not None, type(call.answer) is ErrorResponse)
+                    for session in trace.sessions for call in session.calls)
+    # Sessionless Streamable HTTP is replayed per recorded connection (the model's one stream, split)
+    sessions = Counter(SESSIONLESS if session.transport == STREAMABLE_HTTP and session.id.startswith(SESSIONLESS_PREFIX) else session.id
+                       for session in trace.sessions if session.calls)
+    return calls, +Counter(dict.fromkeys(sessions, 1)), sum(call.retry_of is not None for session in trace.sessions for call in session.calls)
+
+
+def plan_as_the_model_sees_it(path: Path) -> tuple[Counter, Counter, int]:
+    """What `by_plan` must find, from inspect's operations: each round a request (the client's)."""
+    report = summarize(path)
+    client = [(s, op) for s in report.sessions for op in s.operations if op.dir == "c2s"]
+    calls = Counter((op.method, r.end is not None, r.error_code is not None) for _, op in client for r in op.rounds)
+    sessions = Counter(dict.fromkeys((SESSIONLESS if s.sessionless else s.id for s, _ in client), 1))
+    if not calls:
+        return Counter(), Counter(), 0
+    return calls, sessions, sum(len(op.rounds) - 1 for _, op in client)
+
+
 @pytest.mark.timeout(180)  # may make the stdio recordings first
 def test_inspect_frames_and_telemetry_agree_on_every_trace(recordings, tmp_path):
     paths = [recordings["legacy"], recordings["auto"], *sorted(DATA.glob("*.jsonl")), *doctored(tmp_path)]
@@ -84,6 +114,10 @@ def test_inspect_frames_and_telemetry_agree_on_every_trace(recordings, tmp_path)
         assert by_frames(path) == seen, path.name
         assert by_telemetry(path) == seen, path.name
         assert by_live(path) == finished_by_events(path), path.name
+        calls, plan_sessions, retries = by_plan(path)
+        want_calls, want_sessions, want_retries = plan_as_the_model_sees_it(path)
+        assert (calls, retries) == (want_calls, want_retries), path.name
+        assert plan_sessions == want_sessions, path.name
         report = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(path)]).output)
         sessions = {s["id"]: s for s in report["sessions"]}
         frame_sessions = load_trace(path).sessions
