@@ -7,7 +7,8 @@ second task is cancelled. Recorded through the tee (stdio) and `record` (Streama
 the client got every poll's status as the server sent it (the recorders pass the polls untouched),
 and the trace model shows each call as one operation that became a task: open until the task ends,
 its polls counted, its statuses in order. A `subscriptions/listen` stream through `record` delivers
-its notification while it is still open (nothing buffered), and the model shows a stream.
+its notification while it is still open (nothing buffered), and the model shows a stream. Every
+view agrees on these traces as on the rest of the suite's (tests/support/views.py).
 """
 
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from mcpbench.replay import plan as plans
 from tests.support.peers import recording_proxy
 from tests.support.recordings import tee_argv
 from tests.support.servers import RunningServer, reference_server, serve_argv, stdio_params
+from tests.support.views import assert_views_agree
 
 SESSION_TIMEOUT = 60.0
 MODES = {"legacy": "2025-11-25", "auto": "2026-07-28"}
@@ -60,6 +62,7 @@ def recorded(transport: str, servers: dict, trace: Path) -> dict[str, list[dict]
 def test_tasks_of_both_forms_pass_the_recorders_untouched_and_the_model_shows_them(transport, task_servers, tmp_path):
     trace = tmp_path / f"tasks-{transport}.jsonl"
     seen = recorded(transport, task_servers, trace)
+    assert_views_agree(trace)  # inspect, the frames, telemetry, the live view and replay's plan alike
     report = summarize(trace)
     sessions = {s.session.version: s for s in report.sessions if s.operations}
     assert set(sessions) == set(MODES.values()), [s.id for s in report.sessions]
@@ -105,6 +108,7 @@ def test_record_passes_a_listen_stream_through_unbuffered_and_the_model_shows_a_
     trace = tmp_path / "listen-http.jsonl"
     with recording_proxy(task_servers["streamable-http"].url, trace) as url:
         anyio.run(listen_through, url)
+    assert_views_agree(trace)
     (session,) = [s for s in summarize(trace).sessions if any(op.stream is not None for op in s.operations)]
     (listening,) = [op for op in session.operations if op.stream is not None]
     stream = listening.stream
