@@ -464,7 +464,8 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
                 credentials = credentials or AUTHORIZATION in (event.get("request_headers") or ())
             planner.take(event, step)
     wanted = set(sessions) if sessions else None
-    plans = [unit.finish() for unit in planner.units.values()]
+    # (a connection whose only message answered a round of an operation replayed elsewhere holds nothing)
+    plans = [unit.finish() for unit in planner.units.values() if unit.plan.calls or unit.plan.steps or unit.plan.asks or unit.plan.notifications or unit.plan.notes]
     if wanted is not None:
         plans = [plan for plan in plans if plan.id in wanted]
     header = reader.header
