@@ -34,10 +34,9 @@ from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.http import AUTHORIZATION, PROTOCOL_VERSION
-from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.server import LOOPBACK_BINDS, HostCheck
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
@@ -48,7 +47,7 @@ from mcpbench.protocol.versions import (
     era_of,
 )
 from mcpbench.trace.format import Kind
-from mcpbench.trace.model import Entry, Rebuild, SessionReport
+from mcpbench.trace.model import INVALID_MESSAGE, Entry, Rebuild, SessionReport
 from mcpbench.trace.model import Step as ModelStep
 from mcpbench.trace.reader import TraceReader, collector_paused
 
@@ -227,35 +226,34 @@ class _Planner:
         direction, ts = event.get("dir"), event.get("ts") or 0.0
         unit = self.unit(event, step.session, True)
         assert unit is not None
-        try:
-            message = jsonrpc.from_obj(event.get("msg"))
-        except jsonrpc.InvalidMessage as exc:
-            unit.plan.notes.append(f"skipped an invalid {direction} message: {exc.reason}")
+        added = step.added
+        if added and added[0].name == INVALID_MESSAGE and added[0].kind == "violation":  # the model could not read it
+            unit.plan.notes.append(f"skipped an invalid {direction} message: {added[0].detail}")
             return
         if direction not in ("c2s", "s2c"):
             return
-        items = message.items if type(message) is Batch else (message,)
+        # The message is valid (the model read it): its items are taken as they are, not parsed again.
+        msg = event.get("msg")
+        items = msg if type(msg) is list else (msg,)
         # The model's entries of this event's requests and notifications, in the order of the items.
-        entries = iter([e for e in step.added if e.kind in ("request", "notification")])
-        for item in items:
-            if type(item) in (Request, Notification):
-                entry = next(entries, None)
-                if entry is None:
-                    break
-                if direction == "c2s":
-                    self._client(unit, item, entry, ts, event)
-                else:
-                    self._server(unit, item, entry, ts, event)
+        entries = [e for e in added if e.kind == "request" or e.kind == "notification"]
+        spoken = [item for item in items if "method" in item]
+        for item, entry in zip(spoken, entries):
+            if direction == "c2s":
+                message = (Request(id=item["id"], method=item["method"], params=item.get("params"), _parsed=True) if "id" in item
+                           else Notification(method=item["method"], params=item.get("params"), _parsed=True))
+                self._client(unit, message, entry, ts, event)
+            else:
+                self._server(unit, item, entry, ts, event)
         answers = step.answers or []
         for entry, answer in zip(step.answered, answers):
             self._answered(entry, answer, ts, event, step.session)
-        if direction == "s2c":
-            unpaired = sum(1 for item in items if type(item) in (Response, ErrorResponse)) - len(answers)
-            if unpaired > 0 and not (type(message) is ErrorResponse and (status := _status(event)) is not None
-                                     and status >= 400 and _http_method(event) != "POST"):
+        if direction == "s2c" and len(items) > len(spoken) + len(answers):
+            answered = [item for item in items if "method" not in item]
+            refusal = len(items) == 1 and "error" in msg and (status := _status(event)) is not None and status >= 400
+            if not (refusal and _http_method(event) != "POST"):
                 # (the refusal of a GET or a DELETE carried no request: inspect says so)
-                ids = [item.id for item in items if type(item) in (Response, ErrorResponse)]
-                unit.plan.notes.append(f"an answer to id {ids[-1]!r}, which no recorded request had")
+                unit.plan.notes.append(f"an answer to id {answered[-1].get('id')!r}, which no recorded request had")
 
     def _client(self, unit: _Unit, item: Request | Notification, entry: Entry, ts: float, event: dict) -> None:
         if type(item) is Notification:
@@ -283,9 +281,11 @@ class _Planner:
         plan.steps.append(Step(item, ts, tuple(owner.answered), call))
         owner.answered.clear()
 
-    def _server(self, unit: _Unit, item: Request | Notification, entry: Entry, ts: float, event: dict) -> None:
+    def _server(self, unit: _Unit, item: dict, entry: Entry, ts: float, event: dict) -> None:
+        """A server request or notification (`item` as recorded, read by the model)."""
+        request = "id" in item
         op = entry.op
-        owner = op.outer if type(item) is Request and op is not None else op
+        owner = op.outer if request and op is not None else op
         known = self.calls.get(id(owner.last)) if owner is not None else None
         if known is not None and (known[1].answer is not None or known[1].status is not None):
             # The model ties it to an operation whose round was answered (a task's status while it is
@@ -295,15 +295,15 @@ class _Planner:
         plan = known[2].plan if known is not None else unit.plan
         if not unit.open or _on_get_stream(event):
             unit.plan.listens = True  # the server spoke outside any call: a replay opens the GET stream
-        if type(item) is Request:
-            ask = Ask(item.method, item.params, recorded_id=item.id)
+        if request:
+            ask = Ask(item["method"], item.get("params"), recorded_id=item["id"])
             self.asks[id(entry)] = (entry, ask)
             plan.asks.append(ask)
             if call is not None:
                 call.asks.append(ask)
                 call.server.append((ts, ask))
             return
-        note = {"method": item.method, "params": item.params}
+        note = {"method": item["method"], "params": item.get("params")}
         if call is not None:
             call.notifications.append(note)
             call.server.append((ts, note))

@@ -82,6 +82,8 @@ INPUT_REQUIRED = "input-required"
 # Warnings of the round linking: a retry two waiting operations fit, a retry that fits none.
 MRTR_AMBIGUOUS = "mrtr-ambiguous"
 MRTR_UNLINKED = "mrtr-unlinked"
+# A message event the model could not read as JSON-RPC (its violation's name).
+INVALID_MESSAGE = "invalid-message"
 # A 2026-07-28 list or read result without its freshness hints (a warning: hints, not a duty we can prove).
 MISSING_CACHE_HINTS = "missing-cache-hints"
 
@@ -400,7 +402,7 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
         try:
             message = jsonrpc.from_obj(event.get("msg"))
         except InvalidMessage as exc:
-            added.append(Entry(ts, direction, "violation", "invalid-message", detail=exc.reason))
+            added.append(Entry(ts, direction, "violation", INVALID_MESSAGE, detail=exc.reason))
             return
         http = event.get("http")
         _message(step, message, DIRECTIONS.get(direction) or Direction(direction), ts, flow, http if type(http) is dict else {}, flows)
