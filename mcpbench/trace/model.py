@@ -453,6 +453,8 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
             return  # one per SSE answer: the request line already shows it
         if report.transport == LEGACY_SSE and event.get("method") == "GET" and step_ in ("close", "error"):
             report.session.lose(Trigger.STREAM_ENDED, step_)  # a legacy session lives on its stream
+            for op in list(report.streams.values()):  # and its listen streams ride that one stream
+                _stream_ended(step, op, ts, "closed" if step_ == "close" else "cut", detail)
         name = f"{event.get('method', '')} {event.get('path', '')} stream {step_}".strip()
         added.append(Entry(ts, direction, kind, name + (" (by the client)" if by_client else ""), detail=detail))
     elif kind == Kind.ERROR:

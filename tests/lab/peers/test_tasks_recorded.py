@@ -7,7 +7,8 @@ second task is cancelled. Recorded through the tee (stdio) and `record` (Streama
 the client got every poll's status as the server sent it (the recorders pass the polls untouched),
 and the trace model shows each call as one operation that became a task: open until the task ends,
 its polls counted, its statuses in order. A `subscriptions/listen` stream through `record` delivers
-its notification while it is still open (nothing buffered), and the model shows a stream. Every
+its notification while it is still open (nothing buffered), and the model shows a stream (on
+Streamable HTTP, its own POST; on legacy SSE, the session's one stream). Every
 view agrees on these traces as on the rest of the suite's (tests/support/views.py).
 """
 
@@ -89,13 +90,13 @@ def test_tasks_of_both_forms_pass_the_recorders_untouched_and_the_model_shows_th
             assert result.answer.result == done["result"]
 
 
-async def listen_through(url: str) -> tuple[str, float]:
+async def listen_through(target) -> tuple[str, float]:
     """A 2026-07-28 listen stream, and `toggle_tool` announcing a change on it: the notification
     must reach the client while the stream is open (the client leaves the stream only after it)."""
     from mcp import Client
 
     with anyio.fail_after(SESSION_TIMEOUT):  # a recorder that held the stream back would end here
-        async with Client(url, mode="auto") as client:
+        async with Client(target, mode="auto") as client:
             async with client.listen(tools_list_changed=True) as subscription:
                 await client.call_tool("toggle_tool", {})
                 async for event in subscription:
@@ -104,10 +105,12 @@ async def listen_through(url: str) -> tuple[str, float]:
 
 
 @pytest.mark.slow  # an SDK session through `record`
-def test_record_passes_a_listen_stream_through_unbuffered_and_the_model_shows_a_stream(task_servers, tmp_path):
-    trace = tmp_path / "listen-http.jsonl"
-    with recording_proxy(task_servers["streamable-http"].url, trace) as url:
-        anyio.run(listen_through, url)
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_record_passes_a_listen_stream_through_unbuffered_and_the_model_shows_a_stream(transport, task_servers, tmp_path):
+    # Legacy SSE carries it too (2026-07-28 over the one GET stream): it ends with that stream.
+    trace = tmp_path / f"listen-{transport}.jsonl"
+    with recording_proxy(task_servers[transport].url, trace) as url:
+        anyio.run(listen_through, sdk_target(url, transport))
     assert_views_agree(trace)
     (session,) = [s for s in summarize(trace).sessions if any(op.stream is not None for op in s.operations)]
     (listening,) = [op for op in session.operations if op.stream is not None]
