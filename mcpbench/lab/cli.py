@@ -64,17 +64,21 @@ def quirk_options(func):
 @click.option("--request-log", type=click.Path(dir_okay=False), help="HTTP: append one JSON line per request received (time, method, path).")
 @click.option("--slow", "slow_specs", multiple=True, metavar="TOOL=SHARE",
               help="Make one tool slower on purpose: slow=20% adds 20% of its own run time, echo=+5ms a fixed delay (repeatable).")
+@click.option("--tasks", is_flag=True, help="Add the tool work, which runs as a task when asked (2025-11-25's task "
+                                            "param; 2026-07-28's io.modelcontextprotocol/tasks extension).")
 @quirk_options
 @map_errors
 def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool, auth_mode: str,
           token_env: str, client_id: str, client_secret_env: str, scope: str, token_lifetime: str, request_log: str | None,
-          slow_specs: tuple[str, ...], quirks: Quirks) -> None:
+          slow_specs: tuple[str, ...], tasks: bool, quirks: Quirks) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big, ask (input from the client: a server request, or 2026-07-28's
     multi round-trip) and toggle_tool (adds or removes the tool extra: a tools list_changed
     notification, on listen streams in 2026-07-28); resource mcpbench://greeting; prompt summarize.
-    No tool runs as a task (the SDK 2.3 server has no task runtime).
+    --tasks adds work (waits ms, then says so), which runs as a task when the client asks (2025-11-25:
+    tasks/get, tasks/result, tasks/list, tasks/cancel) or declares io.modelcontextprotocol/tasks
+    (2026-07-28: tasks/get, tasks/cancel); the SDK 2.3 has no task runtime, so the lab serves them.
     --slow makes one of them slower on purpose (what `mcpbench compare` must then call slower).
 
     Example: mcpbench lab serve --transport streamable-http --port 8101 --auth oauth --token-lifetime 10s
@@ -110,7 +114,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
         )
     try:
         run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable,
-                   auth=auth, request_log=request_log, quirks=quirks, slowdowns=slowdowns)
+                   auth=auth, request_log=request_log, quirks=quirks, slowdowns=slowdowns, tasks=tasks)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
 

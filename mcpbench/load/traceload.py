@@ -1,12 +1,13 @@
 """Recorded traffic as load (`mcpbench load --from-trace T --speed 2x`): the recording's sessions,
 reissued at their recorded arrival times scaled by the speed.
 
-`recorded_load(path)` reads the trace with the replayer's reader (`replay.plan.load`): each recorded
-session that made a call a load user can make (tools/call, resources/read, prompts/get, the lists,
-ping) becomes a `RecordedSession`, with `offset` (when its first client message left, from the
-first session's) and its calls, each at its recorded time from the session's start, in recorded
-order. A 2026-07-28 second round (`inputResponses`) is not a new call and is left out, as are a
-recording's `_meta` envelopes (the load client writes its own).
+`recorded_load(path)` reads the trace with the replayer's reader (`replay.plan.load`, whose sessions
+and operations are the trace model's): each recorded session that made a call a load user can make
+(tools/call, resources/read, prompts/get, the lists, ping) becomes a `RecordedSession`, with `offset`
+(when its first client message left, from the first session's) and its calls, each at its recorded
+time from the session's start, in recorded order. A 2026-07-28 later round of an operation (the
+model links it) is not a new call and is left out, as are a recording's `_meta` envelopes (the load
+client writes its own).
 
 In the Locust process, a user takes the next session from the `SessionQueue` (in arrival order),
 waits for its due time (`start + offset / speed`), opens a session in the session's recorded era,

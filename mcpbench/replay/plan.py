@@ -1,11 +1,18 @@
 """A trace, read into what a replay needs: per session, the client's steps in order.
 
+The sessions, the pairing of requests with answers, the operations (a 2026-07-28 retry linked to the
+round it answers, a server request or notification tied to the request it belongs to) are the trace
+model's (`trace/model.py`), as every view's; this keeps the messages themselves, which a replay sends
+and compares. One difference, on purpose: the model reads sessionless Streamable HTTP as one
+logical stream per version (it may mix clients), a replay sends each recorded connection apart as
+the stateless server took it, and an operation's later rounds with its first.
+
 A recorded session becomes a `SessionPlan`:
 
 - `calls`: every client→server request with the answer it got, its latency,
-  the server notifications that belonged to it (by progress token, or by the
-  HTTP response stream that carried them) and the server→client requests
-  asked while it ran;
+  the server notifications that belonged to it (by progress token, task,
+  listen stream, or the HTTP response stream that carried them) and the
+  server→client requests asked while it ran;
 - `steps`: the client's requests and notifications in recorded order. Each
   step lists the calls whose answers had arrived, in the recording, before it
   was sent (`wait_for`): the replayer waits for exactly those, so requests the
@@ -27,30 +34,25 @@ from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.errors import ReplayError
-from mcpbench.protocol.http import AUTHORIZATION, PROTOCOL_VERSION, pair_with_post
-from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.http import AUTHORIZATION, PROTOCOL_VERSION
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.server import LOOPBACK_BINDS, HostCheck
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
-    META_CLIENT_CAPABILITIES,
-    META_CLIENT_INFO,
     Era,
     asks_for_input,
     call_name,
     era_of,
-    meta_version,
-    progress_token,
 )
 from mcpbench.trace.format import Kind
+from mcpbench.trace.model import INVALID_MESSAGE, Entry, Rebuild, SessionReport
+from mcpbench.trace.model import Step as ModelStep
 from mcpbench.trace.reader import TraceReader, collector_paused
 
 NO_SESSION = "-"
 
-# Event fields that can name the HTTP exchange a message travelled in (`_stream_key`).
-STREAM_FIELDS = frozenset({"stream", "flow", "exchange", "http"})
 
 
 def answer_obj(answer: Response | ErrorResponse | None) -> dict | None:
@@ -168,169 +170,197 @@ class TracePlan:
     credentials: bool = False  # a recorded request carried Authorization (hashed in the trace: not replayable)
 
 
-class _Builder:
-    """Builds one SessionPlan from its events, in file order."""
+class _Unit:
+    """One SessionPlan being built: a session of the trace model, or one recorded connection of a
+    sessionless stream."""
 
-    def __init__(self, session_id: str, transport: str | None) -> None:
-        self.plan = SessionPlan(session_id, transport)
-        self.open_calls: dict[Any, RecordedCall] = {}  # recorded request id -> call not yet answered
-        self.open_asks: dict[Any, Ask] = {}  # recorded server request id -> ask not yet answered
+    def __init__(self, key: str, transport: str | None, report: SessionReport) -> None:
+        self.plan = SessionPlan(key, transport)
+        self.report = report
         self.answered: list[int] = []  # answered since the last client step
-        self.tokens: dict[Any, RecordedCall] = {}  # progress token -> call
-        self.streams: dict[Any, RecordedCall] = {}  # HTTP stream key -> call
-
-    def message(self, direction: str, obj: Any, ts: float, event: dict) -> None:
-        try:
-            message = jsonrpc.from_obj(obj)
-        except jsonrpc.InvalidMessage as exc:
-            self.plan.notes.append(f"skipped an invalid {direction} message: {exc.reason}")
-            return
-        handle = self._client if direction == "c2s" else self._server if direction == "s2c" else None
-        if handle is None:
-            return
-        if type(message) is Batch:
-            for item in message.items:
-                handle(item, ts, event)
-        else:
-            handle(message, ts, event)
-
-    def _client(self, message: jsonrpc.Message, ts: float, event: dict) -> None:
-        plan = self.plan
-        if isinstance(message, Request):
-            call = RecordedCall(len(plan.calls), message, ts, host=_host(event))
-            plan.calls.append(call)
-            self.open_calls[message.id] = call
-            token = progress_token(message.params)
-            if token is not None:
-                self.tokens[token] = call
-            if (key := _stream_key(event)) is not None:
-                self.streams[key] = call
-            if plan.version is None or message.method == "initialize" or (
-                message.params and INPUT_RESPONSES in message.params
-            ):
-                self._learn_client(message, event)  # otherwise there is nothing to learn
-            plan.steps.append(Step(message, ts, tuple(self.answered), call))
-            self.answered.clear()
-        elif isinstance(message, Notification):
-            plan.steps.append(Step(message, ts, tuple(self.answered)))
-            self.answered.clear()
-        else:  # the client answering a server request
-            ask = self.open_asks.pop(message.id, None)
-            if ask is not None:
-                ask.answer = answer_obj(message)
-
-    def _learn_client(self, request: Request, event: dict) -> None:
-        plan, params = self.plan, request.params or {}
-        if request.method == "initialize":
-            plan.version = params.get("protocolVersion") if isinstance(params.get("protocolVersion"), str) else None
-            plan.client_capabilities = params.get("capabilities")
-            plan.client_info = params.get("clientInfo")
-            plan.handshake = True
-        elif plan.version is None and (version := meta_version(params)) is not None:
-            plan.version = version
-            meta = params.get("_meta") or {}
-            plan.client_capabilities = meta.get(META_CLIENT_CAPABILITIES)
-            plan.client_info = meta.get(META_CLIENT_INFO)
-        elif plan.version is None and (version := _header_version(event)) is not None:
-            plan.version = version  # sessionless HTTP traffic whose handshake went on another connection
-        # A retry carrying inputResponses answers the previous input_required round.
-        responses = params.get(INPUT_RESPONSES)
-        if isinstance(responses, dict):
-            for call in reversed(self.plan.calls[:-1]):
-                if call.method == request.method and is_input_required(call.answer):
-                    call.retried = True
-                    self.plan.calls[-1].retry_of = call.index
-                    wanted = call.answer.result.get(INPUT_REQUESTS) or {}
-                    for key, asked in wanted.items():
-                        if key in responses and isinstance(asked, dict):
-                            self.plan.asks.append(
-                                Ask(asked.get("method", ""), asked.get("params"), {"result": responses[key]})
-                            )
-                    break
-
-    def _server(self, message: jsonrpc.Message, ts: float, event: dict) -> None:
-        plan = self.plan
-        if not isinstance(message, (Response, ErrorResponse)) and (not self.open_calls or _on_get_stream(event)):
-            plan.listens = True
-        if isinstance(message, Request):
-            ask = Ask(message.method, message.params, recorded_id=message.id)
-            self.open_asks[message.id] = ask
-            plan.asks.append(ask)
-            owner = self._owner(event)
-            if owner is not None:
-                owner.asks.append(ask)
-                owner.server.append((ts, ask))
-        elif isinstance(message, Notification):
-            note = {"method": message.method, "params": message.params}
-            token = (message.params or {}).get("progressToken")
-            owner = self.tokens.get(token) if token is not None else None
-            if owner is None and (key := _stream_key(event)) is not None:
-                owner = self.streams.get(key)
-            if owner is not None:
-                owner.notifications.append(note)
-                owner.server.append((ts, note))
-            else:
-                plan.notifications.append(note)
-        else:
-            status = _status(event)
-            call = self.open_calls.pop(message.id, None)
-            if call is None and (carrier := self._carrier(event)) is not None:
-                if (paired := pair_with_post(message, carrier.request.id, status)) is not None:
-                    call, message = self.open_calls.pop(carrier.request.id), paired  # the POST pairs it
-            if call is None:
-                if not (isinstance(message, ErrorResponse) and status is not None and status >= 400 and _http_method(event) != "POST"):
-                    plan.notes.append(f"an answer to id {message.id!r}, which no recorded request had")
-                # else: the refusal of a GET or a DELETE, which carried no request (inspect says so)
-                return
-            call.answer, call.answered, call.status = message, ts, status
-            call.via = _via(event)
-            self.answered.append(call.index)
-            if call.request.method == "initialize" and isinstance(message, Response) and isinstance(message.result, dict):
-                plan.server_capabilities = message.result.get("capabilities")
-                if isinstance(message.result.get("protocolVersion"), str):
-                    plan.version = message.result["protocolVersion"]
-
-    def _carrier(self, event: dict) -> RecordedCall | None:
-        """The call still waiting whose POST the answer of `event` came in, if the recorder says."""
-        key = _stream_key(event)
-        call = self.streams.get(key) if key is not None else None
-        return call if call is not None and call.request.id in self.open_calls and call.answer is None else None
-
-    def http_status(self, event: dict) -> None:
-        """An HTTP exchange's end: an error status that carried no answer says how its call failed."""
-        status = event.get("status")
-        if isinstance(status, int) and status >= 400 and (call := self._carrier(event)) is not None:
-            call.status = status
-            del self.open_calls[call.request.id]
-            self.answered.append(call.index)  # its exchange ended before the next step: it is waited for
-
-    def _owner(self, event: dict) -> RecordedCall | None:
-        """The call a server request belongs to: the stream it came on, else the only call in flight."""
-        if (key := _stream_key(event)) is not None and key in self.streams:
-            return self.streams[key]
-        if len(self.open_calls) == 1:
-            return next(iter(self.open_calls.values()))
-        return None
+        self.open = 0  # its calls not answered yet
+        self.header_version: str | None = None  # the first `MCP-Protocol-Version` its requests carried
 
     def finish(self) -> SessionPlan:
-        self.plan.final_wait = tuple(self.answered)
-        return self.plan
+        plan, session = self.plan, self.report.session
+        if not self.report.sessionless:
+            plan.id = self.report.id  # the model may have renamed it since (a legacy stream's endpoint)
+        plan.version = session.version or session.requested_version or self.header_version
+        plan.client_capabilities = session.client_capabilities
+        plan.client_info = self.report.client
+        plan.server_capabilities = session.server_capabilities
+        plan.final_wait = tuple(self.answered)
+        return plan
 
 
-def _stream_key(event: dict) -> Any:
-    """The HTTP exchange a message travelled in, when the recorder says so."""
-    if STREAM_FIELDS.isdisjoint(event):  # stdio events: one C-level pass over the keys
-        return None
-    for key in ("stream", "flow", "exchange"):
-        value = event.get(key)
-        if isinstance(value, (str, int)):
-            return value
-    http = event.get("http")
-    if isinstance(http, dict):
-        for key in ("stream", "flow", "id"):
-            if isinstance(http.get(key), (str, int)):
-                return http[key]
-    return None
+class _Planner:
+    """The trace model's sessions and operations, as replay plans: one event at a time, each with the
+    step the model made of it (`Rebuild.take`). The model pairs, groups and links; this keeps the
+    messages themselves (a replay sends and compares them) and the order a replay must keep."""
+
+    def __init__(self) -> None:
+        self.units: dict[Any, _Unit] = {}  # by the model's session (id of its report) or the recorded connection
+        self.calls: dict[int, tuple[Entry, RecordedCall, _Unit]] = {}  # id of a request's entry -> its call
+        self.asks: dict[int, tuple[Entry, Ask]] = {}  # id of a server request's entry -> its ask
+
+    def unit(self, event: dict, report: SessionReport, create: bool) -> "_Unit | None":
+        """The plan an event goes to. Sessionless Streamable HTTP is one logical stream in the model, and
+        may mix clients: a replay sends each recorded connection apart, as a stateless server took it."""
+        key: Any = _session_key(event) if report.sessionless else id(report)
+        unit = self.units.get(key)
+        if unit is None and create:
+            unit = self.units[key] = _Unit(_session_key(event) if report.sessionless else report.id, event.get("transport"), report)
+        return unit
+
+    def take(self, event: dict, step: ModelStep) -> None:
+        kind = event.get("kind")
+        if kind == Kind.MESSAGE:
+            self._message(event, step)
+        elif kind == Kind.HTTP:
+            self._http(event, step)
+        elif kind == Kind.STREAM and event.get("method") == "GET" and event.get("transport") != "sse":
+            if (unit := self.unit(event, step.session, False)) is not None:
+                unit.plan.listens = True  # a Streamable HTTP GET stream was recorded
+
+    def _message(self, event: dict, step: ModelStep) -> None:
+        direction, ts = event.get("dir"), event.get("ts") or 0.0
+        unit = self.unit(event, step.session, True)
+        assert unit is not None
+        added = step.added
+        if added and added[0].name == INVALID_MESSAGE and added[0].kind == "violation":  # the model could not read it
+            unit.plan.notes.append(f"skipped an invalid {direction} message: {added[0].detail}")
+            return
+        if direction not in ("c2s", "s2c"):
+            return
+        # The message is valid (the model read it): its items are taken as they are, not parsed again.
+        msg = event.get("msg")
+        items = msg if type(msg) is list else (msg,)
+        # The model's entries of this event's requests and notifications, in the order of the items.
+        entries = [e for e in added if e.kind == "request" or e.kind == "notification"]
+        spoken = [item for item in items if "method" in item]
+        for item, entry in zip(spoken, entries):
+            if direction == "c2s":
+                message = (Request(id=item["id"], method=item["method"], params=item.get("params"), _parsed=True) if "id" in item
+                           else Notification(method=item["method"], params=item.get("params"), _parsed=True))
+                self._client(unit, message, entry, ts, event)
+            else:
+                self._server(unit, item, entry, ts, event)
+        answers = step.answers or []
+        for entry, answer in zip(step.answered, answers):
+            self._answered(entry, answer, ts, event, step.session)
+        if direction == "s2c" and len(items) > len(spoken) + len(answers):
+            answered = [item for item in items if "method" not in item]
+            refusal = len(items) == 1 and "error" in msg and (status := _status(event)) is not None and status >= 400
+            if not (refusal and _http_method(event) != "POST"):
+                # (the refusal of a GET or a DELETE carried no request: inspect says so)
+                unit.plan.notes.append(f"an answer to id {answered[-1].get('id')!r}, which no recorded request had")
+
+    def _client(self, unit: _Unit, item: Request | Notification, entry: Entry, ts: float, event: dict) -> None:
+        if type(item) is Notification:
+            unit.plan.steps.append(Step(item, ts, tuple(unit.answered)))
+            unit.answered.clear()
+            return
+        op = entry.op
+        owner = unit
+        earlier = None
+        if op is not None and len(op.rounds) > 1 and op.rounds[-1] is entry:  # a retry: its operation's next round
+            earlier = self.calls.get(id(op.rounds[-2]))
+            if earlier is not None:
+                owner = earlier[2]  # a replay sends an operation's rounds in one session (the state maps there)
+        plan = owner.plan
+        call = RecordedCall(len(plan.calls), item, ts, host=_host(event))
+        plan.calls.append(call)
+        owner.open += 1
+        self.calls[id(entry)] = (entry, call, owner)
+        if item.method == "initialize":
+            plan.handshake = True
+        if owner.header_version is None:
+            owner.header_version = _header_version(event)
+        if earlier is not None:
+            _retry(plan, earlier[1], call)
+        plan.steps.append(Step(item, ts, tuple(owner.answered), call))
+        owner.answered.clear()
+
+    def _server(self, unit: _Unit, item: dict, entry: Entry, ts: float, event: dict) -> None:
+        """A server request or notification (`item` as recorded, read by the model)."""
+        request = "id" in item
+        op = entry.op
+        owner = op.outer if request and op is not None else op
+        known = self.calls.get(id(owner.last)) if owner is not None else None
+        if known is not None and (known[1].answer is not None or known[1].status is not None):
+            # The model ties it to an operation whose round was answered (a task's status while it is
+            # polled): a replay compares a call with what came while it was in flight, so it is the session's.
+            known = None
+        call = known[1] if known is not None else None
+        plan = known[2].plan if known is not None else unit.plan
+        if not unit.open or _on_get_stream(event):
+            unit.plan.listens = True  # the server spoke outside any call: a replay opens the GET stream
+        if request:
+            ask = Ask(item["method"], item.get("params"), recorded_id=item["id"])
+            self.asks[id(entry)] = (entry, ask)
+            plan.asks.append(ask)
+            if call is not None:
+                call.asks.append(ask)
+                call.server.append((ts, ask))
+            return
+        note = {"method": item["method"], "params": item.get("params")}
+        if call is not None:
+            call.notifications.append(note)
+            call.server.append((ts, note))
+        else:
+            plan.notifications.append(note)
+
+    def _answered(self, entry: Entry, answer: Response | ErrorResponse, ts: float, event: dict, report: SessionReport) -> None:
+        if report.sessionless:  # the model keeps sessionless ids apart by their exchange: the recorded id again
+            answer = _recorded_id(answer, entry.id)
+        if entry.dir == "s2c":  # the client answered a server request
+            known = self.asks.get(id(entry))
+            if known is not None:
+                known[1].answer = answer_obj(answer)
+            return
+        known = self.calls.get(id(entry))
+        if known is None:
+            return
+        _, call, owner = known
+        call.answer, call.answered, call.status, call.via = answer, ts, _status(event), _via(event)
+        owner.open -= 1
+        owner.answered.append(call.index)
+
+    def _http(self, event: dict, step: ModelStep) -> None:
+        """An HTTP exchange's end: an error status that carried no answer says how its call failed
+        (the model ended its operation with it)."""
+        status = event.get("status")
+        if not (isinstance(status, int) and status >= 400):
+            return
+        for op in step.finished:
+            for entry in op.rounds:
+                known = self.calls.get(id(entry))
+                if known is not None and known[1].answer is None and known[1].status is None and entry.end is None:
+                    _, call, owner = known
+                    call.status = status
+                    owner.open -= 1
+                    owner.answered.append(call.index)  # its exchange ended before the next step: it is waited for
+
+
+def _retry(plan: SessionPlan, earlier: RecordedCall, call: RecordedCall) -> None:
+    """A retry carrying `inputResponses` answers its operation's previous `input_required` round: the
+    answers it sent are the recording's answers to what that round asked."""
+    earlier.retried = True
+    call.retry_of = earlier.index
+    params = call.request.params or {}
+    responses = params.get(INPUT_RESPONSES)
+    if not is_input_required(earlier.answer) or not isinstance(responses, dict):
+        return
+    wanted = earlier.answer.result.get(INPUT_REQUESTS) or {}
+    for key, asked in wanted.items():
+        if key in responses and isinstance(asked, dict):
+            plan.asks.append(Ask(asked.get("method", ""), asked.get("params"), {"result": responses[key]}))
+
+
+def _recorded_id(answer: Response | ErrorResponse, recorded: Any) -> Response | ErrorResponse:
+    if type(answer) is Response:
+        return Response(id=recorded, result=answer.result, _parsed=True)
+    return ErrorResponse(id=recorded, code=answer.code, message=answer.message, data=answer.data, _parsed=True)
 
 
 def _status(event: dict) -> int | None:
@@ -421,35 +451,23 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
         ReplayError: the trace holds no client message to replay.
     """
     reader = TraceReader(path)
-    builders: dict[str, _Builder] = {}
-    listening: set[str] = set()  # sessions with a recorded Streamable HTTP GET stream
+    rebuild, planner = Rebuild(keep=False, answers=True), _Planner()
     transport = None
-    wanted = set(sessions) if sessions else None
-    message_kind, trace_kind, stream_kind, http_kind = Kind.MESSAGE, Kind.TRACE, Kind.STREAM, Kind.HTTP
     credentials = False
     with collector_paused():
         for event in reader:
-            kind = event.get("kind")
-            if kind != message_kind:
-                if kind == trace_kind:
-                    transport = event.get("transport")
-                elif kind == stream_kind and event.get("method") == "GET" and event.get("transport") != "sse":
-                    listening.add(_session_key(event))
-                elif kind == http_kind:
-                    credentials = credentials or AUTHORIZATION in (event.get("request_headers") or ())
-                    if (builder := builders.get(_session_key(event))) is not None:
-                        builder.http_status(event)
+            step = rebuild.take(event)
+            if step is None:  # the header
+                transport = event.get("transport")
                 continue
-            sid = _session_key(event)
-            if wanted is not None and sid not in wanted:
-                continue
-            builder = builders.get(sid)
-            if builder is None:
-                builder = builders[sid] = _Builder(sid, event.get("transport"))
-            builder.message(event.get("dir"), event.get("msg"), event.get("ts") or 0.0, event)
-    plans = [builder.finish() for builder in builders.values()]
-    for plan in plans:
-        plan.listens |= plan.id in listening
+            if event["kind"] == Kind.HTTP:
+                credentials = credentials or AUTHORIZATION in (event.get("request_headers") or ())
+            planner.take(event, step)
+    wanted = set(sessions) if sessions else None
+    # (a connection whose only message answered a round of an operation replayed elsewhere holds nothing)
+    plans = [unit.finish() for unit in planner.units.values() if unit.plan.calls or unit.plan.steps or unit.plan.asks or unit.plan.notifications or unit.plan.notes]
+    if wanted is not None:
+        plans = [plan for plan in plans if plan.id in wanted]
     header = reader.header
     mark_foreign_hosts(plans, header.get("upstream") if isinstance(header, dict) else None)
     size = os.path.getsize(path) if os.path.exists(path) else 0

@@ -82,6 +82,8 @@ INPUT_REQUIRED = "input-required"
 # Warnings of the round linking: a retry two waiting operations fit, a retry that fits none.
 MRTR_AMBIGUOUS = "mrtr-ambiguous"
 MRTR_UNLINKED = "mrtr-unlinked"
+# A message event the model could not read as JSON-RPC (its violation's name).
+INVALID_MESSAGE = "invalid-message"
 # A 2026-07-28 list or read result without its freshness hints (a warning: hints, not a duty we can prove).
 MISSING_CACHE_HINTS = "missing-cache-hints"
 
@@ -176,6 +178,7 @@ class Operation:
     asked: frozenset | None = None  # the `inputRequests` keys the next round must answer (None: not waiting)
     notifications: int = 0  # progress notifications tied to it by their token
     inner: list["Operation"] = field(default_factory=list)  # server requests made while it ran (handshake era)
+    outer: "Operation | None" = None  # a server request: the client's operation it was made in (its `inner`)
     task: Task | None = None  # the task it became, or (tasks/get, tasks/result, …) the task it names
     stream: Stream | None = None  # a `subscriptions/listen` request: its stream
     log_level: Any = None  # the log level its request asked for (2026-07-28 `_meta`)
@@ -271,6 +274,8 @@ class Step:
     answered: list[Entry]
     finished: list[Operation] = field(default_factory=list)  # operations whose final outcome this event gave
     opened: list[Operation] = field(default_factory=list)  # operations this event began
+    # The answers themselves, beside `answered` (`Rebuild(answers=True)`: a replay needs them; a view does not).
+    answers: list[Response | ErrorResponse] | None = None
 
 
 class Rebuild:
@@ -279,10 +284,13 @@ class Rebuild:
     Args:
         keep: keep each session's timeline in `SessionReport.entries` (`inspect`); without it the
             caller keeps what `take` returns for as long as it wants (a live view, bounded).
+        answers: give each step the answer messages of the requests it answered (`Step.answers`),
+            as the replay's plan needs them; the views keep none.
     """
 
-    def __init__(self, *, keep: bool = True) -> None:
+    def __init__(self, *, keep: bool = True, answers: bool = False) -> None:
         self.keep = keep
+        self.answers = answers
         self.sessions: dict[str, SessionReport] = {}
         self.flows: dict[Any, _Flow] = {}  # HTTP exchanges by flow (bounded by `forget_flow`)
 
@@ -298,6 +306,8 @@ class Rebuild:
             report = self._session(event, kind, key or "-")
         report.end = event["ts"]
         step = Step(report, [], [])
+        if self.answers:
+            step.answers = []
         _take(step, event, self.flows)
         if kind == Kind.HTTP:
             self.flows.pop(event.get("flow"), None)  # the exchange is over
@@ -392,7 +402,7 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
         try:
             message = jsonrpc.from_obj(event.get("msg"))
         except InvalidMessage as exc:
-            added.append(Entry(ts, direction, "violation", "invalid-message", detail=exc.reason))
+            added.append(Entry(ts, direction, "violation", INVALID_MESSAGE, detail=exc.reason))
             return
         http = event.get("http")
         _message(step, message, DIRECTIONS.get(direction) or Direction(direction), ts, flow, http if type(http) is dict else {}, flows)
@@ -443,6 +453,8 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
             return  # one per SSE answer: the request line already shows it
         if report.transport == LEGACY_SSE and event.get("method") == "GET" and step_ in ("close", "error"):
             report.session.lose(Trigger.STREAM_ENDED, step_)  # a legacy session lives on its stream
+            for op in list(report.streams.values()):  # and its listen streams ride that one stream
+                _stream_ended(step, op, ts, "closed" if step_ == "close" else "cut", detail)
         name = f"{event.get('method', '')} {event.get('path', '')} stream {step_}".strip()
         added.append(Entry(ts, direction, kind, name + (" (by the client)" if by_client else ""), detail=detail))
     elif kind == Kind.ERROR:
@@ -478,7 +490,8 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
             if shadowed is not None and shadowed.op is not None:  # an id reused in flight: the earlier request
                 report.shadowed.append(shadowed.op)  # can no longer be paired, and stays open
             report.open_calls[key] = entry
-            _operation(step, report, item, entry, direction, method, target, flow)
+            carrier = known.op if direction is S2C and flow is not None and (known := flows.get(flow)) is not None else None
+            _operation(step, report, item, entry, direction, method, target, flow, carrier)
             if direction is C2S and flow is not None:
                 known = flows.setdefault(flow, _Flow())
                 known.request_id, known.label, known.op = item.id, f"{item.method} (id {item.id!r})", entry.op
@@ -521,6 +534,8 @@ def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: flo
                 if type(result.answer) is ErrorResponse:
                     entry.error_code = result.answer.code
                 step.answered.append(entry)
+                if step.answers is not None:
+                    step.answers.append(result.answer)
                 if entry.op is not None:
                     _answered(step, report, entry, result.answer, result.finished)
 
@@ -592,14 +607,19 @@ def _version(report: SessionReport, params: Any) -> str | None:
 
 
 def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, direction: Direction, method: str,
-               target: str | None, flow: Any = None) -> None:
-    """The operation `item` begins, or the one whose next round it is (`method`: its method, shared)."""
+               target: str | None, flow: Any = None, carrier: "Operation | None" = None) -> None:
+    """The operation `item` begins, or the one whose next round it is (`method`: its method, shared).
+    `carrier`: a server request's, the client operation whose HTTP response stream carried it."""
     params = item.params if type(item.params) is dict else None
-    if direction is not C2S:  # a server request: inside the client's one running operation, if only one runs
+    if direction is not C2S:
+        # A server request belongs to the request whose response stream carried it (Streamable HTTP:
+        # "SHOULD relate to the originating client request"), else to the client's one running operation.
         op = Operation(direction.value, method, entry.name, None, [entry])
         entry.op = op
-        if len(report.running) == 1:
-            report.running[0].inner.append(op)
+        outer = carrier if carrier is not None and carrier.dir == C2S_VALUE else (report.running[0] if len(report.running) == 1 else None)
+        if outer is not None:
+            outer.inner.append(op)
+            op.outer = outer
         step.opened.append(op)
         return
     if params is not None and method in INPUT_METHODS and (INPUT_RESPONSES in params or REQUEST_STATE in params):
@@ -719,6 +739,9 @@ def _answered(step: Step, report: SessionReport, entry: Entry, answer: Response 
     elif type(result) is dict and type(handle := result.get("task")) is dict and type(handle.get("taskId")) is str:
         _task_created(step, report, op, entry, handle, ts)
         return
+    elif type(result) is dict and result.get(RESULT_TYPE) == TASK_RESULT_TYPE and type(result.get("taskId")) is str:
+        _task_created(step, report, op, entry, result, ts)  # 2026-07-28's extension: the task's fields beside resultType
+        return
     if op.stream is not None:
         op.stream.closed, op.stream.ending = ts, "result"
         _forget_stream(report, op)
@@ -765,6 +788,8 @@ def _finished(report: SessionReport, op: Operation, outcome_: str, detail: str, 
             del report.progress[token]
 
 
+# 2026-07-28's `io.modelcontextprotocol/tasks` extension (SEP-2663): a result that is a task handle.
+TASK_RESULT_TYPE = "task"
 # An operation that became a task ends with its task: how each terminal status ends it.
 TASK_OUTCOMES = {"completed": "ok", "failed": "failed", "cancelled": "cancelled"}
 
@@ -810,6 +835,9 @@ def _task_answer(step: Step, report: SessionReport, op: Operation, entry: Entry,
     status = result.get("status")
     if type(status) is str:
         _task_status(step, report, task, status, ts, entry)
+        final = result.get("result")
+        if type(final) is dict and task.op.end == ts and status == "completed":  # 2026-07-28: the result rides the poll
+            task.op.outcome, task.op.detail = outcome(Response(id=entry.id, result=final, _parsed=True))
 
 
 def _task_status(step: Step, report: SessionReport, task: Task, status: str, ts: float, entry: Entry) -> None:

@@ -1,28 +1,21 @@
 """Every view on the trace model agrees on a trace's sessions, operations and outcomes: `inspect`
-(its report and --json), the pandas frames, the telemetry calls (spans and durations) and the live
-view's method rows, over the
+(its report and --json), the pandas frames, the telemetry calls (spans and durations), the live
+view's method rows and replay's plan (its sessions, calls, answers and linked rounds), over the
 suite's traces of every transport and era (stdio recordings of both eras, HTTP recordings in
 tests/trace/data, legacy SSE among them) and doctored 2026-07-28 operations (rounds, a task, a
 listen stream)."""
 
 import copy
-import json
 import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from mcpbench.analysis.inspect import render, summarize
-from mcpbench.analysis.traces import load_trace
-from mcpbench.cli import main
-from mcpbench.live.feed import LiveStats
-from mcpbench.telemetry import conventions as otel
-from mcpbench.telemetry.calls import Call, CallTracker
-from mcpbench.trace.model import NOT_MCP, Rebuild
 from mcpbench.trace.reader import TraceReader
 from tests.support import traces as t
+from tests.support.views import assert_views_agree, by_frames, by_inspect, by_telemetry
 
 DATA = Path(__file__).parents[1] / "trace" / "data"
 
@@ -41,55 +34,12 @@ def doctored(folder: Path) -> list[Path]:
     ]
 
 
-def by_inspect(path: Path) -> Counter:
-    report = summarize(path)
-    return Counter((s.id, op.method, op.outcome) for s in report.sessions for op in s.operations)
-
-
-def by_frames(path: Path) -> Counter:
-    calls = load_trace(path).calls
-    sessions = calls["session"].astype(object).fillna("-")  # the frames' null: inspect's "-", outside any session
-    return Counter(zip(sessions.astype(str), calls["method"].astype(str), calls["outcome"].astype(str)))
-
-
-def by_live(path: Path) -> Counter:
-    """The live view's method rows: the operations finished as the events came, by name."""
-    rebuild, stats = Rebuild(keep=False), LiveStats()
-    stats.take([(event, rebuild.take(event)) for event in TraceReader(path)])
-    return Counter({name: row.count for name, row in stats.methods.items()})
-
-
-def finished_by_events(path: Path) -> Counter:
-    """inspect's operations that an event finished (not the trace's end: the live view is still watching those)."""
-    report = summarize(path)
-    return Counter(op.name for s in report.sessions for op in s.operations
-                   if op.outcome not in ("unanswered", "listening", "input-required") and not op.outcome.startswith("task-"))
-
-
-def by_telemetry(path: Path) -> Counter:
-    rebuild, tracker, finished = Rebuild(keep=False), CallTracker(), []
-    for event in TraceReader(path):
-        finished += tracker.take(event, rebuild.take(event))
-    finished += tracker.finish()
-    return Counter((c.session.key, c.attributes[otel.METHOD], c.outcome) for c in finished if isinstance(c, Call))
-
-
 @pytest.mark.timeout(180)  # may make the stdio recordings first
 def test_inspect_frames_and_telemetry_agree_on_every_trace(recordings, tmp_path):
     paths = [recordings["legacy"], recordings["auto"], *sorted(DATA.glob("*.jsonl")), *doctored(tmp_path)]
     transports, eras = set(), set()
     for path in paths:
-        seen = by_inspect(path)
-        assert seen, path.name
-        assert by_frames(path) == seen, path.name
-        assert by_telemetry(path) == seen, path.name
-        assert by_live(path) == finished_by_events(path), path.name
-        report = json.loads(CliRunner().invoke(main, ["inspect", "--json", str(path)]).output)
-        sessions = {s["id"]: s for s in report["sessions"]}
-        frame_sessions = load_trace(path).sessions
-        assert set(frame_sessions["session"].astype(str)) == {key for key in sessions if key not in ("-", NOT_MCP)}, path.name
-        for row in frame_sessions.itertuples():
-            assert row.calls == sessions[str(row.session)]["operations"], path.name
+        report = assert_views_agree(path)
         transports |= {s["transport"] for s in report["sessions"]}
         eras |= {s["era"] for s in report["sessions"]}
     assert {"stdio", "sse", "streamable-http"} <= transports and {"handshake", "stateless"} <= eras

@@ -158,6 +158,30 @@ def test_an_unfinished_task_says_its_last_status_and_a_status_notification_ends_
     assert notified_.operations[1].outcome == "failed" and notified_.operations[1].notifications == 1
 
 
+def test_a_2026_task_handle_comes_unasked_beside_its_result_type_and_its_result_rides_the_last_poll(tmp_path):
+    # SEP-2663: `resultType: "task"` with the task's fields beside it (no `task` object), no tasks/result.
+    handle = {"resultType": "task", **task_status("t1", "working")}
+    done_ = {"resultType": "complete", **task_status("t1", "completed"),
+             "result": {"content": [{"type": "text", "text": "no"}], "isError": True}}
+    session = model(tmp_path, request(2.0, 1, "work"), result(2.01, 1, handle),
+                    request(2.2, 2, method="tasks/get", taskId="t1"), result(2.21, 2, {"resultType": "complete", **task_status("t1", "working")}),
+                    request(2.4, 3, method="tasks/get", taskId="t1"), result(2.41, 3, done_))
+    work = session.operations[0]
+    assert work.task is not None and work.task.polls == 2 and work.rounds[0].outcome == "task"
+    assert work.outcome == "tool-error" and round(work.latency, 6) == 0.41  # the tool's own result, when the task ended
+    assert codes(session) == []  # the polls name a task the session created (before: task-unknown, twice)
+
+
+def test_a_server_request_belongs_to_the_request_whose_stream_carried_it(tmp_path):
+    # two calls in flight: the one running operation cannot say; the response stream can
+    ask = {**sent(1.3, 9, "sampling/createMessage", {"messages": [], "maxTokens": 8}, direction="s2c"), "flow": "f2"}
+    session = model(tmp_path, *handshake(), {**sent(1.1, 1, "tools/call", {"name": "slow"}), "flow": "f1"},
+                    {**sent(1.2, 2, "tools/call", {"name": "ask"}), "flow": "f2"}, ask)
+    slow, asking = session.operations[1:3]
+    assert asking.inner and asking.inner[0].method == "sampling/createMessage" and not slow.inner
+    assert asking.inner[0].outer is asking
+
+
 def test_a_poll_of_a_task_never_created(tmp_path):
     broken = model(tmp_path, *handshake(), sent(2.0, 1, "tasks/get", {"taskId": "nope"}), result(2.1, 1, task_status("nope", "working")))
     kept = model(tmp_path, *handshake(), *task_call(), sent(2.2, 2, "tasks/get", {"taskId": "t1"}), result(2.21, 2, task_status("t1", "working")))

@@ -4,8 +4,10 @@ Tools: `echo`, `add`, `slow` (progress notifications), `fail` (an `isError` resu
 payload), `ask` (a request back to the client) and `toggle_tool` (adds or removes the tool `extra`
 and says the tool list changed); resource `mcpbench://greeting`; prompt `summarize`.
 
-No tool runs as a task: the SDK 2.3 server has the tasks types (`CreateTaskResult`, `tasks/get`, …)
-but no task runtime, and a task served by hand here would measure mcpbench, not the SDK.
+With `tasks` (`lab serve --tasks`), the tool `work` runs as a task, in both forms (2025-11-25's
+`task` param, 2026-07-28's `io.modelcontextprotocol/tasks` extension): the SDK 2.3 has the types and
+the hooks but no task runtime, so `lab/peers/tasks.py` is one, a middleware on the SDK's server. Off by
+default: the tool list every other recording shows stays as it was.
 The SDK answers both protocol eras on one endpoint: the handshake era (`initialize`, 2025-11-25 and
 older) and 2026-07-28 (`server/discover`, per-request `_meta` envelope, no session).
 
@@ -147,13 +149,19 @@ def _answer_text(request: CreateMessageRequest | ElicitRequest, answer: object) 
     return str((answer.content or {}).get(ASK_ANSWER_FIELD, ""))
 
 
-def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" = ()) -> MCPServer:
+def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" = (), tasks: bool = False) -> MCPServer:
     """The reference server, with its tools, resource and prompt registered (protected as `auth` says,
-    `slowdowns` making tools slower on purpose: `lab/peers/slowdown.py`)."""
+    `slowdowns` making tools slower on purpose: `lab/peers/slowdown.py`; `tasks`: the tool `work`,
+    which runs as a task when asked, `lab/peers/tasks.py`)."""
     # WARNING, not the SDK's INFO: INFO makes uvicorn log every request, which costs CPU under load
     # and fills the stderr of servers that tests start.
     protection = {} if auth is None else {"auth": auth.settings(), "token_verifier": auth.verifier}
-    server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING", **protection)
+    runtime = {}
+    if tasks:
+        from mcpbench.lab.peers.tasks import Tasks
+
+        runtime = {"middleware": [Tasks()]}
+    server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING", **protection, **runtime)
     if auth is not None:
         auth.install(server)
     slower = {s.tool: s for s in slowdowns}
@@ -242,6 +250,11 @@ def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" 
             await ctx.session.send_tool_list_changed()
         return done
 
+    if tasks:
+        from mcpbench.lab.peers.tasks import work
+
+        tool(structured_output=False)(work)
+
     @server.resource(GREETING_URI, name="greeting", mime_type="text/plain")
     def greeting() -> str:
         """A fixed greeting."""
@@ -267,19 +280,20 @@ def serve(
     request_log: str | None = None,
     quirks: "Quirks | None" = None,
     slowdowns: "Sequence[Slowdown]" = (),
+    tasks: bool = False,
 ) -> None:
     """Run the reference server on `transport` until it is stopped (blocks).
 
     `host`/`port` apply to the HTTP transports; `json_response`/`stateless`/`resumable` to
     Streamable HTTP only (`resumable`: events kept for `Last-Event-ID`, `lab/peers/event_store.py`);
     `quirks` to both HTTP transports (`lab/peers/quirks.py`).
-    `slowdowns`: tools made slower on purpose (`lab/peers/slowdown.py`).
+    `slowdowns`: tools made slower on purpose (`lab/peers/slowdown.py`); `tasks`: the tool `work`, as a task when asked.
     `auth`: the protection of the HTTP transports (`lab/peers/auth_server.py`); `request_log`: a file
     the HTTP transports append a line to per request (`lab/peers/request_log.py`).
     """
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
-    server = build_server(auth, slowdowns)
+    server = build_server(auth, slowdowns, tasks)
     if transport == "stdio":
         server.run(transport="stdio")
         return

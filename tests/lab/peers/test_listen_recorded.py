@@ -12,6 +12,7 @@ from mcpbench.analysis.inspect import render, summarize
 from mcpbench.cli import main
 from tests.support.recordings import tee_argv
 from tests.support.servers import serve_argv, stdio_params
+from tests.support.views import assert_views_agree
 
 SESSION_TIMEOUT = 60.0
 
@@ -33,6 +34,7 @@ def test_a_listen_stream_and_the_tool_list_it_announces(tmp_path):
     trace = tmp_path / "listen.jsonl"
     said, tools = anyio.run(listen_and_toggle, stdio_params(tee_argv(trace, serve_argv("stdio"))))
     assert said == "added extra" and "extra" in tools
+    assert_views_agree(trace)  # replay's plan and the other views too
     (session,) = summarize(trace).sessions
     (listening,) = [op for op in session.operations if op.stream is not None]
     stream = listening.stream

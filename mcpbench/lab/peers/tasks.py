@@ -1,0 +1,232 @@
+"""Tasks on the reference server, both forms, on the SDK's own hooks (`lab serve`'s tool `work`).
+
+- 2025-11-25 (experimental, core): a `tools/call` of `work` with `task: {ttl}` in its params answers a
+  `CreateTaskResult` (`{"task": {...}}`); `tasks/get` polls, `tasks/result` waits for the end and gives
+  the tool's result, `tasks/list`, `tasks/cancel`; the server declares `capabilities.tasks` and the
+  tool `execution.taskSupport: "optional"`.
+- 2026-07-28 (the `io.modelcontextprotocol/tasks` extension, SEP-2663): the server decides; `work`
+  becomes a task whenever the request's client capabilities declare the extension, answered with a
+  flat `CreateTaskResult` (`resultType: "task"`, the task's fields beside it); `tasks/get` polls and,
+  once completed, carries the result; `tasks/cancel`; no `tasks/result`, no `tasks/list`.
+
+Why here and not in the SDK: the SDK 2.3 has the types of both forms and the hooks (`ServerMiddleware`,
+`Extension`, the client's `ResultClaim`), but no task runtime: its method table leaves 2025-11-25's
+`tasks/*` out on purpose and the extension has no server. This is the smallest runtime on those hooks:
+one middleware, which sees every request before the SDK validates it. A task does what `work` does
+inline (wait `ms`, then say so); it is *working* until `ms` after its creation, then *completed*
+(the server has nowhere to run work once a request is answered, and a clock is all `work` needs).
+
+A middleware's own answer is not shaped by the SDK (no `resultType` filled in, no sieve): the
+2026-07-28 answers here carry their `resultType` themselves.
+"""
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import anyio
+from mcp.server.context import CallNext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+WORK_TOOL: Final = "work"
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
+CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+DEFAULT_WORK_MS: Final = 200
+# How long a task is kept, and how often a client should poll (ms): short, as a lab's calls are.
+TASK_TTL_MS: Final = 60_000
+POLL_INTERVAL_MS: Final = 50
+# At most this many tasks are kept (the oldest dropped first): a load run must not grow the server.
+MAX_TASKS: Final = 10_000
+TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+
+
+def work_text(ms: int) -> str:
+    """What `work` answers, inline or as a task's result."""
+    return f"worked {ms} ms"
+
+
+async def work(ms: int = DEFAULT_WORK_MS) -> str:
+    """The tool: wait `ms` milliseconds (at most a minute), then say so. Runs as a task when asked."""
+    await anyio.sleep(max(0, min(ms, 60_000)) / 1000)
+    return work_text(ms)
+
+
+def _iso(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class _Task:
+    id: str
+    ms: int
+    created: float  # monotonic
+    wall: float
+    cancelled: float | None = None  # monotonic
+
+    @property
+    def done_at(self) -> float:
+        return self.created + self.ms / 1000
+
+    def status(self) -> str:
+        if self.cancelled is not None:
+            return "cancelled"
+        return "completed" if time.monotonic() >= self.done_at else "working"
+
+    def wire(self) -> dict[str, Any]:
+        """The task's fields (`Task`)."""
+        status = self.status()
+        updated = self.cancelled if self.cancelled is not None else (self.done_at if status == "completed" else self.created)
+        return {"taskId": self.id, "status": status, "createdAt": _iso(self.wall),
+                "lastUpdatedAt": _iso(self.wall + (updated - self.created)), "ttl": TASK_TTL_MS, "pollInterval": POLL_INTERVAL_MS}
+
+    def result(self) -> dict[str, Any]:
+        """The `tools/call` result the task ends with."""
+        return {"content": [{"type": "text", "text": work_text(self.ms)}], "isError": False,
+                "_meta": {RELATED_TASK: {"taskId": self.id}}}
+
+
+class Tasks:
+    """The server's tasks and the middleware that serves them (`MCPServer(middleware=[Tasks()])`)."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, _Task] = {}
+
+    async def __call__(self, ctx: Any, call_next: CallNext) -> Any:
+        method, params = ctx.method, ctx.params if isinstance(ctx.params, dict) else {}
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if ctx.request_id is None:  # a notification: nothing of ours
+            return await call_next(ctx)
+        if method == "tools/call" and params.get("name") == WORK_TOOL and self._wanted(params, modern):
+            task = self._create(params.get("arguments"))
+            return {"resultType": "task", **task.wire()} if modern else {"task": task.wire()}
+        if method in ("tasks/get", "tasks/cancel") or (not modern and method in ("tasks/result", "tasks/list")):
+            return await self._serve(method, params, modern)
+        result = await call_next(ctx)
+        if isinstance(result, dict):
+            self._declare(method, result, modern)
+        return result
+
+    @staticmethod
+    def _wanted(params: dict, modern: bool) -> bool:
+        """2025-11-25: the client asked (`task` in the params); 2026-07-28: it declared the extension."""
+        if not modern:
+            return isinstance(params.get("task"), dict)
+        meta = params.get("_meta")
+        caps = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+        extensions = caps.get("extensions") if isinstance(caps, dict) else None
+        return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+
+    def _create(self, arguments: Any) -> _Task:
+        ms = arguments.get("ms", DEFAULT_WORK_MS) if isinstance(arguments, dict) else DEFAULT_WORK_MS
+        ms = ms if type(ms) is int and 0 <= ms <= 60_000 else DEFAULT_WORK_MS
+        if len(self.tasks) >= MAX_TASKS:
+            self.tasks.pop(next(iter(self.tasks)))
+        task = _Task(str(uuid.uuid4()), ms, time.monotonic(), time.time())
+        self.tasks[task.id] = task
+        return task
+
+    async def _serve(self, method: str, params: dict, modern: bool) -> dict[str, Any]:
+        complete = {"resultType": "complete"} if modern else {}
+        if method == "tasks/list":
+            return {"tasks": [task.wire() for task in self.tasks.values()]}
+        task = self.tasks.get(params.get("taskId")) if isinstance(params.get("taskId"), str) else None
+        if task is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown task {params.get('taskId')!r}")
+        if method == "tasks/cancel":
+            if task.status() in TERMINAL:
+                raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} is already {task.status()}")
+            task.cancelled = time.monotonic()
+            return {**complete, **task.wire()}
+        if method == "tasks/result":  # waits for the end (2025-11-25)
+            if task.status() == "working":
+                await anyio.sleep(max(0.0, task.done_at - time.monotonic()))
+            if task.status() == "cancelled":
+                raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} was cancelled")
+            return task.result()
+        wire = task.wire()
+        if modern and wire["status"] == "completed":  # the extension's tasks/get carries the result
+            wire["result"] = task.result()
+        return {**complete, **wire}
+
+    @staticmethod
+    def _declare(method: str, result: dict, modern: bool) -> None:
+        """Say what the server offers: capabilities (both forms) and, in 2025-11-25, the tool's task support."""
+        if method == "initialize" and not modern and isinstance(result.get("capabilities"), dict):
+            result["capabilities"]["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        elif method == "server/discover" and isinstance(result.get("capabilities"), dict):
+            result["capabilities"].setdefault("extensions", {})[TASKS_EXTENSION] = {}
+        elif method == "tools/list" and not modern:
+            for tool in result.get("tools") or ():
+                if isinstance(tool, dict) and tool.get("name") == WORK_TOOL:
+                    tool["execution"] = {"taskSupport": "optional"}
+
+
+# ---- the client side: the official SDK client calling `work` as a task -------------------------------
+
+# The most polls a driven task gets before the driver gives up (a lab task ends in `ms`: a few polls).
+MAX_POLLS: Final = 200
+
+
+async def call_as_task(client: Any, ms: int = DEFAULT_WORK_MS, *, cancel: bool = False) -> dict[str, Any]:
+    """Call `work` as a task with the SDK client `client` (an open `mcp.Client`) and follow it to its end,
+    in the client's era: 2025-11-25 asks with `task`, polls `tasks/get` and fetches `tasks/result`
+    (and lists the tasks); 2026-07-28 (a client built with `tasks_extension()`) gets the handle
+    unasked and polls `tasks/get` until the result comes. `cancel`: cancel it after the first poll.
+
+    Returns the handle, the task's statuses (each poll's, then the cancel's) and the final result, as
+    the client saw them.
+    """
+    from mcp_types import (
+        CallToolRequest,
+        CallToolRequestParams,
+        CancelTaskRequest,
+        CancelTaskRequestParams,
+        GetTaskPayloadRequest,
+        GetTaskPayloadRequestParams,
+        GetTaskRequest,
+        GetTaskRequestParams,
+        ListTasksRequest,
+        TaskMetadata,
+    )
+    from pydantic import TypeAdapter
+
+    session = client.session
+    raw = TypeAdapter(dict[str, Any])
+    modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if modern:
+        handle = await session.send_request(CallToolRequest(params=CallToolRequestParams(name=WORK_TOOL, arguments={"ms": ms})), raw)
+    else:
+        # The SDK client checks a 2025-11-25 tools/call result against CallToolResult, which has no
+        # room for a CreateTaskResult (its tasks are left out on purpose): the request goes through
+        # the session's dispatcher, as `send_request` sends it, without that check.
+        params = CallToolRequestParams(name=WORK_TOOL, arguments={"ms": ms}, task=TaskMetadata(ttl=TASK_TTL_MS))
+        handle = await session._dispatcher.send_raw_request("tools/call", params.model_dump(by_alias=True, mode="json", exclude_none=True), {})
+    task_id = handle["taskId"] if modern else handle["task"]["taskId"]
+    seen: dict[str, Any] = {"handle": handle, "statuses": [], "result": None}
+    for _ in range(MAX_POLLS):
+        polled = await session.send_request(GetTaskRequest(params=GetTaskRequestParams(task_id=task_id)), raw)
+        seen["statuses"].append(polled["status"])
+        if cancel and polled["status"] not in TERMINAL:
+            cancelled = await session.send_request(CancelTaskRequest(params=CancelTaskRequestParams(task_id=task_id)), raw)
+            seen["statuses"].append(cancelled["status"])
+            return seen
+        if polled["status"] in TERMINAL:
+            seen["result"] = polled.get("result")
+            break
+        await anyio.sleep(polled.get("pollInterval", POLL_INTERVAL_MS) / 1000)
+    if not modern:
+        seen["result"] = await session.send_request(GetTaskPayloadRequest(params=GetTaskPayloadRequestParams(task_id=task_id)), raw)
+        seen["listed"] = len((await session.send_request(ListTasksRequest(), raw))["tasks"])
+    return seen
+
+
+def tasks_extension() -> Any:
+    """What a 2026-07-28 SDK client declares to get tasks (`mcp.Client(extensions=[...])`)."""
+    from mcp.client.extension import advertise
+
+    return advertise(TASKS_EXTENSION)
