@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.stats": 1,
     "mcpbench.durations": 1,
     "mcpbench.auth": 1,
+    "mcpbench.processes": 1,  # child processes started and stopped, free ports, the stop signals
     "mcpbench.cliutil": 2,
     "mcpbench.ci": 2,
     "mcpbench.stdio": 3,
