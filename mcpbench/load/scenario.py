@@ -299,16 +299,6 @@ def load_scenario(path: str | Path, *, target: str | None = None) -> Scenario:
     return scenario_from_node(compose_yaml(path), str(path), target=target)
 
 
-def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{source}: not valid YAML: {exc}") from None
-    return scenario_from_node(root, source)
-
-
 def node_where(source: str, node: Any) -> str:
     """`file.yaml:LINE` of a composed node, the start of every message about it."""
     return f"{source}:{node.start_mark.line + 1}"
