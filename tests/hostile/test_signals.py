@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from mcpbench.trace.reader import read_trace
-from tests.hostile.helpers import MCPBENCH, log_stderr
+from tests.hostile.helpers import MCPBENCH, assert_no_traceback
 from tests.hostile.helpers import run as run_mcpbench
 from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
 from tests.hostile.stops import (
@@ -72,7 +72,7 @@ def test_the_tee_kills_a_server_that_ignores_sigterm(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(TEE_KILL_WAIT)
         stderr = proc.stderr.read().decode(errors="replace")
-        log_stderr(stderr)
+        assert_no_traceback(stderr)
         assert proc.returncode == status_of(signal.SIGTERM) and "Traceback" not in stderr, (proc.returncode, stderr)
         wait_for_exit(pid, STOP_WAIT)
     exits = [e for e in read_trace(trace) if e["kind"] == "process" and e.get("event") == "exit"]
