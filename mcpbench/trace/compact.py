@@ -28,6 +28,10 @@ from mcpbench.trace.format import Kind
 # keeps its flow alive by its events); 10,000 covers the open exchanges of a large load test.
 MAX_FLOWS = 10_000
 MAX_SESSIONS = 10_000
+# The header field that records the bounds a trace was written with, `{"max_flows": N,
+# "max_sessions": N}`: the reader lets go of the same flows and sessions whatever today's bounds
+# are. A trace written before it (without the field) was written with these values.
+BOUNDS = "compact"
 
 # Where a version-2 event lists the fields it does not have although the reader would restore them.
 ABSENT = "_absent"
@@ -515,10 +519,35 @@ _OTHER_PLAN = _Plan(_OTHER)
 # ---- the two sides ------------------------------------------------------------------------------
 
 
+def header_bounds() -> dict[str, int]:
+    """What a writer's header says under `BOUNDS`: the bounds it keeps, today's."""
+    return {"max_flows": MAX_FLOWS, "max_sessions": MAX_SESSIONS}
+
+
+def bounds(header: dict) -> tuple[int, int]:
+    """The (flows, sessions) a trace was written with: its header's, else (an older trace) today's.
+
+    Raises:
+        ValueError: the header names them, but not as two whole numbers >= 1.
+    """
+    given = header.get(BOUNDS)
+    if given is None:
+        return MAX_FLOWS, MAX_SESSIONS
+    flows, sessions = (given.get("max_flows"), given.get("max_sessions")) if type(given) is dict else (None, None)
+    if not (type(flows) is int and flows >= 1 and type(sessions) is int and sessions >= 1):
+        raise ValueError(f"header field {BOUNDS!r}: max_flows and max_sessions must be whole numbers >= 1, not {repr(given)[:80]}")
+    return flows, sessions
+
+
 class _State:
-    """The state both sides keep, moved on from each full event (by the code `_carry_code` makes)."""
+    """The state both sides keep, moved on from each full event (`_Plan._carry`).
+
+    Raises:
+        ValueError: the header's bounds (`BOUNDS`) are not two whole numbers >= 1.
+    """
 
     def __init__(self, header: dict) -> None:
+        self.max_flows, self.max_sessions = bounds(header)
         self.transport = header.get("transport")
         upstream = header.get("upstream")
         self.upstream = upstream.rstrip("/") if isinstance(upstream, str) else None
@@ -535,7 +564,7 @@ class _State:
         """A flow named for the first time; it takes the next ordinal, its alias in later lines."""
         flow = self.flows[key] = Flow(flow_id, self)
         self.next_ordinal += 1
-        if len(self.flows) > MAX_FLOWS:
+        if len(self.flows) > self.max_flows:
             self.flows.popitem(last=False)
         return flow
 
@@ -562,7 +591,7 @@ class _State:
         blocks = self.session_blocks.get(session)
         if blocks is None:
             blocks = self.session_blocks[session] = {}
-            if len(self.session_blocks) > MAX_SESSIONS:
+            if len(self.session_blocks) > self.max_sessions:
                 self.session_blocks.popitem(last=False)
         else:
             self.session_blocks.move_to_end(session)
@@ -619,7 +648,7 @@ class Compactor(_State):
         key = (id(base), id(block))
         cached = self._deltas.get(key)
         if cached is None or cached[0] is not base or cached[1] is not block:
-            if len(self._deltas) >= MAX_SESSIONS:
+            if len(self._deltas) >= self.max_sessions:
                 self._deltas.clear()
             # header_delta keeps the order exactly (tests/trace/test_compact.py holds it to that)
             cached = self._deltas[key] = (base, block, header_delta(base, block))
