@@ -361,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.proxies.host import parse_listen, parse_upstream, reverse_master, run_master
-    from mcpbench.record.metered import metered
+    from mcpbench.proxies.metered import metered
     from mcpbench.telemetry.options import TelemetryOptions
 
     parser = _Parser(prog="python -m mcpbench.proxies.balancer", description=__doc__.split("\n\n")[0])
