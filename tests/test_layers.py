@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.durations": 1,
     "mcpbench.auth": 1,
     "mcpbench.processes": 1,  # child processes started and stopped, free ports, the stop signals
+    "mcpbench.yamlnodes": 1,  # scenario files as YAML nodes with their line numbers (load and lab)
     "mcpbench.cliutil": 2,
     "mcpbench.ci": 2,
     "mcpbench.stdio": 3,
