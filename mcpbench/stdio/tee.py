@@ -45,10 +45,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from mcpbench.companions.live import LiveView
+from mcpbench.processes import STOP_SIGNALS, dying_with_parent, findable
 from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
-from mcpbench.live.launch import LiveView
-from mcpbench.processes import STOP_SIGNALS, dying_with_parent, findable
 from mcpbench.stdio import recorder
 from mcpbench.trace.format import Kind
 from mcpbench.trace import shared
@@ -302,7 +302,7 @@ def run_tee(
     """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status.
 
     With `live`, the live view of the recording opens on the terminal stderr is on
-    (`live/launch.py`), and the tee exits once it is left (`q`) after the server's end.
+    (`companions/live.py`), and the tee exits once it is left (`q`) after the server's end.
     `telemetry` (`Tee`) sends spans and metrics from the recorder process as it records.
 
     Raises:

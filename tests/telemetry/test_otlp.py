@@ -7,17 +7,17 @@ import sys
 
 import pytest
 
+from mcpbench.companions.options import signal_url
 from mcpbench.lab.peers.drive import drive, sdk_target
 from mcpbench.load.samples import records as read_records
 from mcpbench.protocol.errors import BadTargetError
 from mcpbench.telemetry.calls import TraceParent
 from mcpbench.telemetry.conventions import OTHER, Folder
-from mcpbench.telemetry.options import signal_url
+from mcpbench.trace.reader import read_trace
 from tests.record.helpers import record_proxy
 from tests.support.otlp import OtlpReceiver
 from tests.support.recordings import stdio_target
 from tests.support.servers import REPO_ROOT, free_port, reference_server
-from mcpbench.trace.reader import read_trace
 from tests.telemetry.helpers import CALLER_SPAN, CALLER_TRACE, MESSAGES, by_name, one, tee_session
 
 TOOLS = ("echo", "add", "fail", "big", "slow", "ask")

@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mcpbench.companions.options import TelemetryOptions
 from mcpbench.processes import start, stop_process
 from mcpbench.protocol.errors import OutputError
-from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.trace.compress import GZIP_SUFFIX, ZSTD_SUFFIX
 
 # How long the recorder waits for its companion to send the rest (it gives the endpoint ~3 s,
