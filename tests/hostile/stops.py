@@ -17,13 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from mcpbench.processes import STOP_SIGNALS  # noqa: F401 (the signal tests take it from here)
 from mcpbench.trace.reader import read_trace
 from tests.hostile.helpers import MCPBENCH, assert_no_traceback
 from tests.support.processes import descendants, wait_for_exit
 from tests.support.servers import HOST, REPO_ROOT, stop_process
 
-# The stop signals every long-running command takes (mcpbench/cliutil.py STOP_SIGNALS).
-STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Bounds on waits for events; a case that reaches one is broken, not slow.
 READY_WAIT: Final = 60.0
 STOP_WAIT: Final = 30.0
