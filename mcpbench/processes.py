@@ -1,6 +1,8 @@
 """Child processes, one way of each: start, wait until they listen, stop gracefully then kill, free ports, the stop signals.
 
-Every command and test that starts a process goes through here, so a child is never left running:
+The servers, proxies, Locust processes and companions that commands and tests start go through
+here, so none is left running. (The stdio shells that own a session's pipes, the tee and the
+replay and load transports, end their server with the session, their own way.)
 
 - `start` starts one with the stop signals held: a Ctrl-C landing between the fork and the
   return would leave a child nobody owns, and so nobody stops. `dying_with_parent` makes a

@@ -31,6 +31,7 @@ from mcpbench.record import ADDON_PATH
 from mcpbench.trace.reader import TraceReader
 from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, assert_no_traceback, run
 from tests.record.helpers import MITMDUMP, peer_server
+from tests.support.processes import forked_children
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
 # A bound on any one wait; none is a timing assertion.
@@ -456,16 +457,11 @@ def test_trace_removed_while_recording_ends_3(tmp_path: Path, kind: str) -> None
     assert_clean_failure(without_banners(proxy.result), EXIT_ENVIRONMENT, str(trace), "removed while recording")
 
 
-def children(pid: int) -> list[int]:
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def test_tee_whose_recorder_dies_passes_everything_and_ends_3(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
 
     def kill_recorder(proc: subprocess.Popen) -> None:
-        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-        (recorder_pid,) = [pid for pid in children(proc.pid) if Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline]
+        (recorder_pid,) = forked_children(proc.pid)
         os.kill(recorder_pid, signal.SIGKILL)  # the tee's forked recorder, not the server
 
     result = tee_exchanges(trace, 4, after_first=kill_recorder)
