@@ -106,16 +106,12 @@ def _mcpbench(args: list[str], say: Progress, timeout: float) -> subprocess.Comp
     try:
         child = start([sys.executable, "-m", "mcpbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         stdout, stderr = child.communicate(timeout=timeout)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
         if child is None:
             raise
-        # Ctrl-C, SIGTERM or SIGHUP: pass the stop on so the child stops its own children (Locust) too,
-        # which a kill would orphan.
+        # Ctrl-C, SIGTERM or SIGHUP, or the stage ran out of time: pass a stop on so the child stops its
+        # own children (Locust, a lab cell's instances and balancer) too, which a kill would orphan.
         stop_process(child, CHILD_STOP_WAIT, communicate=True)
-        raise
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate()
         raise
     finally:
         done.set()
