@@ -12,8 +12,8 @@ import click
 
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
+from mcpbench.companions.options import TelemetryOptions, telemetry_options
 from mcpbench.protocol.errors import EXIT_FAILED
-from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 # Exit status for a command that could not be started (as shells use).
 EXIT_NOT_FOUND = 127

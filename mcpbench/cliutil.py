@@ -16,15 +16,12 @@ from pathlib import Path
 
 import click
 
+from mcpbench.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import EXIT_INPUT, EXIT_SIGNAL_BASE, McpbenchError, OutputError, TraceWriteError
 from mcpbench.trace.redact import Redactor
 
 # Kept for callers that name it: unusable input.
 EXIT_FAILURE = EXIT_INPUT
-
-# The signals that end a long-running command cleanly (exit 128 + N: 130, 143, 129): Ctrl-C, a
-# kill, and the hang-up a command gets when its terminal or SSH session goes away.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # The stop signal received by this process, if any (see `note_signal`).
 received: int | None = None

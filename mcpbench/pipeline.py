@@ -29,9 +29,10 @@ from pathlib import Path
 
 import orjson
 
-from mcpbench.cliutil import STOP_SIGNALS
-from mcpbench.lab.peers.servers import HOST, free_port, reference_server, stop_process, wait_for_port
+from mcpbench import cliutil
+from mcpbench.lab.peers.servers import HOST, reference_server
 from mcpbench.outputs import new_run_folder, write_atomic
+from mcpbench.processes import free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.errors import McpbenchError, TargetError
 
 RESULTS = Path("results")
@@ -103,24 +104,14 @@ def _mcpbench(args: list[str], say: Progress, timeout: float) -> subprocess.Comp
     beat.start()
     child = None
     try:
-        with _stops_held():
-            child = subprocess.Popen([sys.executable, "-m", "mcpbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = start([sys.executable, "-m", "mcpbench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         stdout, stderr = child.communicate(timeout=timeout)
-    except (KeyboardInterrupt, _Terminated):
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):
         if child is None:
             raise
-        # Ctrl-C, SIGTERM or SIGHUP: pass the stop on so the child stops its own children (Locust) too,
-        # which a kill would orphan.
-        child.send_signal(signal.SIGTERM)
-        try:
-            child.communicate(timeout=CHILD_STOP_WAIT)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        raise
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate()
+        # Ctrl-C, SIGTERM or SIGHUP, or the stage ran out of time: pass a stop on so the child stops its
+        # own children (Locust, a lab cell's instances and balancer) too, which a kill would orphan.
+        stop_process(child, CHILD_STOP_WAIT, communicate=True)
         raise
     finally:
         done.set()
@@ -138,8 +129,8 @@ def recording_proxy(upstream: str, trace: Path) -> Iterator[str]:
     log_path = trace.with_suffix(".record.log")
     proc = None
     try:
-        with log_path.open("wb") as log, _stops_held():
-            proc = subprocess.Popen(
+        with log_path.open("wb") as log:
+            proc = start(
                 [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", f"{HOST}:{port}", "--out", str(trace)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             )
@@ -150,24 +141,6 @@ def recording_proxy(upstream: str, trace: Path) -> Iterator[str]:
     finally:
         if proc is not None:
             stop_process(proc)
-
-
-@contextlib.contextmanager
-def _stops_held() -> Iterator[None]:
-    """Hold the stop signals while a child starts, then deliver them.
-
-    A stop raised inside `Popen` (after the fork) would leave a child that no one owns, and so
-    no one stops; held, it arrives once the child is ours.
-    """
-    held: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if held:
-            signal.raise_signal(held[0])
 
 
 def _session(target: object, mode: str, what: str) -> dict:
@@ -338,22 +311,14 @@ class Interrupted(McpbenchError):
 
     def __init__(self, signum: int, run_dir: Path) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}; what was done so far is in {run_dir}")
-        self.exit_code = 128 + signum
-
-
-class _Terminated(BaseException):
-    """Raised by the SIGTERM and SIGHUP handler so every `with` block on the way out stops its processes."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-
-
-def _on_stop(signum: int, frame: object) -> None:
-    raise _Terminated(signum)
+        self.exit_code = cliutil.signal_status(signum)
 
 
 def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
     """Run every stage into `out` (default `results/<time>-run/`) and return that folder.
+
+    A stop signal raises as Ctrl-C does (cliutil's handlers: SIGTERM and SIGHUP as `Terminated`), so
+    every `with` block on the way out stops its processes.
 
     Raises:
         McpbenchError: a stage failed (one line); `Interrupted` on a stop signal, after every
@@ -364,16 +329,11 @@ def run(out: Path | None = None, say: Callable[[str], None] = print) -> Path:
     else:
         run_dir = out
         run_dir.mkdir(parents=True, exist_ok=True)
-    previous = {sig: signal.signal(sig, _on_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    cliutil.install_stop_handlers()  # the command's already; again for a caller that is not one
     try:
         return _run(run_dir, say)
     except KeyboardInterrupt:
-        raise Interrupted(signal.SIGINT, run_dir) from None
-    except _Terminated as stop:
-        raise Interrupted(stop.signum, run_dir) from None
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        raise Interrupted(cliutil.received or signal.SIGINT, run_dir) from None
 
 
 def _run(run_dir: Path, say: Callable[[str], None]) -> Path:

@@ -28,15 +28,15 @@ LAYERS: dict[str, int] = {
     "mcpbench.stats": 1,
     "mcpbench.durations": 1,
     "mcpbench.auth": 1,
+    "mcpbench.processes": 1,  # child processes started and stopped, free ports, the stop signals
+    "mcpbench.yamlnodes": 1,  # scenario files as YAML nodes with their line numbers (load and lab)
     "mcpbench.cliutil": 2,
     "mcpbench.ci": 2,
     "mcpbench.stdio": 3,
     "mcpbench.record": 3,
     "mcpbench.proxies": 3,
     "mcpbench.wrap": 3,  # hosts' configs rewritten to run servers through the tee
-    "mcpbench.live.launch": 3,  # a recorder opens the live view: `inspect --follow` in a child process
-    "mcpbench.telemetry.options": 3,  # a recorder takes --otlp/--metrics
-    "mcpbench.telemetry.companion": 3,  # a recorder's spans and metrics: `export --follow` in a child process
+    "mcpbench.companions": 3,  # what a recorder runs beside itself (the live view, its telemetry) and its options
     "mcpbench.replay": 4,
     "mcpbench.load": 4,
     "mcpbench.analysis": 5,

@@ -16,7 +16,7 @@ import functools
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -163,10 +163,6 @@ class ClientAccess:
         secret = options.oauth.secret(environ) if options.oauth is not None else None
         return cls(dict(given.get("headers") or {}), ProxySettings.read(environ, given.get("proxy")), options.oauth,
                    secret, resource_url)
-
-    def for_url(self, url: str) -> "ClientAccess":
-        """The same access to another resource (a forwarder's upstream): its own discovery and tokens."""
-        return replace(self, resource_url=url, _discovery=None, _tokens=None)
 
 
 # --- the command line --------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from pathlib import Path
 import orjson
 
 from mcpbench.bench.common import Panel, bar_panels, machine, write_result
-from mcpbench.lab.peers.servers import free_port, serve_argv, start_listening, stop_process
+from mcpbench.lab.peers.servers import serve_argv, start_listening
+from mcpbench.processes import free_port, stop_process
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 
 BENCH_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "bench_locustfile.py"

@@ -70,7 +70,8 @@ import time
 from pathlib import Path
 
 from mcpbench.bench.common import Panel, bar_panels, write_result
-from mcpbench.lab.peers.servers import free_port, start_listening, stop_process
+from mcpbench.lab.peers.servers import start_listening
+from mcpbench.processes import free_port, stop_process
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection
 from mcpbench.protocol.http import SESSION_ID

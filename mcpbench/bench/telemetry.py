@@ -26,9 +26,9 @@ from mcpbench.bench.analysis import EVENTS, QUICK_EVENTS, synthetic_trace
 from mcpbench.bench.common import write_result
 from mcpbench.bench.proxy import FULL, HOST, QUICK, _start, measure_rounds
 from mcpbench.bench.tee import ECHO, ROTATIONS, paired_added_p50, rotations, tee_argv
-from mcpbench.lab.peers.servers import free_port, stop_process
+from mcpbench.companions.options import TelemetryOptions
+from mcpbench.processes import free_port, stop_process
 from mcpbench.stats import summary
-from mcpbench.telemetry.options import TelemetryOptions
 
 SINK = [sys.executable, "-m", "mcpbench.bench.otlp_sink"]
 

@@ -255,8 +255,8 @@ def run_experiment(scenario, out):
     from pathlib import Path
 
     from mcpbench.lab.experiments import reconnect, sticky
-    from mcpbench.load.scenario import compose_yaml
     from mcpbench.outputs import new_run_folder
+    from mcpbench.yamlnodes import compose_yaml
 
     root = compose_yaml(scenario)
     kind = reconnect if reconnect.is_reconnect_scenario(root) else sticky

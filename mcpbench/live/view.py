@@ -34,6 +34,7 @@ from mcpbench import cliutil
 from mcpbench.trace.model import ended
 from mcpbench.live.feed import LOG_ROWS, LiveFeed, LiveStats, Row, in_flight
 from mcpbench.live.lines import STYLES, pieces
+from mcpbench.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import EXIT_INPUT, EnvironmentProblem, TraceError
 
 # How often the trace is read: the first part of a line's way to the screen.
@@ -153,7 +154,7 @@ class LiveApp(App):
             self.query_one(f"#{name}").border_title = title
         self.query_one(EventLog).focus()
         loop = asyncio.get_running_loop()
-        for sig in cliutil.STOP_SIGNALS:  # kill -TERM, or a recorder stopping its view: leave cleanly
+        for sig in STOP_SIGNALS:  # kill -TERM, or a recorder stopping its view: leave cleanly
             loop.add_signal_handler(sig, self._stopped, sig)
         self.tick()
         self.set_interval(POLL_SECONDS, self.tick)

@@ -146,7 +146,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, 
         raise click.UsageError("--service-name goes with --otlp")
     telemetry = None
     if otlp:
-        from mcpbench.telemetry.options import TelemetryOptions
+        from mcpbench.companions.options import TelemetryOptions
 
         telemetry = TelemetryOptions.parse(otlp, None, service_name)
     check_output(out, "--out", folder=True)
@@ -210,7 +210,7 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, 
         status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)
     click.echo(f"mcpbench: results in {result.out_dir}")
     if telemetry is not None and (result.out_dir / "samples.jsonl").is_file():
-        from mcpbench.telemetry.companion import send_samples
+        from mcpbench.companions.telemetry import send_samples
 
         send_samples(telemetry, result.out_dir / "samples.jsonl")  # says how it went; the measurement's status stands
     if result.write_errors:  # the run went on; its results did not all reach the disk

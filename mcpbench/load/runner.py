@@ -48,9 +48,9 @@ from mcpbench.load.transit import DRAIN_TIMEOUT, ROSTER_FILE
 from mcpbench.load.worker import MASTER_PORT, start_worker
 from mcpbench.listen import check_listen
 from mcpbench.outputs import new_run_folder, write_atomic
+from mcpbench.processes import dying_with_parent, free_port, start, stop_process
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem, McpbenchError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES
-from mcpbench.stdio.orphans import dying_with_parent
 from mcpbench.target import STDIO, parse_target
 from mcpbench.trace.redact import Redactor
 
@@ -61,6 +61,9 @@ RESULTS_DIR = Path("results")
 RUN_MARGIN = 90.0
 # Where Locust's web UI listens (`--ui`): loopback, on Locust's default port unless --web-port.
 WEB_HOST, WEB_PORT = "127.0.0.1", 8089
+# How long a Locust process gets to stop on SIGINT, on which it writes its CSVs (a master first
+# drains its workers: DRAIN_TIMEOUT more), before it is killed.
+LOCUST_STOP_GRACE = 10.0
 # How long local workers get to quit once their master ended.
 WORKERS_QUIT = 15.0
 # How long a master waits for its workers (and a worker for its master), unless told otherwise.
@@ -315,12 +318,6 @@ def default_out_dir(scenario: Scenario) -> Path:
     return new_run_folder(RESULTS_DIR, scenario.name)
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_port: int | None = None, fleet: Fleet | None = None, locustfile: Path = LOCUSTFILE) -> list[str]:
     """The `python -m locust …` command line of the run (alone, or its master); it dies with us."""
     cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--loglevel", "WARNING"]
@@ -336,16 +333,6 @@ def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_p
         cmd += ["--master", "--expect-workers", str(fleet.expect), "--expect-workers-max-wait", f"{max(1, round(fleet.join_timeout))}",
                 "--master-bind-host", fleet.host, "--master-bind-port", str(fleet.port)]
     return dying_with_parent(cmd)
-
-
-def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)  # Locust writes its CSVs on SIGINT (a master first drains its workers)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    proc.wait()
 
 
 def run_scenario(
@@ -378,7 +365,7 @@ def run_scenario(
         fleet = Fleet(port=0, expect=workers, local=workers)
     if fleet is not None:
         if fleet.port == 0:
-            fleet = replace(fleet, port=_free_port(fleet.host))
+            fleet = replace(fleet, port=free_port(fleet.host))
         check_listen(fleet.host, fleet.port)  # Locust would only log its own error
     if ui:
         check_listen(WEB_HOST, web_port or WEB_PORT)  # Locust would only print its own traceback
@@ -426,7 +413,7 @@ def run_scenario(
     with open(log_path, "wb") as log:
         out = None if ui else log
         try:
-            main = subprocess.Popen(
+            main = start(
                 locust_command(scenario, out_dir, ui=ui, web_port=web_port, fleet=fleet, locustfile=locustfile),
                 env=env, stdout=out, stderr=out if not ui else None, stdin=subprocess.DEVNULL, pass_fds=(status_write,),
             )
@@ -457,7 +444,7 @@ def run_scenario(
             ran = time.monotonic() - started
             with stop_signals_noted():
                 for proc in procs:
-                    _stop(proc, 10.0 + (DRAIN_TIMEOUT if proc is procs[0] and fleet else 0))
+                    stop_process(proc, LOCUST_STOP_GRACE + (DRAIN_TIMEOUT if proc is procs[0] and fleet else 0), signals=(signal.SIGINT,))
                 os.close(status_write)
                 write_errors = _read_status(status_read)
                 for folder in folders:

@@ -78,11 +78,8 @@ from mcpbench.protocol.versions import (
     INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method,
 )
 from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
-
-
-class ScenarioError(McpbenchError):
-    """A scenario file (or a command-line override) cannot be used; the message names file and line."""
-
+# A scenario's mistakes are ScenarioErrors, whether its YAML (yamlnodes.py) or its values are wrong.
+from mcpbench.yamlnodes import ScenarioError, compose_yaml, node_mapping, node_value, node_where
 
 SESSION_MODES = ("long_lived", "session_per_task")
 # Methods a mix entry may call, with the key that names their target.
@@ -284,40 +281,6 @@ def parse_threshold(text: str) -> Threshold:
     return Threshold(str(text), metric, match["op"], value, match["step"])
 
 
-# --- YAML with line numbers (the lab's experiments read their lists with these too) --------------
-
-
-def node_value(node: Any) -> Any:
-    """A composed YAML node as plain Python values (via PyYAML's own constructor)."""
-    import yaml
-
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-def compose_yaml(path: str | Path) -> Any:
-    """The composed YAML node tree of a scenario file (nodes keep their line numbers).
-
-    Raises:
-        ScenarioError: the file cannot be read, or is not YAML (naming the file and line).
-    """
-    import yaml
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror}") from None
-    try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ScenarioError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-
-
 def load_scenario(path: str | Path, *, target: str | None = None) -> Scenario:
     """Read and check a scenario file.
 
@@ -328,40 +291,6 @@ def load_scenario(path: str | Path, *, target: str | None = None) -> Scenario:
         ScenarioError: naming the file and line of the first problem.
     """
     return scenario_from_node(compose_yaml(path), str(path), target=target)
-
-
-def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{source}: not valid YAML: {exc}") from None
-    return scenario_from_node(root, source)
-
-
-def node_where(source: str, node: Any) -> str:
-    """`file.yaml:LINE` of a composed node, the start of every message about it."""
-    return f"{source}:{node.start_mark.line + 1}"
-
-
-def node_mapping(node: Any, source: str, what: str, allowed: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
-    """key -> (key node, value node), rejecting unknown or repeated keys."""
-    import yaml
-
-    if not isinstance(node, yaml.MappingNode):
-        raise ScenarioError(f"{node_where(source, node)}: {what} must be a mapping of keys to values")
-    out: dict[str, tuple[Any, Any]] = {}
-    for key_node, value_node in node.value:
-        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-        if key not in allowed:
-            hint = difflib.get_close_matches(str(key), allowed, n=1)
-            suggestion = f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(allowed)})"
-            raise ScenarioError(f"{node_where(source, key_node)}: unknown key {key!r} in {what}{suggestion}")
-        if key in out:
-            raise ScenarioError(f"{node_where(source, key_node)}: key {key!r} given twice in {what}")
-        out[key] = (key_node, value_node)
-    return out
 
 
 # Server→client requests a scenario can answer (the handshake era's `sampling`, `roots`, `elicitation`).

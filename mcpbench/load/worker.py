@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import orjson
 
+from mcpbench.processes import dying_with_parent, start, stop_process
 from mcpbench.protocol.errors import EnvironmentProblem
-from mcpbench.stdio.orphans import dying_with_parent
 
 # Locust's default master port.
 MASTER_PORT = 5557
@@ -108,7 +108,7 @@ def start_worker(host: str, port: int, *, log: Any, report_fd: int | None = None
     if access is not None:  # a local worker: the master's headers and proxy (`ClientAccess.to_env`)
         env["MCPBENCH_ACCESS"] = access
     try:
-        proc = subprocess.Popen(
+        proc = start(
             worker_command(host, port), env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
             pass_fds=() if report_fd is None else (report_fd,),
         )
@@ -116,17 +116,6 @@ def start_worker(host: str, port: int, *, log: Any, report_fd: int | None = None
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return proc, folder
-
-
-def stop_worker(proc: subprocess.Popen, grace: float = STOP_GRACE) -> None:
-    """SIGINT (the worker sends the rest of its samples and tells the master), then SIGKILL after `grace`."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    proc.wait()
 
 
 class _Reports:
@@ -213,7 +202,7 @@ def run_worker(host: str, port: int = MASTER_PORT, *, join_timeout: float, echo:
         if write_fd >= 0:
             os.close(write_fd)
         if proc is not None:
-            stop_worker(proc)
+            stop_process(proc, STOP_GRACE, signals=(signal.SIGINT,))  # it sends the rest of its samples, tells the master
         reports.drain()
         os.close(read_fd)
         if folder is not None:

@@ -28,8 +28,6 @@ from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import INSTANCE
 from mcpbench.replay.transports import shut_socket
 
-# Of a body that is not MCP (an HTML page, an error text), this much is kept for a message.
-SNIPPET_BYTES = 300
 READ_SIZE = 64 * 1024
 
 
@@ -135,15 +133,6 @@ class Reply:
             yield chunk, time.perf_counter()
             if not chunk:
                 return
-
-    def snippet(self, deadline: float) -> str:
-        """The start of a body that is not MCP, for a message (one line)."""
-        data = b""
-        for chunk, _ in self.chunks(deadline):
-            data += chunk
-            if not chunk or len(data) >= SNIPPET_BYTES:
-                break
-        return " ".join(data[:SNIPPET_BYTES].decode("utf-8", "replace").split())
 
     def close(self) -> None:
         """Cut the exchange: the connection closes under whatever is still coming."""

@@ -271,8 +271,3 @@ def to_obj(message: Message) -> Any:
 def encode(message: Message) -> bytes:
     """Compact JSON bytes of `message`, no trailing newline."""
     return orjson.dumps(to_obj(message))
-
-
-def method_name(message: Message) -> str | None:
-    """The method of a request or notification, else None."""
-    return message.method if isinstance(message, (Request, Notification)) else None

@@ -52,10 +52,6 @@ class Direction(enum.Enum):
     # call, paid for every pending-request key on the recorders' and loaders' hot paths.
     __hash__ = object.__hash__
 
-    @property
-    def opposite(self) -> "Direction":
-        return Direction.S2C if self is Direction.C2S else Direction.C2S
-
 
 C2S, S2C = Direction.C2S, Direction.S2C
 
@@ -344,7 +340,7 @@ class Session:
     def _answer(self, direction: Direction, answer: Response | ErrorResponse, ts: float, out: list) -> None:
         if answer.id is None:
             return  # an error about a request whose id the peer could not read
-        asked = S2C if direction is C2S else C2S  # `direction.opposite`, without a property call per answer
+        asked = S2C if direction is C2S else C2S  # the requests went the other way
         pending = self.pending.pop((asked, answer.id), None)
         if pending is None:
             out.append(Violation("unknown-answer", f"answer to id {answer.id!r}, which no request in flight has", direction))

@@ -361,8 +361,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.proxies.host import parse_listen, parse_upstream, reverse_master, run_master
-    from mcpbench.record.metered import metered
-    from mcpbench.telemetry.options import TelemetryOptions
+    from mcpbench.proxies.metered import metered
+    from mcpbench.companions.options import TelemetryOptions
 
     parser = _Parser(prog="python -m mcpbench.proxies.balancer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", required=True, metavar="URL", help="the reverse target (an instance; requests go where the policy says)")

@@ -6,7 +6,7 @@ import sys
 import click
 
 from mcpbench.cliutil import check_output, map_errors
-from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
+from mcpbench.companions.options import TelemetryOptions, telemetry_options
 
 # The `parse_plan` argument each option fills (the option's name with dashes).
 FAULT_OPTION_NAMES = ("cut_streams_after", "idle_timeout", "drop", "drop_as", "delay", "faults_from", "faults_until", "seed", "buffer_sse")

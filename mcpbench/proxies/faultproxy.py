@@ -9,11 +9,11 @@ import asyncio
 import sys
 from collections.abc import Callable, Mapping
 
+from mcpbench.companions.options import TelemetryOptions
 from mcpbench.listen import check_listen
 from mcpbench.proxies.faultplan import ADDON_OPTIONS, LOG_OPTION, parse_plan
 from mcpbench.proxies.host import Announce, parse_listen, parse_upstream, probe, reverse_master, run_master
-from mcpbench.record.metered import metered
-from mcpbench.telemetry.options import TelemetryOptions
+from mcpbench.proxies.metered import metered
 
 DEFAULT_LISTEN = "127.0.0.1:8082"
 
@@ -46,7 +46,7 @@ def run_faults(
     telemetry: TelemetryOptions = TelemetryOptions(),
 ) -> None:
     """Reverse-proxy `listen` to `upstream`, injecting the faults `texts` name, until SIGINT/SIGTERM.
-    `telemetry`: spans and metrics of the traffic (`record/metered.py`).
+    `telemetry`: spans and metrics of the traffic (`proxies/metered.py`).
 
     Raises:
         FaultConfigError: an option text that cannot be used (exit 2).

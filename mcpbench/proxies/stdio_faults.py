@@ -1,7 +1,7 @@
 """`mcpbench faults stdio`: run a stdio MCP server and kill it at a time or after N messages.
 
 A fault for the stdio clients' reconnect path: the wrapper starts the server as its child (dying
-with it, `stdio/orphans.py`), copies bytes both ways untouched (stderr is the server's own), and
+with it, `processes.py`), copies bytes both ways untouched (stderr is the server's own), and
 counts the messages passing with the protocol core's `LineFramer` (a non-blank line is a message).
 Once the Nth message has passed (the rest of the read that carried it passes too), or T seconds
 after the start, the server gets SIGKILL; the wrapper then closes its stdout, so the client sees
@@ -15,12 +15,11 @@ import threading
 import time
 from typing import Final
 
-from mcpbench.cliutil import STOP_SIGNALS
 from mcpbench.fdio import write_all
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import NEED_DATA, Line, LineFramer
+from mcpbench.processes import STOP_SIGNALS, dying_with_parent, findable
 from mcpbench.proxies.faults import FaultLog
-from mcpbench.stdio.orphans import dying_with_parent, findable
 
 # Bytes per read: a pipe's default capacity.
 READ_SIZE: Final = 64 * 1024

@@ -6,8 +6,8 @@ Registered in the main group by `mcpbench.cli`. mitmproxy is imported only insid
 import click
 
 from mcpbench.cliutil import check_output, map_errors, redact_option
+from mcpbench.companions.options import TelemetryOptions, telemetry_options
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
-from mcpbench.telemetry.options import TelemetryOptions, telemetry_options
 
 
 @click.command()

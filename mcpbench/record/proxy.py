@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from mcpbench.companions.live import LiveView
+from mcpbench.companions.options import TelemetryOptions
+from mcpbench.companions.telemetry import Companion
 from mcpbench.listen import check_listen
-from mcpbench.live.launch import LiveView
 from mcpbench.protocol.errors import BadTargetError, TraceError, TraceWriteError
 from mcpbench.proxies.host import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
-from mcpbench.telemetry.companion import Companion
-from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.trace.redact import Redactor
 
 DEFAULT_LISTEN = "127.0.0.1:8081"
@@ -64,7 +64,7 @@ def run_record(
     """Reverse-proxy `listen` to `upstream`, recording to `out`, until SIGINT/SIGTERM.
 
     `on_ready` gets the URL clients should use (default: print it on stdout, and a hint on stderr).
-    With `live`, the live view of the trace then opens on the terminal stderr is on (`live/launch.py`).
+    With `live`, the live view of the trace then opens on the terminal stderr is on (`companions/live.py`).
     An upstream that has not begun an answer after `upstream_timeout` s (0: no limit) gets its
     client a 504 and the trace an error event. `tls`: how an https upstream's certificate is checked.
     `telemetry`: spans and metrics, sent by a companion process that follows the trace (never from

@@ -14,9 +14,9 @@ from mcpbench import cliutil
 from mcpbench.auth.options import client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
+from mcpbench.companions.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 from mcpbench.outputs import refuse_overwrite
 from mcpbench.protocol.transports import TRANSPORTS
-from mcpbench.telemetry.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 
 # Click's choices, spelled here so that importing the commands imports no replay module.
 PER = ("trace", "call")  # replay/cases.py: a JUnit test case per trace or per call

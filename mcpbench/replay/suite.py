@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpbench.auth.options import ClientAccess
+from mcpbench.companions.options import TelemetryOptions
+from mcpbench.companions.telemetry import Companion
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import Rules, load_rules, save_rules
@@ -23,8 +25,6 @@ from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, Replay
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
 from mcpbench.target import Target
-from mcpbench.telemetry.companion import Companion
-from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter
 

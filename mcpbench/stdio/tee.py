@@ -45,11 +45,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from mcpbench.cliutil import STOP_SIGNALS
+from mcpbench.companions.live import LiveView
+from mcpbench.processes import STOP_SIGNALS, dying_with_parent, findable
 from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
 from mcpbench.protocol.rules import STDIO
-from mcpbench.live.launch import LiveView
-from mcpbench.stdio import orphans, recorder
+from mcpbench.stdio import recorder
 from mcpbench.trace.format import Kind
 from mcpbench.trace import shared
 from mcpbench.trace.spool import C2S_DATA, HEADER, S2C_DATA, STDERR_DATA, event_frame, spool_path
@@ -134,12 +134,12 @@ class Tee:
             )
             self._appending = self._spool
         try:
-            if not orphans.findable(self.argv[0]):
+            if not findable(self.argv[0]):
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
             # A process group of its own: a Ctrl-C in the host's terminal then
             # reaches the server once, through us, not twice. The server dies with us.
             self.proc = proc = subprocess.Popen(
-                orphans.dying_with_parent(self.argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                dying_with_parent(self.argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, bufsize=0, process_group=0,
             )
         except OSError as exc:
@@ -302,7 +302,7 @@ def run_tee(
     """Run `argv` behind a tee recording to `out` (or the default folder); return its exit status.
 
     With `live`, the live view of the recording opens on the terminal stderr is on
-    (`live/launch.py`), and the tee exits once it is left (`q`) after the server's end.
+    (`companions/live.py`), and the tee exits once it is left (`q`) after the server's end.
     `telemetry` (`Tee`) sends spans and metrics from the recorder process as it records.
 
     Raises:

@@ -5,7 +5,7 @@ import sys
 import click
 
 from mcpbench.cliutil import check_output, map_errors
-from mcpbench.telemetry.options import DEFAULT_SERVICE_NAME, TelemetryOptions
+from mcpbench.companions.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 
 
 @click.command()

@@ -71,7 +71,7 @@ class Metrics:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-            from mcpbench.telemetry.options import METRICS_PATH, signal_url
+            from mcpbench.companions.options import METRICS_PATH, signal_url
             from mcpbench.telemetry.otlp import LIVE_TIMEOUT, quiet_sdk_logs
 
             quiet_sdk_logs()

@@ -19,8 +19,8 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
+from mcpbench.companions.options import TRACES_PATH, signal_url
 from mcpbench.protocol.errors import TargetError
-from mcpbench.telemetry.options import TRACES_PATH, signal_url
 
 # Spans per export request (the SDK's batch processor sends 512).
 BATCH = 512

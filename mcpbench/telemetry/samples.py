@@ -20,10 +20,10 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
+from mcpbench.companions.options import TelemetryOptions
 from mcpbench.load.samples import records
 from mcpbench.protocol.versions import NAMED_METHODS
 from mcpbench.telemetry import conventions as otel
-from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.telemetry.otlp import SpanShipper
 from mcpbench.telemetry.spans import NS, SAMPLED, SCOPE, resource
 

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mcpbench.trace.model import Rebuild, Step
+from mcpbench.companions.options import TelemetryOptions
 from mcpbench.protocol.errors import TraceError
 from mcpbench.telemetry.calls import Call, CallTracker, Finished, SessionDone
-from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.trace.format import Kind
 
 

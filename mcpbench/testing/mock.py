@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpbench.lab.peers.servers import STARTUP_TIMEOUT, STOP_TIMEOUT, free_port, stop_process, wait_for_port
+from mcpbench.processes import STARTUP_TIMEOUT, STOP_TIMEOUT, free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO
 from mcpbench.target import Target, parse_target
 from mcpbench.testing.settings import Action, Settings, SettingsError
@@ -189,7 +189,7 @@ def _real_server(settings: Settings, server: str) -> Iterator[Target]:
     argv = [part.replace("{port}", port) if port else part for part in settings.command]
     with tempfile.TemporaryFile() as errors:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
+            proc = start(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
         except OSError as exc:
             raise SettingsError(f"command={shlex.join(argv)!r}: cannot start: {exc.strerror}") from None
         try:
@@ -212,7 +212,7 @@ def _recorder(real: Target, parts: Path) -> Iterator[Target]:
     argv = [sys.executable, "-m", "mcpbench", "record", "--upstream", upstream, "--listen", "127.0.0.1:0",
             "--out", str(parts / "http.jsonl")]
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True)
+        proc = start(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True)
         try:
             url = _first_line(proc, errors)
             yield Target(real.transport, url=url)
@@ -234,14 +234,8 @@ def _first_line(proc: subprocess.Popen, errors: Any) -> str:
 
 
 def _interrupt(proc: subprocess.Popen) -> None:
-    """Stop a recorder as Ctrl-C does (its trace complete), killing it if it does not stop in time."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pass
-    stop_process(proc)
+    """Stop a recorder as Ctrl-C does (its trace complete), then as SIGTERM does, killing it if it does not stop in time."""
+    stop_process(proc, signals=(signal.SIGINT, signal.SIGTERM))
     if proc.stdout is not None:
         proc.stdout.close()
 

@@ -87,16 +87,6 @@ class Settings:
     def action(self) -> Action:
         return decide(self.mode, self.trace.exists())
 
-    @property
-    def noise_file(self) -> Path:
-        """Where learned noise rules are kept: beside the trace, as `mcpbench replay --learn-noise` keeps them."""
-        return self.trace.with_suffix(".noise.json")
-
-    @property
-    def ignore_file(self) -> Path:
-        """Hand-written ignore rules beside the trace (one a line, # comments), read when present."""
-        return self.trace.with_suffix(".ignore")
-
 
 def build(config: Mapping[str, Any], args: Sequence[Any], kwargs: Mapping[str, Any], *, trace_dir: str | Path,
           default_name: str, cli_mode: str | None) -> Settings:

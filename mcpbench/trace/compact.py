@@ -9,15 +9,14 @@ consumer of `TraceReader` gets the events version 1 wrote.
 
 The rules are one table, `RULES`: per kind of event, its header blocks (written against a base),
 each field a line may leave out (with where the reader then finds its value) or that the flow
-keeps for the lines after it, and its times (written as offsets). The table is compiled once into
-two functions per kind (`PLANS`): the writer's, run by `Compactor`, and the reader's, run by
-`Expander`; both move the same state on from each full event, in file order. Only events with a
-`flow` are touched: stdio traces are written as in version 1.
+keeps for the lines after it, and its times (written as offsets). Each kind's rules are made ready
+once (`PLANS`): the writer's side, run by `Compactor`, and the reader's, run by `Expander`; both
+move the same state on from each full event, in file order. Only events with a `flow` are
+touched: stdio traces are written as in version 1.
 """
 
-import linecache
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, NamedTuple
@@ -29,6 +28,10 @@ from mcpbench.trace.format import Kind
 # keeps its flow alive by its events); 10,000 covers the open exchanges of a large load test.
 MAX_FLOWS = 10_000
 MAX_SESSIONS = 10_000
+# The header field that records the bounds a trace was written with, `{"max_flows": N,
+# "max_sessions": N}`: the reader lets go of the same flows and sessions whatever today's bounds
+# are. A trace written before it (without the field) was written with these values.
+BOUNDS = "compact"
 
 # Where a version-2 event lists the fields it does not have although the reader would restore them.
 ABSENT = "_absent"
@@ -220,7 +223,7 @@ class Variants:
     """The rules of a kind whose events differ by the value of one field (`by`)."""
 
     by: str
-    cases: dict[str, Any]  # Rules (in `RULES`) or their compiled `_Plan`s (in `PLANS`)
+    cases: dict[str, Any]  # Rules (in `RULES`) or their `_Plan`s (in `PLANS`)
     other: Any
 
     def of(self, event: dict) -> Any:
@@ -336,243 +339,216 @@ def _slot(side: str, kind: Any) -> tuple:
     return (side,) if side == REQ else (side, kind)
 
 
-# ---- the rules compiled -------------------------------------------------------------------------
+# ---- the rules run ------------------------------------------------------------------------------
 #
-# Each `Rules` becomes two functions, made once from the table (as `dataclasses` makes `__init__`):
-# the writer's `compact(state, flow, event, kind, absent)` and the reader's `expand(state, flow,
-# full, kind, session, absent)`, each a straight run of the table's fields (`_Plan.source`).
-# Compacting a message took 3.4 µs as a loop over the table, 1.7 µs so (the hand-written paths
-# this replaced: 1.4 µs); the recorder writes several events per exchange on the proxy's hot path.
+# Each `Rules` is flattened once into a `_Plan`: the fields a line may leave out, each with where the
+# reader finds its value (`Source`), and the fields and blocks its flow keeps; the writer's `compact`
+# and the reader's `expand` run over them. (They were compiled into Python source and `exec`'d once:
+# that saved 1-2 µs an event, 5.0-5.8 µs against 6.2-7.7 µs in-process on a loaded 2-core machine,
+# where `mcpbench bench proxy` measures some 2-4 ms of the proxy's CPU an exchange: within its noise.)
 
 
-class _Plan(NamedTuple):
-    """The functions compiled from one `Rules`."""
+class _Plan:
+    """One `Rules` made ready to run: the writer's `compact` and the reader's `expand`."""
 
-    rules: Rules
-    compact: Callable[..., None]
-    expand: Callable[..., None]
-    source: str
+    __slots__ = ("blocks", "defaults", "keeps", "marks", "times", "carried_blocks", "http")
 
+    def __init__(self, rules: Rules) -> None:
+        self.blocks = rules.blocks
+        # (name, Flow attribute, compute, value) of each field a line may leave out, in `_absent`'s
+        # order: where the reader finds its value (`Source`)
+        self.defaults = tuple((f.name, *f.default) for f in rules.fields if f.default is not None)
+        # (name, Flow attribute, its value when the event lacks the field): what the flow keeps
+        self.keeps = tuple((f.name, f.keep, f.when_absent) for f in rules.fields if f.keep is not None)
+        self.marks = rules.marks
+        self.times = rules.times
+        self.carried_blocks = (*rules.blocks, *rules.kept_blocks)
+        self.http = None if rules.http is None else _Plan(rules.http)
 
-class _Code:
-    """Python source being written, and the names it refers to."""
+    # -- the writer
 
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.names: dict[str, Any] = {"_MISSING": _MISSING, "_KEEP": _KEEP, "ABSENT": ABSENT}
-        self.depth = 0
-
-    def __call__(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
-
-    def name(self, value: Any, name: str = "value") -> str:
-        """How the code names `value`: a literal, or `name` (made unique) bound to it."""
-        if value is None or type(value) in (bool, int, str):
-            return repr(value)
-        for bound_name, bound in self.names.items():
-            if bound is value:
-                return bound_name
-        unique, number = name, 1
-        while unique in self.names:
-            number += 1
-            unique = f"{name}_{number}"
-        self.names[unique] = value
-        return unique
-
-    def defaults(self, rules: Rules, event: str) -> Iterator[tuple[str, str, bool]]:
-        """For each field of `rules` a line may leave out: its name, the expression of its default
-        for the fields of `event` (a dict's name), and whether that may be `_MISSING`."""
-        for name, source, _keep, _when_absent in rules.fields:
-            if source is None:
-                continue
-            if source.attr is not None:
-                yield name, f"flow.{source.attr}", True
-            elif source.compute is not None:
-                yield name, f"{self.name(source.compute, f'{name}_source')}(state, flow, {event})", True
+    def compact(self, state: "Compactor", flow: Flow, event: dict, kind: Any, absent: list[str]) -> None:
+        """Make `event` lean in place (a message's `http` in a copy: the caller's object stays whole),
+        listing in `absent` what it lacks although the reader would restore it."""
+        session = event.get("session")
+        http = self.http
+        lean_http = None
+        if http is not None:
+            full_http = event.get("http")
+            if type(full_http) is dict:
+                http_absent: list[str] = []
+                written, drop = http._lean(state, flow, full_http, kind, session, http_absent)
+                lean_http = dict(full_http)
+                _apply(lean_http, written, drop)
+                if http_absent:
+                    lean_http[ABSENT] = http_absent
             else:
-                yield name, self.name(source.value, f"{name}_default"), source.value is _MISSING
+                absent.append("http")
+        written, drop = self._lean(state, flow, event, kind, session, absent)
+        self._carry(state, flow, event, kind)  # before the event loses fields: it reads the full values
+        _apply(event, written, drop)
+        if lean_http is not None:
+            if lean_http:
+                event["http"] = lean_http
+            else:
+                del event["http"]
+        for name in self.times:
+            value = event.get(name)
+            if type(value) is float:  # as an offset only where it reads back exactly
+                offset = round((value - event["ts"]) * 1e6)
+                if round(event["ts"] + offset / 1e6, 6) == value:
+                    event[name] = [offset]
+
+    def _lean(self, state: "Compactor", flow: Flow, event: dict, kind: Any, session: Any, absent: list[str]) -> tuple[list, list]:
+        """What `event` loses: each block as it is written (`Compactor._written`) and the fields left
+        out; each field it lacks although the reader would restore it goes in `absent`."""
+        written = [
+            (field, state._written(event.get(field, _MISSING), side, kind, flow, session, field, absent))
+            for field, side in self.blocks
+        ]
+        drop = []
+        for name, attr, compute, value in self.defaults:
+            default = getattr(flow, attr) if attr is not None else compute(state, flow, event) if compute is not None else value
+            if default is _MISSING:
+                continue
+            have = event.get(name, _MISSING)
+            if have is _MISSING:
+                absent.append(name)
+            elif have is default or (have == default and type(have) is type(default)):
+                drop.append(name)
+        return written, drop
+
+    # -- the reader
+
+    def expand(self, state: "Expander", flow: Flow, full: dict, kind: Any, session: Any, absent: Any) -> None:
+        """Put back into `full` (a copy of the line's event) what its line left out."""
+        http = self.http
+        if http is not None and "http" not in absent:
+            restored = full["http"] = dict(full.get("http") or {})
+            http._restore(state, flow, restored, kind, session, restored.pop(ABSENT, ()))
+        self._restore(state, flow, full, kind, session, absent)
+        self._carry(state, flow, full, kind)
+        # A consumer may change the events it gets: the header blocks the state keeps are its copies.
+        for field, _side in self.carried_blocks:
+            if type(full.get(field)) is dict:
+                full[field] = dict(full[field])
+        if http is not None:
+            restored = full.get("http")
+            if type(restored) is dict:
+                for field, _side in http.blocks:
+                    if type(restored.get(field)) is dict:
+                        restored[field] = dict(restored[field])
+
+    def _restore(self, state: "Expander", flow: Flow, event: dict, kind: Any, session: Any, absent: Any) -> None:
+        """Put back into `event` what its line left out (blocks first: other fields read them)."""
+        for field, side in self.blocks:
+            state._restore_block(event, field, side, kind, flow, session, absent)
+        for name in self.times:
+            value = event.get(name)
+            if type(value) is list:
+                event[name] = round(event["ts"] + value[0] / 1e6, 6)
+        for name, attr, compute, value in self.defaults:
+            if name not in event and name not in absent:
+                if attr is not None:
+                    value = getattr(flow, attr)
+                elif compute is not None:
+                    value = compute(state, flow, event)
+                if value is not _MISSING:
+                    event[name] = value
+
+    # -- both sides
+
+    def _carry(self, state: "_State", flow: Flow, event: dict, kind: Any) -> None:
+        """Move the state on from the full `event`: the fields and blocks its flow keeps, and the
+        file's last session, connection, method and path (a new flow starts from them)."""
+        self._keep(flow, event)
+        session = state.last_session = flow.session
+        for field, side in self.carried_blocks:
+            block = event.get(field)
+            if type(block) is dict:
+                state._block(session, side, kind, block, flow)
+        http = self.http
+        if http is not None:
+            nested = event.get("http")
+            if type(nested) is dict:
+                http._keep(flow, nested)
+                for field, side in http.blocks:
+                    block = nested.get(field)
+                    if type(block) is dict:
+                        state._block(session, side, kind, block, flow)
+        state.last_conn, state.last_method, state.last_path = flow.conn, flow.method, flow.path
+
+    def _keep(self, flow: Flow, event: dict) -> None:
+        for name, attr, when_absent in self.keeps:
+            if when_absent is _KEEP:
+                value = event.get(name, _KEEP)
+                if value is not _KEEP:
+                    setattr(flow, attr, value)
+            else:
+                setattr(flow, attr, event.get(name, when_absent))
+        for attr, value in self.marks:
+            setattr(flow, attr, value)
 
 
-def _lean_code(code: _Code, rules: Rules, event: str, absent: str) -> list[tuple[str, str]]:
-    """Code that decides what `event` (a dict's name) loses: each block it writes differently is
-    in a variable (returned with its field), each field left out is put in `drop`, each field the
-    event lacks although the reader would restore it in `absent`."""
-    written = []
-    for field, side in rules.blocks:
-        variable = f"block_{len(code.lines)}"
-        code(f"{variable} = state._written({event}.get({field!r}, _MISSING), {side!r}, kind, flow, session, {field!r}, {absent})")
-        written.append((field, variable))
-    code("drop = []")
-    for name, value, may_miss in code.defaults(rules, event):
-        code(f"default = {value}")
-        if may_miss:
-            code("if default is not _MISSING:")
-            code.depth += 1
-        code(f"have = {event}.get({name!r}, _MISSING)")
-        code("if have is _MISSING:")
-        code(f"    {absent}.append({name!r})")
-        code("elif have is default or (have == default and type(have) is type(default)):")
-        code(f"    drop.append({name!r})")
-        if may_miss:
-            code.depth -= 1
-    return written
-
-
-def _apply_code(code: _Code, event: str, written: list[tuple[str, str]]) -> None:
-    """Code that takes out of `event` what `_lean_code` decided."""
-    code("for name in drop:")
-    code(f"    del {event}[name]")
-    for field, variable in written:
-        code(f"if {variable} is not _KEEP:")
-        code(f"    if {variable} is _MISSING:")
-        code(f"        del {event}[{field!r}]")
-        code("    else:")
-        code(f"        {event}[{field!r}] = {variable}")
-
-
-def _restore_code(code: _Code, rules: Rules, event: str, absent: str) -> None:
-    """Code that puts back into `event` what its line left out (blocks first: others read them)."""
-    for field, side in rules.blocks:
-        code(f"state._restore_block({event}, {field!r}, {side!r}, kind, flow, session, {absent})")
-    for name in rules.times:
-        code(f"value = {event}.get({name!r})")
-        code("if type(value) is list:")
-        code(f"    {event}[{name!r}] = round({event}['ts'] + value[0] / 1e6, 6)")
-    for name, value, may_miss in code.defaults(rules, event):
-        code(f"if {name!r} not in {event} and {name!r} not in {absent}:")
-        if may_miss:
-            code(f"    value = {value}")
-            code("    if value is not _MISSING:")
-            code(f"        {event}[{name!r}] = value")
-        else:
-            code(f"    {event}[{name!r}] = {value}")
-
-
-def _carry_code(code: _Code, rules: Rules, event: str) -> None:
-    """Code that moves the state on from the full `event`: the fields and blocks its flow keeps,
-    and the file's last session, connection, method and path (a new flow starts from them)."""
-    _keep_code(code, rules, event)
-    code("session = state.last_session = flow.session")
-    for field, side in (*rules.blocks, *rules.kept_blocks):
-        code(f"block = {event}.get({field!r})")
-        code("if type(block) is dict:")
-        code(f"    state._block(session, {side!r}, kind, block, flow)")
-    nested = rules.http
-    if nested is not None:
-        code(f"http = {event}.get('http')")
-        code("if type(http) is dict:")
-        code.depth += 1
-        _keep_code(code, nested, "http")
-        for field, side in nested.blocks:
-            code(f"block = http.get({field!r})")
-            code("if type(block) is dict:")
-            code(f"    state._block(session, {side!r}, kind, block, flow)")
-        code.depth -= 1
-    code("state.last_conn, state.last_method, state.last_path = flow.conn, flow.method, flow.path")
-
-
-def _keep_code(code: _Code, rules: Rules, event: str) -> None:
-    for name, _default, attr, when_absent in rules.fields:
-        if attr is None:
-            continue
-        if when_absent is _KEEP:
-            code(f"value = {event}.get({name!r}, _KEEP)")
-            code("if value is not _KEEP:")
-            code(f"    flow.{attr} = value")
-        else:
-            code(f"flow.{attr} = {event}.get({name!r}, {code.name(when_absent)})")
-    for attr, value in rules.marks:
-        code(f"flow.{attr} = {code.name(value)}")
-
-
-def _compile(rules: Rules, label: str) -> _Plan:
-    """`rules` as the writer's and the reader's functions (`label`: what the code is named for)."""
-    code = _Code()
-    code("def compact(state, flow, event, kind, absent):")
-    code.depth = 1
-    code("session = event.get('session')")
-    nested = rules.http
-    if nested is not None:  # a message's `http`, made lean in a copy: the caller's object stays whole
-        code("full_http = event.get('http')")
-        code("if type(full_http) is dict:")
-        code.depth += 1
-        code("http_absent = []")
-        written = _lean_code(code, nested, "full_http", "http_absent")
-        code("lean_http = dict(full_http)")
-        _apply_code(code, "lean_http", written)
-        code("if http_absent:")
-        code("    lean_http[ABSENT] = http_absent")
-        code.depth -= 1
-        code("else:")
-        code("    lean_http = None")
-        code("    absent.append('http')")
-    written = _lean_code(code, rules, "event", "absent")
-    _carry_code(code, rules, "event")  # before the event loses fields: it reads the full values
-    _apply_code(code, "event", written)
-    if nested is not None:
-        code("if lean_http is not None:")
-        code("    if lean_http:")
-        code("        event['http'] = lean_http")
-        code("    else:")
-        code("        del event['http']")
-    for name in rules.times:
-        code(f"value = event.get({name!r})")
-        code("if type(value) is float:")  # as an offset only where it reads back exactly
-        code("    offset = round((value - event['ts']) * 1e6)")
-        code("    if round(event['ts'] + offset / 1e6, 6) == value:")
-        code(f"        event[{name!r}] = [offset]")
-    code.depth = 0
-    code("def expand(state, flow, full, kind, session, absent):")
-    code.depth = 1
-    if nested is not None:
-        code("if 'http' not in absent:")
-        code.depth += 1
-        code("http = full['http'] = dict(full.get('http') or {})")
-        code("http_absent = http.pop(ABSENT, ())")
-        _restore_code(code, nested, "http", "http_absent")
-        code.depth -= 1
-    _restore_code(code, rules, "full", "absent")
-    _carry_code(code, rules, "full")
-    # A consumer may change the events it gets: the header blocks the state keeps are its copies.
-    for field, _side in (*rules.blocks, *rules.kept_blocks):
-        code(f"if type(full.get({field!r})) is dict:")
-        code(f"    full[{field!r}] = dict(full[{field!r}])")
-    if nested is not None:
-        code("http = full.get('http')")
-        for field, _side in nested.blocks:
-            code(f"if type(http) is dict and type(http.get({field!r})) is dict:")
-            code(f"    http[{field!r}] = dict(http[{field!r}])")
-    source = "\n".join(code.lines) + "\n"
-    filename = f"<trace v2 rules: {label}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # tracebacks show the code
-    namespace = dict(code.names)
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - code made from the table above
-    return _Plan(rules, namespace["compact"], namespace["expand"], source)
+def _apply(event: dict, written: list, drop: list) -> None:
+    """Take out of `event` what `_Plan._lean` decided."""
+    for name in drop:
+        del event[name]
+    for field, block in written:
+        if block is not _KEEP:
+            if block is _MISSING:
+                del event[field]
+            else:
+                event[field] = block
 
 
 def _plans(table: dict[str, Rules | Variants]) -> dict[str, Any]:
-    """`RULES` compiled: a `_Plan` per kind, or `Variants` of plans."""
+    """`RULES` made ready: a `_Plan` per kind, or `Variants` of plans."""
     plans: dict[str, Any] = {}
     for kind, rules in table.items():
         if type(rules) is Variants:
-            cases = {value: _compile(case, f"{kind} {rules.by}={value}") for value, case in rules.cases.items()}
-            plans[kind] = Variants(rules.by, cases, _compile(rules.other, f"{kind}, other {rules.by}"))
+            plans[kind] = Variants(rules.by, {value: _Plan(case) for value, case in rules.cases.items()}, _Plan(rules.other))
         else:
-            plans[kind] = _compile(rules, kind)  # type: ignore[arg-type]
+            plans[kind] = _Plan(rules)  # type: ignore[arg-type]
     return plans
 
 
 PLANS = _plans(RULES)
-_OTHER_PLAN = _compile(_OTHER, "other kinds")
+_OTHER_PLAN = _Plan(_OTHER)
 
 
 # ---- the two sides ------------------------------------------------------------------------------
 
 
+def header_bounds() -> dict[str, int]:
+    """What a writer's header says under `BOUNDS`: the bounds it keeps, today's."""
+    return {"max_flows": MAX_FLOWS, "max_sessions": MAX_SESSIONS}
+
+
+def bounds(header: dict) -> tuple[int, int]:
+    """The (flows, sessions) a trace was written with: its header's, else (an older trace) today's.
+
+    Raises:
+        ValueError: the header names them, but not as two whole numbers >= 1.
+    """
+    given = header.get(BOUNDS)
+    if given is None:
+        return MAX_FLOWS, MAX_SESSIONS
+    flows, sessions = (given.get("max_flows"), given.get("max_sessions")) if type(given) is dict else (None, None)
+    if not (type(flows) is int and flows >= 1 and type(sessions) is int and sessions >= 1):
+        raise ValueError(f"header field {BOUNDS!r}: max_flows and max_sessions must be whole numbers >= 1, not {repr(given)[:80]}")
+    return flows, sessions
+
+
 class _State:
-    """The state both sides keep, moved on from each full event (by the code `_carry_code` makes)."""
+    """The state both sides keep, moved on from each full event (`_Plan._carry`).
+
+    Raises:
+        ValueError: the header's bounds (`BOUNDS`) are not two whole numbers >= 1.
+    """
 
     def __init__(self, header: dict) -> None:
+        self.max_flows, self.max_sessions = bounds(header)
         self.transport = header.get("transport")
         upstream = header.get("upstream")
         self.upstream = upstream.rstrip("/") if isinstance(upstream, str) else None
@@ -589,7 +565,7 @@ class _State:
         """A flow named for the first time; it takes the next ordinal, its alias in later lines."""
         flow = self.flows[key] = Flow(flow_id, self)
         self.next_ordinal += 1
-        if len(self.flows) > MAX_FLOWS:
+        if len(self.flows) > self.max_flows:
             self.flows.popitem(last=False)
         return flow
 
@@ -616,7 +592,7 @@ class _State:
         blocks = self.session_blocks.get(session)
         if blocks is None:
             blocks = self.session_blocks[session] = {}
-            if len(self.session_blocks) > MAX_SESSIONS:
+            if len(self.session_blocks) > self.max_sessions:
                 self.session_blocks.popitem(last=False)
         else:
             self.session_blocks.move_to_end(session)
@@ -673,7 +649,7 @@ class Compactor(_State):
         key = (id(base), id(block))
         cached = self._deltas.get(key)
         if cached is None or cached[0] is not base or cached[1] is not block:
-            if len(self._deltas) >= MAX_SESSIONS:
+            if len(self._deltas) >= self.max_sessions:
                 self._deltas.clear()
             # header_delta keeps the order exactly (tests/trace/test_compact.py holds it to that)
             cached = self._deltas[key] = (base, block, header_delta(base, block))

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mcpbench.protocol.errors import TraceError
+from mcpbench.trace.compact import BOUNDS
 from mcpbench.trace.format import FORMAT_VERSION, Kind
 from mcpbench.trace.reader import TraceReader
 from mcpbench.trace.writer import TraceWriter
 
 # Header fields every writer sets itself.
-OWN_HEADER = frozenset({"v", "ts", "session", "transport", "dir", "kind", "mcpbench", "started"})
+OWN_HEADER = frozenset({"v", "ts", "session", "transport", "dir", "kind", "mcpbench", "started", BOUNDS})
 
 
 def merge_traces(sources: Sequence[str | os.PathLike], out: str | os.PathLike) -> Path:

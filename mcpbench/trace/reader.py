@@ -203,7 +203,10 @@ class TraceReader:
         if event["kind"] == Kind.TRACE and self.header is None:
             self.header = event
             if event["v"] >= 2:
-                self._expander = Expander(event)
+                try:
+                    self._expander = Expander(event)  # with the bounds the header records (or today's)
+                except ValueError as exc:
+                    raise TraceError(f"{where}: {exc}") from None
         elif self.header is None:  # blank lines before it change nothing
             raise TraceError(f"{where}: no trace header: the first line must have kind 'trace'")
         _check_types(event, where)

@@ -24,7 +24,7 @@ import orjson
 from mcpbench import __version__
 from mcpbench.fdio import write_all
 from mcpbench.protocol.errors import TraceError, TraceWriteError
-from mcpbench.trace.compact import Compactor
+from mcpbench.trace.compact import BOUNDS, Compactor, header_bounds
 from mcpbench.trace.compress import compressor_for
 from mcpbench.trace.format import BOM, FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
@@ -80,6 +80,15 @@ def is_replaceable(path: Path) -> bool:
     return type(first) is dict and first.get("kind") == Kind.TRACE
 
 
+def _fields(header_line: bytes) -> dict[str, Any]:
+    """The fields of a trace's header line (none when it cannot be read: a torn one)."""
+    try:
+        fields = orjson.loads(header_line)
+    except orjson.JSONDecodeError:
+        return {}
+    return fields if type(fields) is dict else {}
+
+
 class TraceWriter:
     """Appends events to a trace file.
 
@@ -115,14 +124,19 @@ class TraceWriter:
         self._prefixes: dict[tuple[str | None, str], tuple[bytes, bytes]] = {}
         if not is_replaceable(self.path):
             raise TraceError(f"{self.path}: exists and is not a trace: refusing to overwrite it; choose another path")
-        # Events of an HTTP flow leave out what earlier lines said (format v2, `trace/compact.py`).
-        self._compactor = Compactor({"transport": transport, **(header or {})})
         # `.gz` / `.zst`: compressed and flushed at every write (`trace/compress.py`).
         self._compressor = compressor_for(self.path)
         self._handed_over = False  # forked: the child writes on, so this process must not end the stream
         if self._compressor is not None:
             _COMPRESSING.add(self)
         existing = self._existing_header() if append and self._compressor is None else None
+        # Events of an HTTP flow leave out what earlier lines said (format v2, `trace/compact.py`), within
+        # the bounds the header records: today's in a new trace, the header's in one added to.
+        fields = _fields(existing[0]) if existing is not None else {BOUNDS: header_bounds()}
+        try:
+            self._compactor = Compactor({"transport": transport, **(header or {}), **fields})
+        except ValueError as exc:
+            raise TraceError(f"{self.path}:1: {exc}") from None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             truncate = 0 if existing else os.O_TRUNC
@@ -146,6 +160,7 @@ class TraceWriter:
                 "mcpbench": __version__,
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + f".{int(started % 1 * 1e6):06d}Z",
                 **(header or {}),
+                BOUNDS: header_bounds(),
             }
         )
         self.write_lines([self.header_line])

@@ -20,7 +20,7 @@ from mcpbench.protocol.sse import SseEvent, SseParser
 from mcpbench.trace import TraceReader
 from mcpbench.trace.spool import finish, spool_path
 from tests.record.helpers import mitmdump, record_proxy
-from tests.support.processes import wait_for_exit
+from tests.support.processes import children, wait_for_exit
 from tests.support.servers import HOST
 
 pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
@@ -30,11 +30,6 @@ TRIES = 20  # the issue's measure: every message kept in 20 of 20 tries, for eac
 REQUESTS = 5
 CROSSED = 2 * (REQUESTS + 1) + 1  # an HTTP session's messages: requests and their answers, and `initialized`
 WAIT = 60.0  # a bound for any one wait; never a timing assertion
-
-
-def children(pid: int) -> list[int]:
-    with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
 
 
 def kill_tree(pids: list[int]) -> None:

@@ -1,8 +1,9 @@
 """What every hostile case asserts: the exit status, one line on stderr naming the culprit, no traceback.
 
-Every command runs as its own process (`python -m mcpbench`), as a user would run it. When
-`MCPBENCH_HOSTILE_STDERR` names a file, each run's stderr is appended to it, so the whole suite's
-stderr can be searched for tracebacks at once (`grep -c Traceback`).
+Every command runs as its own process (`python -m mcpbench`), as a user would run it. Each
+command's stderr, whatever the case expects of it, passes `assert_no_traceback` (`run` does it; the
+cases that start a command themselves call it), so no hostile case's stderr holds a traceback,
+whatever order the cases run in and on whichever worker.
 """
 
 import os
@@ -40,16 +41,14 @@ def run(
     result = subprocess.CompletedProcess(
         result.args, result.returncode, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
     )
-    log_stderr(result.stderr)
+    assert_no_traceback(result.stderr)
     return result
 
 
-def log_stderr(stderr: str) -> None:
-    """Append one command's stderr to the suite's stderr log, when one is asked for."""
-    log = os.environ.get("MCPBENCH_HOSTILE_STDERR")
-    if log and stderr:
-        with open(log, "a", encoding="utf-8") as file:
-            file.write(stderr if stderr.endswith("\n") else stderr + "\n")
+def assert_no_traceback(stderr: str) -> None:
+    """Assert one command's stderr holds no traceback (`grep -c Traceback` is 0), showing where one is."""
+    at = stderr.find("Traceback")
+    assert at < 0, stderr[max(0, at - 2000):][:6000]
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess, status: int, *mentions: str) -> str:

@@ -17,13 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from mcpbench.processes import STOP_SIGNALS  # noqa: F401 (the signal tests take it from here)
 from mcpbench.trace.reader import read_trace
-from tests.hostile.helpers import MCPBENCH, log_stderr
+from tests.hostile.helpers import MCPBENCH, assert_no_traceback
 from tests.support.processes import descendants, wait_for_exit
 from tests.support.servers import HOST, REPO_ROOT, stop_process
 
-# The stop signals every long-running command takes (mcpbench/cliutil.py STOP_SIGNALS).
-STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Bounds on waits for events; a case that reaches one is broken, not slow.
 READY_WAIT: Final = 60.0
 STOP_WAIT: Final = 30.0
@@ -77,7 +76,7 @@ def stop(proc: subprocess.Popen, sig: int, *, status: int | tuple[int, ...] | No
             proc.send_signal(sig)
     proc.wait(STOP_WAIT)  # stdin stays open: the stop, not an EOF, must end it
     stderr = proc.stderr.read().decode(errors="replace")
-    log_stderr(stderr)
+    assert_no_traceback(stderr)
     assert "Traceback" not in stderr, stderr
     expected = (status_of(sig),) if status is None else status if isinstance(status, tuple) else (status,)
     assert proc.returncode in expected, (proc.returncode, expected, stderr)

@@ -167,7 +167,7 @@ def test_a_new_recording_adds_its_session_to_an_earlier_trace(tmp_path: Path) ->
 def test_tee_refuses_to_record_into_the_session_stream(tmp_path: Path, out: str) -> None:
     import subprocess
 
-    from tests.hostile.helpers import MCPBENCH, log_stderr
+    from tests.hostile.helpers import MCPBENCH, assert_no_traceback
     from tests.support.servers import REPO_ROOT
 
     target = tmp_path / "stream.out"
@@ -175,7 +175,7 @@ def test_tee_refuses_to_record_into_the_session_stream(tmp_path: Path, out: str)
     with target.open("wb") as stdout:
         proc = subprocess.run([*MCPBENCH, "tee", "--out", path, "--", sys.executable, "-c", "print('served')"],
                               input=b"{}\n", stdout=stdout, stderr=subprocess.PIPE, cwd=REPO_ROOT, timeout=60)
-    log_stderr(proc.stderr.decode())
+    assert_no_traceback(proc.stderr.decode())
     result = subprocess.CompletedProcess(proc.args, proc.returncode, "", proc.stderr.decode())
     assert_clean_failure(result, EXIT_INPUT, path, "the session's stdout")
     assert target.read_bytes() == b""  # neither a trace nor the server's output went into the stream

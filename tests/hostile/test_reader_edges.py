@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from mcpbench.trace.reader import TraceReader
-from tests.hostile.helpers import EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, log_stderr, run
+from tests.hostile.helpers import EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, assert_no_traceback, run
 from tests.support.servers import REPO_ROOT
 
 # A bound on one command; not a timing assertion.
@@ -104,7 +104,7 @@ def tee(tmp_path: Path, server_code: str, stdin: bytes = b"") -> tuple[subproces
         [*MCPBENCH, "tee", "--out", str(trace), "--", sys.executable, "-c", server_code],
         input=stdin, capture_output=True, cwd=REPO_ROOT, timeout=WAIT,
     )
-    log_stderr(proc.stderr.decode(errors="replace"))
+    assert_no_traceback(proc.stderr.decode(errors="replace"))
     return proc, list(TraceReader(trace))
 
 

@@ -29,8 +29,9 @@ import pytest
 
 from mcpbench.record import ADDON_PATH
 from mcpbench.trace.reader import TraceReader
-from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, log_stderr, run
+from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, assert_no_traceback, run
 from tests.record.helpers import MITMDUMP, peer_server
+from tests.support.processes import forked_children
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
 # A bound on any one wait; none is a timing assertion.
@@ -100,7 +101,7 @@ def recorder(kind: str, upstream_port: int, trace: Path, *, fsize: int | None = 
     finally:
         stop_process(proc)
         stderr = err_path.read_text(errors="replace")
-        log_stderr(stderr)
+        assert_no_traceback(stderr)
         running.result = subprocess.CompletedProcess(argv, proc.returncode, "", stderr)
 
 
@@ -312,7 +313,7 @@ def tee_exchanges(trace: Path, count: int, *, after_first=None, **popen) -> subp
     stderr = proc.stderr.read().decode()
     proc.stderr.close()
     proc.stdout.close()
-    log_stderr(stderr)
+    assert_no_traceback(stderr)
     return subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
 
 
@@ -343,7 +344,7 @@ def test_tee_server_status_wins_over_a_recording_failure(tmp_path: Path) -> None
         timeout=WAIT, preexec_fn=limit_file_size(FSIZE_LIMIT),
     )
     stderr = proc.stderr.decode()
-    log_stderr(stderr)
+    assert_no_traceback(stderr)
     assert proc.returncode == 5 and "Traceback" not in stderr  # the host sees its server's status
     assert proc.stdout == LINE * 100
     assert "File too large" in stderr and "exited with status 5" in stderr
@@ -369,7 +370,7 @@ def test_tee_trace_removed_mid_session_ends_3(tmp_path: Path) -> None:
     stderr = proc.stderr.read().decode()
     proc.stderr.close()
     proc.stdout.close()
-    log_stderr(stderr)
+    assert_no_traceback(stderr)
     assert rest == LINE  # the session went on
     result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, str(trace), "removed while recording")
@@ -390,7 +391,7 @@ def run_recorder(kind: str, args: list[str], default: Path) -> subprocess.Comple
         return run(args, env=env)
     proc = subprocess.run([MITMDUMP, "-q", *args], capture_output=True, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, timeout=WAIT,
                           env={**os.environ, **env})
-    log_stderr(proc.stderr.decode(errors="replace"))
+    assert_no_traceback(proc.stderr.decode(errors="replace"))
     return subprocess.CompletedProcess(proc.args, proc.returncode, "", proc.stderr.decode(errors="replace"))
 
 
@@ -421,7 +422,7 @@ def test_replay_whose_own_trace_fills_up_reports_and_ends_3(tmp_path: Path, reco
         cwd=REPO_ROOT, timeout=WAIT * 2, preexec_fn=limit_file_size(FSIZE_LIMIT),
     )
     stderr = proc.stderr.decode(errors="replace")
-    log_stderr(stderr)
+    assert_no_traceback(stderr)
     result = subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), stderr)
     assert_clean_failure(without_banners(result), EXIT_ENVIRONMENT, str(out), "File too large", "recording stopped")
     assert "1 session(s)" in result.stdout.splitlines()[0]  # the replay ran to its end and was reported
@@ -456,16 +457,11 @@ def test_trace_removed_while_recording_ends_3(tmp_path: Path, kind: str) -> None
     assert_clean_failure(without_banners(proxy.result), EXIT_ENVIRONMENT, str(trace), "removed while recording")
 
 
-def children(pid: int) -> list[int]:
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def test_tee_whose_recorder_dies_passes_everything_and_ends_3(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
 
     def kill_recorder(proc: subprocess.Popen) -> None:
-        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-        (recorder_pid,) = [pid for pid in children(proc.pid) if Path(f"/proc/{pid}/cmdline").read_bytes() == cmdline]
+        (recorder_pid,) = forked_children(proc.pid)
         os.kill(recorder_pid, signal.SIGKILL)  # the tee's forked recorder, not the server
 
     result = tee_exchanges(trace, 4, after_first=kill_recorder)
@@ -509,7 +505,7 @@ def test_load_whose_samples_fill_up_runs_on_and_ends_3(tmp_path: Path, workers: 
          "--workers", workers, "--out", str(out)],
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=WAIT * 3, preexec_fn=limit_file_size(LOAD_FSIZE_LIMIT),
     )
-    log_stderr(proc.stderr)
+    assert_no_traceback(proc.stderr)
     line = assert_clean_failure(proc, EXIT_ENVIRONMENT, "samples.", ".jsonl", "File too large", "incomplete")
     assert str(out) in line
     assert "samples incomplete: " in proc.stdout  # the printed summary says so

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from mcpbench.trace.reader import TraceReader
-from tests.hostile.helpers import EXIT_INPUT, MCPBENCH, assert_clean_failure, log_stderr, run
+from tests.hostile.helpers import EXIT_INPUT, MCPBENCH, assert_clean_failure, assert_no_traceback, run
 from tests.support.http_thread import serving
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
 
@@ -140,7 +140,7 @@ def test_http_recording_keeps_no_secret_anywhere(tmp_path: Path) -> None:
         finally:
             stop_process(proc)
     stderr = err_path.read_text(errors="replace")
-    log_stderr(stderr)
+    assert_no_traceback(stderr)
     assert "Traceback" not in stderr, stderr
     assert_no_secret("record's stderr", stderr)
     events = list(TraceReader(trace))
@@ -175,7 +175,7 @@ def test_stdio_recording_keeps_no_secret_anywhere(tmp_path: Path) -> None:
     proc = subprocess.run([*MCPBENCH, "tee", "--out", str(trace), "--redact", "password", "--", *argv],
                           input=stdin, capture_output=True, cwd=REPO_ROOT, timeout=WAIT)
     stderr = proc.stderr.decode(errors="replace")
-    log_stderr(stderr)
+    assert_no_traceback(stderr)
     assert proc.returncode == 4 and "Traceback" not in stderr  # the server's status, passed on
     assert MARK in proc.stdout.decode()  # the session itself passes untouched
     assert "exited with status 4" in stderr

@@ -7,18 +7,16 @@ or 143 (SIGTERM), no traceback, ports and child processes released, and what was
 the signal kept (in-flight requests written as error events). Every process a case starts, it stops.
 """
 
-import contextlib
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import orjson
 import pytest
 
 from mcpbench.trace.reader import read_trace
-from tests.hostile.helpers import MCPBENCH, log_stderr
+from tests.hostile.helpers import MCPBENCH, assert_no_traceback
 from tests.hostile.helpers import run as run_mcpbench
 from tests.hostile.hostile_peers import LATE_SERVER, counter_trace
 from tests.hostile.stops import (
@@ -26,7 +24,7 @@ from tests.hostile.stops import (
     status_of, stop, wait_for_text,
 )
 from tests.support.peers import peer_process
-from tests.support.processes import wait_for_exit
+from tests.support.processes import children, wait_for_exit
 from tests.support.servers import HOST, free_port, reference_server, wait_for_port
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
@@ -72,7 +70,7 @@ def test_the_tee_kills_a_server_that_ignores_sigterm(tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(TEE_KILL_WAIT)
         stderr = proc.stderr.read().decode(errors="replace")
-        log_stderr(stderr)
+        assert_no_traceback(stderr)
         assert proc.returncode == status_of(signal.SIGTERM) and "Traceback" not in stderr, (proc.returncode, stderr)
         wait_for_exit(pid, STOP_WAIT)
     exits = [e for e in read_trace(trace) if e["kind"] == "process" and e.get("event") == "exit"]
@@ -185,15 +183,6 @@ def test_tee_writes_requests_in_flight_as_error_events(tmp_path, end):
     assert len(frames.calls) >= 3 and "error" in set(frames.events["kind"])
 
 
-def children_of(pid: int) -> list[int]:
-    """The child processes of `pid`, whichever of its threads started them."""
-    children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
-            children += [int(child) for child in (task / "children").read_text().split()]
-    return children
-
-
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
 @pytest.mark.slow
 def test_serve_trace_stops_the_live_server_it_forwards_to(tmp_path, sig):
@@ -208,7 +197,7 @@ def test_serve_trace_stops_the_live_server_it_forwards_to(tmp_path, sig):
             proc.stdin.write(orjson.dumps(message) + b"\n")
             proc.stdin.flush()
         assert b'"tools"' in read_line_with(proc.stdout, b'"id":2')  # answered live: the upstream runs
-        upstreams = children_of(proc.pid)
+        upstreams = children(proc.pid)
         assert upstreams
         stop(proc, sig)
     for pid in upstreams:

@@ -23,7 +23,7 @@ from mcpbench.protocol.errors import TraceError
 from mcpbench.stats import LogHistogram, percentile
 from mcpbench.trace.follow import TraceTail
 from mcpbench.trace.writer import TraceWriter
-from tests.support.processes import descendants
+from tests.support.processes import descendants, forked_children
 from tests.support.servers import REPO_ROOT, serve_argv
 
 MCPBENCH = [sys.executable, "-m", "mcpbench"]
@@ -111,7 +111,7 @@ def test_a_spool_left_by_a_kill_is_read_and_the_pipe_ends(tmp_path: Path) -> Non
         ask(server, INITIALIZE)
         ask(server, INITIALIZED)
         lines.until("→ notifications/initialized")
-        recorder = next(pid for pid in descendants(server.pid) if Path(f"/proc/{pid}/cmdline").read_bytes() == Path(f"/proc/{server.pid}/cmdline").read_bytes())
+        recorder = forked_children(server.pid)[0]
         os.kill(recorder, signal.SIGSTOP)  # what the tee copies now stays in its spool
         assert b'"id":2' in ask(server, ECHO % 2)
         for pid in [server.pid, *descendants(server.pid)]:  # the whole tree, at once, as a host's kill

@@ -1,13 +1,25 @@
-"""What the load tests share: `mcpbench load` as a bounded subprocess."""
+"""What the load tests share: `mcpbench load` as a bounded subprocess, scenarios from text."""
 
 import subprocess
 import sys
 from pathlib import Path
 
+from mcpbench.load.scenario import Scenario, ScenarioError, scenario_from_node
 from tests.support.servers import REPO_ROOT
 
 # Every load run is bounded: load seconds plus locust startup/shutdown, well under this.
 RUN_TIMEOUT = 90
+
+
+def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
+    """A scenario from YAML text, its messages naming `source` (mcpbench itself reads files: `load_scenario`)."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{source}: not valid YAML: {exc}") from None
+    return scenario_from_node(root, source)
 
 
 def load_cmd(*args) -> list[str]:

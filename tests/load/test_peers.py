@@ -3,8 +3,8 @@
 import orjson
 import pytest
 
-from mcpbench.load.scenario import ScenarioError, scenario_from_text, versions_from_trace
-from tests.load.helpers import run_load
+from mcpbench.load.scenario import ScenarioError, versions_from_trace
+from tests.load.helpers import run_load, scenario_from_text
 from tests.support import peers
 
 FAILING = "mix:\n  - {call: tools/call, tool: fail}\nusers: 2\nspawn_rate: 10\nduration: 2s\n"

@@ -13,7 +13,7 @@ def test_failure_classes_split_answer_lost_from_timeout():
 
 
 def test_session_scenario_keys_are_checked():
-    from mcpbench.load.scenario import scenario_from_text
+    from tests.load.helpers import scenario_from_text
 
     base = "session: session_per_task\nmix:\n  - {call: tools/list}\n"
     probe = scenario_from_text(f"target: http://127.0.0.1:1/mcp\nsessions: 7\ndistinct_sources: true\n{base}", "p.yaml")

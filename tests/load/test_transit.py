@@ -13,9 +13,9 @@ import pytest
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.runfile import runfile_text
 from mcpbench.load.runner import parse_bind
-from mcpbench.load.scenario import scenario_from_text
 from mcpbench.load.transit import OPEN, RECONNECT, Batch, Done, Outbox, Roster, rate_shares
 from mcpbench.load.worker import MasterError, probe_master
+from tests.load.helpers import scenario_from_text
 
 
 def line(i: int) -> bytes:

@@ -17,10 +17,10 @@ from mcpbench.load.scenario import (
     load_scenario,
     mix_from_trace,
     parse_threshold,
-    scenario_from_text,
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, parse_target
+from tests.load.helpers import scenario_from_text
 from tests.support.servers import REPO_ROOT, free_port
 
 GOOD = """\

@@ -16,7 +16,7 @@ import pytest
 
 from mcpbench.trace import TraceReader, read_trace
 from tests.support.mcp_client import run_session
-from tests.support.processes import wait_for_exit
+from tests.support.processes import forked_children, wait_for_exit
 from tests.support.servers import serve_argv, stdio_params
 
 TEE = [sys.executable, "-m", "mcpbench", "tee"]
@@ -154,20 +154,6 @@ def read_until(stream, marker, limit=100):
         if marker in line or not line:
             break
     return seen
-
-
-def forked_children(pid):
-    """Children of `pid` running the same program as it (the tee's recorder, not its server)."""
-    with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        children = [int(child) for child in handle.read().split()]
-    with open(f"/proc/{pid}/cmdline", "rb") as handle:
-        ours = handle.read()
-    same = []
-    for child in children:
-        with open(f"/proc/{child}/cmdline", "rb") as handle:
-            if handle.read() == ours:
-                same.append(child)
-    return same
 
 
 def sched_field(pid, name):

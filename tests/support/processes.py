@@ -1,5 +1,6 @@
 """Watching processes a test did not start itself (Linux /proc, pidfd): every wait is bounded."""
 
+import contextlib
 import os
 import queue
 import select
@@ -8,6 +9,22 @@ import threading
 from pathlib import Path
 
 import pytest
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid`, whichever of its threads started them (Linux /proc)."""
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError):  # `pid` gone
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+                found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def forked_children(pid: int) -> list[int]:
+    """The children of `pid` that run its own command line (the tee's forked recorder, not its server)."""
+    ours = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return [child for child in children(pid) if Path(f"/proc/{child}/cmdline").read_bytes() == ours]
 
 
 def descendants(pid: int) -> list[int]:

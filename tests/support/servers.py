@@ -1,4 +1,5 @@
-"""Real peers for tests: the reference server processes of mcpbench.lab.peers.servers, plus SDK stdio parameters."""
+"""Real peers for tests: the reference server processes of mcpbench.lab.peers.servers (started and stopped
+by mcpbench.processes), plus SDK stdio parameters."""
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -6,16 +7,18 @@ from typing import TYPE_CHECKING
 from mcpbench.lab.peers.servers import (  # noqa: F401 (re-exported for tests)
     ENDPOINT_PATHS,
     HOST,
-    POLL_INTERVAL,
     REPO_ROOT,
     START_ATTEMPTS,
-    STARTUP_TIMEOUT,
-    STOP_TIMEOUT,
     RunningServer,
-    ServerStartError,
-    free_port,
     reference_server,
     serve_argv,
+)
+from mcpbench.processes import (  # noqa: F401 (re-exported for tests)
+    POLL_INTERVAL,
+    STARTUP_TIMEOUT,
+    STOP_TIMEOUT,
+    ServerStartError,
+    free_port,
     stop_process,
     wait_for_port,
 )

@@ -7,17 +7,17 @@ import sys
 
 import pytest
 
+from mcpbench.companions.options import signal_url
 from mcpbench.lab.peers.drive import drive, sdk_target
 from mcpbench.load.samples import records as read_records
 from mcpbench.protocol.errors import BadTargetError
 from mcpbench.telemetry.calls import TraceParent
 from mcpbench.telemetry.conventions import OTHER, Folder
-from mcpbench.telemetry.options import signal_url
+from mcpbench.trace.reader import read_trace
 from tests.record.helpers import record_proxy
 from tests.support.otlp import OtlpReceiver
 from tests.support.recordings import stdio_target
-from tests.support.servers import REPO_ROOT, reference_server
-from mcpbench.trace.reader import read_trace
+from tests.support.servers import REPO_ROOT, free_port, reference_server
 from tests.telemetry.helpers import CALLER_SPAN, CALLER_TRACE, MESSAGES, by_name, one, tee_session
 
 TOOLS = ("echo", "add", "fail", "big", "slow", "ask")
@@ -25,12 +25,6 @@ TOOLS = ("echo", "add", "fail", "big", "slow", "ask")
 
 def export(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mcpbench", "export", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -122,7 +116,7 @@ def test_tee_sends_spans_as_it_records_and_a_traceparent_continues_the_callers_t
 
 def test_tee_with_an_unreachable_endpoint_records_all_and_counts_what_it_dropped(tmp_path):
     trace = tmp_path / "s.jsonl"
-    result = tee_session(trace, ["--otlp", f"http://127.0.0.1:{closed_port()}"])
+    result = tee_session(trace, ["--otlp", f"http://127.0.0.1:{free_port()}"])
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "connection refused" in warnings[0], result.stderr
@@ -143,7 +137,7 @@ def test_export_to_a_refusing_endpoint_fails_in_one_line(recordings):
 
 
 def test_export_to_no_endpoint_fails_in_one_line(recordings):
-    result = export("--otlp", f"http://127.0.0.1:{closed_port()}", str(recordings["legacy"]))
+    result = export("--otlp", f"http://127.0.0.1:{free_port()}", str(recordings["legacy"]))
     assert result.returncode == 3 and result.stderr.count("\n") == 1, result.stderr
     assert "connection refused" in result.stderr
 

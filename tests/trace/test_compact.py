@@ -6,6 +6,7 @@ and `v1-mixed.jsonl` a made-up one with odd shapes (`recordings.py`); each `v2-*
 v2 writer made of it before its rules became one table.
 """
 
+import hashlib
 import random
 from collections import Counter
 from pathlib import Path
@@ -208,3 +209,68 @@ def test_flows_and_sessions_let_go_of_alike_on_both_sides(monkeypatch: pytest.Mo
     events = recording(rng, 200, odd=False)
     assert len({e["session"] for e in events[1:]}) > 2
     _round_trip(events, rng)
+
+
+# What the writer made of 200 seeded recordings (`recordings.py`: 10,766 flow events, odd shapes
+# included) while its rules ran as Python source generated from the table and `exec`'d: the SHA-256
+# of the lines, with today's bounds and with tiny ones (flows and sessions let go of all the time).
+# The rules now run as a loop over the table; the bytes must be these still.
+WRITTEN_BEFORE = {
+    (10_000, 10_000): "ac52e8677d08f21d5386ec9a467fdabd81c53e8cef96fa0c50bd714f9a20f83e",
+    (3, 2): "4977fed668748381c57ccd74411b8b2374f99e94b8548759e2c6987f34fc045d",
+}
+
+
+@pytest.mark.parametrize(("flows", "sessions"), sorted(WRITTEN_BEFORE))
+def test_the_writer_writes_the_bytes_the_generated_code_wrote(monkeypatch: pytest.MonkeyPatch, flows: int, sessions: int) -> None:
+    monkeypatch.setattr(compact, "MAX_FLOWS", flows)
+    monkeypatch.setattr(compact, "MAX_SESSIONS", sessions)
+    digest, lines = hashlib.sha256(), 0
+    for seed in range(200):
+        events = recording(random.Random(seed), 12)
+        compactor = Compactor(events[0])
+        for event in events[1:]:
+            digest.update(orjson.dumps(compactor.compact(event)) + b"\n")
+            lines += 1
+    assert (lines, digest.hexdigest()) == (10_766, WRITTEN_BEFORE[(flows, sessions)])
+
+
+def test_the_reader_lets_go_of_flows_and_sessions_by_the_bounds_the_header_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace written while the bounds were small reads back right once they are today's again; read
+    with today's instead (as a header without them is), it would restore wrong values, silently."""
+    rng = random.Random(23)
+    events = recording(rng, 200, odd=False)
+    monkeypatch.setattr(compact, "MAX_FLOWS", 3)
+    monkeypatch.setattr(compact, "MAX_SESSIONS", 2)
+    header = {**events[0], compact.BOUNDS: compact.header_bounds()}
+    compactor = Compactor(header)
+    lines = [orjson.dumps(compactor.compact(orjson.loads(orjson.dumps(event)))) for event in events[1:]]
+    monkeypatch.undo()
+    assert header[compact.BOUNDS] == {"max_flows": 3, "max_sessions": 2}
+    expander = Expander(header)
+    assert [expander.expand(orjson.loads(line)) for line in lines] == events[1:]
+    today = Expander(events[0])
+    assert [today.expand(orjson.loads(line)) for line in lines] != events[1:]
+
+
+def test_a_new_trace_records_todays_bounds_and_an_old_one_reads_with_them(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(path, transport="streamable-http"):
+        pass
+    assert orjson.loads(path.read_bytes().splitlines()[0])["compact"] == {"max_flows": 10_000, "max_sessions": 10_000}
+    assert compact.bounds({"kind": "trace"}) == (compact.MAX_FLOWS, compact.MAX_SESSIONS) == (10_000, 10_000)
+    for v2 in DATA.glob("v2-*.jsonl"):  # written before the header recorded them
+        assert b'"compact"' not in v2.read_bytes().splitlines()[0]
+
+
+@pytest.mark.parametrize("given", [None, [1, 2], {"max_flows": 0, "max_sessions": 5}, {"max_flows": 5}, {"max_flows": 5, "max_sessions": True}])
+def test_bounds_a_header_gives_wrongly_are_one_line_naming_file_and_line(tmp_path: Path, given) -> None:
+    path = tmp_path / "bad.jsonl"
+    header = {"v": 2, "ts": 1.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "trace"}
+    header["compact"] = given
+    path.write_bytes(orjson.dumps(header) + b"\n")
+    if given is None:  # null: as if absent
+        assert list(TraceReader(path))[0]["compact"] is None
+        return
+    with pytest.raises(TraceError, match=rf"^{path}:1: header field 'compact': max_flows and max_sessions must be whole numbers >= 1"):
+        list(TraceReader(path))

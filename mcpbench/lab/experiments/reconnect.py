@@ -37,7 +37,7 @@ import orjson
 from mcpbench.durations import parse_duration
 from mcpbench.lab.experiments.matrix import Matrix
 from mcpbench.load.samples import records
-from mcpbench.load.scenario import ScenarioError, compose_yaml
+from mcpbench.load.scenario import ScenarioError
 from mcpbench.protocol.reconnect import MODES as POLICIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
@@ -83,10 +83,6 @@ def is_reconnect_scenario(root: Any) -> bool:
     import yaml
 
     return isinstance(root, yaml.MappingNode) and any(isinstance(k, yaml.ScalarNode) and k.value == "faults" for k, _ in root.value)
-
-
-def load_plan(path: str | Path) -> ReconnectPlan:
-    return plan_from_node(compose_yaml(path), str(path))
 
 
 def plan_from_node(root: Any, source: str) -> ReconnectPlan:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpbench.lab.experiments.matrix import Matrix
-from mcpbench.load.scenario import ScenarioError, compose_yaml
+from mcpbench.load.scenario import ScenarioError
 from mcpbench.load.sessions import SessionTally, count_sessions, ordered_classes, read_samples, verdict
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, has_method
 
@@ -107,15 +107,6 @@ class CellResult(SessionTally):
 
 
 # --- the scenario -------------------------------------------------------------------------------
-
-
-def load_plan(path: str | Path) -> StickyPlan:
-    """Read a sticky scenario.
-
-    Raises:
-        ScenarioError: naming the file and line of the first problem.
-    """
-    return plan_from_node(compose_yaml(path), str(path))
 
 
 def plan_from_node(root: Any, source: str) -> StickyPlan:

@@ -5,28 +5,20 @@ also when the caller fails.
 """
 
 import contextlib
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from mcpbench.lab.peers.quirks import Quirks
+from mcpbench.processes import ServerStartError, free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 
 HOST: Final = "127.0.0.1"
 REPO_ROOT: Final = Path(__file__).resolve().parents[3]  # where `python -m mcpbench` runs from
-# `python -m mcpbench` imports mcp and uvicorn (about 2 s on an idle 2-core machine); 30 s leaves
-# room for a machine busy with other tests without letting a broken server hang the suite.
-STARTUP_TIMEOUT: Final = 30.0
-# How long a server gets to exit on SIGTERM before SIGKILL: uvicorn waits for open connections.
-STOP_TIMEOUT: Final = 5.0
-# Poll interval while waiting for a port: short against the ~2 s startup, cheap in CPU.
-POLL_INTERVAL: Final = 0.02
 # A port from free_port() can be taken by someone else before the server binds it; a server that
 # exits before accepting is restarted on a fresh port this many times in all.
 START_ATTEMPTS: Final = 3
@@ -34,51 +26,9 @@ START_ATTEMPTS: Final = 3
 ENDPOINT_PATHS: Final = {LEGACY_SSE: "/sse", STREAMABLE_HTTP: "/mcp"}
 
 
-class ServerStartError(RuntimeError):
-    """A server process did not start accepting connections."""
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1 (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(
-    host: str, port: int, timeout: float = STARTUP_TIMEOUT, *, proc: subprocess.Popen | None = None
-) -> None:
-    """Return once a TCP connect to host:port succeeds; raise ServerStartError after `timeout` s.
-
-    With `proc`, fail as soon as that process exits instead of waiting out the timeout.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc is not None and proc.poll() is not None:
-            raise ServerStartError(f"process {proc.pid} exited with {proc.returncode} before {host}:{port} accepted")
-        try:
-            with socket.create_connection((host, port), timeout=max(POLL_INTERVAL, 0.5)):
-                return
-        except OSError as exc:
-            if time.monotonic() >= deadline:
-                raise ServerStartError(f"nothing accepted on {host}:{port} within {timeout:g} s ({exc})") from None
-        time.sleep(POLL_INTERVAL)
-
-
-def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
-    """Terminate `proc`, kill it if it outlives `timeout`, and reap it."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    proc.wait()
-
-
 def start_listening(argv: Sequence[str], port: int, **popen: object) -> subprocess.Popen:
     """Start `argv` and return once it accepts on 127.0.0.1:`port`; stop it if it never does."""
-    proc = subprocess.Popen(list(argv), cwd=REPO_ROOT, stdin=subprocess.DEVNULL, **popen)
+    proc = start(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, **popen)
     try:
         wait_for_port(HOST, port, proc=proc)
     except BaseException:
@@ -156,9 +106,7 @@ def reference_server(
             )
             # stderr goes to a file: a pipe nobody reads would block the server once it fills.
             with stderr_path.open("wb") as err:
-                proc = subprocess.Popen(
-                    argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
-                )
+                proc = start(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
             try:
                 try:
                     wait_for_port(HOST, port, proc=proc)

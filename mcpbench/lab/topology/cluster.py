@@ -26,14 +26,11 @@ from mcpbench.lab.peers.servers import (
     HOST,
     START_ATTEMPTS,
     RunningServer,
-    ServerStartError,
-    free_port,
     reference_server,
     serve_argv,
     start_listening,
-    stop_process,
-    wait_for_port,
 )
+from mcpbench.processes import ServerStartError, free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.errors import McpbenchError
 
 BALANCERS: Final = ("builtin", "haproxy")
@@ -185,7 +182,7 @@ def running_balancer(
         log = folder / f"{kind}-{transport}-{policy}.log"
         with log.open("wb") as err:
             try:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+                proc = start(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
             except OSError as exc:
                 raise LabError(f"cannot start {argv[0]}: {exc.strerror}") from None
         try:

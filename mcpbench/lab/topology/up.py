@@ -22,10 +22,11 @@ from typing import Final
 
 import orjson
 
-from mcpbench.cliutil import STOP_SIGNALS, signal_status
+from mcpbench.cliutil import signal_status
 from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.lab.topology.cluster import Lab, LabError, RestartPlan, running_lab
 from mcpbench.outputs import new_run_folder, write_atomic
+from mcpbench.processes import STOP_SIGNALS
 
 STATE_DIR: Final = Path("results") / "lab-up"
 # How often a foreground lab checks that its processes still run: a dead instance is noticed

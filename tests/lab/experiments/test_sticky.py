@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from mcpbench.lab.experiments.sticky import CSV_BASE, Cell, StickyPlan, run_plan
-from mcpbench.load.scenario import scenario_from_text
+from tests.load.helpers import scenario_from_text
 
 pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
 

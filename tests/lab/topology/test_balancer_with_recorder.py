@@ -13,10 +13,11 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
     import gevent
     import orjson
 
-    from mcpbench.lab.peers.servers import HOST, free_port, start_listening, stop_process
+    from mcpbench.lab.peers.servers import HOST, start_listening
     from mcpbench.lab.topology.cluster import mitmdump_path
     from mcpbench.load.client import McpClient
     from mcpbench.load.transports import SseTransport, http_client
+    from mcpbench.processes import free_port, stop_process
     from mcpbench.proxies.balancer import __file__ as balancer_script
     from mcpbench.record import ADDON_PATH
 

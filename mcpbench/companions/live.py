@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcpbench.stdio.orphans import dying_with_parent
+from mcpbench.processes import dying_with_parent, start, stop_process
 
 # How long a view may take to restore the terminal and exit once asked to.
 STOP_TIMEOUT = 5.0
@@ -48,7 +48,7 @@ class LiveView:
                   file=sys.stderr, flush=True)
             return False
         try:
-            self.proc = subprocess.Popen(
+            self.proc = start(
                 dying_with_parent([sys.executable, "-m", "mcpbench", "inspect", "--follow", str(self.path)], signal.SIGTERM),
                 stdin=tty, stdout=tty, stderr=tty,
             )
@@ -69,9 +69,4 @@ class LiveView:
         """Ask a view still open to leave (it restores the terminal), and wait for it, bounded."""
         if not self.running:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_TIMEOUT)
+        stop_process(self.proc, STOP_TIMEOUT)

@@ -1,7 +1,7 @@
 """Spans and metrics of the traffic through a proxy that does not record it (the balancer, the faults).
 
 With `--metrics` or `--otlp`, the recording addon goes first in the proxy's chain and writes the
-traffic into a temporary trace, which the telemetry companion (`telemetry/companion.py`) follows,
+traffic into a temporary trace, which the telemetry companion (`companions/telemetry.py`) follows,
 as it follows `mcpbench record`'s: the counts come from the same trace reader and session as
 every command's. The trace is deleted when the proxy stops.
 """
@@ -11,8 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcpbench.telemetry.companion import Companion
-from mcpbench.telemetry.options import TelemetryOptions
+from mcpbench.companions.options import TelemetryOptions
+from mcpbench.companions.telemetry import Companion
 
 
 @contextlib.contextmanager

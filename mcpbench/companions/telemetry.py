@@ -16,8 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mcpbench.companions.options import TelemetryOptions
+from mcpbench.processes import start, stop_process
 from mcpbench.protocol.errors import OutputError
-from mcpbench.telemetry.options import TelemetryOptions
 from mcpbench.trace.compress import GZIP_SUFFIX, ZSTD_SUFFIX
 
 # How long the recorder waits for its companion to send the rest (it gives the endpoint ~3 s,
@@ -54,7 +55,7 @@ class Companion:
 
     def start(self) -> "Companion":
         argv = [sys.executable, "-m", "mcpbench", "export", "--follow", "--until-eof", *self.options.argv(), str(self.trace)]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, start_new_session=True)
+        self.proc = start(argv, stdin=subprocess.PIPE, start_new_session=True)
         return self
 
     def stop(self) -> int | None:
@@ -63,12 +64,8 @@ class Companion:
         if proc is None:
             return None
         self.proc = None
-        try:
-            proc.stdin.close()
-            return proc.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait()
+        proc.stdin.close()  # the companion's signal to send the rest and exit
+        return stop_process(proc, STOP_SECONDS, signals=())
 
 
 # How long a load run waits for its samples to be sent (a million steps take about a minute).
