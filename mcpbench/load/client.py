@@ -559,9 +559,11 @@ class McpClient:
                  timeout: float | None = None) -> tuple[Answered | Failed, int, float | None]:
         """One request sent and waited for, with one token renewal after a 401 and the reconnect policy's
         recovery after a break: its outcome, the bytes exchanged, its first SSE event."""
-        if self.transport is None or self.conn is None:
-            return Failed(None, None, Failure.CONNECT, "not sent: not connected"), 0, None
-        outcome, size, first_event = self._send_and_wait(build, sent, timeout)
+        if self.transport is None or self.conn is None:  # closed by an earlier break: the policy may reconnect
+            outcome: Answered | Failed = Failed(None, None, Failure.CONNECT, "not sent: not connected")
+            size, first_event = 0, None
+        else:
+            outcome, size, first_event = self._send_and_wait(build, sent, timeout)
         if type(outcome) is Failed and outcome.failure == Failure.AUTH_REQUIRED and self.tokens is not None:
             refused = self._renew(outcome)  # once: the server may have dropped the token (a restart, a revocation)
             if refused is None:

@@ -30,7 +30,7 @@ from typing import Any, Final
 from mcpbench.lab.experiments.matrix import Matrix
 from mcpbench.load.scenario import ScenarioError
 from mcpbench.load.sessions import SessionTally, count_sessions, ordered_classes, read_samples, verdict
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, has_method
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28, has_handshake, has_method
 
 # mode -> (transport, json_response, stateless, protocol version)
 MODES: Final = {
@@ -74,7 +74,7 @@ class Cell:
         """What the cell is built to show: sessions break where a session lives in one process's memory
         and the balancer spreads its requests over several; everywhere else they hold. The report
         tells a cell that broke as designed from one that should have held."""
-        stateful = MODES[self.mode][2] is False and MODES[self.mode][3] != V2026_07_28
+        stateful = MODES[self.mode][2] is False and has_handshake(MODES[self.mode][3])  # 2026-07-28 keeps no sessions
         return BREAK if stateful and self.instances > 1 and self.policy in SPREADING else HOLD
 
 
