@@ -12,6 +12,7 @@ import orjson
 
 from mcpbench.fuzz.cases import VALID, Case
 from mcpbench.fuzz.session import Outcome
+from mcpbench.protocol.versions import asks_for_input
 from mcpbench.stats import percentile
 
 CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC, MEMORY = (
@@ -52,7 +53,7 @@ def _short(text: str) -> str:
 
 def schema_problem(schema: Any, value: Any) -> str | None:
     """Why `value` breaks `schema` (the first error's message), None when it fits; a schema that is not
-    valid JSON Schema breaks nothing here (it is reported once as a note by the runner)."""
+    valid JSON Schema breaks nothing here (the runner reports it once, a protocol finding: `invalid_schema`)."""
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
@@ -65,6 +66,21 @@ def schema_problem(schema: Any, value: Any) -> str | None:
         return None
     where = "/".join(str(part) for part in error.absolute_path)
     return f"{where + ': ' if where else ''}{error.message}"
+
+
+def invalid_schema(schema: Any) -> str | None:
+    """Why a tool's published schema is not valid JSON Schema 2020-12 (None: it is)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(schema, dict):
+        return f"not a JSON object: {_texts(schema)[:60]}"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path)
+        return f"{where + ': ' if where else ''}{exc.message}"
+    return None
 
 
 def _texts(value: Any) -> str:
@@ -104,6 +120,9 @@ def judge(case: Case, outcome: Outcome, input_schema: dict | None, output_schema
             verdicts.append(Verdict(LEAK, _short(found)))
         return verdicts
     result = outcome.result
+    if asks_for_input(result):  # 2026-07-28: the tool asks for input (no content yet); a tampered retry is `state_accepted`'s
+        found = leak(_texts(result), request_text)
+        return verdicts + ([Verdict(LEAK, _short(found))] if found else [])
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
         verdicts.append(Verdict(PROTOCOL, _short(f"a tools/call result without a content list: {_texts(result)}")))
         return verdicts
@@ -124,6 +143,16 @@ def judge(case: Case, outcome: Outcome, input_schema: dict | None, output_schema
         elif (problem := schema_problem(output_schema, structured)) is not None:
             verdicts.append(Verdict(OUTPUT_SCHEMA, _short(f"structuredContent breaks the outputSchema: {problem}")))
     return verdicts
+
+
+def state_accepted(outcome: Outcome, state: str) -> Verdict | None:
+    """A retry carrying an altered `requestState` answered as done: a server must treat the state as
+    attacker-controlled (integrity-protected), so a well-behaved one refuses it (an error, an `isError`
+    result, or asking again)."""
+    result = outcome.result
+    if result is None or not isinstance(result, dict) or asks_for_input(result) or result.get("isError"):
+        return None
+    return Verdict(PROTOCOL, _short(f"a retry with the requestState altered ({state}) was answered as done: {_texts(result)}"))
 
 
 def repeatable(annotations: dict) -> bool:
@@ -167,4 +196,5 @@ def slow_bound(latencies: list[float]) -> float | None:
     return max(median * SLOW_FACTOR, median + SLOW_MARGIN)
 
 
-__all__ = ["CLASSES", "Verdict", "differs", "memory_grew", "judge", "leak", "repeatable", "schema_problem", "slow_bound"]
+__all__ = ["CLASSES", "Verdict", "differs", "memory_grew", "judge", "leak", "repeatable", "invalid_schema", "schema_problem", "slow_bound",
+           "state_accepted"]

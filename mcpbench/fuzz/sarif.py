@@ -50,7 +50,7 @@ def _result(finding: Finding, base: Path | None) -> dict[str, Any]:
                             f"(case: {finding.case.describe()} {finding.arguments_text()})"},
         "locations": [location],
         "properties": {"tool": finding.case.tool, "case": finding.case.describe(), "arguments": finding.case.arguments,
-                       "seeded": finding.case.seeded},
+                       "seeded": finding.case.seeded, "protocolVersion": finding.version},
     }
 
 

@@ -1,7 +1,7 @@
 """One fuzzing session: the client core (`ClientConnection`) over the replayer's transports, one call at a time.
 
-    session = FuzzSession(target, access=access, cwd=folder)
-    session.open(deadline)                 # the handshake; raises TargetError when there is no MCP server
+    session = FuzzSession(target, access=access, cwd=folder, version=version)
+    session.open(deadline)                 # the handshake (2026-07-28: server/discover); TargetError when there is no MCP server
     outcome = session.call("tools/call", {"name": "add", "arguments": {...}}, timeout=5.0)
     session.close()
 
@@ -21,7 +21,7 @@ from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection, Failed, Garbled, ServerRequest, SessionLost
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse
-from mcpbench.protocol.versions import LATEST_HANDSHAKE
+from mcpbench.protocol.versions import DISCOVER, LATEST_HANDSHAKE
 from mcpbench.replay.transports import Lost, Opened, ReplayTransport, open_transport
 from mcpbench.target import STDIO, Target
 
@@ -60,7 +60,8 @@ class FuzzSession:
         target: where to connect.
         access: the user's headers, tokens and proxies (HTTP).
         cwd: the working folder of a stdio server.
-        version: the protocol version to offer.
+        version: the protocol version to speak: a handshake-era one is offered in `initialize`; 2026-07-28
+            goes in every request's `_meta` envelope, and `server/discover` stands in for the handshake.
     """
 
     def __init__(self, target: Target, *, access: ClientAccess | None = None, cwd: str | None = None,
@@ -77,8 +78,8 @@ class FuzzSession:
         self.lost: str | None = None
         self.stderr: list[bytes] = []
 
-    def open(self, timeout: float) -> None:
-        """Start the transport and make the handshake.
+    def open(self, timeout: float, handshake: bool = True) -> None:
+        """Start the transport and make the handshake (2026-07-28: `server/discover`; `handshake` False: neither yet).
 
         Raises:
             TargetError: nothing there, or what answered is not an MCP server (one line).
@@ -87,19 +88,33 @@ class FuzzSession:
                                         direct=True, proxies=self.access.proxies)
         self.conn = ClientConnection(self.transport.kind, self.version, url=self.transport.url,
                                      headers=self.access.headers_now() if self.transport.url else None)
-        log: list[Logged] = []
-        self._events(self.transport.connect(self.conn), None, log, Outcome())
-        outcome = self._exchange(self.conn.initialize(ts=time.perf_counter()), timeout, log)
+        self._events(self.transport.connect(self.conn), None, self.handshake, Outcome())
+        if handshake:
+            self.shake(timeout)
+
+    def shake(self, timeout: float) -> Outcome:
+        """The handshake on the open transport (2026-07-28: `server/discover`), kept in `handshake`.
+
+        Raises:
+            TargetError: no answer, or what answered is not an MCP server (one line).
+        """
+        log = self.handshake
+        if self.conn.stateless:
+            outcome = self._exchange(self.conn.request(DISCOVER, None, ts=time.perf_counter()), timeout, log)
+        else:
+            outcome = self._exchange(self.conn.initialize(ts=time.perf_counter()), timeout, log)
         if type(outcome.answer) is not jsonrpc.Response:
             why = outcome.detail or (f"JSON-RPC {outcome.answer.code} {outcome.answer.message}" if outcome.answer else "no answer")
             if outcome.garbled:
                 why = f"it sent what is not MCP ({outcome.garbled[0]})"
-            raise TargetError(f"{self.target}: the MCP handshake failed: {why}")
+            raise TargetError(f"{self.target}: the MCP handshake failed: {why}" if not self.conn.stateless
+                              else f"{self.target}: {DISCOVER} failed: {why}")
         self.server_info = outcome.result
-        out = self.conn.initialized(time.perf_counter())
-        log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
-        self.transport.send(out)
-        self.handshake = log
+        if not self.conn.stateless:
+            out = self.conn.initialized(time.perf_counter())
+            log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
+            self.transport.send(out)
+        return outcome
 
     @property
     def session_id(self) -> str | None:
@@ -113,7 +128,9 @@ class FuzzSession:
 
     def send_raw(self, data: bytes, wait: float, headers: dict[str, str] | None = None) -> Outcome:
         """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers,
-        or `headers` instead), and read what comes back for `wait` seconds (an HTTP answer's status; a lost carrier)."""
+        or `headers` instead), and read what comes back until the POST's status (HTTP), at most `wait` seconds.
+        On stdio nothing is waited for: what the server writes back comes before the answer to the next
+        request on the same pipe, and is read (and logged) with it."""
         if self.lost:
             return Outcome(lost=True, detail=self.lost, failure="session-lost")
         out = self.conn.notify(RAW_METHOD)  # this session's headers and URL; the bytes are replaced
@@ -122,8 +139,8 @@ class FuzzSession:
             out.headers = headers
         outcome = Outcome(log=[(RAW, data, time.time())])
         self.transport.send(out)
-        deadline = time.perf_counter() + wait
-        while not outcome.lost and (remaining := deadline - time.perf_counter()) > 0:
+        deadline = time.perf_counter() + (wait if self.transport.url else 0.0)
+        while not outcome.lost and outcome.status is None and (remaining := deadline - time.perf_counter()) > 0:
             item = self.transport.next_item(self.items, remaining)
             if item is None:
                 break

@@ -269,7 +269,8 @@ def build(
 # its header naming the class): no answer again, two answers that differ again, or the same answer.
 REPRODUCED = {"crash": ("unanswered", "failed", "missing"), "hang": ("unanswered", "failed", "missing"),
               "non-deterministic": ("changed",)}
-# Classes a single replayed call cannot show: they are judged over a run.
+# Classes a single replayed call cannot show: they are judged over a run (slow can, when the trace
+# says the latency it was slow past: `slow_after_s`).
 NOT_REPLAYED = ("slow", "memory")
 
 
@@ -279,6 +280,11 @@ def fuzz_note(fuzz: dict, calls: list[CallResult]) -> str:
     cls, tool = str(fuzz.get("class")), str(fuzz.get("tool"))
     found = f"fuzz finding {cls} in {tool}" + (f" ({fuzz['evidence']})" if fuzz.get("evidence") else "")
     mine = [call for call in calls if call.method == "tools/call" and call.name == tool] or calls[-1:]
+    bound = fuzz.get("slow_after_s")
+    if cls == "slow" and isinstance(bound, (int, float)) and mine and mine[-1].latency_new is not None:
+        took = mine[-1].latency_new
+        verdict = "reproduced" if took > bound else "NOT reproduced"
+        return f"{found}: {verdict}: {mine[-1].label} took {took:.2f} s (slow past {bound:.2f} s)"
     if cls in NOT_REPLAYED:
         return f"{found}: a replay cannot show {cls} (judged over a run): mcpbench fuzz --tool {tool} again"
     if tool == "(protocol)":  # fuzz's name for a protocol case: its bytes are kept as a violation, never sent
