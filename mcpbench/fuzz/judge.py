@@ -12,7 +12,7 @@ import orjson
 
 from mcpbench.fuzz.cases import VALID, Case
 from mcpbench.fuzz.session import Outcome
-from mcpbench.protocol.versions import asks_for_input
+from mcpbench.protocol.versions import REQUEST_STATE, asks_for_input
 from mcpbench.stats import percentile
 
 CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC, MEMORY = (
@@ -161,12 +161,13 @@ def repeatable(annotations: dict) -> bool:
 
 
 def differs(first: Outcome, second: Outcome) -> Verdict | None:
-    """A repeatable tool answering the same call differently (`_meta` aside): non-deterministic."""
+    """A repeatable tool answering the same call differently (`_meta` and a 2026-07-28 `requestState` aside:
+    a sealed state differs each time by design): non-deterministic."""
     if type(first.answer) is not type(second.answer):
         return Verdict(NON_DETERMINISTIC, "the same call answered once with a result, once with an error")
     if first.result is None or second.result is None:
         return None
-    one, two = ({k: v for k, v in result.items() if k != "_meta"} if isinstance(result, dict) else result
+    one, two = ({k: v for k, v in result.items() if k not in ("_meta", REQUEST_STATE)} if isinstance(result, dict) else result
                 for result in (first.result, second.result))
     if one == two:
         return None

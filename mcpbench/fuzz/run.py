@@ -478,7 +478,10 @@ class Fuzzer:
 
     def _memory(self, session: FuzzSession, case: Case, outcome: Outcome) -> None:
         """Sample a stdio server's resident memory after each call: the baseline after a tool's first calls, then
-        each sample set against it (one process and one tool at a time: what one tool grew is not another's)."""
+        each sample set against it (one process and one tool at a time: what one tool grew is not another's).
+        A sample past the bound is taken again after a ping: memory the server still held for the answer it
+        just wrote (the reference server's 16 MiB `big`: 72 MiB, 152 MiB after it, 72 MiB after a ping) is
+        no growth; memory it keeps is."""
         rss = session.resident()
         if rss is None or outcome.lost:
             return
@@ -487,8 +490,12 @@ class Fuzzer:
         self._rss[2] += 1
         if self._rss[2] == MEMORY_BASELINE_CALLS:
             self._rss[1] = rss
-        elif self._rss[1] is not None and (verdict := memory_grew(self._rss[1], rss, self._rss[2] - MEMORY_BASELINE_CALLS)):
-            self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log, version=self.version))
+        elif self._rss[1] is not None and memory_grew(self._rss[1], rss, self._rss[2] - MEMORY_BASELINE_CALLS):
+            ping = self._alive(session)
+            kept = session.resident() if ping.answer is not None else None
+            if kept is not None and (verdict := memory_grew(self._rss[1], kept, self._rss[2] - MEMORY_BASELINE_CALLS)):
+                self._keep(Finding(verdict.cls, case, f"{verdict.evidence}, still after a ping",
+                                   session.handshake + outcome.log + ping.log, version=self.version))
 
     def _keep(self, finding: Finding) -> None:
         known = self.found.get(finding.key)

@@ -100,6 +100,8 @@ def test_destructive_tools_are_called_only_when_allowed(annotations, allow, read
 def test_a_repeatable_tool_answering_differently_is_non_deterministic():
     same = {"content": [{"type": "text", "text": "4"}]}
     assert differs(answered(same), answered({**same, "_meta": {"at": 2}})) is None
+    asked = {"resultType": "input_required", "inputRequests": {"q": {"method": "elicitation/create"}}}
+    assert differs(answered({**asked, "requestState": "v1.a"}), answered({**asked, "requestState": "v1.b"})) is None  # sealed anew each time
     assert differs(answered(same), answered({"content": [{"type": "text", "text": "5"}]})).cls == NON_DETERMINISTIC
     assert differs(answered(same), Outcome(answer=ErrorResponse(id=1, code=-1, message="x"))).cls == NON_DETERMINISTIC
     assert repeatable({"idempotentHint": True}) and repeatable({"readOnlyHint": True}) and not repeatable({})
