@@ -22,8 +22,6 @@ FAULTY_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-m", "mcpbench.lab
 REFERENCE_STDIO: Final = "stdio:" + shlex.join([sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"])
 # A command's own bound: a fuzz run in a test is a few dozen calls (stdio restarts after crashes and hangs included).
 RUN_TIMEOUT: Final = 240
-# How long a replay waits for an answer (a stdio server's cold start on a busy machine included): a hang's replay waits this long for none.
-REPLAY_WAIT: Final = "15"
 
 
 def fuzz(target: str, *args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
@@ -44,7 +42,8 @@ def found(data: dict) -> set[tuple[str, str]]:
 
 def replay_row(trace: str, target: str, tool: str) -> str:
     """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...); the report says the finding reproduced."""
-    result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target, "--timeout", REPLAY_WAIT], capture_output=True, text=True,
+    # replay's own timeout (30 s at least): a stdio server's cold start on a busy machine takes seconds; a hang's replay waits it out
+    result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target], capture_output=True, text=True,
                             timeout=RUN_TIMEOUT, cwd=REPO_ROOT)
     rows = [line for line in result.stdout.splitlines() if f"tools/call {tool} " in line or (tool == "tools/list" and " tools/list " in line)]
     assert rows, result.stdout + result.stderr

@@ -36,7 +36,7 @@ STATELESS = "2026-07-28"
 def stdio_run(tmp_path_factory):
     """One 2026-07-28 run of the planted-fault server over stdio, every output written; several tests read it."""
     out = tmp_path_factory.mktemp("fuzz-stdio")
-    result, data = fuzz_json(FAULTY_STDIO, out, "--cases", "110", "--seed", "1", "--hang-after", "3", "--era", STATELESS,
+    result, data = fuzz_json(FAULTY_STDIO, out, "--cases", "130", "--seed", "1", "--hang-after", "3", "--era", STATELESS,
                              "--junit-xml", str(out / "fuzz.xml"), "--summary-md", str(out / "fuzz.md"), "--sarif", str(out / "fuzz.sarif"))
     return result, data, out
 
@@ -72,8 +72,8 @@ def test_each_stdio_finding_replays_from_its_trace(stdio_run):
     def replayed(finding: dict) -> str:
         return replay_row(finding["trace"], FAULTY_STDIO, "tools/list" if finding["kind"] == "invalid-schema" else finding["tool"])
 
-    # Each replay is a server process of its own, mostly waiting (a hang's bound, a slow call): a few at once.
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    # Each replay is a server process of its own, mostly waiting (a hang's 30 s, a slow call): a few at once.
+    with ThreadPoolExecutor(max_workers=3) as pool:
         for finding, row in zip(mine, pool.map(replayed, mine)):
             assert REPLAYED[finding["class"]] in row, finding
 
