@@ -92,8 +92,7 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
 
     Example: mcpbench fuzz "stdio:python server.py" --budget 30s --seed 7 --json fuzz.json
     """
-    import orjson
-
+    from mcpbench.fuzz.cases import dumps
     from mcpbench.fuzz.findings import suite, table, write_traces
     from mcpbench.fuzz.judge import CLASSES
     from mcpbench.fuzz.run import Fuzzer, Settings
@@ -136,13 +135,13 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
             data = {"target": str(parsed), "seed": seed, "versions": list(versions), "calls": run.calls, "protocol_cases": run.protocol_cases, "seconds": run.seconds, "cases_digest": run.digest(),
                     "interrupted": run.interrupted, "ended": run.ended, "tools": tools, "skipped": run.skipped,
                     "notes": run.notes, "findings": [f.to_json() for f in run.findings]}
-            write_atomic(json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+            write_atomic(json_out, dumps(data, indent=True) + b"\n")
         if sarif_out:
             from mcpbench import __version__
             from mcpbench.fuzz.sarif import to_sarif
 
             log = to_sarif(run.findings, target=str(parsed), seed=seed, version=__version__, base=Path.cwd())
-            write_atomic(sarif_out, orjson.dumps(log, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+            write_atomic(sarif_out, dumps(log, indent=True) + b"\n")
         write_ci_outputs([suite(run.findings, tools, CLASSES, run.seconds)], "mcpbench fuzz", junit_xml, summary_md)
     if run.interrupted:
         raise KeyboardInterrupt

@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from mcpbench.ci.cases import FAILED, PASSED, Case as CiCase, Suite
-from mcpbench.fuzz.cases import Case
+from mcpbench.fuzz.cases import Case, dumps
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL
 from mcpbench.fuzz.session import RAW, Logged
 from mcpbench.trace.format import Kind, text_or_b64
@@ -43,10 +41,10 @@ class Finding:
 
     def size(self) -> int:
         """How big the case is: a smaller one replaces a larger of the same class and tool (shrinking)."""
-        return len(orjson.dumps(self.case.arguments, option=orjson.OPT_NON_STR_KEYS))
+        return len(dumps(self.case.arguments))
 
     def arguments_text(self, limit: int | None = CASE_CHARS) -> str:
-        text = orjson.dumps(self.case.arguments, option=orjson.OPT_NON_STR_KEYS).decode(errors="replace")
+        text = dumps(self.case.arguments).decode(errors="replace")
         return text if limit is None or len(text) <= limit else text[:limit - 1] + "…"
 
     def to_json(self) -> dict[str, Any]:

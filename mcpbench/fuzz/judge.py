@@ -8,9 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from mcpbench.fuzz.cases import VALID, Case
+from mcpbench.fuzz.cases import VALID, Case, dumps
 from mcpbench.fuzz.session import Outcome
 from mcpbench.protocol.versions import REQUEST_STATE, asks_for_input
 from mcpbench.stats import percentile
@@ -84,7 +82,7 @@ def invalid_schema(schema: Any) -> str | None:
 
 
 def _texts(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(errors="replace") if value is not None else ""
+    return dumps(value).decode(errors="replace") if value is not None else ""
 
 
 def leak(answer_text: str, request_text: str) -> str | None:

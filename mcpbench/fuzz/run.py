@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpbench.auth.options import ClientAccess
-from mcpbench.fuzz.cases import VALID, Case, cases
+from mcpbench.fuzz.cases import VALID, Case, cases, dumps
 from mcpbench.fuzz.findings import Finding
 from mcpbench.fuzz.judge import (
     CRASH, HANG, PROTOCOL, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, invalid_schema, judge, memory_grew, repeatable, slow_bound,
@@ -128,9 +128,7 @@ class FuzzRun:
         """A short hash of every case sent, in order: two runs with equal digests sent the same cases."""
         import hashlib
 
-        import orjson
-
-        text = b"\n".join(orjson.dumps([version, case.tool, case.kind, case.arguments], option=orjson.OPT_NON_STR_KEYS)
+        text = b"\n".join(dumps([version, case.tool, case.kind, case.arguments])
                           for version, case in self.sent)
         return hashlib.sha256(text).hexdigest()[:16]
     seconds: float = 0.0

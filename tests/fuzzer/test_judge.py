@@ -190,3 +190,15 @@ def test_2026_07_28_has_no_call_before_a_handshake_and_stdio_and_sse_send_theirs
         assert names.count(BEFORE_HANDSHAKE) == 1
         assert BEFORE_HANDSHAKE not in [case.name for case in protocol_cases(transport, handshake=False)]
     assert all(case.fresh for case in protocol_cases("stdio") if case.name == BEFORE_HANDSHAKE)
+
+
+def test_arguments_past_64_bits_are_sent_and_kept():
+    # orjson refuses -2**63 - 1 (a boundary number of the fuzzer's): the reference server's `add` lost its cases to it
+    from mcpbench.fuzz.findings import Finding
+    from mcpbench.protocol import jsonrpc
+
+    arguments = {"a": -(2**63) - 1, "b": 2**64}
+    sent = jsonrpc.encode(jsonrpc.Request(id=1, method="tools/call", params={"name": "add", "arguments": arguments}))
+    assert b'"a":-9223372036854775809' in sent and orjson.loads(sent)["params"]["name"] == "add"
+    finding = Finding(ACCEPTED_INVALID, Case("add", "boundary-number", arguments, "a"), "x")
+    assert finding.size() == len('{"a":-9223372036854775809,"b":18446744073709551616}') and "-9223372036854775809" in finding.arguments_text()
