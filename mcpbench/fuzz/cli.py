@@ -59,7 +59,10 @@ def eras(name: str) -> tuple[str, ...]:
               help="The protocol era to fuzz in: handshake (initialize, then calls), 2026-07-28 (no handshake, each request's _meta "
                    "carries version and capabilities), both (one after the other, the bounds shared), or a handshake-era version.")
 @click.option("--rate", type=POSITIVE, metavar="R", help="At most R calls a second (a shared server stays usable).")
-@click.option("--hang-after", default="10s", show_default=True, metavar="T", help="A call unanswered this long is a hang.")
+@click.option("--hang-after", default="10s", show_default=True, metavar="T",
+              help="A call this long without an answer or a sign of life (progress, a ping answered) is a hang.")
+@click.option("--live-limit", default="60s", show_default=True, metavar="T",
+              help="A call still showing life is waited for this long, then is a hang.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the run and its findings to FILE (JSON).")
 @click.option("--sarif", "sarif_out", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the findings as SARIF 2.1.0 to FILE (for code scanning): a rule per class, a result per finding.")
@@ -68,7 +71,7 @@ def eras(name: str) -> tuple[str, ...]:
 @ci_options
 @client_options
 @map_errors
-def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, era, rate, hang_after, json_out, sarif_out, out_dir,
+def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, era, rate, hang_after, live_limit, json_out, sarif_out, out_dir,
          junit_xml, summary_md, client):
     """Find the inputs that crash, hang or leak in an MCP server; every finding a trace `mcpbench replay` reproduces.
 
@@ -108,9 +111,10 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     check_ci_outputs(junit_xml, summary_md)
     seconds = None if cases and not budget else positive_duration(budget or DEFAULT_BUDGET, "--budget")
     hang = positive_duration(hang_after, "--hang-after")
+    live = max(hang, positive_duration(live_limit, "--live-limit"))
     versions = eras(era)
     seed = secrets.randbits(32) if seed is None else seed
-    settings = Settings(seed=seed, budget=seconds, cases=cases, hang_after=hang, rate=rate, allow=tuple(allow),
+    settings = Settings(seed=seed, budget=seconds, cases=cases, hang_after=hang, live_limit=live, rate=rate, allow=tuple(allow),
                         read_only_only=read_only_only, only=tuple(only), skip=tuple(skip), seeds=seeds_from_traces(traces), protocol=protocol,
                         versions=versions)
     if parsed.url:

@@ -33,6 +33,7 @@ class Finding:
     trace: Path | None = None
     version: str | None = None  # the protocol version the session spoke
     bound: float | None = None  # slow: the latency (seconds) past which the call was slow
+    grew: int | None = None  # memory: the bytes of resident memory the server gained over the finding's calls
 
     @property
     def key(self) -> tuple[str, str, str | None]:
@@ -59,6 +60,8 @@ def write_trace(finding: Finding, path: Path, transport: str, target: str) -> Pa
     fuzz = {"class": finding.cls, "tool": finding.case.tool, "evidence": finding.evidence}
     if finding.bound is not None:  # what a replay's latency is set against
         fuzz["slow_after_s"] = round(finding.bound, 3)
+    if finding.grew is not None:  # what a replay's resident memory is set against
+        fuzz["memory_grew_bytes"] = finding.grew
     with TraceWriter(path, transport=transport, header={"fuzz": fuzz, "target": target}) as writer:
         for direction, raw, ts in finding.log:
             if direction == RAW:  # a protocol case's bytes: not a message, kept as the violation they are

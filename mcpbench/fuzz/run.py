@@ -33,20 +33,30 @@ from mcpbench.fuzz.judge import (
     state_accepted,
 )
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, ProtocolCase, expected_refusal, protocol_cases, tampered, with_changes
-from mcpbench.fuzz.session import FuzzSession, Outcome
+from mcpbench.fuzz.session import FuzzSession, Live, Outcome
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, asks_for_input, has_handshake, has_method
 from mcpbench.target import STDIO, Target
 
 # How long the handshake may take (a stdio server importing its SDK on a busy machine included).
 OPEN_TIMEOUT = 30.0
-# How long one call may go unanswered before it is a hang.
+# How long a call may go without an answer or a sign of life (a progress notification for its token, then a
+# ping answered on its connection) before it is a hang.
 DEFAULT_HANG_AFTER = 10.0
+# How long a call still showing life is waited for: a client in the field gives up there too (the TypeScript
+# SDK's default request timeout is 60 s). A tool asked for a long task (the reference server's `slow` sleeps
+# up to 30 s, as asked) is not hung; one that shows life and never answers is, at this bound.
+DEFAULT_LIVE_LIMIT = 60.0
+# At most this many calls alive past a silence are left to finish in the background (each holds a session,
+# a stdio process) while the run goes on; they are waited for at its end. Past that, one is waited for in place.
+MAX_PARKED = 3
 # Of each finding, shrinking may spend at most this many calls: a crashing stdio server costs a
 # restart per call, and a small case found soon beats the smallest found late.
 SHRINK_CALLS = 10
 # A stdio server's memory baseline is taken after this many calls (its caches warmed).
 MEMORY_BASELINE_CALLS = 2
+# A memory finding's trace holds at most this many calls (those that grew the process, for a replay to grow it again).
+MEMORY_TRACE_CALLS = 200
 # How long an HTTP protocol case's POST may take to get its status before the ping goes (it ends at the
 # status: an 8 MiB body on a busy machine takes more than the few milliseconds most take).
 PROTOCOL_WAIT = 2.0
@@ -103,6 +113,7 @@ class Settings:
     budget: float | None = None  # seconds
     cases: int | None = None  # calls
     hang_after: float = DEFAULT_HANG_AFTER
+    live_limit: float = DEFAULT_LIVE_LIMIT
     rate: float | None = None  # calls per second
     allow: tuple[str, ...] = ()
     read_only_only: bool = False
@@ -185,9 +196,10 @@ class Fuzzer:
         self._tool_calls = 0
         self._cases = settings.cases  # the calls the era being fuzzed may reach
         self._shrinking: dict[tuple[str, str], int] = defaultdict(int)
-        self._rss: list | None = None  # [session, baseline bytes, calls, tool] of the stdio process sampled
+        self._rss: list | None = None  # [session, baseline bytes, calls, tool, their logs] of the stdio process sampled
         self.version = settings.versions[0]  # the version the sessions of the era being fuzzed speak
         self._tampered: set[str] = set()  # tools sent a tampered requestState in this era
+        self.parked: list[tuple[FuzzSession, ToolInfo, Case, Outcome, str]] = []  # calls alive past a silence, left to finish
 
     # ---- sessions --------------------------------------------------------------------------------
 
@@ -230,6 +242,7 @@ class Fuzzer:
         except KeyboardInterrupt:
             self.run.interrupted = True
         finally:
+            self._settle()
             self._judge_slow()
             self.run.findings = sorted(self.found.values(), key=lambda f: (f.case.tool, f.cls))
             self.run.seconds = time.monotonic() - started
@@ -428,10 +441,16 @@ class Fuzzer:
                 self._shrinking[key] += 1
         self._pace()
         session = self._session()
-        outcome = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after)
+        live = Live(self.settings.hang_after, self.settings.live_limit, park=len(self.parked) < MAX_PARKED)
+        outcome = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after, live)
         self.run.calls += 1
         self._tool_calls += 1
         self.run.sent.append((self.version, case))
+        if outcome.parked:  # alive past a silence: it goes on in its session, judged at the run's end (`_settle`)
+            self.parked.append((session, tool, case, outcome, self.version))
+            if session is self.session:
+                self.session = None
+            return
         self._memory(session, case, outcome)
         verdicts = judge(case, outcome, tool.input_schema, tool.output_schema)
         if not verdicts and tool.name not in self._tampered and asks_for_input(outcome.result) and REQUEST_STATE in outcome.result:
@@ -443,8 +462,7 @@ class Fuzzer:
             if (verdict := differs(outcome, again)) is not None:
                 verdicts = [verdict]
                 outcome.log += again.log
-        if outcome.latency is not None and not verdicts and sum(len(raw) for way, raw, _ in outcome.log if way == "s2c") <= SLOW_MAX_BYTES:
-            self.latencies.append((outcome.latency, case, outcome, session.handshake, self.version))
+        self._latency(outcome, case, verdicts, session.handshake, self.version)
         if outcome.timed_out and session is self.session:  # the call may still be running: a fresh session for the next
             session.close()
             self.session = None
@@ -455,6 +473,32 @@ class Fuzzer:
             self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log,
                                failure=outcome.detail if verdict.cls in (CRASH, HANG) else None, version=self.version))
         raise _found(first.cls)(first.evidence)
+
+    def _latency(self, outcome: Outcome, case: Case, verdicts: list, handshake: list, version: str) -> None:
+        """Keep an answered call's latency for `slow`, unless the call told it was long work: a progress notification
+        is how MCP says so (a tool sleeping as long as it was asked, reporting progress, is not slow), or its answer
+        was large (moving it takes its time)."""
+        if outcome.latency is None or verdicts or (outcome.live is not None and outcome.live.progress):
+            return
+        if sum(len(raw) for way, raw, _ in outcome.log if way == "s2c") <= SLOW_MAX_BYTES:
+            self.latencies.append((outcome.latency, case, outcome, handshake, version))
+
+    def _settle(self) -> None:
+        """Wait for the calls left alive past a silence (at most the live bound after each was sent), and judge them."""
+        parked, self.parked = self.parked, []
+        for session, tool, case, outcome, version in parked:
+            try:
+                if not self.run.interrupted:
+                    session.settle(outcome)
+                    verdicts = judge(case, outcome, tool.input_schema, tool.output_schema)
+                    for verdict in verdicts:
+                        self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log,
+                                           failure=outcome.detail if verdict.cls in (CRASH, HANG) else None, version=version))
+                    self._latency(outcome, case, verdicts, session.handshake, version)
+            except KeyboardInterrupt:
+                self.run.interrupted = True
+            finally:
+                session.close()
 
     def _tamper(self, session: FuzzSession, tool: ToolInfo, case: Case, first: Outcome) -> None:
         """The retry of an `input_required` answer with its `requestState` altered (and the input asked for
@@ -479,13 +523,16 @@ class Fuzzer:
         each sample set against it (one process and one tool at a time: what one tool grew is not another's).
         A sample past the bound is taken again after a ping: memory the server still held for the answer it
         just wrote (the reference server's 16 MiB `big`: 72 MiB, 152 MiB after it, 72 MiB after a ping) is
-        no growth; memory it keeps is."""
+        no growth; memory it keeps is. The finding's trace holds every call of the tool in that process (up to
+        MEMORY_TRACE_CALLS), so that a replay, starting the server afresh, can grow it again."""
         rss = session.resident()
         if rss is None or outcome.lost:
             return
         if self._rss is None or self._rss[0] is not session or self._rss[3] != case.tool:
-            self._rss = [session, None, 0, case.tool]
+            self._rss = [session, None, 0, case.tool, []]
         self._rss[2] += 1
+        if self._rss[2] <= MEMORY_TRACE_CALLS:
+            self._rss[4] += outcome.log
         if self._rss[2] == MEMORY_BASELINE_CALLS:
             self._rss[1] = rss
         elif self._rss[1] is not None and memory_grew(self._rss[1], rss, self._rss[2] - MEMORY_BASELINE_CALLS):
@@ -493,7 +540,7 @@ class Fuzzer:
             kept = session.resident() if ping.answer is not None else None
             if kept is not None and (verdict := memory_grew(self._rss[1], kept, self._rss[2] - MEMORY_BASELINE_CALLS)):
                 self._keep(Finding(verdict.cls, case, f"{verdict.evidence}, still after a ping",
-                                   session.handshake + outcome.log + ping.log, version=self.version))
+                                   session.handshake + self._rss[4] + ping.log, version=self.version, grew=kept - self._rss[1]))
 
     def _keep(self, finding: Finding) -> None:
         known = self.found.get(finding.key)

@@ -161,6 +161,14 @@ def test_a_slow_finding_replays_against_the_latency_it_was_slow_past():
     assert "NOT reproduced" in fuzz_note(fuzz, [quick])
 
 
+def test_a_memory_finding_replays_against_the_growth_it_recorded_when_the_replay_sampled_the_server():
+    fuzz = {"class": "memory", "tool": "remember", "memory_grew_bytes": 160 << 20}
+    calls = [CallResult("s", 1, "tools/call", "remember", "identical")]
+    assert ": reproduced: resident memory went from 70 MiB to 264 MiB" in fuzz_note(fuzz, calls, [70 << 20, 264 << 20])
+    assert "NOT reproduced" in fuzz_note(fuzz, calls, [70 << 20, 90 << 20])
+    assert "cannot show memory" in fuzz_note(fuzz, calls, None)  # an HTTP server: no process of the replay's to sample
+
+
 def test_a_tampered_request_state_changes_one_character_and_only_a_done_answer_is_a_finding():
     state = "v1.9AlXnPZs1uZqD4YCvjzfLBgN"
     altered = tampered(state)
