@@ -1,8 +1,8 @@
-"""`mcpbench bench fuzz`: cases a second `mcpbench fuzz` sends the reference server, on each transport.
+"""`mcpbench bench fuzz`: cases a second `mcpbench fuzz` sends the reference server, on each transport and in each era.
 
 The fuzzer (`mcpbench/fuzz/run.py`) runs as the command runs it, bounded by a number of cases,
-against a fresh reference server per transport; `slow` is left out (it sleeps by design). The
-figure is calls per second over the whole run (handshake, discovery and judging included), and
+against a fresh reference server per transport and era; `slow` is left out (it sleeps by design).
+The figure is calls per second over the whole run (handshake, discovery and judging included), and
 the findings, which should be none.
 """
 
@@ -12,12 +12,14 @@ from pathlib import Path
 from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import reference_server
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
+from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28
 from mcpbench.target import parse_target
 
 NAME = "fuzz"
 FULL = {"cases": 600, "seed": 1}
 QUICK = {"cases": 120, "seed": 1}
 TRANSPORTS = (STDIO, STREAMABLE_HTTP, LEGACY_SSE)
+ERAS = {"handshake": LATEST_HANDSHAKE, "2026-07-28": V2026_07_28}
 
 
 def _target(transport: str, server) -> str:
@@ -28,11 +30,11 @@ def _target(transport: str, server) -> str:
     return ("sse+" if transport == LEGACY_SSE else "") + server.url
 
 
-def measure(transport: str, config: dict) -> dict:
+def measure(transport: str, config: dict, version: str = LATEST_HANDSHAKE) -> dict:
     from mcpbench.fuzz.run import Fuzzer, Settings
 
     with reference_server(transport) as server:
-        settings = Settings(seed=config["seed"], cases=config["cases"], skip=("slow",), protocol=False)
+        settings = Settings(seed=config["seed"], cases=config["cases"], skip=("slow",), protocol=False, versions=(version,))
         run = Fuzzer(parse_target(_target(transport, server)), settings).execute()
     return {"calls": run.calls, "seconds": run.seconds, "cases_per_second": run.calls / run.seconds if run.seconds else 0.0,
             "findings": [f.to_json() for f in run.findings], "tools": [tool.name for tool in run.tools]}
@@ -43,15 +45,14 @@ def run(quick: bool = False) -> Path:
     import os
 
     config = QUICK if quick else FULL
-    results = {}
-    for transport in TRANSPORTS:
-        results[transport] = measure(transport, config)
-        load = os.getloadavg()[0]
-        results[transport]["load_1m"] = load
-        print(f"mcpbench bench fuzz: {transport}: {results[transport]['cases_per_second']:.1f} cases/s "
-              f"({results[transport]['calls']} calls, {len(results[transport]['findings'])} findings; load {load:.1f})",
-              file=sys.stderr, flush=True)
-    path = write_result(NAME, {"config": config, "transports": results, "quick": quick})
+    results: dict[str, dict] = {era: {} for era in ERAS}
+    for era, version in ERAS.items():
+        for transport in TRANSPORTS:
+            one = results[era][transport] = measure(transport, config, version)
+            one["load_1m"] = load = os.getloadavg()[0]
+            print(f"mcpbench bench fuzz: {transport}, {era}: {one['cases_per_second']:.1f} cases/s "
+                  f"({one['calls']} calls, {len(one['findings'])} findings; load {load:.1f})", file=sys.stderr, flush=True)
+    path = write_result(NAME, {"config": config, "transports": results["handshake"], "eras": results, "quick": quick})
     bar_panels(path.with_suffix(".png"), "mcpbench fuzz against the reference server: cases per second",
-               [Panel("", list(results), [r["cases_per_second"] for r in results.values()], "cases/s")])
+               [Panel(era, list(runs), [r["cases_per_second"] for r in runs.values()], "cases/s") for era, runs in results.items()])
     return path

@@ -7,9 +7,11 @@ goes towards). Whether a mutated case still fits the schema is `judge.py`'s ques
 """
 
 import copy
+import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from hypothesis import strategies as st
 
 from mcpbench.fuzz.schemas import from_schema
@@ -41,6 +43,16 @@ NESTING_DEPTHS = (32, 100)
 
 # The name of the property an extra-property case adds.
 EXTRA_NAME = "mcpbench_fuzz_extra"
+
+
+def dumps(value: Any, indent: bool = False) -> bytes:
+    """JSON bytes of a case's arguments or of what holds them: orjson's, or the standard library's where
+    a number is past 64 bits (orjson refuses -2**63 - 1, an `EDGE_NUMBERS` value; JSON has no limit)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0))
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, indent=2 if indent else None, separators=None if indent else (",", ":"),
+                          default=str).encode()
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,17 @@ def seeds_from_traces(paths: tuple[str, ...]) -> dict[str, list]:
     return seeds
 
 
+def eras(name: str) -> tuple[str, ...]:
+    """The versions `--era` names: an era's (its latest version), a known version, or both eras' (handshake first)."""
+    from mcpbench.protocol.versions import ERA_NAMES, era_version
+
+    names = tuple(ERA_NAMES.values()) if name == "both" else (name,)
+    versions = tuple(era_version(one) for one in names)
+    if None in versions:
+        raise click.BadParameter(f"{name!r}: not an era (handshake, 2026-07-28, both) or a known protocol version", param_hint="--era")
+    return versions
+
+
 @click.command("fuzz")
 @click.argument("target")
 @click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="TRACE",
@@ -44,8 +55,14 @@ def seeds_from_traces(paths: tuple[str, ...]) -> dict[str, list]:
 @click.option("--skip", multiple=True, metavar="TOOL", help="Leave TOOL out (repeatable).")
 @click.option("--protocol/--no-protocol", default=True, show_default=True,
               help="Also send the protocol cases (malformed JSON, odd ids, a batch, an oversized message, ...), each followed by a ping.")
+@click.option("--era", default="handshake", show_default=True, metavar="ERA",
+              help="The protocol era to fuzz in: handshake (initialize, then calls), 2026-07-28 (no handshake, each request's _meta "
+                   "carries version and capabilities), both (one after the other, the bounds shared), or a handshake-era version.")
 @click.option("--rate", type=POSITIVE, metavar="R", help="At most R calls a second (a shared server stays usable).")
-@click.option("--hang-after", default="10s", show_default=True, metavar="T", help="A call unanswered this long is a hang.")
+@click.option("--hang-after", default="10s", show_default=True, metavar="T",
+              help="A call this long without an answer or a sign of life (progress, a ping answered) is a hang.")
+@click.option("--live-limit", default="60s", show_default=True, metavar="T",
+              help="A call still showing life is waited for this long, then is a hang.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the run and its findings to FILE (JSON).")
 @click.option("--sarif", "sarif_out", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the findings as SARIF 2.1.0 to FILE (for code scanning): a rule per class, a result per finding.")
@@ -54,7 +71,7 @@ def seeds_from_traces(paths: tuple[str, ...]) -> dict[str, list]:
 @ci_options
 @client_options
 @map_errors
-def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, rate, hang_after, json_out, sarif_out, out_dir,
+def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, era, rate, hang_after, live_limit, json_out, sarif_out, out_dir,
          junit_xml, summary_md, client):
     """Find the inputs that crash, hang or leak in an MCP server; every finding a trace `mcpbench replay` reproduces.
 
@@ -68,14 +85,17 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     Protocol cases (malformed JSON, a wrong jsonrpc, odd ids, an unknown method, a notification for
     a request, a batch, an oversized message; on Streamable HTTP a call without a session, a wrong or no
     version header, 2026-07-28 Mcp-Method/Mcp-Name headers disagreeing with the body) go first, each followed by a ping the server must answer.
+    On stdio and legacy SSE a call before the handshake is a session of its own. --era 2026-07-28 fuzzes
+    without a handshake (server/discover first, the _meta envelope on every request); a tool answering
+    input_required with a requestState is sent the retry with that state altered, which a server must refuse.
+    A tool whose inputSchema is not valid JSON Schema is a protocol finding about the server.
     Tools annotated destructiveHint are never called unless --allow names them.
 
     Exit status: 0 nothing found, 1 findings, 2 unusable input, 3 the target cannot be reached or is not MCP.
 
     Example: mcpbench fuzz "stdio:python server.py" --budget 30s --seed 7 --json fuzz.json
     """
-    import orjson
-
+    from mcpbench.fuzz.cases import dumps
     from mcpbench.fuzz.findings import suite, table, write_traces
     from mcpbench.fuzz.judge import CLASSES
     from mcpbench.fuzz.run import Fuzzer, Settings
@@ -91,9 +111,12 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
     check_ci_outputs(junit_xml, summary_md)
     seconds = None if cases and not budget else positive_duration(budget or DEFAULT_BUDGET, "--budget")
     hang = positive_duration(hang_after, "--hang-after")
+    live = max(hang, positive_duration(live_limit, "--live-limit"))
+    versions = eras(era)
     seed = secrets.randbits(32) if seed is None else seed
-    settings = Settings(seed=seed, budget=seconds, cases=cases, hang_after=hang, rate=rate, allow=tuple(allow),
-                        read_only_only=read_only_only, only=tuple(only), skip=tuple(skip), seeds=seeds_from_traces(traces), protocol=protocol)
+    settings = Settings(seed=seed, budget=seconds, cases=cases, hang_after=hang, live_limit=live, rate=rate, allow=tuple(allow),
+                        read_only_only=read_only_only, only=tuple(only), skip=tuple(skip), seeds=seeds_from_traces(traces), protocol=protocol,
+                        versions=versions)
     if parsed.url:
         access.headers_now()  # a token that cannot be had: one line before any case
     run = Fuzzer(parsed, settings, access=access, say=lambda line: click.echo(line, err=True)).execute()
@@ -113,16 +136,16 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
         if run.findings:
             click.echo(f"mcpbench: each finding's trace is in {folder}/ (mcpbench replay TRACE {target!r} reproduces it)", err=True)
         if json_out:
-            data = {"target": str(parsed), "seed": seed, "calls": run.calls, "protocol_cases": run.protocol_cases, "seconds": run.seconds, "cases_digest": run.digest(),
+            data = {"target": str(parsed), "seed": seed, "versions": list(versions), "calls": run.calls, "protocol_cases": run.protocol_cases, "seconds": run.seconds, "cases_digest": run.digest(),
                     "interrupted": run.interrupted, "ended": run.ended, "tools": tools, "skipped": run.skipped,
                     "notes": run.notes, "findings": [f.to_json() for f in run.findings]}
-            write_atomic(json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+            write_atomic(json_out, dumps(data, indent=True) + b"\n")
         if sarif_out:
             from mcpbench import __version__
             from mcpbench.fuzz.sarif import to_sarif
 
             log = to_sarif(run.findings, target=str(parsed), seed=seed, version=__version__, base=Path.cwd())
-            write_atomic(sarif_out, orjson.dumps(log, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+            write_atomic(sarif_out, dumps(log, indent=True) + b"\n")
         write_ci_outputs([suite(run.findings, tools, CLASSES, run.seconds)], "mcpbench fuzz", junit_xml, summary_md)
     if run.interrupted:
         raise KeyboardInterrupt

@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from mcpbench.ci.cases import FAILED, PASSED, Case as CiCase, Suite
-from mcpbench.fuzz.cases import Case
+from mcpbench.fuzz.cases import Case, dumps
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL
 from mcpbench.fuzz.session import RAW, Logged
 from mcpbench.trace.format import Kind, text_or_b64
@@ -33,31 +31,38 @@ class Finding:
     log: list[Logged] = field(default_factory=list)  # the handshake and the call, as they went
     failure: str | None = None  # why no answer came (crash, hang)
     trace: Path | None = None
+    version: str | None = None  # the protocol version the session spoke
+    bound: float | None = None  # slow: the latency (seconds) past which the call was slow
+    grew: int | None = None  # memory: the bytes of resident memory the server gained over the finding's calls
 
     @property
-    def key(self) -> tuple[str, str]:
-        """A finding is kept once per key: a class and a tool, or a class and a protocol case."""
-        return self.cls, self.case.tool if self.case.tool != PROTOCOL_TOOL else f"{PROTOCOL_TOOL} {self.case.kind}"
+    def key(self) -> tuple[str, str, str | None]:
+        """A finding is kept once per key: a class and a tool, or a class and a protocol case; per version spoken."""
+        return self.cls, self.case.tool if self.case.tool != PROTOCOL_TOOL else f"{PROTOCOL_TOOL} {self.case.kind}", self.version
 
     def size(self) -> int:
         """How big the case is: a smaller one replaces a larger of the same class and tool (shrinking)."""
-        return len(orjson.dumps(self.case.arguments, option=orjson.OPT_NON_STR_KEYS))
+        return len(dumps(self.case.arguments))
 
     def arguments_text(self, limit: int | None = CASE_CHARS) -> str:
-        text = orjson.dumps(self.case.arguments, option=orjson.OPT_NON_STR_KEYS).decode(errors="replace")
+        text = dumps(self.case.arguments).decode(errors="replace")
         return text if limit is None or len(text) <= limit else text[:limit - 1] + "…"
 
     def to_json(self) -> dict[str, Any]:
         return {"class": self.cls, "tool": self.case.tool, "kind": self.case.kind, "path": self.case.path,
                 "seeded": self.case.seeded, "arguments": self.case.arguments, "evidence": self.evidence,
-                "trace": str(self.trace) if self.trace else None}
+                "version": self.version, "trace": str(self.trace) if self.trace else None}
 
 
 def write_trace(finding: Finding, path: Path, transport: str, target: str) -> Path:
     """The finding as a trace: one session, its messages in order, an `error` event where no answer came."""
     session = uuid.uuid4().hex[:12]
-    with TraceWriter(path, transport=transport, header={"fuzz": {"class": finding.cls, "tool": finding.case.tool, "evidence": finding.evidence},
-                                                         "target": target}) as writer:
+    fuzz = {"class": finding.cls, "tool": finding.case.tool, "evidence": finding.evidence}
+    if finding.bound is not None:  # what a replay's latency is set against
+        fuzz["slow_after_s"] = round(finding.bound, 3)
+    if finding.grew is not None:  # what a replay's resident memory is set against
+        fuzz["memory_grew_bytes"] = finding.grew
+    with TraceWriter(path, transport=transport, header={"fuzz": fuzz, "target": target}) as writer:
         for direction, raw, ts in finding.log:
             if direction == RAW:  # a protocol case's bytes: not a message, kept as the violation they are
                 writer.write({"kind": Kind.VIOLATION, "session": session, "dir": "c2s", "ts": ts,
@@ -87,14 +92,16 @@ def table(findings: list[Finding]) -> str:
     if not findings:
         return "no findings"
     rows = [("class", "tool", "case", "evidence")]
-    rows += [(f.cls, f.case.tool, f"{f.case.describe()} {f.arguments_text()}", f.evidence) for f in findings]
+    versions = {f.version for f in findings}
+    rows += [(f.cls, f.case.tool, f"{f.case.describe()} {f.arguments_text()}",
+              f"{f.version}: {f.evidence}" if len(versions) > 1 else f.evidence) for f in findings]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     return "\n".join("  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)).rstrip() for row in rows)
 
 
 def suite(findings: list[Finding], tools: list[str], classes: tuple[str, ...], seconds: float) -> Suite:
     """A CI suite: one case per class and tool fuzzed, failed where something was found."""
-    found = {f.key: f for f in findings}
+    found = {f.key[:2]: f for f in findings}
     cases = []
     for tool in tools:
         for cls in classes:

@@ -8,10 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from mcpbench.fuzz.cases import VALID, Case
+from mcpbench.fuzz.cases import VALID, Case, dumps
 from mcpbench.fuzz.session import Outcome
+from mcpbench.protocol.versions import REQUEST_STATE, asks_for_input
 from mcpbench.stats import percentile
 
 CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC, MEMORY = (
@@ -52,7 +51,7 @@ def _short(text: str) -> str:
 
 def schema_problem(schema: Any, value: Any) -> str | None:
     """Why `value` breaks `schema` (the first error's message), None when it fits; a schema that is not
-    valid JSON Schema breaks nothing here (it is reported once as a note by the runner)."""
+    valid JSON Schema breaks nothing here (the runner reports it once, a protocol finding: `invalid_schema`)."""
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
@@ -67,8 +66,23 @@ def schema_problem(schema: Any, value: Any) -> str | None:
     return f"{where + ': ' if where else ''}{error.message}"
 
 
+def invalid_schema(schema: Any) -> str | None:
+    """Why a tool's published schema is not valid JSON Schema 2020-12 (None: it is)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(schema, dict):
+        return f"not a JSON object: {_texts(schema)[:60]}"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path)
+        return f"{where + ': ' if where else ''}{exc.message}"
+    return None
+
+
 def _texts(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode(errors="replace") if value is not None else ""
+    return dumps(value).decode(errors="replace") if value is not None else ""
 
 
 def leak(answer_text: str, request_text: str) -> str | None:
@@ -104,6 +118,9 @@ def judge(case: Case, outcome: Outcome, input_schema: dict | None, output_schema
             verdicts.append(Verdict(LEAK, _short(found)))
         return verdicts
     result = outcome.result
+    if asks_for_input(result):  # 2026-07-28: the tool asks for input (no content yet); a tampered retry is `state_accepted`'s
+        found = leak(_texts(result), request_text)
+        return verdicts + ([Verdict(LEAK, _short(found))] if found else [])
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
         verdicts.append(Verdict(PROTOCOL, _short(f"a tools/call result without a content list: {_texts(result)}")))
         return verdicts
@@ -126,18 +143,29 @@ def judge(case: Case, outcome: Outcome, input_schema: dict | None, output_schema
     return verdicts
 
 
+def state_accepted(outcome: Outcome, state: str) -> Verdict | None:
+    """A retry carrying an altered `requestState` answered as done: a server must treat the state as
+    attacker-controlled (integrity-protected), so a well-behaved one refuses it (an error, an `isError`
+    result, or asking again)."""
+    result = outcome.result
+    if result is None or not isinstance(result, dict) or asks_for_input(result) or result.get("isError"):
+        return None
+    return Verdict(PROTOCOL, _short(f"a retry with the requestState altered ({state}) was answered as done: {_texts(result)}"))
+
+
 def repeatable(annotations: dict) -> bool:
     """Whether a tool says the same input gives the same answer (annotated read-only or idempotent)."""
     return annotations.get("readOnlyHint") is True or annotations.get("idempotentHint") is True
 
 
 def differs(first: Outcome, second: Outcome) -> Verdict | None:
-    """A repeatable tool answering the same call differently (`_meta` aside): non-deterministic."""
+    """A repeatable tool answering the same call differently (`_meta` and a 2026-07-28 `requestState` aside:
+    a sealed state differs each time by design): non-deterministic."""
     if type(first.answer) is not type(second.answer):
         return Verdict(NON_DETERMINISTIC, "the same call answered once with a result, once with an error")
     if first.result is None or second.result is None:
         return None
-    one, two = ({k: v for k, v in result.items() if k != "_meta"} if isinstance(result, dict) else result
+    one, two = ({k: v for k, v in result.items() if k not in ("_meta", REQUEST_STATE)} if isinstance(result, dict) else result
                 for result in (first.result, second.result))
     if one == two:
         return None
@@ -167,4 +195,5 @@ def slow_bound(latencies: list[float]) -> float | None:
     return max(median * SLOW_FACTOR, median + SLOW_MARGIN)
 
 
-__all__ = ["CLASSES", "Verdict", "differs", "memory_grew", "judge", "leak", "repeatable", "schema_problem", "slow_bound"]
+__all__ = ["CLASSES", "Verdict", "differs", "memory_grew", "judge", "leak", "repeatable", "invalid_schema", "schema_problem", "slow_bound",
+           "state_accepted"]

@@ -12,6 +12,14 @@ body, a version header that disagrees with the `_meta` envelope. What the
 server must answer to them is the core's: the same POST given to `ServerConnection` (its
 session minted with the real server's id) is refused or accepted (`expected_refusal`); a server
 answering 2xx where the core refuses is a `protocol` finding.
+
+A call before the handshake on stdio and legacy SSE is a fresh session (a new process, a new
+stream) whose first message is a `tools/list`: the core's server rules take it as a call there (the
+official SDK answers it with an error), so only a crash or a hang is a finding; the handshake after it
+must then work. In 2026-07-28 there is no handshake, and no case of it.
+
+A tampered `requestState` (2026-07-28) is no case of its own here: it needs a tool that answered
+`input_required` with a state, so the runner sends it after such an answer (`tampered`).
 """
 
 from collections.abc import Mapping
@@ -21,7 +29,7 @@ import orjson
 
 from mcpbench.protocol.http import METHOD, NAME, PROTOCOL_VERSION, SESSION_ID
 from mcpbench.protocol.server import HttpRequest, Refused, ServerConnection
-from mcpbench.protocol.transports import STREAMABLE_HTTP
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST, LATEST_HANDSHAKE
 
 # The payloads: (name, bytes). None has a newline (a stdio line must stay one line).
@@ -50,8 +58,9 @@ PAYLOADS: tuple[tuple[str, bytes], ...] = (
 # 2025-11-25 version header makes a handshake-era request whose `_meta` merely holds extra keys).
 # The named request calls a tool no server has: a server that ignores a wrong Mcp-Name calls nothing.
 NO_TOOL = {"name": "mcpbench-fuzz-no-such-tool", "arguments": {}}
+BEFORE_HANDSHAKE = "call-before-handshake"
 HEADER_CASES: tuple[tuple[str, str, dict | None, str | None, tuple[tuple[str, str | None], ...]], ...] = (
-    ("call-before-handshake", "tools/list", None, None, ((SESSION_ID, None),)),
+    (BEFORE_HANDSHAKE, "tools/list", None, None, ((SESSION_ID, None),)),
     ("wrong-version-header", "tools/list", None, None, ((PROTOCOL_VERSION, "1999-01-01"),)),
     ("missing-version-header", "tools/list", None, None, ((PROTOCOL_VERSION, None),)),
     ("method-header-mismatch", "tools/list", None, LATEST, ((SESSION_ID, None), (METHOD, "ping"))),
@@ -70,6 +79,7 @@ class ProtocolCase:
     headers: tuple[tuple[str, str | None], ...] = ()  # changes to the request's headers
     transports: tuple[str, ...] = ()  # where it is sent (empty: everywhere)
     request: tuple[str, dict | None, str | None] | None = None  # built by the client core: method, params, version
+    fresh: bool = False  # sent first on a session of its own, before its handshake (stdio, legacy SSE)
 
     def shown(self, limit: int = 200) -> str:
         text = self.payload.decode(errors="replace")
@@ -83,12 +93,24 @@ class ProtocolCase:
         return True
 
 
-def protocol_cases(transport: str | None = None) -> list[ProtocolCase]:
-    """The cases sent on `transport` (None: every case)."""
+def protocol_cases(transport: str | None = None, handshake: bool = True) -> list[ProtocolCase]:
+    """The cases sent on `transport` (None: every case) in a session of the handshake era or not."""
     every = [ProtocolCase(name, payload) for name, payload in PAYLOADS]
     every += [ProtocolCase(name, b"", changes, (STREAMABLE_HTTP,), (method, params, version))
               for name, method, params, version, changes in HEADER_CASES]
-    return [case for case in every if transport is None or not case.transports or transport in case.transports]
+    every.append(ProtocolCase(BEFORE_HANDSHAKE, b"", (), (STDIO, LEGACY_SSE), ("tools/list", None, None), fresh=True))
+    return [case for case in every if (transport is None or not case.transports or transport in case.transports)
+            and (handshake or case.name != BEFORE_HANDSHAKE)]
+
+
+def tampered(state: object) -> str:
+    """A `requestState` altered the least that any integrity check must see: one character in its middle
+    (a state that is not a string: its JSON text, a character changed)."""
+    text = state if isinstance(state, str) else orjson.dumps(state).decode()
+    if not text:
+        return "mcpbench-fuzz"
+    middle = len(text) // 2
+    return text[:middle] + ("A" if text[middle] != "A" else "B") + text[middle + 1:]
 
 
 def with_changes(headers: Mapping[str, str] | None, changes: tuple[tuple[str, str | None], ...]) -> dict[str, str]:
@@ -101,15 +123,16 @@ def with_changes(headers: Mapping[str, str] | None, changes: tuple[tuple[str, st
     return out
 
 
-def expected_refusal(initialize: bytes, session_id: str | None, headers: Mapping[str, str], body: bytes,
+def expected_refusal(initialize: bytes | None, session_id: str | None, headers: Mapping[str, str], body: bytes,
                      path: str = "/mcp") -> Refused | None:
     """How the core's server rules refuse a POST of `body` with `headers` in a session begun by `initialize`
-    (the real server's session id minted again), or None when they accept it."""
+    (the real server's session id minted again; None: a 2026-07-28 client, which has none), or None when they accept it."""
     oracle = ServerConnection(STREAMABLE_HTTP, path=path, new_session_id=lambda: session_id or "none")
-    oracle.http(HttpRequest(method="POST", target=path, headers={"content-type": "application/json",
-                                                                 "accept": "application/json, text/event-stream"}, body=initialize))
+    if initialize is not None:
+        oracle.http(HttpRequest(method="POST", target=path, headers={"content-type": "application/json",
+                                                                     "accept": "application/json, text/event-stream"}, body=initialize))
     event = oracle.http(HttpRequest(method="POST", target=path, headers=headers, body=body))
     return event if type(event) is Refused else None
 
 
-__all__ = ["PROTOCOL_TOOL", "ProtocolCase", "expected_refusal", "protocol_cases", "with_changes"]
+__all__ = ["BEFORE_HANDSHAKE", "PROTOCOL_TOOL", "ProtocolCase", "expected_refusal", "protocol_cases", "tampered", "with_changes"]

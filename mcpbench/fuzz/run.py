@@ -5,7 +5,13 @@ tool's name): its body sends the case and raises the finding's class when the an
 Hypothesis shrinks every class it finds on a tool to a small case. The findings are kept on the
 side as they come (the smallest case of each class and tool), so a budget spent, a shrink cut
 short or Ctrl-C keeps what was found. Bounds: `budget` seconds and `cases` calls in all, a share of
-each per tool; `rate` calls a second at most.
+each per era and tool; `rate` calls a second at most.
+
+Each era asked for (`Settings.versions`: the handshake era's latest version, 2026-07-28, or both one
+after the other) is a run of its own over the same bounds' share: its sessions speak that version
+(the client core's `initialize`, or its `_meta` envelope on every request), its protocol cases are
+that era's, and its findings say the version. In 2026-07-28, a tool that answers `input_required`
+with a `requestState` is sent the retry once with that state altered (`protocol_cases.tampered`).
 """
 
 import os
@@ -20,27 +26,50 @@ from pathlib import Path
 from typing import Any
 
 from mcpbench.auth.options import ClientAccess
-from mcpbench.fuzz.cases import VALID, Case, cases
+from mcpbench.fuzz.cases import VALID, Case, cases, dumps
 from mcpbench.fuzz.findings import Finding
-from mcpbench.fuzz.judge import CRASH, HANG, PROTOCOL, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, judge, memory_grew, repeatable, slow_bound
-from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, expected_refusal, protocol_cases, with_changes
-from mcpbench.fuzz.session import FuzzSession, Outcome
+from mcpbench.fuzz.judge import (
+    CRASH, HANG, PROTOCOL, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, invalid_schema, judge, memory_grew, repeatable, slow_bound,
+    state_accepted,
+)
+from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, ProtocolCase, expected_refusal, protocol_cases, tampered, with_changes
+from mcpbench.fuzz.session import FuzzSession, Live, Outcome
 from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, asks_for_input, has_handshake, has_method
 from mcpbench.target import STDIO, Target
 
 # How long the handshake may take (a stdio server importing its SDK on a busy machine included).
 OPEN_TIMEOUT = 30.0
-# How long one call may go unanswered before it is a hang.
+# How long a call may go without an answer or a sign of life (a progress notification for its token, then a
+# ping answered on its connection) before it is a hang.
 DEFAULT_HANG_AFTER = 10.0
+# How long a call still showing life is waited for: a client in the field gives up there too (the TypeScript
+# SDK's default request timeout is 60 s). A tool asked for a long task (the reference server's `slow` sleeps
+# up to 30 s, as asked) is not hung; one that shows life and never answers is, at this bound.
+DEFAULT_LIVE_LIMIT = 60.0
+# At most this many calls alive past a silence are left to finish in the background (each holds a session,
+# a stdio process) while the run goes on; they are waited for at its end. Past that, one is waited for in place.
+MAX_PARKED = 3
 # Of each finding, shrinking may spend at most this many calls: a crashing stdio server costs a
 # restart per call, and a small case found soon beats the smallest found late.
 SHRINK_CALLS = 10
 # A stdio server's memory baseline is taken after this many calls (its caches warmed).
 MEMORY_BASELINE_CALLS = 2
-# How long what a protocol case's bytes bring back is read before the ping.
-PROTOCOL_WAIT = 0.3
+# A memory finding's trace holds at most this many calls (those that grew the process, for a replay to grow it again).
+MEMORY_TRACE_CALLS = 200
+# How long an HTTP protocol case's POST may take to get its status before the ping goes (it ends at the
+# status: an 8 MiB body on a busy machine takes more than the few milliseconds most take).
+PROTOCOL_WAIT = 2.0
 # Calls per tool when only a time budget bounds the run.
 UNBOUNDED_CASES = 100_000
+# The tools/call answers to a tampered retry's input requests, by the kind of request (SEP-2322's three):
+# an elicitation declined, no roots, a sampling answered with a fixed text (what they say is not the point).
+INPUT_ANSWERS = {"elicitation/create": {"action": "decline"}, "roots/list": {"roots": []},
+                 "sampling/createMessage": {"role": "assistant", "content": {"type": "text", "text": "mcpbench fuzz"},
+                                            "model": "mcpbench-fuzz"}}
+# The case kind of a tampered requestState retry, and of a tool listing whose schema is not JSON Schema.
+TAMPERED_STATE = "tampered-request-state"
+INVALID_SCHEMA = "invalid-schema"
 
 
 class FuzzError(McpbenchError):
@@ -84,6 +113,7 @@ class Settings:
     budget: float | None = None  # seconds
     cases: int | None = None  # calls
     hang_after: float = DEFAULT_HANG_AFTER
+    live_limit: float = DEFAULT_LIVE_LIMIT
     rate: float | None = None  # calls per second
     allow: tuple[str, ...] = ()
     read_only_only: bool = False
@@ -91,6 +121,7 @@ class Settings:
     skip: tuple[str, ...] = ()  # leave these tools out
     seeds: dict[str, list[Any]] = field(default_factory=dict)  # tool -> recorded arguments
     protocol: bool = True  # send the protocol cases (`protocol_cases.py`) too
+    versions: tuple[str, ...] = (LATEST_HANDSHAKE,)  # the eras to fuzz in, one after the other
 
 
 @dataclass
@@ -102,15 +133,14 @@ class FuzzRun:
     findings: list[Finding] = field(default_factory=list)
     calls: int = 0  # tool calls (what --cases bounds)
     protocol_cases: int = 0  # protocol cases sent, each followed by a ping
-    sent: list[Case] = field(default_factory=list)  # every case, in the order sent
+    sent: list[tuple[str, Case]] = field(default_factory=list)  # every case with its version, in the order sent
 
     def digest(self) -> str:
         """A short hash of every case sent, in order: two runs with equal digests sent the same cases."""
         import hashlib
 
-        import orjson
-
-        text = b"\n".join(orjson.dumps([case.tool, case.kind, case.arguments], option=orjson.OPT_NON_STR_KEYS) for case in self.sent)
+        text = b"\n".join(dumps([version, case.tool, case.kind, case.arguments])
+                          for version, case in self.sent)
         return hashlib.sha256(text).hexdigest()[:16]
     seconds: float = 0.0
     interrupted: bool = False
@@ -159,20 +189,24 @@ class Fuzzer:
         self.session: FuzzSession | None = None
         self.folder: tempfile.TemporaryDirectory | None = None
         self.found: dict[tuple[str, str], Finding] = {}
-        self.latencies: list[tuple[float, Case, Outcome]] = []
+        self.latencies: list[tuple[float, Case, Outcome, list, str]] = []  # latency, case, outcome, handshake, version
         self._last_call = 0.0
         self._deadline = float("inf")
         self._tool_deadline = float("inf")
         self._tool_calls = 0
+        self._cases = settings.cases  # the calls the era being fuzzed may reach
         self._shrinking: dict[tuple[str, str], int] = defaultdict(int)
-        self._rss: list | None = None  # [session, baseline bytes, calls, tool] of the stdio process sampled
+        self._rss: list | None = None  # [session, baseline bytes, calls, tool, their logs] of the stdio process sampled
+        self.version = settings.versions[0]  # the version the sessions of the era being fuzzed speak
+        self._tampered: set[str] = set()  # tools sent a tampered requestState in this era
+        self.parked: list[tuple[FuzzSession, ToolInfo, Case, Outcome, str]] = []  # calls alive past a silence, left to finish
 
     # ---- sessions --------------------------------------------------------------------------------
 
-    def _open(self) -> FuzzSession:
-        session = FuzzSession(self.target, access=self.access, cwd=self.folder.name if self.folder else None)
+    def _open(self, handshake: bool = True) -> FuzzSession:
+        session = FuzzSession(self.target, access=self.access, cwd=self.folder.name if self.folder else None, version=self.version)
         try:
-            session.open(OPEN_TIMEOUT)
+            session.open(OPEN_TIMEOUT, handshake)
         except BaseException:
             session.close()
             raise
@@ -200,24 +234,15 @@ class Fuzzer:
             self.folder = tempfile.TemporaryDirectory(prefix="mcpbench-fuzz-")
             self.target = Target(STDIO, argv=stdio_argv(self.target.argv, os.getcwd()))
         try:
-            self.session = self._open()
-            tools = self._discover()
-            for tool in tools:
-                why = skip_reason(tool, self.settings)
-                if why is None:
-                    self.run.tools.append(tool)
-                else:
-                    self.run.skipped[tool.name] = why
-            self.say(f"mcpbench: fuzzing {len(self.run.tools)} of {len(tools)} tools of {self.run.target} (seed {self.settings.seed})")
-            if self.settings.protocol:
-                self._protocol()
-            for index, tool in enumerate(self.run.tools):
+            versions = self.settings.versions
+            for index, version in enumerate(versions):
                 if self.run.ended or time.monotonic() >= self._deadline:
                     break
-                self._fuzz_tool(tool, len(self.run.tools) - index)
+                self._era(version, len(versions) - index)
         except KeyboardInterrupt:
             self.run.interrupted = True
         finally:
+            self._settle()
             self._judge_slow()
             self.run.findings = sorted(self.found.values(), key=lambda f: (f.case.tool, f.cls))
             self.run.seconds = time.monotonic() - started
@@ -226,6 +251,41 @@ class Fuzzer:
             if self.folder is not None:
                 self.folder.cleanup()
         return self.run
+
+    def _era(self, version: str, eras_left: int) -> None:
+        """Fuzz every tool in `version` with this era's share of the bounds (`eras_left`: this one and those after)."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        self.version, self._tampered, self._rss = version, set(), None
+        deadline, cases = self._deadline, self.settings.cases
+        now = time.monotonic()
+        if deadline != float("inf"):
+            self._deadline = now + (deadline - now) / eras_left
+        if cases is not None:
+            self._cases = self.run.calls + max(1, (cases - self.run.calls) // eras_left)
+        try:
+            self.session = self._open()
+            tools = self._discover()
+            first = not self.run.tools and not self.run.skipped
+            fuzzed = []
+            for tool in tools:
+                why = skip_reason(tool, self.settings)
+                if why is None:
+                    fuzzed.append(tool)
+                    if first:
+                        self.run.tools.append(tool)
+                elif first:
+                    self.run.skipped[tool.name] = why
+            self.say(f"mcpbench: fuzzing {len(fuzzed)} of {len(tools)} tools of {self.run.target} in {version} (seed {self.settings.seed})")
+            if self.settings.protocol:
+                self._protocol()
+            for index, tool in enumerate(fuzzed):
+                if self.run.ended or time.monotonic() >= self._deadline:
+                    break
+                self._fuzz_tool(tool, len(fuzzed) - index)
+        finally:
+            self._deadline = deadline
 
     def _discover(self) -> list[ToolInfo]:
         tools: list[ToolInfo] = []
@@ -236,18 +296,33 @@ class Fuzzer:
             if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
                 why = outcome.detail or (f"JSON-RPC {outcome.answer.code} {outcome.answer.message}" if outcome.answer else "no answer")
                 raise TargetError(f"{self.run.target}: tools/list failed: {why}")
-            tools += [ToolInfo.from_listing(tool) for tool in result["tools"] if isinstance(tool, dict)]
+            for tool in result["tools"]:
+                if isinstance(tool, dict):
+                    tools.append(ToolInfo.from_listing(tool))
+                    if skip_reason(tools[-1], self.settings) is None:  # a tool left out is not looked at
+                        self._check_schemas(tool, outcome)
             cursor = result.get("nextCursor")
             if not cursor:
                 break
         return tools
+
+    def _check_schemas(self, tool: dict, listing: Outcome) -> None:
+        """A tool whose inputSchema (or outputSchema) is not valid JSON Schema: a protocol finding about its listing."""
+        name = str(tool.get("name"))
+        for key in ("inputSchema", "outputSchema"):
+            if key not in tool and key == "outputSchema":
+                continue
+            if (why := invalid_schema(tool.get(key))) is not None:
+                case = Case(name, INVALID_SCHEMA, {key: tool.get(key)}, key)
+                self._keep(Finding(PROTOCOL, case, f"tools/list: its {key} is not valid JSON Schema: {why}",
+                                   self.session.handshake + listing.log, version=self.version))
 
     def _fuzz_tool(self, tool: ToolInfo, tools_left: int) -> None:
         from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
         now = time.monotonic()
         self._tool_deadline = now + (self._deadline - now) / tools_left if self._deadline != float("inf") else float("inf")
-        left = None if self.settings.cases is None else self.settings.cases - self.run.calls
+        left = None if self.settings.cases is None else self._cases - self.run.calls
         share = UNBOUNDED_CASES if left is None else max(1, left // tools_left)
         self._tool_calls = 0
         self._share = share
@@ -278,12 +353,20 @@ class Fuzzer:
             if not isinstance(exc, (_Finding, ExceptionGroup)) and "Flaky" not in type(exc).__name__:
                 self.run.notes.append(f"{tool.name}: {type(exc).__name__}: {exc}".splitlines()[0])
 
+    def _alive(self, session: FuzzSession) -> Outcome:
+        """A request every server of the session's version answers at once: `ping` (2026-07-28 has none: `tools/list`)."""
+        method = "ping" if has_method(self.version, "ping") else "tools/list"
+        return session.call(method, None, self.settings.hang_after)
+
     def _protocol(self) -> None:
         """Each protocol case, then a ping: the server must survive it (a crash, a 5xx, a hang otherwise)."""
-        for case in protocol_cases(self.target.transport):
+        for case in protocol_cases(self.target.transport, has_handshake(self.version)):
             if time.monotonic() >= self._deadline or self.run.ended:
                 return
             self._pace()
+            if case.fresh:
+                self._before_handshake(case)
+                continue
             try:
                 session = self._session()
             except _Stop:
@@ -295,9 +378,10 @@ class Fuzzer:
                 case = replace(case, payload=out.data)
                 headers = with_changes(out.headers, case.headers)
                 path = urlsplit(session.transport.url).path or "/mcp"
-                refused = expected_refusal(session.handshake[0][1], session.session_id, headers, case.payload, path)
+                initialize = session.handshake[0][1] if has_handshake(self.version) else None
+                refused = expected_refusal(initialize, session.session_id, headers, case.payload, path)
             sent = session.send_raw(case.payload, PROTOCOL_WAIT, headers)
-            ping = session.call("ping", None, self.settings.hang_after) if not sent.lost else sent
+            ping = self._alive(session) if not sent.lost else sent
             self.run.protocol_cases += 1
             verdict = None
             if sent.lost or ping.lost:
@@ -313,7 +397,37 @@ class Fuzzer:
             if verdict is not None:
                 shown = Case(PROTOCOL_TOOL, case.name, case.shown(), case.name)
                 log = session.handshake + sent.log + (ping.log if ping is not sent else [])
-                self._keep(Finding(verdict[0], shown, verdict[1], log, failure=verdict[1]))
+                self._keep(Finding(verdict[0], shown, verdict[1], log, failure=verdict[1], version=self.version))
+
+    def _before_handshake(self, case: ProtocolCase) -> None:
+        """A call before the handshake (stdio, legacy SSE): a session of its own whose first message is the call;
+        the core's rules take it as a call there, so only no answer (hang) or the carrier lost (crash) is a
+        finding, and so is a handshake that fails after it."""
+        method, params, _ = case.request
+        try:
+            session = self._open(handshake=False)
+        except TargetError as exc:
+            self.run.ended = f"the server could not be reached again: {exc}"
+            return
+        try:
+            early = session.call(method, params, self.settings.hang_after)
+            self.run.protocol_cases += 1
+            verdict = None
+            if early.lost:
+                verdict = (CRASH, f"a {method} before initialize: {early.detail or 'the session was lost'}")
+            elif early.timed_out:
+                verdict = (HANG, f"a {method} before initialize got {early.detail}")
+            else:
+                try:
+                    session.shake(self.settings.hang_after)
+                except TargetError as exc:
+                    verdict = (CRASH, f"after a {method} before initialize, {str(exc).split(': ', 1)[-1]}")
+            if verdict is not None:
+                shown = Case(PROTOCOL_TOOL, case.name, f"{method} before initialize", case.name)
+                self._keep(Finding(verdict[0], shown, verdict[1], early.log + session.handshake,
+                                   failure=verdict[1], version=self.version))
+        finally:
+            session.close()
 
     def _one(self, tool: ToolInfo, case: Case) -> None:
         """Send one case, judge it; raise its class when it is a finding (Hypothesis then shrinks it)."""
@@ -327,20 +441,28 @@ class Fuzzer:
                 self._shrinking[key] += 1
         self._pace()
         session = self._session()
-        outcome = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after)
+        live = Live(self.settings.hang_after, self.settings.live_limit, park=len(self.parked) < MAX_PARKED)
+        outcome = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after, live)
         self.run.calls += 1
         self._tool_calls += 1
-        self.run.sent.append(case)
+        self.run.sent.append((self.version, case))
+        if outcome.parked:  # alive past a silence: it goes on in its session, judged at the run's end (`_settle`)
+            self.parked.append((session, tool, case, outcome, self.version))
+            if session is self.session:
+                self.session = None
+            return
         self._memory(session, case, outcome)
         verdicts = judge(case, outcome, tool.input_schema, tool.output_schema)
+        if not verdicts and tool.name not in self._tampered and asks_for_input(outcome.result) and REQUEST_STATE in outcome.result:
+            self._tampered.add(tool.name)
+            self._tamper(session, tool, case, outcome)
         if not verdicts and case.kind == VALID and outcome.answer is not None and repeatable(tool.annotations):
             again = session.call("tools/call", {"name": tool.name, "arguments": case.arguments}, self.settings.hang_after)
             self.run.calls += 1
             if (verdict := differs(outcome, again)) is not None:
                 verdicts = [verdict]
                 outcome.log += again.log
-        if outcome.latency is not None and not verdicts and sum(len(raw) for way, raw, _ in outcome.log if way == "s2c") <= SLOW_MAX_BYTES:
-            self.latencies.append((outcome.latency, case, outcome))
+        self._latency(outcome, case, verdicts, session.handshake, self.version)
         if outcome.timed_out and session is self.session:  # the call may still be running: a fresh session for the next
             session.close()
             self.session = None
@@ -349,22 +471,76 @@ class Fuzzer:
         first = verdicts[0]
         for verdict in verdicts:
             self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log,
-                               failure=outcome.detail if verdict.cls in (CRASH, HANG) else None))
+                               failure=outcome.detail if verdict.cls in (CRASH, HANG) else None, version=self.version))
         raise _found(first.cls)(first.evidence)
+
+    def _latency(self, outcome: Outcome, case: Case, verdicts: list, handshake: list, version: str) -> None:
+        """Keep an answered call's latency for `slow`, unless the call told it was long work: a progress notification
+        is how MCP says so (a tool sleeping as long as it was asked, reporting progress, is not slow), or its answer
+        was large (moving it takes its time)."""
+        if outcome.latency is None or verdicts or (outcome.live is not None and outcome.live.progress):
+            return
+        if sum(len(raw) for way, raw, _ in outcome.log if way == "s2c") <= SLOW_MAX_BYTES:
+            self.latencies.append((outcome.latency, case, outcome, handshake, version))
+
+    def _settle(self) -> None:
+        """Wait for the calls left alive past a silence (at most the live bound after each was sent), and judge them."""
+        parked, self.parked = self.parked, []
+        for session, tool, case, outcome, version in parked:
+            try:
+                if not self.run.interrupted:
+                    session.settle(outcome)
+                    verdicts = judge(case, outcome, tool.input_schema, tool.output_schema)
+                    for verdict in verdicts:
+                        self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log,
+                                           failure=outcome.detail if verdict.cls in (CRASH, HANG) else None, version=version))
+                    self._latency(outcome, case, verdicts, session.handshake, version)
+            except KeyboardInterrupt:
+                self.run.interrupted = True
+            finally:
+                session.close()
+
+    def _tamper(self, session: FuzzSession, tool: ToolInfo, case: Case, first: Outcome) -> None:
+        """The retry of an `input_required` answer with its `requestState` altered (and the input asked for
+        answered): a server taking it as done is a protocol finding; one that drops the session, a crash."""
+        result = first.result
+        asked = result.get(INPUT_REQUESTS) if isinstance(result.get(INPUT_REQUESTS), dict) else {}
+        answers = {key: INPUT_ANSWERS.get(request.get("method"), {}) if isinstance(request, dict) else {} for key, request in asked.items()}
+        state = tampered(result[REQUEST_STATE])
+        params = {"name": tool.name, "arguments": case.arguments, REQUEST_STATE: state}
+        if answers:
+            params[INPUT_RESPONSES] = answers
+        retry = session.call("tools/call", params, self.settings.hang_after)
+        self.run.calls += 1
+        verdict = judge(case, retry, None, None)[:1] or [state_accepted(retry, state)]
+        if verdict[0] is not None:
+            shown = Case(tool.name, TAMPERED_STATE, case.arguments, REQUEST_STATE)
+            self._keep(Finding(verdict[0].cls, shown, verdict[0].evidence, session.handshake + first.log + retry.log,
+                               failure=retry.detail if verdict[0].cls in (CRASH, HANG) else None, version=self.version))
 
     def _memory(self, session: FuzzSession, case: Case, outcome: Outcome) -> None:
         """Sample a stdio server's resident memory after each call: the baseline after a tool's first calls, then
-        each sample set against it (one process and one tool at a time: what one tool grew is not another's)."""
+        each sample set against it (one process and one tool at a time: what one tool grew is not another's).
+        A sample past the bound is taken again after a ping: memory the server still held for the answer it
+        just wrote (the reference server's 16 MiB `big`: 72 MiB, 152 MiB after it, 72 MiB after a ping) is
+        no growth; memory it keeps is. The finding's trace holds every call of the tool in that process (up to
+        MEMORY_TRACE_CALLS), so that a replay, starting the server afresh, can grow it again."""
         rss = session.resident()
         if rss is None or outcome.lost:
             return
         if self._rss is None or self._rss[0] is not session or self._rss[3] != case.tool:
-            self._rss = [session, None, 0, case.tool]
+            self._rss = [session, None, 0, case.tool, []]
         self._rss[2] += 1
+        if self._rss[2] <= MEMORY_TRACE_CALLS:
+            self._rss[4] += outcome.log
         if self._rss[2] == MEMORY_BASELINE_CALLS:
             self._rss[1] = rss
-        elif self._rss[1] is not None and (verdict := memory_grew(self._rss[1], rss, self._rss[2] - MEMORY_BASELINE_CALLS)):
-            self._keep(Finding(verdict.cls, case, verdict.evidence, session.handshake + outcome.log))
+        elif self._rss[1] is not None and memory_grew(self._rss[1], rss, self._rss[2] - MEMORY_BASELINE_CALLS):
+            ping = self._alive(session)
+            kept = session.resident() if ping.answer is not None else None
+            if kept is not None and (verdict := memory_grew(self._rss[1], kept, self._rss[2] - MEMORY_BASELINE_CALLS)):
+                self._keep(Finding(verdict.cls, case, f"{verdict.evidence}, still after a ping",
+                                   session.handshake + self._rss[4] + ping.log, version=self.version, grew=kept - self._rss[1]))
 
     def _keep(self, finding: Finding) -> None:
         known = self.found.get(finding.key)
@@ -381,14 +557,15 @@ class Fuzzer:
         self._last_call = time.monotonic()
 
     def _judge_slow(self) -> None:
-        bound = slow_bound([latency for latency, _, _ in self.latencies])
-        if bound is None:
-            return
-        for latency, case, outcome in self.latencies:
-            if latency > bound:
-                finding = Finding(SLOW, case, f"answered in {latency:.2f} s, past {bound:.2f} s (the run's median x{SLOW_FACTOR:g})",
-                                  self.session.handshake + outcome.log if self.session else outcome.log)
-                self._keep(finding)
+        for version in self.settings.versions:
+            mine = [(latency, case, outcome, handshake) for latency, case, outcome, handshake, spoken in self.latencies if spoken == version]
+            bound = slow_bound([latency for latency, _, _, _ in mine])
+            if bound is None:
+                continue
+            for latency, case, outcome, handshake in mine:
+                if latency > bound:
+                    self._keep(Finding(SLOW, case, f"answered in {latency:.2f} s, past {bound:.2f} s (the run's median x{SLOW_FACTOR:g})",
+                                       handshake + outcome.log, version=version, bound=bound))
 
 
 __all__ = ["FuzzError", "FuzzRun", "Fuzzer", "Settings", "ToolInfo", "skip_reason"]

@@ -19,7 +19,7 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # Each class: its SARIF level and a line saying what it means (the rule's description).
 RULES: dict[str, tuple[str, str]] = {
     CRASH: ("error", "The server process exited, the connection reset, or an HTTP 5xx answered a call."),
-    HANG: ("error", "A call went unanswered within the bound (--hang-after)."),
+    HANG: ("error", "A call went unanswered: no sign of life (progress, a ping answered) for --hang-after, or alive past --live-limit."),
     LEAK: ("error", "An error or a result gave away a stack trace, a file path or a secret."),
     ACCEPTED_INVALID: ("warning", "Arguments that break the tool's inputSchema were answered as a success."),
     OUTPUT_SCHEMA: ("warning", "structuredContent broke the tool's outputSchema."),
@@ -50,7 +50,7 @@ def _result(finding: Finding, base: Path | None) -> dict[str, Any]:
                             f"(case: {finding.case.describe()} {finding.arguments_text()})"},
         "locations": [location],
         "properties": {"tool": finding.case.tool, "case": finding.case.describe(), "arguments": finding.case.arguments,
-                       "seeded": finding.case.seeded},
+                       "seeded": finding.case.seeded, "protocolVersion": finding.version},
     }
 
 

@@ -1,7 +1,7 @@
 """One fuzzing session: the client core (`ClientConnection`) over the replayer's transports, one call at a time.
 
-    session = FuzzSession(target, access=access, cwd=folder)
-    session.open(deadline)                 # the handshake; raises TargetError when there is no MCP server
+    session = FuzzSession(target, access=access, cwd=folder, version=version)
+    session.open(deadline)                 # the handshake (2026-07-28: server/discover); TargetError when there is no MCP server
     outcome = session.call("tools/call", {"name": "add", "arguments": {...}}, timeout=5.0)
     session.close()
 
@@ -10,7 +10,6 @@ Every message sent and received is kept (`log`), so a finding can be written as 
 connection) is `lost`; the runner opens another.
 """
 
-import os
 import queue
 import time
 from dataclasses import dataclass, field
@@ -18,10 +17,10 @@ from typing import Any
 
 from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import Answered, ClientConnection, Failed, Garbled, ServerRequest, SessionLost
+from mcpbench.protocol.client import Answered, ClientConnection, Failed, Garbled, Pushed, ServerRequest, SessionLost
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse
-from mcpbench.protocol.versions import LATEST_HANDSHAKE
+from mcpbench.protocol.versions import DISCOVER, LATEST_HANDSHAKE
 from mcpbench.replay.transports import Lost, Opened, ReplayTransport, open_transport
 from mcpbench.target import STDIO, Target
 
@@ -29,9 +28,9 @@ from mcpbench.target import STDIO, Target
 # are (a protocol case), which need not be JSON.
 Logged = tuple[str, bytes, float]
 RAW = "c2s-raw"
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # The notification whose headers a protocol case's bytes are sent with (never sent itself).
 RAW_METHOD = "notifications/mcpbench-fuzz"
+PROGRESS = "notifications/progress"
 
 
 @dataclass
@@ -47,10 +46,30 @@ class Outcome:
     latency: float | None = None
     garbled: list[str] = field(default_factory=list)  # what the server sent that was not MCP
     log: list[Logged] = field(default_factory=list)
+    live: "Live | None" = None  # how a live-judged call's wait stands
+    alive: bool = False  # timed out at the bound for a live call, still showing life
+    parked: bool = False  # left to `settle` later, alive past a silence
 
     @property
     def result(self) -> Any:
         return self.answer.result if type(self.answer) is jsonrpc.Response else None
+
+
+@dataclass
+class Live:
+    """A call judged by its signs of life: `silence` seconds without one (no progress notification for its
+    token, then a ping unanswered as long) is a hang; one still showing life is waited for `limit` seconds."""
+
+    silence: float
+    limit: float
+    park: bool = False
+    request_id: Any = None
+    sent: float = 0.0
+    sign: float = 0.0  # the last sign of life (perf_counter)
+    ping_id: Any = None  # the ping in flight, sent after a silence
+    ping_by: float = 0.0
+    progress: int = 0
+    pings: int = 0
 
 
 class FuzzSession:
@@ -60,7 +79,8 @@ class FuzzSession:
         target: where to connect.
         access: the user's headers, tokens and proxies (HTTP).
         cwd: the working folder of a stdio server.
-        version: the protocol version to offer.
+        version: the protocol version to speak: a handshake-era one is offered in `initialize`; 2026-07-28
+            goes in every request's `_meta` envelope, and `server/discover` stands in for the handshake.
     """
 
     def __init__(self, target: Target, *, access: ClientAccess | None = None, cwd: str | None = None,
@@ -76,9 +96,10 @@ class FuzzSession:
         self.server_info: dict | None = None
         self.lost: str | None = None
         self.stderr: list[bytes] = []
+        self._tokens = 0  # progress tokens given out
 
-    def open(self, timeout: float) -> None:
-        """Start the transport and make the handshake.
+    def open(self, timeout: float, handshake: bool = True) -> None:
+        """Start the transport and make the handshake (2026-07-28: `server/discover`; `handshake` False: neither yet).
 
         Raises:
             TargetError: nothing there, or what answered is not an MCP server (one line).
@@ -87,33 +108,54 @@ class FuzzSession:
                                         direct=True, proxies=self.access.proxies)
         self.conn = ClientConnection(self.transport.kind, self.version, url=self.transport.url,
                                      headers=self.access.headers_now() if self.transport.url else None)
-        log: list[Logged] = []
-        self._events(self.transport.connect(self.conn), None, log, Outcome())
-        outcome = self._exchange(self.conn.initialize(ts=time.perf_counter()), timeout, log)
+        self._events(self.transport.connect(self.conn), None, self.handshake, Outcome())
+        if handshake:
+            self.shake(timeout)
+
+    def shake(self, timeout: float) -> Outcome:
+        """The handshake on the open transport (2026-07-28: `server/discover`), kept in `handshake`.
+
+        Raises:
+            TargetError: no answer, or what answered is not an MCP server (one line).
+        """
+        log = self.handshake
+        if self.conn.stateless:
+            outcome = self._exchange(self.conn.request(DISCOVER, None, ts=time.perf_counter()), timeout, log)
+        else:
+            outcome = self._exchange(self.conn.initialize(ts=time.perf_counter()), timeout, log)
         if type(outcome.answer) is not jsonrpc.Response:
             why = outcome.detail or (f"JSON-RPC {outcome.answer.code} {outcome.answer.message}" if outcome.answer else "no answer")
             if outcome.garbled:
                 why = f"it sent what is not MCP ({outcome.garbled[0]})"
-            raise TargetError(f"{self.target}: the MCP handshake failed: {why}")
+            raise TargetError(f"{self.target}: the MCP handshake failed: {why}" if not self.conn.stateless
+                              else f"{self.target}: {DISCOVER} failed: {why}")
         self.server_info = outcome.result
-        out = self.conn.initialized(time.perf_counter())
-        log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
-        self.transport.send(out)
-        self.handshake = log
+        if not self.conn.stateless:
+            out = self.conn.initialized(time.perf_counter())
+            log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
+            self.transport.send(out)
+        return outcome
 
     @property
     def session_id(self) -> str | None:
         return None if self.conn is None else self.conn.session_id
 
-    def call(self, method: str, params: dict | None, timeout: float) -> Outcome:
-        """One request and its answer, waiting at most `timeout` seconds."""
+    def call(self, method: str, params: dict | None, timeout: float, live: "Live | None" = None) -> Outcome:
+        """One request and its answer, waiting at most `timeout` seconds; `live`: judged by its signs of life
+        instead (`settle`), a `progressToken` sent with it so that the server can show them."""
         if self.lost:
             return Outcome(lost=True, detail=self.lost, failure="session-lost")
-        return self._exchange(self.conn.request(method, params, ts=time.perf_counter()), timeout, [])
+        if live is not None:
+            self._tokens += 1
+            params = dict(params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": f"mcpbench-fuzz-{self._tokens}"}
+        return self._exchange(self.conn.request(method, params, ts=time.perf_counter()), timeout, [], live)
 
     def send_raw(self, data: bytes, wait: float, headers: dict[str, str] | None = None) -> Outcome:
         """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers,
-        or `headers` instead), and read what comes back for `wait` seconds (an HTTP answer's status; a lost carrier)."""
+        or `headers` instead), and read what comes back until the POST's status (HTTP), at most `wait` seconds.
+        On stdio nothing is waited for: what the server writes back comes before the answer to the next
+        request on the same pipe, and is read (and logged) with it."""
         if self.lost:
             return Outcome(lost=True, detail=self.lost, failure="session-lost")
         out = self.conn.notify(RAW_METHOD)  # this session's headers and URL; the bytes are replaced
@@ -122,8 +164,8 @@ class FuzzSession:
             out.headers = headers
         outcome = Outcome(log=[(RAW, data, time.time())])
         self.transport.send(out)
-        deadline = time.perf_counter() + wait
-        while not outcome.lost and (remaining := deadline - time.perf_counter()) > 0:
+        deadline = time.perf_counter() + (wait if self.transport.url else 0.0)
+        while not outcome.lost and outcome.status is None and (remaining := deadline - time.perf_counter()) > 0:
             item = self.transport.next_item(self.items, remaining)
             if item is None:
                 break
@@ -136,11 +178,15 @@ class FuzzSession:
             self._events(self.transport.receive(item), None, outcome.log, outcome)
         return outcome
 
-    def _exchange(self, out, timeout: float, log: list[Logged]) -> Outcome:
+    def _exchange(self, out, timeout: float, log: list[Logged], live: "Live | None" = None) -> Outcome:
         outcome = Outcome(log=log)
         log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
         sent = time.perf_counter()
         self.transport.send(out)
+        if live is not None:
+            live.request_id, live.sent, live.sign = out.request_id, sent, sent
+            outcome.live = live
+            return self.settle(outcome, park=live.park)
         deadline = sent + timeout
         wanted = out.request_id
         while outcome.answer is None and outcome.failure is None and not outcome.lost:
@@ -151,21 +197,73 @@ class FuzzSession:
                 outcome.detail = f"no answer within {timeout:g} s"
                 self.conn.give_up(wanted, outcome.detail)
                 break
-            if type(item) is Lost:
-                if item.fatal:
-                    outcome.lost, outcome.detail = True, item.reason
-                    self.lost = item.reason
-                    break
+            if self._carrier_lost(item, outcome):
+                break
             self._events(self.transport.receive(item), wanted, log, outcome)
+        return self._done(outcome, sent)
+
+    def settle(self, outcome: Outcome, park: bool = False) -> Outcome:
+        """Wait for a live-judged call's answer (`call(..., live=...)`): silence past `live.silence` is answered
+        with a ping; a ping unanswered as long is a hang; a call still showing life (progress for its token, pings
+        answered) is waited for until `live.limit` after it was sent. `park`: return as soon as the call has
+        shown life past a silence (`outcome.parked`), for the caller to `settle` it later while it goes on."""
+        live, log = outcome.live, outcome.log
+        outcome.parked = False
+        while outcome.answer is None and outcome.failure is None and not outcome.lost:
+            if park and live.pings:
+                outcome.parked = True
+                return outcome
+            now = time.perf_counter()
+            if live.ping_id is None and now >= live.sign + live.silence:
+                ping = self.conn.request("ping", None, ts=now)
+                log.append(("c2s", ping.data.rstrip(b"\n"), time.time()))
+                self.transport.send(ping)
+                live.ping_id, live.ping_by = ping.request_id, now + live.silence
+            deadline = min(live.sent + live.limit, live.ping_by if live.ping_id is not None else live.sign + live.silence)
+            item = self.transport.next_item(self.items, deadline - now) if deadline > now else None
+            if item is None and live.ping_id is not None and time.perf_counter() >= live.ping_by:
+                outcome.timed_out = True
+                outcome.detail = (f"no answer and no sign of life: no progress notification for {live.silence:g} s, "
+                                  f"then a ping unanswered for {live.silence:g} s")
+                self.conn.give_up(live.ping_id, outcome.detail)
+                self.conn.give_up(live.request_id, outcome.detail)
+                break
+            if item is None and time.perf_counter() >= live.sent + live.limit:
+                outcome.timed_out = outcome.alive = True
+                outcome.detail = (f"no answer within {live.limit:g} s, the bound for a live call (it showed life: "
+                                  f"{live.progress} progress notifications, {live.pings} pings answered)")
+                self.conn.give_up(live.request_id, outcome.detail)
+                break
+            if item is None or self._carrier_lost(item, outcome):
+                continue
+            self._events(self.transport.receive(item), live.request_id, log, outcome, live)
+        return self._done(outcome, live.sent)
+
+    def _carrier_lost(self, item, outcome: Outcome) -> bool:
+        if type(item) is Lost and item.fatal:
+            outcome.lost, outcome.detail = True, item.reason
+            self.lost = item.reason
+            return True
+        return False
+
+    def _done(self, outcome: Outcome, sent: float) -> Outcome:
         if outcome.answer is not None:
             outcome.latency = time.perf_counter() - sent
         if outcome.lost and getattr(self.transport, "exit_detail", None):  # a stdio process's exit status says more
             outcome.detail = self.lost = self.transport.exit_detail
         return outcome
 
-    def _events(self, events: list, wanted: Any, log: list[Logged], outcome: Outcome) -> None:
+    def _events(self, events: list, wanted: Any, log: list[Logged], outcome: Outcome, live: "Live | None" = None) -> None:
         for event in events:
             kind = type(event)
+            if live is not None and (kind is Pushed and event.request_id == live.request_id and event.message.method == PROGRESS
+                                     or kind is Answered and event.request.id == live.ping_id):
+                live.sign = time.perf_counter()  # a sign of life: progress for the call, or the ping answered
+                if kind is Pushed:
+                    live.progress += 1
+                else:
+                    live.pings += 1
+                    live.ping_id = None
             if kind is Answered:
                 log.append(("s2c", jsonrpc.encode(event.answer), time.time()))
                 if event.request.id == wanted:
@@ -188,14 +286,8 @@ class FuzzSession:
 
     def resident(self) -> int | None:
         """A stdio server's resident memory in bytes (Linux `/proc`; None elsewhere, or for HTTP)."""
-        pid = getattr(self.transport, "pid", None)
-        if pid is None:
-            return None
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as statm:
-                return int(statm.read().split()[1]) * PAGE_SIZE
-        except (OSError, ValueError, IndexError):
-            return None
+        resident = getattr(self.transport, "resident", None)
+        return resident() if resident is not None else None
 
     def _on_stderr(self, line: bytes) -> None:
         if len(self.stderr) < 200:
@@ -208,4 +300,4 @@ class FuzzSession:
             self.conn.close()
 
 
-__all__ = ["RAW", "FuzzSession", "Logged", "Outcome"]
+__all__ = ["RAW", "FuzzSession", "Live", "Logged", "Outcome"]

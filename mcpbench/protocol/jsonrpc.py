@@ -8,6 +8,7 @@ JSON-RPC 2.0: https://www.jsonrpc.org/specification
 MCP basic protocol: https://modelcontextprotocol.io/specification/2025-11-25/basic
 """
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -269,5 +270,14 @@ def to_obj(message: Message) -> Any:
 
 
 def encode(message: Message) -> bytes:
-    """Compact JSON bytes of `message`, no trailing newline."""
-    return orjson.dumps(to_obj(message))
+    """Compact JSON bytes of `message`, no trailing newline.
+
+    orjson refuses integers past 64 bits, which JSON allows (a fuzzer's boundary number, -2**63 - 1,
+    in a tool's arguments): those messages are written by the standard library instead.
+    """
+    obj = to_obj(message)
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+

@@ -194,6 +194,9 @@ class SessionRun:
     notes: list[str] = field(default_factory=list)
     started: float = 0.0
     finished: float = 0.0
+    # A stdio server's resident memory (bytes) after the first answer (its SDK loaded) and after the last step:
+    # what a fuzz `memory` finding's replay is set against.
+    resident: list[int] = field(default_factory=list)
 
     @property
     def era_switched(self) -> bool:
@@ -266,6 +269,7 @@ class _SessionRunner:
             for event in early:
                 self._on(event)
             self._steps()
+            self._sample_resident(last=True)
         except KeyboardInterrupt:
             self._interrupted()
             raise
@@ -626,8 +630,14 @@ class _SessionRunner:
         else:
             self.run.notes.append(f"an answer to id {event.answer.id!r}, which no request in flight had")
 
+    def _sample_resident(self, last: bool = False) -> None:
+        resident = getattr(self.transport, "resident", None)
+        if resident is not None and len(self.run.resident) < (2 if last else 1) and (rss := resident()) is not None:
+            self.run.resident.append(rss)
+
     def _answer(self, event: Answered) -> None:
         answer, live = event.answer, event.waiter
+        self._sample_resident()
         if live is SYNTHETIC_INITIALIZE:
             self.initialized = True
             if isinstance(answer, ErrorResponse):

@@ -261,7 +261,8 @@ def build(
         report.sessions.append(_session_result(session, rules, latency, fail_on_latency, cold, run.asked, redactor))
     header = run.trace.header if isinstance(run.trace.header, dict) else {}
     if isinstance(header.get("fuzz"), dict) and not run.aborted:
-        report.notes.append(fuzz_note(header["fuzz"], [call for session in report.sessions for call in session.calls]))
+        resident = next((session.resident for session in run.sessions if len(session.resident) == 2), None)
+        report.notes.append(fuzz_note(header["fuzz"], [call for session in report.sessions for call in session.calls], resident))
     return report
 
 
@@ -269,16 +270,33 @@ def build(
 # its header naming the class): no answer again, two answers that differ again, or the same answer.
 REPRODUCED = {"crash": ("unanswered", "failed", "missing"), "hang": ("unanswered", "failed", "missing"),
               "non-deterministic": ("changed",)}
-# Classes a single replayed call cannot show: they are judged over a run.
+# Classes a single replayed call cannot show: they are judged over a run (slow can, when the trace
+# says the latency it was slow past: `slow_after_s`; memory can, when it says how much the server grew,
+# `memory_grew_bytes`, and the replay started the stdio server: its resident memory is sampled).
 NOT_REPLAYED = ("slow", "memory")
+# A memory finding reproduces when a replay of its calls grows the server by at least this share of what the
+# fuzz run saw (the same order: the replay's baseline is taken after the handshake, the fuzz run's after calls).
+MEMORY_SHARE = 0.5
 
 
-def fuzz_note(fuzz: dict, calls: list[CallResult]) -> str:
+def fuzz_note(fuzz: dict, calls: list[CallResult], resident: list[int] | None = None) -> str:
     """Whether the fuzz finding a trace records reproduced: its call (the tool's last `tools/call`,
-    or for a protocol case the ping after it) came out as the class says it must."""
+    or for a protocol case the ping after it) came out as the class says it must; for `memory`, the stdio
+    server's resident memory (`resident`: after the first answer and after the last step) grew as much."""
     cls, tool = str(fuzz.get("class")), str(fuzz.get("tool"))
     found = f"fuzz finding {cls} in {tool}" + (f" ({fuzz['evidence']})" if fuzz.get("evidence") else "")
     mine = [call for call in calls if call.method == "tools/call" and call.name == tool] or calls[-1:]
+    bound = fuzz.get("slow_after_s")
+    grew = fuzz.get("memory_grew_bytes")
+    if cls == "memory" and isinstance(grew, int) and resident:
+        first, last = resident
+        verdict = "reproduced" if last - first >= grew * MEMORY_SHARE else "NOT reproduced"
+        return (f"{found}: {verdict}: resident memory went from {first / 2**20:.0f} MiB to {last / 2**20:.0f} MiB over "
+                f"{len(mine)} calls (the fuzz run saw {grew / 2**20:.0f} MiB of growth)")
+    if cls == "slow" and isinstance(bound, (int, float)) and mine and mine[-1].latency_new is not None:
+        took = mine[-1].latency_new
+        verdict = "reproduced" if took > bound else "NOT reproduced"
+        return f"{found}: {verdict}: {mine[-1].label} took {took:.2f} s (slow past {bound:.2f} s)"
     if cls in NOT_REPLAYED:
         return f"{found}: a replay cannot show {cls} (judged over a run): mcpbench fuzz --tool {tool} again"
     if tool == "(protocol)":  # fuzz's name for a protocol case: its bytes are kept as a violation, never sent

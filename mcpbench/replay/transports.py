@@ -45,6 +45,9 @@ from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.jsonrpc import Message
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
+# /proc/PID/statm counts pages.
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
 # One read takes at most a pipe's default capacity (stdio) or a typical socket
 # buffer (HTTP): larger reads only allocate more for the common small message.
 READ_SIZE = 64 * 1024
@@ -236,6 +239,14 @@ class StdioTransport(ReplayTransport):
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def resident(self) -> int | None:
+        """The server process's resident memory in bytes (Linux `/proc`; None elsewhere, or once it is gone)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/statm", "rb") as statm:
+                return int(statm.read().split()[1]) * PAGE_SIZE
+        except (OSError, ValueError, IndexError):
+            return None
 
     def connect(self, conn: ClientConnection) -> list[Event]:
         self._readers[STDOUT] = self._stdout

@@ -42,19 +42,20 @@ def found(data: dict) -> set[tuple[str, str]]:
 
 def replay_row(trace: str, target: str, tool: str) -> str:
     """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...); the report says the finding reproduced."""
-    result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target, "--timeout", "20"], capture_output=True, text=True,
+    # replay's own timeout (30 s at least): a stdio server's cold start on a busy machine takes seconds; a hang's replay waits it out
+    result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target], capture_output=True, text=True,
                             timeout=RUN_TIMEOUT, cwd=REPO_ROOT)
-    rows = [line for line in result.stdout.splitlines() if f"tools/call {tool} " in line]
+    rows = [line for line in result.stdout.splitlines() if f"tools/call {tool} " in line or (tool == "tools/list" and " tools/list " in line)]
     assert rows, result.stdout + result.stderr
     assert ": reproduced: " in result.stdout, result.stdout  # the report's note on the finding the trace records
     return rows[0]
 
 
 @contextlib.contextmanager
-def faulty_http(transport: str = "streamable-http") -> Iterator[str]:
+def faulty_http(transport: str = "streamable-http", *extra: str) -> Iterator[str]:
     """The planted-fault server on an ephemeral loopback port; its URL (legacy SSE: `sse+http://...`)."""
     port = free_port()
-    argv = [sys.executable, "-m", "mcpbench.lab.peers.faulty_server", "--transport", transport, "--host", HOST, "--port", str(port)]
+    argv = [sys.executable, "-m", "mcpbench.lab.peers.faulty_server", "--transport", transport, "--host", HOST, "--port", str(port), *extra]
     proc = start_listening(argv, port, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield f"http://{HOST}:{port}/mcp" if transport == "streamable-http" else f"sse+http://{HOST}:{port}/sse"
@@ -62,14 +63,19 @@ def faulty_http(transport: str = "streamable-http") -> Iterator[str]:
         stop_process(proc)
 
 
-# A stdio server of a few lines that exits on a line that is not JSON: a protocol case's crash.
+# A stdio server of a few lines that exits on a line that is not JSON (a protocol case's crash), and
+# never answers a request before `initialize` (a call before the handshake: a hang).
 FRAGILE_SERVER: Final = """
 import json, sys
+ready = False
 for line in sys.stdin:
     message = json.loads(line)  # a line that is not JSON ends the process with a traceback
     if "id" not in message or not isinstance(message, dict):
         continue
     method = message.get("method")
+    ready = ready or method == "initialize"
+    if not ready:
+        continue
     result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fragile", "version": "1"}} \\
         if method == "initialize" else {"tools": []} if method == "tools/list" else {}
     print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)

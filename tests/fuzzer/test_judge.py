@@ -6,8 +6,11 @@ from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
 from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, Case, cases
-from mcpbench.fuzz.judge import ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, differs, judge, memory_grew, repeatable, slow_bound
-from mcpbench.fuzz.protocol_cases import expected_refusal, protocol_cases, with_changes
+from mcpbench.fuzz.judge import (
+    ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, PROTOCOL, differs, invalid_schema, judge, memory_grew, repeatable,
+    slow_bound, state_accepted,
+)
+from mcpbench.fuzz.protocol_cases import BEFORE_HANDSHAKE, expected_refusal, protocol_cases, tampered, with_changes
 from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import Outcome
@@ -97,6 +100,8 @@ def test_destructive_tools_are_called_only_when_allowed(annotations, allow, read
 def test_a_repeatable_tool_answering_differently_is_non_deterministic():
     same = {"content": [{"type": "text", "text": "4"}]}
     assert differs(answered(same), answered({**same, "_meta": {"at": 2}})) is None
+    asked = {"resultType": "input_required", "inputRequests": {"q": {"method": "elicitation/create"}}}
+    assert differs(answered({**asked, "requestState": "v1.a"}), answered({**asked, "requestState": "v1.b"})) is None  # sealed anew each time
     assert differs(answered(same), answered({"content": [{"type": "text", "text": "5"}]})).cls == NON_DETERMINISTIC
     assert differs(answered(same), Outcome(answer=ErrorResponse(id=1, code=-1, message="x"))).cls == NON_DETERMINISTIC
     assert repeatable({"idempotentHint": True}) and repeatable({"readOnlyHint": True}) and not repeatable({})
@@ -126,7 +131,8 @@ def test_the_header_cases_expect_what_the_core_server_rules_answer():
                      "method-header-mismatch": (400, -32020), "name-header-mismatch": (400, -32020),
                      "version-header-mismatch": (400, -32020)}
     assert refused["missing-version-header"] is None  # the server assumes a version: nothing to refuse
-    assert not set(refused) & {case.name for case in protocol_cases("stdio")}
+    # stdio has no headers: of these, only the call before the handshake, on a session of its own
+    assert set(refused) & {case.name for case in protocol_cases("stdio")} == {BEFORE_HANDSHAKE}
 
 
 @pytest.mark.parametrize(("cls", "status", "reproduced"), [
@@ -145,3 +151,62 @@ def test_a_finding_a_replay_cannot_show_says_so():
     assert "cannot show memory" in note and "reproduced" not in note
     note = fuzz_note({"class": "crash", "tool": "(protocol)"}, [CallResult("s", 1, "ping", None, "unanswered")])
     assert "does not send a protocol case's bytes" in note and "reproduced" not in note
+
+
+def test_a_slow_finding_replays_against_the_latency_it_was_slow_past():
+    fuzz = {"class": "slow", "tool": "render", "slow_after_s": 1.0}
+    again = CallResult("s", 1, "tools/call", "render", "identical", latency_new=2.1)
+    assert ": reproduced: tools/call render took 2.10 s" in fuzz_note(fuzz, [again])
+    quick = CallResult("s", 1, "tools/call", "render", "identical", latency_new=0.01)
+    assert "NOT reproduced" in fuzz_note(fuzz, [quick])
+
+
+def test_a_memory_finding_replays_against_the_growth_it_recorded_when_the_replay_sampled_the_server():
+    fuzz = {"class": "memory", "tool": "remember", "memory_grew_bytes": 160 << 20}
+    calls = [CallResult("s", 1, "tools/call", "remember", "identical")]
+    assert ": reproduced: resident memory went from 70 MiB to 264 MiB" in fuzz_note(fuzz, calls, [70 << 20, 264 << 20])
+    assert "NOT reproduced" in fuzz_note(fuzz, calls, [70 << 20, 90 << 20])
+    assert "cannot show memory" in fuzz_note(fuzz, calls, None)  # an HTTP server: no process of the replay's to sample
+
+
+def test_a_tampered_request_state_changes_one_character_and_only_a_done_answer_is_a_finding():
+    state = "v1.9AlXnPZs1uZqD4YCvjzfLBgN"
+    altered = tampered(state)
+    assert len(altered) == len(state) and sum(a != b for a, b in zip(altered, state)) == 1
+    assert tampered({"step": 1}) != '{"step":1}' and tampered("") != ""
+    done = Outcome(answer=Response(id=1, result={"content": [], "resultType": "complete"}))
+    assert state_accepted(done, altered).cls == PROTOCOL
+    for refused in (Outcome(answer=ErrorResponse(id=1, code=-32602, message="Invalid or expired requestState")),
+                    Outcome(answer=Response(id=1, result={"content": [], "isError": True})),
+                    Outcome(answer=Response(id=1, result={"resultType": "input_required", "requestState": "x"}))):
+        assert state_accepted(refused, altered) is None
+
+
+def test_an_input_required_answer_is_no_tools_call_result_to_judge():
+    asked = Outcome(answer=Response(id=1, result={"resultType": "input_required", "requestState": "s"}))
+    assert judge(Case("confirm", VALID, {}), asked, None, None) == []
+
+
+def test_a_schema_that_is_not_json_schema_is_said_why():
+    assert invalid_schema({"type": "object", "properties": {"topic": {"type": "text"}}}).startswith("properties/topic/type: ")
+    assert invalid_schema("object") is not None and invalid_schema(SCHEMA) is None
+
+
+def test_2026_07_28_has_no_call_before_a_handshake_and_stdio_and_sse_send_theirs_on_a_session_of_their_own():
+    for transport in ("stdio", "sse", "streamable-http"):
+        names = [case.name for case in protocol_cases(transport)]
+        assert names.count(BEFORE_HANDSHAKE) == 1
+        assert BEFORE_HANDSHAKE not in [case.name for case in protocol_cases(transport, handshake=False)]
+    assert all(case.fresh for case in protocol_cases("stdio") if case.name == BEFORE_HANDSHAKE)
+
+
+def test_arguments_past_64_bits_are_sent_and_kept():
+    # orjson refuses -2**63 - 1 (a boundary number of the fuzzer's): the reference server's `add` lost its cases to it
+    from mcpbench.fuzz.findings import Finding
+    from mcpbench.protocol import jsonrpc
+
+    arguments = {"a": -(2**63) - 1, "b": 2**64}
+    sent = jsonrpc.encode(jsonrpc.Request(id=1, method="tools/call", params={"name": "add", "arguments": arguments}))
+    assert b'"a":-9223372036854775809' in sent and orjson.loads(sent)["params"]["name"] == "add"
+    finding = Finding(ACCEPTED_INVALID, Case("add", "boundary-number", arguments, "a"), "x")
+    assert finding.size() == len('{"a":-9223372036854775809,"b":18446744073709551616}') and "-9223372036854775809" in finding.arguments_text()

@@ -1,6 +1,6 @@
 """A server with planted faults, for `mcpbench fuzz` to find: one tool per finding class.
 
-Run: python -m mcpbench.lab.peers.faulty_server [--transport stdio|streamable-http|sse] [--port P]
+Run: python -m mcpbench.lab.peers.faulty_server [--transport stdio|streamable-http|sse] [--port P] [--seal-state]
 (the official SDK, every transport as the reference server serves it).
 
 Tools and their faults:
@@ -12,6 +12,11 @@ Tools and their faults:
 - `stats(n)`: its outputSchema says `total` is a string; it answers a number: output-schema.
 - `remember(note)`: keeps 16 MiB per call (up to 192 MiB): a stdio server's memory grows (memory).
 - `roll(sides)`: annotated readOnlyHint, answers differently each time: non-deterministic.
+- `render(pages)`: takes 2 s when `pages` is past 1,000: slow.
+- `describe(topic)`: publishes an inputSchema that is not valid JSON Schema: protocol (about the listing).
+- `confirm(action)`: 2026-07-28 only, asks again (`resultType: input_required`) with a `requestState`
+  it does not protect, and takes any state echoed back, altered or not: protocol (`--seal-state` puts the
+  SDK's sealing back, and the altered state is refused as a well-behaved server refuses it).
 - `wipe()`: annotated destructiveHint, and crashes if called: the fuzzer must leave it alone.
 - `ping_tool()`: behaves, read-only.
 
@@ -27,8 +32,9 @@ import traceback
 from typing import Any, Final, TypedDict
 
 import anyio
-from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import InputRequiredResult, ToolAnnotations
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcpbench import __version__
 from mcpbench.protocol.transports import STDIO, TRANSPORTS
@@ -42,6 +48,14 @@ STORE_SCHEMA: Final = {"type": "object", "properties": {"count": {"type": "integ
 STATS_OUTPUT_SCHEMA: Final = {"type": "object", "properties": {"total": {"type": "string"}}, "required": ["total"]}
 
 
+# The describe tool's published input schema: `type` names no JSON Schema type (not valid JSON Schema).
+DESCRIBE_SCHEMA: Final = {"type": "object", "properties": {"topic": {"type": "text"}}}
+# Past this many pages, render takes RENDER_SLOW seconds (a loopback call takes milliseconds).
+RENDER_PAGES: Final = 1000
+RENDER_SLOW: Final = 2.0
+# The state confirm asks to be echoed (in the clear: the planted fault is that it is not sealed).
+CONFIRM_STATE: Final = "confirm-step-1"
+
 # What `remember` keeps per call.
 HOARD_BYTES: Final = 16 << 20
 # At most this many kept (192 MiB): enough to show the growth, bounded on a shared machine.
@@ -52,8 +66,11 @@ class Stats(TypedDict):
     total: int
 
 
-def build_server() -> MCPServer:
+def build_server(seal_state: bool = False) -> MCPServer:
     server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING")
+    if not seal_state:  # the SDK seals and checks every requestState in this middleware: the planted fault removes it
+        lowlevel = server._lowlevel_server
+        lowlevel.middleware = [layer for layer in lowlevel.middleware if type(layer).__name__ != "RequestStateBoundary"]
 
     @server.tool()
     def divide(a: int, b: int) -> str:
@@ -87,6 +104,27 @@ def build_server() -> MCPServer:
         """Sum 0..n (its published output schema says total is a string: planted output-schema)."""
         return {"total": sum(range(max(0, min(n, 1000))))}
 
+    @server.tool()
+    async def render(pages: int = 1) -> str:
+        """Render pages (more than 1,000 take 2 s: the planted slow call)."""
+        if pages > RENDER_PAGES:
+            await anyio.sleep(RENDER_SLOW)
+        return f"rendered {min(max(pages, 0), RENDER_PAGES)} pages"
+
+    @server.tool()
+    def describe(topic: str = "") -> str:
+        """Describe a topic (its published inputSchema is not valid JSON Schema: planted protocol)."""
+        return f"about {topic[:20]}"
+
+    @server.tool()
+    def confirm(action: str, ctx: Context) -> str | InputRequiredResult:
+        """2026-07-28: asks again with a requestState, and takes back any state (planted protocol)."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return f"confirmed {action[:20]}"
+        if ctx.request_state is None:
+            return InputRequiredResult(request_state=CONFIRM_STATE)
+        return f"confirmed {action[:20]} ({str(ctx.request_state)[:40]})"
+
     @server.tool(annotations=ToolAnnotations(destructiveHint=True))
     def wipe() -> str:
         """Destructive: never to be called by a fuzzer unless allowed (it crashes the process)."""
@@ -116,6 +154,7 @@ def build_server() -> MCPServer:
     manager = server._tool_manager
     manager.get_tool("store").parameters = STORE_SCHEMA
     manager.get_tool("stats").fn_metadata.output_schema = STATS_OUTPUT_SCHEMA
+    manager.get_tool("describe").parameters = DESCRIBE_SCHEMA
     return server
 
 
@@ -124,8 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--transport", choices=TRANSPORTS, default=STDIO)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--seal-state", action="store_true", help="Seal requestState as the SDK does (confirm then behaves).")
     args = parser.parse_args(argv)
-    server = build_server()
+    server = build_server(args.seal_state)
     if args.transport == STDIO:
         server.run(transport="stdio")
         return
