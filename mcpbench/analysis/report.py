@@ -27,6 +27,7 @@ from mcpbench.analysis.results import LabRun, LoadRun, ReplayReport, load_lab, l
 from mcpbench.analysis.tables import latency_table, outcome_table
 from mcpbench.analysis.timeline import outside, outside_anchor, session_anchor
 from mcpbench.analysis.traces import TraceFrames, load_trace
+from mcpbench.capacity.analysis import verdict_line as capacity_line
 from mcpbench.compare.chart import headline as compare_headline
 from mcpbench.compare.judge import read_json as read_compare
 from mcpbench.outputs import write_atomic
@@ -158,6 +159,8 @@ def headlines(inputs: Inputs) -> list[str]:
         lines.append(probe_line(probe))
     for comparison in inputs.compares:
         lines.append("compare: " + compare_headline(comparison))
+    for folder, result in _capacities(inputs.loads):
+        lines.append(f"capacity ({folder.name}): {capacity_line(result)}")
     reconnects = [lab.reconnect for lab in inputs.labs if lab.reconnect is not None]
     if reconnects:
         lines.append("reconnect: " + reconnect_line(pd.concat(reconnects)))
@@ -544,6 +547,8 @@ def render(inputs: Inputs) -> str:
         sections.append(_probe_section(probe, index))
     for index, comparison in enumerate(inputs.compares):
         sections.append(_compare_section(comparison, index))
+    for index, (folder, result) in enumerate(_capacities(inputs.loads)):
+        sections.append(_capacity_section(folder, result, index))
     toc = "".join(f"<a href='#{anchor}'>{html.escape(title)}</a>" for anchor, title in SECTION_TITLE.findall("".join(sections)))
     body = [
         "<h1>mcpbench report</h1>",
@@ -561,6 +566,7 @@ def render(inputs: Inputs) -> str:
     )
 
 
+CAPACITY_JSON = "capacity.json"  # what `mcpbench capacity` writes beside its load run's files
 SECTION_TITLE = re.compile(r"<section id=([\w-]+)><h2>(.*?)</h2>")
 
 
@@ -602,6 +608,42 @@ def _compare_section(data: dict, index: int) -> str:
         "Each step's latency and errors in the base runs against the new ones, with intervals: a step judged "
         "slower, or more errors, beyond noise is a regression.",
         *parts,
+    )
+
+
+def _capacities(loads: list[LoadRun]) -> list[tuple[Path, dict]]:
+    """The load runs that were capacity runs (`mcpbench capacity` wrote capacity.json beside them), with it."""
+    out = []
+    for run in loads:
+        try:
+            result = orjson.loads((run.folder / CAPACITY_JSON).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if isinstance(result, dict) and isinstance(result.get("steps"), list) and "slo" in result:
+            out.append((run.folder, result))
+    return out
+
+
+def _capacity_section(folder: Path, result: dict, index: int) -> str:
+    """A capacity run: what it found, the rate against latency and errors, and each step."""
+    from mcpbench.capacity.chart import plot_capacity
+
+    knee = result.get("knee")
+    recovered = result.get("recovery") or {}
+    facts = [capacity_line(result),
+             f"knee at {knee['rate']:g}/s" if knee else "no knee (fewer than 3 steps, or latency never rose)",
+             ("recovered " + (f"in {recovered['seconds']:g} s" if recovered.get("recovered") else "not within the low step"))
+             if recovered else ""]
+    steps = pd.DataFrame([{"rate /s": r["rate"], "phase": r["phase"], "calls": r["count"], "achieved /s": round(r["achieved_rate"], 1),
+                           **{f"{q} ms": r.get(q) for q in ("p50", "p95", "p99")}, "errors": f"{r['error_ratio']:.1%}",
+                           "held": {True: "yes", False: "no"}.get(r.get("held"), "-"), "why": "; ".join(r.get("why") or [])}
+                          for r in result["steps"]])
+    return page.section(
+        f"capacity-{index}", f"Capacity: {folder.name}",
+        "An open-model ramp: each step a fixed rate of call starts, latency from each call's intended start, until a step "
+        "broke the SLO; then one low step to see the server recover.",
+        "<p>" + html.escape("; ".join(f for f in facts if f)) + "</p>",
+        page.chart(lambda ax: plot_capacity(result, ax), height=3.4), page.table(steps),
     )
 
 

@@ -8,6 +8,10 @@ runs' histograms, judging, drawing the chart. Once more without histograms.json 
 the load kept them): the samples are parsed.
 
 Target (issue 37): two one-million-sample runs compared in under 5 s.
+
+Then real pairs of load runs against the reference server (`compare_pairs.py`): 20 of the same
+build and 5 with one tool slowed by 20 %, each compared; their verdicts, intervals and the load
+average beside each are in the JSON (`pairs`), and the chart shows them.
 """
 
 import os
@@ -21,13 +25,16 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from mcpbench.bench.common import Panel, bar_panels, write_result
+from mcpbench.bench.common import write_result
+from mcpbench.bench.compare_pairs import DURATION_S, QUICK_DURATION_S, chart, run_pairs
 from mcpbench.load import histograms
 from mcpbench.load.samples import sample_line
 
 SAMPLES, QUICK_SAMPLES = 1_000_000, 50_000
 TARGET_SECONDS = 5.0
 ROUNDS = 2
+# (same-build pairs, slowed pairs): issue 37's counts, and a quick look.
+PAIRS, QUICK_PAIRS = (20, 5), (2, 1)
 # step -> (share of the samples, median ms, log-normal sigma)
 MIX = {"tools/call echo": (0.6, 3.0, 0.45), "tools/call add": (0.3, 3.2, 0.5), "tools/list": (0.1, 2.0, 0.4)}
 FAIL_RATIO = 0.002
@@ -39,9 +46,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def synthetic_run(folder: Path, samples: int, *, seed: int, slower: dict[str, float] | None = None,
                   mix: dict[str, tuple[float, float, float]] | None = None, fail_ratio: float = FAIL_RATIO,
                   scenario: str = "synthetic", rate: float = 2000.0, with_histograms: bool = True,
-                  slow_start: float = 0.0) -> Path:
+                  slow_start: float = 0.0, start: float = 1_796_000_000.0) -> Path:
     """Write a load run folder of `samples` steps (samples.jsonl through the load's own line writer),
-    `rate` a second; every latency of the first `slow_start` seconds doubled (a warm-up)."""
+    `rate` a second from `start` (epoch seconds); every latency of the first `slow_start` seconds doubled (a warm-up)."""
     mix = mix or MIX
     slower = slower or {}
     rng = np.random.default_rng(seed)
@@ -54,14 +61,14 @@ def synthetic_run(folder: Path, samples: int, *, seed: int, slower: dict[str, fl
     failed = rng.random(samples) < fail_ratio
     offset = np.arange(samples) / rate
     latency = np.where(offset < slow_start, 2.0 * latency, latency)
-    start = 1_796_000_000.0 + offset
+    starts = start + offset
     folder.mkdir(parents=True, exist_ok=True)
     failure = {"failure": "tool-error"}
     error = RuntimeError("tool error")
     with open(folder / "samples.jsonl", "wb") as out:
         out.writelines(
             sample_line("streamable-http", names[w], float(ms), 96, error if bad else None, failure if bad else None, float(t))
-            for w, ms, bad, t in zip(which.tolist(), latency.tolist(), failed.tolist(), start.tolist())
+            for w, ms, bad, t in zip(which.tolist(), latency.tolist(), failed.tolist(), starts.tolist())
         )
     (folder / "scenario.json").write_bytes(orjson.dumps({"name": scenario}))
     if with_histograms:
@@ -85,6 +92,9 @@ def run(quick: bool = False) -> Path:
         for folder in (base, new):  # runs written before load kept histograms: the samples are read
             (folder / histograms.FILE).unlink()
         samples_wall, samples_cpu, _ = _command(base, new, Path(tmp) / "out-samples")
+        load = os.getloadavg()
+        pairs = run_pairs(Path(tmp) / "pairs", *(QUICK_PAIRS if quick else PAIRS),
+                          duration=QUICK_DURATION_S if quick else DURATION_S)
     best = min(range(ROUNDS), key=lambda i: command[i])
     data = {
         "samples_per_run": samples, "file_bytes_per_run": size, "histograms_bytes_per_run": hist_size,
@@ -94,16 +104,14 @@ def run(quick: bool = False) -> Path:
         "parts_s": {k: round(min(p[k] for p in parts), 3) for k in parts[0]},
         "target_s": TARGET_SECONDS, "met": command[best] < TARGET_SECONDS,
         "verdicts": verdicts, "expected": {name: "slower" if name in SLOWER else "within noise" for name in MIX},
-        "load": os.getloadavg(),
+        "load": load,
+        "pairs": pairs,
     }
     path = write_result("compare", data)
-    bar_panels(path.with_suffix(".png"), f"mcpbench compare of two {samples:,}-sample runs (best of {ROUNDS}; "
-               f"load {data['load'][0]:.1f}; target < {TARGET_SECONDS:g} s)",
-               [Panel("seconds", ["whole command", "its CPU", *data["parts_s"], "from samples only"],
-                      [data["command_s"], data["command_cpu_s"], *data["parts_s"].values(), data["from_samples_s"]], "s")])
+    chart(pairs, data, path.with_suffix(".png"))
     print(f"mcpbench: compare of two {samples:,}-sample runs: {data['command_s']} s wall, {data['command_cpu_s']} s CPU "
           f"(parts {data['parts_s']}); from the samples alone {data['from_samples_s']} s; load {data['load'][0]:.1f}; "
-          f"verdicts {verdicts}", file=sys.stderr, flush=True)
+          f"verdicts {verdicts}; pairs {pairs['counts']}", file=sys.stderr, flush=True)
     return path
 
 

@@ -43,7 +43,8 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
 
     BASE and NEW are `mcpbench load` folders; for repeated runs give folders that hold runs, quoted
     globs, or --base/--new several times. Per step: p50, p95 and p99 of each side with intervals
-    (a bootstrap over time slices of each run's HDR histograms), their change with its interval, each
+    (Student's t over repeated runs, or over stretches of time of one run a side, paired when the
+    two ran side by side), their change with its interval, each
     side's error ratio and a two-proportion test, and a verdict: slower, faster or within noise.
 
     Exit status: 0 (also when slower: only --fail-on fails); 1 when a --fail-on rule is broken

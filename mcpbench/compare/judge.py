@@ -4,15 +4,19 @@ A step is compared when both sides have it and each has at least `MIN_STEP_SAMPL
 calls of it; a quantile when each side has at least `MIN_TAIL` samples beyond it (p95: 100, p99:
 500). Fewer are "too few samples": no verdict is made up for them.
 
-A quantile is slower when the interval of its difference lies wholly above zero and the change is at
-least `min_change` of the base's value (faster: the mirror image); otherwise it is within noise. A
+The intervals (`stats.py`): with three runs or more in all, Student's t over the runs' log quantiles
+(the spread between runs); with one run a side, over stretches of each run's time (`units.py`),
+paired when the two ran side by side (the variation within the runs only; the notes say so). The
+values shown are each side's quantile over all its samples, the intervals around them from the
+spread of the units' values (sectioning). A quantile is slower when the interval of its difference
+lies wholly above zero and the change is at least `min_change` of the base's value (faster: the
+mirror image); otherwise it is within noise. A
 step's verdict comes from its p50 and p95 (`VERDICT_QUANTILES`): slower if either is, else faster if
 either is, else within noise. The p99 is shown, and `--fail-on` may use it, but a tail that thin
 moves too much between runs to lead the verdict.
 """
 
 import math
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +26,8 @@ import orjson
 
 from mcpbench.ci.cases import FAILED, PASSED, SKIPPED, Case, Suite
 from mcpbench.compare.runs import Side, bucket_values
-from mcpbench.compare.stats import REPLICATES, SEED, Proportions, interval, quantiles, replicate_counts, two_proportions
+from mcpbench.compare.stats import Proportions, quantiles, t_over_units, two_proportions
+from mcpbench.compare.units import batch_count, batches, side_by_side
 from mcpbench.compare.thresholds import QUANTILES, Rule
 from mcpbench.load.histograms import histogram
 
@@ -34,9 +39,16 @@ MIN_STEP_SAMPLES = 50
 # A quantile is judged when each side has at least this many samples beyond it.
 MIN_TAIL = 5
 DEFAULT_CONFIDENCE = 0.95
+# With this many runs in all (two sides), the spread between runs can be estimated (1 degree of freedom).
+MIN_RUNS_FOR_SPREAD = 3
+# One run a side: a quantile is judged over at least this many stretches of each run (t with 2
+# degrees of freedom paired, 4 unpaired; fewer give intervals too wide to say anything).
+MIN_BATCHES = 3
+BETWEEN_RUNS = "between runs: t over the runs' log quantiles"
+SIDE_BY_SIDE = "one run a side, side by side: paired t over stretches of the time both ran"
+WITHIN_RUNS = "one run a side: t over stretches of each run"
 # Changes smaller than this share of the base are within noise even when the interval excludes
-# zero: runs minutes apart on a shared machine differ by a few percent that no resampling of one
-# run can see.
+# zero: two runs of one build differ by a few percent that nothing within one run shows.
 DEFAULT_MIN_CHANGE = 0.03
 
 
@@ -76,6 +88,7 @@ class StepComparison:
     failed: list[str] = field(default_factory=list)  # the --fail-on rules this step broke, as sentences
     unjudged: list[str] = field(default_factory=list)  # the rules this step could not be judged on, and why
     hdr: dict[str, str] = field(default_factory=dict)  # side -> the HDR histogram (V2, base64) of its latencies
+    method: str = ""  # how the intervals were made: BETWEEN_RUNS, SIDE_BY_SIDE or WITHIN_RUNS, with what it had
 
     @property
     def name(self) -> str:
@@ -108,7 +121,7 @@ class Comparison:
 
 
 def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, min_change: float = DEFAULT_MIN_CHANGE,
-            rules: list[Rule] | None = None, replicates: int = REPLICATES, trim: float = 0.0) -> Comparison:
+            rules: list[Rule] | None = None, trim: float = 0.0) -> Comparison:
     """Judge every step the two sides have in common (see the module docstring); `trim`: the seconds
     the sides' runs were read without at each end (said in the notes)."""
     out = Comparison(base, new, confidence, min_change, list(rules or []), trim)
@@ -128,9 +141,21 @@ def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, mi
     if out.only_new:
         out.notes.append(f"only in new (not compared): {', '.join(out.only_new)}")
     for key in sorted(base.steps.keys() & new.steps.keys()):
-        # A generator per step: a step's intervals do not depend on which other steps the runs have.
-        rng = np.random.default_rng([SEED, zlib.crc32(f"{key[0]} {key[1]}".encode())])
-        out.steps.append(_step(base, new, key, label[key], out, rng, replicates))
+        out.steps.append(_step(base, new, key, label[key], out))
+    if any(s.method.startswith(BETWEEN_RUNS) for s in out.steps):
+        runs = len(base.folders) + len(new.folders)
+        out.notes.append(f"{len(base.folders)} + {len(new.folders)} runs: each run's quantile is one observation and the intervals come "
+                         f"from the spread between runs (Student's t, {runs - 2} degrees of freedom: with few runs they are wide)")
+    if any(s.method.startswith(SIDE_BY_SIDE) for s in out.steps):
+        out.notes.append("one run a side, side by side: compared stretch by stretch over the time both ran, so what the machine did to "
+                         "both drops out; what set the two processes apart for a whole run (how they were scheduled) is not in the "
+                         f"intervals: one run a side cannot measure it, and a change under {out.min_change:.0%} (--min-change) is within noise. "
+                         "Repeat the runs (--base A1 A2 A3 --new B1 B2 B3) to judge with the spread between runs")
+    if any(s.method == WITHIN_RUNS for s in out.steps):
+        out.notes.append("one run a side, not at the same time: the intervals cover the variation within each run (over stretches of it), "
+                         "not what differed between the two runs' times (a machine busier during one); a change under "
+                         f"{out.min_change:.0%} (--min-change) is within noise. Run the two side by side, or repeat the runs "
+                         "(--base A1 A2 A3 --new B1 B2 B3) to judge with the spread between runs")
     return out
 
 
@@ -140,8 +165,7 @@ def _labels(keys: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
     return {key: f"{key[0]} {key[1]}" if several else key[1] for key in keys}
 
 
-def _step(base: Side, new: Side, key: tuple[str, str], label: str, out: Comparison, rng: np.random.Generator,
-          replicates: int) -> StepComparison:
+def _step(base: Side, new: Side, key: tuple[str, str], label: str, out: Comparison) -> StepComparison:
     merged = {"base": base.merged(key), "new": new.merged(key)}
     (base_count, base_failures), (new_count, new_failures) = base.count(key), new.count(key)
     ok = {side: int(counts.sum()) for side, counts in merged.items()}
@@ -152,49 +176,76 @@ def _step(base: Side, new: Side, key: tuple[str, str], label: str, out: Comparis
         if result.errors.p_value < 1.0 - out.confidence:
             result.error_verdict = MORE_ERRORS if result.errors.diff > 0 else FEWER_ERRORS
     if min(ok.values()) >= MIN_STEP_SAMPLES:
-        result.quantiles = _quantiles(base, new, key, merged, ok, out, rng, replicates)
+        result.method, result.quantiles = _quantiles(base, new, key, merged, ok, out)
         verdicts = {q.verdict for q in result.quantiles if q.name in VERDICT_QUANTILES}
         result.verdict = SLOWER if SLOWER in verdicts else FASTER if FASTER in verdicts else NOISE
     _judge_rules(result, out)
     return result
 
 
-def _quantiles(base: Side, new: Side, key, merged, ok, out: Comparison, rng, replicates) -> list[QuantileChange]:
+def _quantiles(base: Side, new: Side, key, merged, ok, out: Comparison) -> tuple[str, list[QuantileChange]]:
+    """The step's quantiles on both sides and their changes, and the method that gave the intervals
+    (`stats.t_over_units`): over runs, or over stretches of time of one run a side."""
     # Only the buckets either side uses: a few thousand of the layout's tens of thousands.
     used = np.flatnonzero(merged["base"] + merged["new"])
     values = bucket_values(used)
-    names = tuple(QUANTILES)
-    qs = tuple(QUANTILES.values())
-    point = {side: quantiles(counts[used], qs, values)[0] for side, counts in merged.items()}
-    draws = {side: quantiles(replicate_counts([run.chunks[:, used] for run in s.steps[key] if len(run.chunks)], replicates, rng), qs, values)
-             for side, s in (("base", base), ("new", new))}
-    diff = draws["new"] - draws["base"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(draws["base"] > 0, draws["new"] / draws["base"] - 1.0, np.nan)
-    low, high = {}, {}
-    for name, array in (("base", draws["base"]), ("new", draws["new"]), ("diff", diff), ("rel", rel)):
-        low[name], high[name] = interval(array, out.confidence)
+    runs = [[run for run in s.steps[key] if run.chunks.any()] for s in (base, new)]
+    if len(runs[0]) + len(runs[1]) >= MIN_RUNS_FOR_SPREAD:
+        method, paired = f"{BETWEEN_RUNS} ({len(runs[0])} + {len(runs[1])} runs)", False
+        units = [np.stack([run.chunks[:, used].sum(axis=0) for run in side]) for side in runs]
+    elif aligned := side_by_side(runs[0][0], runs[1][0], used):
+        method, paired = f"{SIDE_BY_SIDE} ({aligned[2]:.1f} s)", True
+        units = [aligned[0], aligned[1]]
+    else:
+        method, paired = WITHIN_RUNS, False
+        units = [runs[0][0].chunks[:, used], runs[1][0].chunks[:, used]]
+    point = {side: quantiles(counts[used], tuple(QUANTILES.values()), values)[0] for side, counts in merged.items()}
     changes = []
-    for column, name in enumerate(names):
-        b, n = point["base"][column], point["new"][column]
-        d = n - b
-        r = n / b - 1.0 if b > 0 else math.nan
-        need = math.ceil(MIN_TAIL / (1.0 - qs[column]))
-        if min(ok.values()) < need:
-            verdict = TOO_FEW
-        elif low["diff"][column] > 0 and r >= out.min_change:
-            verdict = SLOWER
-        elif high["diff"][column] < 0 and r <= -out.min_change:
-            verdict = FASTER
-        else:
-            verdict = NOISE
-        changes.append(QuantileChange(
-            name,
-            Estimate(b, low["base"][column], high["base"][column]), Estimate(n, low["new"][column], high["new"][column]),
-            Estimate(d, low["diff"][column], high["diff"][column]), Estimate(r, low["rel"][column], high["rel"][column]),
-            verdict,
-        ))
-    return changes
+    for column, (name, q) in enumerate(QUANTILES.items()):
+        need = _tail_need(q)
+        if method.startswith(BETWEEN_RUNS):  # a run counts when it has enough samples for this quantile
+            found = [side[side.sum(axis=1) >= need] for side in units]
+        else:  # stretches of each run, as many as have enough samples on average
+            count = batch_count(units, need) if min(ok.values()) >= need else 0
+            found = [batches(side, count) for side in units] if count >= MIN_BATCHES else [side[:0] for side in units]
+            # A stretch with under half the samples it needs is left out (of both sides, paired).
+            keep = [side.sum(axis=1) >= need / 2 for side in found]
+            found = [side[keep[0] & keep[1]] for side in found] if paired else [side[k] for side, k in zip(found, keep)]
+            found = found if min(len(side) for side in found) >= MIN_BATCHES else [side[:0] for side in found]
+        each = [quantiles(side, (q,), values)[:, 0] if len(side) else np.zeros(0) for side in found]
+        changes.append(_quantile_change(name, each, paired, (point["base"][column], point["new"][column]), out))
+    return method, changes
+
+
+def _quantile_change(name: str, each: list[np.ndarray], paired: bool, point: tuple[float, float], out: Comparison) -> QuantileChange:
+    """A quantile's change: `point` (each side's quantile over all its samples, ms) with t intervals from
+    its units' values (`each`); no interval and too few samples when the units cannot give a spread."""
+    b, n = point
+    usable = b > 0 and n > 0 and all(len(v) and (v > 0).all() for v in each)
+    estimate = t_over_units(each[0], each[1], out.confidence, paired=paired, centre=point) if usable else None
+    if estimate is None:
+        nan = math.nan
+        return QuantileChange(name, Estimate(b, nan, nan), Estimate(n, nan, nan), Estimate(n - b, nan, nan),
+                              Estimate(n / b - 1.0 if b > 0 else nan, nan, nan), TOO_FEW)
+    side_b, side_n = (Estimate(*(math.exp(v) for v in e)) for e in (estimate.base, estimate.new))
+    rel = Estimate(*(math.expm1(v) for v in estimate.diff))
+    # new - base = base * (new / base - 1): the difference's interval is the ratio's, in the base's ms.
+    diff = Estimate(side_b.value * rel.value, side_b.value * rel.low, side_b.value * rel.high)
+    return QuantileChange(name, side_b, side_n, diff, rel, _verdict(rel, out.min_change))
+
+
+def _tail_need(q: float) -> int:
+    """The samples a side needs for quantile `q` to have `MIN_TAIL` beyond it."""
+    return math.ceil(MIN_TAIL / (1.0 - q))
+
+
+def _verdict(rel: Estimate, min_change: float) -> str:
+    """Slower when the change's interval lies above zero and the change is at least `min_change`; faster mirrored."""
+    if rel.low > 0 and rel.value >= min_change:
+        return SLOWER
+    if rel.high < 0 and rel.value <= -min_change:
+        return FASTER
+    return NOISE
 
 
 def _judge_rules(step: StepComparison, out: Comparison) -> None:
@@ -245,7 +296,7 @@ def to_json(comparison: Comparison, exit_code: int) -> dict[str, Any]:
                 "low": round(s.errors.low, 6), "high": round(s.errors.high, 6), "p_value": float(f"{s.errors.p_value:.4g}"),
                 "verdict": s.error_verdict,
             },
-            "failed": s.failed, "unjudged": s.unjudged, "hdr": s.hdr,
+            "method": s.method, "failed": s.failed, "unjudged": s.unjudged, "hdr": s.hdr,
         }
         steps.append(row)
     return {
@@ -253,7 +304,8 @@ def to_json(comparison: Comparison, exit_code: int) -> dict[str, Any]:
         "confidence": comparison.confidence,
         "min_change": comparison.min_change,
         "trim_s": comparison.trim,
-        "method": "bootstrap over time slices of each run (runs drawn first when a side has several), percentile intervals; "
+        "method": "quantiles: Student's t over the logs of units' quantiles; units: runs (3 or more in all; pooled variance), "
+                  "else stretches of time of each run (paired when the runs ran side by side); "
                   "errors: two-proportion z-test, Newcombe interval",
         "base": {"folders": [str(f) for f in comparison.base.folders], "scenarios": comparison.base.scenarios},
         "new": {"folders": [str(f) for f in comparison.new.folders], "scenarios": comparison.new.scenarios},

@@ -1,9 +1,9 @@
 """Load run folders (`mcpbench load --out DIR`) read into per-step HDR histograms, one per chunk of each run.
 
 The run's histograms.json when it has one (`load/histograms.py`: what `mcpbench load` writes), else
-the same made from its samples.jsonl. The bootstrap in `stats.py` resamples the chunks, so slow
-drift within a run (a machine busy for a few seconds) widens the intervals instead of passing for a
-change.
+the same made from its samples.jsonl. With one run a side, `units.py` groups the chunks into
+stretches of time that `stats.py` judges as units, so slow drift within a run (a machine busy for a
+few seconds) widens the intervals instead of passing for a change.
 
 A side is one run folder or several (repeated runs); a folder holding run folders one level down is
 the set of them.

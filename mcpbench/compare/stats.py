@@ -1,12 +1,16 @@
-"""The statistics of a comparison, vectorised with numpy: no files, no Locust, no plotting.
+"""The statistics of a comparison: no files, no Locust, no plotting.
 
-Quantile intervals come from a bootstrap over chunks (`load/histograms.py` cuts each run into up
-to 20 time slices, each step's latencies in a slice an HDR histogram): a replicate draws runs with replacement (when a side
-has several), then chunks with replacement within each drawn run, and adds their bucket counts; the
-quantile of a replicate is read off its cumulative counts. The interval is the percentile interval of
-the replicates (the middle `confidence` share), for each side's quantile and for the difference of
-the two sides (replicates of the two sides drawn independently). Drawing whole chunks keeps the
-order within a run: drift over a run widens the interval instead of passing for a change.
+A quantile is compared over **units**, each giving one estimate of it: runs, when the sides have
+three runs or more in all; otherwise stretches of time of each run (batches of its time slices:
+the batch-means method of simulation output analysis, which holds when calls close in time are alike
+and calls seconds apart less so, as on a shared machine). Each unit's quantile is read off its
+bucket counts (`quantiles`, nearest rank), and the two sides' logs of them are compared with
+Student's t (`t_over_units`): paired, when the two runs ran side by side and their batches are the
+same stretches of wall time (the machine's load, the same for both, drops out of the difference);
+else unpaired, the variance pooled over both sides (on the log scale a spread is a share, so the sides
+share it whatever their latency). The spread between the units is what an interval is made of:
+between runs, that is everything that differs from run to run; between batches of one run a side,
+the variation within the runs only, which is all one run a side can measure.
 
 The error ratios are compared with a two-proportion z-test (pooled; two-sided p-value) and their
 difference is given with Newcombe's interval (from Wilson's interval of each side).
@@ -17,33 +21,6 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-
-# Replicates per bootstrap: the ends of a 95 % interval rest on 25 replicates each, and a
-# (replicates x buckets) array of a step with a wide spread stays under ~50 MB.
-REPLICATES = 1000
-# Seeded: the same folders give the same intervals and verdicts on every run of the command.
-SEED = 37
-
-
-def replicate_counts(runs: list[np.ndarray], replicates: int, rng: np.random.Generator) -> np.ndarray:
-    """Bootstrap replicates of a side's bucket counts: (replicates, buckets).
-
-    `runs` holds each run's (chunks, buckets) counts. Runs are drawn with replacement (several runs),
-    then, for each run drawn, as many of its chunks with replacement.
-    """
-    count = len(runs)
-    if count == 1:
-        drawn = np.ones((replicates, 1), dtype=np.int64)
-    else:
-        drawn = rng.multinomial(count, np.full(count, 1.0 / count), size=replicates)
-    total = np.zeros((replicates, runs[0].shape[1]), dtype=np.float64)
-    for index, chunks in enumerate(runs):
-        size = chunks.shape[0]
-        # The sum of m draws of `size` chunks each is one draw of m * size chunks.
-        weights = rng.multinomial(drawn[:, index] * size, np.full(size, 1.0 / size))
-        total += weights.astype(np.float64) @ chunks.astype(np.float64)  # floats: BLAS, not numpy's integer loop
-    return total
-
 
 def quantiles(counts: np.ndarray, qs: tuple[float, ...], values: np.ndarray) -> np.ndarray:
     """The quantiles `qs` (0-1) of each row of bucket counts (nearest rank): (rows, len(qs)).
@@ -66,11 +43,75 @@ def quantiles(counts: np.ndarray, qs: tuple[float, ...], values: np.ndarray) -> 
     return out
 
 
-def interval(replicates: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
-    """The percentile interval of each column of replicates: (low, high)."""
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.nanpercentile(replicates, [tail, 100.0 - tail], axis=0)
-    return low, high
+@dataclass(frozen=True, slots=True)
+class UnitsEstimate:
+    """A quantile compared over units (logs of ms): each side's mean and interval, the difference's."""
+
+    base: tuple[float, float, float]  # mean log, low, high
+    new: tuple[float, float, float]
+    diff: tuple[float, float, float]  # new - base: the log of the ratio
+    df: int
+
+
+def t_over_units(base: np.ndarray, new: np.ndarray, confidence: float, *, paired: bool = False,
+                 centre: tuple[float, float] | None = None) -> UnitsEstimate | None:
+    """Student's t over the units' quantiles (`base`, `new`: ms > 0, one a unit), on their logs.
+
+    Paired: `base[i]` and `new[i]` were measured at the same time; the interval of the difference
+    comes from the spread of the differences (n - 1 degrees of freedom). Unpaired: the variance is
+    pooled over both sides (k_base + k_new - 2), which lets a side of one run be compared with a
+    side of several. `centre`: each side's quantile over all its units (ms), the intervals put
+    around its log (sectioning: a quantile of fewer samples leans low or high, the spread of the
+    units' values does not); else the means of the units' logs. None when there are too few units
+    to estimate a spread.
+    """
+    base, new = np.log(np.asarray(base, dtype=np.float64)), np.log(np.asarray(new, dtype=np.float64))
+    mean_b, mean_n = (math.log(centre[0]), math.log(centre[1])) if centre else (float(base.mean()), float(new.mean()))
+    if paired:
+        n = len(base)
+        if len(new) != n or n < 2:
+            return None
+        df = n - 1
+        se_b, se_n, se_d = (float(v.std(ddof=1)) / math.sqrt(n) for v in (base, new, new - base))
+    else:
+        df = len(base) + len(new) - 2
+        if df < 1 or not len(base) or not len(new):
+            return None
+        pooled = math.sqrt((((base - base.mean()) ** 2).sum() + ((new - new.mean()) ** 2).sum()) / df)
+        se_b, se_n = pooled / math.sqrt(len(base)), pooled / math.sqrt(len(new))
+        se_d = pooled * math.sqrt(1.0 / len(base) + 1.0 / len(new))
+    t = student_t(df, confidence)
+    return UnitsEstimate(*((mean, mean - t * se, mean + t * se) for mean, se in ((mean_b, se_b), (mean_n, se_n), (mean_n - mean_b, se_d))), df)
+
+
+def student_t(df: int, confidence: float) -> float:
+    """The two-sided critical value of Student's t (`df` degrees of freedom) at `confidence`:
+    bisection on the exact distribution (no statistics library is kept for one function)."""
+    low, high = 0.0, 1.0
+    while _t_within(high, df) < confidence:
+        high *= 2.0
+    for _ in range(100):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if _t_within(middle, df) < confidence else (low, middle)
+    return (low + high) / 2.0
+
+
+def _t_within(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with a whole number of degrees of freedom (Abramowitz & Stegun 26.7.3-4)."""
+    theta = math.atan(t / math.sqrt(df))
+    cos2 = math.cos(theta) ** 2
+    term, total = 1.0, 1.0
+    if df % 2:
+        # odd: (2/π)(θ + sin θ cos θ (1 + 2/3 cos²θ + 2·4/(3·5) cos⁴θ + …))
+        for k in range(1, (df - 1) // 2):
+            term *= cos2 * (2 * k) / (2 * k + 1)
+            total += term
+        return 2.0 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+    # even: sin θ (1 + 1/2 cos²θ + 1·3/(2·4) cos⁴θ + …)
+    for k in range(1, df // 2):
+        term *= cos2 * (2 * k - 1) / (2 * k)
+        total += term
+    return math.sin(theta) * total
 
 
 @dataclass(frozen=True, slots=True)

@@ -475,7 +475,10 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
     # Interrupted, the run lasted as long as its samples span, not the scenario's duration; so does a
     # run of K sessions (`sessions:`), which ends when they have (its steps per second are over that span).
     planned = None if interrupted or scenario.sessions is not None else scenario.duration
-    summary = samples_mod.summarize(merged, planned)
+    from mcpbench.load import histograms  # numpy and hdrh: only at the end of a run
+
+    columns = histograms.Columns() if isinstance(merged, Path) else None  # the histograms from the summary's pass
+    summary = samples_mod.summarize(merged, planned, columns)
     if interrupted and not summary["total"]["count"]:
         summary["duration_s"] = round(interrupted_after, 3)  # stopped before any sample: the time Locust ran
     summary["interrupted"] = interrupted
@@ -507,11 +510,9 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
         write_atomic(out_dir / "summary.json", orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     except OSError as exc:  # the summary is still printed
         write_errors.append(f"{out_dir / 'summary.json'}: {exc.strerror or exc}")
-    if isinstance(merged, Path):  # per-step HDR histograms, what `mcpbench compare` reads
-        from mcpbench.load import histograms
-
+    if columns is not None:  # per-step HDR histograms, what `mcpbench compare` reads
         try:
-            histograms.write(out_dir, merged)
+            histograms.write(out_dir, columns.steps())
         except OSError as exc:
             write_errors.append(f"{out_dir / histograms.FILE}: {exc.strerror or exc}")
     result.write_errors = write_errors

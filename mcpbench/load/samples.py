@@ -42,12 +42,15 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
 from mcpbench.outputs import atomic_path
 from mcpbench.stats import percentile
+
+if TYPE_CHECKING:
+    from mcpbench.load.histograms import Columns
 
 # Samples are written through a buffer this large: one write per ~500 samples.
 WRITE_BUFFER = 64 * 1024
@@ -243,10 +246,11 @@ def _lines(paths: str | Path | list[Path]) -> Iterator[Iterator[bytes]]:
         yield itertools.chain.from_iterable(stack.enter_context(open(p, "rb")) for p in files)
 
 
-def summarize(path: str | Path | list[Path], duration: float | None = None) -> dict[str, Any]:
+def summarize(path: str | Path | list[Path], duration: float | None = None, columns: Columns | None = None) -> dict[str, Any]:
     """Per-step and overall counts, failures by class, latency percentiles (ms), rps, open-model counts.
 
-    `path` may be a list: the per-process files when they could not be merged.
+    `path` may be a list: the per-process files when they could not be merged. `columns`: each step
+    sample is added to it as well (`load/histograms.py`: the run's histograms from the same pass).
     """
     steps: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {"lat": [], "ttfe": [], "unc": [], "count": 0, "failures": 0, "classes": defaultdict(int), "ops": []})
     all_lat: list[float] = []
@@ -302,6 +306,8 @@ def summarize(path: str | Path | list[Path], duration: float | None = None) -> d
                 if rec["failure"].startswith(AUTH_PREFIX) and rec["failure"] not in said:
                     said[rec["failure"]] = rec.get("detail") or ""
             t = rec.get("t")
+            if columns is not None:
+                columns.add(rec["type"], rec["step"], latency, bool(rec.get("failure")), t)
             if t is not None:
                 t_min, t_max = min(t_min, t), max(t_max, t + latency / 1000.0)
     span = duration if duration else (t_max - t_min if total else 0.0)

@@ -34,6 +34,17 @@ def test_ramp_finds_the_break_a_knee_and_the_recovery(http_server, tmp_path):
     assert timeline["done"] and timeline["steps"][-1]["end"] - timeline["steps"][0]["start"] <= 24 + 2 * len(timeline["steps"])
     assert (out / "capacity.png").read_bytes()[:4] == b"\x89PNG"
     assert f"capacity {found['capacity_rate']:g}/s" in proc.stdout or "the first step" in proc.stdout
+    # the report shows the capacity run beside the load run it is: what it found, its chart, its steps
+    from html import escape
+
+    from mcpbench.analysis.report import write_report
+    from mcpbench.capacity.analysis import verdict_line
+
+    written, lines = write_report([out], tmp_path / "report.html")
+    html = written.read_text()
+    assert "<section id=capacity-0><h2>Capacity: " in html and escape(verdict_line(found)) in html
+    assert ("knee at " if found["knee"] else "no knee") in html
+    assert any(line.startswith(f"capacity ({out.name}): ") for line in lines), lines
 
 
 @pytest.mark.slow

@@ -9,18 +9,19 @@ from tests.support.servers import REPO_ROOT
 
 # Two steps, log-normal: echo fast, add a little slower.
 MIX = {"tools/call echo": (0.7, 3.0, 0.4), "tools/call add": (0.3, 4.0, 0.4)}
-# Enough samples per step for p99 to be judged (500 needed), few enough to write in a blink.
-SAMPLES = 3000
+# Enough samples per step for p99 to be judged (500 needed) and for a change of --min-change (3 %)
+# to be twice the noise of a p50 (a same-build pair within noise but by chance), few enough to write in a blink.
+SAMPLES = 8000
 # Every real load run is bounded: its seconds of load plus Locust's start and stop, well under this.
 RUN_TIMEOUT = 90
 
 
 def run_folder(folder: Path, *, seed: int, samples: int = SAMPLES, slower: dict[str, float] | None = None,
                mix: dict | None = None, fail_ratio: float = 0.0, scenario: str = "synthetic", histograms: bool = True,
-               rate: float = 2000.0, slow_start: float = 0.0) -> Path:
+               rate: float = 2000.0, slow_start: float = 0.0, start: float = 1_796_000_000.0) -> Path:
     """A load run folder of synthetic samples (the load's own line writer, and its histograms.json)."""
     return synthetic_run(folder, samples, seed=seed, slower=slower, mix=mix or MIX, fail_ratio=fail_ratio,
-                         scenario=scenario, with_histograms=histograms, rate=rate, slow_start=slow_start)
+                         scenario=scenario, with_histograms=histograms, rate=rate, slow_start=slow_start, start=start)
 
 
 def compare_cmd(*args) -> list[str]:
@@ -84,7 +85,7 @@ def interleaved_pairs(tmp_path: Path, base_url: str, new_url: str, pairs: int = 
 
     On a busy 2-core machine the run started first of two comes out slower, by up to tens of
     percent on a 3 ms call; alternating the order puts that on both sides, and two runs a side let
-    the comparison's bootstrap (runs drawn first) see how much runs differ.
+    the comparison judge with the spread between runs.
     """
     bases, news = [], []
     for number in range(pairs):

@@ -23,12 +23,13 @@ def compare(*args) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """Base and a rerun of the same build (another seed); new with `add` 20 % slower and 3 % errors."""
+    """Base and a rerun of the same build (another seed); new with `add` 20 % slower and 3 % errors, and a rerun of it."""
     root = tmp_path_factory.mktemp("runs")
     return {
         "base": run_folder(root / "base", seed=1),
         "again": run_folder(root / "again", seed=2),
         "slower": run_folder(root / "slower", seed=3, slower={"tools/call add": 1.2}, fail_ratio=0.03),
+        "slower-again": run_folder(root / "slower-again", seed=5, slower={"tools/call add": 1.2}, fail_ratio=0.03),
     }
 
 
@@ -37,6 +38,9 @@ def test_the_same_build_is_within_noise_and_a_slower_step_is_slower_alone(runs, 
     assert status == 0, out
     data = orjson.loads((tmp_path / "same" / "compare.json").read_bytes())
     assert {s["step"]: s["verdict"] for s in data["steps"]} == {"tools/call add": "within noise", "tools/call echo": "within noise"}
+    # the synthetic runs start at the same time: side by side, judged stretch by stretch of the time both ran
+    assert {s["method"] for s in data["steps"]} == {"one run a side, side by side: paired t over stretches of the time both ran (4.0 s)"}
+    assert "note: one run a side, side by side: compared stretch by stretch" in out
 
     status, out, _ = compare(runs["base"], runs["slower"], "--out", tmp_path / "slower", "--fail-on", "p95>+10%",
                              "--fail-on", "errors>+1pp", "--junit-xml", tmp_path / "j.xml", "--summary-md", tmp_path / "s.md")
@@ -61,6 +65,18 @@ def test_the_same_build_is_within_noise_and_a_slower_step_is_slower_alone(runs, 
     assert "| ❌ | `tools/call add` | slower |" in summary
 
 
+def test_runs_one_after_the_other_are_judged_over_stretches_of_each_and_said_so(runs, tmp_path):
+    later = run_folder(tmp_path / "later", seed=2, start=1_796_000_600.0)  # ten minutes after the base run
+    status, out, _ = compare(runs["base"], later, "--out", tmp_path / "o", "--json")
+    assert status == 0, out
+    data = orjson.loads(out[: out.rindex("}") + 1])
+    assert {s["verdict"] for s in data["steps"]} == {"within noise"}
+    assert {s["method"] for s in data["steps"]} == {"one run a side: t over stretches of each run"}
+    assert any(note.startswith("one run a side, not at the same time") for note in data["notes"])
+    # every quantile judged over stretches with the samples it needs: p99 (500 a stretch) over at least 3
+    assert all(q["verdict"] != "too few samples" for s in data["steps"] for q in s["quantiles"].values())
+
+
 def test_a_rule_needs_the_change_past_it_and_beyond_noise(runs, tmp_path):
     # add is 20 % slower: past +10 % but not past +50 %
     status, out, _ = compare(runs["base"], runs["slower"], "--out", tmp_path / "a", "--fail-on", "p50>+50%")
@@ -72,11 +88,16 @@ def test_a_rule_needs_the_change_past_it_and_beyond_noise(runs, tmp_path):
 
 def test_json_on_stdout_and_repeated_runs_as_globs(runs, tmp_path):
     root = runs["base"].parent
-    status, out, err = compare("--base", root / "ba*", "--base", root / "again", "--new", root / "slower", "--json", "--out", tmp_path / "o")
+    status, out, err = compare("--base", root / "ba*", "--base", root / "again", "--new", root / "slower*", "--json", "--out", tmp_path / "o")
     assert status == 0, err
     data = orjson.loads(out)
     assert data["kind"] == "compare" and data["base"]["folders"] == [str(root / "base"), str(root / "again")]
-    assert {s["step"]: s["verdict"] for s in data["steps"]}["tools/call add"] == "slower"
+    assert len(data["new"]["folders"]) == 2
+    steps = {s["step"]: s for s in data["steps"]}
+    assert steps["tools/call add"]["verdict"] == "slower" and steps["tools/call echo"]["verdict"] == "within noise"
+    # two runs a side: the intervals come from the spread between runs, and no note says they cannot
+    assert steps["tools/call add"]["method"].startswith("between runs") and "(2 + 2 runs)" in steps["tools/call add"]["method"]
+    assert not any(note.startswith("one run a side") for note in data["notes"])
     assert data["steps"][0]["base"]["count"] == sum(s["base"]["count"] for s in data["steps"][:1])
 
 
@@ -156,7 +177,8 @@ def test_trim_leaves_out_a_warm_up(tmp_path):
 
     whole, _ = p95_changes()
     trimmed, data = p95_changes("--trim", "1.2s")
-    assert all(change > 0.15 for change in whole.values()), whole
+    # the first of 6 s twice as slow: a sixth of the stretches the p95 is judged over
+    assert all(change > 0.1 for change in whole.values()), whole
     assert all(abs(change) < 0.08 for change in trimmed.values()), trimmed
     assert data["trim_s"] == 1.2 and data["steps"][0]["base"]["count"] < 3000 * 0.8
     assert "the first and last 1.2 s of every run left out (--trim)" in data["notes"]

@@ -172,6 +172,24 @@ def test_summary_and_metrics(tmp_path):
     assert metric(summary, "p95", "nope") is None
 
 
+def test_the_summary_pass_gives_the_histograms_reading_the_samples_gives(tmp_path):
+    from mcpbench.load import histograms
+
+    path = tmp_path / "samples.jsonl"
+    rng = random.Random(5)
+    rows = [{"t": 1.0 + i / 100, "type": "stdio", "step": rng.choice(["ping", "tools/call echo"]), "latency_ms": rng.uniform(1, 30),
+             "size": 1, "failure": "tool-error" if i % 17 == 0 else None} for i in range(600)]
+    rows.insert(300, {"open": {"scheduled": 5}})  # not a step: left out of both
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    columns = histograms.Columns()
+    summarize(path, columns=columns)
+    one_pass, read = columns.steps(), histograms.from_samples(path)
+    assert one_pass.keys() == read.keys() == {("stdio", "ping"), ("stdio", "tools/call echo")}
+    for key, run in read.items():
+        assert (one_pass[key].chunks == run.chunks).all() and (one_pass[key].fails == run.fails).all()
+        assert one_pass[key].count == run.count and one_pass[key].slice_s == run.slice_s and run.chunks.shape[0] == 20
+
+
 def test_arrival_schedule_counts_late_and_dropped():
     now = [100.0]
     schedule = ArrivalSchedule(10.0, max_lateness=0.5, clock=lambda: now[0])
