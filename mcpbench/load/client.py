@@ -77,6 +77,19 @@ def timed_out(bound: float, sent: float) -> str:
     return f"no answer within {bound:g} s (waited {time.perf_counter() - sent:.0f} s)"
 
 
+def _recovery_words(sample: dict) -> str:
+    """What a recovery that did not save the call did, for its failure's message."""
+    tries = sample["attempts"]
+    did = f"{sample['action']}: {tries} attempt{'s' * (tries != 1)}"
+    if sample.get("resume"):
+        did = f"resume given up ({sample['resume']}), then {did}"
+    if sample["budget_denied"]:
+        did += ", the retry budget spent"
+    if sample["uncertain"]:
+        did += ", not sent again (the tool is not idempotent)"
+    return f"after {did}"
+
+
 class McpClient:
     """One user's MCP sessions over one transport kind.
 
@@ -314,28 +327,34 @@ class McpClient:
         """
         self.ready = False
         self.session_tag = f"{os.getpid()}-{next(_SESSION_TAGS)}"
+        if not self._open_conn():
+            return False
+        if self.conn.stateless:
+            if self.discover and self.call("server/discover") is None:
+                return False
+            self.ready = True
+            return True
+        # `self.conn`, not a copy: a handshake recovered under the reconnect policy has a new one.
+        if self._exchange("initialize", lambda **kw: self.conn.initialize(**kw), handshake=True) is None:
+            return False
+        if not self._notify("notifications/initialized", self.conn.initialized):
+            return False
+        self.ready = True
+        if self.get_stream and has_get_stream(self.conn.negotiated):
+            self.transport.listen()
+        return True
+
+    def _open_conn(self) -> bool:
+        """A connection for a new session: a new transport where a session lives as long as its
+        process or stream (stdio, legacy SSE) or the old one is gone, else a new core on the same."""
         transport = self.transport
         if transport is None or not transport.alive or (not self._fresh and not transport.has_session_header):
-            # stdio and legacy SSE: a session lives as long as its process or stream
             if not self.connect():
                 return False
         elif not self._fresh:
             self.conn = self._new_conn()
             self.transport.attach(self.conn, self._dispatch, self._heard)
         self._fresh = False
-        conn = self.conn
-        if conn.stateless:
-            if self.discover and self.call("server/discover") is None:
-                return False
-            self.ready = True
-            return True
-        if self._exchange("initialize", conn.initialize) is None:
-            return False
-        if not self._notify("notifications/initialized", conn.initialized):
-            return False
-        self.ready = True
-        if self.get_stream and has_get_stream(conn.negotiated):
-            self.transport.listen()
         return True
 
     def end_session(self) -> None:
@@ -434,8 +453,11 @@ class McpClient:
         return self.call("ping", **kw)
 
     def _exchange(self, name: str, build, intended_start: float | None = None, *, method: str | None = None,
-                  params: dict | None = None) -> Any:
-        """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it."""
+                  params: dict | None = None, handshake: bool = False) -> Any:
+        """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it.
+
+        With a reconnect policy a call (`method`) is recovered as `_recover` says, and a `handshake`
+        whose answer was lost as `_redo_handshake` says, before the step is reported, once."""
         sent = time.perf_counter()
         start = intended_start if intended_start is not None else sent
         if self.transport is None or self.conn is None:
@@ -450,9 +472,13 @@ class McpClient:
                 size += more
             else:
                 outcome = Failed(outcome.request, None, refused.kind, refused.detail)
-        if type(outcome) is Failed and self.recovery is not None and method is not None and not self._recovering:
-            outcome, more = self._recover(outcome, name, method, params)
-            size += more
+        if type(outcome) is Failed and self.recovery is not None and not self._recovering:
+            if method is not None:
+                outcome, more = self._recover(outcome, name, method, params)
+                size += more
+            elif handshake:
+                outcome, more = self._redo_handshake(outcome, name, build)
+                size += more
         context = self._timing(sent, intended_start, first_event)
         if type(outcome) is Failed:
             if outcome.challenge is not None:
@@ -516,13 +542,7 @@ class McpClient:
         if action == REPORT:
             return failed, 0
         broke = time.perf_counter()
-        sample = {
-            "t": time.time(), "type": self.request_type, "session": self.session_tag, "step": name,
-            "noticed": failed.failure, "detail": failed.detail, "action": action, "ok": False, "attempts": 0,
-            "recover_ms": None, "resent": 0, "recovered": 0, "lost": 0, "uncertain": 0,
-            "retry_ms": failed.retry_ms, "waits_ms": [],  # the stream's `retry:`, and each wait before a reopen
-        }
-        seen = (self.duplicates, conn.replayed, recovery.extra, recovery.denied)
+        sample, seen = self._break_record(failed, name, action)
         outcome: Answered | Failed = failed
         size = 0
         self._recovering = True
@@ -551,19 +571,75 @@ class McpClient:
                 sample["recover_ms"] = round((self._recovered_at - broke) * 1000.0, 3)
         finally:
             self._recovering = False
-        sample["lost"] = int(type(outcome) is Failed)
-        sample["duplicated"] = self.duplicates - seen[0]
-        sample["replayed"] = (self.conn.replayed - seen[1]) if self.conn is conn else 0
-        sample["extra_requests"] = recovery.extra - seen[2]
-        sample["budget_denied"] = recovery.denied - seen[3]
-        sample["new_session"] = self.session_tag
-        if self.on_reconnect is not None:
-            self.on_reconnect(sample)
+        outcome = self._break_recorded(sample, seen, outcome, conn)
         if action != NONE and not sample["ok"] and not self._usable():
             # Nothing left to send on and no attempt left (or no budget): wait as a last backoff
             # would, so that the calls that follow cannot spin.
             gevent.sleep(recovery.delay(recovery.policy.attempts))
         return outcome, size
+
+    def _redo_handshake(self, failed: Failed, name: str, build) -> tuple[Answered | Failed, int]:
+        """A handshake whose answer was lost (its stream cut, its connection broken, a proxy's 5xx) is
+        a break like a call's: under the policy `initialize` goes again on a fresh connection (it runs
+        no tool, so it is always safe to send again), with backoff, within the attempts and the budget;
+        the step is then reported once, with its final outcome. A refusal (a JSON-RPC error, 404, 401)
+        or a time-out is the outcome, as for a call; so is any break under policy `none`."""
+        recovery = self.recovery
+        plan = plan_recovery(recovery.policy, failed.failure, lost=self.conn.lost_by if self.conn else None, status=failed.status)
+        if plan.action in (REPORT, NONE):
+            return failed, 0
+        broke = time.perf_counter()
+        # A 5xx on the way is retried as a call's is; any other break starts the session over.
+        sample, seen = self._break_record(failed, name, RETRY if plan.action == RETRY else REINITIALIZE)
+        outcome: Answered | Failed = failed
+        size = 0
+        self._recovering = True
+        try:
+            for attempt in range(recovery.policy.attempts):
+                if not recovery.allows(1, time.monotonic()):
+                    break
+                self._wait(recovery.wait(attempt, outcome.retry_ms), sample)
+                sample["attempts"] += 1
+                if not self._open_conn():
+                    continue  # connect reported why (a stdio server that would not start)
+                sample["resent"] = 1
+                outcome, more, _ = self._send_and_wait(build, time.perf_counter())
+                size += more
+                if type(outcome) is Answered:
+                    sample.update(ok=True, recovered=1, recover_ms=round((self._recovered_at - broke) * 1000.0, 3))
+                    break
+                if plan_recovery(recovery.policy, outcome.failure, lost=self.conn.lost_by, status=outcome.status).action == REPORT:
+                    break  # refused or timed out this time: that is the outcome
+        finally:
+            self._recovering = False
+        return self._break_recorded(sample, seen, outcome, None), size
+
+    def _break_record(self, failed: Failed, name: str, action: str) -> tuple[dict, tuple[int, int, int, int]]:
+        """The `reconnect` record of one break, as it begins; and the counts it is measured from."""
+        sample = {
+            "t": time.time(), "type": self.request_type, "session": self.session_tag, "step": name,
+            "noticed": failed.failure, "detail": failed.detail, "action": action, "ok": False, "attempts": 0,
+            "recover_ms": None, "resent": 0, "recovered": 0, "lost": 0, "uncertain": 0,
+            "retry_ms": failed.retry_ms, "waits_ms": [],  # the stream's `retry:`, and each wait before a reopen
+        }
+        conn, recovery = self.conn, self.recovery
+        return sample, (self.duplicates, conn.replayed if conn is not None else 0, recovery.extra, recovery.denied)
+
+    def _break_recorded(self, sample: dict, seen: tuple[int, int, int, int], outcome: Answered | Failed,
+                        conn: ClientConnection | None) -> Answered | Failed:
+        """Finish and hand on the break's record; the outcome, a failure saying what the recovery did."""
+        recovery = self.recovery
+        sample["lost"] = int(type(outcome) is Failed)
+        sample["duplicated"] = self.duplicates - seen[0]
+        sample["replayed"] = (self.conn.replayed - seen[1]) if conn is not None and self.conn is conn else 0
+        sample["extra_requests"] = recovery.extra - seen[2]
+        sample["budget_denied"] = recovery.denied - seen[3]
+        sample["new_session"] = self.session_tag
+        if self.on_reconnect is not None:
+            self.on_reconnect(sample)
+        if type(outcome) is Failed and sample["action"] != NONE:
+            outcome = replace(outcome, detail=f"{outcome.detail} ({_recovery_words(sample)})")
+        return outcome
 
     def _usable(self) -> bool:
         return self.transport is not None and self.conn is not None and self.conn.usable
@@ -592,7 +668,11 @@ class McpClient:
         size = 0
         for attempt in range(recovery.policy.attempts):
             wait = recovery.wait(attempt, failed.retry_ms)
-            if not recovery.allows(1, time.monotonic()) or deadline - time.perf_counter() <= wait:
+            if not recovery.allows(1, time.monotonic()):
+                sample["resume"] = "the retry budget spent"
+                break
+            if deadline - time.perf_counter() <= wait:
+                sample["resume"] = "past the call's time"
                 break  # the server's `retry:` is never cut short: past the call's time, the resume is given up
             self._wait(wait, sample)
             left = deadline - time.perf_counter()
@@ -601,7 +681,8 @@ class McpClient:
             self._authorize()
             headers = conn.resume(failed, waiter=waiter)
             if headers is None:
-                break  # the session is gone (lost): nothing to resume
+                sample["resume"] = f"the session was lost ({conn.lost})"
+                break  # nothing to resume
             self._count()
             last = retry = None
             try:
@@ -613,7 +694,9 @@ class McpClient:
             if waiter.ready():
                 return waiter.get(block=False), size
             conn.give_up(failed.request.id, "the resumed stream ended without the answer")
+            sample["resume"] = "the resumed stream ended without the answer"
             if not conn.usable:
+                sample["resume"] += f", the session lost ({conn.lost})"
                 break  # the session is gone (a restart): nothing to resume
             failed = replace(failed, last_event_id=last or failed.last_event_id, retry_ms=retry or failed.retry_ms)
         return failed, size

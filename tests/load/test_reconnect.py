@@ -135,3 +135,24 @@ def test_the_same_policy_recovers_a_killed_stdio_server(tmp_path):
     assert [r["content"][0]["text"] for r in results] == [str(i) for i in range(5)], run.steps
     assert run.reconnects and all(r["action"] == "reinitialize" and r["ok"] for r in run.reconnects)
     assert run.failures("initialize").count(None) == 1 + len(run.reconnects)
+
+
+@pytest.mark.slow
+def test_a_handshake_whose_connection_broke_goes_again_under_the_policy(tmp_path):
+    """The soak's lost handshakes: an `initialize` whose answer was lost (here its connection reset;
+    there its answer stream cut) is recovered as a call's break is, and reported once, with its final
+    outcome. One that cannot be (its retry lost too) fails saying what the recovery did."""
+    # Seed 160 drops the first three requests and none of the next five: the first handshake and its
+    # one retry, then the second handshake; its retry, notifications/initialized, the call and DELETE pass.
+    faults = {"drop": "50%", "drop_as": "reset", "seed": "160"}
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, faults=faults) as lab:
+        run = Run(lab.url, ReconnectPolicy(mode="resume", attempts=1, backoff=0.01))
+        results = run.calls(("echo", {"text": "after"}))
+    assert results[0]["content"][0]["text"] == "after"
+    first, second = [s for s in run.steps if s["name"] == "initialize"]
+    assert first["exception"].kind in (Failure.CONNECT, Failure.STREAM_CLOSED)
+    assert str(first["exception"]).endswith("(after reinitialize: 1 attempt)"), first["exception"]
+    assert second["exception"] is None  # the retried handshake: one step, answered
+    assert [(r["step"], r["action"], r["ok"], r["resent"], r["attempts"]) for r in run.reconnects] == [
+        ("initialize", "reinitialize", False, 1, 1), ("initialize", "reinitialize", True, 1, 1)]
+    assert run.failures("notifications/initialized") == [None]
