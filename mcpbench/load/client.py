@@ -66,6 +66,7 @@ _CARRYING = (Answered, ServerRequest, Pushed, Unmatched)
 GATEWAY_STATUSES = frozenset({502, 504})
 
 STEP_CONNECT = "connect"
+STEP_INITIALIZE = "initialize"
 STEP_DELETE = "DELETE"
 # The `request_type` of the discovery and token requests a user makes (one row per kind in Locust's table).
 OAUTH = "oauth"
@@ -77,17 +78,23 @@ def timed_out(bound: float, sent: float) -> str:
     return f"no answer within {bound:g} s (waited {time.perf_counter() - sent:.0f} s)"
 
 
-def _recovery_words(sample: dict) -> str:
-    """What a recovery that did not save the call did, for its failure's message."""
-    tries = sample["attempts"]
-    did = f"{sample['action']}: {tries} attempt{'s' * (tries != 1)}"
+def _recovery_words(sample: dict, outcome: Failed) -> str:
+    """What a recovery that did not save the call did, for its failure's message: the first failure
+    when it differs, each way tried, and why the call was not sent again."""
+    said = [] if (sample["noticed"], sample["detail"]) == (outcome.failure, outcome.detail) else [
+        f"first {sample['noticed']}: {sample['detail']}"]
     if sample.get("resume"):
-        did = f"resume given up ({sample['resume']}), then {did}"
+        said.append(f"resume given up: {sample['resume']}")
+    if sample["action"] == REINITIALIZE:
+        tries = sample["attempts"]
+        said.append(f"{tries} new session{'s' * (tries != 1)} tried" + (", none started" if not sample["ok"] else ""))
+    if sample["resent"] and sample["step"] != STEP_INITIALIZE:  # a handshake's new sessions are its sends
+        said.append("sent again")
+    elif sample["uncertain"]:
+        said.append("not sent again: it may have run and the tool is not idempotent")
     if sample["budget_denied"]:
-        did += ", the retry budget spent"
-    if sample["uncertain"]:
-        did += ", not sent again (the tool is not idempotent)"
-    return f"after {did}"
+        said.append("the retry budget spent")
+    return "; ".join(said) or "nothing tried"
 
 
 class McpClient:
@@ -335,7 +342,7 @@ class McpClient:
             self.ready = True
             return True
         # `self.conn`, not a copy: a handshake recovered under the reconnect policy has a new one.
-        if self._exchange("initialize", lambda **kw: self.conn.initialize(**kw), handshake=True) is None:
+        if self._exchange(STEP_INITIALIZE, lambda **kw: self.conn.initialize(**kw), handshake=True) is None:
             return False
         if not self._notify("notifications/initialized", self.conn.initialized):
             return False
@@ -408,8 +415,8 @@ class McpClient:
         """
         if self.ready and self.transport is not None and self.transport.alive and self.conn.usable:
             return True
-        if self.recovery is not None and self.session_tag is not None:
-            return True
+        if self.recovery is not None and self.session_tag is not None and self.conn is not None and self.conn.negotiated:
+            return True  # (a handshake that never completed is no session: its calls would go without one)
         return self.start_session()
 
     # --- calls --------------------------------------------------------------------------------
@@ -638,7 +645,7 @@ class McpClient:
         if self.on_reconnect is not None:
             self.on_reconnect(sample)
         if type(outcome) is Failed and sample["action"] != NONE:
-            outcome = replace(outcome, detail=f"{outcome.detail} ({_recovery_words(sample)})")
+            outcome = replace(outcome, detail=f"{outcome.detail} ({_recovery_words(sample, outcome)})")
         return outcome
 
     def _usable(self) -> bool:

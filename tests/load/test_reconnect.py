@@ -151,7 +151,7 @@ def test_a_handshake_whose_connection_broke_goes_again_under_the_policy(tmp_path
     assert results[0]["content"][0]["text"] == "after"
     first, second = [s for s in run.steps if s["name"] == "initialize"]
     assert first["exception"].kind in (Failure.CONNECT, Failure.STREAM_CLOSED)
-    assert str(first["exception"]).endswith("(after reinitialize: 1 attempt)"), first["exception"]
+    assert str(first["exception"]).endswith("(1 new session tried, none started)"), first["exception"]
     assert second["exception"] is None  # the retried handshake: one step, answered
     assert [(r["step"], r["action"], r["ok"], r["resent"], r["attempts"]) for r in run.reconnects] == [
         ("initialize", "reinitialize", False, 1, 1), ("initialize", "reinitialize", True, 1, 1)]
