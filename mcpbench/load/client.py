@@ -60,6 +60,9 @@ _SESSION_TAGS = itertools.count(1)
 # this pause, so that it does not spin.
 DEAD_PAUSE = 0.2
 
+# How much of an error answer's message a failure's detail keeps (the failures are grouped by detail).
+DETAIL_CHARS = 160
+
 # The core's events that carry a message from the server.
 _CARRYING = (Answered, ServerRequest, Pushed, Unmatched)
 # Statuses an intermediary answers with (Bad Gateway, Gateway Timeout): its body is not the server's.
@@ -159,6 +162,7 @@ class McpClient:
         self.dead: str | None = None  # reconnect policy `none`: the failure class that broke the session
         self.duplicates = 0  # answers that came twice
         self._recovering = False
+        self._redoing = False  # a handshake is being recovered (`_redo_handshake`): its sends are not recovered again
         self._recovered_at = 0.0
         self.headers = dict(headers or {})
         self.tokens = tokens
@@ -479,11 +483,11 @@ class McpClient:
                 size += more
             else:
                 outcome = Failed(outcome.request, None, refused.kind, refused.detail)
-        if type(outcome) is Failed and self.recovery is not None and not self._recovering:
-            if method is not None:
+        if type(outcome) is Failed and self.recovery is not None:
+            if method is not None and not self._recovering:
                 outcome, more = self._recover(outcome, name, method, params)
                 size += more
-            elif handshake:
+            elif handshake and not self._redoing:  # a recovery's own new session too: its handshake is one
                 outcome, more = self._redo_handshake(outcome, name, build)
                 size += more
         context = self._timing(sent, intended_start, first_event)
@@ -498,7 +502,9 @@ class McpClient:
         failure = None
         result = None
         if outcome.status is not None and outcome.status >= 400 and (kind := classify_status(outcome.status, has_session=False)):
-            failure = McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}")  # the status decides
+            # The status decides; the error's message says what happened (a proxy's 502 names its upstream's failure).
+            said = f" {answer.message[:DETAIL_CHARS]}" if isinstance(answer, ErrorResponse) and answer.message else ""
+            failure = McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}{said}")
         elif isinstance(answer, ErrorResponse):
             failure = McpFailure(Failure.JSONRPC_ERROR, f"code {answer.code}")
         else:
@@ -600,7 +606,7 @@ class McpClient:
         sample, seen = self._break_record(failed, name, RETRY if plan.action == RETRY else REINITIALIZE)
         outcome: Answered | Failed = failed
         size = 0
-        self._recovering = True
+        recovering, self._recovering, self._redoing = self._recovering, True, True
         try:
             for attempt in range(recovery.policy.attempts):
                 if not recovery.allows(1, time.monotonic()):
@@ -618,7 +624,7 @@ class McpClient:
                 if plan_recovery(recovery.policy, outcome.failure, lost=self.conn.lost_by, status=outcome.status).action == REPORT:
                     break  # refused or timed out this time: that is the outcome
         finally:
-            self._recovering = False
+            self._recovering, self._redoing = recovering, False
         return self._break_recorded(sample, seen, outcome, None), size
 
     def _break_record(self, failed: Failed, name: str, action: str) -> tuple[dict, tuple[int, int, int, int]]:
