@@ -60,6 +60,9 @@ _SESSION_TAGS = itertools.count(1)
 # this pause, so that it does not spin.
 DEAD_PAUSE = 0.2
 
+# How many times a reply to a server's request is sent before the call it belongs to fails (`_send_reply`).
+REPLY_SENDS = 2
+
 # How much of an error answer's message a failure's detail keeps (the failures are grouped by detail).
 DETAIL_CHARS = 160
 
@@ -157,6 +160,7 @@ class McpClient:
         self.session_tag: str | None = None
         self._fresh = False  # the transport was just opened for a session that has not started
         self._unowned: Failed | None = None  # a notification's failure (no waiter)
+        self._replies: dict[Any, Failed | None] = {}  # per greenlet sending a reply: its POST's failure
         self.recovery = Recovery(reconnect, rng) if reconnect is not None else None
         self.on_reconnect = on_reconnect
         self.dead: str | None = None  # reconnect policy `none`: the failure class that broke the session
@@ -223,6 +227,8 @@ class McpClient:
             if kind is Answered or kind is Failed:
                 if event.waiter is not None:
                     event.waiter.set(event)
+                elif kind is Failed and (replying := gevent.getcurrent()) in self._replies:
+                    self._replies[replying] = event  # a reply's POST failed (`_send_reply` reads it)
                 elif kind is Failed:
                     self._unowned = event
                 if kind is Answered:
@@ -231,17 +237,37 @@ class McpClient:
                 self.duplicates += event.duplicate
             elif kind is ServerRequest and event.reply is not None:
                 # Answered from its own greenlet: on HTTP the reply is a POST while this stream stays open.
-                gevent.spawn(self._send_reply, event.reply)
+                gevent.spawn(self._send_reply, event)
             elif kind is SessionLost:
                 self.ready = False
 
-    def _send_reply(self, reply: Outgoing) -> None:
-        transport = self.transport
-        if transport is not None:
-            try:
-                self._send(transport, reply)
-            except McpFailure:
-                pass  # the server's request fails on its side; the call that caused it reports
+    def _send_reply(self, asked: ServerRequest) -> None:
+        """Answer a server's request. The server waits for the reply, and the call that carried its
+        request with it: a reply whose POST failed (refused, or a proxy's 502 when the upstream closed
+        an idle connection as the reply came) goes once more, on a new connection, and one that
+        still fails is that call's outcome, saying so (the call still waits out its time when its
+        answer stream stays open: its reader is not interrupted)."""
+        me = gevent.getcurrent()
+        failed: Failed | None = None
+        try:
+            for _ in range(REPLY_SENDS):
+                transport = self.transport
+                if transport is None:
+                    return
+                self._replies[me] = None
+                try:
+                    self._send(transport, asked.reply)
+                except McpFailure as exc:
+                    self._replies[me] = Failed(None, None, exc.kind, exc.detail)
+                if (failed := self._replies[me]) is None:
+                    return
+        finally:
+            self._replies.pop(me, None)
+        conn = self.conn
+        if conn is not None and asked.carrier is not None:
+            detail = f"the reply to the server's {asked.request.method} was not delivered: {failed.failure}: {failed.detail}"
+            if (lost := conn.give_up(asked.carrier, detail)) is not None and lost.waiter is not None:
+                lost.waiter.set(replace(lost, failure=failed.failure))  # classed as what failed: the reply's POST
 
     def _send(self, transport: Transport, out: Outgoing) -> int:
         """Every message leaves here. The ledger hears of it once the send is over, as `UNFINISHED`
