@@ -641,7 +641,7 @@ class McpClient:
                 sample["attempts"] += 1
                 if not self._open_conn():
                     continue  # connect reported why (a stdio server that would not start)
-                sample["resent"] = 1
+                sample["resent"] += 1  # each `initialize` sent again: every extra request is one
                 outcome, more, _ = self._send_and_wait(build, time.perf_counter())
                 size += more
                 if type(outcome) is Answered:
@@ -651,7 +651,9 @@ class McpClient:
                     break  # refused or timed out this time: that is the outcome
         finally:
             self._recovering, self._redoing = recovering, False
-        return self._break_recorded(sample, seen, outcome, None), size
+        # Inside a recovery (its new session's handshake) the recovery's own record counts these
+        # requests: a record of its own too would count them twice in the sums.
+        return self._break_recorded(sample, seen, outcome, None, report=not recovering), size
 
     def _break_record(self, failed: Failed, name: str, action: str) -> tuple[dict, tuple[int, int, int, int]]:
         """The `reconnect` record of one break, as it begins; and the counts it is measured from."""
@@ -665,7 +667,7 @@ class McpClient:
         return sample, (self.duplicates, conn.replayed if conn is not None else 0, recovery.extra, recovery.denied)
 
     def _break_recorded(self, sample: dict, seen: tuple[int, int, int, int], outcome: Answered | Failed,
-                        conn: ClientConnection | None) -> Answered | Failed:
+                        conn: ClientConnection | None, *, report: bool = True) -> Answered | Failed:
         """Finish and hand on the break's record; the outcome, a failure saying what the recovery did."""
         recovery = self.recovery
         sample["lost"] = int(type(outcome) is Failed)
@@ -674,7 +676,7 @@ class McpClient:
         sample["extra_requests"] = recovery.extra - seen[2]
         sample["budget_denied"] = recovery.denied - seen[3]
         sample["new_session"] = self.session_tag
-        if self.on_reconnect is not None:
+        if self.on_reconnect is not None and report:
             self.on_reconnect(sample)
         if type(outcome) is Failed and sample["action"] != NONE:
             outcome = replace(outcome, detail=f"{outcome.detail} ({_recovery_words(sample, outcome)})")
