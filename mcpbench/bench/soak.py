@@ -22,6 +22,9 @@ no answer (answer-lost/timeout, stream-closed), which the target is 0 of on ever
 file descriptors of every proxy process are sampled every `sample_s`; the target is that they are
 flat after warm-up: at most +10 % from `warmup_s` (minute 2) to the end along the least-squares
 line through the samples (`_flatness`; the medians of the windows at both ends are reported too).
+The CPU of every process (servers, proxies, each path's Locust process) is sampled too, with how
+busy the machine's cores were in all (`cpu`): a path that falls behind on a saturated machine
+(the direct path too, which has no proxy to blame) is the machine's pace, not a proxy's fault.
 
 Before the soak, at the same concurrency, `mcpbench record` and bare mitmdump in front of s1
 are timed in turns (`rounds` x `throughput_s` each, users calling `echo` back to back): the
@@ -128,11 +131,16 @@ def _level(users: int, config: dict, folder: Path) -> dict:
         urls["both"], procs["both.record"] = _record(faulty.url, folder / "both.jsonl", folder / "both.log")
         stack.callback(stop_process, procs["both.record"])
         print(f"mcpbench: {users} sessions on each of {', '.join(PATHS)} for {config['soak_s']} s", file=sys.stderr, flush=True)
-        sampler = Sampler(procs, config["sample_s"])
         locusts = {path: _locust(path, urls[path], users, "soak", RECONNECT if path == "both" else None,
                                  config["soak_s"], folder / "soak") for path in PATHS}
+        # Every process of the soak is sampled: the proxies' memory and fds must stay flat; the CPU of
+        # each (servers and users too) says whether the machine, not a path, set the pace.
+        others = {f"server.s{n}": server.proc for n, server in enumerate(servers, 1)} | {f"server.s{INSTANCES + 1}": control.proc}
+        sampler = Sampler(procs | others | {f"users.{path}": proc for path, proc in locusts.items()}, config["sample_s"])
         exits = _wait(locusts, config["soak_s"])
         series = sampler.stop()
+        cpu = sampler.cpu()
+        series = {name: samples for name, samples in series.items() if name in procs}
         for name in ("record", "both.record"):  # the traces are complete once their recorders stopped
             stop_process(procs[name])
     soak = _read_calls(folder / "soak")
@@ -150,8 +158,8 @@ def _level(users: int, config: dict, folder: Path) -> dict:
     met |= {f"{name}_flat": figures["flat"] for name, figures in memory.items()}
     return {
         "users": users, "throughput": throughput, "paths": paths, "processes": memory, "met": met,
-        "faults_injected": _count_lines(folder / "faults.jsonl"),
-        "series": {name: [[round(t, 1), round(rss / 2**20, 1), fds] for t, rss, fds in samples] for name, samples in series.items()},
+        "faults_injected": _count_lines(folder / "faults.jsonl"), "cpu": cpu,
+        "series": {name: [[round(t, 1), round(rss / 2**20, 1), fds] for t, rss, fds, _cpu in samples] for name, samples in series.items()},
         "calls_per_second": {path: _per_second(soak[path], sampler.started) for path in PATHS},
     }
 
@@ -232,7 +240,8 @@ def _wait(procs: dict[str, subprocess.Popen], seconds: float) -> dict[str, int]:
 
 
 class Sampler:
-    """Samples each process's resident memory and open file descriptors every `every` seconds, in a thread."""
+    """Samples each process's resident memory, open file descriptors and CPU seconds every `every`
+    seconds, in a thread, and the machine's busy CPU time from the first sample to the last."""
 
     def __init__(self, procs: dict[str, subprocess.Popen], every: float) -> None:
         import psutil  # a dependency of locust
@@ -241,7 +250,8 @@ class Sampler:
         self._every = every
         self._stop = threading.Event()
         self.started = time.time()
-        self.series: dict[str, list[tuple[float, int, int]]] = {name: [] for name in procs}
+        self._machine = [(time.monotonic(), psutil.cpu_times(), os.getloadavg())]
+        self.series: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in procs}
         self._thread = threading.Thread(target=self._run, name="mcpbench-soak-sampler", daemon=True)
         self._thread.start()
 
@@ -252,16 +262,42 @@ class Sampler:
             now = time.time() - self.started
             for name, proc in self._procs.items():
                 try:
-                    self.series[name].append((now, proc.memory_info().rss, proc.num_fds()))
+                    with proc.oneshot():
+                        times = proc.cpu_times()
+                        self.series[name].append((now, proc.memory_info().rss, proc.num_fds(), times.user + times.system))
                 except psutil.Error:
                     pass  # it ended: the run reports that elsewhere
             if self._stop.wait(self._every):
                 return
 
-    def stop(self) -> dict[str, list[tuple[float, int, int]]]:
+    def stop(self) -> dict[str, list[tuple[float, int, int, float]]]:
+        import psutil
+
         self._stop.set()
         self._thread.join()
+        self._machine.append((time.monotonic(), psutil.cpu_times(), os.getloadavg()))
         return self.series
+
+    def cpu(self) -> dict:
+        """Each process's share of one core over its samples, and the machine's: its cores, how busy
+        they were in all, how much of that was these processes, and the load average at both ends."""
+        shares = {}
+        ours = 0.0
+        for name, samples in self.series.items():
+            if len(samples) >= 2 and samples[-1][0] > samples[0][0]:
+                used = samples[-1][3] - samples[0][3]
+                ours += used
+                shares[name] = round(used / (samples[-1][0] - samples[0][0]), 3)
+        (t0, first, load0), (t1, last, load1) = self._machine[0], self._machine[-1]
+        idle = (last.idle + getattr(last, "iowait", 0.0)) - (first.idle + getattr(first, "iowait", 0.0))
+        total = sum(last) - sum(first)
+        cores = os.cpu_count() or 1
+        return {
+            "share_of_a_core": shares, "cores": cores, "seconds": round(t1 - t0, 1),
+            "machine_busy": round(1.0 - idle / total, 3) if total > 0 else None,  # of all its cores
+            "these_processes": round(ours / ((t1 - t0) * cores), 3) if t1 > t0 else None,  # of all its cores
+            "load_average_before": [round(x, 2) for x in load0], "load_average_after": [round(x, 2) for x in load1],
+        }
 
 
 def _read_calls(folder: Path) -> dict[str, dict]:

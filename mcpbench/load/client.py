@@ -70,6 +70,12 @@ _latest_step: list[float | None] = [None]
 # this pause, so that it does not spin.
 DEAD_PAUSE = 0.2
 
+# How many times a reply to a server's request is sent before the call it belongs to fails (`_send_reply`).
+REPLY_SENDS = 2
+
+# How much of an error answer's message a failure's detail keeps (the failures are grouped by detail).
+DETAIL_CHARS = 160
+
 # The core's events that carry a message from the server.
 _CARRYING = (Answered, ServerRequest, Pushed, Unmatched)
 # Statuses an intermediary answers with (Bad Gateway, Gateway Timeout): its body is not the server's.
@@ -79,6 +85,7 @@ GATEWAY_STATUSES = frozenset({502, 504})
 CANCEL_TIMEOUT = 2.0
 
 STEP_CONNECT = "connect"
+STEP_INITIALIZE = "initialize"
 STEP_DELETE = "DELETE"
 # The `request_type` of the discovery and token requests a user makes (one row per kind in Locust's table).
 OAUTH = "oauth"
@@ -88,6 +95,25 @@ def timed_out(bound: float, sent: float) -> str:
     """What a call whose time ran out says: its bound and how long it waited (whole seconds, so that
     the failures still group): a bound that ends a call early shows as such."""
     return f"no answer within {round(bound, 2):g} s (waited {time.perf_counter() - sent:.0f} s)"
+
+
+def _recovery_words(sample: dict, outcome: Failed) -> str:
+    """What a recovery that did not save the call did, for its failure's message: the first failure
+    when it differs, each way tried, and why the call was not sent again."""
+    said = [] if (sample["noticed"], sample["detail"]) == (outcome.failure, outcome.detail) else [
+        f"first {sample['noticed']}: {sample['detail']}"]
+    if sample.get("resume"):
+        said.append(f"resume given up: {sample['resume']}")
+    if sample["action"] == REINITIALIZE:
+        tries = sample["attempts"]
+        said.append(f"{tries} new session{'s' * (tries != 1)} tried" + (", none started" if not sample["ok"] else ""))
+    if sample["resent"] and sample["step"] != STEP_INITIALIZE:  # a handshake's new sessions are its sends
+        said.append("sent again")
+    elif sample["uncertain"]:
+        said.append("not sent again: it may have run and the tool is not idempotent")
+    if sample["budget_denied"]:
+        said.append("the retry budget spent")
+    return "; ".join(said) or "nothing tried"
 
 
 class McpClient:
@@ -155,11 +181,13 @@ class McpClient:
         self.session_tag: str | None = None
         self._fresh = False  # the transport was just opened for a session that has not started
         self._unowned: Failed | None = None  # a notification's failure (no waiter)
+        self._replies: dict[Any, Failed | None] = {}  # per greenlet sending a reply: its POST's failure
         self.recovery = Recovery(reconnect, rng) if reconnect is not None else None
         self.on_reconnect = on_reconnect
         self.dead: str | None = None  # reconnect policy `none`: the failure class that broke the session
         self.duplicates = 0  # answers that came twice
         self._recovering = False
+        self._redoing = False  # a handshake is being recovered (`_redo_handshake`): its sends are not recovered again
         self._recovered_at = 0.0
         self.headers = dict(headers or {})
         self.tokens = tokens
@@ -228,6 +256,8 @@ class McpClient:
             if kind is Answered or kind is Failed:
                 if event.waiter is not None:
                     event.waiter.set(event)
+                elif kind is Failed and (replying := gevent.getcurrent()) in self._replies:
+                    self._replies[replying] = event  # a reply's POST failed (`_send_reply` reads it)
                 elif kind is Failed:
                     self._unowned = event
                 if kind is Answered:
@@ -236,19 +266,39 @@ class McpClient:
                 self.duplicates += event.duplicate
             elif kind is ServerRequest and event.reply is not None:
                 # Answered from its own greenlet: on HTTP the reply is a POST while this stream stays open.
-                gevent.spawn(self._send_reply, event.reply)
+                gevent.spawn(self._send_reply, event)
             elif kind is SessionLost:
                 self.ready = False
             elif kind is Pushed and self._listen is not None and event.request_id in (None, self._listen.request_id):
                 self._heard_on_listen(event)
 
-    def _send_reply(self, reply: Outgoing) -> None:
-        transport = self.transport
-        if transport is not None:
-            try:
-                self._send(transport, reply)
-            except McpFailure:
-                pass  # the server's request fails on its side; the call that caused it reports
+    def _send_reply(self, asked: ServerRequest) -> None:
+        """Answer a server's request. The server waits for the reply, and the call that carried its
+        request with it: a reply whose POST failed (refused, or a proxy's 502 when the upstream closed
+        an idle connection as the reply came) goes once more, on a new connection, and one that
+        still fails is that call's outcome, saying so (the call still waits out its time when its
+        answer stream stays open: its reader is not interrupted)."""
+        me = gevent.getcurrent()
+        failed: Failed | None = None
+        try:
+            for _ in range(REPLY_SENDS):
+                transport = self.transport
+                if transport is None:
+                    return
+                self._replies[me] = None
+                try:
+                    self._send(transport, asked.reply)
+                except McpFailure as exc:
+                    self._replies[me] = Failed(None, None, exc.kind, exc.detail)
+                if (failed := self._replies[me]) is None:
+                    return
+        finally:
+            self._replies.pop(me, None)
+        conn = self.conn
+        if conn is not None and asked.carrier is not None:
+            detail = f"the reply to the server's {asked.request.method} was not delivered: {failed.failure}: {failed.detail}"
+            if (lost := conn.give_up(asked.carrier, detail)) is not None and lost.waiter is not None:
+                lost.waiter.set(replace(lost, failure=failed.failure))  # classed as what failed: the reply's POST
 
     def _send(self, transport: Transport, out: Outgoing) -> int:
         """Every message leaves here. The ledger hears of it once the send is over, as `UNFINISHED`
@@ -346,29 +396,35 @@ class McpClient:
         """
         self.ready = False
         self.session_tag = f"{os.getpid()}-{next(_SESSION_TAGS)}"
+        if not self._open_conn():
+            return False
+        if self.conn.stateless:
+            if self.discover and self.call("server/discover") is None:
+                return False
+            self.ready = True
+            self.start_listening()
+            return True
+        # `self.conn`, not a copy: a handshake recovered under the reconnect policy has a new one.
+        if self._exchange(STEP_INITIALIZE, lambda **kw: self.conn.initialize(**kw), handshake=True) is None:
+            return False
+        if not self._notify("notifications/initialized", self.conn.initialized):
+            return False
+        self.ready = True
+        if self.get_stream and has_get_stream(self.conn.negotiated):
+            self.transport.listen()
+        return True
+
+    def _open_conn(self) -> bool:
+        """A connection for a new session: a new transport where a session lives as long as its
+        process or stream (stdio, legacy SSE) or the old one is gone, else a new core on the same."""
         transport = self.transport
         if transport is None or not transport.alive or (not self._fresh and not transport.has_session_header):
-            # stdio and legacy SSE: a session lives as long as its process or stream
             if not self.connect():
                 return False
         elif not self._fresh:
             self.conn = self._new_conn()
             self.transport.attach(self.conn, self._dispatch, self._heard)
         self._fresh = False
-        conn = self.conn
-        if conn.stateless:
-            if self.discover and self.call("server/discover") is None:
-                return False
-            self.ready = True
-            self.start_listening()
-            return True
-        if self._exchange("initialize", conn.initialize) is None:
-            return False
-        if not self._notify("notifications/initialized", conn.initialized):
-            return False
-        self.ready = True
-        if self.get_stream and has_get_stream(conn.negotiated):
-            self.transport.listen()
         return True
 
     def end_session(self) -> None:
@@ -500,8 +556,8 @@ class McpClient:
         """
         if self.ready and self.transport is not None and self.transport.alive and self.conn.usable:
             return True
-        if self.recovery is not None and self.session_tag is not None:
-            return True
+        if self.recovery is not None and self.session_tag is not None and self.conn is not None and self.conn.negotiated:
+            return True  # (a handshake that never completed is no session: its calls would go without one)
         return self.start_session()
 
     # --- calls --------------------------------------------------------------------------------
@@ -545,20 +601,24 @@ class McpClient:
         return self.call("ping", **kw)
 
     def _exchange(self, name: str, build, intended_start: float | None = None, *, method: str | None = None,
-                  params: dict | None = None) -> Any:
-        """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it."""
+                  params: dict | None = None, handshake: bool = False) -> Any:
+        """Build a request with the core (`build(waiter=, ts=)`), send it, wait for its outcome, report it.
+
+        With a reconnect policy a call (`method`) is recovered as `_recover` says, and a `handshake`
+        whose answer was lost as `_redo_handshake` says, before the step is reported, once."""
         sent = _latest_step[0] = time.perf_counter()
         start = intended_start if intended_start is not None else sent
-        outcome, size, first_event = self._attempt(name, build, sent, method, params)
+        outcome, size, first_event = self._attempt(name, build, sent, method, params, handshake=handshake)
         context = self._timing(sent, intended_start, first_event)
         failure, result = self._judge(outcome, context)
         self._record(name, start, size, failure, context)
         return result if failure is None else None
 
     def _attempt(self, name: str, build, sent: float, method: str | None, params: dict | None,
-                 timeout: float | None = None) -> tuple[Answered | Failed, int, float | None]:
+                 timeout: float | None = None, *, handshake: bool = False) -> tuple[Answered | Failed, int, float | None]:
         """One request sent and waited for, with one token renewal after a 401 and the reconnect policy's
-        recovery after a break: its outcome, the bytes exchanged, its first SSE event."""
+        recovery after a break (a call's by `_recover`, a lost `handshake`'s by `_redo_handshake`): its
+        outcome, the bytes exchanged, its first SSE event."""
         if self.transport is None or self.conn is None:  # closed by an earlier break: the policy may reconnect
             outcome: Answered | Failed = Failed(None, None, Failure.CONNECT, "not sent: not connected")
             size, first_event = 0, None
@@ -571,9 +631,13 @@ class McpClient:
                 size += more
             else:
                 outcome = Failed(outcome.request, None, refused.kind, refused.detail)
-        if type(outcome) is Failed and self.recovery is not None and method is not None and not self._recovering:
-            outcome, more = self._recover(outcome, name, method, params)
-            size += more
+        if type(outcome) is Failed and self.recovery is not None:
+            if method is not None and not self._recovering:
+                outcome, more = self._recover(outcome, name, method, params)
+                size += more
+            elif handshake and not self._redoing:  # a recovery's own new session too: its handshake is one
+                outcome, more = self._redo_handshake(outcome, name, build)
+                size += more
         return outcome, size, first_event
 
     def _judge(self, outcome: Answered | Failed, context: dict) -> tuple[McpFailure | None, Any]:
@@ -586,7 +650,9 @@ class McpClient:
             return failure, None
         answer = outcome.answer
         if outcome.status is not None and outcome.status >= 400 and (kind := classify_status(outcome.status, has_session=False)):
-            return McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}"), None  # the status decides
+            # The status decides; the error's message says what happened (a proxy's 502 names its upstream's failure).
+            said = f" {answer.message[:DETAIL_CHARS]}" if isinstance(answer, ErrorResponse) and answer.message else ""
+            return McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}{said}"), None
         if isinstance(answer, ErrorResponse):
             return McpFailure(Failure.JSONRPC_ERROR, f"code {answer.code}"), None
         return _tool_error(answer.result), answer.result
@@ -712,13 +778,7 @@ class McpClient:
         if action == REPORT:
             return failed, 0
         broke = time.perf_counter()
-        sample = {
-            "t": time.time(), "type": self.request_type, "session": self.session_tag, "step": name,
-            "noticed": failed.failure, "detail": failed.detail, "action": action, "ok": False, "attempts": 0,
-            "recover_ms": None, "resent": 0, "recovered": 0, "lost": 0, "uncertain": 0,
-            "retry_ms": failed.retry_ms, "waits_ms": [],  # the stream's `retry:`, and each wait before a reopen
-        }
-        seen = (self.duplicates, conn.replayed, recovery.extra, recovery.denied)
+        sample, seen = self._break_record(failed, name, action)
         outcome: Answered | Failed = failed
         size = 0
         self._recovering = True
@@ -747,19 +807,77 @@ class McpClient:
                 sample["recover_ms"] = round((self._recovered_at - broke) * 1000.0, 3)
         finally:
             self._recovering = False
-        sample["lost"] = int(type(outcome) is Failed)
-        sample["duplicated"] = self.duplicates - seen[0]
-        sample["replayed"] = (self.conn.replayed - seen[1]) if self.conn is conn else 0
-        sample["extra_requests"] = recovery.extra - seen[2]
-        sample["budget_denied"] = recovery.denied - seen[3]
-        sample["new_session"] = self.session_tag
-        if self.on_reconnect is not None:
-            self.on_reconnect(sample)
+        outcome = self._break_recorded(sample, seen, outcome, conn)
         if action != NONE and not sample["ok"] and not self._usable():
             # Nothing left to send on and no attempt left (or no budget): wait as a last backoff
             # would, so that the calls that follow cannot spin.
             gevent.sleep(recovery.delay(recovery.policy.attempts))
         return outcome, size
+
+    def _redo_handshake(self, failed: Failed, name: str, build) -> tuple[Answered | Failed, int]:
+        """A handshake whose answer was lost (its stream cut, its connection broken, a proxy's 5xx) is
+        a break like a call's: under the policy `initialize` goes again on a fresh connection (it runs
+        no tool, so it is always safe to send again), with backoff, within the attempts and the budget;
+        the step is then reported once, with its final outcome. A refusal (a JSON-RPC error, 404, 401)
+        or a time-out is the outcome, as for a call; so is any break under policy `none`."""
+        recovery = self.recovery
+        plan = plan_recovery(recovery.policy, failed.failure, lost=self.conn.lost_by if self.conn else None, status=failed.status)
+        if plan.action in (REPORT, NONE):
+            return failed, 0
+        broke = time.perf_counter()
+        # A 5xx on the way is retried as a call's is; any other break starts the session over.
+        sample, seen = self._break_record(failed, name, RETRY if plan.action == RETRY else REINITIALIZE)
+        outcome: Answered | Failed = failed
+        size = 0
+        recovering, self._recovering, self._redoing = self._recovering, True, True
+        try:
+            for attempt in range(recovery.policy.attempts):
+                if not recovery.allows(1, time.monotonic()):
+                    break
+                self._wait(recovery.wait(attempt, outcome.retry_ms), sample)
+                sample["attempts"] += 1
+                if not self._open_conn():
+                    continue  # connect reported why (a stdio server that would not start)
+                sample["resent"] += 1  # each `initialize` sent again: every extra request is one
+                outcome, more, _ = self._send_and_wait(build, time.perf_counter())
+                size += more
+                if type(outcome) is Answered:
+                    sample.update(ok=True, recovered=1, recover_ms=round((self._recovered_at - broke) * 1000.0, 3))
+                    break
+                if plan_recovery(recovery.policy, outcome.failure, lost=self.conn.lost_by, status=outcome.status).action == REPORT:
+                    break  # refused or timed out this time: that is the outcome
+        finally:
+            self._recovering, self._redoing = recovering, False
+        # Inside a recovery (its new session's handshake) the recovery's own record counts these
+        # requests: a record of its own too would count them twice in the sums.
+        return self._break_recorded(sample, seen, outcome, None, report=not recovering), size
+
+    def _break_record(self, failed: Failed, name: str, action: str) -> tuple[dict, tuple[int, int, int, int]]:
+        """The `reconnect` record of one break, as it begins; and the counts it is measured from."""
+        sample = {
+            "t": time.time(), "type": self.request_type, "session": self.session_tag, "step": name,
+            "noticed": failed.failure, "detail": failed.detail, "action": action, "ok": False, "attempts": 0,
+            "recover_ms": None, "resent": 0, "recovered": 0, "lost": 0, "uncertain": 0,
+            "retry_ms": failed.retry_ms, "waits_ms": [],  # the stream's `retry:`, and each wait before a reopen
+        }
+        conn, recovery = self.conn, self.recovery
+        return sample, (self.duplicates, conn.replayed if conn is not None else 0, recovery.extra, recovery.denied)
+
+    def _break_recorded(self, sample: dict, seen: tuple[int, int, int, int], outcome: Answered | Failed,
+                        conn: ClientConnection | None, *, report: bool = True) -> Answered | Failed:
+        """Finish and hand on the break's record; the outcome, a failure saying what the recovery did."""
+        recovery = self.recovery
+        sample["lost"] = int(type(outcome) is Failed)
+        sample["duplicated"] = self.duplicates - seen[0]
+        sample["replayed"] = (self.conn.replayed - seen[1]) if conn is not None and self.conn is conn else 0
+        sample["extra_requests"] = recovery.extra - seen[2]
+        sample["budget_denied"] = recovery.denied - seen[3]
+        sample["new_session"] = self.session_tag
+        if self.on_reconnect is not None and report:
+            self.on_reconnect(sample)
+        if type(outcome) is Failed and sample["action"] != NONE:
+            outcome = replace(outcome, detail=f"{outcome.detail} ({_recovery_words(sample, outcome)})")
+        return outcome
 
     def _usable(self) -> bool:
         return self.transport is not None and self.conn is not None and self.conn.usable
@@ -788,7 +906,11 @@ class McpClient:
         size = 0
         for attempt in range(recovery.policy.attempts):
             wait = recovery.wait(attempt, failed.retry_ms)
-            if not recovery.allows(1, time.monotonic()) or deadline - time.perf_counter() <= wait:
+            if not recovery.allows(1, time.monotonic()):
+                sample["resume"] = "the retry budget spent"
+                break
+            if deadline - time.perf_counter() <= wait:
+                sample["resume"] = "past the call's time"
                 break  # the server's `retry:` is never cut short: past the call's time, the resume is given up
             self._wait(wait, sample)
             left = deadline - time.perf_counter()
@@ -797,7 +919,8 @@ class McpClient:
             self._authorize()
             headers = conn.resume(failed, waiter=waiter)
             if headers is None:
-                break  # the session is gone (lost): nothing to resume
+                sample["resume"] = f"the session was lost ({conn.lost})"
+                break  # nothing to resume
             self._count()
             last = retry = None
             try:
@@ -809,7 +932,9 @@ class McpClient:
             if waiter.ready():
                 return waiter.get(block=False), size
             conn.give_up(failed.request.id, "the resumed stream ended without the answer")
+            sample["resume"] = "the resumed stream ended without the answer"
             if not conn.usable:
+                sample["resume"] += f", the session lost ({conn.lost})"
                 break  # the session is gone (a restart): nothing to resume
             failed = replace(failed, last_event_id=last or failed.last_event_id, retry_ms=retry or failed.retry_ms)
         return failed, size

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from mcpbench.lab.topology.cluster import RestartPlan, running_lab
+from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
@@ -20,6 +21,8 @@ CUT = "1s"
 SLOW = {"seconds": 1.6, "steps": 8}
 # A restart far in the future: the lab then has a restarter, which the test calls by hand.
 MANUAL = RestartPlan(at=3600.0)
+# A call's bound in the reply test (short: a lost reply's call waits it out).
+BOUND = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +138,44 @@ def test_the_same_policy_recovers_a_killed_stdio_server(tmp_path):
     assert [r["content"][0]["text"] for r in results] == [str(i) for i in range(5)], run.steps
     assert run.reconnects and all(r["action"] == "reinitialize" and r["ok"] for r in run.reconnects)
     assert run.failures("initialize").count(None) == 1 + len(run.reconnects)
+
+
+@pytest.mark.slow
+def test_a_handshake_whose_connection_broke_goes_again_under_the_policy(tmp_path):
+    """The soak's lost handshakes: an `initialize` whose answer was lost (here its connection reset;
+    there its answer stream cut) is recovered as a call's break is, and reported once, with its final
+    outcome. One that cannot be (its retry lost too) fails saying what the recovery did."""
+    # Seed 160 drops the first three requests and none of the next five: the first handshake and its
+    # one retry, then the second handshake; its retry, notifications/initialized, the call and DELETE pass.
+    faults = {"drop": "50%", "drop_as": "reset", "seed": "160"}
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, faults=faults) as lab:
+        run = Run(lab.url, ReconnectPolicy(mode="resume", attempts=1, backoff=0.01))
+        results = run.calls(("echo", {"text": "after"}))
+    assert results[0]["content"][0]["text"] == "after"
+    first, second = [s for s in run.steps if s["name"] == "initialize"]
+    assert first["exception"].kind in (Failure.CONNECT, Failure.STREAM_CLOSED)
+    assert str(first["exception"]).endswith("(1 new session tried, none started)"), first["exception"]
+    assert second["exception"] is None  # the retried handshake: one step, answered
+    assert [(r["step"], r["action"], r["ok"], r["resent"], r["attempts"]) for r in run.reconnects] == [
+        ("initialize", "reinitialize", False, 1, 1), ("initialize", "reinitialize", True, 1, 1)]
+    assert run.failures("notifications/initialized") == [None]
+
+
+@pytest.mark.slow
+def test_a_reply_to_the_servers_request_that_was_not_delivered_goes_again_and_a_lost_one_says_so(tmp_path):
+    """Item 39.7's race: a proxy answered the reply to an elicitation with a 502 (its upstream had closed
+    the idle connection the reply went on), the server waited for the reply, and the call hung until
+    its time ran out, said to be unanswered. The reply now goes once more; a call whose reply could not
+    be delivered twice fails as what failed, saying which reply it was."""
+    # Seed 457 (50 %, the balancer's own 502): initialize, notifications/initialized and the first call
+    # pass, its reply is refused and passes the second time; the second call passes, its reply is
+    # refused twice; DELETE passes.
+    faults = {"drop": "50%", "drop_as": "502", "seed": "457"}
+    asks = Canned({"elicitation/create": {"action": "accept", "content": {"answer": "42"}}})
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, faults=faults) as lab:
+        run = Run(lab.url, None, asks=asks, timeout=BOUND)
+        first, second = run.calls(("ask", {"question": "one"}), ("ask", {"question": "two"}))
+    assert first is not None and first["content"][0]["text"] == "42", run.steps
+    (failed,) = [s["exception"] for s in run.steps if s["exception"] is not None]
+    assert second is None and failed.kind == Failure.HTTP_5XX, failed
+    assert "the reply to the server's elicitation/create was not delivered: http-5xx: HTTP 502" in str(failed), failed

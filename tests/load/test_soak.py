@@ -32,3 +32,6 @@ def test_the_short_soak_loses_and_duplicates_nothing(tmp_path):
     assert faulty["get_streams"] > level["paths"]["record"]["get_streams"]  # cut GET streams were reopened
     assert set(level["processes"]) == {"record", "balancer", "both.balancer", "both.record"}
     assert all(samples for samples in level["series"].values())
+    shares = level["cpu"]["share_of_a_core"]  # what each process of the soak took: servers and users too
+    assert {f"users.{name}" for name in soak.PATHS} | {"server.s1", "record"} <= set(shares), shares
+    assert 0 < level["cpu"]["machine_busy"] <= 1 and level["cpu"]["cores"] >= 1

@@ -6,6 +6,7 @@ import gevent
 
 from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
+from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import STREAMABLE_HTTP, Target
 
@@ -15,13 +16,14 @@ TIMEOUT = 20.0
 class Run:
     """One client's session in a greenlet: results per call, steps reported, reconnect records."""
 
-    def __init__(self, url: str | Target, policy: ReconnectPolicy | None) -> None:
+    def __init__(self, url: str | Target, policy: ReconnectPolicy | None, *, asks: AskPolicy | None = None,
+                 timeout: float = TIMEOUT) -> None:
         self.steps: list[dict] = []
         self.reconnects: list[dict] = []
         target = url if isinstance(url, Target) else Target(STREAMABLE_HTTP, url=url)
         self.client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), self,
-                                request_type=target.transport, version="2025-11-25", timeout=TIMEOUT,
-                                reconnect=policy, on_reconnect=self.reconnects.append, rng=random.Random(3))
+                                request_type=target.transport, version="2025-11-25", timeout=timeout,
+                                reconnect=policy, on_reconnect=self.reconnects.append, rng=random.Random(3), policy=asks)
 
     def fire(self, **kw) -> None:
         self.steps.append(kw)
