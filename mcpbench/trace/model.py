@@ -16,7 +16,10 @@ elicitation) is its `client_wait`, not the server's.
 
 `Rebuild.take` takes the events of a whole trace (`inspect`) or of one that is still growing (the
 live view, through `trace/follow.py`) and says what each one added: the timeline entries it made,
-the requests it answered and the operations it finished.
+the requests it answered and the operations it finished. `Rebuild.take_all` takes a whole trace at
+once (`inspect`, the pandas loader): the usual event, a plain call of an operating stdio session, on a
+hot path that makes no `Step` and leaves the session to the core's lean pairing, everything else
+through `take`; both give the same sessions and operations.
 """
 
 from collections.abc import Callable, Iterable
