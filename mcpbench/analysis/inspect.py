@@ -126,11 +126,7 @@ def summarize(path: str | Path) -> Report:
     rebuild = Rebuild()
     # The report keeps every session's timeline: a collection while it grows walks it all and frees nothing.
     with collector_paused():
-        for line, event in enumerate(reader, 1):  # a trace line per event: writers write no blank lines
-            step = rebuild.take(event)
-            if step is not None:
-                for entry in step.added:
-                    entry.line = line
+        rebuild.take_all(reader)  # its entries numbered with their lines: writers write no blank lines
         rebuild.finish()
     notes = [reader.torn] if reader.torn else []
     if pending := shared.parts(path):  # tees sharing the path: sessions not in it yet

@@ -7,8 +7,8 @@ between them in `client_wait_ms`), `rounds` one row per request of an operation;
 are the ones the recorder wrote and the model's operation rules, so nothing is counted twice.
 Columns are documented in docs/analysis.md.
 
-The hot loop measures each message once and leaves the model's objects; the columns are cut out of
-them at the end and the categorical columns built from codes (per session, or factorized once),
+The model's hot path takes the usual events (`Rebuild.take_all`), measuring each message once; the
+columns are cut out of its objects at the end and the categorical columns built from codes (per session, or factorized once),
 not inferred row by row.
 """
 
@@ -24,7 +24,7 @@ import orjson
 import pandas as pd
 
 from mcpbench.trace.format import Kind
-from mcpbench.trace.model import NOT_MCP, Operation, Rebuild, SessionReport
+from mcpbench.trace.model import NOT_MCP, Operation, Rebuild, SessionReport, Step
 from mcpbench.trace.reader import TraceReader, collector_paused
 
 NAN = math.nan
@@ -102,27 +102,26 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike], *, events
             sessions=_sessions_frame(calls, columns),
             violations=_typed(pd.DataFrame(vio, columns=VIOLATION_COLUMNS), times=("ts",)),
             notes=notes,
-            rounds=_rounds_frame(calls),
+            rounds=_rounds_frame(calls, columns),
         )
 
 
 def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: dict, first_sse: dict, statuses: dict) -> None:
     """One file's events through the trace model into `calls`, `ev` and `vio`.
 
-    The hot loop of every load: the model takes each event once; a message is measured once (its
-    size as compact JSON, what the byte columns mean: the recorded text may hold whitespace), and
-    the requests it began or answered carry that size.
+    The model measures each message once (its size as compact JSON, what the byte columns mean:
+    the recorded text may hold whitespace) and keeps the operations in the order they began. Only
+    the events off its hot path (`Rebuild.take_all`) come here: the handshake, HTTP, violations.
     """
-    rebuild = Rebuild(keep=False)
-    take, dumps, ops, op_owners, owners, per_owner = rebuild.take, orjson.dumps, calls.ops, calls.op_owners, calls.owners, calls.violations
+    rebuild = Rebuild(keep=False, measure=True, ordered=True)
+    owners, per_owner = calls.owners, calls.violations
     index: dict[int, int] = {}  # id(session) -> owner index
     last, owner = None, -1  # the session of the event before, and its owner index
-    message_kind, trace_kind, violation = Kind.MESSAGE, Kind.TRACE, "violation"
-    for event in reader:
+    message_kind, violation = Kind.MESSAGE, "violation"
+
+    def other(event: dict, step: Step) -> None:
+        nonlocal last, owner
         kind = event["kind"]
-        if kind == trace_kind:
-            continue
-        step = take(event)
         ts = event["ts"]
         direction = event.get("dir")
         flow = event.get("flow")
@@ -135,16 +134,9 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 owners.append((name, report))
                 per_owner.append(0)
         label = None
-        if step.opened:
-            ops += step.opened
-            op_owners += [owner] * len(step.opened)
-        size = -1
         for entry in step.added:
             kind_ = entry.kind
             if kind_ == "request":
-                if size < 0:
-                    size = len(dumps(event.get("msg")))
-                entry.request_bytes = size
                 label = entry.op.method
             elif kind_ == "notification":
                 label = entry.name
@@ -160,9 +152,6 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 vio["code"].append(entry.name)
                 vio["detail"].append(entry.detail)
         for entry in step.answered:
-            if size < 0:
-                size = len(dumps(event.get("msg")))
-            entry.answer_bytes = size
             label = entry.op.method
         if kind == message_kind:
             if flow is not None and direction == "s2c" and flow not in first_sse and ("sse" in event or event.get("via") == "sse"):
@@ -188,7 +177,18 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
             ev["kind"].append(kind)
             ev["name"].append(label if label is None or isinstance(label, str) else str(label))
             ev["flow"].append(flow)
+
+    if ev is None:
+        rebuild.take_all(reader, other)
+    else:  # a row per event: every event through `take`
+        take = rebuild.take
+        for event in reader:
+            step = take(event)
+            if step is not None:
+                other(event, step)
     rebuild.finish()
+    calls.ops += rebuild.opened
+    calls.op_owners += [index[i] for i in map(id, rebuild.opened_in)]
 
 
 def _era(report: SessionReport) -> str | None:
@@ -207,12 +207,14 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
     """The operations cut into numpy columns, HTTP failures marked.
 
     One pass over the operations filling plain lists (a generator per column walked them a dozen
-    times); a one-round operation, the usual one, reads its round directly.
+    times); a one-round operation, the usual one, reads its round directly, and gives the `rounds`
+    frame its row in the same pass (`_rounds_frame`: the operations of several rounds apart).
     """
     ops = calls.ops
     dirs, methods, tools, steps = [], [], [], []
     starts, ends, request_bytes, answer_bytes, error_codes = [], [], [], [], []
     outcomes, details, rounds_, waits, first_flows, last_flows = [], [], [], [], [], []
+    round_ids, round_latencies, round_outcomes, round_sent = [], [], [], []  # a one-round operation's round
     for op in ops:
         rounds = op.rounds
         first = rounds[0]
@@ -227,11 +229,21 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
         outcomes.append(op.outcome or "unanswered")
         if len(rounds) == 1:
             last = first
-            request_bytes.append(first.request_bytes or 0)
+            size = first.request_bytes
+            request_bytes.append(size or 0)
+            round_sent.append(NAN if size is None else size)
             size = first.answer_bytes
             answer_bytes.append(NAN if size is None else float(size))
             waits.append(0.0)
+            round_ids.append(first.id)
+            latency = first.latency
+            round_latencies.append(NAN if latency is None else latency * 1000.0)
+            round_outcomes.append(first.outcome or "unanswered")
         else:
+            round_sent.append(NAN)  # filled by `_rounds_frame`
+            round_ids.append(None)
+            round_latencies.append(NAN)
+            round_outcomes.append(None)
             last = rounds[-1]
             request_bytes.append(sum(r.request_bytes or 0 for r in rounds))
             answer_bytes.append(_answer_bytes(op))
@@ -258,6 +270,10 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
         "detail": np.asarray(details, dtype=object),
         "rounds": np.array(rounds_, dtype="int64"),
         "client_wait_ms": np.array(waits, dtype="float64"),
+        "round_id": round_ids,
+        "round_latency_ms": np.array(round_latencies, dtype="float64"),
+        "round_outcome": round_outcomes,
+        "round_request_bytes": np.array(round_sent, dtype="float64"),
     }
     # flows are only in HTTP recordings: a stdio trace skips the per-row look-ups
     sse = _per_flow(first_flows, first_sse)
@@ -371,41 +387,54 @@ def _text(value: Any) -> str | None:
     return value if value is None or type(value) is str else str(value)
 
 
-def _rounds_frame(calls: _Calls) -> pd.DataFrame:
+def _rounds_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     """One row per request of an operation: `call` is the operation's row in `calls`, `wait_ms` the
     client's time between the previous round's answer and this request (NaN on a first round).
 
-    Built from one list per column (a tuple per row cost as much memory again as the frame)."""
-    owners = calls.owners
-    traces, sessions, call, number_, ids, starts, latencies, waits, outcomes, sent, received = ([] for _ in range(11))
-    for row, (owner, op) in enumerate(zip(calls.op_owners, calls.ops)):
-        trace, report = owners[owner]
-        before = None
-        for number, entry in enumerate(op.rounds, 1):
-            ident = entry.id
-            traces.append(trace)
-            sessions.append(_session_id(report))
-            call.append(row)
-            number_.append(number)
-            ids.append(ident if ident is None or type(ident) in (int, str) else str(ident))
-            starts.append(entry.ts)
-            latency = entry.latency
-            latencies.append(NAN if latency is None else latency * 1000.0)
-            waits.append(NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0)
-            outcomes.append(entry.outcome or "unanswered")
-            size = entry.request_bytes
-            sent.append(NAN if size is None else size)
-            size = entry.answer_bytes
-            received.append(NAN if size is None else size)
-            before = entry
+    A one-round operation's row was cut with its `calls` row (`_call_columns`); the rounds of the
+    others are read here and put in their places. The trace and session columns come from each
+    row's owner, as in `calls`."""
+    owners, ops = calls.owners, calls.ops
+    sizes = columns["rounds"]
+    call = np.arange(len(ops), dtype="int64")
+    number = np.ones(len(ops), dtype="int64")
+    ids = np.array(columns["round_id"] + [None], dtype=object)[:-1]  # (a None last: ids stay objects, never a 2-D array)
+    start, latencies, outcomes = columns["start"], columns["round_latency_ms"], np.asarray(columns["round_outcome"], dtype=object)
+    sent, received = columns["round_request_bytes"], columns["answer_bytes"]
+    waits = np.full(len(ops), NAN)
+    several = np.flatnonzero(sizes > 1)
+    if len(several):  # each operation's rows in its place: repeat its one row, then fill the rounds in
+        place = np.repeat(np.arange(len(ops)), sizes)
+        call, ids, start, latencies, outcomes, sent, received, waits = (
+            column[place] for column in (call, ids, start, latencies, outcomes, sent, received, waits))
+        first_row = np.cumsum(sizes) - sizes
+        number = np.arange(len(place), dtype="int64") - first_row[place] + 1
+        for row in several.tolist():
+            before = None
+            for at, entry in enumerate(ops[row].rounds, first_row[row]):
+                ids[at] = entry.id
+                start[at] = entry.ts
+                latencies[at] = NAN if entry.latency is None else entry.latency * 1000.0
+                waits[at] = NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0
+                outcomes[at] = entry.outcome or "unanswered"
+                sent[at] = NAN if entry.request_bytes is None else entry.request_bytes
+                received[at] = NAN if entry.answer_bytes is None else entry.answer_bytes
+                before = entry
+    if not set(map(type, ids)) <= _ID_TYPES:  # a JSON-RPC id is a string or an integer: anything else as text
+        ids = np.array([ident if ident is None or type(ident) in (int, str) else str(ident) for ident in ids] + [None], dtype=object)[:-1]
+    owner = np.repeat(columns["owner"], sizes)
     frame = pd.DataFrame({
-        "trace": traces, "session": sessions, "call": np.array(call, dtype="int64"), "round": np.array(number_, dtype="int64"),
-        "id": pd.Series(ids, dtype=object), "start": starts, "latency_ms": np.array(latencies, dtype="float64"),
-        "wait_ms": np.array(waits, dtype="float64"), "outcome": outcomes,
-        "request_bytes": pd.array(np.array(sent, dtype="float64"), dtype="float64").astype("Int64"),
-        "answer_bytes": pd.array(np.array(received, dtype="float64"), dtype="float64").astype("Int64"),
+        "trace": _category(owner, [trace for trace, _ in owners]),
+        "session": _category(owner, [_session_id(o) for _, o in owners]),
+        "call": call, "round": number, "id": pd.Series(ids, dtype=object), "start": start,
+        "latency_ms": latencies, "wait_ms": waits, "outcome": _factorized(outcomes),
+        "request_bytes": pd.array(sent, dtype="float64").astype("Int64"),
+        "answer_bytes": pd.array(received, dtype="float64").astype("Int64"),
     }, columns=ROUND_COLUMNS)
     return _typed(frame, times=("start",))
+
+
+_ID_TYPES = frozenset({int, str, type(None)})
 
 
 def _events_frame(ev: dict) -> pd.DataFrame:

@@ -16,11 +16,17 @@ elicitation) is its `client_wait`, not the server's.
 
 `Rebuild.take` takes the events of a whole trace (`inspect`) or of one that is still growing (the
 live view, through `trace/follow.py`) and says what each one added: the timeline entries it made,
-the requests it answered and the operations it finished.
+the requests it answered and the operations it finished. `Rebuild.take_all` takes a whole trace at
+once (`inspect`, the pandas loader): the usual event, a plain call of an operating stdio session, on a
+hot path that makes no `Step` and leaves the session to the core's lean pairing, everything else
+through `take`; both give the same sessions and operations.
 """
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.auth import bearer_challenge
@@ -34,7 +40,7 @@ from mcpbench.protocol.http import (
     pair_with_post,
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
-from mcpbench.protocol.session import C2S, CLOSED, LOST, S2C, Direction, Exchange, Session, Trigger
+from mcpbench.protocol.session import C2S, CLOSED, LOST, OPERATING, S2C, Direction, Exchange, Session, Trigger
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.rules import applies
 from mcpbench.protocol.server import ERROR_NAMES
@@ -62,6 +68,7 @@ from mcpbench.protocol.versions import (
     call_name,
     has_input_required,
     meta_version,
+    rules,
 )
 from mcpbench.trace.format import Kind
 
@@ -285,14 +292,48 @@ class Rebuild:
         keep: keep each session's timeline in `SessionReport.entries` (`inspect`); without it the
             caller keeps what `take` returns for as long as it wants (a live view, bounded).
         answers: give each step the answer messages of the requests it answered (`Step.answers`),
-            as the replay's plan needs them; the views keep none.
+            as the replay's plan needs them; the views keep none (`take_all` leaves them out).
+        measure: set each request's `request_bytes` and `answer_bytes`: the size of its event's
+            message as compact JSON (what the frames' byte columns mean; a batch's whole size).
+        ordered: keep every operation in the order it began, in `opened`, and its session in
+            `opened_in` (the pandas loader's rows, whatever `keep` says).
     """
 
-    def __init__(self, *, keep: bool = True, answers: bool = False) -> None:
+    def __init__(self, *, keep: bool = True, answers: bool = False, measure: bool = False, ordered: bool = False) -> None:
         self.keep = keep
         self.answers = answers
+        self.measure = measure
+        self.ordered = ordered
         self.sessions: dict[str, SessionReport] = {}
         self.flows: dict[Any, _Flow] = {}  # HTTP exchanges by flow (bounded by `forget_flow`)
+        self.opened: list[Operation] = []  # `ordered`: every operation, in the order it began
+        self.opened_in: list[SessionReport] = []  # ... and its session (two lists: no tuple per operation)
+
+    def take_all(self, events: Iterable[dict[str, Any]], other: Callable[[dict[str, Any], Step], None] | None = None) -> None:
+        """Take every event of a whole trace, numbering the entries with their trace line (a line per
+        event, the header too); `other(event, step)` for each event but the usual ones.
+
+        The usual event (one JSON-RPC object of an operating session, outside HTTP: a client's
+        request, its answer, a notification) takes the hot path (`_usual`): what `take` would do to
+        it, without a `Step` or the message's objects beyond the core's `Request` and answer, and
+        with nothing to report (no entry but its own). Anything else, or anything the hot path
+        finds unusual, goes through `take`, so both give the same sessions and operations.
+        """
+        take, sessions, usual = self.take, self.sessions, _usual
+        message = Kind.MESSAGE
+        line = 0
+        for event in events:
+            line += 1
+            if event["kind"] == message and "flow" not in event:
+                report = sessions.get(event.get("session"))
+                if report is not None and report.session.state is OPERATING and usual(self, report, event, line):
+                    continue
+            step = take(event)
+            if step is not None:
+                for entry in step.added:
+                    entry.line = line
+                if other is not None:
+                    other(event, step)
 
     def take(self, event: dict[str, Any]) -> Step | None:
         """Take one trace event; None for the header."""
@@ -311,6 +352,11 @@ class Rebuild:
         _take(step, event, self.flows)
         if kind == Kind.HTTP:
             self.flows.pop(event.get("flow"), None)  # the exchange is over
+        if self.measure:
+            _measure(step, event)
+        if self.ordered and step.opened:
+            self.opened += step.opened
+            self.opened_in += [report] * len(step.opened)
         if self.keep:
             if step.added:
                 report.entries += step.added
@@ -362,6 +408,115 @@ class Rebuild:
             report.awaiting.clear()
             report.running.clear()
         return done
+
+
+def _measure(step: Step, event: dict[str, Any]) -> None:
+    """`Rebuild(measure=True)`: the requests the event began or answered carry its message's size."""
+    size = -1
+    for entry in step.added:
+        if entry.kind == "request":
+            if size < 0:
+                size = len(orjson.dumps(event.get("msg")))
+            entry.request_bytes = size
+    for entry in step.answered:
+        if size < 0:
+            size = len(orjson.dumps(event.get("msg")))
+        entry.answer_bytes = size
+
+
+# Requests the hot path leaves to `take`: what changes the session (the handshake) or makes more
+# than a running operation (a task, a listen stream).
+_UNUSUAL_REQUESTS = frozenset({"initialize", LISTEN, *TASK_METHODS})
+
+
+def _usual(rebuild: Rebuild, report: SessionReport, event: dict[str, Any], line: int) -> bool:
+    """`take` of a usual message event of an operating session outside HTTP, on the hot path; False
+    (nothing changed) when the event is not a usual one: `take` has it then.
+
+    Usual: a client's request that begins a plain operation (no round of a multi round-trip
+    request, no task, no listen stream, no id in flight), the server's answer to one that ends it
+    (no `input_required`, no task handle, no version that checks results), a notification no task
+    or stream may claim. The core's `Session` pairs them as ever, by its lean calls (`asking`,
+    `answered`): in an operating session they are all that `observe` does with these messages
+    but for the violations, which the recorder wrote and the model does not take from it.
+    """
+    msg = event["msg"]
+    if type(msg) is not dict or report.sessionless:
+        return False
+    try:
+        item = jsonrpc.from_obj(msg)  # the core's classifier, as `take`'s
+    except InvalidMessage:
+        return False
+    direction = event.get("dir")
+    kind = type(item)
+    ts = event["ts"]
+    if kind is Request:
+        ident, method, params = item.id, item.method, item.params
+        if direction != C2S_VALUE or method in _UNUSUAL_REQUESTS or method.startswith("notifications/"):
+            return False
+        if params is not None and (REQUEST_STATE in params or INPUT_RESPONSES in params):
+            return False
+        key = (C2S_VALUE, ident)
+        open_calls = report.open_calls
+        if key in open_calls:
+            return False
+        report.end = ts
+        method, target, name = _names(method, call_name(method, params))
+        entry = Entry(ts, C2S_VALUE, "request", name, None, "", "", ident, line)
+        report.requests += 1
+        open_calls[key] = entry
+        op = _opened(report, entry, method, target, params)
+        report.session.asking(item, ts)
+        if rebuild.measure:
+            entry.request_bytes = len(orjson.dumps(msg))
+        if rebuild.ordered:
+            rebuild.opened.append(op)
+            rebuild.opened_in.append(report)
+        if rebuild.keep:
+            report.entries.append(entry)
+            report.operations.append(op)
+        return True
+    if kind is Notification:
+        method = item.method
+        if (direction != C2S_VALUE and direction != S2C_VALUE) or method == TASK_STATUS or report.tasks or report.streams:
+            return False
+        report.end = ts
+        entry = Entry(ts, direction, "notification", method, None, "", "", None, line)
+        if method == PROGRESS and report.progress:
+            op = report.progress.get(_token(item.params))
+            if op is not None:
+                op.notifications += 1
+                entry.op = op
+        if rebuild.keep:
+            report.entries.append(entry)
+        return True
+    if kind is not Response and kind is not ErrorResponse:  # a batch
+        return False
+    ident = item.id
+    if direction != S2C_VALUE or ident is None or "http" in event:
+        return False
+    entry = report.open_calls.get((C2S_VALUE, ident))
+    op = entry.op if entry is not None else None
+    if op is None or op.task is not None or op.stream is not None or op.dir != C2S_VALUE or report.states:
+        return False
+    if kind is Response and type(result := item.result) is dict and (RESULT_TYPE in result or "task" in result):
+        return False
+    known = rules(report.session.version)
+    if known is not None and known.input_required:  # results checked (`resultType`, cache hints)
+        return False
+    report.end = ts
+    pending = report.session.answered(item)
+    if pending is None:  # an answer to nothing in flight (the recorder said so)
+        return True
+    del report.open_calls[(C2S_VALUE, ident)]
+    entry.latency, entry.end = ts - pending.started, ts
+    entry.outcome, entry.detail = outcome(item)
+    if kind is ErrorResponse:
+        entry.error_code = item.code
+    if rebuild.measure:
+        entry.answer_bytes = len(orjson.dumps(msg))
+    _finished(report, op, entry.outcome, entry.detail, ts)
+    return True
 
 
 def open_outcome(op: Operation) -> str:
@@ -630,33 +785,43 @@ def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, d
             _in_flight(step, report, params, entry)
             report.running.append(op)
             return
-    meta = params.get("_meta") if params is not None else None
-    capabilities = meta.get(META_CLIENT_CAPABILITIES) if type(meta) is dict else None
     named = _named_task(step, report, method, params, entry) if method in TASK_METHODS else None
-    op = Operation(C2S_VALUE, method, entry.name, target,
-                   [entry], capabilities if capabilities is not None else report.session.client_capabilities)
-    entry.op = op
+    op = _opened(report, entry, method, target, params)
     step.opened.append(op)
-    report.running.append(op)
     if named is not None:
         op.task = named
         if method == "tasks/get":
             named.polls += 1
-    if type(meta) is dict and META_LOG_LEVEL in meta:
-        op.log_level = meta[META_LOG_LEVEL]
     if method == LISTEN:  # a stream, not a call waiting for its answer
         op.stream = Stream(entry.ts)
         report.streams[(flow, item.id) if report.sessionless else item.id] = op
         _stopped(report, op)
-    if report.client is None and params is not None:
-        info = params.get("clientInfo") if method == "initialize" else (meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None)
-        if isinstance(info, dict):
-            report.client = info
-    token = meta.get("progressToken") if type(meta) is dict else None
-    if token is not None and type(token) in (str, int):
-        report.progress[token] = op
     if params is not None and REQUEST_STATE in params:
         _in_flight(step, report, params, entry)
+
+
+def _opened(report: SessionReport, entry: Entry, method: str, target: str | None, params: dict | None) -> Operation:
+    """The operation a client's request `entry` begins, running: its capabilities, log level and
+    progress token, and the session's client when the request names it (both paths of `Rebuild`)."""
+    meta = params.get("_meta") if params is not None else None
+    if type(meta) is not dict:
+        meta = None
+    capabilities = meta.get(META_CLIENT_CAPABILITIES) if meta is not None else None
+    op = Operation(C2S_VALUE, method, entry.name, target,
+                   [entry], capabilities if capabilities is not None else report.session.client_capabilities)
+    entry.op = op
+    report.running.append(op)
+    if meta is not None:
+        if META_LOG_LEVEL in meta:
+            op.log_level = meta[META_LOG_LEVEL]
+        token = meta.get("progressToken")
+        if token is not None and type(token) in (str, int):
+            report.progress[token] = op
+    if report.client is None and params is not None:
+        info = params.get("clientInfo") if method == "initialize" else (meta.get(META_CLIENT_INFO) if meta is not None else None)
+        if isinstance(info, dict):
+            report.client = info
+    return op
 
 
 def _in_flight(step: Step, report: SessionReport, params: dict, entry: Entry) -> None:

@@ -8,6 +8,7 @@ from tests.support.traces import (
     answered,
     asks,
     done,
+    event,
     handshake,
     listen,
     notified,
@@ -239,3 +240,66 @@ def test_list_and_read_results_without_freshness_hints_are_warned_about(tmp_path
     bare = model(tmp_path, request(1.0, 1, method="tools/list"), done(1.1, 1))
     hinted = model(tmp_path, request(1.0, 1, method="tools/list"), done(1.1, 1, ttlMs=0, cacheScope="private"))
     assert codes(bare, "warning") == ["missing-cache-hints"] and codes(hinted, "warning") == []
+
+
+def _fingerprint(rebuild: Rebuild) -> list:
+    """All a view can read of the model: sessions, their timelines and operations, sizes included."""
+    return [(key, s.id, s.requests, s.session.state, s.session.version, s.session.era, s.client, s.end,
+             [(e.kind, e.name, e.line, e.dir, e.detail, e.outcome, e.latency, e.id, e.error_code, e.request_bytes, e.answer_bytes)
+              for e in s.entries],
+             [(o.name, o.outcome, o.detail, o.end, [r.id for r in o.rounds], o.notifications, o.log_level, len(o.inner), o.capabilities)
+              for o in s.operations])
+            for key, s in rebuild.sessions.items()]
+
+
+def _mixed_stdio_events() -> list[dict]:
+    """Plain calls and all that leaves the hot path, in two stdio sessions of both eras."""
+    return [
+        *handshake(1.0),
+        sent(1.1, 1, "tools/call", {"name": "echo", "arguments": {}, "_meta": {"progressToken": "p"}}),
+        notified(1.11, "notifications/progress", {"progressToken": "p", "progress": 1}),
+        result(1.12, 1, {"content": [], "isError": True}),
+        sent(1.2, 2, "tools/list"), event(1.21, "s1", "s2c", {"jsonrpc": "2.0", "id": 2, "error": {"code": -32601, "message": "no"}}),
+        result(1.3, 99, {}),  # an answer to nothing
+        sent(1.4, 3, "tools/call", {"name": "a"}), sent(1.41, 3, "tools/call", {"name": "b"}),  # an id reused in flight
+        sent(1.5, 7, "sampling/createMessage", {}, direction="s2c"), result(1.51, 7, {}, direction="c2s"),
+        event(1.6, "s1", "c2s", [{"jsonrpc": "2.0", "id": 8, "method": "ping"}]),
+        sent(1.7, 9, "tools/call", {"name": "work", "task": {}}), result(1.71, 9, {"task": task_status("t1", "working")}),
+        sent(1.72, 10, "tasks/get", {"taskId": "t1"}), result(1.73, 10, task_status("t1", "completed")),
+        notified(1.8, "notifications/message", {"level": "info", "data": "x"}),
+        event(1.9, "s1", "c2s", {"jsonrpc": "1.0", "id": 11, "method": "ping"}),
+        request(2.0, 1, session="s2"), asks(2.1, 1, session="s2"), request(2.2, 2, responses=answered(), session="s2"),
+        done(2.3, 2, session="s2"), request(2.4, 3, "echo", session="s2"), done(2.5, 3, result_type=False, session="s2"),
+        sent(3.0, 12, "tools/call", {"name": "late"}),
+        {"v": 1, "ts": 3.1, "session": "s1", "transport": "stdio", "dir": None, "kind": "process", "event": "exit", "exit_code": 0},
+        result(3.2, 12, {}), sent(3.3, 13, "ping"),
+    ]
+
+
+def test_the_hot_path_builds_the_model_take_builds(tmp_path):
+    """`take_all` (a hot path for the usual events) and `take` event by event give the same sessions,
+    timelines and operations, on a mixed trace and on shuffled and doctored variants of it."""
+    import random
+
+    rng = random.Random(33)
+    events = _mixed_stdio_events()
+    for attempt in range(30):  # bounded: 30 variants of a few dozen events
+        variant = list(events)
+        if attempt:
+            for _ in range(3):
+                i, j = rng.randrange(len(variant)), rng.randrange(len(variant))
+                variant[i], variant[j] = variant[j], variant[i]
+            variant[rng.randrange(len(variant))] = dict(variant[rng.randrange(len(variant))], dir=rng.choice(["c2s", "s2c"]))
+        path = write_trace(tmp_path / f"mixed-{attempt}.jsonl", variant)
+        one_by_one = Rebuild(measure=True, ordered=True)
+        for line, event_ in enumerate(TraceReader(path), 1):
+            step = one_by_one.take(event_)
+            for entry in step.added if step is not None else ():
+                entry.line = line
+        at_once = Rebuild(measure=True, ordered=True)
+        at_once.take_all(TraceReader(path))
+        assert _fingerprint(at_once) == _fingerprint(one_by_one), attempt
+        assert [o.name for o in at_once.opened] == [o.name for o in one_by_one.opened]
+        assert [s.id for s in at_once.opened_in] == [s.id for s in one_by_one.opened_in]
+        one_by_one.finish(), at_once.finish()
+        assert _fingerprint(at_once) == _fingerprint(one_by_one), attempt
