@@ -210,12 +210,11 @@ def test_a_listen_stream_unacknowledged_or_cut_is_listen_dropped(monkeypatch, mo
     assert listened["context"]["failure"] == "listen-dropped" and said in str(listened["exception"]), listened
 
 
-# --- tasks: the lab's task tool (`lab serve --tasks`, `work`), where this build has it ---------------------
+# --- tasks: the lab's task tool (`lab serve --tasks`, `work`) ------------------------------------------
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", NEWEST])
 def test_a_task_is_polled_to_its_result_and_one_given_up_on_is_cancelled(version):
-    pytest.importorskip("mcpbench.lab.peers.tasks", reason="the lab's task tool (lab serve --tasks) is not in this build")
     from mcpbench.protocol.operation import TASK_CAPABILITIES
     from tests.support.servers import serve_argv
 

@@ -32,10 +32,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcpbench.protocol.versions import META_CLIENT_CAPABILITIES, META_RELATED_TASK, TASKS_EXTENSION
+
 WORK_TOOL: Final = "work"
-TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
-RELATED_TASK: Final = "io.modelcontextprotocol/related-task"
-CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 DEFAULT_WORK_MS: Final = 200
 # How long a task is kept, and how often a client should poll (ms): short, as a lab's calls are.
 TASK_TTL_MS: Final = 60_000
@@ -87,7 +86,7 @@ class _Task:
     def result(self) -> dict[str, Any]:
         """The `tools/call` result the task ends with."""
         return {"content": [{"type": "text", "text": work_text(self.ms)}], "isError": False,
-                "_meta": {RELATED_TASK: {"taskId": self.id}}}
+                "_meta": {META_RELATED_TASK: {"taskId": self.id}}}
 
 
 class Tasks:
@@ -117,7 +116,7 @@ class Tasks:
         if not modern:
             return isinstance(params.get("task"), dict)
         meta = params.get("_meta")
-        caps = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+        caps = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
         extensions = caps.get("extensions") if isinstance(caps, dict) else None
         return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
