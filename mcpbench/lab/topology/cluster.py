@@ -106,16 +106,19 @@ def instance_names(count: int) -> list[str]:
 @contextlib.contextmanager
 def running_instances(
     count: int, transport: str, *, json_response: bool = False, stateless: bool = False, resumable: bool = False,
-    quirks: Quirks | None = None,
+    quirks: Quirks | None = None, extra_args: Sequence[str] = (),
 ) -> Iterator[list[RunningServer]]:
-    """Start `count` reference servers on ephemeral ports; stop them all when the block ends."""
+    """Start `count` reference servers on ephemeral ports; stop them all when the block ends.
+
+    `extra_args`: more `lab serve` arguments, the same for every instance (`--seal-state shared`, a
+    `--task-store` file they share, …)."""
     if not 1 <= count <= MAX_INSTANCES:
         raise LabError(f"--instances must be between 1 and {MAX_INSTANCES}")
     with contextlib.ExitStack() as stack:
         try:
             servers = [
                 stack.enter_context(reference_server(transport, json_response=json_response, stateless=stateless, resumable=resumable,
-                                                     quirks=quirks))
+                                                     quirks=quirks, extra_args=extra_args))
                 for _ in range(count)
             ]
         except ServerStartError as exc:
