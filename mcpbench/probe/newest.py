@@ -4,8 +4,8 @@ that must reach a given instance.
 2026-07-28 has no handshake and no session: every request stands alone, carries its version and the
 client's capabilities in `_meta`, and a balancer may send each to another instance. The checks in
 `probe/checks/` about it (discover, headers, results, listen, cancel, state, tasks) each ask
-`skip(target, deadline)` first: a legacy endpoint, or one whose `server/discover` is not answered in
-2026-07-28, is not theirs to judge (the versions check says which versions it speaks)::
+`skip(target, deadline)` first: a legacy HTTP+SSE endpoint (they speak Streamable HTTP), or one whose
+`server/discover` is not answered in 2026-07-28, is not theirs to judge (the versions check says which versions it speaks)::
 
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
@@ -56,7 +56,8 @@ def handshake_free(versions: list) -> bool:
 def skip(name: str, target: Target, deadline: float) -> Row | None:
     """The n/a row of a 2026-07-28 check that does not apply here, or None: it does."""
     if target.legacy:
-        return not_applicable(name, f"{LATEST} has no legacy HTTP+SSE transport: probe the Streamable HTTP endpoint")
+        return not_applicable(name, f"the {LATEST} checks speak Streamable HTTP (its headers, a stream per request): "
+                                    "probe the deployment's Streamable HTTP endpoint")
     found = discovered(target, deadline)
     if not speaks_newest(found):
         said = found.get("detail") or f"supportedVersions {found['result'].get('supportedVersions')}"
@@ -69,8 +70,15 @@ def session(target: Target, **options: Any) -> HttpSession:
     return HttpSession(target.wire, LATEST, **options)
 
 
+# The lab's reference server names itself so (lab/peers/reference_server.py). The checks that need a
+# server to act (ask for input, change its tools, run a task, say how a call ended) call the lab's
+# tools only there: a tool of the same name elsewhere may do anything.
+LAB_SERVER = "mcpbench-reference"
+
+
 def has_tool(target: Target, tool: str) -> bool:
-    return tool in target.tools
+    """Whether the lab's `tool` can be called here: the lab's reference server, offering it."""
+    return target.server.get("name") == LAB_SERVER and tool in target.tools
 
 
 def on_instance(target: Target, instance: str | None, call: Callable[[HttpSession], Exchange], *,

@@ -23,7 +23,7 @@ SENT, CLAIMED = "tools/list", "tools/call"
 BOGUS_VERSION = "1999-01-01"
 FIX_METHOD = ("Pass Mcp-Method and Mcp-Name through exactly as the client sent them (a gateway must not set them from the "
               "body, nor drop them), and have the server compare them with the body and answer 400 with -32020 (the SDKs "
-              f"speaking 2026-07-28 do).")
+              "speaking 2026-07-28 do).")
 FIX_VERSION = (f"Answer a request for a version the server does not speak with 400 and -32022, listing the versions it "
                f"supports (the SDKs do); a proxy must pass {PROTOCOL_VERSION} and the body's _meta through.")
 
@@ -65,7 +65,7 @@ def judge(figures: dict) -> Row:
         return Row(NAME, FAIL, evidence + ": a header that disagrees with the body was served (something between sets "
                    "Mcp-Method from the body, or the server does not compare them)", FIX_METHOD, figures)
     if bogus["status"] is not None and bogus["status"] < 300:
-        return Row(NAME, FAIL, evidence + f": a version the server does not speak was served", FIX_VERSION, figures)
+        return Row(NAME, FAIL, evidence + ": a version the server does not speak was served", FIX_VERSION, figures)
     wrong = [(seen, code, fix) for seen, code, fix in ((mismatch, HEADER_MISMATCH, FIX_METHOD), (bogus, UNSUPPORTED_VERSION, FIX_VERSION))
              if (seen["status"], seen["code"]) != (BAD_REQUEST, code)]
     if wrong:

@@ -154,7 +154,8 @@ def judge(figures: dict) -> Row:
     evidence = f"{LISTEN}{on}: acknowledged after {figures['ack_after']:.2f} s"
     change = figures.get("change")
     if change is None:
-        return Row(NAME, PASS, evidence + f"; no change caused (no {CHANGER} tool here): the acknowledgement alone measured",
+        return Row(NAME, PASS, evidence + f"; no change caused (the probe calls {CHANGER} on the lab's reference server only): "
+                   "the acknowledgement alone measured",
                    figures=figures)
     if change.get("missed"):
         return Row(NAME, WARN, evidence + f"; {CHANGER} never reached the stream's instance in {change['tries']} calls: "

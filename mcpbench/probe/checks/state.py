@@ -64,7 +64,8 @@ def run(target: Target, deadline: float) -> Row:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     if not newest.has_tool(target, TOOL):
-        return not_applicable(NAME, f"no tool asks for input here (the lab's {TOOL}): nothing carries a requestState")
+        return not_applicable(NAME, f"no tool known to ask for input here (the probe calls {TOOL} on the lab's reference "
+                                    "server only): no requestState to route")
     operations = [_operation(target, deadline) for _ in range(OPERATIONS)]
     if not any(o["state"] for o in operations):
         return judge({"operations": operations})

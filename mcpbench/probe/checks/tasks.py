@@ -29,7 +29,8 @@ def run(target: Target, deadline: float) -> Row:
         return row
     capabilities = (newest.discovered(target, deadline).get("result") or {}).get("capabilities") or {}
     if TASKS_EXTENSION not in (capabilities.get("extensions") or {}) or not newest.has_tool(target, TOOL):
-        return not_applicable(NAME, f"the server does not offer tasks ({TASKS_EXTENSION}) with a task tool (the lab's {TOOL})")
+        return not_applicable(NAME, f"no task to follow: the server offers no tasks ({TASKS_EXTENSION}), or no task tool the "
+                                    f"probe knows (it calls {TOOL} on the lab's reference server only)")
     one = newest.session(target, capabilities=TASK_CAPABILITIES)
     try:
         created = one.call("tools/call", {"name": TOOL, "arguments": ARGUMENTS}, deadline=deadline)
