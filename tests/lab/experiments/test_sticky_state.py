@@ -12,11 +12,12 @@ import csv
 import pytest
 
 from mcpbench.lab.experiments.sticky import PER_PROCESS, SHARED, Cell, StickyPlan, render, run_plan
-from tests.lab.experiments.test_sticky import BALANCERS, HAPROXY
+from mcpbench.lab.topology.cluster import haproxy_path
 from tests.load.helpers import scenario_from_text
 
 # Instances, balancers and four Locust runs: some 40 s, and the fixture's setup counts in the first test's time.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
 SCENARIO = """
 target: http://127.0.0.1:9/mcp
 session: session_per_task
@@ -35,11 +36,13 @@ timeout: 10s
 ASK, WORK = "tools/call ask", "tools/call work"
 # Steps of a kind a cell must have made to be judged (10 sessions of 2 steps: about 10 of each).
 ENOUGH = 3
+needs_haproxy = pytest.mark.skipif(haproxy_path() is None, reason="haproxy is not installed")
+BALANCERS = ["builtin", pytest.param("haproxy", marks=needs_haproxy)]
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
-    balancers = ["builtin"] + (["haproxy"] if HAPROXY else [])
+    balancers = ["builtin"] + (["haproxy"] if haproxy_path() is not None else [])
     cells = tuple(Cell(mode, "round-robin", balancer, 2) for balancer in balancers for mode in (PER_PROCESS, SHARED))
     folder = tmp_path_factory.mktemp("sticky-state")
     results = run_plan(StickyPlan(cells, scenario_from_text(SCENARIO, "sticky-state-test")), folder, say=lambda line: None)
