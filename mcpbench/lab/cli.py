@@ -17,6 +17,35 @@ def lab() -> None:
 
 
 AUTH_MODES = ("none", "bearer", "oauth")  # lab/peers/auth_server.py's (kept here: the help needs no `mcp` import)
+SEALINGS = ("process", "shared")  # lab/peers/reference_server.py's (the same reason)
+
+
+STATE_OPTIONS = [
+    click.option("--tasks", is_flag=True, help="Add the tool work, which runs as a task when asked (2025-11-25's task "
+                                               "param; 2026-07-28's io.modelcontextprotocol/tasks extension)."),
+    click.option("--task-store", type=click.Path(dir_okay=False), metavar="PATH",
+                 help="With --tasks: keep tasks in this SQLite file (instances naming one file share their tasks; default: in memory)."),
+    click.option("--seal-state", type=click.Choice(SEALINGS),
+                 help="ask's 2026-07-28 round carries a requestState the SDK seals: under a key of this process, or the lab's "
+                      "shared key (what instances behind a balancer need)."),
+    click.option("--progress-ledger", is_flag=True, help="Add the tool progress_ledger: what slow sent under a progress token, and how it ended."),
+]
+
+
+def state_options(func):
+    """What the reference server keeps between a client's requests (`tasks`, `task_store`, `seal_state`,
+    `progress_ledger`), as `lab serve` and `lab up` take them."""
+    for option in reversed(STATE_OPTIONS):
+        func = option(func)
+    return func
+
+
+def state_argv(tasks: bool, task_store: str | None, seal_state: str | None, progress_ledger: bool) -> list[str]:
+    """The `lab serve` arguments for these options (checked: a task store needs tasks)."""
+    if task_store and not tasks:
+        raise click.UsageError("--task-store needs --tasks (it is where the tool work's tasks are kept)")
+    return (["--tasks"] * tasks + (["--task-store", task_store] if task_store else [])
+            + (["--seal-state", seal_state] if seal_state else []) + ["--progress-ledger"] * progress_ledger)
 
 
 def quirk_options(func):
@@ -29,13 +58,16 @@ def quirk_options(func):
         click.option("--ignore-version-header", is_flag=True, help="Do not read MCP-Protocol-Version (as servers before 2025-06-18): serve any."),
         click.option("--no-delete", is_flag=True, help="Refuse DELETE with 405: sessions end only when the server times them out."),
         click.option("--max-sessions", type=click.IntRange(min=1), metavar="N", help="Streamable HTTP: at most N sessions open at once (503 beyond)."),
+        click.option("--rewrite-method-header", is_flag=True,
+                     help="A gateway's quirk: Mcp-Method and Mcp-Name are set from the body, so a mismatch never reaches the server."),
     ]
 
     @functools.wraps(func)
-    def wrapper(*args, leaky_events, unknown_session_status, no_host_check, ignore_version_header, no_delete, max_sessions, **kwargs):
+    def wrapper(*args, leaky_events, unknown_session_status, no_host_check, ignore_version_header, no_delete, max_sessions,
+                rewrite_method_header, **kwargs):
         quirks = Quirks(unknown_session_status=int(unknown_session_status), host_check=not no_host_check,
                         version_header=not ignore_version_header, delete=not no_delete, max_sessions=max_sessions,
-                        leaky_events=leaky_events)
+                        leaky_events=leaky_events, method_header=not rewrite_method_header)
         return func(*args, quirks=quirks, **kwargs)
 
     for option in reversed(options):
@@ -64,13 +96,13 @@ def quirk_options(func):
 @click.option("--request-log", type=click.Path(dir_okay=False), help="HTTP: append one JSON line per request received (time, method, path).")
 @click.option("--slow", "slow_specs", multiple=True, metavar="TOOL=SHARE",
               help="Make one tool slower on purpose: slow=20% adds 20% of its own run time, echo=+5ms a fixed delay (repeatable).")
-@click.option("--tasks", is_flag=True, help="Add the tool work, which runs as a task when asked (2025-11-25's task "
-                                            "param; 2026-07-28's io.modelcontextprotocol/tasks extension).")
+@state_options
 @quirk_options
 @map_errors
 def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool, auth_mode: str,
           token_env: str, client_id: str, client_secret_env: str, scope: str, token_lifetime: str, request_log: str | None,
-          slow_specs: tuple[str, ...], tasks: bool, quirks: Quirks) -> None:
+          slow_specs: tuple[str, ...], tasks: bool, task_store: str | None, seal_state: str | None, progress_ledger: bool,
+          quirks: Quirks) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big, ask (input from the client: a server request, or 2026-07-28's
@@ -80,6 +112,8 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     tasks/get, tasks/result, tasks/list, tasks/cancel) or declares io.modelcontextprotocol/tasks
     (2026-07-28: tasks/get, tasks/cancel); the SDK 2.3 has no task runtime, so the lab serves them.
     --slow makes one of them slower on purpose (what `mcpbench compare` must then call slower).
+    --seal-state and --task-store put instances behind a balancer into the states `lab run` and
+    `probe` tell apart: state sealed per process or with a shared key, tasks per process or shared.
 
     Example: mcpbench lab serve --transport streamable-http --port 8101 --auth oauth --token-lifetime 10s
     """
@@ -94,6 +128,7 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
     _check_resumable(resumable, transport, stateless)
     if transport == STDIO and (auth_mode != "none" or request_log):
         raise click.UsageError("--auth and --request-log apply to the HTTP transports only")
+    state_argv(tasks, task_store, seal_state, progress_ledger)  # checked
     _check_quirks(quirks, transport, resumable)
     auth = _lab_auth(auth_mode, host, port, transport, token_env, client_id, client_secret_env, scope, token_lifetime)
     from mcpbench.lab.peers.reference_server import serve as run_server
@@ -114,7 +149,8 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
         )
     try:
         run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable,
-                   auth=auth, request_log=request_log, quirks=quirks, slowdowns=slowdowns, tasks=tasks)
+                   auth=auth, request_log=request_log, quirks=quirks, slowdowns=slowdowns, tasks=tasks, task_store=task_store,
+                   seal_state=seal_state, progress_ledger=progress_ledger)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
 
@@ -177,10 +213,11 @@ FOREIGN_HOST = ("refuse", "page", "empty", "close")  # proxies/balancer.py's
 @click.option("--foreign-host", type=click.Choice(FOREIGN_HOST), default="refuse", show_default=True,
               help="How the built-in balancer answers a foreign Host: refuse (421, as the SDKs), page (200, a welcome page), "
                    "empty (200, no body), close (no answer).")
+@state_options
 @quirk_options
 @map_errors
 def up(instances, transport, json_response, stateless, policy, balancer, port, detach, resumable, fault_log, restart_every, restart_at,
-       foreign_host, quirks, **kwargs):
+       foreign_host, quirks, tasks, task_store, seal_state, progress_ledger, **kwargs):
     """Start N reference-server instances behind a balancer on 127.0.0.1, until Ctrl-C or SIGTERM.
 
     Prints the URL to use and each instance's URL. Every response names the instance that served
@@ -198,6 +235,8 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
     _check_quirks(quirks, transport, resumable)
     from pathlib import Path
 
+    # Every instance names the one task store: made absolute, as the instances run from the repository.
+    serve_args = state_argv(tasks, str(Path(task_store).resolve()) if task_store else None, seal_state, progress_ledger)
     from mcpbench.cliutil import check_output
     from mcpbench.lab.topology.cluster import RestartPlan
     from mcpbench.proxies.faultplan import parse_plan, parse_time
@@ -215,13 +254,13 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
         argv += ["--port", str(port)] if port else []
         argv += fault_argv(texts, fault_log and str(Path(fault_log).resolve()))
         argv += [f"--restart-every={restart_every}"] * bool(restart_every) + [f"--restart-at={restart_at}"] * bool(restart_at)
-        argv += quirks.argv() + ["--foreign-host", foreign_host] * (foreign_host != "refuse")
+        argv += quirks.argv() + ["--foreign-host", foreign_host] * (foreign_host != "refuse") + serve_args
         sys.exit(run_detached(argv, click.echo))
     sys.exit(run_foreground(
         instances=instances, transport=transport, policy=policy, balancer=balancer, json_response=json_response,
         stateless=stateless, port=port, say=lambda line: click.echo(line, err=line.startswith("mcpbench: lab process")),
         resumable=resumable, faults=texts, restarts=restarts, fault_log=Path(fault_log) if fault_log else None, quirks=quirks,
-        foreign_host=foreign_host,
+        foreign_host=foreign_host, serve_args=serve_args,
     ))
 
 

@@ -36,7 +36,8 @@ def _why(option: str) -> str:
 
 @click.command("probe")
 @click.argument("url")
-@click.option("--only", multiple=True, metavar="CHECK[,CHECK]", help="Run only these checks: versions, sessions, unknown, resume, buffering, idle, churn, origin, auth.")
+@click.option("--only", multiple=True, metavar="CHECK[,CHECK]", help="Run only these checks: versions, sessions, unknown, resume, buffering, idle, churn, origin, auth, "
+              "discover, headers, results, listen, cancel, state, tasks.")
 @click.option("--skip", multiple=True, metavar="CHECK[,CHECK]", help="Leave these checks out.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write every figure measured to FILE (JSON).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="Write the table and a chart per check to FILE (self-contained HTML).")

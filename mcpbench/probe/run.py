@@ -4,7 +4,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mcpbench.probe.checks import auth, buffering, churn, idle, origin, resume, sessions, unknown, versions
+from mcpbench.probe.checks import (
+    auth,
+    buffering,
+    cancel,
+    churn,
+    discover,
+    headers,
+    idle,
+    listen,
+    origin,
+    results,
+    resume,
+    sessions,
+    state,
+    tasks,
+    unknown,
+    versions,
+)
 from mcpbench.probe.target import Settings, Target, parse_url, reach
 from mcpbench.probe.verdicts import Row, not_applicable
 from mcpbench.probe.wire import ProbeOptions, Wire
@@ -34,6 +51,8 @@ CHECKS: tuple[Check, ...] = tuple(
     Check(m.NAME, m.TITLE, m.run, _fixed(m.BOUND)) for m in (versions, sessions, unknown, resume, buffering)
 ) + (Check(idle.NAME, idle.TITLE, idle.run, idle.bound, opt_in=True),) + tuple(
     Check(m.NAME, m.TITLE, m.run, _fixed(m.BOUND)) for m in (churn, origin, auth)
+) + tuple(  # 2026-07-28's endpoints (n/a in a moment where the server does not speak it)
+    Check(m.NAME, m.TITLE, m.run, _fixed(m.BOUND)) for m in (discover, headers, results, listen, cancel, state, tasks)
 )
 NAMES = tuple(check.name for check in CHECKS)
 

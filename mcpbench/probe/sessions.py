@@ -95,11 +95,12 @@ class HttpSession:
     Args:
         wire: the endpoint and the probe's options.
         version: the version to speak (2026-07-28: no handshake, the envelope on every request).
+        policy, capabilities: what the client answers and declares (`ClientConnection`'s).
     """
 
-    def __init__(self, wire: Wire, version: str = LATEST_HANDSHAKE) -> None:
+    def __init__(self, wire: Wire, version: str = LATEST_HANDSHAKE, *, policy: Any = None, capabilities: dict | None = None) -> None:
         self.wire = wire
-        self.conn = ClientConnection(STREAMABLE_HTTP, version, url=wire.url)
+        self.conn = ClientConnection(STREAMABLE_HTTP, version, url=wire.url, policy=policy, capabilities=capabilities)
         self._kept = None  # the keep-alive connection, while its last answer was read to the end
         self.instance: str | None = None  # the instance that answered the handshake
 

@@ -89,6 +89,7 @@ class Target:
     server: dict = field(default_factory=dict)  # serverInfo
     auth_status: int | None = None  # 401/403 at first contact: credentials missing or refused
     auth_challenge: str | None = None  # its WWW-Authenticate
+    discovered: dict | None = None  # 2026-07-28's `server/discover` as the first check that asked saw it (probe/newest.py)
 
     @property
     def legacy(self) -> bool:

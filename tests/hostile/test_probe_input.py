@@ -4,6 +4,7 @@ import socket
 
 import pytest
 
+from mcpbench.probe.run import NAMES
 from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, assert_clean_failure, run
 from tests.hostile.hostile_peers import not_mcp_server
 from tests.probe.helpers import auth_server
@@ -56,4 +57,4 @@ def test_a_server_that_wants_credentials_shows_its_auth_shape_and_exits_2():
     assert result.returncode == EXIT_INPUT and "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == f"mcpbench: {url} answers HTTP 401: give credentials to probe it (only its authentication shape was checked)"
     rows = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[2:] if line[:1].strip()}
-    assert rows.pop("auth") == "pass" and set(rows.values()) == {"n/a"} and len(rows) == 7
+    assert rows.pop("auth") == "pass" and set(rows.values()) == {"n/a"} and len(rows) == len(NAMES) - 2  # idle is opt-in

@@ -11,7 +11,11 @@ The official SDK's defaults are what the specification asks; deployments differ.
 - `--no-delete`: `DELETE` is refused with 405 (sessions end only when the server times them out);
 - `--max-sessions N`: at most N sessions open at once (the SDK answers 503 beyond);
 - `--leaky-events` (with `--resumable`): the event store replays any session's events to whoever
-  names their id (`event_store.py`).
+  names their id (`event_store.py`);
+- `--rewrite-method-header`: a gateway in front sets `Mcp-Method` (and `Mcp-Name`) from the body, as
+  one that routes by the body does, so the server never sees a header that disagrees with the body
+  (2026-07-28 asks it to refuse one with 400 and -32020: a gateway routing on the header while the
+  server runs the body is what the rule stops).
 
 `Quirks` is plain data (no `mcp` import): the command line builds it, `servers.serve_argv` turns it
 back into arguments, and `reference_server.serve` applies it (the middlewares below).
@@ -19,6 +23,12 @@ back into arguments, and `reference_server.serve` applies it (the middlewares be
 
 from dataclasses import dataclass
 from typing import Final
+
+from mcpbench.protocol.http import METHOD, NAME
+from mcpbench.protocol.jsonrpc import Request
+from mcpbench.protocol.observer import Observed, read_body
+from mcpbench.protocol.session import C2S
+from mcpbench.protocol.versions import header_name_key
 
 SESSION_HEADER: Final = b"mcp-session-id"
 VERSION_HEADER: Final = b"mcp-protocol-version"
@@ -35,6 +45,7 @@ class Quirks:
     delete: bool = True
     max_sessions: int | None = None
     leaky_events: bool = False
+    method_header: bool = True
 
     def argv(self) -> list[str]:
         """The `lab serve` arguments that give these quirks."""
@@ -42,7 +53,7 @@ class Quirks:
         out += ["--no-host-check"] * (not self.host_check) + ["--ignore-version-header"] * (not self.version_header)
         out += ["--no-delete"] * (not self.delete)
         out += ["--max-sessions", str(self.max_sessions)] if self.max_sessions is not None else []
-        return out + ["--leaky-events"] * self.leaky_events
+        return out + ["--leaky-events"] * self.leaky_events + ["--rewrite-method-header"] * (not self.method_header)
 
     def wrap(self, app):
         """`app` (ASGI) with the middlewares these quirks need."""
@@ -52,6 +63,8 @@ class Quirks:
             app = RefuseDelete(app)
         if not self.version_header:
             app = IgnoreVersionHeader(app)
+        if not self.method_header:
+            app = RewriteMethodHeader(app)
         return app
 
 
@@ -99,3 +112,39 @@ class IgnoreVersionHeader:
         if scope["type"] == "http":
             scope = {**scope, "headers": [(n, v) for n, v in scope["headers"] if n.lower() != VERSION_HEADER]}
         await self.app(scope, receive, send)
+
+
+class RewriteMethodHeader:
+    """ASGI middleware, a gateway's quirk: each POST's `Mcp-Method` and `Mcp-Name` are set from its body
+    (read whole first, then handed on unchanged), whatever the client sent."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"") if message["type"] == "http.request" else b""
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        seen = read_body(body, C2S)  # the core reads the body; this gateway only looks
+        request = seen[0].message if seen and type(seen[0]) is Observed else None
+        if type(request) is Request:
+            key = header_name_key(request.method)
+            name = request.params.get(key) if key and isinstance(request.params, dict) else None
+            names = {METHOD.encode(), NAME.encode()}
+            headers = [(n, v) for n, v in scope["headers"] if n.lower() not in names]
+            headers.append((METHOD.encode(), request.method.encode()))
+            if isinstance(name, str):
+                headers.append((NAME.encode(), name.encode()))
+            scope = {**scope, "headers": headers}
+
+        async def replay():
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)

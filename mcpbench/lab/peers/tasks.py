@@ -16,10 +16,17 @@ one middleware, which sees every request before the SDK validates it. A task doe
 inline (wait `ms`, then say so); it is *working* until `ms` after its creation, then *completed*
 (the server has nowhere to run work once a request is answered, and a clock is all `work` needs).
 
+Where tasks are kept (`lab serve --task-store`): in the process's memory (the default, as a server
+that keeps its tasks in memory: a poll that reaches another instance behind a balancer finds none),
+or in a SQLite file every instance names (a shared store: any instance answers any task). Task times
+are wall-clock times, so that processes sharing a store agree on them.
+
 A middleware's own answer is not shaped by the SDK (no `resultType` filled in, no sieve): the
 2026-07-28 answers here carry their `resultType` themselves.
 """
 
+import json
+import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
@@ -63,9 +70,8 @@ def _iso(wall: float) -> str:
 class _Task:
     id: str
     ms: int
-    created: float  # monotonic
-    wall: float
-    cancelled: float | None = None  # monotonic
+    created: float  # wall clock (time.time()): instances sharing a store read it alike
+    cancelled: float | None = None  # wall clock
 
     @property
     def done_at(self) -> float:
@@ -74,14 +80,14 @@ class _Task:
     def status(self) -> str:
         if self.cancelled is not None:
             return "cancelled"
-        return "completed" if time.monotonic() >= self.done_at else "working"
+        return "completed" if time.time() >= self.done_at else "working"
 
     def wire(self) -> dict[str, Any]:
         """The task's fields (`Task`)."""
         status = self.status()
         updated = self.cancelled if self.cancelled is not None else (self.done_at if status == "completed" else self.created)
-        return {"taskId": self.id, "status": status, "createdAt": _iso(self.wall),
-                "lastUpdatedAt": _iso(self.wall + (updated - self.created)), "ttl": TASK_TTL_MS, "pollInterval": POLL_INTERVAL_MS}
+        return {"taskId": self.id, "status": status, "createdAt": _iso(self.created),
+                "lastUpdatedAt": _iso(updated), "ttl": TASK_TTL_MS, "pollInterval": POLL_INTERVAL_MS}
 
     def result(self) -> dict[str, Any]:
         """The `tools/call` result the task ends with."""
@@ -89,11 +95,61 @@ class _Task:
                 "_meta": {META_RELATED_TASK: {"taskId": self.id}}}
 
 
-class Tasks:
-    """The server's tasks and the middleware that serves them (`MCPServer(middleware=[Tasks()])`)."""
+class MemoryStore:
+    """Tasks in this process's memory: only this instance knows them."""
 
     def __init__(self) -> None:
         self.tasks: dict[str, _Task] = {}
+
+    def add(self, task: _Task) -> None:
+        if len(self.tasks) >= MAX_TASKS:
+            self.tasks.pop(next(iter(self.tasks)))
+        self.tasks[task.id] = task
+
+    def get(self, task_id: str) -> _Task | None:
+        return self.tasks.get(task_id)
+
+    def cancel(self, task: _Task) -> None:
+        task.cancelled = time.time()
+
+    def all(self) -> list[_Task]:
+        return list(self.tasks.values())
+
+
+class SqliteStore:
+    """Tasks in a SQLite file that every instance names (`--task-store PATH`): a store shared by the instances."""
+
+    def __init__(self, path: str) -> None:
+        # WAL and a busy timeout: several instances write the file at once.
+        self.db = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, task TEXT NOT NULL, n INTEGER)")
+
+    def add(self, task: _Task) -> None:
+        self.db.execute("INSERT INTO tasks (id, task, n) VALUES (?, ?, (SELECT COALESCE(MAX(n), 0) + 1 FROM tasks))",
+                        (task.id, json.dumps([task.ms, task.created, task.cancelled])))
+        self.db.execute("DELETE FROM tasks WHERE n <= (SELECT MAX(n) FROM tasks) - ?", (MAX_TASKS,))
+
+    def get(self, task_id: str) -> _Task | None:
+        row = self.db.execute("SELECT task FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None else _Task(task_id, *json.loads(row[0]))
+
+    def cancel(self, task: _Task) -> None:
+        task.cancelled = time.time()
+        self.db.execute("UPDATE tasks SET task = ? WHERE id = ?", (json.dumps([task.ms, task.created, task.cancelled]), task.id))
+
+    def all(self) -> list[_Task]:
+        return [_Task(task_id, *json.loads(text)) for task_id, text in self.db.execute("SELECT id, task FROM tasks ORDER BY n")]
+
+
+class Tasks:
+    """The server's tasks and the middleware that serves them (`MCPServer(middleware=[Tasks()])`).
+
+    `store`: a SQLite file shared with other instances (None: this process's memory).
+    """
+
+    def __init__(self, store: str | None = None) -> None:
+        self.store = MemoryStore() if store is None else SqliteStore(store)
 
     async def __call__(self, ctx: Any, call_next: CallNext) -> Any:
         method, params = ctx.method, ctx.params if isinstance(ctx.params, dict) else {}
@@ -123,27 +179,26 @@ class Tasks:
     def _create(self, arguments: Any) -> _Task:
         ms = arguments.get("ms", DEFAULT_WORK_MS) if isinstance(arguments, dict) else DEFAULT_WORK_MS
         ms = ms if type(ms) is int and 0 <= ms <= 60_000 else DEFAULT_WORK_MS
-        if len(self.tasks) >= MAX_TASKS:
-            self.tasks.pop(next(iter(self.tasks)))
-        task = _Task(str(uuid.uuid4()), ms, time.monotonic(), time.time())
-        self.tasks[task.id] = task
+        task = _Task(str(uuid.uuid4()), ms, time.time())
+        self.store.add(task)
         return task
 
     async def _serve(self, method: str, params: dict, modern: bool) -> dict[str, Any]:
         complete = {"resultType": "complete"} if modern else {}
         if method == "tasks/list":
-            return {"tasks": [task.wire() for task in self.tasks.values()]}
-        task = self.tasks.get(params.get("taskId")) if isinstance(params.get("taskId"), str) else None
+            return {"tasks": [task.wire() for task in self.store.all()]}
+        task = self.store.get(params.get("taskId")) if isinstance(params.get("taskId"), str) else None
         if task is None:
             raise MCPError(code=INVALID_PARAMS, message=f"unknown task {params.get('taskId')!r}")
         if method == "tasks/cancel":
             if task.status() in TERMINAL:
                 raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} is already {task.status()}")
-            task.cancelled = time.monotonic()
+            self.store.cancel(task)
             return {**complete, **task.wire()}
         if method == "tasks/result":  # waits for the end (2025-11-25)
             if task.status() == "working":
-                await anyio.sleep(max(0.0, task.done_at - time.monotonic()))
+                await anyio.sleep(max(0.0, task.done_at - time.time()))
+                task = self.store.get(task.id) or task  # a shared store: another instance may have cancelled it
             if task.status() == "cancelled":
                 raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} was cancelled")
             return task.result()

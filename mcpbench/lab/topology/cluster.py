@@ -106,16 +106,19 @@ def instance_names(count: int) -> list[str]:
 @contextlib.contextmanager
 def running_instances(
     count: int, transport: str, *, json_response: bool = False, stateless: bool = False, resumable: bool = False,
-    quirks: Quirks | None = None,
+    quirks: Quirks | None = None, extra_args: Sequence[str] = (),
 ) -> Iterator[list[RunningServer]]:
-    """Start `count` reference servers on ephemeral ports; stop them all when the block ends."""
+    """Start `count` reference servers on ephemeral ports; stop them all when the block ends.
+
+    `extra_args`: more `lab serve` arguments, the same for every instance (`--seal-state shared`, a
+    `--task-store` file they share, …)."""
     if not 1 <= count <= MAX_INSTANCES:
         raise LabError(f"--instances must be between 1 and {MAX_INSTANCES}")
     with contextlib.ExitStack() as stack:
         try:
             servers = [
                 stack.enter_context(reference_server(transport, json_response=json_response, stateless=stateless, resumable=resumable,
-                                                     quirks=quirks))
+                                                     quirks=quirks, extra_args=extra_args))
                 for _ in range(count)
             ]
         except ServerStartError as exc:
@@ -231,11 +234,12 @@ class Restarter:
     """
 
     def __init__(self, lab: Lab, plan: RestartPlan, *, json_response: bool, stateless: bool, resumable: bool, log,
-                 quirks: Quirks | None = None) -> None:
+                 quirks: Quirks | None = None, extra_args: Sequence[str] = ()) -> None:
         self.lab = lab
         self.plan = plan
         self.log = log
-        self.serve = {"json_response": json_response, "stateless": stateless, "resumable": resumable, "quirks": quirks}
+        self.serve = {"json_response": json_response, "stateless": stateless, "resumable": resumable, "quirks": quirks,
+                      "extra_args": extra_args}
         self.busy = threading.Lock()
         self.error: str | None = None
         self.restarts = 0
@@ -307,6 +311,7 @@ def running_lab(
     fault_log: Path | None = None,
     quirks: Quirks | None = None,
     foreign_host: str = "refuse",
+    serve_args: Sequence[str] = (),
 ) -> Iterator[Lab]:
     """`count` instances and a balancer in front of them, for the duration of the block.
 
@@ -314,7 +319,8 @@ def running_lab(
     injected by the builtin balancer (HAProxy takes `buffer_sse` alone, in its configuration);
     `restarts`: instances killed and restarted on their ports. Both write to `fault_log` (default:
     `folder/faults.jsonl` when either is given). `quirks`: the instances' (`lab/peers/quirks.py`).
-    `foreign_host`: how the builtin balancer answers a foreign Host (see `balancer_argv`).
+    `foreign_host`: how the builtin balancer answers a foreign Host (see `balancer_argv`). `serve_args`:
+    more `lab serve` arguments for every instance (`running_instances`' `extra_args`), restarts included.
     """
     from mcpbench.proxies.faultplan import addon_settings, parse_plan
 
@@ -334,7 +340,7 @@ def running_lab(
     folder.mkdir(parents=True, exist_ok=True)
     settings = addon_settings(texts, str(fault_log)) if texts else []
     with running_instances(count, transport, json_response=json_response, stateless=stateless, resumable=resumable,
-                           quirks=quirks) as servers:
+                           quirks=quirks, extra_args=serve_args) as servers:
         with running_balancer(balancer, policy, transport, servers, folder=folder, port=port, faults=settings,
                               buffer=buffer and balancer == "haproxy", foreign_host=foreign_host) as front:
             lab = Lab(transport, servers, front, folder, instance_names(count), fault_log)
@@ -345,7 +351,7 @@ def running_lab(
 
             log = FaultLog(fault_log)
             lab.restarter = Restarter(lab, restarts, json_response=json_response, stateless=stateless, resumable=resumable, log=log,
-                                      quirks=quirks)
+                                      quirks=quirks, extra_args=serve_args)
             try:
                 yield lab
             finally:

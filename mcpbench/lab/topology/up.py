@@ -62,11 +62,11 @@ def run_foreground(
     *, instances: int, transport: str, policy: str, balancer: str, json_response: bool, stateless: bool,
     port: int | None, say: Callable[[str], None], resumable: bool = False, faults: dict | None = None,
     restarts: RestartPlan | None = None, fault_log: Path | None = None, quirks: Quirks | None = None,
-    foreign_host: str = "refuse",
+    foreign_host: str = "refuse", serve_args: Sequence[str] = (),
 ) -> int:
     """Run a lab until a signal; returns the exit status (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 3 a process died).
 
-    `faults`, `restarts`, `fault_log`, `quirks`, `foreign_host`: as `cluster.running_lab` takes them.
+    `faults`, `restarts`, `fault_log`, `quirks`, `foreign_host`, `serve_args`: as `cluster.running_lab` takes them.
     """
     def stop(signum: int, _frame: object) -> None:
         raise _Stopped(signal_status(signum))
@@ -78,7 +78,7 @@ def run_foreground(
         with running_lab(
             instances, transport, policy=policy, balancer=balancer, json_response=json_response,
             stateless=stateless, port=port, folder=folder, resumable=resumable, faults=faults, restarts=restarts,
-            fault_log=fault_log, quirks=quirks, foreign_host=foreign_host,
+            fault_log=fault_log, quirks=quirks, foreign_host=foreign_host, serve_args=serve_args,
         ) as lab:
             for line in describe(lab):
                 say(line)

@@ -18,7 +18,8 @@ def command(quirks: Quirks) -> None:
 
 @pytest.mark.parametrize("quirks", [
     Quirks(),
-    Quirks(unknown_session_status=400, host_check=False, version_header=False, delete=False, max_sessions=40, leaky_events=True),
+    Quirks(unknown_session_status=400, host_check=False, version_header=False, delete=False, max_sessions=40, leaky_events=True,
+           method_header=False),
     Quirks(delete=False),
 ])
 def test_argv_parses_back_to_the_same_quirks(quirks):
