@@ -507,12 +507,17 @@ class Rebuild:
         take, sessions = self.take, self.sessions
         base = calls.bases[-1][1]
         message, c2s, s2c, progress, task_status, version = Kind.MESSAGE, C2S_VALUE, S2C_VALUE, PROGRESS, TASK_STATUS, jsonrpc.JSONRPC_VERSION
+        last_key, last = None, None  # the session of the event before (most events are of the one before)
         for event in batch:
-            if event["kind"] == message and "flow" not in event and "msg" in event and "session" in event and "dir" in event:
-                report = sessions.get(event["session"])
-                msg = event["msg"]
+            try:  # (zero cost unless raised: a message event as every writer writes it has all four)
+                kind, msg, key, direction = event["kind"], event["msg"], event["session"], event["dir"]
+            except KeyError:
+                kind = None
+            if kind == message and "flow" not in event:
+                if key != last_key or last is None:
+                    last_key, last = key, sessions.get(key)
+                report = last
                 if report is not None and report.plain and type(msg) is dict and "jsonrpc" in msg and msg["jsonrpc"] == version:
-                    direction = event["dir"]
                     if "method" not in msg:  # an answer: to a plain call in flight, a result of no kind the model checks
                         if (direction == s2c and report.plain_answers and "id" in msg and "result" in msg and "error" not in msg
                                 and "http" not in event):
@@ -603,7 +608,8 @@ class Rebuild:
                     entry.line = position - base
                 if other is not None:
                     other(event, step)
-            sessions = self.sessions  # a legacy stream's alias renames the sessions
+            sessions = self.sessions  # a legacy stream's alias renames the sessions, and a new one is in it
+            last = None
             position += 1
         return position
 
