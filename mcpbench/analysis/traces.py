@@ -7,9 +7,10 @@ between them in `client_wait_ms`), `rounds` one row per request of an operation;
 are the ones the recorder wrote and the model's operation rules, so nothing is counted twice.
 Columns are documented in docs/analysis.md.
 
-The model's hot path takes the usual events (`Rebuild.take_all`), measuring each message once; the
-columns are cut out of its objects at the end and the categorical columns built from codes (per session, or factorized once),
-not inferred row by row.
+The model's hot path takes the plain calls (`Rebuild.take_all`) as rows of columns (`PlainCalls`),
+measuring each message once; the frames' columns are cut from those columns in bulk, from objects only
+for the other operations, and the categorical columns built from codes (per session, per name, or
+factorized once), not inferred row by row.
 """
 
 import math
@@ -24,7 +25,7 @@ import orjson
 import pandas as pd
 
 from mcpbench.trace.format import Kind
-from mcpbench.trace.model import NOT_MCP, Operation, Rebuild, SessionReport, Step
+from mcpbench.trace.model import NOT_MCP, Operation, PlainCalls, Rebuild, SessionReport, Step
 from mcpbench.trace.reader import TraceReader, collector_paused
 
 NAN = math.nan
@@ -60,12 +61,12 @@ class TraceFrames:
 
 
 class _Calls:
-    """The model's objects while reading: every file's sessions and operations, in order."""
+    """The model's sessions and operations while reading: each file's rows (`PlainCalls`, every
+    operation in the order it began) with their owner indexes, and every file's sessions."""
 
     def __init__(self) -> None:
         self.owners: list[tuple[str, SessionReport]] = []  # (trace, session), by owner index
-        self.ops: list[Operation] = []  # in the order they began
-        self.op_owners: list[int] = []  # each operation's owner index (two lists: no tuple per operation)
+        self.files: list[tuple[PlainCalls, np.ndarray]] = []  # each file's rows, and each row's owner index
         self.violations: list[int] = []  # per owner
 
 
@@ -187,8 +188,10 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
             if step is not None:
                 other(event, step)
     rebuild.finish()
-    calls.ops += rebuild.opened
-    calls.op_owners += [index[i] for i in map(id, rebuild.opened_in)]
+    rows = rebuild.calls
+    # each row's owner index: its session's, found once per session (a row holds its session)
+    codes, reports = pd.factorize(np.fromiter(map(id, rows.owner), dtype=np.int64, count=len(rows.owner)))
+    calls.files.append((rows, np.array([index[i] for i in reports.tolist()], dtype=np.intp)[codes] if len(codes) else codes.astype(np.intp)))
 
 
 def _era(report: SessionReport) -> str | None:
@@ -204,82 +207,134 @@ def _detail(op: Operation) -> str | None:
 
 
 def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, Any]:
-    """The operations cut into numpy columns, HTTP failures marked.
+    """The operations cut into numpy columns, HTTP failures marked: each file's, end to end."""
+    files = [_file_columns(rows, owner, first_sse, statuses) for rows, owner in calls.files]
+    if len(files) == 1:
+        return files[0]
+    if not files:
+        return _file_columns(PlainCalls(), np.zeros(0, dtype=np.intp), first_sse, statuses)
+    columns: dict[str, Any] = {}
+    for name, first in files[0].items():
+        if name == "multi":
+            offsets = np.cumsum([0] + [len(f["owner"]) for f in files])
+            columns[name] = {row + int(offset): op for f, offset in zip(files, offsets) for row, op in f[name].items()}
+        elif isinstance(first, list):
+            columns[name] = [value for f in files for value in f[name]]
+        else:
+            columns[name] = np.concatenate([f[name] for f in files])
+    return columns
 
-    One pass over the operations filling plain lists (a generator per column walked them a dozen
-    times); a one-round operation, the usual one, reads its round directly, and gives the `rounds`
-    frame its row in the same pass (`_rounds_frame`: the operations of several rounds apart).
+
+def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses: dict) -> dict[str, Any]:
+    """One file's operations cut into numpy columns.
+
+    The plain calls (a row of columns each, no object: a request, its answer) are cut in bulk from
+    the model's columns; the other operations (objects) one by one over plain lists, each in its
+    place. A one-round operation gives the `rounds` frame its row here too (`_rounds_frame`: the
+    operations of several rounds apart, in `multi`).
     """
-    ops = calls.ops
-    dirs, methods, tools, steps = [], [], [], []
-    starts, ends, request_bytes, answer_bytes, error_codes = [], [], [], [], []
-    outcomes, details, rounds_, waits, first_flows, last_flows = [], [], [], [], [], []
-    round_ids, round_latencies, round_outcomes, round_sent = [], [], [], []  # a one-round operation's round
-    for op in ops:
+    n = len(rows.owner)
+    objects = rows.objects
+    dirs = np.full(n, "c2s", dtype=object)
+    times = np.array(rows.times, dtype="float64")
+    sizes = np.array(rows.sizes, dtype="float64") if len(rows.sizes) else np.full(len(times), NAN)
+    at, answered = np.array(rows.at, dtype=np.intp), np.array(rows.answers, dtype=np.intp)
+    plain = np.ones(n, dtype=bool)
+    plain[list(objects)] = False
+    start, end = np.full(n, NAN), np.full(n, NAN)
+    request_bytes, answer_bytes = np.zeros(n), np.full(n, NAN)
+    if plain.any():  # a plain row's call is answered: one still open became an object
+        start[plain], end[plain] = times[at[plain]], times[answered[plain]]
+        request_bytes[plain], answer_bytes[plain] = sizes[at[plain]], sizes[answered[plain]]
+    round_sent = request_bytes.copy()
+    round_latencies = (end - start) * 1000.0
+    outcomes = np.full(n, "ok", dtype=object)
+    details = np.full(n, None, dtype=object)
+    for row, (outcome_, detail) in rows.outcomes.items():
+        if row not in objects:
+            outcomes[row], details[row] = outcome_, detail or None
+    round_outcomes = outcomes.copy()
+    round_ids = list(rows.ids)
+    error_codes = np.full(n, NAN)
+    rounds_ = np.ones(n, dtype="int64")
+    waits = np.zeros(n)
+    first_flows: list = [None] * n
+    last_flows: list = [None] * n
+    multi: dict[int, Operation] = {}
+    for row, op in objects.items():
         rounds = op.rounds
         first = rounds[0]
-        dirs.append(op.dir)
-        method = op.method
-        methods.append(method)
-        tools.append(op.target if method == "tools/call" else None)
-        steps.append(op.name)
-        starts.append(first.ts)
-        end = op.end
-        ends.append(NAN if end is None else end)
-        outcomes.append(op.outcome or "unanswered")
+        dirs[row] = op.dir
+        start[row] = first.ts
+        end[row] = NAN if op.end is None else op.end
+        outcomes[row] = op.outcome or "unanswered"
         if len(rounds) == 1:
             last = first
             size = first.request_bytes
-            request_bytes.append(size or 0)
-            round_sent.append(NAN if size is None else size)
+            request_bytes[row] = size or 0
+            round_sent[row] = NAN if size is None else size
             size = first.answer_bytes
-            answer_bytes.append(NAN if size is None else float(size))
-            waits.append(0.0)
-            round_ids.append(first.id)
+            answer_bytes[row] = NAN if size is None else size
+            round_ids[row] = first.id
             latency = first.latency
-            round_latencies.append(NAN if latency is None else latency * 1000.0)
-            round_outcomes.append(first.outcome or "unanswered")
+            round_latencies[row] = NAN if latency is None else latency * 1000.0
+            round_outcomes[row] = first.outcome or "unanswered"
         else:
-            round_sent.append(NAN)  # filled by `_rounds_frame`
-            round_ids.append(None)
-            round_latencies.append(NAN)
-            round_outcomes.append(None)
+            multi[row] = op
+            round_sent[row] = NAN  # filled by `_rounds_frame`
+            round_ids[row] = None
+            round_latencies[row] = NAN
+            round_outcomes[row] = None
             last = rounds[-1]
-            request_bytes.append(sum(r.request_bytes or 0 for r in rounds))
-            answer_bytes.append(_answer_bytes(op))
-            waits.append(op.client_wait * 1000.0)
-        rounds_.append(len(rounds))
+            request_bytes[row] = sum(r.request_bytes or 0 for r in rounds)
+            answer_bytes[row] = _answer_bytes(op)
+            waits[row] = op.client_wait * 1000.0
+        rounds_[row] = len(rounds)
         code = last.error_code
-        error_codes.append(NAN if code is None or end is None else code)
-        details.append(_detail(op) if code is not None else (op.detail or None))
-        first_flows.append(first.flow)
-        last_flows.append(last.flow)
-    start = np.array(starts, dtype="float64")
+        error_codes[row] = NAN if code is None or op.end is None else code
+        details[row] = _detail(op) if code is not None else (op.detail or None)
+        first_flows[row] = first.flow
+        last_flows[row] = last.flow
+    method, tool, step = _names(rows)
     columns: dict[str, Any] = {
-        "owner": np.array(calls.op_owners, dtype=np.intp),
+        "owner": owner,
         "dir": dirs,
-        "method": methods,
-        "tool": tools,
-        "step": steps,
+        "method": method,
+        "tool": tool,
+        "step": step,
         "start": start,
-        "end": np.array(ends, dtype="float64"),
-        "request_bytes": np.array(request_bytes, dtype="int64"),
-        "answer_bytes": np.array(answer_bytes, dtype="float64"),
-        "error_code": np.array(error_codes, dtype="float64"),
-        "outcome": np.asarray(outcomes, dtype=object),
-        "detail": np.asarray(details, dtype=object),
-        "rounds": np.array(rounds_, dtype="int64"),
-        "client_wait_ms": np.array(waits, dtype="float64"),
+        "end": end,
+        "request_bytes": request_bytes.astype("int64"),
+        "answer_bytes": answer_bytes,
+        "error_code": error_codes,
+        "outcome": outcomes,
+        "detail": details,
+        "rounds": rounds_,
+        "client_wait_ms": waits,
         "round_id": round_ids,
-        "round_latency_ms": np.array(round_latencies, dtype="float64"),
+        "round_latency_ms": round_latencies,
         "round_outcome": round_outcomes,
-        "round_request_bytes": np.array(round_sent, dtype="float64"),
+        "round_request_bytes": round_sent,
+        "multi": multi,
     }
     # flows are only in HTTP recordings: a stdio trace skips the per-row look-ups
     sse = _per_flow(first_flows, first_sse)
     columns["ttfe_ms"] = np.where(sse >= start, (sse - start) * 1000.0, NAN)
     columns["http_status"] = _per_flow(last_flows, statuses)
     return columns
+
+
+def _names(rows: PlainCalls) -> tuple[pd.Categorical, pd.Categorical, pd.Categorical]:
+    """The method, tool and step columns, from the codes of the plain rows' names (each distinct
+    (method, target, name) once) and the objects' own, each with a code after those."""
+    codes = np.array(rows.names, dtype=np.intp)
+    ops = list(rows.objects.values())
+    codes[list(rows.objects)] = np.arange(len(rows.distinct), len(rows.distinct) + len(ops))
+    named = rows.distinct + [(op.method, op.target, op.name) for op in ops]
+    method = [m for m, _, _ in named]
+    tool = [target if m == "tools/call" else None for m, target, _ in named]
+    step = [name for _, _, name in named]
+    return _category(codes, method), _category(codes, tool), _category(codes, step)
 
 
 def _answer_bytes(op: Operation) -> float:
@@ -336,7 +391,7 @@ def _category(codes: np.ndarray, values: Any) -> pd.Categorical:
     Its dtype is the one `astype("category")` gives a column of those values (pandas infers
     the categories' type from the values): found on the few distinct values used, not on every row.
     """
-    used = np.unique(codes[codes >= 0])
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))  # (sorted, as np.unique's)
     distinct = [values[i] for i in used.tolist()] + ([None] if (codes < 0).any() else [])
     small = pd.DataFrame({"c": distinct})["c"].astype("category")
     lookup = np.full(len(values) + 1, -1, dtype=np.intp)  # the last place answers code -1
@@ -345,7 +400,9 @@ def _category(codes: np.ndarray, values: Any) -> pd.Categorical:
 
 
 def _factorized(values: Any) -> pd.Categorical:
-    """A categorical column of per-row values (strings or None)."""
+    """A categorical column of per-row values (strings or None), or the one already made."""
+    if isinstance(values, pd.Categorical):
+        return values
     codes, uniques = pd.factorize(np.asarray(values, dtype=object))
     return _category(codes, uniques)
 
@@ -394,24 +451,25 @@ def _rounds_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     A one-round operation's row was cut with its `calls` row (`_call_columns`); the rounds of the
     others are read here and put in their places. The trace and session columns come from each
     row's owner, as in `calls`."""
-    owners, ops = calls.owners, calls.ops
+    owners, multi = calls.owners, columns["multi"]
     sizes = columns["rounds"]
-    call = np.arange(len(ops), dtype="int64")
-    number = np.ones(len(ops), dtype="int64")
+    count = len(sizes)
+    call = np.arange(count, dtype="int64")
+    number = np.ones(count, dtype="int64")
     ids = np.array(columns["round_id"] + [None], dtype=object)[:-1]  # (a None last: ids stay objects, never a 2-D array)
     start, latencies, outcomes = columns["start"], columns["round_latency_ms"], np.asarray(columns["round_outcome"], dtype=object)
     sent, received = columns["round_request_bytes"], columns["answer_bytes"]
-    waits = np.full(len(ops), NAN)
+    waits = np.full(count, NAN)
     several = np.flatnonzero(sizes > 1)
     if len(several):  # each operation's rows in its place: repeat its one row, then fill the rounds in
-        place = np.repeat(np.arange(len(ops)), sizes)
+        place = np.repeat(np.arange(count), sizes)
         call, ids, start, latencies, outcomes, sent, received, waits = (
             column[place] for column in (call, ids, start, latencies, outcomes, sent, received, waits))
         first_row = np.cumsum(sizes) - sizes
         number = np.arange(len(place), dtype="int64") - first_row[place] + 1
         for row in several.tolist():
             before = None
-            for at, entry in enumerate(ops[row].rounds, first_row[row]):
+            for at, entry in enumerate(multi[row].rounds, first_row[row]):
                 ids[at] = entry.id
                 start[at] = entry.ts
                 latencies[at] = NAN if entry.latency is None else entry.latency * 1000.0

@@ -17,13 +17,20 @@ elicitation) is its `client_wait`, not the server's.
 `Rebuild.take` takes the events of a whole trace (`inspect`) or of one that is still growing (the
 live view, through `trace/follow.py`) and says what each one added: the timeline entries it made,
 the requests it answered and the operations it finished. `Rebuild.take_all` takes a whole trace at
-once (`inspect`, the pandas loader): the usual event, a plain call of an operating stdio session, on a
-hot path that makes no `Step` and leaves the session to the core's lean pairing, everything else
-through `take`; both give the same sessions and operations.
+once (`inspect`, the pandas loader), a batch of events at a time: a plain call of an operating stdio
+session (a request, its answer, a notification) on a hot path that makes no object, only a row of
+columns (`PlainCalls`), everything else through `take`, which first makes objects of the session's
+plain calls in flight and hands them to the core's `Session`; both give the same sessions and
+operations, and a plain call's objects are made when a view asks for them (`PlainCalls.operation`).
 """
 
+import json
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import batched, repeat
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -59,6 +66,7 @@ from mcpbench.protocol.versions import (
     META_LOG_LEVEL,
     META_RELATED_TASK,
     META_SUBSCRIPTION_ID,
+    NAMED_METHODS,
     REQUEST_STATE,
     RESULT_TYPE,
     TASK_METHODS,
@@ -100,14 +108,18 @@ def outcome(answer: Response | ErrorResponse) -> tuple[str, str]:
     if isinstance(answer, ErrorResponse):
         name = ERROR_NAMES.get(answer.code) if type(answer.code) is int else None
         return "error", f"{answer.code}{f' ({name})' if name else ''}: {answer.message}"
-    result = answer.result
+    return _result_outcome(answer.result)
+
+
+def _result_outcome(result: Any) -> tuple[str, str]:
+    """`outcome` of a result."""
     if asks_for_input(result):
         asked = result.get(INPUT_REQUESTS)
         return "input-required", ", ".join(sorted(asked)) if type(asked) is dict else ""
     if isinstance(result, dict) and result.get("isError") is True:
         texts = [c.get("text", "") for c in result.get("content") or () if isinstance(c, dict)]
         return "tool-error", " ".join(texts)[:120]
-    return "ok", ""
+    return OK
 
 
 @dataclass(slots=True)
@@ -249,6 +261,17 @@ class SessionReport:
     tasks: dict[str, Task] = field(default_factory=dict)  # task id -> the task
     streams: dict[Any, Operation] = field(default_factory=dict)  # subscription id -> its open listen operation
     shadowed: list[Operation] = field(default_factory=list)  # open when a later request took their id
+    # `Rebuild.take_all`'s plain calls in flight, as rows of its `PlainCalls` (no objects yet): id -> row,
+    # progress token -> row. Made objects (`open_calls`, `running`, `progress`) before `take` looks at the session.
+    hot: dict[Any, int] = field(default_factory=dict)
+    hot_progress: dict[Any, int] = field(default_factory=dict)
+    # What `take_all` may do without `take`, as the session stands after its last event through `take`:
+    # a plain request (`plain`: operating, not sessionless), a notification (`quiet`: no task or
+    # listen stream to claim it), an answer (`plain_answers`: no `requestState` in flight, a version
+    # whose results are not checked).
+    plain: bool = False
+    quiet: bool = False
+    plain_answers: bool = False
 
     @property
     def calls(self) -> list[Entry]:
@@ -257,6 +280,123 @@ class SessionReport:
 
     def of_kind(self, kind: str) -> list[Entry]:
         return [e for e in self.entries if e.kind == kind]
+
+
+OK = ("ok", "")
+
+
+class PlainCalls:
+    """`Rebuild.take_all`'s plain calls as columns, a row each, objects only when asked (`operation`).
+
+    A plain call is an operation of one round: a client's request and its answer, in an operating
+    stdio session. A row holds its session (`owner`), the position of its request's event (`at`: its
+    time in `times`, its size in `sizes`), its id, its shared (method, target, name), the client's
+    capabilities when it asked, and the position of its answer (`answers`, -1 while open); what most
+    rows lack is kept by row apart (`outcomes` other than ok, progress `notified`). A row that became
+    an object (`objects`) is that object's from then on: its columns are left as they were.
+    `Rebuild(ordered=True)` adds every other operation as a row of its object, so the rows are every
+    operation in the order it began (the pandas loader reads the columns, not objects).
+    """
+
+    __slots__ = ("owner", "at", "ids", "names", "distinct", "capabilities", "answers", "outcomes", "notified", "objects",
+                 "times", "sizes", "bases")
+
+    def __init__(self) -> None:
+        self.owner: list[SessionReport] = []
+        self.at: list[int] = []
+        self.ids: list[Any] = []
+        self.names: list[int] = []  # its (method, target, name) in `distinct` (-1: an object's row)
+        self.distinct: list[tuple[str, str | None, str]] = []  # each (method, target, name) once, while few (`_names`)
+        self.capabilities: list[Any] = []
+        self.answers: list[int] = []
+        self.outcomes: dict[int, tuple[str, str]] = {}  # row -> (outcome, detail), where not ok
+        self.notified: dict[int, int] = {}  # row -> progress notifications tied to it
+        self.objects: dict[int, Operation] = {}  # row -> its object
+        self.times = array("d")  # by position: each event's `ts`
+        self.sizes = array("q")  # by position (`Rebuild(measure=True)`): each event's message as compact JSON
+        self.bases: list[tuple[int, int]] = []  # (first position, its line minus its position) per `take_all`
+
+    def add(self, op: Operation, report: SessionReport, position: int) -> None:
+        """A row for an operation `take` began (an object from the start)."""
+        self.objects[len(self.owner)] = op
+        self.owner.append(report)
+        self.at.append(position)
+        self.ids.append(None)
+        self.names.append(-1)
+        self.capabilities.append(None)
+        self.answers.append(-1)
+
+    def line(self, position: int) -> int:
+        """The trace line of the event at `position`."""
+        bases = self.bases
+        return position - bases[bisect_right(bases, (position, float("inf"))) - 1][1]
+
+    def operation(self, row: int) -> Operation:
+        """The row's operation, made once: what `take` would have made of its request and answer."""
+        op = self.objects.get(row)
+        if op is not None:
+            return op
+        position, sizes = self.at[row], self.sizes
+        ts = self.times[position]
+        method, target, name = self.distinct[self.names[row]]
+        entry = Entry(ts, C2S_VALUE, "request", name, id=self.ids[row], line=self.line(position))
+        op = Operation(C2S_VALUE, method, name, target, [entry], self.capabilities[row])
+        entry.op = op
+        op.notifications = self.notified.get(row, 0)
+        if sizes:
+            entry.request_bytes = sizes[position]
+        answer = self.answers[row]
+        if answer >= 0:
+            end = self.times[answer]
+            entry.latency, entry.end = end - ts, end
+            entry.outcome, entry.detail = op.outcome, op.detail = self.outcomes.get(row, OK)
+            op.end = end
+            if sizes:
+                entry.answer_bytes = sizes[answer]
+        self.objects[row] = op
+        return op
+
+
+def _plain_flags(report: SessionReport) -> None:
+    """What `take_all` may take of the session without `take`, as it stands now (`SessionReport.plain`)."""
+    report.plain = plain = report.session.state is OPERATING and not report.sessionless
+    report.quiet = plain and not report.tasks and not report.streams
+    known = rules(report.session.version)
+    report.plain_answers = plain and not report.states and not (known is not None and known.input_required)
+
+
+_TS = itemgetter("ts")
+
+
+def _plain_request(method: str) -> tuple[str | None, dict | None]:
+    """`Rebuild._requests`' entry for `method`: what names its target, and its names by target; no
+    names for a method that may not begin a plain call (the handshake, a task, a listen stream, a
+    notification's name)."""
+    if method in _UNUSUAL_REQUESTS or method.startswith("notifications/"):
+        return None, None
+    return NAMED_METHODS.get(method), {}
+
+
+def _target_names(targets: dict, method: str, target: Any, distinct: list) -> int:
+    """The (method, target, name) of a request naming `target` (None unless a string) as its place in
+    `distinct`, kept in `targets` while the names shared are few (`_names`)."""
+    if type(target) is not str:
+        target = None
+    shared = _names(method, target)
+    distinct.append(shared)
+    if _NAMES.get((method, target)) is shared:
+        targets[target] = len(distinct) - 1
+    return len(distinct) - 1
+# A request's `_meta` with more than a progress token: not a plain call (`take` reads it).
+_NOT_PLAIN = object()
+
+
+def _size(msg: Any) -> int:
+    """A message's size as compact JSON, also nested deeper than orjson writes."""
+    try:
+        return len(orjson.dumps(msg))
+    except orjson.JSONEncodeError:
+        return len(json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 @dataclass(slots=True)
@@ -306,37 +446,202 @@ class Rebuild:
         self.ordered = ordered
         self.sessions: dict[str, SessionReport] = {}
         self.flows: dict[Any, _Flow] = {}  # HTTP exchanges by flow (bounded by `forget_flow`)
-        self.opened: list[Operation] = []  # `ordered`: every operation, in the order it began
-        self.opened_in: list[SessionReport] = []  # ... and its session (two lists: no tuple per operation)
+        self.calls = PlainCalls()  # `take_all`'s plain calls as columns; `ordered`: every operation, as a row
+        self._marked: dict[int, SessionReport] = {}  # `keep`: sessions whose timelines hold rows to make objects of
+        self._pointed: list[tuple[Entry, int]] = []  # `keep`: progress notifications whose operation is a row
+        # method -> (the params key naming its target, its (method, target, name) by target), or (None, None)
+        # for a method that begins no plain call (`_plain_request`)
+        self._requests: dict[str, tuple[str | None, dict | None]] = {}
+        self._plain_calls = False  # `take_all` has begun: sessions say what the hot path may take (`_plain_flags`)
+
+    @property
+    def opened(self) -> list[Operation]:
+        """`ordered`: every operation, in the order it began (made objects, if they were rows)."""
+        calls = self.calls
+        return [calls.operation(row) for row in range(len(calls.owner))] if self.ordered else []
+
+    @property
+    def opened_in(self) -> list[SessionReport]:
+        """`ordered`: each operation's session, as `opened`."""
+        return list(self.calls.owner) if self.ordered else []
 
     def take_all(self, events: Iterable[dict[str, Any]], other: Callable[[dict[str, Any], Step], None] | None = None) -> None:
         """Take every event of a whole trace, numbering the entries with their trace line (a line per
-        event, the header too); `other(event, step)` for each event but the usual ones.
+        event, the header too); `other(event, step)` for each event but the plain calls.
 
-        The usual event (one JSON-RPC object of an operating session, outside HTTP: a client's
-        request, its answer, a notification) takes the hot path (`_usual`): what `take` would do to
-        it, without a `Step` or the message's objects beyond the core's `Request` and answer, and
-        with nothing to report (no entry but its own). Anything else, or anything the hot path
-        finds unusual, goes through `take`, so both give the same sessions and operations.
+        A plain call (a client's request that begins an operation of one round in an operating stdio
+        session, its answer, a notification no task or stream may claim) takes the hot path: a row of
+        `self.calls`, no object, nothing but what `take` would do to it. Everything else goes through
+        `take`, which first makes objects of the session's plain calls in flight (`_objectify`): the
+        core's `Session` is handed them and pairs from there, so both give the same sessions and
+        operations. `keep`: the timelines' rows become objects at the end.
         """
-        take, sessions, usual = self.take, self.sessions, _usual
-        message = Kind.MESSAGE
-        line = 0
-        for event in events:
-            line += 1
-            if event["kind"] == message and "flow" not in event:
-                report = sessions.get(event.get("session"))
-                if report is not None and report.session.state is OPERATING and usual(self, report, event, line):
-                    continue
-            step = take(event)
+        calls = self.calls
+        times, sizes = calls.times, calls.sizes
+        position = len(times)  # of the next event; its line is `position - base`
+        calls.bases.append((position, position - 1))
+        self._plain_calls = True  # `take` says from now on what the hot path may take of each session
+        batches = events.batches() if hasattr(events, "batches") else batched(events, 1024)  # a `TraceReader`, or any
+        for batch in batches:
+            times.extend(map(_TS, batch))  # C-level passes over the batch: what the rows read back by position
+            if self.measure:
+                try:
+                    sizes.extend(array("q", map(len, map(orjson.dumps, map(dict.get, batch, repeat("msg"))))))
+                except orjson.JSONEncodeError:  # deeper than orjson writes: one at a time
+                    sizes.extend([_size(event.get("msg")) for event in batch])
+            position = self._plain(batch, position, other)
+        for report in self.sessions.values():
+            if report.hot or report.hot_progress:
+                self._objectify(report)
+        if self.keep:
+            self._make_objects()
+
+    def _plain(self, batch: Any, position: int, other: Callable[[dict[str, Any], Step], None] | None) -> int:
+        """One batch of `take_all`: each plain call on the hot path, the rest through `take`. Returns
+        the position after it. One loop with its look-ups in locals, subscripts rather than `get`
+        where a key is tested first: it runs once per event."""
+        calls, keep, pointed, marked = self.calls, self.keep, self._pointed, self._marked
+        owners, at, ids, names, capabilities, answers = calls.owner, calls.at, calls.ids, calls.names, calls.capabilities, calls.answers
+        own, place, identify, name_, capable, answer_ = owners.append, at.append, ids.append, names.append, capabilities.append, answers.append
+        outcomes, notified, requests = calls.outcomes, calls.notified, self._requests
+        take, sessions = self.take, self.sessions
+        base = calls.bases[-1][1]
+        message, c2s, s2c, progress, task_status, version = Kind.MESSAGE, C2S_VALUE, S2C_VALUE, PROGRESS, TASK_STATUS, jsonrpc.JSONRPC_VERSION
+        last_key, last = None, None  # the session of the event before (most events are of the one before)
+        for event in batch:
+            try:  # (zero cost unless raised: a message event as every writer writes it has all four)
+                kind, msg, key, direction = event["kind"], event["msg"], event["session"], event["dir"]
+            except KeyError:
+                kind = None
+            if kind == message and "flow" not in event:
+                if key != last_key or last is None:
+                    last_key, last = key, sessions.get(key)
+                report = last
+                if report is not None and report.plain and type(msg) is dict and "jsonrpc" in msg and msg["jsonrpc"] == version:
+                    if "method" not in msg:  # an answer: to a plain call in flight, a result of no kind the model checks
+                        if (direction == s2c and report.plain_answers and "id" in msg and "result" in msg and "error" not in msg
+                                and "http" not in event):
+                            ident = msg["id"]
+                            if (type(ident) is int or type(ident) is str) and ident in (hot := report.hot):
+                                row = hot[ident]
+                                result = msg["result"]
+                                if type(result) is dict:
+                                    if RESULT_TYPE in result or "task" in result:
+                                        row = -1
+                                    elif "isError" in result and result["isError"] is True:
+                                        outcomes[row] = _result_outcome(result)
+                                if row >= 0:
+                                    del hot[ident]
+                                    answers[row] = position
+                                    report.end = event["ts"]
+                                    if report.hot_progress:
+                                        for token in [t for t, held in report.hot_progress.items() if held == row]:
+                                            del report.hot_progress[token]
+                                    position += 1
+                                    continue
+                    else:
+                        method = msg["method"]
+                        params = msg["params"] if "params" in msg else None
+                        if type(method) is not str or (params is not None and type(params) is not dict):
+                            pass  # no valid message: `take` says why
+                        elif "id" not in msg:  # a notification
+                            if report.quiet and method != task_status and (direction == c2s or direction == s2c):
+                                ts = report.end = event["ts"]
+                                op: Any = None
+                                if method == progress and (report.hot_progress or report.progress):
+                                    token = _token(params)
+                                    op = report.hot_progress.get(token)
+                                    if op is not None:
+                                        notified[op] = notified.get(op, 0) + 1
+                                    elif (op := report.progress.get(token)) is not None:
+                                        op.notifications += 1
+                                if keep:
+                                    entry = Entry(ts, direction, "notification", method, line=position - base)
+                                    if type(op) is int:
+                                        pointed.append((entry, op))
+                                    else:
+                                        entry.op = op
+                                    report.entries.append(entry)
+                                position += 1
+                                continue
+                        elif direction == c2s:
+                            try:
+                                key, targets = requests[method]
+                            except KeyError:
+                                key, targets = requests[method] = _plain_request(method)
+                            ident = msg["id"]
+                            token = None
+                            if params and "_meta" in params and type(meta := params["_meta"]) is dict and meta:
+                                # a progress token is all a plain call's `_meta` holds
+                                token = meta["progressToken"] if len(meta) == 1 and "progressToken" in meta else _NOT_PLAIN
+                                if token is not _NOT_PLAIN and type(token) is not str and type(token) is not int:
+                                    token = None  # no token the model follows (`_opened`)
+                            if (targets is not None and (type(ident) is int or type(ident) is str) and token is not _NOT_PLAIN
+                                    and ident not in report.hot and (not report.open_calls or (c2s, ident) not in report.open_calls)
+                                    and (params is None or (REQUEST_STATE not in params and INPUT_RESPONSES not in params))):
+                                target = params[key] if key is not None and params and key in params else None
+                                try:
+                                    shared = targets[target]
+                                except (KeyError, TypeError):  # a new name, or one no string
+                                    shared = _target_names(targets, method, target, calls.distinct)
+                                row = len(owners)
+                                own(report)
+                                place(position)
+                                identify(ident)
+                                name_(shared)
+                                capable(report.session.client_capabilities)
+                                answer_(-1)
+                                report.hot[ident] = row
+                                if token is not None:
+                                    report.hot_progress[token] = row
+                                report.requests += 1
+                                report.end = event["ts"]
+                                if keep:
+                                    marked[id(report)] = report
+                                    report.entries.append(row)
+                                    report.operations.append(row)
+                                position += 1
+                                continue
+            step = take(event, position)
             if step is not None:
                 for entry in step.added:
-                    entry.line = line
+                    entry.line = position - base
                 if other is not None:
                     other(event, step)
+            sessions = self.sessions  # a legacy stream's alias renames the sessions, and a new one is in it
+            last = None
+            position += 1
+        return position
 
-    def take(self, event: dict[str, Any]) -> Step | None:
-        """Take one trace event; None for the header."""
+    def _objectify(self, report: SessionReport) -> None:
+        """The session's plain calls in flight made objects, where `take` looks for them: its open
+        calls and running operations, the progress tokens, and the core's requests in flight (a plain
+        call's answer is the core's to pair from now on)."""
+        calls, session = self.calls, report.session
+        for ident, row in report.hot.items():
+            op = calls.operation(row)
+            entry = op.rounds[0]
+            report.open_calls[(C2S_VALUE, ident)] = entry
+            report.running.append(op)
+            session.asking(Request(id=ident, method=op.method, params=None, _parsed=True), entry.ts)
+        report.hot.clear()
+        for token, row in report.hot_progress.items():
+            report.progress[token] = calls.operation(row)
+        report.hot_progress.clear()
+
+    def _make_objects(self) -> None:
+        """`keep`: the rows in the timelines made the entries and operations they stand for."""
+        operation = self.calls.operation
+        for report in self._marked.values():
+            report.entries[:] = [operation(item).rounds[0] if type(item) is int else item for item in report.entries]
+            report.operations[:] = [operation(item) if type(item) is int else item for item in report.operations]
+        for entry, row in self._pointed:
+            entry.op = operation(row)
+        self._marked.clear()
+        self._pointed.clear()
+
+    def take(self, event: dict[str, Any], position: int = -1) -> Step | None:
+        """Take one trace event; None for the header. `position`: its place in `take_all`'s columns."""
         kind = event["kind"]
         if kind == Kind.TRACE:
             return None
@@ -345,6 +650,8 @@ class Rebuild:
         report = sessions.get(key) if key is not None else None
         if report is None:  # a new session, or a key the rebuild renames (sessionless, not MCP, an alias)
             report = self._session(event, kind, key or "-")
+        if report.hot or report.hot_progress:
+            self._objectify(report)
         report.end = event["ts"]
         step = Step(report, [], [])
         if self.answers:
@@ -355,13 +662,15 @@ class Rebuild:
         if self.measure:
             _measure(step, event)
         if self.ordered and step.opened:
-            self.opened += step.opened
-            self.opened_in += [report] * len(step.opened)
+            for op in step.opened:
+                self.calls.add(op, report, position)
         if self.keep:
             if step.added:
                 report.entries += step.added
             if step.opened:
                 report.operations += step.opened
+        if self._plain_calls:
+            _plain_flags(report)
         return step
 
     def _session(self, event: dict[str, Any], kind: str, key: str) -> SessionReport:
@@ -396,6 +705,8 @@ class Rebuild:
         still waiting for its retry ends asking for input. Returns the operations this finished."""
         done: list[Operation] = []
         for report in self.sessions.values():
+            if report.hot or report.hot_progress:
+                self._objectify(report)
             for op in [entry.op for entry in report.open_calls.values()] + report.awaiting + [task.op for task in report.tasks.values()] + report.shadowed:
                 if op is not None and op.open:
                     op.outcome = open_outcome(op)
@@ -427,96 +738,6 @@ def _measure(step: Step, event: dict[str, Any]) -> None:
 # Requests the hot path leaves to `take`: what changes the session (the handshake) or makes more
 # than a running operation (a task, a listen stream).
 _UNUSUAL_REQUESTS = frozenset({"initialize", LISTEN, *TASK_METHODS})
-
-
-def _usual(rebuild: Rebuild, report: SessionReport, event: dict[str, Any], line: int) -> bool:
-    """`take` of a usual message event of an operating session outside HTTP, on the hot path; False
-    (nothing changed) when the event is not a usual one: `take` has it then.
-
-    Usual: a client's request that begins a plain operation (no round of a multi round-trip
-    request, no task, no listen stream, no id in flight), the server's answer to one that ends it
-    (no `input_required`, no task handle, no version that checks results), a notification no task
-    or stream may claim. The core's `Session` pairs them as ever, by its lean calls (`asking`,
-    `answered`): in an operating session they are all that `observe` does with these messages
-    but for the violations, which the recorder wrote and the model does not take from it.
-    """
-    msg = event["msg"]
-    if type(msg) is not dict or report.sessionless:
-        return False
-    try:
-        item = jsonrpc.from_obj(msg)  # the core's classifier, as `take`'s
-    except InvalidMessage:
-        return False
-    direction = event.get("dir")
-    kind = type(item)
-    ts = event["ts"]
-    if kind is Request:
-        ident, method, params = item.id, item.method, item.params
-        if direction != C2S_VALUE or method in _UNUSUAL_REQUESTS or method.startswith("notifications/"):
-            return False
-        if params is not None and (REQUEST_STATE in params or INPUT_RESPONSES in params):
-            return False
-        key = (C2S_VALUE, ident)
-        open_calls = report.open_calls
-        if key in open_calls:
-            return False
-        report.end = ts
-        method, target, name = _names(method, call_name(method, params))
-        entry = Entry(ts, C2S_VALUE, "request", name, None, "", "", ident, line)
-        report.requests += 1
-        open_calls[key] = entry
-        op = _opened(report, entry, method, target, params)
-        report.session.asking(item, ts)
-        if rebuild.measure:
-            entry.request_bytes = len(orjson.dumps(msg))
-        if rebuild.ordered:
-            rebuild.opened.append(op)
-            rebuild.opened_in.append(report)
-        if rebuild.keep:
-            report.entries.append(entry)
-            report.operations.append(op)
-        return True
-    if kind is Notification:
-        method = item.method
-        if (direction != C2S_VALUE and direction != S2C_VALUE) or method == TASK_STATUS or report.tasks or report.streams:
-            return False
-        report.end = ts
-        entry = Entry(ts, direction, "notification", method, None, "", "", None, line)
-        if method == PROGRESS and report.progress:
-            op = report.progress.get(_token(item.params))
-            if op is not None:
-                op.notifications += 1
-                entry.op = op
-        if rebuild.keep:
-            report.entries.append(entry)
-        return True
-    if kind is not Response and kind is not ErrorResponse:  # a batch
-        return False
-    ident = item.id
-    if direction != S2C_VALUE or ident is None or "http" in event:
-        return False
-    entry = report.open_calls.get((C2S_VALUE, ident))
-    op = entry.op if entry is not None else None
-    if op is None or op.task is not None or op.stream is not None or op.dir != C2S_VALUE or report.states:
-        return False
-    if kind is Response and type(result := item.result) is dict and (RESULT_TYPE in result or "task" in result):
-        return False
-    known = rules(report.session.version)
-    if known is not None and known.input_required:  # results checked (`resultType`, cache hints)
-        return False
-    report.end = ts
-    pending = report.session.answered(item)
-    if pending is None:  # an answer to nothing in flight (the recorder said so)
-        return True
-    del report.open_calls[(C2S_VALUE, ident)]
-    entry.latency, entry.end = ts - pending.started, ts
-    entry.outcome, entry.detail = outcome(item)
-    if kind is ErrorResponse:
-        entry.error_code = item.code
-    if rebuild.measure:
-        entry.answer_bytes = len(orjson.dumps(msg))
-    _finished(report, op, entry.outcome, entry.detail, ts)
-    return True
 
 
 def open_outcome(op: Operation) -> str:

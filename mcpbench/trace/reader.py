@@ -93,6 +93,13 @@ class TraceReader:
         self._expander: Expander | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[list[dict[str, Any]]]:
+        """The events as `__iter__` gives them, a list at a time: a parsed batch of lines whole (one
+        `orjson.loads`), or a single event where lines are gone through one by one. A reader of
+        every event (the trace model's `take_all`) saves a generator step per event."""
         # A recording killed with its recorder left the rest in a spool: read it too, changing neither file.
         rest = leftover(self.path)
         try:
@@ -125,7 +132,7 @@ class TraceReader:
                     event = None
                 if type(event) is dict and all(key in event for key in REQUIRED):
                     self.lines += 1
-                    yield self._expand(self._check(event, self.lines), self.lines)
+                    yield [self._expand(self._check(event, self.lines), self.lines)]
                 else:
                     self.torn = (
                         f"{self.path}:{self.lines + 1}: torn last line skipped "
@@ -144,9 +151,9 @@ class TraceReader:
         Raises:
             TraceError: a bad line, naming file and line.
         """
-        return self._lines(data)
+        return (event for batch in self._lines(data) for event in batch)
 
-    def _lines(self, data: bytes) -> Iterator[dict[str, Any]]:
+    def _lines(self, data: bytes) -> Iterator[list[dict[str, Any]]]:
         """The events of whole lines `data` (ending in a newline), a batch at a time."""
         start = 0
         while start < len(data):
@@ -154,8 +161,9 @@ class TraceReader:
             yield from self._block(data[start:end])
             start = end
 
-    def _block(self, data: bytes) -> Iterator[dict[str, Any]]:
-        """The events of whole lines `data` (ending in a newline)."""
+    def _block(self, data: bytes) -> Iterator[list[dict[str, Any]]]:
+        """The events of whole lines `data` (ending in a newline): all at once when they parse and
+        check as a batch, else one by one (a list each), up to the bad line, which raises."""
         first = self.lines + 1
         try:
             events = orjson.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]")
@@ -164,18 +172,18 @@ class TraceReader:
         if events:
             self.lines += len(events)
             if first == 1 or self.header is None:
-                yield self._check(events[0], first)
+                yield [self._check(events[0], first)]
                 events = events[1:]
                 first += 1
             if _well_formed(events):
                 if self._expander is None or not any(map(contains, events, repeat("flow"))):
-                    yield from events
+                    yield events
                     return
                 for number, event in enumerate(events, first):
-                    yield self._expand(event, number)
+                    yield [self._expand(event, number)]
                 return
             for number, event in enumerate(events, first):
-                yield self._expand(self._check(event, number), number)  # raises with the reason at a bad line
+                yield [self._expand(self._check(event, number), number)]  # raises with the reason at a bad line
             return
         for number, line in enumerate(data.split(b"\n")[:-1], first):
             self.lines = number
@@ -185,7 +193,7 @@ class TraceReader:
                 event = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise TraceError(f"{self.path}:{number}: not JSON: {exc}") from None
-            yield self._expand(self._check(event, number), number)
+            yield [self._expand(self._check(event, number), number)]
 
     def _check(self, event: Any, number: int) -> dict[str, Any]:
         where = f"{self.path}:{number}"
