@@ -250,7 +250,7 @@ class Sampler:
         self._every = every
         self._stop = threading.Event()
         self.started = time.time()
-        self._machine = [(time.monotonic(), psutil.cpu_times(), os.getloadavg(), _cpu_stalled())]
+        self._machine = [(time.monotonic(), psutil.cpu_times(), os.getloadavg(), _cpu_stalled(), _listen_drops())]
         self.series: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in procs}
         self._thread = threading.Thread(target=self._run, name="mcpbench-soak-sampler", daemon=True)
         self._thread.start()
@@ -275,7 +275,7 @@ class Sampler:
 
         self._stop.set()
         self._thread.join()
-        self._machine.append((time.monotonic(), psutil.cpu_times(), os.getloadavg(), _cpu_stalled()))
+        self._machine.append((time.monotonic(), psutil.cpu_times(), os.getloadavg(), _cpu_stalled(), _listen_drops()))
         return self.series
 
     def cpu(self) -> dict:
@@ -288,7 +288,7 @@ class Sampler:
                 used = samples[-1][3] - samples[0][3]
                 ours += used
                 shares[name] = round(used / (samples[-1][0] - samples[0][0]), 3)
-        (t0, first, load0, stall0), (t1, last, load1, stall1) = self._machine[0], self._machine[-1]
+        (t0, first, load0, stall0, drops0), (t1, last, load1, stall1, drops1) = self._machine[0], self._machine[-1]
         idle = (last.idle + getattr(last, "iowait", 0.0)) - (first.idle + getattr(first, "iowait", 0.0))
         total = sum(last) - sum(first)
         cores = os.cpu_count() or 1
@@ -301,6 +301,9 @@ class Sampler:
             # waited for a core (None where the kernel has none). Near 1: every process of the soak
             # queued for the CPU, the direct path's too.
             "cpu_pressure": round((stall1 - stall0) / ((t1 - t0) * 1e6), 3) if None not in (stall0, stall1) and t1 > t0 else None,
+            # The kernel's count of connections a listener had no room for (its accept queue full):
+            # machine-wide, so other work's too. A client's connect then waits out SYN retries (1, 3, 7 s…).
+            "listen_overflows": {k: drops1[k] - drops0[k] for k in drops1 if k in drops0},
         }
 
 
@@ -314,6 +317,16 @@ def _cpu_stalled() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def _listen_drops() -> dict[str, int]:
+    """The kernel's TcpExt ListenOverflows and ListenDrops counters (`/proc/net/netstat`), or nothing."""
+    try:
+        lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines() if line.startswith("TcpExt:")]
+        names, values = lines[0], lines[1]
+    except (OSError, IndexError):
+        return {}
+    return {name: int(value) for name, value in zip(names[1:], values[1:]) if name in ("ListenOverflows", "ListenDrops")}
 
 
 def _read_calls(folder: Path) -> dict[str, dict]:

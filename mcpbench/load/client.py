@@ -779,6 +779,9 @@ class McpClient:
             return failed, 0
         broke = time.perf_counter()
         sample, seen = self._break_record(failed, name, action)
+        if (action == REINITIALIZE and recovery.policy.mode == RESUME and failed.failure == Failure.STREAM_CLOSED and not resumable
+                and transport is not None and transport.name == STREAMABLE_HTTP):
+            sample["resume"] = "no event id came before the stream closed"  # nothing to resume from: a new session
         outcome: Answered | Failed = failed
         size = 0
         self._recovering = True

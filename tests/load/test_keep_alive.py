@@ -5,6 +5,7 @@ A Streamable HTTP peer of the test's own (HTTP/1.1, keep-alive, JSON answers, no
 POST by method and connection, and closes the connection on the first POST of a chosen method after
 reading it, with no answer: what a server closing an idle connection as the request came looks like
 to the client, and what the client cannot tell apart from a server that read the request and died.
+Or it begins an SSE answer and closes it before any event: a stream with nothing to resume from.
 """
 
 import json
@@ -14,6 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.http import Failure
+from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import STREAMABLE_HTTP, Target
 from tests.load.test_server_requests import TIMEOUT, Steps, in_session
 from tests.support.http_thread import serving
@@ -28,10 +30,11 @@ ANSWERS = {
 
 class Peer:
     """Counts POSTs as (method, client port); closes the connection unanswered on the first POST of each
-    method in `close_first`."""
+    method in `close_first`, and after the headers of an SSE answer on the first of each in `cut_first`."""
 
-    def __init__(self, close_first: frozenset[str] = frozenset()) -> None:
+    def __init__(self, close_first: frozenset[str] = frozenset(), cut_first: frozenset[str] = frozenset()) -> None:
         self.close_first = set(close_first)
+        self.cut_first = set(cut_first)
         self.posts: list[tuple[str, int]] = []
         self.lock = threading.Lock()
 
@@ -52,10 +55,17 @@ class Peer:
                 method = message.get("method")
                 with peer.lock:
                     peer.posts.append((method, self.client_address[1]))
-                    close = method in peer.close_first
+                    close, cut = method in peer.close_first, method in peer.cut_first
                     peer.close_first.discard(method)
+                    peer.cut_first.discard(method)
                 if close:
                     self.close_connection = True  # read, never answered
+                    return
+                if cut:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    self.close_connection = True  # the stream ends before its first event (and id)
                     return
                 if "id" not in message:
                     self.send_response(202)
@@ -77,13 +87,13 @@ class Peer:
         return Handler
 
 
-def session(peer: Peer, body) -> Steps:
+def session(peer: Peer, body, reconnect: ReconnectPolicy | None = None) -> Steps:
     """`body(client)` in one session against `peer`; the steps fired."""
     steps = Steps()
     with serving(peer.handler()) as port:
         target = Target(STREAMABLE_HTTP, url=f"http://127.0.0.1:{port}/mcp")
         client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
-                           version=VERSION, timeout=TIMEOUT)
+                           version=VERSION, timeout=TIMEOUT, reconnect=reconnect)
         in_session(client, steps, lambda: body(client))
     return steps
 
@@ -120,3 +130,13 @@ def test_a_kept_connection_is_reused_until_its_expiry(monkeypatch):
     ports = [port for _, port in fresh.posts]
     assert len(reused) == 1, peer.posts
     assert len(set(ports)) == len(ports) == 5, fresh.posts  # initialize, initialized, three calls
+
+
+def test_a_call_whose_stream_closed_before_any_event_id_says_there_was_nothing_to_resume_from():
+    peer = Peer(cut_first=frozenset({"tools/call"}))
+    steps = session(peer, lambda client: client.call_tool("echo", {"text": "once"}), ReconnectPolicy(mode="resume", attempts=1))
+    failed = failure_of(steps, "tools/call echo")
+    assert failed.kind == Failure.STREAM_CLOSED, failed
+    assert ("(resume given up: no event id came before the stream closed; 1 new session tried; "
+            "not sent again: it may have run and the tool is not idempotent)") in str(failed), failed
+    assert peer.methods().count("tools/call") == 1 and peer.methods().count("initialize") == 2
