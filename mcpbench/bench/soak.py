@@ -25,6 +25,11 @@ line through the samples (`_flatness`; the medians of the windows at both ends a
 The CPU of every process (servers, proxies, each path's Locust process) is sampled too, with how
 busy the machine's cores were in all (`cpu`): a path that falls behind on a saturated machine
 (the direct path too, which has no proxy to blame) is the machine's pace, not a proxy's fault.
+What tells them apart, per path: each step's answered times, the second each failure came, and
+the users' own event-loop lag; and for the machine its CPU pressure (the share of time a runnable
+task waited for a core) and the kernel's listen overflows. Users whose loop runs on time, waiting
+about `users / calls per second` for answers (a closed loop on a server that got a few % of a
+core), are waiting for the CPU, not for a lost message.
 
 Before the soak, at the same concurrency, `mcpbench record` and bare mitmdump in front of s1
 are timed in turns (`rounds` x `throughput_s` each, users calling `echo` back to back): the
