@@ -773,7 +773,7 @@ class McpClient:
         tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
         resumable = transport is not None and transport.name == STREAMABLE_HTTP and bool(failed.last_event_id)
         plan = plan_recovery(recovery.policy, failed.failure, lost=conn.lost_by, resumable=resumable, tool=tool,
-                             status=failed.status)
+                             status=failed.status, method=method)
         action = plan.action
         if action == REPORT:
             return failed, 0
