@@ -25,6 +25,11 @@ line through the samples (`_flatness`; the medians of the windows at both ends a
 The CPU of every process (servers, proxies, each path's Locust process) is sampled too, with how
 busy the machine's cores were in all (`cpu`): a path that falls behind on a saturated machine
 (the direct path too, which has no proxy to blame) is the machine's pace, not a proxy's fault.
+What tells them apart, per path: each step's answered times, the second each failure came, and
+the users' own event-loop lag; and for the machine its CPU pressure (the share of time a runnable
+task waited for a core) and the kernel's listen overflows. Users whose loop runs on time, waiting
+about `users / calls per second` for answers (a closed loop on a server that got a few % of a
+core), are waiting for the CPU, not for a lost message.
 
 Before the soak, at the same concurrency, `mcpbench record` and bare mitmdump in front of s1
 are timed in turns (`rounds` x `throughput_s` each, users calling `echo` back to back): the
@@ -250,7 +255,7 @@ class Sampler:
         self._every = every
         self._stop = threading.Event()
         self.started = time.time()
-        self._machine = [(time.monotonic(), psutil.cpu_times(), os.getloadavg())]
+        self._machine = [(time.monotonic(), psutil.cpu_times(), os.getloadavg(), _cpu_stalled(), _listen_drops())]
         self.series: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in procs}
         self._thread = threading.Thread(target=self._run, name="mcpbench-soak-sampler", daemon=True)
         self._thread.start()
@@ -275,7 +280,7 @@ class Sampler:
 
         self._stop.set()
         self._thread.join()
-        self._machine.append((time.monotonic(), psutil.cpu_times(), os.getloadavg()))
+        self._machine.append((time.monotonic(), psutil.cpu_times(), os.getloadavg(), _cpu_stalled(), _listen_drops()))
         return self.series
 
     def cpu(self) -> dict:
@@ -288,7 +293,7 @@ class Sampler:
                 used = samples[-1][3] - samples[0][3]
                 ours += used
                 shares[name] = round(used / (samples[-1][0] - samples[0][0]), 3)
-        (t0, first, load0), (t1, last, load1) = self._machine[0], self._machine[-1]
+        (t0, first, load0, stall0, drops0), (t1, last, load1, stall1, drops1) = self._machine[0], self._machine[-1]
         idle = (last.idle + getattr(last, "iowait", 0.0)) - (first.idle + getattr(first, "iowait", 0.0))
         total = sum(last) - sum(first)
         cores = os.cpu_count() or 1
@@ -297,7 +302,36 @@ class Sampler:
             "machine_busy": round(1.0 - idle / total, 3) if total > 0 else None,  # of all its cores
             "these_processes": round(ours / ((t1 - t0) * cores), 3) if t1 > t0 else None,  # of all its cores
             "load_average_before": [round(x, 2) for x in load0], "load_average_after": [round(x, 2) for x in load1],
+            # Linux's pressure stall information: the share of the time at least one runnable task
+            # waited for a core (None where the kernel has none). Near 1: every process of the soak
+            # queued for the CPU, the direct path's too.
+            "cpu_pressure": round((stall1 - stall0) / ((t1 - t0) * 1e6), 3) if None not in (stall0, stall1) and t1 > t0 else None,
+            # The kernel's count of connections a listener had no room for (its accept queue full):
+            # machine-wide, so other work's too. A client's connect then waits out SYN retries (1, 3, 7 s…).
+            "listen_overflows": {k: drops1[k] - drops0[k] for k in drops1 if k in drops0},
         }
+
+
+def _cpu_stalled() -> int | None:
+    """Microseconds that some runnable task waited for a CPU since boot (`/proc/pressure/cpu`), or None."""
+    try:
+        with open("/proc/pressure/cpu") as pressure:
+            for line in pressure:
+                if line.startswith("some "):
+                    return int(line.rsplit("total=", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _listen_drops() -> dict[str, int]:
+    """The kernel's TcpExt ListenOverflows and ListenDrops counters (`/proc/net/netstat`), or nothing."""
+    try:
+        lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines() if line.startswith("TcpExt:")]
+        names, values = lines[0], lines[1]
+    except (OSError, IndexError):
+        return {}
+    return {name: int(value) for name, value in zip(names[1:], values[1:]) if name in ("ListenOverflows", "ListenDrops")}
 
 
 def _read_calls(folder: Path) -> dict[str, dict]:
@@ -332,6 +366,11 @@ def _path_figures(calls: dict, started: float) -> dict[str, Any]:
         "unclassified": failures.get("unclassified", 0), "calls_per_s_median": statistics.median(rates) if rates else 0.0,
         "duplicate_answers": calls["duplicate_answers"], "get_streams": calls["get_streams"], "reconnects": calls["reconnects"],
         "calls_by_step": calls["steps"], "failure_details": calls["failure_details"],
+        # What tells the machine from the path: answered times per step, when failures came (seconds
+        # into the soak), and how late the users' own event loop ran.
+        "answered_ms": calls.get("answered_ms", {}), "loop_lag_s": calls.get("loop_lag_s", {}),
+        "failed_at_s": {kind: {str(round(int(k) - started)): v for k, v in seconds.items()}
+                        for kind, seconds in calls.get("failed_at", {}).items()},
     }
 
 

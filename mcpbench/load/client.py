@@ -773,12 +773,15 @@ class McpClient:
         tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
         resumable = transport is not None and transport.name == STREAMABLE_HTTP and bool(failed.last_event_id)
         plan = plan_recovery(recovery.policy, failed.failure, lost=conn.lost_by, resumable=resumable, tool=tool,
-                             status=failed.status)
+                             status=failed.status, method=method)
         action = plan.action
         if action == REPORT:
             return failed, 0
         broke = time.perf_counter()
         sample, seen = self._break_record(failed, name, action)
+        if (action == REINITIALIZE and recovery.policy.mode == RESUME and failed.failure == Failure.STREAM_CLOSED and not resumable
+                and transport is not None and transport.name == STREAMABLE_HTTP):
+            sample["resume"] = "no event id came before the stream closed"  # nothing to resume from: a new session
         outcome: Answered | Failed = failed
         size = 0
         self._recovering = True

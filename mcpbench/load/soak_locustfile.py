@@ -12,17 +12,22 @@ Every message a user sends or receives goes to the process's `Ledger`; at the en
 writes `<out>/ledger.<path>.<pid>.jsonl` (one line per client session) and
 `<out>/calls.<path>.<pid>.json`: calls by step, outcomes by failure class (`unclassified` for a
 failure that is no `McpFailure`) and the most common failures, answers that came twice, GET streams opened, the reconnect
-records summed, and completed calls per second of wall time.
+records summed, and completed calls per second of wall time; and what tells a starved machine from a
+slow path: each step's answered times (p50, p95, max), the second each failure ended in, and how late
+the process's own event loop ran (a greenlet asking to wake every `LAG_EVERY`: while it is late, every
+user of the process is late too, whatever the server does).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import statistics
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
+import gevent
 import orjson
 from locust import between, events, task
 from locust.runners import MasterRunner
@@ -37,10 +42,29 @@ SAMPLING_RESULT = {"role": "assistant", "content": {"type": "text", "text": "ok"
 # `slow`: three progress notifications over 1.5 s, so a stream cut after 1 s catches it mid-call.
 SLOW_ARGS = {"seconds": 1.5, "steps": 3}
 
+# The event-loop lag probe: how often it asks to wake (seconds).
+LAG_EVERY = 0.1
+
 LEDGER = Ledger()
 _names = itertools.count(1)
 _state: dict = {"steps": Counter(), "failures": Counter(), "details": Counter(), "per_second": Counter(),
-                "reconnects": Counter(), "users": [], "transports": []}
+                "reconnects": Counter(), "users": [], "transports": [], "times": defaultdict(list),
+                "failed_at": defaultdict(Counter), "lags": []}
+
+
+def _probe_lag() -> None:
+    """How late each wake-up of this process's event loop came (seconds), for as long as the process runs."""
+    lags = _state["lags"]
+    while True:
+        asked = time.perf_counter()
+        gevent.sleep(LAG_EVERY)
+        lags.append(time.perf_counter() - asked - LAG_EVERY)
+
+
+@events.init.add_listener
+def _start_probe(environment, **_kw) -> None:
+    if not isinstance(environment.runner, MasterRunner):
+        gevent.spawn(_probe_lag)
 
 
 def _unique(kind: str) -> str:
@@ -101,12 +125,25 @@ else:
 @events.request.add_listener
 def _count(name, exception=None, start_time=None, response_time=0.0, **_kw) -> None:
     _state["steps"][name] += 1
+    ended = int((start_time or time.time()) + response_time / 1000.0)
     if exception is None:
-        _state["per_second"][int((start_time or time.time()) + response_time / 1000.0)] += 1
+        _state["per_second"][ended] += 1
+        _state["times"][name].append(response_time)
     else:
         kind = exception.kind if isinstance(exception, McpFailure) else "unclassified"
         _state["failures"][kind] += 1
         _state["details"][f"{name}: {exception}"] += 1
+        _state["failed_at"][kind][ended] += 1
+
+
+def _quantiles(values: list[float]) -> dict:
+    """p50, p95 and max of `values` (milliseconds or seconds, as given), with their count."""
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"n": len(ordered), "p50": round(pick(0.5), 3), "p95": round(pick(0.95), 3), "p99": round(pick(0.99), 3),
+            "max": round(ordered[-1], 3), "mean": round(statistics.fmean(ordered), 3)}
 
 
 def _reconnected(record: dict) -> None:
@@ -140,5 +177,8 @@ def _write(environment, **_kw) -> None:
         "duplicate_answers": sum(u.duplicates for u in users),
         "get_streams": sum(getattr(t, "get_streams", 0) for t in _state["transports"]),
         "reconnects": _state["reconnects"],
+        "answered_ms": {name: _quantiles(times) for name, times in sorted(_state["times"].items())},
+        "failed_at": {kind: {str(k): v for k, v in sorted(seconds.items())} for kind, seconds in _state["failed_at"].items()},
+        "loop_lag_s": _quantiles(_state["lags"]) | {"over_1s": sum(lag > 1.0 for lag in _state["lags"])},
     }
     (folder / f"calls.{stem}.json").write_bytes(orjson.dumps(record))

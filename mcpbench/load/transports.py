@@ -34,12 +34,14 @@ import gevent.lock
 import gevent.os
 import gevent.subprocess
 from geventhttpclient.client import HTTPClient
-from geventhttpclient.response import HTTPParseError
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from geventhttpclient.url import URL
 
 from mcpbench.auth.proxy import Proxy, ProxySettings
 from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Failed, Outgoing
-from mcpbench.protocol.http import AUTHENTICATE, INSTANCE, SESSION_ID, Failure, classify_status
+from mcpbench.protocol.http import (
+    AUTHENTICATE, INSTANCE, KEEP_ALIVE_EXPIRY, SESSION_ID, Failure, classify_status, may_send_again,
+)
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
 
 # One recv: large enough that a typical answer arrives in one call.
@@ -87,6 +89,16 @@ def _socket_failure(exc: BaseException, *, connected: bool) -> McpFailure:
     if isinstance(exc, socket.gaierror):
         return McpFailure(Failure.CONNECT, "unknown host")
     return McpFailure(Failure.STREAM_CLOSED if connected else Failure.CONNECT, type(exc).__name__)
+
+
+def _closed_unanswered(exc: BaseException) -> bool:
+    """Whether a request's failure is its connection closing (or reset) after it was written and before
+    any byte of an answer: the server may have read it. A refused or timed-out connect is not."""
+    return isinstance(exc, HTTPConnectionClosed) or (isinstance(exc, OSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE))
+
+
+# What a request that got no answer on a closed connection is said to be, with what was done about it.
+CLOSED_UNANSWERED = "the connection closed before any answer"
 
 
 def _read_some(resp: Any) -> bytes:
@@ -207,6 +219,7 @@ def http_client(url: str, *, timeout: float, concurrency: int = 2, pool: Any = N
                                      connection_timeout=timeout, insecure=True, **kw)
     if source is not None:
         bind_source(client, source)
+    expire_idle(client)
     return client
 
 
@@ -231,18 +244,54 @@ def bind_source(client: HTTPClient, address: str) -> None:
     pool._create_tcp_socket = create_bound
 
 
+def expire_idle(client: HTTPClient) -> None:
+    """Make `client`'s pool drop a kept-alive connection idle for `KEEP_ALIVE_EXPIRY` or longer rather
+    than send on it (the server may be closing it that moment: see the constant).
+
+    The pool already drops an idle socket that is readable (the server's FIN is in) as it hands one
+    out (`_is_socket_alive`); the age of each is added to that check, from when it came back.
+    """
+    pool = client._connection_pool
+    if getattr(pool, "_mcpbench_idle", None) is not None:
+        return  # a pooled client seen before
+    idle: dict[Any, float] = {}  # socket -> when it came back to the pool; at most the pool's size
+    pool._mcpbench_idle = idle
+    alive, give_back = pool._is_socket_alive, pool.return_socket
+
+    def returned(sock: Any) -> None:
+        idle[sock] = time.monotonic()
+        give_back(sock)
+
+    def young_and_alive(sock: Any) -> bool:
+        since = idle.pop(sock, None)
+        return (since is None or time.monotonic() - since < KEEP_ALIVE_EXPIRY) and alive(sock)
+
+    pool.return_socket = returned
+    pool._is_socket_alive = young_and_alive
+
+
 class _HttpPoster(Transport):
     """POSTs a message and feeds its answer to the core: what both HTTP transports share."""
 
     _client: HTTPClient
 
     def _post(self, out: Outgoing, uri: str) -> int:
-        try:
-            resp = self._client.request("POST", uri, body=out.data, headers=out.headers)
-        except _SOCKET_ERRORS as exc:
-            failure = _socket_failure(exc, connected=False)
-            self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
-            return 0
+        resp = None
+        again = may_send_again(out.message)
+        while resp is None:
+            try:
+                resp = self._client.request("POST", uri, body=out.data, headers=out.headers)
+            except _SOCKET_ERRORS as exc:
+                if not _closed_unanswered(exc):
+                    failure = _socket_failure(exc, connected=False)
+                elif again:  # a query: once more, on another connection (`may_send_again`)
+                    again = False
+                    continue
+                else:  # written, then no answer: it may have run, and is not sent again unasked
+                    said = "sent again once, closed again" if may_send_again(out.message) else "it may have run: not sent again"
+                    failure = McpFailure(Failure.STREAM_CLOSED, f"{CLOSED_UNANSWERED} ({said})")
+                self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
+                return 0
         self.note_instance(resp)
         reader = self.conn.post_answer(out, resp.status_code, resp.get("content-type"), resp.get(SESSION_ID), resp.get(AUTHENTICATE))
         streamed = reader.answer.streamed

@@ -36,6 +36,35 @@ AUTHORIZATION = "authorization"
 # Streamable HTTP, "Sending Messages to the Server": the client MUST list both.
 POST_ACCEPT = "application/json, text/event-stream"
 GET_ACCEPT = "text/event-stream"
+
+# Keep-alive: a connection kept for the next request (by a client, or by a proxy towards its
+# upstream) is not used again once it has been idle this long. A server closes an idle connection
+# on a timer of its own (uvicorn, Node, Apache and hypercorn after 5 s, gunicorn after 2 s), and a
+# request written as that close is under way gets no answer, with no way to know whether the server
+# read it. Checking the idle socket first (readable: the server's FIN is in) sees a close that is
+# done, not one under way; below the usual timers none is (HAProxy's and Node agents' answer too).
+KEEP_ALIVE_EXPIRY = 1.0
+
+# Requests that change nothing on the server, by the protocol's definition: queries and the
+# liveness check. Asking one twice asks the same question twice.
+QUERY_METHODS = frozenset({
+    "ping", "server/discover", "tools/list", "prompts/list", "prompts/get", "resources/list",
+    "resources/templates/list", "resources/read", "completion/complete", "tasks/get", "tasks/list",
+})
+
+
+def may_send_again(message: Message) -> bool:
+    """Whether a POST of `message` whose connection closed before any byte of an answer came back
+    may go once more, on another connection, without the caller being told.
+
+    The rule: the request may have reached the server (a close is not a refusal), so it goes again
+    only when running it twice does no more than running it once: a query (`QUERY_METHODS`; RFC
+    9110 §9.2.2 lets a client retry what is idempotent). Anything else (a `tools/call`, the
+    handshake, a notification) fails, saying it may have run; a reconnect policy that names the
+    tool idempotent may send it again, and a reply to a server's request goes again from the
+    client that answers (the server drops a second answer to the same id).
+    """
+    return isinstance(message, Request) and message.method in QUERY_METHODS
 def post_headers(message: Message, *, version: str | None, session_id: str | None = None) -> dict[str, str]:
     """The MCP headers of a Streamable HTTP POST carrying `message`.
 

@@ -21,7 +21,7 @@ shell's policy, with no I/O and no clock; the shell carries the plan out:
 
 from dataclasses import dataclass
 
-from mcpbench.protocol.http import Failure
+from mcpbench.protocol.http import QUERY_METHODS, Failure
 from mcpbench.protocol.reconnect import (
     BREAKS,
     DROPPED,
@@ -66,11 +66,11 @@ class Plan:
     """What the shell does: `action`, then, once the session stands again, the call again if `resend`."""
 
     action: str  # REPORT, NONE, RETRY, RESUME, REINITIALIZE
-    resend: bool = False  # the call did not run (refused, 503, 429) or its tool is idempotent
+    resend: bool = False  # the call did not run (refused, 503, 429), is a query, or its tool is idempotent
 
 
 def plan_recovery(policy: ReconnectPolicy, failure: str | None, *, lost: Trigger | None = None, resumable: bool = False,
-                  tool: str | None = None, status: int | None = None) -> Plan:
+                  tool: str | None = None, status: int | None = None, method: str | None = None) -> Plan:
     """What happens when a session is lost, or a call on it fails: the one decision, per policy.
 
     Args:
@@ -79,7 +79,8 @@ def plan_recovery(policy: ReconnectPolicy, failure: str | None, *, lost: Trigger
         lost: why the session is gone (`ClientConnection.lost_by`: a cause of `session.LOSSES`, or
             CLOSE); None while it stands.
         resumable: the cut stream had an event id and the transport can resume it.
-        tool, status: the failed call's tool and HTTP status (may it go again?).
+        tool, status, method: the failed call's tool, HTTP status and method (may it go again? a
+            query always may: `http.QUERY_METHODS`).
 
     Returns:
         The plan. `REPORT`: nothing to recover, the failure is the outcome. `NONE`: the session is
@@ -88,7 +89,8 @@ def plan_recovery(policy: ReconnectPolicy, failure: str | None, *, lost: Trigger
         no answer). `REINITIALIZE`: a new session (stdio: a new process; legacy SSE: a new stream).
     """
     mode = policy.mode
-    resend = failure in NOT_RUN or status in NOT_HANDLED or (tool is not None and tool in policy.idempotent)
+    resend = (failure in NOT_RUN or status in NOT_HANDLED or (tool is not None and tool in policy.idempotent)
+              or method in QUERY_METHODS)
     if mode == REPORT:
         return Plan(NONE if lost in LOSSES and LOSSES[lost].carrier_gone else REPORT)
     if mode == REOPEN:

@@ -61,6 +61,7 @@ from urllib.parse import urlsplit
 from mcpbench.protocol.http import INSTANCE, SESSION_ID, is_event_stream, legacy_session_key
 from mcpbench.protocol.observer import Endpoint, SseObserver
 from mcpbench.protocol.server import HostCheck
+from mcpbench.proxies.upstream import FreshUpstream
 
 POLICIES: Final = ("random", "round-robin", "sticky", "source", "session-hash")
 # How a foreign `Host` is answered: refused as the SDKs refuse it (421), or as other fronts answer it.
@@ -227,6 +228,7 @@ class Balancer:
         self.header = INSTANCE
         self.host_check = HostCheck()
         self.foreign_host = "refuse"
+        self.upstream = FreshUpstream()  # no request on a dead or long-idle upstream connection
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -303,6 +305,7 @@ class Balancer:
             return
         router = self.router
         if router is None:
+            self.upstream.before(flow)
             return
         key = request_session_key(request.headers.get(SESSION_ID), request.path) if router.policy in KEYED else None
         instance = router.pick(key, flow.client_conn.peername[0] if flow.client_conn.peername else "")
@@ -310,6 +313,7 @@ class Balancer:
         request.port = instance.port
         request.host_header = instance.address
         flow.metadata["mcpbench_instance"] = instance
+        self.upstream.before(flow)  # routed: the request goes upstream when this returns
 
     def responseheaders(self, flow) -> None:
         instance = flow.metadata.get("mcpbench_instance")
@@ -332,6 +336,7 @@ class Balancer:
             response.stream = True
 
     def response(self, flow) -> None:
+        self.upstream.after(flow)
         router = self.router
         if router is None or not router.learns or flow.request.method != "DELETE" or flow.response.status_code >= 300:
             return

@@ -38,6 +38,7 @@ import orjson
 
 from mcpbench.protocol.http import is_event_stream
 from mcpbench.proxies.faultplan import ADDON_OPTIONS, LOG_OPTION, Decider, FaultConfigError, FaultPlan, parse_plan
+from mcpbench.proxies.upstream import FreshUpstream
 from mcpbench.trace.redact import Redactor
 
 # How often the idle check looks at the open connections, at most: a cut comes this late at worst.
@@ -91,6 +92,7 @@ class Faults:
         self._timers: dict[str, asyncio.TimerHandle] = {}  # flow id -> its stream's cut
         self._clients: dict[str, tuple[object, float]] = {}  # connection id -> (client, last activity)
         self._ticker: asyncio.Task | None = None
+        self.upstream = FreshUpstream()  # no request on a dead or long-idle upstream connection
 
     # --- options ---------------------------------------------------------------------------------
 
@@ -191,6 +193,7 @@ class Faults:
 
         self.touch(flow.client_conn.id)
         if flow.response is not None or not self.plan.any:
+            self.upstream.before(flow)
             return
         elapsed = self.elapsed()
         if self.decider.drop(elapsed):
@@ -204,6 +207,7 @@ class Faults:
         if pause := self.decider.delay(elapsed):
             self.record("delay", flow, delay_ms=round(pause * 1000, 3))
             await asyncio.sleep(pause)
+        self.upstream.before(flow)  # after any delay: the request goes upstream when this returns
 
     def responseheaders(self, flow) -> None:
         response = flow.response
@@ -224,10 +228,12 @@ class Faults:
             self._arm_cut(flow, opened=self.elapsed())
 
     def response(self, flow) -> None:
+        self.upstream.after(flow)
         self.touch(flow.client_conn.id)
         self._disarm(flow)
 
     def error(self, flow) -> None:
+        self.upstream.after(flow)
         self._disarm(flow)
 
     # --- cuts ------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
 from mcpbench.protocol.sse import SseComment, SseEvent
 from mcpbench.proxies.host import stock_host_stops
+from mcpbench.proxies.upstream import FreshUpstream
 from mcpbench.record.classify import classify
 from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, url_of, wire_text
 from mcpbench.record.gateway import answer_bad_gateway
@@ -115,6 +116,7 @@ class McpRecorder:
         self.exchanges: dict[str, HttpExchange] = {}  # open exchanges by flow id
         self.exit_on_failure = exit_on_failure
         self.timeout = timeout
+        self.upstream = FreshUpstream()  # no request on a dead or long-idle upstream connection
         self.host_header = HostHeader()
         self.running_ = False  # mitmproxy has started (options set now are changes, not start-up)
         self.rolling_back = False  # an OptionsError was raised: mitmproxy's next configure undoes the change
@@ -199,6 +201,7 @@ class McpRecorder:
         self.host_header.apply(flow)  # after recording: the trace has the Host the client sent
         if self.timeout is not None:  # after recording: the request goes upstream when this returns
             self.timeout.sent(flow)
+        self.upstream.before(flow)
 
     def resolve(self, ex: HttpExchange, flow) -> str:
         """The exchange's session key, deciding it now if the request did not name one."""
@@ -253,6 +256,7 @@ class McpRecorder:
             self.output.violation(ex, S2C, now(), item.code, item.detail, item.raw)
 
     def response(self, flow) -> None:
+        self.upstream.after(flow)
         if self.timeout is not None:
             self.timeout.answered(flow)  # an answer another addon set comes without `responseheaders`
         if detail := flow.metadata.get(TIMED_OUT):  # our 504 for a silent upstream (record/timeout.py)
@@ -286,6 +290,7 @@ class McpRecorder:
         An MCP client whose upstream failed before answering gets a 502 with a JSON-RPC error
         naming the cause (`gateway.py`), recorded as its answer.
         """
+        self.upstream.after(flow)
         if self.timeout is not None:
             self.timeout.answered(flow)
         ex = self.exchanges.get(flow.id)

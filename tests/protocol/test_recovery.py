@@ -44,6 +44,9 @@ def test_only_calls_that_did_not_run_or_are_idempotent_go_again():
     assert not plan_recovery(policy, Failure.STREAM_CLOSED, tool="transfer").resend
     assert plan_recovery(policy, Failure.HTTP_5XX, tool="transfer", status=503).resend
     assert not plan_recovery(policy, Failure.HTTP_5XX, tool="transfer", status=502).resend
+    # A query asks the same question twice, whatever the policy names (the soak's cut `tools/list`).
+    assert plan_recovery(policy, Failure.STREAM_CLOSED, method="tools/list").resend
+    assert not plan_recovery(policy, Failure.STREAM_CLOSED, method="tools/call", tool="transfer").resend
 
 
 @pytest.mark.parametrize("cause", list(LOSSES))
