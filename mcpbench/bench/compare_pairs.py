@@ -117,6 +117,7 @@ def _compare(sides: list[str], out: Path) -> subprocess.CompletedProcess:
 
 def _step(step: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"verdict": step["verdict"], "method": step.get("method"), "failed": step["failed"],
+                           "inconclusive": step.get("inconclusive", []),
                            "ok": [step["base"]["ok"], step["new"]["ok"]]}
     for name, q in step["quantiles"].items():
         out[name] = {"base": q["base"]["value"], "new": q["new"]["value"], "diff_ms": q["diff_ms"]["value"],
@@ -147,7 +148,8 @@ def _line(row: dict[str, Any]) -> str:
     for name, step in row["steps"].items():
         p50 = step.get("p50")
         change = f" p50 {p50['rel'][0]:+.1%} [{p50['rel'][1]:+.1%}, {p50['rel'][2]:+.1%}]" if p50 and p50["rel"][0] is not None else ""
-        parts.append(f"{name.split()[-1]} {step['verdict']}{change}{' FAILED' if step['failed'] else ''}")
+        marks = (" FAILED" if step["failed"] else "") + (" INCONCLUSIVE" if step.get("inconclusive") else "")
+        parts.append(f"{name.split()[-1]} {step['verdict']}{change}{marks}")
     return f"{'; '.join(parts)} (exit {row['exit_code']}, load {row['load_before'][0]:.1f}->{row['load_after'][0]:.1f})"
 
 
@@ -169,11 +171,14 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "same_pairs": len(same),
         "same_failing": sum(1 for r in same if r["exit_code"] == 1),
         "same_any_slower_or_faster": sum(1 for r in same if any(s["verdict"] in ("slower", "faster") for s in r["steps"].values())),
+        # exit 2: too few samples, or a rule broken by one run a side (inconclusive: no verdict on the build)
         "same_unjudged": sum(1 for r in same if r["exit_code"] == 2),
+        "same_inconclusive": sum(1 for r in same if any(s.get("inconclusive") for s in r["steps"].values())),
         "slowed_pairs": len(slowed),
         "slowed_step_slower": sum(1 for r in slowed if verdict(r, SLOWED_STEP) == "slower"),
         "other_step_slower": sum(1 for r in slowed if verdict(r, OTHER_STEP) == "slower"),
         "slowed_unjudged": sum(1 for r in slowed if r["exit_code"] == 2),
+        "slowed_inconclusive": sum(1 for r in slowed if any(s.get("inconclusive") for s in r["steps"].values())),
     }
 
 
