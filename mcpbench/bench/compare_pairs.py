@@ -26,9 +26,11 @@ import orjson
 from mcpbench.lab.peers.servers import reference_server
 
 # The slowed tool sleeps SLEEP_S; 20 % of that (its run time) is what the lab adds to each of its calls.
-# 100 ms, so that the tool's run time, not the call's fixed cost (a few ms, tens when the CPU is
-# queued), is most of its step's latency: 20 % of the tool is then most of 20 % of the step.
-SLEEP_S = 0.1
+# 300 ms, so that the tool's run time, not the call's fixed cost, is most of its step's latency: 20 %
+# of the tool is then most of 20 % of the step. The fixed cost is a few ms on a quiet machine, but at
+# a load of 15 to 22 the CPU queue and each server's garbage collections (100 to 300 ms, docs/capacity.md)
+# add 20 to 50 ms to a call: with 100 ms (until stop 41) the slowdown of 20 ms was found in 2 of 5 pairs.
+SLEEP_S = 0.3
 SLOWDOWN = "slow=20%"
 SCENARIO = """\
 name: compare-pairs
