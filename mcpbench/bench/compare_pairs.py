@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from mcpbench.lab.peers.servers import reference_server
+from mcpbench.protocol.errors import EXIT_ENVIRONMENT
 
 # The slowed tool sleeps SLEEP_S; 20 % of that (its run time) is what the lab adds to each of its calls.
 # 300 ms, so that the tool's run time, not the call's fixed cost, is most of its step's latency: 20 %
@@ -64,6 +65,10 @@ RUN_TIMEOUT = 120
 SLOWED_STEP, OTHER_STEP = "tools/call slow", "tools/call echo"
 
 
+class PairLost(RuntimeError):
+    """A load of a pair could not reach its server (exit 3): the environment, not a measurement."""
+
+
 def run_pairs(folder: Path, same: int, slowed: int, duration: int = DURATION_S) -> dict[str, Any]:
     """`same` pairs of the same build, then `slowed` pairs against the slowed server; their verdicts and loads."""
     scenario = folder / "scenario.yaml"
@@ -76,7 +81,11 @@ def run_pairs(folder: Path, same: int, slowed: int, duration: int = DURATION_S) 
         kinds[int((index + 1) * (same + slowed) / slowed) - 1] = "slowed"
     for number, kind in enumerate(kinds):
         new_args = ["--slow", SLOWDOWN] if kind == "slowed" else []
-        rows.append(_pair(folder / f"{kind}-{number:02d}", scenario, new_args, kind, base_first=number % 2 == 0))
+        try:
+            rows.append(_pair(folder / f"{kind}-{number:02d}", scenario, new_args, kind, base_first=number % 2 == 0))
+        except PairLost as exc:  # a server of the pair was gone (seen once at load 12): the pair again, with new servers, once
+            print(f"mcpbench: pair {number + 1} again: {exc}", file=sys.stderr, flush=True)
+            rows.append(_pair(folder / f"{kind}-{number:02d}-again", scenario, new_args, kind, base_first=number % 2 == 0) | {"again": str(exc)})
         print(f"mcpbench: pair {number + 1}/{same + slowed} ({kind}): {_line(rows[-1])}", file=sys.stderr, flush=True)
     groups = [_group(folder / f"group-{kind}-{start:02d}", [r for r in rows if r["kind"] == kind][start:start + GROUP], kind)
               for kind in ("same", "slowed") for start in range(0, kinds.count(kind) - GROUP + 1, GROUP)]
@@ -138,7 +147,8 @@ def _loads(folder: Path, scenario: Path, order: list[tuple[str, str]]) -> None:
         for side, proc in procs.items():
             _, err = proc.communicate(timeout=RUN_TIMEOUT)
             if proc.returncode != 0:
-                raise RuntimeError(f"load of {side} exited {proc.returncode}: {err.decode(errors='replace').strip()[-500:]}")
+                error = PairLost if proc.returncode == EXIT_ENVIRONMENT else RuntimeError
+                raise error(f"load of {side} exited {proc.returncode}: {err.decode(errors='replace').strip()[-500:]}")
     finally:
         for proc in procs.values():
             if proc.poll() is None:
