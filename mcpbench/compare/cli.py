@@ -60,6 +60,7 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
 
     Example: mcpbench compare results/main-run results/pr-run --fail-on 'p95>+10%' --fail-on 'errors>+1pp'
     """
+    from mcpbench.compare.judge import NO_BUILD_VERDICT
     from mcpbench.compare.judge import compare as judge
     from mcpbench.compare.judge import render, suites, to_json
     from mcpbench.compare.runs import CompareError, read_sides
@@ -96,6 +97,5 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
         raise CompareError("too few samples to judge any step in common (see above): no verdict")
     if status == 2:
         raise CompareError(f"one run a side: a --fail-on rule broken by these two runs on {', '.join(comparison.inconclusive)} is "
-                           "inconclusive (one run a side cannot tell a build from a process): no verdict; repeat the runs "
-                           "(--base A1 A2 A3 --new B1 B2 B3)")
+                           f"inconclusive ({NO_BUILD_VERDICT}): no verdict; repeat the runs (--base A1 A2 A3 --new B1 B2 B3)")
     raise SystemExit(status)

@@ -54,7 +54,8 @@ MIN_BATCHES = 3
 BETWEEN_RUNS = "between runs: t over the runs' log quantiles"
 SIDE_BY_SIDE = "one run a side, side by side: paired t over stretches of the time both ran"
 WITHIN_RUNS = "one run a side: t over stretches of each run"
-ONE_RUN_A_SIDE = ("one run a side cannot tell a build from a process (how two processes ran as wholes is in no interval): "
+NO_BUILD_VERDICT = "one run a side cannot tell a build from a process"
+ONE_RUN_A_SIDE = (f"{NO_BUILD_VERDICT} (how two processes ran as wholes is in no interval): "
                   "repeat the runs (--base A1 A2 A3 --new B1 B2 B3) to judge the rule")
 # Changes smaller than this share of the base are within noise even when the interval excludes
 # zero: two runs of one build differ by a few percent that nothing within one run shows.
@@ -421,7 +422,7 @@ def suites(comparison: Comparison) -> tuple[list[Suite], list[Suite]]:
     for s in comparison.steps:
         status = FAILED if s.failed else SKIPPED if s.verdict == TOO_FEW or s.inconclusive else PASSED
         headline = "; ".join(s.failed) if s.failed else f"{s.verdict}; p95 {_change(s.quantile('p95'))}"
-        headline = f"inconclusive ({ONE_RUN_A_SIDE.split(' (')[0]}): {headline}" if s.inconclusive and not s.failed else headline
+        headline = f"inconclusive ({NO_BUILD_VERDICT}): {headline}" if s.inconclusive and not s.failed else headline
         output = "\n".join(f"{q.name}: base {_ms(q.base.value)} ms, new {_ms(q.new.value)} ms, {_change(q)} ({q.verdict})" for q in s.quantiles)
         output += f"\nerrors: {_errors(s)}" if s.errors is not None else ""
         case = Case(s.step, "compare", status, headline.split("; ")[0] if s.failed else headline,
