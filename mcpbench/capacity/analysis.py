@@ -4,8 +4,11 @@ Every step of the timeline (`ramp.json`, written while the run went) is judged a
 answer the run got, by the same rule as live (`mcpbench.load.ramp.judge`, over the calls that started
 before the step's last `grace` seconds; a call short of its rate counts as slower than any bound).
 
-- **capacity**: the rate of the last step that held before the first that broke (a ramp that never
-  broke: its last step's, a lower bound, `broke` false).
+- **a rate held or broke**: a step that broke was held once more at its rate (`ramp.py`, a retry);
+  the rate broke when every step at it broke, and held when one did (a step that broke and whose
+  retry held is `transient`: a moment's stall, named in the result).
+- **capacity**: the last rate that held before the first that broke (a ramp that never
+  broke: its last rate, a lower bound, `broke` false).
 - **knee**, where latency began to bend: over the ramp's steps up to the break, each step's first SLO
   metric (p95 for `p95<200ms`, over its answered calls) against its rate, both scaled to [0, 1]; the
   knee is the step furthest below the straight line from the first step to the last (the Kneedle
@@ -95,6 +98,8 @@ def step_rows(timeline: dict, calls: list[Call]) -> list[dict]:
         latencies = [c.ms for c in inside]
         row = {
             "index": step["index"], "phase": step["phase"], "rate": step["rate"], "start": step["start"], "end": end,
+            # a timeline from before retries: every ramp step its own rung
+            "rung": step.get("rung", step["index"]), "retry": step.get("retry", False),
             "count": len(inside), "achieved_rate": len(inside) / (end - step["start"]) if end > step["start"] else 0.0,
             **{f"p{q}": percentile(latencies, q) if latencies else None for q in SHOWN},
             "errors": sum(1 for c in inside if c.failure),
@@ -147,10 +152,16 @@ def analyse(timeline: dict, calls: list[Call]) -> dict[str, Any]:
     ramp = Ramp.from_json(timeline["ramp"])
     rows = step_rows(timeline, calls)
     steps = [r for r in rows if r["phase"] != PHASE_RECOVERY]
-    broken = next((r for r in steps if not r["held"]), None)
+    # A rate held when one of its steps (a step and its retry) held; it broke when all did.
+    rung_held = {r["rung"]: False for r in steps}
+    for r in steps:
+        rung_held[r["rung"]] |= r["held"]
+    broken = next((r for r in steps if not rung_held[r["rung"]] and r is _last_of_rung(steps, r["rung"])), None)
     held = [r for r in steps if r["held"] and (broken is None or r["index"] < broken["index"])]
+    transient = [{"rate": r["rate"], "why": r["why"]} for r in steps if not r["held"] and rung_held[r["rung"]]]
     metric = ramp.thresholds[0].metric if ramp.thresholds[0].metric.startswith("p") else "p95"
-    curve = [r for r in steps if broken is None or r["index"] <= broken["index"]]
+    # The curve of the knee: one point a rate, the step that decided it (its retry when there was one).
+    curve = [r for r in steps if (broken is None or r["index"] <= broken["index"]) and r is _last_of_rung(steps, r["rung"])]
     found = knee(curve, metric if metric in {f"p{q}" for q in SHOWN} else "p95")
     past = [r for r in curve if found is not None and r["rate"] > found["rate"]]
     classes: dict[str, int] = {}
@@ -165,12 +176,18 @@ def analyse(timeline: dict, calls: list[Call]) -> dict[str, Any]:
         "capacity_rate": held[-1]["rate"] if held else None,
         "break": None if broken is None else {"rate": broken["rate"], "why": broken["why"], "failure_classes": broken["failure_classes"],
                                                "unanswered": broken["unanswered"]},
+        "transient": transient,
         "knee": found, "knee_rule": KNEE_RULE,
         "past_knee": None if found is None else {"failure_classes": classes,
                                                  "unanswered": {str(r["rate"]): r["unanswered"] for r in past}},
         "recovery": None if low is None else recovery(low, calls, ramp),
         "steps": rows,
     }
+
+
+def _last_of_rung(steps: list[dict], rung: int) -> dict:
+    """The last step at a rate of the ramp: its retry when it had one."""
+    return [r for r in steps if r["rung"] == rung][-1]
 
 
 def verdict_line(result: dict) -> str:

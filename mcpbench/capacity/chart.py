@@ -13,12 +13,19 @@ LINES = (("p50", "#4c72b0"), ("p95", "#dd8452"), ("p99", "#c44e52"))
 def plot_capacity(result: dict[str, Any], ax: Any) -> Any:
     """Latency percentiles (log scale) and the error ratio (right axis, bars) per ramp step; the SLO's
     bound, the knee, the break and the recovery step marked. Returns the axes."""
-    steps = [r for r in result["steps"] if r["phase"] == "ramp"]
+    ramp = [r for r in result["steps"] if r["phase"] == "ramp"]
+    # One point a rate: the step that decided it (its retry when it broke once); the step it retried, a cross.
+    last = {r.get("rung", r["index"]): r for r in ramp}
+    steps = list(last.values())
+    retried = [r for r in ramp if r is not last[r.get("rung", r["index"])]]
     rates = [r["rate"] for r in steps]
     for name, color in LINES:
         points = [(r["rate"], r[name]) for r in steps if r.get(name) is not None]
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], "o-", color=color, label=name)
+        again = [(r["rate"], r[name]) for r in retried if r.get(name) is not None]
+        if again:
+            ax.plot([p[0] for p in again], [p[1] for p in again], "x", color=color, label=f"{name}, the step retried")
     for text in result["slo"]:
         bound = _bound_ms(text)
         if bound is not None:

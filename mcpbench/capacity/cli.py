@@ -29,7 +29,7 @@ EXIT_NONE_HELD = 1
               help="Each step's rate: N calls/s more than the last, or F times it.")
 @click.option("--step-length", default="10s", show_default=True, metavar="DURATION", help="How long each step is held.")
 @click.option("--max-time", default="2m", show_default=True, metavar="DURATION",
-              help="The ramp's bound: its steps and the low step after the break fit in it.")
+              help="The ramp's bound: its steps, the retry of a step that breaks and the low step after the break fit in it.")
 @click.option("--max-rate", type=POSITIVE, help="No step above this rate.")
 @click.option("--recovery-rate", type=POSITIVE, help="The rate of the step after the break (default: the first step's).")
 @click.option("--target", help="The target, given or overridden: stdio:CMD, http(s)://HOST/mcp or sse+http(s)://HOST/sse.")
@@ -48,9 +48,11 @@ def capacity(scenario, slos, max_errors, start_rate, rate_step, step_length, max
     """Find the highest rate SCENARIO's target holds its SLO at: an open-model ramp of steps.
 
     Each step runs the scenario's mix at a fixed rate of call starts (latency from each call's
-    intended start) for --step-length; the run stops at the first step that breaks an --slo or
-    --max-errors (calls that got no answer count as slower than any bound), then holds one step at
-    --recovery-rate to see how long the server takes to recover. Writes capacity.json and
+    intended start) for --step-length. A step that breaks an --slo or --max-errors (calls that got
+    no answer count as slower than any bound) is held once more at its rate: a stall of a moment (a
+    server's garbage collection) breaks one step, a rate the server cannot hold breaks both. The run
+    stops at the first rate that broke twice, then holds one step at --recovery-rate to see how long
+    the server takes to recover. Writes capacity.json and
     capacity.png (rate against latency percentiles and errors) beside the load run's files, and
     prints each step, the capacity, the knee (where latency began to bend), the failures past it
     and the recovery.
@@ -133,9 +135,12 @@ def render(found: dict) -> str:
     lines = [f"{'step':<9} {'rate/s':>7} {'got/s':>7} {'calls':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'errors':>7} {'unans.':>6}  verdict"]
     for row in found["steps"]:
         verdict = "recovery" if row["phase"] == "recovery" else ("held" if row["held"] else "BROKE: " + "; ".join(row["why"]))
-        lines.append(f"{row['phase'] + ' ' + str(row['index']):<9} {row['rate']:>7g} {row['achieved_rate']:>7.1f} {row['count']:>6} "
+        name = "retry" if row.get("retry") else row["phase"]
+        lines.append(f"{name + ' ' + str(row['index']):<9} {row['rate']:>7g} {row['achieved_rate']:>7.1f} {row['count']:>6} "
                      f"{_ms(row['p50'])} {_ms(row['p95'])} {_ms(row['p99'])} {row['error_ratio']:>7.1%} {row['unanswered']:>6}  {verdict}")
     lines.append(verdict_line(found))
+    for moment in found.get("transient", []):
+        lines.append(f"held on its retry at {moment['rate']:g}/s, a moment's stall: {'; '.join(moment['why'])}")
     knee = found.get("knee")
     lines.append("knee: none (fewer than 3 steps, or latency never bent)" if knee is None
                  else f"knee: {knee['rate']:g}/s (latency began to bend there; {found['knee_rule']})")

@@ -124,6 +124,8 @@ def headline(data: dict[str, Any]) -> str:
     parts = [f"{counts[k]} {k}" for k in ("slower", "faster", "within noise", "too few samples") if counts.get(k)]
     failed = sum(1 for s in data["steps"] if s["failed"])
     verdict = f", {failed} failing --fail-on" if failed else ""
+    inconclusive = sum(1 for s in data["steps"] if s.get("inconclusive"))
+    verdict += f", {inconclusive} inconclusive --fail-on (one run a side)" if inconclusive else ""
     return f"{_side(data['base'])} vs {_side(data['new'])}: {', '.join(parts) or 'no step in common'}{verdict}"
 
 

@@ -31,7 +31,8 @@ def _share(text: str) -> float:
 @click.option("--min-change", default="3%", show_default=True, metavar="SHARE",
               help="A quantile changed by less than this share of the base's is within noise, whatever its interval.")
 @click.option("--fail-on", multiple=True, metavar="RULE",
-              help="Exit 1 when a step got worse past RULE and not by noise: p95>+10%, p99>+5ms, errors>+1pp (repeatable).")
+              help="Exit 1 when a step got worse past RULE and not by noise: p95>+10%, p99>+5ms, errors>+1pp (repeatable). "
+                   "A quantile rule needs repeated runs: one run a side that breaks it is inconclusive (exit 2).")
 @click.option("--trim", default="0s", show_default=True, metavar="DURATION",
               help="Leave out the first and last DURATION of every run (warm-up, wind-down; runs side by side start apart).")
 @click.option("--out", type=click.Path(file_okay=False), help="Where compare.json and compare.png go (default: results/<time>-compare).")
@@ -47,12 +48,19 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
     two ran side by side), their change with its interval, each
     side's error ratio and a two-proportion test, and a verdict: slower, faster or within noise.
 
+    One run a side: the verdicts compare these two runs, whose intervals cannot hold what sets two
+    server processes of one build apart for a whole run (measured here: up to +291 % on a 3 ms call).
+    So a --fail-on rule on a quantile fails only over repeated runs (three or more in all: the
+    spread between runs is measured); one run a side that breaks it is inconclusive (exit 2).
+
     Exit status: 0 (also when slower: only --fail-on fails); 1 when a --fail-on rule is broken
     beyond noise; 2 for a folder that is not a load run, a rule that does not parse, no step in
-    common, or too few samples to judge any step.
+    common, too few samples to judge any step, or a quantile rule broken by one run a side
+    (inconclusive).
 
     Example: mcpbench compare results/main-run results/pr-run --fail-on 'p95>+10%' --fail-on 'errors>+1pp'
     """
+    from mcpbench.compare.judge import NO_BUILD_VERDICT
     from mcpbench.compare.judge import compare as judge
     from mcpbench.compare.judge import render, suites, to_json
     from mcpbench.compare.runs import CompareError, read_sides
@@ -70,7 +78,7 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
     comparison = judge(*read_sides([base_paths, new_paths], trim_s), confidence=confidence, min_change=share, rules=rules, trim=trim_s)
     if not comparison.steps:
         raise CompareError(f"no step in common: base has {', '.join(comparison.only_base) or 'none'}; new has {', '.join(comparison.only_new) or 'none'}")
-    status = 2 if not comparison.judged else 1 if comparison.failed else 0
+    status = 2 if not comparison.judged or (comparison.inconclusive and not comparison.failed) else 1 if comparison.failed else 0
     data = to_json(comparison, status)
     folder = Path(out) if out else new_run_folder(Path("results"), "compare")
     folder.mkdir(parents=True, exist_ok=True)
@@ -85,6 +93,9 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
     write_ci_outputs(rows, "mcpbench compare", None, summary_md)
     click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() if as_json else render(comparison))
     click.echo(f"mcpbench: wrote {folder / COMPARE_JSON} and {COMPARE_PNG}", err=as_json)
-    if status == 2:
+    if status == 2 and not comparison.judged:
         raise CompareError("too few samples to judge any step in common (see above): no verdict")
+    if status == 2:
+        raise CompareError(f"one run a side: a --fail-on rule broken by these two runs on {', '.join(comparison.inconclusive)} is "
+                           f"inconclusive ({NO_BUILD_VERDICT}): no verdict; repeat the runs (--base A1 A2 A3 --new B1 B2 B3)")
     raise SystemExit(status)

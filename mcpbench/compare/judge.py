@@ -14,6 +14,13 @@ mirror image); otherwise it is within noise. A
 step's verdict comes from its p50 and p95 (`VERDICT_QUANTILES`): slower if either is, else faster if
 either is, else within noise. The p99 is shown, and `--fail-on` may use it, but a tail that thin
 moves too much between runs to lead the verdict.
+
+A `--fail-on` rule on a quantile fails only over repeated runs. With one run a side the verdicts
+compare these two runs, but what set the two processes apart as wholes is not in any interval (two
+server processes of one build were measured up to +291 % apart on a 3 ms call for a whole run, and
+no floor on the change that keeps those within noise still finds a 20 % slowdown): a rule the two
+runs break is *inconclusive* (`Comparison.inconclusive`, exit 2), not a failure. The error ratios
+are tested over calls either way.
 """
 
 import math
@@ -47,6 +54,9 @@ MIN_BATCHES = 3
 BETWEEN_RUNS = "between runs: t over the runs' log quantiles"
 SIDE_BY_SIDE = "one run a side, side by side: paired t over stretches of the time both ran"
 WITHIN_RUNS = "one run a side: t over stretches of each run"
+NO_BUILD_VERDICT = "one run a side cannot tell a build from a process"
+ONE_RUN_A_SIDE = (f"{NO_BUILD_VERDICT} (how two processes ran as wholes is in no interval): "
+                  "repeat the runs (--base A1 A2 A3 --new B1 B2 B3) to judge the rule")
 # Changes smaller than this share of the base are within noise even when the interval excludes
 # zero: two runs of one build differ by a few percent that nothing within one run shows.
 DEFAULT_MIN_CHANGE = 0.03
@@ -86,6 +96,8 @@ class StepComparison:
     errors: Proportions | None = None
     error_verdict: str = NOISE
     failed: list[str] = field(default_factory=list)  # the --fail-on rules this step broke, as sentences
+    # the quantile rules these two runs broke where one run a side cannot judge a build (see the module docstring)
+    inconclusive: list[str] = field(default_factory=list)
     unjudged: list[str] = field(default_factory=list)  # the rules this step could not be judged on, and why
     hdr: dict[str, str] = field(default_factory=dict)  # side -> the HDR histogram (V2, base64) of its latencies
     method: str = ""  # how the intervals were made: BETWEEN_RUNS, SIDE_BY_SIDE or WITHIN_RUNS, with what it had
@@ -119,6 +131,11 @@ class Comparison:
     def failed(self) -> bool:
         return any(s.failed for s in self.steps)
 
+    @property
+    def inconclusive(self) -> list[str]:
+        """The steps with a rule one run a side broke (exit 2 when nothing failed: no verdict on the build)."""
+        return [s.step for s in self.steps if s.inconclusive]
+
 
 def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, min_change: float = DEFAULT_MIN_CHANGE,
             rules: list[Rule] | None = None, trim: float = 0.0) -> Comparison:
@@ -150,11 +167,13 @@ def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, mi
         out.notes.append("one run a side, side by side: compared stretch by stretch over the time both ran, so what the machine did to "
                          "both drops out; what set the two processes apart for a whole run (how they were scheduled) is not in the "
                          f"intervals: one run a side cannot measure it, and a change under {out.min_change:.0%} (--min-change) is within noise. "
-                         "Repeat the runs (--base A1 A2 A3 --new B1 B2 B3) to judge with the spread between runs")
+                         "The verdicts compare these two runs; a --fail-on rule on a quantile they break is inconclusive (exit 2), "
+                         "not a failure. Repeat the runs (--base A1 A2 A3 --new B1 B2 B3) to judge with the spread between runs")
     if any(s.method == WITHIN_RUNS for s in out.steps):
         out.notes.append("one run a side, not at the same time: the intervals cover the variation within each run (over stretches of it), "
                          "not what differed between the two runs' times (a machine busier during one); a change under "
-                         f"{out.min_change:.0%} (--min-change) is within noise. Run the two side by side, or repeat the runs "
+                         f"{out.min_change:.0%} (--min-change) is within noise. The verdicts compare these two runs; a --fail-on rule "
+                         "on a quantile they break is inconclusive (exit 2), not a failure. Run the two side by side, or repeat the runs "
                          "(--base A1 A2 A3 --new B1 B2 B3) to judge with the spread between runs")
     return out
 
@@ -271,7 +290,11 @@ def _judge_rules(step: StepComparison, out: Comparison) -> None:
         else:
             change, bound, shown = q.diff.value, q.diff.low, f"{q.diff.value:+.2f} ms (interval {q.diff.low:+.2f} to {q.diff.high:+.2f})"
         if change > rule.value and q.diff.low > 0:
-            step.failed.append(f"{q.name} {q.base.value:.2f} -> {q.new.value:.2f} ms, {shown}: past {rule.text} and not noise at {percent:g} %")
+            sentence = f"{q.name} {q.base.value:.2f} -> {q.new.value:.2f} ms, {shown}: past {rule.text} and not noise at {percent:g} %"
+            if step.method.startswith(BETWEEN_RUNS):
+                step.failed.append(sentence)
+            else:
+                step.inconclusive.append(f"{sentence} within these two runs; {ONE_RUN_A_SIDE}")
 
 
 # ---------------------------------------------------------------------------------------------- outputs
@@ -296,7 +319,7 @@ def to_json(comparison: Comparison, exit_code: int) -> dict[str, Any]:
                 "low": round(s.errors.low, 6), "high": round(s.errors.high, 6), "p_value": float(f"{s.errors.p_value:.4g}"),
                 "verdict": s.error_verdict,
             },
-            "method": s.method, "failed": s.failed, "unjudged": s.unjudged, "hdr": s.hdr,
+            "method": s.method, "failed": s.failed, "inconclusive": s.inconclusive, "unjudged": s.unjudged, "hdr": s.hdr,
         }
         steps.append(row)
     return {
@@ -342,7 +365,7 @@ def table_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         if step["errors"]:
             e = step["errors"]
             row["errors"] = f"{e['base']:.2%} -> {e['new']:.2%}" + ("" if e["verdict"] == NOISE else f" ({e['verdict']})")
-        row["failed"] = "; ".join(step["failed"])
+        row["failed"] = "; ".join(step["failed"] + [f"inconclusive: {i}" for i in step.get("inconclusive", [])])
         rows.append(row)
     return rows
 
@@ -385,6 +408,8 @@ def render(comparison: Comparison) -> str:
     for s in comparison.steps:
         for sentence in s.failed:
             lines.append(f"FAIL  {s.step}: {sentence}")
+        for sentence in s.inconclusive:
+            lines.append(f"INCONCLUSIVE  {s.step}: {sentence}")
         for sentence in s.unjudged:
             lines.append(f"not judged  {s.step}: {sentence}")
     lines += [f"note: {note}" for note in comparison.notes]
@@ -395,11 +420,13 @@ def suites(comparison: Comparison) -> tuple[list[Suite], list[Suite]]:
     """(JUnit, Markdown) suites: one suite with a case per step; and one suite per step, a table row each."""
     cases, rows = [], []
     for s in comparison.steps:
-        status = FAILED if s.failed else SKIPPED if s.verdict == TOO_FEW else PASSED
+        status = FAILED if s.failed else SKIPPED if s.verdict == TOO_FEW or s.inconclusive else PASSED
         headline = "; ".join(s.failed) if s.failed else f"{s.verdict}; p95 {_change(s.quantile('p95'))}"
+        headline = f"inconclusive ({NO_BUILD_VERDICT}): {headline}" if s.inconclusive and not s.failed else headline
         output = "\n".join(f"{q.name}: base {_ms(q.base.value)} ms, new {_ms(q.new.value)} ms, {_change(q)} ({q.verdict})" for q in s.quantiles)
         output += f"\nerrors: {_errors(s)}" if s.errors is not None else ""
-        case = Case(s.step, "compare", status, headline.split("; ")[0] if s.failed else headline, "\n".join(s.failed + s.unjudged), output=output.strip())
+        case = Case(s.step, "compare", status, headline.split("; ")[0] if s.failed else headline,
+                    "\n".join(s.failed + s.inconclusive + s.unjudged), output=output.strip())
         cases.append(case)
         p95 = s.quantile("p95")
         stats = {

@@ -6,7 +6,11 @@ allowed. Inside the Locust process that runs the shape (alone, or the master) a 
 holds each step for `step_s`, then judges the calls that started in it (`judge`) with what a
 `StepMeter` heard: the calls still unanswered count as slower than any bound (they have waited at
 least `grace`, which is at least twice the slowest bound), so a server that stops answering breaks
-its step too. At the first step that breaks the SLO, or after the last, the rate drops to
+its step too. A step that breaks is held once more at its rate (a `retry`): a stall of a moment (a
+Python server's full garbage collection, 100 to 300 ms on a busy machine, or a neighbour's burst)
+lands in one window of a few seconds, and a p95 over that window's calls reads it as a break; a rate
+the server cannot hold breaks the retry too. So a rate broke when both its steps broke; one that
+held either time held. At the first rate that broke, or after the last, the rate drops to
 `recovery_rate` for one more step (`recovery`), then the run stops (a ramp whose every step held
 stops after the last). Every change of step is in
 `timeline`, which roles.py writes to the run folder (`ramp.json`) for the analysis afterwards
@@ -40,6 +44,8 @@ PHASE_RAMP, PHASE_RECOVERY = "ramp", "recovery"
 # The first step begins once every user has made a call (its session stands), or after this long:
 # a stdio user starts a server process of its own, which takes seconds on a busy machine.
 WARMUP_LIMIT = 60.0
+# The steps a plan keeps free of its rates within --max-time: the retry of a step that broke, and the recovery step.
+RESERVED_STEPS = 2
 
 
 class SloError(ValueError):
@@ -116,8 +122,8 @@ class Ramp:
 
     @property
     def longest(self) -> float:
-        """The run's longest time: the users' start, every step and the recovery step."""
-        return WARMUP_LIMIT + (len(self.rates) + 1) * self.step_s
+        """The run's longest time: the users' start, every step, a retry and the recovery step."""
+        return WARMUP_LIMIT + (len(self.rates) + RESERVED_STEPS) * self.step_s
 
     def to_json(self) -> dict:
         return {"rates": list(self.rates), "step_s": self.step_s, "slos": list(self.slos), "max_errors": self.max_errors,
@@ -130,7 +136,7 @@ class Ramp:
 
 def plan_rates(start: float, step: str, *, max_time: float, step_s: float, max_rate: float | None = None) -> tuple[float, ...]:
     """The rates of a ramp from `start`, each `+N` more or `xF` times the last, that fit `max_time`
-    with the recovery step (and stay at most `max_rate`).
+    with the retry of a step that breaks and the recovery step (and stay at most `max_rate`).
 
     Raises:
         SloError: `step` is not `+N` or `xF`, or not one step fits.
@@ -147,9 +153,9 @@ def plan_rates(start: float, step: str, *, max_time: float, step_s: float, max_r
                 raise ValueError
     except ValueError:
         raise SloError(f"--rate-step {step!r}: expected +N (calls/s more each step) or xF (F > 1 times the last)") from None
-    fits = int(max_time // step_s) - 1  # the recovery step takes one
+    fits = int(max_time // step_s) - RESERVED_STEPS
     if fits < 1:
-        raise SloError(f"--max-time {max_time:g}s holds no step of {step_s:g}s besides the recovery step")
+        raise SloError(f"--max-time {max_time:g}s holds no step of {step_s:g}s besides a retry and the recovery step")
     rates: list[float] = []
     rate = start
     while len(rates) < fits and (max_rate is None or rate <= max_rate + 1e-9):
@@ -284,15 +290,19 @@ class RampController:
                         max_errors=self.ramp.max_errors)
         step["held"], step["why"] = verdict.held, verdict.broken
         self.meter.forget_before(until)
-        if verdict.held and step["index"] + 1 < len(self.ramp.rates):
-            return self._begin(step["index"] + 1, PHASE_RAMP, self.ramp.rates[step["index"] + 1], now)
-        if verdict.held:  # the last step held: no break, nothing to recover from
+        rung = step["rung"]
+        if not verdict.held and not step.get("retry"):  # once more at this rate: a moment's stall, or a rate that breaks?
+            return self._begin(step["index"] + 1, PHASE_RAMP, step["rate"], now, rung, retry=True)
+        if verdict.held and rung + 1 < len(self.ramp.rates):
+            return self._begin(step["index"] + 1, PHASE_RAMP, self.ramp.rates[rung + 1], now, rung + 1)
+        if verdict.held:  # the last rate held: no break, nothing to recover from
             self.done = True
             return None
-        return self._begin(step["index"] + 1, PHASE_RECOVERY, self.ramp.low_rate, now)
+        return self._begin(step["index"] + 1, PHASE_RECOVERY, self.ramp.low_rate, now, rung)
 
-    def _begin(self, index: int, phase: str, rate: float, now: float) -> float:
-        self.timeline.append({"index": index, "phase": phase, "rate": rate, "start": now, "end": None})
+    def _begin(self, index: int, phase: str, rate: float, now: float, rung: int = 0, *, retry: bool = False) -> float:
+        """A step of the timeline: `index` its place in it, `rung` the place of its rate in the ramp's rates."""
+        self.timeline.append({"index": index, "phase": phase, "rate": rate, "rung": rung, "retry": retry, "start": now, "end": None})
         return rate
 
     def to_json(self) -> dict:

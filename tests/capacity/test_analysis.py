@@ -35,6 +35,22 @@ def test_analysis_finds_capacity_break_knee_and_recovery():
     assert verdict_line(found).startswith("capacity 40/s: 50/s broke it (p95 300.0 ms breaks p95<100ms)")
 
 
+def test_a_rate_broke_when_its_retry_broke_too_and_held_when_its_retry_held():
+    # 10/s held; 20/s broke once (a stall) and held on its retry; 30/s broke twice: capacity 20/s
+    plan = [(10.0, 0, False, 10.0), (20.0, 1, False, 300.0), (20.0, 1, True, 11.0), (30.0, 2, False, 300.0), (30.0, 2, True, 300.0)]
+    steps, calls, t = [], [], 0.0
+    for index, (rate, rung, retry, ms) in enumerate(plan):
+        steps.append({"index": index, "phase": "ramp", "rate": rate, "rung": rung, "retry": retry, "start": t, "end": t + 4.0})
+        calls += _calls(t, t + 4.0, rate, ms)
+        t += 4.0
+    steps.append({"index": 5, "phase": "recovery", "rate": 5.0, "rung": 2, "retry": False, "start": t, "end": t + 4.0})
+    calls += _calls(t, t + 4.0, 5.0, 10.0)
+    found = analyse({"ramp": RAMP.to_json(), "grace_s": 0.5, "steps": steps}, calls)
+    assert found["broke"] and found["capacity_rate"] == 20.0 and found["break"]["rate"] == 30.0
+    assert found["transient"] == [{"rate": 20.0, "why": ["p95 300.0 ms breaks p95<100ms"]}]
+    assert [r["retry"] for r in found["steps"]] == [False, False, True, False, True, False]
+
+
 def test_an_interrupted_ramp_does_not_claim_its_bound():
     result = {"steps": [{"rate": 20.0}, {"rate": 30.0}], "broke": False, "slo": ["p95<1s"]}
     assert verdict_line(result).startswith("never broke: every step held p95<1s up to 30/s, the ramp's bound")

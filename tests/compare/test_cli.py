@@ -51,11 +51,13 @@ def test_the_same_build_is_within_noise_and_a_slower_step_is_slower_alone(runs, 
     add = steps["tools/call add"]["quantiles"]["p50"]
     assert 0.1 < add["rel"]["low"] < 0.2 < add["rel"]["high"] < 0.3  # 20 % slower, inside its interval
     assert add["base"]["low"] <= add["base"]["value"] <= add["base"]["high"]
-    # both rules broken on add, beyond noise; errors rose on echo as well (the new run's failures are everywhere)
-    assert any("past p95>+10%" in f for f in steps["tools/call add"]["failed"])
+    # both rules broken on add, beyond noise; errors rose on echo as well (the new run's failures are everywhere).
+    # One run a side: the errors rule fails (tested over calls), the p95 rule is inconclusive (no spread between runs)
     assert any("past errors>+1pp" in f for f in steps["tools/call add"]["failed"])
+    assert not any("past p95>+10%" in f for f in steps["tools/call add"]["failed"])
+    assert any("past p95>+10%" in f and "one run a side cannot tell a build from a process" in f for f in steps["tools/call add"]["inconclusive"])
     assert steps["tools/call echo"]["errors"]["verdict"] == "more errors"
-    assert "FAIL  tools/call add: p95" in out
+    assert "INCONCLUSIVE  tools/call add: p95" in out and "FAIL  tools/call add: errors" in out
     assert (tmp_path / "slower" / "compare.png").stat().st_size > 10_000
     suite = ElementTree.parse(tmp_path / "j.xml").getroot()
     cases = {c.get("name"): c for c in suite.iter("testcase")}
@@ -75,6 +77,19 @@ def test_runs_one_after_the_other_are_judged_over_stretches_of_each_and_said_so(
     assert any(note.startswith("one run a side, not at the same time") for note in data["notes"])
     # every quantile judged over stretches with the samples it needs: p99 (500 a stretch) over at least 3
     assert all(q["verdict"] != "too few samples" for s in data["steps"] for q in s["quantiles"].values())
+
+
+def test_a_quantile_rule_fails_over_repeated_runs_and_is_inconclusive_with_one_run_a_side(runs, tmp_path):
+    proc = subprocess.run(compare_cmd(runs["base"], runs["slower"], "--out", tmp_path / "one", "--fail-on", "p95>+10%"),
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "mcpbench: one run a side: a --fail-on rule broken by these two runs on tools/call add is inconclusive (one run a side "
+        "cannot tell a build from a process): no verdict; repeat the runs (--base A1 A2 A3 --new B1 B2 B3)"]
+    assert "slower" in proc.stdout  # the verdict on these two runs is still given
+    repeated = ("--base", runs["base"], "--base", runs["again"], "--new", runs["slower"], "--new", runs["slower-again"])
+    status, out, _ = compare(*repeated, "--out", tmp_path / "repeated", "--fail-on", "p95>+10%")
+    assert status == 1 and "FAIL  tools/call add: p95" in out and "INCONCLUSIVE" not in out, out
 
 
 def test_a_rule_needs_the_change_past_it_and_beyond_noise(runs, tmp_path):

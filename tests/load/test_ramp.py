@@ -42,10 +42,10 @@ def test_shares_and_the_calls_a_percentile_needs():
 
 
 def test_plan_fits_the_bound_with_the_recovery_step():
-    assert plan_rates(5, "+5", max_time=30, step_s=5) == (5, 10, 15, 20, 25)  # 6 steps of 5 s: one is the recovery
+    assert plan_rates(5, "+5", max_time=35, step_s=5) == (5, 10, 15, 20, 25)  # 7 steps of 5 s: a retry and the recovery
     assert plan_rates(4, "x2", max_time=60, step_s=10, max_rate=20) == (4, 8, 16)
     with pytest.raises(SloError, match="--max-time"):
-        plan_rates(5, "+5", max_time=15, step_s=10)
+        plan_rates(5, "+5", max_time=25, step_s=10)
     with pytest.raises(SloError, match="--rate-step"):
         plan_rates(5, "x0.5", max_time=60, step_s=10)
 
@@ -80,11 +80,28 @@ def test_controller_ramps_until_a_step_breaks_then_holds_one_low_step():
     _feed(meter, 1.0, 6.0, 10.0, 20.0)
     assert control.tick(6.0) == 20.0 and control.timeline[0]["held"]
     _feed(meter, 6.0, 11.0, 20.0, 500.0)  # too slow
-    assert control.tick(11.0) == 5.0
-    assert control.timeline[1]["held"] is False and control.current["phase"] == PHASE_RECOVERY
-    assert control.tick(13.0) == 5.0
-    assert control.tick(16.0) is None and control.done
-    assert [s["phase"] for s in control.timeline] == [PHASE_RAMP, PHASE_RAMP, PHASE_RECOVERY]
+    assert control.tick(11.0) == 20.0  # held once more at its rate
+    assert control.timeline[1]["held"] is False and control.current["retry"] and control.current["rung"] == 1
+    _feed(meter, 11.0, 16.0, 20.0, 500.0)  # too slow again: the rate broke
+    assert control.tick(16.0) == 5.0
+    assert control.timeline[2]["held"] is False and control.current["phase"] == PHASE_RECOVERY
+    assert control.tick(18.0) == 5.0
+    assert control.tick(21.0) is None and control.done
+    assert [s["phase"] for s in control.timeline] == [PHASE_RAMP, PHASE_RAMP, PHASE_RAMP, PHASE_RECOVERY]
+
+
+def test_controller_goes_on_when_the_retry_of_a_step_that_broke_holds():
+    ramp = Ramp((10.0, 20.0, 40.0), 5.0, ("p95<100ms",))
+    meter = StepMeter()
+    control = RampController(ramp, meter)
+    meter.add(0.0, 1.0, None, "user-1")
+    control.tick(0.0)
+    _feed(meter, 0.0, 5.0, 10.0, 20.0)
+    _feed(meter, 2.0, 2.5, 10.0, 400.0)  # a stall of a moment: 5 of 50 calls slow
+    assert control.tick(5.0) == 10.0 and not control.timeline[0]["held"] and control.current["retry"]
+    _feed(meter, 5.0, 10.0, 10.0, 20.0)
+    assert control.tick(10.0) == 20.0 and control.timeline[1]["held"]
+    assert [(s["rung"], s["retry"]) for s in control.timeline] == [(0, False), (0, True), (1, False)]
 
 
 def test_controller_stops_after_the_last_step_when_none_broke():
