@@ -73,6 +73,7 @@ from mcpbench.protocol.transports import TRANSPORTS
 
 if TYPE_CHECKING:
     from mcpbench.lab.peers.auth_server import LabAuth
+    from mcpbench.lab.peers.tasks import Tasks
 
 SERVER_NAME: Final = "mcpbench-reference"
 DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: a lab server must not be reachable from the network
@@ -149,10 +150,10 @@ def _answer_text(request: CreateMessageRequest | ElicitRequest, answer: object) 
     return str((answer.content or {}).get(ASK_ANSWER_FIELD, ""))
 
 
-def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" = (), tasks: bool = False) -> MCPServer:
+def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" = (), tasks: "bool | Tasks" = False) -> MCPServer:
     """The reference server, with its tools, resource and prompt registered (protected as `auth` says,
     `slowdowns` making tools slower on purpose: `lab/peers/slowdown.py`; `tasks`: the tool `work`,
-    which runs as a task when asked, `lab/peers/tasks.py`)."""
+    which runs as a task when asked, `lab/peers/tasks.py`; a `Tasks` of the caller's to serve them)."""
     # WARNING, not the SDK's INFO: INFO makes uvicorn log every request, which costs CPU under load
     # and fills the stderr of servers that tests start.
     protection = {} if auth is None else {"auth": auth.settings(), "token_verifier": auth.verifier}
@@ -160,7 +161,7 @@ def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" 
     if tasks:
         from mcpbench.lab.peers.tasks import Tasks
 
-        runtime = {"middleware": [Tasks()]}
+        runtime = {"middleware": [tasks if isinstance(tasks, Tasks) else Tasks()]}
     server = MCPServer(SERVER_NAME, version=__version__, log_level="WARNING", **protection, **runtime)
     if auth is not None:
         auth.install(server)

@@ -29,7 +29,7 @@ from typing import Any, Final
 import anyio
 from mcp.server.context import CallNext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcpbench.protocol.versions import META_CLIENT_CAPABILITIES, META_RELATED_TASK, TASKS_EXTENSION
@@ -42,6 +42,8 @@ POLL_INTERVAL_MS: Final = 50
 # At most this many tasks are kept (the oldest dropped first): a load run must not grow the server.
 MAX_TASKS: Final = 10_000
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+# What a failing task says (the variant server's).
+FAILED_TEXT: Final = "work failed"
 
 
 def work_text(ms: int) -> str:
@@ -66,6 +68,7 @@ class _Task:
     created: float  # monotonic
     wall: float
     cancelled: float | None = None  # monotonic
+    failing: bool = False  # it ends failed (the variant server's change)
 
     @property
     def done_at(self) -> float:
@@ -74,12 +77,14 @@ class _Task:
     def status(self) -> str:
         if self.cancelled is not None:
             return "cancelled"
-        return "completed" if time.monotonic() >= self.done_at else "working"
+        if time.monotonic() < self.done_at:
+            return "working"
+        return "failed" if self.failing else "completed"
 
     def wire(self) -> dict[str, Any]:
         """The task's fields (`Task`)."""
         status = self.status()
-        updated = self.cancelled if self.cancelled is not None else (self.done_at if status == "completed" else self.created)
+        updated = self.cancelled if self.cancelled is not None else (self.done_at if status in TERMINAL else self.created)
         return {"taskId": self.id, "status": status, "createdAt": _iso(self.wall),
                 "lastUpdatedAt": _iso(self.wall + (updated - self.created)), "ttl": TASK_TTL_MS, "pollInterval": POLL_INTERVAL_MS}
 
@@ -90,10 +95,12 @@ class _Task:
 
 
 class Tasks:
-    """The server's tasks and the middleware that serves them (`MCPServer(middleware=[Tasks()])`)."""
+    """The server's tasks and the middleware that serves them (`MCPServer(middleware=[Tasks()])`).
+    `failing`: every task ends failed (a change a replay must catch: `variant_server.py work-fails`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, failing: bool = False) -> None:
         self.tasks: dict[str, _Task] = {}
+        self.failing = failing
 
     async def __call__(self, ctx: Any, call_next: CallNext) -> Any:
         method, params = ctx.method, ctx.params if isinstance(ctx.params, dict) else {}
@@ -125,7 +132,7 @@ class Tasks:
         ms = ms if type(ms) is int and 0 <= ms <= 60_000 else DEFAULT_WORK_MS
         if len(self.tasks) >= MAX_TASKS:
             self.tasks.pop(next(iter(self.tasks)))
-        task = _Task(str(uuid.uuid4()), ms, time.monotonic(), time.time())
+        task = _Task(str(uuid.uuid4()), ms, time.monotonic(), time.time(), failing=self.failing)
         self.tasks[task.id] = task
         return task
 
@@ -146,10 +153,14 @@ class Tasks:
                 await anyio.sleep(max(0.0, task.done_at - time.monotonic()))
             if task.status() == "cancelled":
                 raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} was cancelled")
+            if task.status() == "failed":
+                raise MCPError(code=INTERNAL_ERROR, message=FAILED_TEXT)
             return task.result()
         wire = task.wire()
         if modern and wire["status"] == "completed":  # the extension's tasks/get carries the result
             wire["result"] = task.result()
+        elif modern and wire["status"] == "failed":  # or the error
+            wire["error"] = {"code": INTERNAL_ERROR, "message": FAILED_TEXT}
         return {**complete, **wire}
 
     @staticmethod

@@ -1,0 +1,160 @@
+"""`mcpbench replay` of whole operations (issue 35, item 5): input rounds, tasks and listen streams.
+
+Recorded by the official SDK 2.x client against the reference server, through the tee (stdio) and
+`record` (Streamable HTTP): `ask` in 2026-07-28 (an input round answered by the client's elicitation
+callback, then the retry), `work` as a task in both forms (polled to its end; a second task
+cancelled), and a listen stream told of two `toggle_tool` changes (the second puts the tool list
+back). Replayed against the same server, every operation comes out identical: the rounds answered
+from the recording by key with the live state, each task followed live with its own polls and its
+end compared, the listen stream's changes each heard after the request that caused it. Against a
+server that asks under a new key, or whose tasks fail, the replay exits 1 naming that.
+"""
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+
+from mcpbench.lab.peers.drive import sdk_target
+from mcpbench.lab.peers.variant_server import ASK_NEW_KEY
+from mcpbench.replay import plan as plans
+from mcpbench.replay.operations import OPENED, listen_views, recorded_causes
+from tests.lab.peers.test_tasks_recorded import MODES, drive_tasks
+from tests.replay.helpers import TIMEOUT, cli
+from tests.support.peers import recording_proxy
+from tests.support.recordings import tee_argv
+from tests.support.servers import RunningServer, reference_server, serve_argv, stdio_params
+
+TRANSPORTS = ("stdio", "streamable-http")
+LAB_STDIO = "stdio:" + " ".join([sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio", "--tasks"])
+
+
+def variant(mode: str) -> str:
+    return "stdio:" + " ".join([sys.executable, "-m", "mcpbench.lab.peers.variant_server", mode])
+
+
+async def accept(_ctx, _params) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"answer": "yes"})
+
+
+async def ask(target) -> str:
+    from mcp import Client
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(target, mode="auto", elicitation_callback=accept) as client:
+            return (await client.call_tool("ask", {"question": "ready?"})).content[0].text
+
+
+async def tasks(target) -> None:
+    for mode in MODES:
+        await drive_tasks(target, mode)
+
+
+async def listen_twice(target) -> list[str]:
+    """A listen stream, and two changes on it (the tool `extra` added, then removed: the server is as it was)."""
+    from mcp import Client
+
+    heard = []
+    with anyio.fail_after(TIMEOUT):
+        async with Client(target, mode="auto") as client:
+            async with client.listen(tools_list_changed=True) as subscription:
+                for _ in range(2):
+                    await client.call_tool("toggle_tool", {})
+                    heard.append(type(await subscription.__anext__()).__name__)
+    return heard
+
+
+DRIVES = {"ask": ask, "tasks": tasks, "listen": listen_twice}
+
+
+@pytest.fixture(scope="module")
+def lab_http() -> Iterator[RunningServer]:
+    """The replays' Streamable HTTP target: a server of its own (`tasks/list` lists every task a server holds)."""
+    with reference_server("streamable-http", extra_args=["--tasks"]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """transport -> one recording of every drive (a session or two each)."""
+    folder = tmp_path_factory.mktemp("operations")
+    stdio, http = folder / "stdio.jsonl", folder / "http.jsonl"
+    for drive in DRIVES.values():
+        anyio.run(drive, stdio_params(tee_argv(stdio, serve_argv("stdio", extra_args=["--tasks"]))))
+    with reference_server("streamable-http", extra_args=["--tasks"]) as recorded, recording_proxy(recorded.url, http) as url:
+        for drive in DRIVES.values():
+            anyio.run(drive, sdk_target(url, "streamable-http"))
+    return {"stdio": stdio, "streamable-http": http}
+
+
+def replayed(trace: Path, target: str, tmp_path: Path) -> tuple[int, dict, str]:
+    report = tmp_path / "report.json"
+    done = cli("replay", str(trace), "--target", target, "--report", str(report))
+    return done.returncode, json.loads(report.read_text()), done.stdout + done.stderr
+
+
+def calls(report: dict) -> list[dict]:
+    return [call for session in report["sessions"] for call in session["calls"]]
+
+
+@pytest.mark.slow  # a replay of five sessions against the lab server
+@pytest.mark.timeout(300)  # and the module's recordings first
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_rounds_tasks_and_listen_streams_replay_identical_against_the_recorded_server(traces, lab_http, transport, tmp_path):
+    code, report, said = replayed(traces[transport], LAB_STDIO if transport == "stdio" else lab_http.url, tmp_path)
+    assert code == 0, said
+    assert report["counts"]["changed"] == report["counts"]["failed"] == report["counts"]["missing"] == 0, said
+    done = calls(report)
+    # ask: both rounds sent live (the retry with the recorded answer under its key and the live state) and compared
+    assert [c["status"] for c in done if c["name"] == "ask"] == ["identical", "identical"], said
+    # tasks: each followed live to its end, the recorded polls replaced, the end compared
+    ends = [c for c in done if (c["detail"] or "").startswith("task followed live")]
+    assert len(ends) == 2 and all(c["status"] == "identical" and "completed" in c["detail"] for c in ends), said
+    assert any(c["status"] == "skipped" and c["method"] == "tasks/get" for c in done), said
+    cancels = [c for c in done if c["method"] == "tasks/cancel"]
+    assert len(cancels) == 2 and all(c["status"] == "identical" for c in cancels), said  # cancelled as recorded
+    # listen: the stream's acknowledgement and two changes, each heard after its toggle
+    (listen,) = [c for c in done if c["method"] == "subscriptions/listen"]
+    assert listen["status"] == "identical", said
+
+
+@pytest.mark.slow  # two replays against changed stdio servers
+@pytest.mark.timeout(300)  # (the module's recordings first, when run alone)
+def test_a_live_server_that_asks_a_new_key_or_whose_task_fails_is_a_change_named(traces, tmp_path):
+    code, report, said = replayed(traces["stdio"], variant("ask-key"), tmp_path)
+    assert code == 1, said
+    assert f"asks for input {ASK_NEW_KEY!r}" in said and "which the recording never answered" in said
+    (retry,) = [c for c in calls(report) if c["name"] == "ask" and c["status"] == "failed"]
+    assert retry["changes"][0]["path"] == f"inputRequests[{ASK_NEW_KEY!r}]"
+
+    code, report, said = replayed(traces["stdio"], variant("work-fails"), tmp_path)
+    assert code == 1, said
+    assert [c["status"] for c in calls(report) if c["name"] == "ask"] == ["identical", "identical"], said
+    named = [change for c in calls(report) for change in c["changes"] if change["path"] == "task"]
+    assert len(named) == 2 and all("task-failed" in change["new"] for change in named), said  # one a form
+
+
+def test_a_listen_stream_is_judged_by_the_changes_each_request_caused(traces):
+    """The judge alone: a change the live server no longer sends is missing under its cause's name;
+    one that came before its cause was sent is no match for it."""
+    (plan,) = [p for p in plans.load(traces["stdio"]).sessions if any(c.method == "subscriptions/listen" for c in p.calls)]
+    (listen,) = [c for c in plan.calls if c.method == "subscriptions/listen"]
+    causes = recorded_causes(plan, listen)
+    toggles = [c for c in plan.calls if c.name == "toggle_tool"]
+    assert [label for label, _ in causes] == [OPENED] + [f"#{c.index} tools/call toggle_tool" for c in toggles]
+    sent = {c.index: float(c.index) for c in plan.calls}  # the live requests left in order, one a second
+    heard = [(sent[listen.index] + 0.5, note) for _, note in listen.server]
+    heard[1] = (sent[toggles[0].index] + 0.5, heard[1][1])
+    heard[2] = (sent[toggles[1].index] + 0.5, heard[2][1])
+    old, new = listen_views(plan, listen, heard, sent)
+    assert old == new
+    old, new = listen_views(plan, listen, heard[:2], sent)  # the second toggle's change never came
+    second = f"#{toggles[1].index} tools/call toggle_tool"
+    assert new["changes"][second] == [] and old["changes"][second] == [{"method": "notifications/tools/list_changed"}]
+    early = [heard[0], (sent[toggles[0].index] - 0.5, heard[1][1]), heard[2]]  # before its cause: not its change
+    old, new = listen_views(plan, listen, early, sent)
+    assert old != new
