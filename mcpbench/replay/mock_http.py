@@ -237,7 +237,9 @@ class MockHttpServer(http.server.ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
     def server_close(self) -> None:
-        self.answers.listens.stop()  # held listen streams end with the mock
+        answers = getattr(self, "answers", None)  # (none yet when the bind failed: the base class closes then)
+        if answers is not None:
+            answers.listens.stop()  # held listen streams end with the mock
         super().server_close()
 
     def shutdown(self) -> None:

@@ -1,7 +1,7 @@
 """`mcpbench replay` of whole operations (issue 35, item 5): input rounds, tasks and listen streams.
 
 Recorded by the official SDK 2.x client against the reference server, through the tee (stdio) and
-`record` (Streamable HTTP): `ask` in 2026-07-28 (an input round answered by the client's elicitation
+`record` (Streamable HTTP, legacy SSE): `ask` in 2026-07-28 (an input round answered by the client's elicitation
 callback, then the retry), `work` as a task in both forms (polled to its end; a second task
 cancelled), and a listen stream told of two `toggle_tool` changes (the second puts the tool list
 back). Replayed against the same server, every operation comes out identical: the rounds answered
@@ -27,9 +27,9 @@ from tests.lab.peers.test_tasks_recorded import MODES, drive_tasks
 from tests.replay.helpers import TIMEOUT, cli
 from tests.support.peers import recording_proxy
 from tests.support.recordings import tee_argv
-from tests.support.servers import RunningServer, reference_server, serve_argv, stdio_params
+from tests.support.servers import reference_server, serve_argv, stdio_params
 
-TRANSPORTS = ("stdio", "streamable-http")
+TRANSPORTS = ("stdio", "streamable-http", "sse")
 LAB_STDIO = "stdio:" + " ".join([sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio", "--tasks"])
 
 
@@ -41,26 +41,29 @@ async def accept(_ctx, _params) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"answer": "yes"})
 
 
-async def ask(target) -> str:
+# Each drive is given a maker of targets: a legacy SSE target serves one session.
+
+
+async def ask(targets) -> str:
     from mcp import Client
 
     with anyio.fail_after(TIMEOUT):
-        async with Client(target, mode="auto", elicitation_callback=accept) as client:
+        async with Client(targets(), mode="auto", elicitation_callback=accept) as client:
             return (await client.call_tool("ask", {"question": "ready?"})).content[0].text
 
 
-async def tasks(target) -> None:
+async def tasks(targets) -> None:
     for mode in MODES:
-        await drive_tasks(target, mode)
+        await drive_tasks(targets(), mode)
 
 
-async def listen_twice(target) -> list[str]:
+async def listen_twice(targets) -> list[str]:
     """A listen stream, and two changes on it (the tool `extra` added, then removed: the server is as it was)."""
     from mcp import Client
 
     heard = []
     with anyio.fail_after(TIMEOUT):
-        async with Client(target, mode="auto") as client:
+        async with Client(targets(), mode="auto") as client:
             async with client.listen(tools_list_changed=True) as subscription:
                 for _ in range(2):
                     await client.call_tool("toggle_tool", {})
@@ -71,24 +74,28 @@ async def listen_twice(target) -> list[str]:
 DRIVES = {"ask": ask, "tasks": tasks, "listen": listen_twice}
 
 
+HTTP = ("streamable-http", "sse")
+
+
 @pytest.fixture(scope="module")
-def lab_http() -> Iterator[RunningServer]:
-    """The replays' Streamable HTTP target: a server of its own (`tasks/list` lists every task a server holds)."""
-    with reference_server("streamable-http", extra_args=["--tasks"]) as server:
-        yield server
+def lab_http() -> Iterator[dict[str, str]]:
+    """The replays' HTTP targets: servers of their own (`tasks/list` lists every task a server holds)."""
+    with reference_server("streamable-http", extra_args=["--tasks"]) as http, reference_server("sse", extra_args=["--tasks"]) as sse:
+        yield {"streamable-http": http.url, "sse": "sse+" + sse.url}
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """transport -> one recording of every drive (a session or two each)."""
     folder = tmp_path_factory.mktemp("operations")
-    stdio, http = folder / "stdio.jsonl", folder / "http.jsonl"
+    out = {transport: folder / f"{transport}.jsonl" for transport in TRANSPORTS}
     for drive in DRIVES.values():
-        anyio.run(drive, stdio_params(tee_argv(stdio, serve_argv("stdio", extra_args=["--tasks"]))))
-    with reference_server("streamable-http", extra_args=["--tasks"]) as recorded, recording_proxy(recorded.url, http) as url:
-        for drive in DRIVES.values():
-            anyio.run(drive, sdk_target(url, "streamable-http"))
-    return {"stdio": stdio, "streamable-http": http}
+        anyio.run(drive, lambda: stdio_params(tee_argv(out["stdio"], serve_argv("stdio", extra_args=["--tasks"]))))
+    for transport in HTTP:
+        with reference_server(transport, extra_args=["--tasks"]) as recorded, recording_proxy(recorded.url, out[transport]) as url:
+            for drive in DRIVES.values():
+                anyio.run(drive, lambda: sdk_target(url, transport))  # noqa: B023 - run before the loop moves on
+    return out
 
 
 def replayed(trace: Path, target: str, tmp_path: Path) -> tuple[int, dict, str]:
@@ -101,11 +108,11 @@ def calls(report: dict) -> list[dict]:
     return [call for session in report["sessions"] for call in session["calls"]]
 
 
-@pytest.mark.slow  # a replay of five sessions against the lab server
+@pytest.mark.slow  # a replay of four or five sessions against the lab server
 @pytest.mark.timeout(300)  # and the module's recordings first
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_rounds_tasks_and_listen_streams_replay_identical_against_the_recorded_server(traces, lab_http, transport, tmp_path):
-    code, report, said = replayed(traces[transport], LAB_STDIO if transport == "stdio" else lab_http.url, tmp_path)
+    code, report, said = replayed(traces[transport], LAB_STDIO if transport == "stdio" else lab_http[transport], tmp_path)
     assert code == 0, said
     assert report["counts"]["changed"] == report["counts"]["failed"] == report["counts"]["missing"] == 0, said
     done = calls(report)
