@@ -100,6 +100,8 @@ class MockListens:
         self._scripts, self._causes = _scripts(trace)
         self._open: list[Stream] = []
         self._lock = threading.Lock()
+        self.idle = threading.Event()  # no stream is held (what a shell or a test may wait for)
+        self.idle.set()
 
     def script(self, call: RecordedCall) -> Script | None:
         return self._scripts.get(id(call))
@@ -112,6 +114,7 @@ class MockListens:
         stream = Stream(session, request_id, script, self)
         with self._lock:
             self._open.append(stream)
+            self.idle.clear()
         return stream
 
     def served(self, call: RecordedCall) -> None:
@@ -138,6 +141,8 @@ class MockListens:
         with self._lock:
             if stream in self._open:
                 self._open.remove(stream)
+            if not self._open:
+                self.idle.set()
 
     def _close(self, which, cancelled: bool = False) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ transport, sees what it saw against the recorded server, ids aside.
 """
 
 import sys
+import threading
 from pathlib import Path
 
 import anyio
@@ -20,10 +21,10 @@ from mcpbench.lab.peers.drive import sdk_target
 from mcpbench.protocol.jsonrpc import INVALID_PARAMS, Request
 from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
 from mcpbench.replay import plan as plans
-from mcpbench.replay.mock import TraceAnswers
+from mcpbench.replay.mock import MockHttpServer, TraceAnswers
 from tests.lab.peers.test_listen_recorded import listen_and_toggle
 from tests.lab.peers.test_tasks_recorded import MODES, drive_tasks
-from tests.replay.helpers import mock_server
+from tests.replay.helpers import TIMEOUT, mock_server
 from tests.support.recordings import tee_argv
 from tests.support.servers import serve_argv, stdio_params
 
@@ -110,6 +111,22 @@ def test_a_listen_stream_is_acknowledged_at_once_and_told_a_change_only_after_it
     assert change.method == "notifications/tools/list_changed" and change.params["_meta"][META_SUBSCRIPTION_ID] == "mine"
     answers.cancelled(None, {"requestId": "mine"})
     assert stream.closed.is_set() and stream.cancelled
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "sse"])
+def test_a_held_listen_stream_ends_when_its_client_leaves(recorded, transport):
+    """In process: once the SDK client has left, the mock holds no stream (its thread is not left waiting)."""
+    answers = TraceAnswers(plans.load(recorded["listen"]))
+    server = MockHttpServer(answers, transport=transport, port=0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        assert anyio.run(listen_and_toggle, sdk_target(server.url, transport)) == recorded["said"]
+        assert answers.listens.idle.wait(TIMEOUT)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(TIMEOUT)
 
 
 async def both_forms(targets) -> dict:
