@@ -453,7 +453,8 @@ class _SessionRunner:
                          time.perf_counter())
         started = time.perf_counter()
         recorded_took = (final.call.answered or 0) - created.call.sent if final is not None and final.call.answered else 0.0
-        budget = max(self.r.timeout_for(created.call), recorded_took * TIMEOUT_FACTOR + TIMEOUT_MARGIN)
+        # A task that never ends is bounded: by `--timeout` when given, else as its recorded run with the margin.
+        budget = self.r.timeout or max(self.r.timeout_for(created.call), recorded_took * TIMEOUT_FACTOR + TIMEOUT_MARGIN)
         deadline = started + budget
         last: Response | ErrorResponse | None = None
         last_sent = started

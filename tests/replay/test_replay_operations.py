@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
+import orjson
 import pytest
 
 from mcpbench.lab.peers.drive import sdk_target
@@ -24,7 +25,7 @@ from mcpbench.lab.peers.variant_server import ASK_NEW_KEY
 from mcpbench.replay import plan as plans
 from mcpbench.replay.operations import OPENED, listen_views, recorded_causes
 from tests.lab.peers.test_tasks_recorded import MODES, drive_tasks
-from tests.replay.helpers import TIMEOUT, cli
+from tests.replay.helpers import TIMEOUT, cli, mock_server
 from tests.support.peers import recording_proxy
 from tests.support.recordings import tee_argv
 from tests.support.servers import reference_server, serve_argv, stdio_params
@@ -98,9 +99,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def replayed(trace: Path, target: str, tmp_path: Path) -> tuple[int, dict, str]:
+def replayed(trace: Path, target: str, tmp_path: Path, *options: str) -> tuple[int, dict, str]:
     report = tmp_path / "report.json"
-    done = cli("replay", str(trace), "--target", target, "--report", str(report))
+    done = cli("replay", str(trace), "--target", target, "--report", str(report), *options)
     return done.returncode, json.loads(report.read_text()), done.stdout + done.stderr
 
 
@@ -143,6 +144,33 @@ def test_a_live_server_that_asks_a_new_key_or_whose_task_fails_is_a_change_named
     assert [c["status"] for c in calls(report) if c["name"] == "ask"] == ["identical", "identical"], said
     named = [change for c in calls(report) for change in c["changes"] if change["path"] == "task"]
     assert len(named) == 2 and all("task-failed" in change["new"] for change in named), said  # one a form
+
+
+def never_ending(trace: Path, out: Path) -> Path:
+    """`trace` with every task's polls saying `working`: a server whose tasks never end."""
+    lines = []
+    for line in trace.read_bytes().splitlines():
+        event = orjson.loads(line)
+        result = (event.get("msg") or {}).get("result") if isinstance(event.get("msg"), dict) else None
+        if event.get("dir") == "s2c" and isinstance(result, dict) and result.get("status") == "completed":
+            result["status"] = "working"
+            result.pop("result", None)
+        lines.append(orjson.dumps(event))
+    out.write_bytes(b"\n".join(lines) + b"\n")
+    return out
+
+
+@pytest.mark.slow  # a replay against the mock
+@pytest.mark.timeout(300)  # (the module's recordings first, when run alone)
+def test_a_task_that_never_ends_is_cancelled_at_the_timeout_and_named(traces, tmp_path):
+    # The mock of a server whose tasks never end: the replay polls within --timeout, then cancels (the
+    # mock honours it) and names the task.
+    with mock_server(never_ending(traces["streamable-http"], tmp_path / "never.jsonl"), "streamable-http") as url:
+        code, report, said = replayed(traces["streamable-http"], url, tmp_path, "--timeout", "3")
+    assert code == 1, said
+    named = [(c["method"], change["new"]) for c in calls(report) for change in c["changes"] if change["path"] == "task"]
+    assert len(named) == 2 and all("still working after 3 s: cancelled" in new for _, new in named), said
+    assert "tasks/result" in [method for method, _ in named]  # the 2025-11-25 form's end; the other, the last poll
 
 
 def test_a_listen_stream_is_judged_by_the_changes_each_request_caused(traces):
