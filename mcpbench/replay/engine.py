@@ -417,7 +417,9 @@ class _SessionRunner:
         return group is not None and group.followed and call.index != group.create
 
     def _follow(self, call: RecordedCall) -> None:
-        """A step the replay drives: a task's first call after its creation follows the live task to its end."""
+        """A step the replay drives, once the answers it waits for are in: a later round was sent by then
+        (else the live server asked for no more input: said), and a task's first call after its creation
+        follows the live task to its end."""
         live = self.run.calls[call.index]
         if call.retry_of is not None and live.sent is None and not live.done:
             earlier = self.run.calls[call.retry_of]

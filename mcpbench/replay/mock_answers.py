@@ -205,8 +205,11 @@ class TraceAnswers:
             answer.pop("jsonrpc", None)
             answer.pop("id", None)
             timeline = [(at, tagged(note, request.id)) for at, note in script.opening]
+            # Held when the recorded stream was acknowledged (an error after that is how it ended: its client
+            # left), or never answered; a listen refused outright is refused again.
+            held = script.acknowledged or "error" not in answer
             return RecordedReply(answer, timeline, timeline[-1][0] if timeline else 0.0, call.via,
-                                 hold=None if "error" in answer else self.listens.open(session, request.id, script))
+                                 hold=self.listens.open(session, request.id, script) if held else None)
         if call.answer is None:
             failed = f"HTTP {call.status}" if call.status is not None else "no answer"
             answer = {"error": {"code": UNANSWERED, "message": f"mcpbench serve-trace: the recorded call failed ({failed}) "

@@ -32,6 +32,10 @@ class Script:
     opening: list[tuple[float, dict]] = field(default_factory=list)  # (offset from the listen, note): ack, uncaused
     caused: dict[int, list[dict]] = field(default_factory=dict)  # id(cause call) -> its notes, in order
 
+    @property
+    def acknowledged(self) -> bool:
+        return any(note.get("method") == LISTEN_ACKNOWLEDGED for _, note in self.opening)
+
 
 @dataclass(eq=False, slots=True)
 class Stream:

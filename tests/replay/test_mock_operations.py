@@ -1,13 +1,13 @@
 """`serve-trace` serves tasks and listen streams (issue 35, item 4).
 
-The recordings are real: the official SDK 2.x client against the reference server through the tee,
-a task of `work` in both forms (2025-11-25's `task` param, polled, fetched with `tasks/result`,
-listed; the 2026-07-28 extension's handle, polled until it carries the result), a second task
-cancelled, and a 2026-07-28 `subscriptions/listen` stream told of `toggle_tool`'s change. The mock
-serves a task as one of its own (its own id, the recorded statuses poll by poll, a cancel honoured
-whatever the recording did) and holds a listen stream open, telling each recorded change only once
-the live request that caused it is answered. The SDK client, run against the mock on every
-transport, sees what it saw against the recorded server, ids aside.
+The recording is real (tests/replay/operations.py): the official SDK 2.x client against the reference
+server through the tee, a task of `work` in both forms (2025-11-25's `task` param, polled, fetched
+with `tasks/result`, listed; the 2026-07-28 extension's handle, polled until it carries the result),
+a second task cancelled, and a 2026-07-28 `subscriptions/listen` stream told of two `toggle_tool`
+changes. The mock serves a task as one of its own (its own id, the recorded statuses poll by poll, a
+cancel honoured whatever the recording did) and holds a listen stream open, telling each recorded
+change only once the live request that caused it is answered. The SDK client, run against the mock
+on every transport, sees what it saw against the recorded server, ids aside.
 """
 
 import sys
@@ -22,11 +22,10 @@ from mcpbench.protocol.jsonrpc import INVALID_PARAMS, Request
 from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
 from mcpbench.replay import plan as plans
 from mcpbench.replay.mock import MockHttpServer, TraceAnswers
-from tests.lab.peers.test_listen_recorded import listen_and_toggle
-from tests.lab.peers.test_tasks_recorded import MODES, drive_tasks
+from tests.lab.peers.test_tasks_recorded import MODES
 from tests.replay.helpers import TIMEOUT, mock_server
-from tests.support.recordings import tee_argv
-from tests.support.servers import serve_argv, stdio_params
+from tests.replay.operations import listen_twice, stdio_recording, tasks
+from tests.support.servers import stdio_params
 
 LEGACY, MODERN = MODES["legacy"], MODES["auto"]
 ENVELOPE = {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}
@@ -34,13 +33,9 @@ ENVELOPE = {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.mod
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The traces and what the recorded client saw in them."""
-    folder = tmp_path_factory.mktemp("operations")
-    tasks, listen = folder / "tasks.jsonl", folder / "listen.jsonl"
-    seen = {mode: anyio.run(drive_tasks, stdio_params(tee_argv(tasks, serve_argv("stdio", extra_args=["--tasks"]))), mode)
-            for mode in MODES}
-    said = anyio.run(listen_and_toggle, stdio_params(tee_argv(listen, serve_argv("stdio"))))
-    return {"tasks": tasks, "listen": listen, "seen": seen, "said": said}
+    """The trace (its `ask`, tasks and listen sessions) and what the recorded client saw in it."""
+    trace, seen = stdio_recording(tmp_path_factory.getbasetemp())  # (shared with test_replay_operations.py)
+    return {"tasks": trace, "listen": trace, "seen": seen["tasks"], "said": seen["listen"]}
 
 
 def request(n: int, method: str, params: dict | None = None, *, modern: bool = False) -> Request:
@@ -99,7 +94,7 @@ def test_a_listen_stream_is_acknowledged_at_once_and_told_a_change_only_after_it
     answers.lookup(request(1, "server/discover", modern=True))
     listen = answers.lookup(request("mine", LISTEN, {"notifications": {"toolsListChanged": True}}, modern=True))
     stream = listen.hold
-    assert stream is not None and listen.answer == {}  # held open: the recording never answered it
+    assert stream is not None  # held open (the recorded error came when its client left: how that stream ended)
     (ack,) = [note for _, note in listen.timeline]
     assert ack.method == LISTEN_ACKNOWLEDGED and ack.params["_meta"][META_SUBSCRIPTION_ID] == "mine"  # tagged as live
     answers.lookup(request(2, "tools/list", modern=True))
@@ -121,7 +116,7 @@ def test_a_held_listen_stream_ends_when_its_client_leaves(recorded, transport):
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        assert anyio.run(listen_and_toggle, sdk_target(server.url, transport)) == recorded["said"]
+        assert anyio.run(listen_twice, lambda: sdk_target(server.url, transport)) == recorded["said"]
         assert answers.listens.idle.wait(TIMEOUT)
     finally:
         server.shutdown()
@@ -129,12 +124,6 @@ def test_a_held_listen_stream_ends_when_its_client_leaves(recorded, transport):
         thread.join(TIMEOUT)
 
 
-async def both_forms(targets) -> dict:
-    return {mode: await drive_tasks(targets(), mode) for mode in MODES}
-
-
-async def listen_once(targets) -> tuple:
-    return await listen_and_toggle(targets())
 
 
 def without_ids(seen: list[dict]) -> list[dict]:
@@ -158,10 +147,10 @@ def test_the_sdk_clients_tasks_and_listen_complete_against_the_mock_as_against_t
         with mock_server(trace, transport) as url:
             return anyio.run(drive, lambda: sdk_target(url, transport))
 
-    seen = run(recorded["tasks"], both_forms)
+    seen = run(recorded["tasks"], tasks)
     for mode in MODES:
         assert without_ids(seen[mode]) == without_ids(recorded["seen"][mode]), (transport, mode)
         handle = seen[mode][0]["handle"]
         task_id = handle["taskId"] if mode == "auto" else handle["task"]["taskId"]
         assert seen[mode][0]["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
-    assert run(recorded["listen"], listen_once) == recorded["said"]  # the change came on the stream, the tool list with it
+    assert run(recorded["listen"], listen_twice) == recorded["said"]  # each change came on the stream, after its toggle

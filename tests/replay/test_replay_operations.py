@@ -1,13 +1,12 @@
 """`mcpbench replay` of whole operations (issue 35, item 5): input rounds, tasks and listen streams.
 
-Recorded by the official SDK 2.x client against the reference server, through the tee (stdio) and
-`record` (Streamable HTTP, legacy SSE): `ask` in 2026-07-28 (an input round answered by the client's elicitation
-callback, then the retry), `work` as a task in both forms (polled to its end; a second task
-cancelled), and a listen stream told of two `toggle_tool` changes (the second puts the tool list
-back). Replayed against the same server, every operation comes out identical: the rounds answered
-from the recording by key with the live state, each task followed live with its own polls and its
-end compared, the listen stream's changes each heard after the request that caused it. Against a
-server that asks under a new key, or whose tasks fail, the replay exits 1 naming that.
+The drives of tests/replay/operations.py (the official SDK 2.x client: `ask`'s input round, `work` as a
+task in both forms, one cancelled, a listen stream told of two `toggle_tool` changes), recorded
+through the tee (stdio) and `record` (Streamable HTTP, legacy SSE). Replayed against the same server,
+every operation comes out identical: the rounds answered from the recording by key with the live
+state, each task followed live with its own polls and its end compared, the listen stream's changes
+each heard after the request that caused it. Against a server that asks under a new key, whose tasks
+fail, or whose tasks never end, the replay exits 1 naming that.
 """
 
 import json
@@ -16,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import mcp_types as types
 import orjson
 import pytest
 
@@ -24,11 +22,10 @@ from mcpbench.lab.peers.drive import sdk_target
 from mcpbench.lab.peers.variant_server import ASK_NEW_KEY
 from mcpbench.replay import plan as plans
 from mcpbench.replay.operations import OPENED, listen_views, recorded_causes
-from tests.lab.peers.test_tasks_recorded import MODES, drive_tasks
-from tests.replay.helpers import TIMEOUT, cli, mock_server
+from tests.replay.helpers import cli, mock_server
+from tests.replay.operations import DRIVES, stdio_recording
 from tests.support.peers import recording_proxy
-from tests.support.recordings import tee_argv
-from tests.support.servers import reference_server, serve_argv, stdio_params
+from tests.support.servers import reference_server
 
 TRANSPORTS = ("stdio", "streamable-http", "sse")
 LAB_STDIO = "stdio:" + " ".join([sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio", "--tasks"])
@@ -38,41 +35,6 @@ def variant(mode: str) -> str:
     return "stdio:" + " ".join([sys.executable, "-m", "mcpbench.lab.peers.variant_server", mode])
 
 
-async def accept(_ctx, _params) -> types.ElicitResult:
-    return types.ElicitResult(action="accept", content={"answer": "yes"})
-
-
-# Each drive is given a maker of targets: a legacy SSE target serves one session.
-
-
-async def ask(targets) -> str:
-    from mcp import Client
-
-    with anyio.fail_after(TIMEOUT):
-        async with Client(targets(), mode="auto", elicitation_callback=accept) as client:
-            return (await client.call_tool("ask", {"question": "ready?"})).content[0].text
-
-
-async def tasks(targets) -> None:
-    for mode in MODES:
-        await drive_tasks(targets(), mode)
-
-
-async def listen_twice(targets) -> list[str]:
-    """A listen stream, and two changes on it (the tool `extra` added, then removed: the server is as it was)."""
-    from mcp import Client
-
-    heard = []
-    with anyio.fail_after(TIMEOUT):
-        async with Client(targets(), mode="auto") as client:
-            async with client.listen(tools_list_changed=True) as subscription:
-                for _ in range(2):
-                    await client.call_tool("toggle_tool", {})
-                    heard.append(type(await subscription.__anext__()).__name__)
-    return heard
-
-
-DRIVES = {"ask": ask, "tasks": tasks, "listen": listen_twice}
 
 
 HTTP = ("streamable-http", "sse")
@@ -89,9 +51,8 @@ def lab_http() -> Iterator[dict[str, str]]:
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """transport -> one recording of every drive (a session or two each)."""
     folder = tmp_path_factory.mktemp("operations")
-    out = {transport: folder / f"{transport}.jsonl" for transport in TRANSPORTS}
-    for drive in DRIVES.values():
-        anyio.run(drive, lambda: stdio_params(tee_argv(out["stdio"], serve_argv("stdio", extra_args=["--tasks"]))))
+    out = {transport: folder / f"{transport}.jsonl" for transport in HTTP}
+    out["stdio"] = stdio_recording(tmp_path_factory.getbasetemp())[0]  # (shared with test_mock_operations.py)
     for transport in HTTP:
         with reference_server(transport, extra_args=["--tasks"]) as recorded, recording_proxy(recorded.url, out[transport]) as url:
             for drive in DRIVES.values():
@@ -103,6 +64,12 @@ def replayed(trace: Path, target: str, tmp_path: Path, *options: str) -> tuple[i
     report = tmp_path / "report.json"
     done = cli("replay", str(trace), "--target", target, "--report", str(report), *options)
     return done.returncode, json.loads(report.read_text()), done.stdout + done.stderr
+
+
+def sessions_calling(trace: Path, name: str) -> list[str]:
+    """`--session` options for the recorded sessions that call the tool `name` (a replay of those alone)."""
+    ids = [p.id for p in plans.load(trace).sessions if any(c.name == name for c in p.calls)]
+    return [option for sid in ids for option in ("--session", sid)]
 
 
 def calls(report: dict) -> list[dict]:
@@ -133,15 +100,14 @@ def test_rounds_tasks_and_listen_streams_replay_identical_against_the_recorded_s
 @pytest.mark.slow  # two replays against changed stdio servers
 @pytest.mark.timeout(300)  # (the module's recordings first, when run alone)
 def test_a_live_server_that_asks_a_new_key_or_whose_task_fails_is_a_change_named(traces, tmp_path):
-    code, report, said = replayed(traces["stdio"], variant("ask-key"), tmp_path)
+    code, report, said = replayed(traces["stdio"], variant("ask-key"), tmp_path, *sessions_calling(traces["stdio"], "ask"))
     assert code == 1, said
     assert f"asks for input {ASK_NEW_KEY!r}" in said and "which the recording never answered" in said
     (retry,) = [c for c in calls(report) if c["name"] == "ask" and c["status"] == "failed"]
     assert retry["changes"][0]["path"] == f"inputRequests[{ASK_NEW_KEY!r}]"
 
-    code, report, said = replayed(traces["stdio"], variant("work-fails"), tmp_path)
+    code, report, said = replayed(traces["stdio"], variant("work-fails"), tmp_path, *sessions_calling(traces["stdio"], "work"))
     assert code == 1, said
-    assert [c["status"] for c in calls(report) if c["name"] == "ask"] == ["identical", "identical"], said
     named = [change for c in calls(report) for change in c["changes"] if change["path"] == "task"]
     assert len(named) == 2 and all("task-failed" in change["new"] for change in named), said  # one a form
 
@@ -166,7 +132,8 @@ def test_a_task_that_never_ends_is_cancelled_at_the_timeout_and_named(traces, tm
     # The mock of a server whose tasks never end: the replay polls within --timeout, then cancels (the
     # mock honours it) and names the task.
     with mock_server(never_ending(traces["streamable-http"], tmp_path / "never.jsonl"), "streamable-http") as url:
-        code, report, said = replayed(traces["streamable-http"], url, tmp_path, "--timeout", "3")
+        code, report, said = replayed(traces["streamable-http"], url, tmp_path, "--timeout", "3",
+                                      *sessions_calling(traces["streamable-http"], "work"))
     assert code == 1, said
     named = [(c["method"], change["new"]) for c in calls(report) for change in c["changes"] if change["path"] == "task"]
     assert len(named) == 2 and all("still working after 3 s: cancelled" in new for _, new in named), said
