@@ -1,6 +1,6 @@
 """`serve-trace` serves tasks and listen streams (issue 35, item 4).
 
-The recording is real (tests/replay/operations.py): the official SDK 2.x client against the reference
+The recording is real (tests/support/operations.py): the official SDK 2.x client against the reference
 server through the tee, a task of `work` in both forms (2025-11-25's `task` param, polled, fetched
 with `tasks/result`, listed; the 2026-07-28 extension's handle, polled until it carries the result),
 a second task cancelled, and a 2026-07-28 `subscriptions/listen` stream told of two `toggle_tool`
@@ -22,9 +22,8 @@ from mcpbench.protocol.jsonrpc import INVALID_PARAMS, Request
 from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
 from mcpbench.replay import plan as plans
 from mcpbench.replay.mock import MockHttpServer, TraceAnswers
-from tests.lab.peers.test_tasks_recorded import MODES
 from tests.replay.helpers import TIMEOUT, mock_server
-from tests.replay.operations import listen_twice, stdio_recording, tasks
+from tests.support.operations import MODES, listen_twice, stdio_recording, tasks
 from tests.support.servers import stdio_params
 
 LEGACY, MODERN = MODES["legacy"], MODES["auto"]

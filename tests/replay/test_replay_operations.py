@@ -1,6 +1,6 @@
 """`mcpbench replay` of whole operations (issue 35, item 5): input rounds, tasks and listen streams.
 
-The drives of tests/replay/operations.py (the official SDK 2.x client: `ask`'s input round, `work` as a
+The drives of tests/support/operations.py (the official SDK 2.x client: `ask`'s input round, `work` as a
 task in both forms, one cancelled, a listen stream told of two `toggle_tool` changes), recorded
 through the tee (stdio) and `record` (Streamable HTTP, legacy SSE). Replayed against the same server,
 every operation comes out identical: the rounds answered from the recording by key with the live
@@ -23,7 +23,7 @@ from mcpbench.lab.peers.variant_server import ASK_NEW_KEY
 from mcpbench.replay import plan as plans
 from mcpbench.replay.operations import OPENED, listen_views, recorded_causes
 from tests.replay.helpers import cli, mock_server
-from tests.replay.operations import DRIVES, stdio_recording
+from tests.support.operations import DRIVES, stdio_recording
 from tests.support.peers import recording_proxy
 from tests.support.servers import reference_server
 

@@ -1,6 +1,7 @@
-"""What the tests of whole operations share (test_mock_operations.py, test_replay_operations.py): the
-official SDK 2.x client's drives of the reference server, and one stdio recording of them all, made
-once per test process (both modules read it; neither changes it).
+"""What the tests of whole operations share (tests/lab/peers/test_tasks_recorded.py, tests/replay/
+test_mock_operations.py, test_replay_operations.py): the official SDK 2.x client's drives of the
+reference server, and one stdio recording of them all, made once per test process (the replay
+modules read it; neither changes it).
 
 Each drive is given a maker of targets (a legacy SSE target serves one session) and returns what
 the client saw: `ask` in 2026-07-28 (an input round answered by the elicitation callback, then the
@@ -15,10 +16,26 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from tests.lab.peers.test_tasks_recorded import MODES, drive_tasks
-from tests.replay.helpers import TIMEOUT
 from tests.support.recordings import tee_argv
 from tests.support.servers import serve_argv, stdio_params
+
+# A whole SDK session's budget inside an event loop: far above a loopback session.
+TIMEOUT = 60.0
+# The SDK client's modes and the version each speaks.
+MODES = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+WORK_MS = 150
+
+
+async def drive_tasks(target, mode: str) -> list[dict]:
+    """`work` as a task in `mode`'s form, polled to its end, then a second task cancelled: what the client saw."""
+    from mcp import Client
+
+    from mcpbench.lab.peers.tasks import call_as_task, tasks_extension
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(target, mode=mode, extensions=[tasks_extension()]) as client:
+            assert client.protocol_version == MODES[mode]
+            return [await call_as_task(client, WORK_MS), await call_as_task(client, 30_000, cancel=True)]
 
 
 async def accept(_ctx, _params) -> types.ElicitResult:
