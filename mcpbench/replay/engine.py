@@ -117,6 +117,12 @@ _BUILT_LIVE = frozenset({"initialize", "notifications/cancelled"})
 # milliseconds; a server that no longer sends them costs this once a session.
 UNSOLICITED_GRACE = 1.0
 
+# At the end of a session that held a listen stream, how long to wait for the changes the recording
+# shows and the replay has not heard yet: the last request's change may still be on its way on
+# another stream (a busy machine takes more than a second now and then); a change the live server
+# no longer sends costs this once a session.
+LISTEN_GRACE = 5.0
+
 # Why a replay a stop signal ended did not finish (the report's `aborted`).
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
 
@@ -388,7 +394,7 @@ class _SessionRunner:
             while len(run.notifications) < len(plan.notifications) and not run.aborted and self._pump(deadline):
                 pass
         listens = [live for live in run.calls if live.call.method == LISTEN and live.sent is not None]
-        deadline = time.perf_counter() + UNSOLICITED_GRACE
+        deadline = time.perf_counter() + LISTEN_GRACE
         while any(len(live.notifications) < len(live.call.notifications) for live in listens) and not run.aborted \
                 and self._pump(deadline):
             pass  # a change the last request caused may still be on its way
