@@ -18,7 +18,11 @@ bytes, which this thread feeds to the connection.
   `input_required` result that the recording did not have (a replay in
   another era) is answered the same way:
   the request is re-sent with `inputResponses` built from the recording.
-  A recorded retry carrying a `requestState` gets the live server's state.
+- Whole operations (`operations.py`): a recorded input round is re-run live, each live
+  `inputRequests` key answered with the recording's answer under that key and the live
+  `requestState` echoed (a key the recording never answered is a change, named); a task is
+  followed to its end with the client core's `Operation` and its end compared; a listen
+  stream's changes are heard and matched to the requests that caused them.
 - Era (`protocol_version`): a handshake-era recording replayed as 2026-07-28
   loses `initialize`, `notifications/initialized` and `ping`, and every
   request gets the `_meta` envelope (the connection's); a 2026-07-28 recording replayed in the
@@ -59,6 +63,8 @@ from mcpbench.protocol.client import (
 )
 from mcpbench.protocol.errors import McpbenchError, ReplayError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES, AUTHORIZATION, Failure
+from mcpbench.protocol.listen import ACK_TIMEOUT
+from mcpbench.protocol.operation import Operation, Send, Stop, task_handle
 from mcpbench.protocol.reconnect import NONE
 from mcpbench.protocol.recovery import REPORTING, plan_recovery
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
@@ -68,6 +74,9 @@ from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
     LATEST_HANDSHAKE,
+    LISTEN,
+    LISTEN_ACKNOWLEDGED,
+    META_SUBSCRIPTION_ID,
     REQUEST_STATE,
     eras_differ,
     has_get_stream,
@@ -78,6 +87,8 @@ from mcpbench.protocol.versions import (
     translate,
 )
 from mcpbench.replay.asks import RecordedAsks
+from mcpbench.replay.compare import Change
+from mcpbench.replay.operations import RoundAnswers, TaskGroup, rename, task_groups
 from mcpbench.replay.plan import RecordedCall, SessionPlan, Step, TracePlan, is_input_required
 from mcpbench.replay.transports import AuthRefused, Item, Lost, ReplayTransport, open_transport
 from mcpbench.target import Target
@@ -105,6 +116,12 @@ _BUILT_LIVE = frozenset({"initialize", "notifications/cancelled"})
 # seen yet: that stream races the last answer, and loopback delivery takes
 # milliseconds; a server that no longer sends them costs this once a session.
 UNSOLICITED_GRACE = 1.0
+
+# At the end of a session that held a listen stream, how long to wait for the changes the recording
+# shows and the replay has not heard yet: the last request's change may still be on its way on
+# another stream (a busy machine takes more than a second now and then); a change the live server
+# no longer sends costs this once a session.
+LISTEN_GRACE = 5.0
 
 # Why a replay a stop signal ended did not finish (the report's `aborted`).
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
@@ -170,6 +187,9 @@ class LiveCall:
     rounds: int = 0  # input_required rounds answered from the recording
     renewed: bool = False  # a 401 got it a new token once already
     status: int | None = None  # the HTTP status its answer or failure came with
+    arrived: list[float] = field(default_factory=list)  # a listen stream's: when each of its notifications came
+    changes: list[Change] = field(default_factory=list)  # changes the replay named itself (an input key never answered)
+    note: str | None = None  # how the replay treated it (a task followed live), for the report
 
     @property
     def done(self) -> bool:
@@ -180,6 +200,25 @@ class LiveCall:
         if self.sent is None or self.answered is None:
             return None
         return self.answered - self.sent
+
+
+def _recorded_status(plan: SessionPlan, group: TaskGroup) -> str | None:
+    """How the recorded task ended, as its last poll said."""
+    for index in reversed(group.polls):
+        answer = plan.calls[index].answer
+        if type(answer) is Response and isinstance(answer.result, dict) and isinstance(answer.result.get("status"), str):
+            return answer.result["status"]
+    return None
+
+
+class _Waiter:
+    """The waiter of a request the replay makes itself (a poll of a task it follows)."""
+
+    __slots__ = ("answer", "failure")
+
+    def __init__(self) -> None:
+        self.answer: Response | ErrorResponse | None = None
+        self.failure: str | None = None
 
 
 @dataclass(slots=True)
@@ -238,6 +277,12 @@ class _SessionRunner:
         self.bridged = False  # the session got a handshake made for the target (`_bridging`)
         self.stopping = False  # a stop signal came: nothing more is counted
         self.label = plan.id
+        self.rounds = RoundAnswers(plan)
+        self.tasks = task_groups(plan)
+        self.task_names: dict[str, str] = {}  # live task id -> recorded
+        self.task_ids: dict[str, str] = {}  # recorded task id -> live
+        self.followed: set[int] = set()  # the tasks followed (their creating call's index)
+        self.listen_ids: dict[Any, LiveCall] = {}  # a live listen request's id -> its call
 
     # ---- the main loop -----------------------------------------------------------------------
 
@@ -309,6 +354,14 @@ class _SessionRunner:
         for step in plan.steps:
             if run.aborted:
                 return
+            if step.call is not None and self._driven(step.call):
+                # A later round or a task's call: the replay drives it from the live answers.
+                for index in step.wait_for:
+                    self._await(run.calls[index])
+                    if run.aborted:
+                        return
+                self._follow(step.call)
+                continue
             # Built before the wait, while the target works on what it was sent: when the answer
             # comes, only the write is left to do.
             message, out = self._ahead(step) if step.wait_for else (_LIVE, None)
@@ -317,6 +370,7 @@ class _SessionRunner:
                 self._await(run.calls[index])
                 if run.aborted:
                     return
+            self._await_acknowledged(step.ts)
             if message is _LIVE:
                 message = self._prepare(step.message, step.call)
             if message is None:
@@ -339,6 +393,160 @@ class _SessionRunner:
             deadline = time.perf_counter() + UNSOLICITED_GRACE
             while len(run.notifications) < len(plan.notifications) and not run.aborted and self._pump(deadline):
                 pass
+        listens = [live for live in run.calls if live.call.method == LISTEN and live.sent is not None]
+        deadline = time.perf_counter() + LISTEN_GRACE
+        while any(len(live.notifications) < len(live.call.notifications) for live in listens) and not run.aborted \
+                and self._pump(deadline):
+            pass  # a change the last request caused may still be on its way
+
+    # ---- whole operations (operations.py) ------------------------------------------------------
+
+    def _await_acknowledged(self, ts: float) -> None:
+        """A step the recording sent after a listen stream's acknowledgement waits for the live one (at most
+        `ACK_TIMEOUT`): the recorded client knew the stream was open, and a change sent before it is lost."""
+        for live in self.listen_ids.values():
+            if live.notifications or live.done or not any(
+                    type(note) is dict and note.get("method") == LISTEN_ACKNOWLEDGED and at <= ts for at, note in live.call.server):
+                continue
+            deadline = time.perf_counter() + ACK_TIMEOUT
+            while not live.notifications and not live.done and not self.run.aborted and self._pump(deadline):
+                pass
+
+    def _driven(self, call: RecordedCall) -> bool:
+        """Whether the replay drives `call` itself: a later round of an input operation (re-run from the
+        live answers), or a call of a task it follows."""
+        if self.translating:
+            return False  # another era: the core's `translate` and `_retry_with_input` handle rounds
+        if call.retry_of is not None and is_input_required(self.plan.calls[call.retry_of].answer):
+            return True
+        group = self.tasks.get(call.index)
+        return group is not None and group.followed and call.index != group.create
+
+    def _follow(self, call: RecordedCall) -> None:
+        """A step the replay drives, once the answers it waits for are in: a later round was sent by then
+        (else the live server asked for no more input: said), and a task's first call after its creation
+        follows the live task to its end."""
+        live = self.run.calls[call.index]
+        if call.retry_of is not None and live.sent is None and not live.done:
+            earlier = self.run.calls[call.retry_of]
+            live.failure = (f"not sent: the live server asked for no more input (round #{call.retry_of} "
+                            f"{'failed' if earlier.answer is None else 'came out complete'})")
+            return
+        group = self.tasks.get(call.index)
+        if group is None or group.create in self.followed:
+            return
+        self.followed.add(group.create)
+        self._follow_task(group)
+
+    def _follow_task(self, group: TaskGroup) -> None:
+        """Follow the task the live answer to `group.create` handed back, with the client core, to its end;
+        its end goes on the recording's final call, the recorded polls are noted as replaced."""
+        run, created = self.run, self.run.calls[group.create]
+        final_index = group.final(self.plan)
+        members = [run.calls[i] for i in group.members]
+        final = run.calls[final_index] if final_index is not None else None
+        handle = task_handle(created.answer.result) if type(created.answer) is Response else None
+        if handle is None:
+            for live in members:
+                live.skipped = f"a call of task {group.task_id}: the live {created.call.label} did not become a task"
+            if final is not None:
+                final.skipped = None
+                final.failure = f"not sent: the live {created.call.label} did not become a task"
+            return
+        request = created.call.request
+        op = Operation(request.method, request.params, self.version)
+        op.start()
+        # (the answer as compared names the recorded task: the live one is followed)
+        action = op.take(Response(id=created.answer.id, result=rename(created.answer.result, self.task_ids), _parsed=True),
+                         time.perf_counter())
+        started = time.perf_counter()
+        recorded_took = (final.call.answered or 0) - created.call.sent if final is not None and final.call.answered else 0.0
+        # A task that never ends is bounded: by `--timeout` when given, else as its recorded run with the margin.
+        budget = self.r.timeout or max(self.r.timeout_for(created.call), recorded_took * TIMEOUT_FACTOR + TIMEOUT_MARGIN)
+        deadline = started + budget
+        last: Response | ErrorResponse | None = None
+        last_sent = started
+        while type(action) is Send and not run.aborted:
+            if time.perf_counter() + action.wait > deadline:
+                cancel = op.cancel()
+                if cancel is not None:
+                    self._write(self.conn.request(cancel.method, cancel.params, waiter=_Waiter(), ts=time.perf_counter()))
+                action = Stop(Failure.ANSWER_LOST, f"task {handle['taskId']} still {op.task.status if op.task else 'running'} "
+                                               f"after {budget:g} s: cancelled")
+                break
+            self._wait_until(time.perf_counter() + action.wait)
+            waiter = _Waiter()
+            last_sent = time.perf_counter()
+            self._write(self.conn.request(action.method, action.params, waiter=waiter, ts=last_sent))
+            while waiter.answer is None and waiter.failure is None and not run.aborted:
+                if not self._pump(deadline):
+                    waiter.failure = f"{action.method} got no answer within {budget:g} s"
+            if waiter.answer is None:
+                action = op.broke(Failure.ANSWER_LOST, waiter.failure or "no answer")
+                continue
+            last = waiter.answer
+            action = op.take(last, time.perf_counter())
+        statuses = " → ".join(op.task.statuses) if op.task is not None else "?"
+        said = f"task followed live in {(time.perf_counter() - started) * 1000:.0f} ms: {op.polls} poll(s), {statuses}"
+        for live in members:
+            if live is not final:
+                live.skipped = f"a poll of the task, replaced by the replay's own (#{final_index if final is not None else group.create})"
+        if final is None:
+            created.note = said
+            return
+        # Its latency is its last request's, as the recorded one's is: the whole task's time is in the note.
+        final.sent, final.answered, final.note = last_sent, time.perf_counter(), said
+        if type(action) is Stop and (last is None or action.failure == Failure.ANSWER_LOST):
+            final.failure = action.detail
+        else:
+            final.answer = self._recorded_names(last)
+        if type(action) is Stop:
+            final.changes.append(Change("task", "changed", _recorded_status(self.plan, group) or "ended",
+                                        f"{action.failure}: {action.detail}"))
+
+    def _next_round(self, live: LiveCall, answer: Response) -> None:
+        """Answer the live `input_required` round on `live` from the recording, by key, and send the next round."""
+        index = live.call.index
+        retry = self.rounds.next_round.get(index)
+        target = self.run.calls[retry] if retry is not None else live  # more live rounds than recorded: on the last
+        if target is live and live.rounds >= MAX_INPUT_ROUNDS:
+            live.failure = f"the live server asked for input {live.rounds + 1} times; the bound is {MAX_INPUT_ROUNDS} rounds"
+            return
+        wanted = answer.result.get(INPUT_REQUESTS) or {}
+        responses: dict[str, Any] = {}
+        for key, asked in (wanted.items() if isinstance(wanted, dict) else ()):
+            found, value = self.rounds.answer(index, retry, key)
+            if not found:
+                method = asked.get("method") if isinstance(asked, dict) else None
+                change = Change(f"inputRequests[{key!r}]", "added", None,
+                                f"{method or 'input'} asked live under key {key!r}, which the recording never answered")
+                holder = live if target is live else target
+                holder.changes.append(change)
+                holder.failure = holder.failure or f"not sent: the live server asks for input {key!r} ({method}), " \
+                                                   "which the recording never answered"
+                if target is live:
+                    live.answer = answer
+                return
+            responses[key] = value
+        params = {k: v for k, v in (target.call.request.params or {}).items() if k not in (INPUT_RESPONSES, REQUEST_STATE)}
+        if responses or isinstance(wanted, dict):
+            params[INPUT_RESPONSES] = responses
+        if answer.result.get(REQUEST_STATE) is not None:
+            params[REQUEST_STATE] = answer.result[REQUEST_STATE]  # the live state, as it came
+        if target is live:
+            live.rounds += 1
+            self.run.notes.append(f"#{index} {live.call.label}: the live server asked for input once more than recorded "
+                                  f"(round {live.rounds + 1})")
+        self._send(Request(id=0, method=target.call.request.method, params=params, _parsed=True), target)
+
+    def _recorded_names(self, answer: Any) -> Any:
+        """A live answer with the live task ids read as the recorded ones."""
+        if not self.task_names or answer is None:
+            return answer
+        if type(answer) is Response:
+            return Response(id=answer.id, result=rename(answer.result, self.task_names), _parsed=True)
+        return ErrorResponse(id=answer.id, code=answer.code, message=rename(answer.message, self.task_names),
+                             data=rename(answer.data, self.task_names), _parsed=True)
 
     def _listen(self) -> None:
         """Open the transport's GET stream when the recording shows the server speaking outside any call."""
@@ -374,6 +582,8 @@ class _SessionRunner:
     def _await(self, live: LiveCall) -> None:
         if live.done or live.sent is None:
             return
+        if live.call.method == LISTEN and live.call.server:
+            return  # a listen stream that was acknowledged lasts until its client closes it: not waited for
         # The loop an answer ends: one pass per arrival, names bound once, as the next request
         # waits on what runs here (read, decode, match) before it can be written.
         timeout = self.r.timeout_for(live.call)
@@ -441,6 +651,8 @@ class _SessionRunner:
             params = {**params, "protocolVersion": self.version}  # the version asked for, offered
         if params and REQUEST_STATE in params and params[REQUEST_STATE] in self.states:
             params = {**params, REQUEST_STATE: self.states[params[REQUEST_STATE]]}
+        if params and self.task_ids and params.get("taskId") in self.task_ids:  # a task sent as recorded (cancelled)
+            params = {**params, "taskId": self.task_ids[params["taskId"]]}
         if isinstance(message, Notification):
             if method == "notifications/cancelled" and params and "requestId" in params:
                 params = {**params, "requestId": self._live_id_of(params["requestId"])}
@@ -454,7 +666,8 @@ class _SessionRunner:
         (a `requestState` to map, a cancellation's live id), or may change the session (`initialize`)."""
         message = step.message
         params = message.params
-        if (params and REQUEST_STATE in params) or message.method in _BUILT_LIVE or self.conn.negotiated is None:
+        if (params and (REQUEST_STATE in params or "taskId" in params)) or message.method in _BUILT_LIVE \
+                or self.conn.negotiated is None:
             return _LIVE, None  # (no version settled yet: an `initialize` is still in flight)
         if self.translating:  # else `_prepare` has nothing left to change
             message = self._prepare(message, step.call)
@@ -495,6 +708,8 @@ class _SessionRunner:
             out = self.conn.request(message.method, message.params, waiter=live, ts=ts, as_version=self._sent_in(message))
         if live is not None and live.call.foreign_host is not None and out.headers is not None:
             out = self._foreign_host(live.call, out)
+        if live is not None and message.method == LISTEN:
+            self.listen_ids[out.request_id] = live  # its notifications carry this id (stdio has no stream to tell)
         if live is not None:
             # In flight before it is written: a stop signal that lands once the server may have the
             # request (another thread may send it, and this one wait for the GIL for milliseconds)
@@ -560,9 +775,11 @@ class _SessionRunner:
             elif kind is ServerRequest:
                 self._write(event.reply)
             elif kind is Pushed:
-                owner = event.waiter if type(event.waiter) is LiveCall else None
+                owner = event.waiter if type(event.waiter) is LiveCall else self._listen_of(event.message)
                 entry = {"method": event.message.method, "params": event.message.params}
                 (owner.notifications if owner is not None else self.run.notifications).append(entry)
+                if owner is not None and owner.call.method == LISTEN:
+                    owner.arrived.append(time.perf_counter())
             else:
                 self._unmatched(event)
         elif kind is Failed:
@@ -574,6 +791,13 @@ class _SessionRunner:
             self.run.notes.append(event.detail)
         elif kind is EndpointReady:
             pass  # the transport waited for it before the session began
+
+    def _listen_of(self, message: Notification) -> "LiveCall | None":
+        """The listen stream a notification is tagged for (`io.modelcontextprotocol/subscriptionId`)."""
+        params = message.params
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        tag = meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        return self.listen_ids.get(tag) if tag is not None else None
 
     def _lost(self, lost: SessionLost) -> None:
         """The session is gone: a replay reports it (`plan_recovery`), the calls in flight failing with
@@ -609,6 +833,8 @@ class _SessionRunner:
             if not live.done:
                 live.failure, live.status = reason, failed.status
                 live.answered = time.perf_counter()
+        elif type(live) is _Waiter:
+            live.failure = reason
         elif live is SYNTHETIC_INITIALIZE:
             self.run.aborted = f"initialize failed: {reason}"
         else:
@@ -643,18 +869,33 @@ class _SessionRunner:
             if isinstance(answer, ErrorResponse):
                 self.run.aborted = f"initialize failed: {answer.message}"
             return
+        if type(live) is _Waiter:
+            live.answer = answer
+            return
         if type(live) is not LiveCall:
             return  # a request of ours no recorded call waits for
         recorded = live.call.answer
         if is_input_required(answer):
             live_state = answer.result.get(REQUEST_STATE)
+            if not self.translating and (is_input_required(recorded) or live.call.retry_of is not None):
+                if is_input_required(recorded):  # a round as recorded: compared, and the next one sent
+                    live.answer, live.answered, live.status = answer, event.received, event.status
+                    if live.call.index in self.rounds.next_round:
+                        self._next_round(live, answer)
+                    return
+                self._next_round(live, answer)  # a round more than recorded: answered by key, sent again on this call
+                return
             if is_input_required(recorded):
                 rec_state = recorded.result.get(REQUEST_STATE)
                 if rec_state is not None and live_state is not None:
                     self.states[rec_state] = live_state
             elif live.rounds < MAX_INPUT_ROUNDS and self._retry_with_input(live, answer):
                 return
-        live.answer, live.answered, live.status = answer, event.received, event.status
+        if type(answer) is Response and type(recorded) is Response and live.call.index in self.tasks \
+                and (handle := task_handle(answer.result)) is not None and (was := task_handle(recorded.result)) is not None:
+            self.task_names[handle["taskId"]] = was["taskId"]
+            self.task_ids[was["taskId"]] = handle["taskId"]
+        live.answer, live.answered, live.status = self._recorded_names(answer), event.received, event.status
 
     def _retry_with_input(self, live: LiveCall, answer: Response) -> bool:
         """Answer a live `input_required` round from the recording and re-send the request."""

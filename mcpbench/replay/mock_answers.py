@@ -17,6 +17,10 @@ A 2026-07-28 retry is matched on the keys of its `inputResponses` (the client's 
 the recording's), and the `requestState` a recorded `input_required` result carried is replaced by one
 the mock seals itself and checks on the retry (`mock_state.py`: a forged or missing one is refused).
 
+A task is served as one of the mock's (`mock_tasks.py`: its recorded statuses poll by poll, its end,
+a cancel honoured), and a `subscriptions/listen` stream is held open, its recorded changes played
+after the live requests that caused them (`mock_listen.py`).
+
 A reply keeps what the server sent for the call in recorded order, each
 message with its time after the first (`RecordedReply.timeline`), so the
 shells can keep the recorded spacing (`mock_play.py`).
@@ -33,9 +37,11 @@ import orjson
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request
-from mcpbench.protocol.versions import REQUEST_STATE, Era, call_name, era_title, progress_token, request_era
+from mcpbench.protocol.versions import LISTEN, REQUEST_STATE, Era, call_name, era_title, progress_token, request_era
 from mcpbench.replay.forward import Forwarder
+from mcpbench.replay.mock_listen import MockListens, Stream, tagged
 from mcpbench.replay.mock_state import MockStates, retry_key
+from mcpbench.replay.mock_tasks import MockTasks
 from mcpbench.replay.plan import Ask, RecordedCall, TracePlan
 
 # JSON-RPC error for a request the recording has no answer to (JSON-RPC "method not found"
@@ -83,6 +89,8 @@ class RecordedReply:
     answer_at: float = 0.0
     via: str | None = None  # how the recording carried the answer: "sse", "json", "stdio"
     relay: Callable | None = None  # not recorded: `relay(request, send, ask)` answers live instead
+    hold: Stream | None = None  # a listen stream: held open after `timeline`, its changes played as they come
+    after: Callable[[], None] | None = None  # called once the answer is written (a change it caused is told)
 
 
 class _Cursor:
@@ -115,6 +123,8 @@ class TraceAnswers:
     def __init__(self, trace: TracePlan, *, reuse: bool = True, states: MockStates | None = None) -> None:
         self.reuse = reuse
         self.states = states or MockStates()  # the mock's own requestState, in place of the recorded server's
+        self.tasks = MockTasks(trace)
+        self.listens = MockListens(trace)
         by_era: dict[Era | None, dict[bytes, list[RecordedCall]]] = {}
         self._recorded: list[RecordedCall] = []
         self._eras: list[Era] = []  # the eras the recording shows, in order of first appearance
@@ -159,11 +169,20 @@ class TraceAnswers:
         return cursor
 
     def end(self, session: Any) -> None:
-        """Forget a client session (it ended: stdin EOF, `DELETE`, its legacy stream closed)."""
+        """Forget a client session (it ended: stdin EOF, `DELETE`, its legacy stream closed); its listen streams end."""
         with self._lock:
             self._cursors.pop(session, None)
+        self.listens.end(session)
+
+    def cancelled(self, session: Any, params: Any) -> None:
+        """The client sent `notifications/cancelled`: a listen stream it names ends."""
+        if isinstance(params, dict) and "requestId" in params:
+            self.listens.cancel(session, params["requestId"])
 
     def lookup(self, request: Request, session: Any = None) -> RecordedReply | None:
+        served = self.tasks.serve(request.method, request.params)
+        if served is not None:
+            return RecordedReply(served)
         key = match_key(request.method, request.params)
         with self._lock:
             cursor = self._cursor(session, request)
@@ -181,6 +200,16 @@ class TraceAnswers:
             if refused is not None:  # a state forged, altered or missing: refused, and the round is not used up
                 return RecordedReply({"error": refused})
             cursor.taken[key] = taken + 1
+        if call.method == LISTEN and (script := self.listens.script(call)) is not None:
+            answer = jsonrpc.to_obj(call.answer) if call.answer is not None else {}
+            answer.pop("jsonrpc", None)
+            answer.pop("id", None)
+            timeline = [(at, tagged(note, request.id)) for at, note in script.opening]
+            # Held when the recorded stream was acknowledged (an error after that is how it ended: its client
+            # left), or never answered; a listen refused outright is refused again.
+            held = script.acknowledged or "error" not in answer
+            return RecordedReply(answer, timeline, timeline[-1][0] if timeline else 0.0, call.via,
+                                 hold=self.listens.open(session, request.id, script) if held else None)
         if call.answer is None:
             failed = f"HTTP {call.status}" if call.status is not None else "no answer"
             answer = {"error": {"code": UNANSWERED, "message": f"mcpbench serve-trace: the recorded call failed ({failed}) "
@@ -189,8 +218,9 @@ class TraceAnswers:
             answer = jsonrpc.to_obj(call.answer)
             answer.pop("jsonrpc", None)
             answer.pop("id", None)
-            answer = self.states.issue(request.method, request.params, answer)
-        return RecordedReply(answer, *_timeline(call, progress_token(request.params)), call.via)
+            answer = self.tasks.created(self.states.issue(request.method, request.params, answer))
+        after = (lambda: self.listens.served(call)) if self.listens.causes(call) else None
+        return RecordedReply(answer, *_timeline(call, progress_token(request.params)), call.via, after=after)
 
     def _wrong_era(self, era: Era | None) -> dict:
         """The error a client gets when the recording has no session in the era it speaks."""

@@ -12,6 +12,8 @@ servers; the long-lived streams (`GET`) end with their connection.
 import errno
 import http.server
 import queue
+import select
+import socket
 import sys
 import threading
 from typing import Any
@@ -71,6 +73,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._write(event.reply)
             if event.waiter is not None:
                 event.waiter.put(event.message)
+            elif getattr(event.message, "method", None) == "notifications/cancelled":
+                server.answers.cancelled(event.session, event.message.params)
         elif kind is SessionEnded:
             server.ended(event.session)
             self._write(event.reply)
@@ -121,6 +125,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with server.lock:
                 whole = server.conn.respond(call, answer)
             self._write(whole)
+            if reply.after is not None:
+                reply.after()
             return
         with server.lock:
             head = server.conn.stream(call)
@@ -131,12 +137,21 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
 
         wfile.write(self._head(head, chunked=chunked, stream=not chunked))
-        server.player.play(call, reply, write)
+        server.player.play(call, reply, write, self._gone if reply.hold is not None else None)
         try:
             if chunked:
                 wfile.write(LAST_CHUNK)
         except OSError:
             self.close_connection = True
+
+    def _gone(self) -> bool:
+        """Whether the client closed this connection (a held listen stream's end on Streamable HTTP:
+        closing the response stream cancels the request). Nothing else is read from it meanwhile."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
 
     def _stream(self, opened: StreamOpened) -> None:
         """Write the stream's head, then what reaches the session's outbox, until the stream or the server ends."""
@@ -221,8 +236,15 @@ class MockHttpServer(http.server.ThreadingHTTPServer):
             return
         super().handle_error(request, client_address)
 
+    def server_close(self) -> None:
+        answers = getattr(self, "answers", None)  # (none yet when the bind failed: the base class closes then)
+        if answers is not None:
+            answers.listens.stop()  # held listen streams end with the mock
+        super().server_close()
+
     def shutdown(self) -> None:
         self.stopping.set()
+        self.answers.listens.stop()
         for outbox in list(self.streams.values()):
             outbox.put(None)
         super().shutdown()

@@ -6,7 +6,9 @@ used SDK does, and drops a call's progress callback once its answer is in): a
 mock that wrote them back to back would lose them for it. So the mock keeps
 the recorded order and the recorded gaps between the messages of one call
 (`--pace`: as recorded, scaled, or none; each gap at most `--max-gap`).
-Server requests are sent and their answers awaited (at most `ASK_TIMEOUT`).
+Server requests are sent and their answers awaited (at most `ASK_TIMEOUT`). A listen stream is
+held after its acknowledgement, its changes written as they come (`mock_listen.py`), until it is
+closed; a change a call caused is told once the call's answer is written (`RecordedReply.after`).
 """
 
 import queue
@@ -39,6 +41,9 @@ DEFAULT_PACE = Pace(1.0, DEFAULT_MAX_GAP)
 # need no floor (their order survives whatever the reads).
 ANSWER_GAP = 0.005
 
+# How often a held listen stream looks up from its queue to see whether its client has gone.
+HOLD_POLL = 0.25
+
 Write = Callable[[bytes], None]
 
 
@@ -55,10 +60,11 @@ class Player:
         self.lock = lock
         self.pace = pace
 
-    def play(self, call: Call, reply: RecordedReply, write: Write) -> None:
+    def play(self, call: Call, reply: RecordedReply, write: Write, gone: Callable[[], bool] | None = None) -> None:
         """Write `reply`'s messages for `call` through `write`, paced, the answer last.
 
-        `write` raising OSError (the client went away) ends the call unanswered.
+        `write` raising OSError (the client went away) ends the call unanswered; so does `gone()`
+        turning true while a listen stream is held (its client closed the stream).
         """
         try:
             if reply.relay is not None:
@@ -75,13 +81,36 @@ class Player:
                     self._ask(call, write, item.method, item.params)
                 else:
                     self._send(call, item, write)
-            if reply.timeline:
+            if reply.hold is not None:
+                if not self._hold(call, reply, write, gone):
+                    raise OSError("the listen stream ended unanswered")
+            elif reply.timeline:
                 _wait_until(started + due + self._answer_gap(reply.answer_at - last))
             self._send(call, answer_of(call, reply), write)
+            if reply.after is not None:
+                reply.after()
         except OSError:
             with self.lock:
                 self.conn.abandon(call)
 
+    def _hold(self, call: Call, reply: RecordedReply, write: Write, gone: Callable[[], bool] | None) -> bool:
+        """Write a listen stream's changes as they come until it is closed; whether it is to be answered
+        (the recording saw it answered, and the client has not cancelled it: a cancelled request gets no answer)."""
+        stream = reply.hold
+        try:
+            while not stream.closed.is_set():
+                try:
+                    note = stream.inbox.get(timeout=HOLD_POLL)
+                except queue.Empty:
+                    if gone is not None and gone():
+                        return False
+                    continue
+                if note is None:
+                    break
+                self._send(call, note, write)
+        finally:
+            stream.finish()
+        return bool(reply.answer) and not stream.cancelled
     def _answer_gap(self, recorded: float) -> float:
         """The wait before an answer that follows other messages: as the pace says, and with any pace
         at least `ANSWER_GAP`."""
@@ -90,7 +119,13 @@ class Player:
         return max(ANSWER_GAP, self.pace.gap(recorded))
 
     def final(self, call: Call, reply: RecordedReply) -> Message:
-        """Just the answer of `reply` (a JSON body has room for nothing else)."""
+        """Just the answer of `reply` (a JSON body has room for nothing else: a listen stream is refused)."""
+        if reply.hold is not None:
+            reply.hold.close()
+            reply.hold.finish()
+            return jsonrpc.from_obj({"jsonrpc": "2.0", "id": call.request.id, "error": {
+                "code": jsonrpc.INVALID_REQUEST, "message": "mcpbench serve-trace: a listen stream needs an SSE response "
+                                                            "(this mock answers in JSON)"}})
         if reply.relay is None:
             return answer_of(call, reply)
         sent: list[Message] = []

@@ -52,6 +52,8 @@ def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1, *, forwa
             elif kind is Accepted:
                 if event.waiter is not None:
                     event.waiter.put(event.message)
+                elif getattr(event.message, "method", None) == "notifications/cancelled":
+                    answers.cancelled(STDIO_SESSION, event.message.params)
             elif kind is Refused:
                 try:
                     write(event.reply.body)
@@ -59,6 +61,7 @@ def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1, *, forwa
                     pass  # the client went away
         if not chunk:
             break
+    answers.end(STDIO_SESSION)  # a listen stream held open ends with its client
     for thread in threads:
         thread.join(ASK_TIMEOUT)
     if forward is not None:

@@ -41,6 +41,8 @@ from mcpbench.protocol.server import LOOPBACK_BINDS, HostCheck
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
+    LISTEN,
+    META_CLIENT_CAPABILITIES,
     Era,
     asks_for_input,
     call_name,
@@ -187,6 +189,9 @@ class _Unit:
             plan.id = self.report.id  # the model may have renamed it since (a legacy stream's endpoint)
         plan.version = session.version or session.requested_version or self.header_version
         plan.client_capabilities = session.client_capabilities
+        if self.report.sessionless:  # one logical stream of many clients: what this one's requests declared
+            plan.client_capabilities = next((caps for call in plan.calls if isinstance(caps := _declared(call.request.params), dict)),
+                                            plan.client_capabilities)
         plan.client_info = self.report.client
         plan.server_capabilities = session.server_capabilities
         plan.final_wait = tuple(self.answered)
@@ -202,15 +207,29 @@ class _Planner:
         self.units: dict[Any, _Unit] = {}  # by the model's session (id of its report) or the recorded connection
         self.calls: dict[int, tuple[Entry, RecordedCall, _Unit]] = {}  # id of a request's entry -> its call
         self.asks: dict[int, tuple[Entry, Ask]] = {}  # id of a server request's entry -> its ask
+        self.listens: list[tuple[Entry, _Unit]] = []  # sessionless listen requests with their plans
 
     def unit(self, event: dict, report: SessionReport, create: bool) -> "_Unit | None":
         """The plan an event goes to. Sessionless Streamable HTTP is one logical stream in the model, and
-        may mix clients: a replay sends each recorded connection apart, as a stateless server took it."""
+        may mix clients: a replay sends each recorded connection apart, as a stateless server took it,
+        except while a listen stream is open: a connection that starts then joins the listen's plan,
+        so that the replay holds the stream while it sends the requests that change what it tells."""
         key: Any = _session_key(event) if report.sessionless else id(report)
         unit = self.units.get(key)
         if unit is None and create:
+            if report.sessionless and (listening := self._listening(report)) is not None:
+                unit = self.units[key] = listening
+                return unit
             unit = self.units[key] = _Unit(_session_key(event) if report.sessionless else report.id, event.get("transport"), report)
         return unit
+
+    def _listening(self, report: SessionReport) -> "_Unit | None":
+        """The plan of a listen stream of this sessionless stream still open, if any."""
+        for entry, unit in reversed(self.listens):
+            op = entry.op
+            if unit.report is report and op is not None and op.stream is not None and op.stream.closed is None and entry.end is None:
+                return unit
+        return None
 
     def take(self, event: dict, step: ModelStep) -> None:
         kind = event.get("kind")
@@ -274,6 +293,8 @@ class _Planner:
         self.calls[id(entry)] = (entry, call, owner)
         if item.method == "initialize":
             plan.handshake = True
+        elif item.method == LISTEN and owner.report.sessionless:
+            self.listens.append((entry, owner))
         if owner.header_version is None:
             owner.header_version = _header_version(event)
         if earlier is not None:
@@ -355,6 +376,12 @@ def _retry(plan: SessionPlan, earlier: RecordedCall, call: RecordedCall) -> None
     for key, asked in wanted.items():
         if key in responses and isinstance(asked, dict):
             plan.asks.append(Ask(asked.get("method", ""), asked.get("params"), {"result": responses[key]}))
+
+
+def _declared(params: Any) -> Any:
+    """The client capabilities a 2026-07-28 request's `_meta` declares."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
 
 
 def _recorded_id(answer: Response | ErrorResponse, recorded: Any) -> Response | ErrorResponse:
@@ -464,8 +491,9 @@ def load(path: str | os.PathLike, *, sessions: Iterable[str] | None = None) -> T
                 credentials = credentials or AUTHORIZATION in (event.get("request_headers") or ())
             planner.take(event, step)
     wanted = set(sessions) if sessions else None
-    # (a connection whose only message answered a round of an operation replayed elsewhere holds nothing)
-    plans = [unit.finish() for unit in planner.units.values() if unit.plan.calls or unit.plan.steps or unit.plan.asks or unit.plan.notifications or unit.plan.notes]
+    # (a connection whose only message answered a round of an operation replayed elsewhere holds nothing;
+    # a connection that joined a listen's plan is that plan's, listed once)
+    plans = [unit.finish() for unit in dict.fromkeys(planner.units.values()) if unit.plan.calls or unit.plan.steps or unit.plan.asks or unit.plan.notifications or unit.plan.notes]
     if wanted is not None:
         plans = [plan for plan in plans if plan.id in wanted]
     header = reader.header

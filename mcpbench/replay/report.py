@@ -31,9 +31,10 @@ from typing import Any
 import orjson
 
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT
-from mcpbench.protocol.versions import as_offered, eras_differ
+from mcpbench.protocol.versions import LISTEN, as_offered, eras_differ
 from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
+from mcpbench.replay.operations import listen_views
 from mcpbench.replay.plan import RecordedCall, SessionPlan, TracePlan, answer_obj
 from mcpbench.trace.redact import Redactor
 
@@ -314,12 +315,17 @@ def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency:
     era_rules = rules.extend(()) if not session.era_switched else _with_era(rules)
     out = SessionResult(session.plan.id, session.live_session, [], list(session.plan.notes) + session.notes, session.aborted)
     first_sent = min((live.sent for live in session.calls if live.sent is not None), default=None)
+    sent = {live.call.index: live.sent for live in session.calls if live.sent is not None}
     for live in session.calls:
         call = live.call
-        new = compared(live.answer, live.notifications)
+        if call.method == LISTEN and live.sent is not None and call.server:
+            # A listen stream: the changes it told, each under the request that caused it (operations.py).
+            old, new = listen_views(session.plan, call, list(zip(live.arrived, live.notifications)), sent)
+        else:
+            new = compared(live.answer, live.notifications)
+            old = compared(call.answer, call.notifications)
         if redactor is not None and new is not None:
             new = redactor.json(new)[0]
-        old = compared(call.answer, call.notifications)
         if asked is not None and old is not None and "result" in old and call.method == "initialize" and not session.era_switched:
             old = {**old, "result": as_offered(old["result"], asked)}  # the version asked for is expected
         out.calls.append(
@@ -331,6 +337,11 @@ def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency:
                 cold=cold and live.sent is not None and live.sent == first_sent, status=live.status,
             )
         )
+        result = out.calls[-1]
+        if live.changes:  # what the replay named itself (an input key the recording never answered, a task's end)
+            result.changes += live.changes
+            result.status = "changed" if result.status == "identical" else result.status
+        result.detail = result.detail or live.note
     if session.unrecorded_asks:
         out.notes.append("the server asked what the recording cannot answer: " + ", ".join(session.unrecorded_asks))
     return out

@@ -84,6 +84,7 @@ from mcpbench.protocol.transports import TRANSPORTS
 
 if TYPE_CHECKING:
     from mcpbench.lab.peers.auth_server import LabAuth
+    from mcpbench.lab.peers.tasks import Tasks
 
 SERVER_NAME: Final = "mcpbench-reference"
 DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: a lab server must not be reachable from the network
@@ -169,12 +170,12 @@ def _answer_text(request: CreateMessageRequest | ElicitRequest, answer: object) 
     return str((answer.content or {}).get(ASK_ANSWER_FIELD, ""))
 
 
-def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" = (), tasks: bool = False, *,
+def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" = (), tasks: "bool | Tasks" = False, *,
                  seal_state: str | None = None, task_store: str | None = None, progress_ledger: bool = False) -> MCPServer:
     """The reference server, with its tools, resource and prompt registered (protected as `auth` says,
     `slowdowns` making tools slower on purpose: `lab/peers/slowdown.py`; `tasks`: the tool `work`,
     which runs as a task when asked, `lab/peers/tasks.py`, its tasks kept in `task_store` (a SQLite
-    file shared by instances) or in memory; `seal_state`: `ask` sends a requestState sealed under a
+    file shared by instances) or in memory, or served by the caller's own `Tasks`; `seal_state`: `ask` sends a requestState sealed under a
     key of this process or the lab's shared one, `SEALINGS`; `progress_ledger`: the tool
     `progress_ledger`, see the module docstring)."""
     # WARNING, not the SDK's INFO: INFO makes uvicorn log every request, which costs CPU under load
@@ -184,7 +185,7 @@ def build_server(auth: "LabAuth | None" = None, slowdowns: "Sequence[Slowdown]" 
     if tasks:
         from mcpbench.lab.peers.tasks import Tasks
 
-        runtime = {"middleware": [Tasks(task_store)]}
+        runtime = {"middleware": [tasks if isinstance(tasks, Tasks) else Tasks(task_store)]}
     if seal_state not in (None, *SEALINGS):
         raise ValueError(f"unknown sealing {seal_state!r}; expected one of {', '.join(SEALINGS)}")
     if seal_state == "shared":

@@ -36,7 +36,7 @@ from typing import Any, Final
 import anyio
 from mcp.server.context import CallNext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcpbench.protocol.versions import META_CLIENT_CAPABILITIES, META_RELATED_TASK, TASKS_EXTENSION
@@ -49,6 +49,8 @@ POLL_INTERVAL_MS: Final = 50
 # At most this many tasks are kept (the oldest dropped first): a load run must not grow the server.
 MAX_TASKS: Final = 10_000
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+# What a failing task says (the variant server's).
+FAILED_TEXT: Final = "work failed"
 
 
 def work_text(ms: int) -> str:
@@ -72,6 +74,7 @@ class _Task:
     ms: int
     created: float  # wall clock (time.time()): instances sharing a store read it alike
     cancelled: float | None = None  # wall clock
+    failing: bool = False  # it ends failed (the variant server's change)
 
     @property
     def done_at(self) -> float:
@@ -80,12 +83,14 @@ class _Task:
     def status(self) -> str:
         if self.cancelled is not None:
             return "cancelled"
-        return "completed" if time.time() >= self.done_at else "working"
+        if time.time() < self.done_at:
+            return "working"
+        return "failed" if self.failing else "completed"
 
     def wire(self) -> dict[str, Any]:
         """The task's fields (`Task`)."""
         status = self.status()
-        updated = self.cancelled if self.cancelled is not None else (self.done_at if status == "completed" else self.created)
+        updated = self.cancelled if self.cancelled is not None else (self.done_at if status in TERMINAL else self.created)
         return {"taskId": self.id, "status": status, "createdAt": _iso(self.created),
                 "lastUpdatedAt": _iso(updated), "ttl": TASK_TTL_MS, "pollInterval": POLL_INTERVAL_MS}
 
@@ -127,7 +132,7 @@ class SqliteStore:
 
     def add(self, task: _Task) -> None:
         self.db.execute("INSERT INTO tasks (id, task, n) VALUES (?, ?, (SELECT COALESCE(MAX(n), 0) + 1 FROM tasks))",
-                        (task.id, json.dumps([task.ms, task.created, task.cancelled])))
+                        (task.id, json.dumps([task.ms, task.created, task.cancelled, task.failing])))
         self.db.execute("DELETE FROM tasks WHERE n <= (SELECT MAX(n) FROM tasks) - ?", (MAX_TASKS,))
 
     def get(self, task_id: str) -> _Task | None:
@@ -136,7 +141,7 @@ class SqliteStore:
 
     def cancel(self, task: _Task) -> None:
         task.cancelled = time.time()
-        self.db.execute("UPDATE tasks SET task = ? WHERE id = ?", (json.dumps([task.ms, task.created, task.cancelled]), task.id))
+        self.db.execute("UPDATE tasks SET task = ? WHERE id = ?", (json.dumps([task.ms, task.created, task.cancelled, task.failing]), task.id))
 
     def all(self) -> list[_Task]:
         return [_Task(task_id, *json.loads(text)) for task_id, text in self.db.execute("SELECT id, task FROM tasks ORDER BY n")]
@@ -145,11 +150,13 @@ class SqliteStore:
 class Tasks:
     """The server's tasks and the middleware that serves them (`MCPServer(middleware=[Tasks()])`).
 
-    `store`: a SQLite file shared with other instances (None: this process's memory).
+    `store`: a SQLite file shared with other instances (None: this process's memory); `failing`:
+    every task ends failed (a change a replay must catch: `variant_server.py work-fails`).
     """
 
-    def __init__(self, store: str | None = None) -> None:
+    def __init__(self, store: str | None = None, failing: bool = False) -> None:
         self.store = MemoryStore() if store is None else SqliteStore(store)
+        self.failing = failing
 
     async def __call__(self, ctx: Any, call_next: CallNext) -> Any:
         method, params = ctx.method, ctx.params if isinstance(ctx.params, dict) else {}
@@ -179,7 +186,7 @@ class Tasks:
     def _create(self, arguments: Any) -> _Task:
         ms = arguments.get("ms", DEFAULT_WORK_MS) if isinstance(arguments, dict) else DEFAULT_WORK_MS
         ms = ms if type(ms) is int and 0 <= ms <= 60_000 else DEFAULT_WORK_MS
-        task = _Task(str(uuid.uuid4()), ms, time.time())
+        task = _Task(str(uuid.uuid4()), ms, time.time(), failing=self.failing)
         self.store.add(task)
         return task
 
@@ -201,10 +208,14 @@ class Tasks:
                 task = self.store.get(task.id) or task  # a shared store: another instance may have cancelled it
             if task.status() == "cancelled":
                 raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} was cancelled")
+            if task.status() == "failed":
+                raise MCPError(code=INTERNAL_ERROR, message=FAILED_TEXT)
             return task.result()
         wire = task.wire()
         if modern and wire["status"] == "completed":  # the extension's tasks/get carries the result
             wire["result"] = task.result()
+        elif modern and wire["status"] == "failed":  # or the error
+            wire["error"] = {"code": INTERNAL_ERROR, "message": FAILED_TEXT}
         return {**complete, **wire}
 
     @staticmethod

@@ -4,7 +4,8 @@ Run: python -m mcpbench.lab.peers.variant_server MODE (stdio). The main job repl
 the replay tests use every mode.
 
 Modes: `echo-text` (echo answers with a suffix), `no-fail` (tool `fail` removed), `slow-add` (`add` takes
-ADD_DELAY seconds longer).
+ADD_DELAY seconds longer), `ask-key` (2026-07-28: `ask` files its input request under ASK_NEW_KEY, a key no
+recording of the reference server answered), `work-fails` (with the task tool `work`, every task ends failed).
 """
 
 import sys
@@ -16,6 +17,8 @@ from mcpbench.lab.peers.reference_server import build_server
 ECHO_SUFFIX: Final = " (v2)"
 # Far above the latency slack (250 ms) and 3x any loopback call, well under a test's budget.
 ADD_DELAY: Final = 1.0
+# The key `ask` asks under in `ask-key`.
+ASK_NEW_KEY: Final = "confirm"
 
 
 def _replace_fn(server, name, fn) -> None:
@@ -27,6 +30,11 @@ def _replace_fn(server, name, fn) -> None:
 
 
 def main(mode: str) -> None:
+    if mode == "work-fails":
+        from mcpbench.lab.peers.tasks import Tasks
+
+        build_server(tasks=Tasks(failing=True)).run(transport="stdio")
+        return
     server = build_server()
     if mode == "echo-text":
         _replace_fn(server, "echo", lambda text: text + ECHO_SUFFIX)
@@ -40,6 +48,10 @@ def main(mode: str) -> None:
 
         _replace_fn(server, "add", add)
 
+    elif mode == "ask-key":
+        from mcpbench.lab.peers import reference_server
+
+        reference_server.ASK_INPUT_KEY = ASK_NEW_KEY  # read by `ask` at each call
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     server.run(transport="stdio")

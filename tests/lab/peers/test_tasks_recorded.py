@@ -22,24 +22,12 @@ from mcpbench.analysis.inspect import summarize
 from mcpbench.lab.peers.drive import sdk_target
 from mcpbench.replay import plan as plans
 from tests.support.peers import recording_proxy
+from tests.support.operations import MODES, WORK_MS, drive_tasks
 from tests.support.recordings import tee_argv
 from tests.support.servers import RunningServer, reference_server, serve_argv, stdio_params
 from tests.support.views import assert_views_agree
 
 SESSION_TIMEOUT = 60.0
-MODES = {"legacy": "2025-11-25", "auto": "2026-07-28"}
-WORK_MS = 150
-
-
-async def drive_tasks(target, mode: str) -> list[dict]:
-    from mcp import Client
-
-    from mcpbench.lab.peers.tasks import call_as_task, tasks_extension
-
-    with anyio.fail_after(SESSION_TIMEOUT):
-        async with Client(target, mode=mode, extensions=[tasks_extension()]) as client:
-            assert client.protocol_version == MODES[mode]
-            return [await call_as_task(client, WORK_MS), await call_as_task(client, 30_000, cancel=True)]
 
 
 @pytest.fixture(scope="module")
