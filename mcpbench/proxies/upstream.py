@@ -56,7 +56,9 @@ class FreshUpstream:
         from mitmproxy import ctx
         from mitmproxy.connection import Server
 
-        proxyserver = ctx.master.addons.get("proxyserver")
+        # No master when the addon runs outside mitmproxy's loop (`trace import --har` feeds it flows).
+        master = getattr(ctx, "master", None)
+        proxyserver = master.addons.get("proxyserver") if master is not None else None
         handler = proxyserver.connections.get(flow.client_conn.id) if proxyserver else None
         if handler is None:
             return

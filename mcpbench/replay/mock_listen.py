@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbench.protocol.jsonrpc import Notification
-from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
+from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID, same_era
 from mcpbench.replay.plan import RecordedCall, TracePlan
 
 
@@ -79,8 +79,8 @@ def _scripts(trace: TracePlan) -> tuple[dict[int, Script], dict[int, list[tuple[
             script = listens[id(call)] = Script(call)
             # The requests that may have caused a change: this session's, and, in an era without
             # sessions (each recorded connection its own plan), every session's of the same era.
-            pool = [c for s in trace.sessions if s is session or (session.era is not None and s.era == session.era and
-                                                                   not session.handshake and not s.handshake)
+            pool = [c for s in trace.sessions if s is session or (session.era is not None and same_era(s.version, session.version)
+                                                                   and not session.handshake and not s.handshake)
                     for c in s.calls if c.method != LISTEN]
             for ts, note in call.server:
                 if not isinstance(note, dict):

@@ -17,8 +17,8 @@ from mcpbench.load.transports import transport_for
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import STREAMABLE_HTTP, Target
-from tests.load.test_server_requests import TIMEOUT, Steps, in_session
 from tests.support.http_thread import serving
+from tests.support.load_client import TIMEOUT, Steps, in_session
 
 VERSION = "2025-11-25"
 ANSWERS = {

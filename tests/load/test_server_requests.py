@@ -13,19 +13,10 @@ from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.asks import Canned
 from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from tests.support.load_client import TIMEOUT, Steps, in_session
 from tests.support.servers import serve_argv
 
-# Every step of these clients is bounded by this (seconds); the greenlet by a little more.
-TIMEOUT = 20.0
 SAMPLING = {"role": "assistant", "content": {"type": "text", "text": "canned by the scenario"}, "model": "mcpbench"}
-
-
-class Steps:
-    def __init__(self) -> None:
-        self.fired: list[dict] = []
-
-    def fire(self, **kw) -> None:
-        self.fired.append(kw)
 
 
 def ask_once(target: Target, policy: Canned) -> tuple[object, Steps]:
@@ -33,25 +24,6 @@ def ask_once(target: Target, policy: Canned) -> tuple[object, Steps]:
     client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
                        version="2025-11-25", timeout=TIMEOUT, policy=policy)
     return in_session(client, steps, lambda: client.call_tool("ask", {"question": "which model?"}))
-
-
-def in_session(client: McpClient, steps: Steps, body) -> tuple[object, Steps]:
-    """`body()` inside one session of `client`, in a greenlet bounded in time: its value and the steps fired."""
-
-    def run():
-        try:
-            assert client.start_session(), steps.fired
-            return body()
-        finally:
-            client.end_session()
-            client.close_transport()
-
-    greenlet = gevent.spawn(run)
-    greenlet.join(timeout=3 * TIMEOUT)
-    assert greenlet.ready(), "the client did not finish"
-    if greenlet.exception is not None:
-        raise greenlet.exception
-    return greenlet.value, steps
 
 
 @pytest.fixture(scope="module", params=[STDIO, SSE, STREAMABLE_HTTP])

@@ -1,4 +1,4 @@
-"""A load user's MCP client (`McpClient`) run in a greenlet, for the reconnect tests: its steps and reconnect records."""
+"""A load user's MCP client (`McpClient`) run in a greenlet, for the load client's tests: its steps and reconnect records."""
 
 import random
 
@@ -10,6 +10,7 @@ from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import STREAMABLE_HTTP, Target
 
+# Every step of these clients is bounded by this (seconds); the greenlet by a little more.
 TIMEOUT = 20.0
 
 
@@ -57,3 +58,32 @@ class Run:
 
     def failures(self, step: str) -> list:
         return [s["exception"].kind if s["exception"] else None for s in self.steps if s["name"] == step]
+
+
+class Steps:
+    """The steps a client fired (its Locust events), kept in order."""
+
+    def __init__(self) -> None:
+        self.fired: list[dict] = []
+
+    def fire(self, **kw) -> None:
+        self.fired.append(kw)
+
+
+def in_session(client: McpClient, steps: Steps, body) -> tuple[object, Steps]:
+    """`body()` inside one session of `client`, in a greenlet bounded in time: its value and the steps fired."""
+
+    def run():
+        try:
+            assert client.start_session(), steps.fired
+            return body()
+        finally:
+            client.end_session()
+            client.close_transport()
+
+    greenlet = gevent.spawn(run)
+    greenlet.join(timeout=3 * TIMEOUT)
+    assert greenlet.ready(), "the client did not finish"
+    if greenlet.exception is not None:
+        raise greenlet.exception
+    return greenlet.value, steps
