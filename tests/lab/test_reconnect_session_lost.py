@@ -130,6 +130,7 @@ def check_forward(session, lost_call: str, plan) -> None:
         assert "forwarding to" in tool_calls(session)[1].answer.message, session.calls
 
 
+@pytest.mark.slow  # a load, then two replays of a call that sleeps 4 s
 def test_stdio_server_killed_mid_call(tmp_path):
     server = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", str(KILL_AT),
               "--count", "to-server", "--", *serve_argv("stdio")]
