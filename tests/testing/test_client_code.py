@@ -19,6 +19,7 @@ def echoed(trace) -> list[str]:
             for call in session.calls if call.name == "echo"]
 
 
+@pytest.mark.slow  # two pytest runs in subprocesses
 def test_a_missing_or_unreadable_trace_fails_in_one_line(pytester, monkeypatch):
     client_project(pytester)
     monkeypatch.setenv("EXAMPLE_TRANSPORTS", "stdio")
