@@ -33,7 +33,7 @@ from mcpbench import cliutil
 from mcpbench.lab.peers.servers import HOST, reference_server
 from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.processes import free_port, start, stop_process, wait_for_port
-from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.protocol.errors import EnvironmentProblem, McpbenchError, TargetError
 
 RESULTS = Path("results")
 REPO = Path(__file__).resolve().parents[1]
@@ -137,7 +137,12 @@ def recording_proxy(upstream: str, trace: Path) -> Iterator[str]:
         wait_for_port(HOST, port, proc=proc)
         yield f"http://{HOST}:{port}"
         proc.send_signal(signal.SIGINT)
-        proc.wait(PROXY_STOP_TIMEOUT)
+        try:
+            proc.wait(PROXY_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:  # the `finally` kills it; the trace may lack its end
+            raise EnvironmentProblem(
+                f"mcpbench record did not stop within {PROXY_STOP_TIMEOUT:g} s of SIGINT; {trace} may be incomplete (see {log_path})"
+            ) from None
     finally:
         if proc is not None:
             stop_process(proc)

@@ -18,6 +18,7 @@
 
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,9 +52,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.timeout(limit + extra), append=False)
     # Stable: the modules that read a long run go last, whole (xdist's `--dist loadfile` sends a
-    # module to one worker, at the place of its first test).
+    # module to one worker, at the place of its first test). Before them, the modules with the most
+    # slow tests first, the quick modules after them: the two workers then end together, not one
+    # running a long module alone at the end (xdist's own order, by number of tests, left those last).
     reading = {item.path for item in items if long_runs_of(item)}
-    items.sort(key=lambda item: item.path in reading)
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: (item.path in reading, -slow[item.path]))
 
 
 class LongRuns:

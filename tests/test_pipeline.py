@@ -90,3 +90,35 @@ def test_a_signal_stops_the_main_job_cleanly(tmp_path, signum, status):
     assert "Traceback" not in err
     assert _processes_mentioning(str(tmp_path)) == []  # the record proxy and the tee are gone
     assert (tmp_path / "stdio-legacy.jsonl").stat().st_size > 0  # what was recorded is kept
+
+
+# Stands in for `mcpbench record`: listens where it is told and ignores SIGINT, as a stuck proxy would.
+DEAF_PROXY = """\
+import signal, socket, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+host, port = sys.argv[sys.argv.index("--listen") + 1].rsplit(":", 1)
+listener = socket.create_server((host, int(port)))
+signal.pause()  # until SIGTERM (the default action ends it)
+"""
+
+
+def test_a_record_proxy_that_does_not_stop_is_one_line_and_exit_3(tmp_path, monkeypatch):
+    from mcpbench import pipeline
+    from mcpbench.processes import start as start_process
+    from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem
+
+    started = []
+
+    def start(argv, **kwargs):
+        started.append(start_process([sys.executable, "-c", DEAF_PROXY, *argv[argv.index("--listen"):]], **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(pipeline, "start", start)
+    monkeypatch.setattr(pipeline, "PROXY_STOP_TIMEOUT", 0.5)
+    trace = tmp_path / "t.jsonl"
+    with pytest.raises(EnvironmentProblem) as raised:
+        with pipeline.recording_proxy("http://127.0.0.1:9/mcp", trace):
+            pass
+    assert raised.value.exit_code == EXIT_ENVIRONMENT
+    assert str(raised.value) == f"mcpbench record did not stop within 0.5 s of SIGINT; {trace} may be incomplete (see {trace.with_suffix('.record.log')})"
+    assert started[0].poll() is not None  # stopped all the same

@@ -130,6 +130,7 @@ def check_forward(session, lost_call: str, plan) -> None:
         assert "forwarding to" in tool_calls(session)[1].answer.message, session.calls
 
 
+@pytest.mark.slow  # a load, then two replays of a call that sleeps 4 s
 def test_stdio_server_killed_mid_call(tmp_path):
     server = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", str(KILL_AT),
               "--count", "to-server", "--", *serve_argv("stdio")]
@@ -150,6 +151,7 @@ def test_stdio_server_killed_mid_call(tmp_path):
     check_forward(replay(forwarding(trace, target), trace, Spy()), "slept 4s in 2 steps", reopen)
 
 
+@pytest.mark.slow  # a load, then two replays of a call that sleeps 4 s
 def test_legacy_stream_cut_mid_call(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", CALLS)
     load, report, reopen = expected(Failure.STREAM_CLOSED, Trigger.STREAM_ENDED, "slow")
@@ -167,6 +169,7 @@ def test_legacy_stream_cut_mid_call(tmp_path):
         check_forward(replay(forwarding(trace, target), trace, Spy()), "slept 4s in 2 steps", reopen)
 
 
+@pytest.mark.slow  # the instance restarted three times
 def test_streamable_http_session_unknown_after_a_restart(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", CALLS_404)
     load, report, reopen = expected(Failure.SESSION_NOT_FOUND, Trigger.SESSION_NOT_FOUND, "echo")

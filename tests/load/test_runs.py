@@ -98,21 +98,22 @@ def test_stdio_long_lived(tmp_path):
 @pytest.mark.slow
 def test_stdio_session_per_task(tmp_path):
     """Each task starts a server process, does the handshake and its calls, and ends the process."""
-    # Each server process writes its pid first, so sessions can be matched to processes
-    # whatever the machine's speed (the server's start-up alone takes seconds on a loaded one).
+    # Each server process writes its pid first, so sessions can be matched to processes.
     pids = tmp_path / "pids"
     command = f"echo $$ >> {shlex.quote(str(pids))}; exec {shlex.join(serve_argv('stdio'))}"
     target = orjson.dumps("stdio:sh -c " + shlex.quote(command)).decode()
-    scenario = f"target: {target}\nsession: session_per_task\ncalls_per_session: 2\n{MIX}users: 2\nspawn_rate: 10\nduration: 8s\n"
-    proc, out = run_load(tmp_path, scenario)
+    # The run ends when its 4 sessions have (`sessions:`), not after a fixed time a loaded machine's
+    # server start-ups can eat (a server takes seconds to start there); the duration only bounds it.
+    scenario = f"target: {target}\nsession: session_per_task\ncalls_per_session: 2\nsessions: 4\n{MIX}users: 2\nspawn_rate: 10\nduration: 60s\n"
+    proc, out = run_load(tmp_path, scenario, timeout=RUN_TIMEOUT + 60)
     rows, _ = assert_clean_run(proc, out, "stdio", ["initialize", "notifications/initialized"], min_calls=2)
+    assert "sessions kept: 4/4" in proc.stdout, proc.stdout
     sessions = int(rows[("stdio", "initialize")]["Request Count"])
     started = pids.read_text().split()
-    # A process of its own for every session. Besides: the pre-flight check's session, and each
-    # user's last one, which the run's end may cut short before its initialize is counted.
-    assert len(set(started)) == len(started) and sessions + 1 <= len(started) <= sessions + 1 + 2
+    # A process of its own for every session, and none besides (a run of K sessions has no pre-flight session).
+    assert sessions == 4 and len(set(started)) == len(started) == sessions, (sessions, started)
     calls = sum(int(r["Request Count"]) for (t, n), r in rows.items() if n.startswith(("tools/", "resources/", "prompts/")))
-    assert calls <= 2 * sessions  # a long-lived session would go on calling
+    assert calls == 2 * sessions  # each session made its own calls; a long-lived session would go on calling
 
 
 @pytest.mark.slow

@@ -19,12 +19,19 @@ from typing import Final
 
 import orjson
 
-from tests.support.servers import REPO_ROOT, stop_process
+from mcpbench.load.runner import LOCUST_STOP_GRACE
+from mcpbench.pipeline import CHILD_STOP_WAIT
+from tests.support.servers import REPO_ROOT, STOP_TIMEOUT, stop_process
 
 MCPBENCH: Final = [sys.executable, "-m", "mcpbench"]
 # The main job takes at most 3 minutes; more on a busy 2-core machine.
 MAIN_JOB_TIMEOUT: Final = 900
 LAB_TIMEOUT: Final = 300
+# How long each may take to stop on SIGTERM, its own bounds: a kill sooner would orphan its children.
+# The main job: its stage's command (CHILD_STOP_WAIT), then its two reference servers.
+MAIN_JOB_STOP: Final = CHILD_STOP_WAIT + 2 * STOP_TIMEOUT
+# A lab run: its cell's Locust (LOCUST_STOP_GRACE), then the cell's instances, proxy and balancer.
+LAB_STOP: Final = LOCUST_STOP_GRACE + 3 * STOP_TIMEOUT
 
 # A small reconnect experiment: one cut Streamable HTTP cell per policy, the SDK client too.
 RECONNECT_SCENARIO: Final = """\
@@ -49,8 +56,8 @@ timeout: 10s
 class BackgroundRun:
     """A command started now and awaited later; its output goes to files beside `out`, so no pipe fills."""
 
-    def __init__(self, args: list[str], out: Path, timeout: float) -> None:
-        self.out = out
+    def __init__(self, args: list[str], out: Path, timeout: float, stop_grace: float) -> None:
+        self.out, self._stop_grace = out, stop_grace
         self._stdout, self._stderr = out.parent / f"{out.name}.stdout", out.parent / f"{out.name}.stderr"
         self._deadline = time.monotonic() + timeout  # the run's bound, as subprocess.run(timeout=) gave it
         with open(self._stdout, "wb") as stdout, open(self._stderr, "wb") as stderr:
@@ -66,8 +73,8 @@ class BackgroundRun:
         return self._done
 
     def stop(self) -> None:
-        """SIGTERM (every mcpbench command stops its children on it), then SIGKILL if it lingers."""
-        stop_process(self.proc)
+        """SIGTERM (every mcpbench command stops its children on it), then SIGKILL if it lingers past its own bound."""
+        stop_process(self.proc, self._stop_grace)
 
 
 class SharedRun:
@@ -134,7 +141,7 @@ def claimed(shared: Path, name: str) -> bool:
 def main_job(folder: Path) -> BackgroundRun:
     """`mcpbench run --out FOLDER/run`, as `./dev run` runs it."""
     out = folder / "run"
-    return BackgroundRun(["run", "--out", str(out)], out, MAIN_JOB_TIMEOUT)
+    return BackgroundRun(["run", "--out", str(out)], out, MAIN_JOB_TIMEOUT, MAIN_JOB_STOP)
 
 
 def reconnect_experiment(folder: Path) -> BackgroundRun:
@@ -142,4 +149,4 @@ def reconnect_experiment(folder: Path) -> BackgroundRun:
     path = folder / "reconnect.yaml"
     path.write_text(RECONNECT_SCENARIO)
     out = folder / "out"
-    return BackgroundRun(["lab", "run", str(path), "--out", str(out)], out, LAB_TIMEOUT)
+    return BackgroundRun(["lab", "run", str(path), "--out", str(out)], out, LAB_TIMEOUT, LAB_STOP)

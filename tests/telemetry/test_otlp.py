@@ -114,6 +114,7 @@ def test_tee_sends_spans_as_it_records_and_a_traceparent_continues_the_callers_t
     assert session["attributes"]["mcp.protocol.version"] == "2025-06-18"
 
 
+@pytest.mark.slow  # the live exporter retries a refused connection for its whole timeout (3 s), then the tee stops
 def test_tee_with_an_unreachable_endpoint_records_all_and_counts_what_it_dropped(tmp_path):
     trace = tmp_path / "s.jsonl"
     result = tee_session(trace, ["--otlp", f"http://127.0.0.1:{free_port()}"])
@@ -136,6 +137,7 @@ def test_export_to_a_refusing_endpoint_fails_in_one_line(recordings):
     assert "mcpbench: OTLP endpoint" in result.stderr and "service unavailable" in result.stderr, result.stderr
 
 
+@pytest.mark.slow  # the exporter retries a refused connection for its whole timeout (10 s)
 def test_export_to_no_endpoint_fails_in_one_line(recordings):
     result = export("--otlp", f"http://127.0.0.1:{free_port()}", str(recordings["legacy"]))
     assert result.returncode == 3 and result.stderr.count("\n") == 1, result.stderr

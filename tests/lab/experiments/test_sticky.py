@@ -1,8 +1,9 @@
 """Sessions behind a balancer, measured on 3 real reference-server instances, with both balancers.
 
 One module fixture runs every cell below through `run_plan` (each a short Locust run of many
-sessions, in its own process); the tests assert the shapes. HAProxy cells skip with a reason when
-`haproxy` is not on PATH.
+sessions, in its own process); the tests assert the shapes (tests/lab/experiments/helpers.py). The
+built-in balancer's cells the main job runs as well are judged from its run (test_sticky_in_the_main_job.py).
+HAProxy cells skip with a reason when `haproxy` is not on PATH.
 """
 
 import csv
@@ -13,12 +14,14 @@ import sys
 import pytest
 
 from mcpbench.lab.experiments.sticky import CSV_BASE, Cell, StickyPlan, run_plan
+from tests.lab.experiments.helpers import IN_THE_MAIN_JOB, JUDGED
 from tests.load.helpers import scenario_from_text
 
-pytestmark = pytest.mark.slow  # seconds each: `./dev test -m "not slow"` leaves them out
+# Seconds each (`./dev test -m "not slow"` leaves them out); the fixture's cells take a minute or more under load.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 HAPROXY = shutil.which("haproxy") is not None
-BALANCERS = ["builtin", pytest.param("haproxy", marks=pytest.mark.skipif(not HAPROXY, reason="haproxy is not on PATH"))]
+NEEDS_HAPROXY = pytest.mark.skipif(not HAPROXY, reason="haproxy is not on PATH")
 # Short cells: 4 users, 2 s, sessions of 3 calls; each cell still holds dozens of sessions (5 are enough to judge).
 SCENARIO = """
 target: http://127.0.0.1:9/mcp
@@ -31,67 +34,35 @@ spawn_rate: 4
 duration: 2s
 timeout: 10s
 """
-SHAPES = [
-    ("legacy-sse", "round-robin"), ("legacy-sse", "sticky"), ("legacy-sse", "source"),
-    ("stateful-sse", "round-robin"), ("stateful-json", "random"),
-    ("stateless", "round-robin"), ("2026-07-28", "random"),
-]
+# Every shape on each balancer, but the built-in balancer's shapes the main job runs too.
+CELLS = [(balancer, mode, policy) for balancer in ("builtin", "haproxy") for mode, policy in JUDGED
+         if balancer != "builtin" or (mode, policy) not in IN_THE_MAIN_JOB]
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     balancers = ["builtin"] + (["haproxy"] if HAPROXY else [])
-    cells = tuple(Cell(mode, policy, balancer, 3) for balancer in balancers for mode, policy in SHAPES)
+    cells = tuple(Cell(mode, policy, balancer, 3) for balancer, mode, policy in CELLS if balancer in balancers)
     folder = tmp_path_factory.mktemp("sticky")
     results = run_plan(StickyPlan(cells, scenario_from_text(SCENARIO, "sticky-test")), folder, say=lambda line: None)
     with open(folder / "sticky.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return {(r.cell.mode, r.cell.policy, r.cell.balancer): r for r in results}, rows, folder
+    return {(r.cell.mode, r.cell.policy, r.cell.balancer): r for r in results}, rows, folder, cells
 
 
-def _broken(result) -> float:
-    assert result.sessions >= 5, f"{result.cell.slug}: too few sessions to judge ({result.sessions})"
-    return result.failed_sessions / result.sessions
-
-
-@pytest.mark.parametrize("balancer", BALANCERS)
-def test_legacy_sse_needs_stickiness(measured, balancer):
-    results, _, _ = measured
-    spread = results[("legacy-sse", "round-robin", balancer)]
-    assert _broken(spread) > 0.5, spread.forms
-    assert spread.sessions_by_class["session-not-found"] == spread.failed_sessions
-    assert any("HTTP 404" in form for form in spread.forms)
-    for policy in ("sticky", "source"):
-        kept = results[("legacy-sse", policy, balancer)]
-        assert _broken(kept) == 0, (policy, kept.forms)
-        assert kept.first_instance_share == 1.0
-
-
-@pytest.mark.parametrize("balancer", BALANCERS)
-def test_stateful_streamable_http_loses_sessions(measured, balancer):
-    results, _, _ = measured
-    for mode, policy in (("stateful-sse", "round-robin"), ("stateful-json", "random")):
-        result = results[(mode, policy, balancer)]
-        assert _broken(result) > 0.5, (mode, result.forms)
-        assert set(result.sessions_by_class) == {"session-not-found"}
-        assert any("HTTP 404" in form and "Session not found" in form for form in result.forms)
-
-
-@pytest.mark.parametrize("balancer", BALANCERS)
-def test_stateless_and_2026_pass_without_stickiness(measured, balancer):
-    results, _, _ = measured
-    for mode, policy in (("stateless", "round-robin"), ("2026-07-28", "random")):
-        result = results[(mode, policy, balancer)]
-        assert _broken(result) == 0, (mode, result.forms)
-        assert result.first_instance_share < 1.0  # requests really were spread over the instances
+@pytest.mark.parametrize(("balancer", "mode", "policy"), [
+    pytest.param(*cell, id="-".join(cell), marks=NEEDS_HAPROXY if cell[0] == "haproxy" else ()) for cell in CELLS
+])
+def test_each_shape_breaks_or_keeps_sessions_as_it_must(measured, balancer, mode, policy):
+    """Legacy SSE and stateful Streamable HTTP need stickiness; stateless and 2026-07-28 pass without."""
+    results = measured[0]
+    JUDGED[(mode, policy)](results[(mode, policy, balancer)])
 
 
 def test_csv_and_chart_follow_the_contract(measured):
-    _, rows, folder = measured
+    _, rows, folder, cells = measured
     assert list(rows[0])[: len(CSV_BASE)] == list(CSV_BASE)
-    assert len(rows) == len(SHAPES) * (2 if HAPROXY else 1)
-    spread = next(r for r in rows if (r["mode"], r["policy"], r["balancer"]) == ("legacy-sse", "round-robin", "builtin"))
-    assert spread["transport"] == "sse" and int(spread["failed_sessions:session-not-found"]) == int(spread["failed_sessions"]) > 0
+    assert sorted((r["mode"], r["policy"], r["balancer"]) for r in rows) == sorted((c.mode, c.policy, c.balancer) for c in cells)
     assert (folder / "sticky.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
