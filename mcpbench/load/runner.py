@@ -51,7 +51,8 @@ from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.processes import dying_with_parent, free_port, start, stop_process
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem, McpbenchError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES
-from mcpbench.target import STDIO, parse_target
+from mcpbench.target import parse_target
+from mcpbench.protocol.transports import STDIO
 from mcpbench.trace.redact import Redactor
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")

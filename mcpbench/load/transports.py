@@ -40,7 +40,8 @@ from geventhttpclient.url import URL
 from mcpbench.auth.proxy import Proxy, ProxySettings
 from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Failed, Outgoing
 from mcpbench.protocol.http import AUTHENTICATE, INSTANCE, SESSION_ID, Failure, classify_status
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 
 # One recv: large enough that a typical answer arrives in one call.
 READ_SIZE = 64 * 1024
@@ -398,7 +399,7 @@ class StreamableHttpTransport(_HttpPoster):
 class SseTransport(_HttpPoster):
     """`GET /sse` held open by one reader greenlet; POSTs go to the endpoint it names."""
 
-    name = SSE
+    name = LEGACY_SSE
 
     def __init__(self, url: str, post_client: HTTPClient, *, timeout: float, source: str | None = None,
                  proxy: Proxy | None = None) -> None:
@@ -585,7 +586,7 @@ def transport_for(target: Target, *, timeout: float, pool: Any = None, source: s
     if target.transport == STDIO:
         return StdioTransport(list(target.argv), env=env, cwd=cwd)
     proxy = proxies.route(target.url) if proxies is not None else None
-    if target.transport == SSE:
+    if target.transport == LEGACY_SSE:
         client = http_client(target.url, timeout=timeout, source=source, proxy=proxy)
         return SseTransport(target.url, client, timeout=timeout, source=source, proxy=proxy)
     return StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout, pool=pool, source=source, proxy=proxy))

@@ -48,12 +48,12 @@ def compare_options(func):
 
 
 def _rules(ignore, ignore_files, no_default_rules, extra=()):
-    from mcpbench.replay.compare import Rules, load_rules
+    from mcpbench.replay.compare import IgnoreRules, load_rules
 
     texts = list(ignore)
     for path in ignore_files:
         texts += load_rules(path)
-    return Rules(texts + list(extra), defaults=not no_default_rules)
+    return IgnoreRules(texts + list(extra), defaults=not no_default_rules)
 
 
 def _latency(factor, slack_ms, fail_on=None):
@@ -370,7 +370,7 @@ def serve_trace(trace, forward_url, transport, host, port, json_response, sessio
     from mcpbench.replay import plan as plans
     from mcpbench.replay.engine import Pace
     from mcpbench.replay.forward import Forwarder
-    from mcpbench.replay.mock import serve
+    from mcpbench.replay.serve_trace import serve
     from mcpbench.replay.mock_play import DEFAULT_MAX_GAP
     from mcpbench.target import parse_target
 

@@ -32,7 +32,7 @@ import orjson
 
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT
 from mcpbench.protocol.versions import as_offered, eras_differ
-from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
+from mcpbench.replay.compare import Change, IgnoreRules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.plan import RecordedCall, SessionPlan, TracePlan, answer_obj
 from mcpbench.trace.redact import Redactor
@@ -190,7 +190,7 @@ def _judge(
     old: dict | None,
     new: dict | None,
     *,
-    rules: Rules,
+    rules: IgnoreRules,
     latency_old: float | None,
     latency_new: float | None,
     failure: str | None = None,
@@ -232,7 +232,7 @@ def _judge(
 
 def build(
     run: ReplayRun,
-    rules: Rules,
+    rules: IgnoreRules,
     *,
     latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
     fail_on_latency: float | None = None,
@@ -309,7 +309,7 @@ def fuzz_note(fuzz: dict, calls: list[CallResult], resident: list[int] | None = 
     return f"{found}: NOT reproduced: {call.label} came out {call.status} (the server behaves differently now)"
 
 
-def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency: float | None, cold: bool,
+def _session_result(session: SessionRun, rules: IgnoreRules, latency, fail_on_latency: float | None, cold: bool,
                     asked: str | None, redactor: Redactor | None = None) -> SessionResult:
     era_rules = rules.extend(()) if not session.era_switched else _with_era(rules)
     out = SessionResult(session.plan.id, session.live_session, [], list(session.plan.notes) + session.notes, session.aborted)
@@ -336,13 +336,13 @@ def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency:
     return out
 
 
-def _with_era(rules: Rules) -> Rules:
+def _with_era(rules: IgnoreRules) -> IgnoreRules:
     from mcpbench.replay.compare import ERA_RULES
 
     return rules.extend(ERA_RULES)
 
 
-def learn_noise(first: ReplayRun, second: ReplayRun, rules: Rules) -> list[str]:
+def learn_noise(first: ReplayRun, second: ReplayRun, rules: IgnoreRules) -> list[str]:
     """Rules for every path whose value differed between two replays of the same trace."""
     learned: set[str] = set()
     for a, b in zip(first.sessions, second.sessions):
@@ -361,7 +361,7 @@ def learn_noise(first: ReplayRun, second: ReplayRun, rules: Rules) -> list[str]:
 
 
 def diff_traces(
-    a: TracePlan, b: TracePlan, rules: Rules, *, latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
+    a: TracePlan, b: TracePlan, rules: IgnoreRules, *, latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
     fail_on_latency: float | None = None,
 ) -> Report:
     """Compare two traces call by call: sessions paired in order, calls aligned by method and name."""
@@ -376,7 +376,7 @@ def diff_traces(
     return report
 
 
-def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, latency, fail_on_latency: float | None) -> SessionResult:
+def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: IgnoreRules, latency, fail_on_latency: float | None) -> SessionResult:
     calls_a = a.calls if a else []
     calls_b = b.calls if b else []
     out = SessionResult(a.id if a else f"(only in B) {b.id}", b.id if b else None, [])

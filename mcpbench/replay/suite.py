@@ -20,7 +20,7 @@ from mcpbench.companions.options import TelemetryOptions
 from mcpbench.companions.telemetry import Companion
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
-from mcpbench.replay.compare import Rules, load_rules, save_rules
+from mcpbench.replay.compare import IgnoreRules, load_rules, save_rules
 from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
@@ -99,7 +99,7 @@ class Outcome:
     wrote: bool = False  # the replay's own trace was written (`out`) to its end
 
 
-def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: ReplayOptions, *,
+def replay_one(recorded: TracePlan, target: Target, rules: IgnoreRules, options: ReplayOptions, *,
                learn_to: Path | None = None, out: str | os.PathLike | None = None) -> Outcome:
     """Replay `recorded` against `target` and compare every call under `rules`.
 
@@ -111,7 +111,7 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
         return Replayer(target, protocol_version=options.protocol_version, pace=options.pace, timeout=options.timeout,
                         writer=writer, access=options.access, foreign_host=options.foreign_host).run(recorded)
 
-    def judged(run: ReplayRun, rules: Rules) -> Report:
+    def judged(run: ReplayRun, rules: IgnoreRules) -> Report:
         return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,
                      stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
 
@@ -146,6 +146,6 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
     return Outcome(judged(run, rules), run, learned, failed, wrote=writer is not None and not failed)
 
 
-def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> Rules:
+def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> IgnoreRules:
     """The rules one trace is compared under: `ignore`, plus (with `beside`) those kept beside it."""
-    return Rules([*ignore, *(rules_beside(trace) if beside else ())], defaults=defaults)
+    return IgnoreRules([*ignore, *(rules_beside(trace) if beside else ())], defaults=defaults)

@@ -12,7 +12,8 @@ import pytest
 from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.asks import Canned
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from tests.support.servers import serve_argv
 
 # Every step of these clients is bounded by this (seconds); the greenlet by a little more.
@@ -54,12 +55,12 @@ def in_session(client: McpClient, steps: Steps, body) -> tuple[object, Steps]:
     return greenlet.value, steps
 
 
-@pytest.fixture(scope="module", params=[STDIO, SSE, STREAMABLE_HTTP])
+@pytest.fixture(scope="module", params=[STDIO, LEGACY_SSE, STREAMABLE_HTTP])
 def target(request):
     """The reference server on each transport: a stdio command, or the session's HTTP server (tests/conftest.py)."""
     if request.param == STDIO:
         return Target(STDIO, argv=tuple(serve_argv("stdio")))
-    server = request.getfixturevalue({SSE: "sse_server", STREAMABLE_HTTP: "http_server"}[request.param])
+    server = request.getfixturevalue({LEGACY_SSE: "sse_server", STREAMABLE_HTTP: "http_server"}[request.param])
     return Target(request.param, url=server.url)
 
 
