@@ -200,14 +200,11 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, 
         click.echo(verdict.line())
     if result.failed_steps is not None:
         click.echo(result.failed_steps.line())
-    status = result.exit_code
-    if loaded.sessions is not None:  # a run of K sessions (`sessions:`): were sessions kept?
-        from mcpbench.load.sessions import SessionTally, count_sessions, read_samples, render_sessions, verdict
+    if result.sessions is not None:  # a run of K sessions (`sessions:`): were sessions kept?
+        from mcpbench.load.sessions import render_sessions, verdict
 
-        sessions = count_sessions(read_samples(result.out_dir / "samples.jsonl"), SessionTally())
-        click.echo(render_sessions(sessions))
-        click.echo(verdict(sessions))
-        status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)
+        click.echo(render_sessions(result.sessions))
+        click.echo(verdict(result.sessions))
     click.echo(f"mcpbench: results in {result.out_dir}")
     if telemetry is not None and (result.out_dir / "samples.jsonl").is_file():
         from mcpbench.companions.telemetry import send_samples
@@ -215,6 +212,5 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, 
         send_samples(telemetry, result.out_dir / "samples.jsonl")  # says how it went; the measurement's status stands
     if result.write_errors:  # the run went on; its results did not all reach the disk
         click.echo(f"mcpbench: {result.write_errors[0]}: the samples are incomplete", err=True)
-        status = result.exit_code
-    sys.exit(status)
+    sys.exit(result.exit_code)
 
