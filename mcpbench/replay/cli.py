@@ -47,23 +47,16 @@ def compare_options(func):
     return func
 
 
-def _rules(ignore, ignore_files, no_default_rules, extra=()):
+def _judging(ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency):
+    """The `Judging` the options of `compare_options` give."""
     from mcpbench.replay.compare import IgnoreRules, load_rules
+    from mcpbench.replay.report import Judging
 
     texts = list(ignore)
     for path in ignore_files:
         texts += load_rules(path)
-    return IgnoreRules(texts + list(extra), defaults=not no_default_rules)
-
-
-def _latency(factor, slack_ms, fail_on=None):
-    from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK
-
-    factor = LATENCY_FACTOR if factor is None else factor
-    if fail_on is not None and (factor <= 0 or factor > fail_on):
-        factor = fail_on  # what fails is reported too
-    slack = LATENCY_SLACK if slack_ms is None else slack_ms / 1000
-    return None if factor <= 0 else (factor, slack)
+    rules = IgnoreRules(texts, defaults=not no_default_rules)
+    return Judging.of(rules, latency_factor, latency_slack_ms, fail_on_latency)
 
 
 def _finish(report, report_path, verbose, recording_failed=None) -> None:
@@ -174,11 +167,10 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
             check_output(path, option)
         check_ci_outputs(junit_xml, summary_md)
         target = parse_target(target_text)
-        access = client.resolve(target.url)
-        rules = _rules(ignore, ignore_files, no_default_rules)
+        judging = _judging(ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency)
         pacing = Pace.parse(pace, max_gap)
         recorded = [plans.load(path, sessions=sessions or None) for path in paths]
-        beside = [rules.extend(kept_rules(path)) if rules_beside else rules for path in paths]
+        beside = [judging.with_rules(judging.rules.extend(kept_rules(path))) if rules_beside else judging for path in paths]
         access = client.resolve(target.url)
         access.headers_now()  # a token endpoint that says no, or cannot be found: one line, now
     except McpbenchError as exc:
@@ -188,7 +180,6 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
         click.echo("mcpbench: the recording sent Authorization (hashed in the trace, never replayed); this replay "
                    "sends none: give --header, --bearer-token-env or --oauth-* for a protected server", err=True)
     options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout, redact=redact,
-                            latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency,
                             telemetry=TelemetryOptions.parse(otlp, None, service_name), access=access,
                             foreign_host=foreign_host)
     if contract:
@@ -198,14 +189,14 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
     _replay_suite(recorded, target, beside, options, learn_noise, report_path, verbose, junit_per, junit_xml, summary_md)
 
 
-def _replay_one(recorded, target, rules, options, noise, out, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
+def _replay_one(recorded, target, judging, options, noise, out, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
     """One trace, reported as `replay` always has; the CI outputs besides."""
     from pathlib import Path
 
     from mcpbench.replay.cases import report_suite
     from mcpbench.replay.suite import replay_one
 
-    outcome = replay_one(recorded, target, rules, options, learn_to=Path(noise) if noise else None, out=out)
+    outcome = replay_one(recorded, target, judging, options, learn_to=Path(noise) if noise else None, out=out)
     report = outcome.report
     if outcome.learned is not None:
         click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {noise}", err=True)
@@ -217,7 +208,7 @@ def _replay_one(recorded, target, rules, options, noise, out, report_path, verbo
     _finish(report, report_path, verbose, outcome.recording_failed)
 
 
-def _replay_suite(recorded, target, rules, options, learn_noise, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
+def _replay_suite(recorded, target, judgings, options, learn_noise, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
     """Several traces: each replayed and reported in turn, then one verdict, one JSON report, one suite each."""
     from mcpbench.protocol.errors import EXIT_ENVIRONMENT
     from mcpbench.replay.cases import report_suite
@@ -225,9 +216,9 @@ def _replay_suite(recorded, target, rules, options, learn_noise, report_path, ve
     from mcpbench.replay.suite import noise_path, replay_one
 
     reports = []
-    for plan, trace_rules in zip(recorded, rules):
+    for plan, judging in zip(recorded, judgings):
         learn_to = noise_path(plan.path) if learn_noise else None
-        outcome = replay_one(plan, target, trace_rules, options, learn_to=learn_to)
+        outcome = replay_one(plan, target, judging, options, learn_to=learn_to)
         if outcome.learned is not None:
             click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {learn_to}", err=True)
         reports.append(outcome.report)
@@ -316,7 +307,7 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
     try:
         check_output(report_path, "--report")
         check_ci_outputs(junit_xml, summary_md)
-        rules = _rules(ignore, ignore_files, no_default_rules)
+        judging = _judging(ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency)
         a, b = plans.load(trace_a), plans.load(trace_b)
     except McpbenchError as exc:
         _failed_report("diff", trace_a, trace_b, exc, report_path)
@@ -327,8 +318,7 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
         report = diff_contract(a, b)
         click.echo(report.render())
         _contract_finish([report], fail_on, report_path, junit_xml, summary_md)
-    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms, fail_on_latency),
-                         fail_on_latency=fail_on_latency)
+    report = diff_traces(a, b, judging)
     write_ci_outputs([report_suite(report, junit_per)], "mcpbench diff", junit_xml, summary_md)
     _finish(report, report_path, verbose)
 

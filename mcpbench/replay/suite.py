@@ -23,7 +23,7 @@ from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import IgnoreRules, load_rules, save_rules
 from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
-from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
+from mcpbench.replay.report import Judging, Report, build, learn_noise
 from mcpbench.target import Target
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter
@@ -75,14 +75,12 @@ def noise_path(trace: str | os.PathLike) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
-    """How each trace of a run is replayed and judged."""
+    """How each trace of a run is replayed (how it is judged: `report.Judging`)."""
 
     protocol_version: str | None = None
     pace: Pace = Pace()
     timeout: float | None = None  # None: per call, from the recording (`Replayer.timeout_for`)
-    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)  # None: latency is not reported
     redact: tuple[str, ...] = ()
-    fail_on_latency: float | None = None  # a call this much slower than recorded (and the slack) is changed
     telemetry: TelemetryOptions = TelemetryOptions()  # the calls as spans, sent as they go (`--otlp`)
     access: ClientAccess | None = None  # an HTTP target's headers, tokens and proxies (`mcpbench.auth`)
     foreign_host: str = FOREIGN_HOST_RECORDED  # a rebinding check's recorded Host, or the target's (`Replayer`)
@@ -99,9 +97,9 @@ class Outcome:
     wrote: bool = False  # the replay's own trace was written (`out`) to its end
 
 
-def replay_one(recorded: TracePlan, target: Target, rules: IgnoreRules, options: ReplayOptions, *,
+def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: ReplayOptions, *,
                learn_to: Path | None = None, out: str | os.PathLike | None = None) -> Outcome:
-    """Replay `recorded` against `target` and compare every call under `rules`.
+    """Replay `recorded` against `target` and judge every call as `judging` says.
 
     With `learn_to`, replay twice first and save the paths that differed between the two runs
     there as ignore rules (they also apply to this comparison). With `out`, write the replay's own
@@ -111,14 +109,13 @@ def replay_one(recorded: TracePlan, target: Target, rules: IgnoreRules, options:
         return Replayer(target, protocol_version=options.protocol_version, pace=options.pace, timeout=options.timeout,
                         writer=writer, access=options.access, foreign_host=options.foreign_host).run(recorded)
 
-    def judged(run: ReplayRun, rules: IgnoreRules) -> Report:
-        return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,
-                     stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
+    def judged(run: ReplayRun, judging: Judging) -> Report:
+        return build(run, judging, stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
 
     redactor = Redactor(options.redact)
     first = run_once() if learn_to is not None else None
     if first is not None and first.aborted:
-        return Outcome(judged(first, rules), first)
+        return Outcome(judged(first, judging), first)
     with contextlib.ExitStack() as stack:
         # --otlp: the replay's own trace (a temporary one without `out`), followed by the companion
         path = out or (Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpbench-replay-"))) / "replay.jsonl"
@@ -139,11 +136,11 @@ def replay_one(recorded: TracePlan, target: Target, rules: IgnoreRules, options:
         writer = None  # a temporary trace, gone: nothing to say about it
     learned = None
     if first is not None and not run.aborted:
-        learned = learn_noise(first, run, rules)
+        learned = learn_noise(first, run, judging.rules)
         save_rules(learn_to, learned, source=recorded.path)
-        rules = rules.extend(learned)
+        judging = judging.with_rules(judging.rules.extend(learned))
     failed = writer.failed if writer else None
-    return Outcome(judged(run, rules), run, learned, failed, wrote=writer is not None and not failed)
+    return Outcome(judged(run, judging), run, learned, failed, wrote=writer is not None and not failed)
 
 
 def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> IgnoreRules:
