@@ -167,11 +167,11 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
             check_output(path, option)
         check_ci_outputs(junit_xml, summary_md)
         target = parse_target(target_text)
+        access = client.resolve(target.url)
         judging = _judging(ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency)
         pacing = Pace.parse(pace, max_gap)
         recorded = [plans.load(path, sessions=sessions or None) for path in paths]
         beside = [judging.with_rules(judging.rules.extend(kept_rules(path))) if rules_beside else judging for path in paths]
-        access = client.resolve(target.url)
         access.headers_now()  # a token endpoint that says no, or cannot be found: one line, now
     except McpbenchError as exc:
         _failed_report("replay", trace, target_text, exc, report_path)
@@ -213,31 +213,26 @@ def _replay_suite(recorded, target, judgings, options, learn_noise, report_path,
     from mcpbench.protocol.errors import EXIT_ENVIRONMENT
     from mcpbench.replay.cases import report_suite
     from mcpbench.replay.report import render
-    from mcpbench.replay.suite import noise_path, replay_one
+    from mcpbench.replay.suite import SuiteResult, noise_path, replay_one
 
-    reports = []
+    result = SuiteResult()
     for plan, judging in zip(recorded, judgings):
         learn_to = noise_path(plan.path) if learn_noise else None
         outcome = replay_one(plan, target, judging, options, learn_to=learn_to)
         if outcome.learned is not None:
             click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {learn_to}", err=True)
-        reports.append(outcome.report)
+        result.reports.append(outcome.report)
         click.echo(render(outcome.report, verbose=verbose))
         if outcome.run is not None and outcome.run.interrupted:
             outcome.report.abort_status = signal_status(cliutil.received or signal.SIGINT)
             break
-    aborted = [report for report in reports if report.aborted]
-    changed = [report for report in reports if report.changed and not report.aborted]
-    click.echo(f"mcpbench: {len(reports)} trace(s): {len(reports) - len(changed) - len(aborted)} unchanged, "
-               f"{len(changed)} changed, {len(aborted)} broken off")
-    status = max((report.abort_status for report in aborted), default=1 if changed else 0)
+    click.echo(f"mcpbench: {result.summary()}")
     if report_path:
-        _write_json(report_path, {"kind": "replay-suite", "exit_code": status,
-                                  "traces": [report.to_json() for report in reports]})
-    write_ci_outputs([report_suite(report, junit_per) for report in reports], "mcpbench replay", junit_xml, summary_md)
-    if aborted and status == EXIT_ENVIRONMENT:
-        click.echo(f"mcpbench: {aborted[0].source}: {aborted[0].aborted}", err=True)
-    sys.exit(status)
+        result.write_json(report_path)
+    write_ci_outputs([report_suite(report, junit_per) for report in result.reports], "mcpbench replay", junit_xml, summary_md)
+    if result.aborted and result.exit_code == EXIT_ENVIRONMENT:
+        click.echo(f"mcpbench: {result.aborted[0].source}: {result.aborted[0].aborted}", err=True)
+    sys.exit(result.exit_code)
 
 
 def _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md) -> None:
@@ -258,25 +253,16 @@ def _contract_replay(recorded, target, options, fail_on, report_path, junit_xml,
 
 def _contract_finish(reports, fail_on, report_path, junit_xml, summary_md) -> None:
     from mcpbench.protocol.errors import TargetError
+    from mcpbench.replay.report import write_json
 
     status = max(report.exit_code(fail_on) for report in reports)
     if report_path:
         body = [report.to_json(fail_on) for report in reports]
-        _write_json(report_path, body[0] if len(body) == 1 else {"kind": "contract-suite", "exit_code": status, "traces": body})
+        write_json(report_path, body[0] if len(body) == 1 else {"kind": "contract-suite", "exit_code": status, "traces": body})
     write_ci_outputs([report.suite(fail_on) for report in reports], "mcpbench contract", junit_xml, summary_md)
     if broken := next((report for report in reports if report.aborted), None):
         raise TargetError(broken.aborted)
     sys.exit(status)
-
-
-def _write_json(path, body) -> None:
-    import orjson
-
-    from mcpbench.outputs import write_atomic
-    from mcpbench.trace.redact import Redactor
-
-    data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-    write_atomic(path, Redactor().raw(data))
 
 
 @click.command(name="diff")

@@ -193,12 +193,18 @@ class Report:
     def write_json(self, path: str) -> None:
         from pathlib import Path
 
-        from mcpbench.outputs import write_atomic
-
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        data = orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-        write_atomic(out, Redactor().raw(data))  # a target URL, an error or a live answer may quote a secret
+        write_json(out, self.to_json())
+
+
+def write_json(path: Any, body: Any) -> None:
+    """A report's JSON, indented, written whole; secrets redacted (a target URL, an error or a live
+    answer may quote one)."""
+    from mcpbench.outputs import write_atomic
+
+    data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+    write_atomic(path, Redactor().raw(data))
 
 
 def _ms(seconds: float | None) -> float | None:

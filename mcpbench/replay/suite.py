@@ -12,7 +12,7 @@ import glob
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcpbench.auth.options import ClientAccess
@@ -23,7 +23,7 @@ from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import IgnoreRules, load_rules, save_rules
 from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
-from mcpbench.replay.report import Judging, Report, build, learn_noise
+from mcpbench.replay.report import Judging, Report, build, learn_noise, write_json
 from mcpbench.target import Target
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter
@@ -95,6 +95,40 @@ class Outcome:
     learned: list[str] | None = None  # the noise rules learned, when asked to learn
     recording_failed: str | None = None
     wrote: bool = False  # the replay's own trace was written (`out`) to its end
+
+
+@dataclass(slots=True)
+class SuiteResult:
+    """The replays of a suite's traces, one report each, and the one verdict over them.
+
+    Exit status: the worst broken-off replay's (`Report.abort_status`), else 1 when a trace changed, else 0.
+    """
+
+    reports: list[Report] = field(default_factory=list)
+
+    @property
+    def aborted(self) -> list[Report]:
+        return [report for report in self.reports if report.aborted]
+
+    @property
+    def changed(self) -> list[Report]:
+        return [report for report in self.reports if report.changed and not report.aborted]
+
+    @property
+    def exit_code(self) -> int:
+        return max((report.abort_status for report in self.aborted), default=1 if self.changed else 0)
+
+    def summary(self) -> str:
+        """One line: how many traces came out unchanged, changed and broken off."""
+        changed, aborted = len(self.changed), len(self.aborted)
+        return (f"{len(self.reports)} trace(s): {len(self.reports) - changed - aborted} unchanged, "
+                f"{changed} changed, {aborted} broken off")
+
+    def to_json(self) -> dict:
+        return {"kind": "replay-suite", "exit_code": self.exit_code, "traces": [report.to_json() for report in self.reports]}
+
+    def write_json(self, path: str | os.PathLike) -> None:
+        write_json(path, self.to_json())
 
 
 def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: ReplayOptions, *,
