@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mcpbench.protocol.errors import BadTargetError, TargetError
-from mcpbench.protocol.transports import LEGACY_SSE as SSE
+from mcpbench.protocol.transports import LEGACY_SSE
 from mcpbench.protocol.transports import STDIO, STREAMABLE_HTTP, TRANSPORTS
 
-__all__ = ["STDIO", "SSE", "STREAMABLE_HTTP", "TRANSPORTS", "Target", "TargetError", "parse_target"]
+__all__ = ["Target", "TargetError", "parse_target"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Target:
     def __str__(self) -> str:
         if self.transport == STDIO:
             return "stdio:" + shlex.join(self.argv)
-        if self.transport == SSE:
+        if self.transport == LEGACY_SSE:
             return "sse+" + (self.url or "")
         return self.url or ""
 
@@ -74,7 +74,7 @@ def parse_target(s: str) -> Target:
     if scheme in ("http", "https"):
         transport, url = STREAMABLE_HTTP, text
     elif scheme in ("sse+http", "sse+https"):
-        transport, url = SSE, text[len("sse+"):]
+        transport, url = LEGACY_SSE, text[len("sse+"):]
     else:
         raise BadTargetError(
             f"unknown transport scheme {scheme!r} in target {s!r} (expected http, https, sse+http, sse+https or stdio:)"

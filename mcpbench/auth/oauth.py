@@ -99,7 +99,7 @@ class OAuthConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Endpoint:
+class TokenEndpoint:
     """Where tokens come from, and with what they are asked for."""
 
     url: str
@@ -119,11 +119,11 @@ class Discovery:
     def __init__(self, config: OAuthConfig, resource_url: str, proxies: ProxySettings, *, timeout: float) -> None:
         self.config, self.resource_url, self.proxies, self.timeout = config, resource_url, proxies, timeout
         self._lock = threading.Lock()
-        self._endpoint: Endpoint | None = None
+        self._endpoint: TokenEndpoint | None = None
         if config.token_url:
-            self._endpoint = Endpoint(config.token_url, auth.BASIC, config.resource or resource_url)
+            self._endpoint = TokenEndpoint(config.token_url, auth.BASIC, config.resource or resource_url)
 
-    def endpoint(self, report: OnRequest, challenge: auth.Challenge | None = None) -> Endpoint:
+    def endpoint(self, report: OnRequest, challenge: auth.Challenge | None = None) -> TokenEndpoint:
         """The token endpoint, discovered on first use.
 
         Raises:
@@ -156,7 +156,7 @@ class Discovery:
                 first = first or exc
         raise first
 
-    def _discover(self, report: OnRequest, challenge: auth.Challenge | None) -> Endpoint:
+    def _discover(self, report: OnRequest, challenge: auth.Challenge | None) -> TokenEndpoint:
         if challenge is None:  # ask the resource for its challenge, as a client without credentials does
             answer = self._get(CHALLENGE, self.resource_url, report, head_only=True)
             challenge = auth.bearer_challenge(answer.headers.get(AUTHENTICATE)) if answer.status == 401 else None
@@ -164,7 +164,7 @@ class Discovery:
                                   auth.read_resource_metadata, report)
         issuer = resource.authorization_servers[0]
         server = self._document(SERVER_METADATA, auth.server_metadata_urls(issuer), auth.read_server_metadata, report)
-        return Endpoint(server.token_endpoint, server.auth_method, self.config.resource or resource.resource or self.resource_url)
+        return TokenEndpoint(server.token_endpoint, server.auth_method, self.config.resource or resource.resource or self.resource_url)
 
 
 class TokenSource:
@@ -253,5 +253,5 @@ class TokenSource:
 
 
 
-__all__ = ["CHALLENGE", "Discovery", "Endpoint", "KEYS", "OAuthConfig", "RESOURCE_METADATA", "SERVER_METADATA",
+__all__ = ["CHALLENGE", "Discovery", "TokenEndpoint", "KEYS", "OAuthConfig", "RESOURCE_METADATA", "SERVER_METADATA",
            "TOKEN", "TokenSource"]

@@ -27,7 +27,7 @@ from mcpbench.lab.peers.servers import serve_argv, start_listening
 from mcpbench.processes import free_port, stop_process
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 
-BENCH_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "bench_locustfile.py"
+BENCH_LOCUSTFILE = Path(__file__).with_name("loadgen_locustfile.py")
 ROOT = Path(__file__).resolve().parents[2]
 # Seconds of load per measurement (full / quick).
 DURATION, QUICK_DURATION = 10, 3

@@ -53,7 +53,7 @@ CALL_TIMEOUT = 30.0
 
 Samples = list[float]
 Calls = Callable[[int], Samples]
-Exchange = Callable[[Outgoing], None]  # sends a message; for a request, returns once its answer is in
+SendCall = Callable[[Outgoing], None]  # sends a message; for a request, returns once its answer is in
 
 
 def _answered(events: list) -> bool:
@@ -63,7 +63,7 @@ def _answered(events: list) -> bool:
     return any(type(event) is Answered for event in events)
 
 
-def _session(conn: ClientConnection, exchange: Exchange) -> Calls:
+def _session(conn: ClientConnection, exchange: SendCall) -> Calls:
     """The handshake; then a function that makes n timed `tools/call echo`s (seconds each)."""
     exchange(conn.initialize())
     exchange(conn.initialized())

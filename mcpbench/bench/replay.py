@@ -97,9 +97,9 @@ def plain_loop(calls: int, trace: Path | None) -> float:
 def replay_once(trace: Path) -> tuple[float, int]:
     """Replay `trace` against a fresh server; return (calls/s over the echo calls, changed calls)."""
     from mcpbench.replay import plan as plans
-    from mcpbench.replay.compare import Rules
+    from mcpbench.replay.compare import IgnoreRules
     from mcpbench.replay.engine import Replayer
-    from mcpbench.replay.report import build
+    from mcpbench.replay.report import Judging, build
     from mcpbench.target import Target
 
     recorded = plans.load(trace)
@@ -107,7 +107,7 @@ def replay_once(trace: Path) -> tuple[float, int]:
     calls = [live for live in run.sessions[0].calls if live.call.method == "tools/call"]
     started = calls[0].sent
     finished = max(live.answered for live in calls if live.answered is not None)
-    report = build(run, Rules(), latency=None)
+    report = build(run, Judging(IgnoreRules(), latency=None))
     return len(calls) / (finished - started), report.counts()["changed"] + report.counts()["failed"]
 
 

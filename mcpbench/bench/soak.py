@@ -11,11 +11,11 @@ servers (Streamable HTTP, SSE answers) and four paths side by side:
   (the GET streams and the answers of `slow`) `cut_after` after it opened (the fault addon), so
   the users resume cut streams (`Last-Event-ID`) and reopen their GET streams.
 
-Each path gets that many Locust users (`load/soak_locustfile.py`): long-lived sessions holding
+Each path gets that many Locust users (`bench/soak_locustfile.py`): long-lived sessions holding
 their GET stream open, calling `echo`, `slow` with progress, `ask` (a sampling request back to the
 client) and `tools/list`; on `both` they recover as `RECONNECT` says. Each user keeps a ledger of
 every message it sent and received; once the run is over each trace is reconciled with the
-ledgers of its path (`load/ledger.py`): 0 messages lost (sent or received by a client, missing
+ledgers of its path (`bench/ledger.py`): 0 messages lost (sent or received by a client, missing
 from the trace) and 0 duplicated (in the trace more often than a client saw it) is the target,
 and every call must be answered or failed with a failure class; `unanswered` counts the calls that got
 no answer (answer-lost/timeout, stream-closed), which the target is 0 of on every path. The resident memory and open
@@ -60,13 +60,13 @@ import orjson
 from mcpbench.bench.common import save_figure, write_result
 from mcpbench.lab.peers.servers import HOST, REPO_ROOT, free_port, start_listening, stop_process
 from mcpbench.lab.topology.cluster import mitmdump_path, running_balancer, running_instances
-from mcpbench.load import ledger
+from mcpbench.bench import ledger
 from mcpbench.protocol.http import Failure
 from mcpbench.proxies.faultplan import addon_settings
 from mcpbench.trace.reader import TraceReader
 
 NAME = "soak"
-SOAK_LOCUSTFILE = Path(__file__).resolve().parents[1] / "load" / "soak_locustfile.py"
+SOAK_LOCUSTFILE = Path(__file__).with_name("soak_locustfile.py")
 PATHS = ("direct", "record", "balancer", "both")
 TRACED = ("record", "both")
 INSTANCES = 3  # behind the balancers; the direct path has one more of its own

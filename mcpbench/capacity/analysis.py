@@ -50,13 +50,13 @@ class CapacityError(McpbenchError):
 
 
 @dataclass(frozen=True)
-class Call:
+class CallSample:
     start: float  # wall-clock intended start (the sample's `t`)
     ms: float
     failure: str | None
 
 
-def read_run(folder: Path) -> tuple[dict, list[Call]]:
+def read_run(folder: Path) -> tuple[dict, list[CallSample]]:
     """The ramp's timeline and the run's calls (sorted by start).
 
     Raises:
@@ -66,17 +66,17 @@ def read_run(folder: Path) -> tuple[dict, list[Call]]:
         timeline = orjson.loads((folder / RAMP_FILE).read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         raise CapacityError(f"{folder / RAMP_FILE}: no ramp timeline ({getattr(exc, 'strerror', None) or exc})") from None
-    calls = [Call(r["t"], r["latency_ms"], r.get("failure")) for r in records(folder / "samples.jsonl", missing_ok=True)
+    calls = [CallSample(r["t"], r["latency_ms"], r.get("failure")) for r in records(folder / "samples.jsonl", missing_ok=True)
              if "uncorrected_ms" in r and r.get("t") is not None]  # the schedule's calls, not the handshakes
     calls.sort(key=lambda c: c.start)
     return timeline, calls
 
 
-def _between(calls: list[Call], start: float, end: float) -> list[Call]:
+def _between(calls: list[CallSample], start: float, end: float) -> list[CallSample]:
     return [c for c in calls if start <= c.start < end]
 
 
-def _judge(calls: list[Call], ramp: Ramp, rate: float, start: float, end: float):
+def _judge(calls: list[CallSample], ramp: Ramp, rate: float, start: float, end: float):
     latencies = [c.ms for c in calls]
     classes: dict[str, int] = {}
     for c in calls:
@@ -85,7 +85,7 @@ def _judge(calls: list[Call], ramp: Ramp, rate: float, start: float, end: float)
     return judge(latencies, classes, expected=rate * max(0.0, end - start), slos=ramp.thresholds, max_errors=ramp.max_errors)
 
 
-def step_rows(timeline: dict, calls: list[Call]) -> list[dict]:
+def step_rows(timeline: dict, calls: list[CallSample]) -> list[dict]:
     """One row per step: rate, achieved rate, percentiles, errors, failure classes, unanswered, held and why."""
     ramp = Ramp.from_json(timeline["ramp"])
     grace = timeline.get("grace_s", ramp.grace)
@@ -131,7 +131,7 @@ def knee(rows: list[dict], metric: str) -> dict | None:
     return {"rate": where[0], metric: where[1], "distance": round(best, 4)}
 
 
-def recovery(row: dict, calls: list[Call], ramp: Ramp) -> dict:
+def recovery(row: dict, calls: list[CallSample], ramp: Ramp) -> dict:
     """When the server held its SLO again in the low step after the break (see the module docstring)."""
     start, end = row["start"], row["end"]
     width = (end - start) / RECOVERY_WINDOWS
@@ -147,7 +147,7 @@ def recovery(row: dict, calls: list[Call], ramp: Ramp) -> dict:
     return {"rate": row["rate"], "recovered": True, "seconds": round(first * width, 3), "window_s": round(width, 3), "windows_held": held}
 
 
-def analyse(timeline: dict, calls: list[Call]) -> dict[str, Any]:
+def analyse(timeline: dict, calls: list[CallSample]) -> dict[str, Any]:
     """The capacity result (what `capacity.json` holds, without the run's own facts)."""
     ramp = Ramp.from_json(timeline["ramp"])
     rows = step_rows(timeline, calls)

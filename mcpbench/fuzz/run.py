@@ -35,8 +35,9 @@ from mcpbench.fuzz.judge import (
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, ProtocolCase, expected_refusal, protocol_cases, tampered, with_changes
 from mcpbench.fuzz.session import FuzzSession, Live, Outcome
 from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, asks_for_input, has_handshake, has_method
-from mcpbench.target import STDIO, Target
+from mcpbench.target import Target
 
 # How long the handshake may take (a stdio server importing its SDK on a busy machine included).
 OPEN_TIMEOUT = 30.0

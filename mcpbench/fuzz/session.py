@@ -20,9 +20,10 @@ from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection, Failed, Garbled, Pushed, ServerRequest, SessionLost
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse
+from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import DISCOVER, LATEST_HANDSHAKE
 from mcpbench.replay.transports import Lost, Opened, ReplayTransport, open_transport
-from mcpbench.target import STDIO, Target
+from mcpbench.target import Target
 
 # One logged message: (direction "c2s" / "s2c", the JSON text, wall time); RAW: bytes sent as they
 # are (a protocol case), which need not be JSON.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -91,9 +93,7 @@ def recorded_schedule(scenario, trace: str, speed: str, *, users: int | None, du
 @ci_options
 @client_options
 @map_errors
-def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, workers, master, expect_workers, master_bind,
-         worker, master_host, master_port, join_timeout, reconnect, exit_code_on_error, otlp, service_name, ui, web_port, junit_xml, summary_md,
-         client):
+def load(**given):
     """Load-test an MCP server with the call mix of SCENARIO (a YAML file) using Locust.
 
     Writes Locust's CSVs, samples.jsonl (one line per step) and summary.json to the
@@ -115,84 +115,119 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, 
 
     Example: mcpbench load scenarios/streamable-http.yaml --users 20 --duration 30s
     """
+    _load(LoadArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadArgs:
+    """`load`'s options, as given (click's names and values)."""
+
+    scenario: str | None
+    target: str | None
+    users: int | None
+    spawn_rate: float | None
+    duration: str | None
+    out: str | None
+    from_trace: str | None
+    speed: str | None
+    workers: int
+    master: bool
+    expect_workers: int | None
+    master_bind: str | None
+    worker: bool
+    master_host: str | None
+    master_port: int | None
+    join_timeout: str | None
+    reconnect: str | None
+    exit_code_on_error: int | None
+    otlp: str | None
+    service_name: str | None
+    ui: bool
+    web_port: int | None
+    junit_xml: str | None
+    summary_md: str | None
+    client: Any  # auth.options.ClientOptions
+
+
+def _load(args: LoadArgs) -> None:
     from mcpbench.durations import parse_duration
     from mcpbench.load.runner import JOIN_TIMEOUT, run_scenario
     from mcpbench.load.samples import render
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace
 
-    wait = JOIN_TIMEOUT if join_timeout is None else positive_duration(join_timeout, "--join-timeout")
-    local = {"--master": master, "--expect-workers": expect_workers, "--master-bind": master_bind}
-    if worker:
+    wait = JOIN_TIMEOUT if args.join_timeout is None else positive_duration(args.join_timeout, "--join-timeout")
+    local = {"--master": args.master, "--expect-workers": args.expect_workers, "--master-bind": args.master_bind}
+    if args.worker:
         given = [name for name, value in {
-            "SCENARIO": scenario, "--target": target, "--users": users, "--spawn-rate": spawn_rate, "--duration": duration,
-            "--out": out, "--from-trace": from_trace, "--speed": speed, "--workers": workers, "--reconnect": reconnect, "--ui": ui,
-            "--web-port": web_port, "--exit-code-on-error": exit_code_on_error is not None, "--junit-xml": junit_xml,
-            "--summary-md": summary_md, "--otlp": otlp, "--service-name": service_name, **local,
+            "SCENARIO": args.scenario, "--target": args.target, "--users": args.users, "--spawn-rate": args.spawn_rate, "--duration": args.duration,
+            "--out": args.out, "--from-trace": args.from_trace, "--speed": args.speed, "--workers": args.workers, "--reconnect": args.reconnect, "--ui": args.ui,
+            "--web-port": args.web_port, "--exit-code-on-error": args.exit_code_on_error is not None, "--junit-xml": args.junit_xml,
+            "--summary-md": args.summary_md, "--otlp": args.otlp, "--service-name": args.service_name, **local,
         }.items() if value]
         if given:
             raise click.UsageError(f"--worker takes its run from the master: drop {given[0]}")
-        if not master_host:
+        if not args.master_host:
             raise click.UsageError("--worker needs --master-host")
         from mcpbench.load.worker import MASTER_PORT, run_worker
 
-        sys.exit(run_worker(master_host, master_port or MASTER_PORT, join_timeout=wait, echo=click.echo))
-    if master_host or master_port:
-        raise click.UsageError(f"{'--master-host' if master_host else '--master-port'} goes with --worker")
-    fleet = fleet_from_options(workers, master, expect_workers, master_bind, wait)
-    if join_timeout is not None and fleet is None:
+        sys.exit(run_worker(args.master_host, args.master_port or MASTER_PORT, join_timeout=wait, echo=click.echo))
+    if args.master_host or args.master_port:
+        raise click.UsageError(f"{'--master-host' if args.master_host else '--master-port'} goes with --worker")
+    fleet = fleet_from_options(args.workers, args.master, args.expect_workers, args.master_bind, wait)
+    if args.join_timeout is not None and fleet is None:
         raise click.UsageError("--join-timeout goes with --master, --workers or --worker")
 
-    if service_name and not otlp:
+    if args.service_name and not args.otlp:
         raise click.UsageError("--service-name goes with --otlp")
     telemetry = None
-    if otlp:
+    if args.otlp:
         from mcpbench.companions.options import TelemetryOptions
 
-        telemetry = TelemetryOptions.parse(otlp, None, service_name)
-    check_output(out, "--out", folder=True)
-    check_ci_outputs(junit_xml, summary_md)
-    if scenario:
-        loaded = load_scenario(scenario, target=target)  # --target supplies a missing target too
-    elif target and from_trace:
+        telemetry = TelemetryOptions.parse(args.otlp, None, args.service_name)
+    check_output(args.out, "--out", folder=True)
+    check_ci_outputs(args.junit_xml, args.summary_md)
+    if args.scenario:
+        loaded = load_scenario(args.scenario, target=args.target)  # --target supplies a missing target too
+    elif args.target and args.from_trace:
         # The eras the recording spoke, not the default handshake one.
-        versions = versions_from_trace(from_trace) or Scenario.versions
-        loaded = Scenario(target=target, name="trace", source=from_trace, mix=mix_from_trace(from_trace), versions=versions)
+        versions = versions_from_trace(args.from_trace) or Scenario.versions
+        loaded = Scenario(target=args.target, name="trace", source=args.from_trace, mix=mix_from_trace(args.from_trace), versions=versions)
     else:
         raise ScenarioError("give a SCENARIO file, or --target and --from-trace")
     seconds = None
-    if duration is not None:
+    if args.duration is not None:
         try:
-            seconds = parse_duration(duration, "--duration")
+            seconds = parse_duration(args.duration, "--duration")
         except ValueError as exc:
             raise ScenarioError(str(exc)) from None
         if seconds <= 0:
             raise ScenarioError("--duration must be > 0")
     policy = None
-    if reconnect is not None:
+    if args.reconnect is not None:
         from mcpbench.protocol.reconnect import ReconnectPolicy
 
         try:
-            policy = ReconnectPolicy.parse(reconnect)
+            policy = ReconnectPolicy.parse(args.reconnect)
         except ValueError as exc:
-            raise ScenarioError(f"--reconnect {reconnect!r}: {exc}") from None
+            raise ScenarioError(f"--reconnect {args.reconnect!r}: {exc}") from None
     try:
         loaded = loaded.with_overrides(
-            target=target, users=users, spawn_rate=spawn_rate, duration=seconds, reconnect=policy,
-            exit_code_on_error=exit_code_on_error,
-            mix=mix_from_trace(from_trace) if from_trace and scenario else None,
-            client=client.over(loaded.client) if client.given else None,
+            target=args.target, users=args.users, spawn_rate=args.spawn_rate, duration=seconds, reconnect=policy,
+            exit_code_on_error=args.exit_code_on_error,
+            mix=mix_from_trace(args.from_trace) if args.from_trace and args.scenario else None,
+            client=args.client.over(loaded.client) if args.client.given else None,
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
-    if speed is not None:
-        if not from_trace:
+    if args.speed is not None:
+        if not args.from_trace:
             raise click.UsageError("--speed goes with --from-trace")
         if fleet is not None:
             raise click.UsageError("--speed runs the recorded sessions in one process: drop --workers/--master")
-        loaded = recorded_schedule(loaded, from_trace, speed, users=users, duration=seconds)
-    result = run_scenario(loaded, out, fleet=fleet, ui=ui, web_port=web_port, echo=click.echo)
+        loaded = recorded_schedule(loaded, args.from_trace, args.speed, users=args.users, duration=seconds)
+    result = run_scenario(loaded, args.out, fleet=fleet, ui=args.ui, web_port=args.web_port, echo=click.echo)
     table = render(result.summary)
-    write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", junit_xml, summary_md)
+    write_ci_outputs([result.suite(str(loaded.source or loaded.name), table)], "mcpbench load", args.junit_xml, args.summary_md)
     click.echo(table)
     if result.summary.get("interrupted"):
         click.echo(f"interrupted: the summary and thresholds cover the {result.summary['duration_s']:.1f} s that ran")
@@ -200,14 +235,11 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, 
         click.echo(verdict.line())
     if result.failed_steps is not None:
         click.echo(result.failed_steps.line())
-    status = result.exit_code
-    if loaded.sessions is not None:  # a run of K sessions (`sessions:`): were sessions kept?
-        from mcpbench.load.sessions import SessionTally, count_sessions, read_samples, render_sessions, verdict
+    if result.sessions is not None:  # a run of K sessions (`sessions:`): were sessions kept?
+        from mcpbench.load.sessions import render_sessions, verdict
 
-        sessions = count_sessions(read_samples(result.out_dir / "samples.jsonl"), SessionTally())
-        click.echo(render_sessions(sessions))
-        click.echo(verdict(sessions))
-        status = max(status, 1 if sessions.failed_sessions or not sessions.sessions else 0)
+        click.echo(render_sessions(result.sessions))
+        click.echo(verdict(result.sessions))
     click.echo(f"mcpbench: results in {result.out_dir}")
     if telemetry is not None and (result.out_dir / "samples.jsonl").is_file():
         from mcpbench.companions.telemetry import send_samples
@@ -215,6 +247,5 @@ def load(scenario, target, users, spawn_rate, duration, out, from_trace, speed, 
         send_samples(telemetry, result.out_dir / "samples.jsonl")  # says how it went; the measurement's status stands
     if result.write_errors:  # the run went on; its results did not all reach the disk
         click.echo(f"mcpbench: {result.write_errors[0]}: the samples are incomplete", err=True)
-        status = result.exit_code
-    sys.exit(status)
+    sys.exit(result.exit_code)
 

@@ -42,7 +42,6 @@ import gevent
 import gevent.event
 
 from mcpbench.auth.oauth import TokenSource
-from mcpbench.load.ledger import UNFINISHED
 from mcpbench.load.transports import CallTimeout, McpFailure, Transport
 from mcpbench.protocol.asks import AskPolicy, Refuse
 from mcpbench.protocol.client import (
@@ -55,9 +54,13 @@ from mcpbench.protocol.listen import ACK_TIMEOUT, Acknowledged, Change, Listen
 from mcpbench.protocol.operation import MAX_ROUNDS, Operation, Send, Stop
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.protocol.recovery import plan_recovery
-from mcpbench.target import STREAMABLE_HTTP
 from mcpbench.protocol.session import C2S, S2C
+from mcpbench.protocol.transports import STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, LISTEN, has_get_stream, has_handshake, step_name
+
+# Sends that did not finish (the call's time ran out, a user was stopped mid-call), as `on_message`
+# tells them: they may be in the trace, once at most (the soak's ledger reads them so).
+UNFINISHED = "c2s-unfinished"
 
 # Tags every session of this process apart in the samples ("<pid>-<n>"), so a run's steps can be
 # grouped by session (the lab's sticky-session analysis).

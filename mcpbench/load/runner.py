@@ -44,6 +44,7 @@ from mcpbench.cliutil import stop_signals_noted
 from mcpbench.load import samples as samples_mod
 from mcpbench.load.runfile import RUNFILE_NAME, runfile_text
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
+from mcpbench.load.sessions import SessionTally, count_sessions, read_samples
 from mcpbench.load.transit import DRAIN_TIMEOUT, ROSTER_FILE
 from mcpbench.load.worker import MASTER_PORT, start_worker
 from mcpbench.listen import check_listen
@@ -51,7 +52,8 @@ from mcpbench.outputs import new_run_folder, write_atomic
 from mcpbench.processes import dying_with_parent, free_port, start, stop_process
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem, McpbenchError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES
-from mcpbench.target import STDIO, parse_target
+from mcpbench.target import Target, parse_target
+from mcpbench.protocol.transports import STDIO
 from mcpbench.trace.redact import Redactor
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -166,6 +168,7 @@ class RunResult:
     # `<file>: <reason>` for each result file that could not be written in full.
     write_errors: list[str] = field(default_factory=list)
     failed_steps: FailedSteps | None = None  # None: a fail_ratio threshold judges failures
+    sessions: SessionTally | None = None  # a run of K sessions (`sessions:`): what its sessions did
 
     @property
     def passed(self) -> bool:
@@ -174,14 +177,19 @@ class RunResult:
     @property
     def exit_code(self) -> int:
         """3 for results that could not be written, 1 for a failed threshold, else the status of
-        failed steps (`exit_code_on_error`, as Locust's), else 0."""
+        failed steps (`exit_code_on_error`, as Locust's), else 0; at least 1 when a run of K
+        sessions broke one of them or made none."""
         if self.write_errors:
             return EXIT_ENVIRONMENT  # the disk, not the target: the results cannot be trusted
         if not self.passed:
-            return 1
-        if self.failed_steps is not None and not self.failed_steps.ok:
-            return self.failed_steps.exit_code
-        return 0
+            status = 1
+        elif self.failed_steps is not None and not self.failed_steps.ok:
+            status = self.failed_steps.exit_code
+        else:
+            status = 0
+        if self.sessions is not None and not self.sessions.kept:
+            status = max(status, 1)
+        return status
 
     def suite(self, name: str, output: str = "") -> Any:
         """The run as a CI suite: a test case per threshold, failed when it failed; `output`: the summary table."""
@@ -212,15 +220,16 @@ class _Collect:
         self.events.append(kw)
 
 
-def preflight(scenario: Scenario, access: ClientAccess | None = None, echo: Callable[[str], None] = print) -> list[str]:
-    """Reach the target, run one session, and check the mix's tools exist; returns the tool names.
+def preflight(scenario: Scenario, target: Target, access: ClientAccess | None = None,
+              echo: Callable[[str], None] = print) -> list[str]:
+    """Reach `target` (the scenario's, parsed), run one session, and check the mix's tools exist;
+    returns the tool names.
 
     Raises:
         TargetError: the target (or its proxy) cannot be reached or does not speak MCP.
         CredentialError: the token endpoint refused the credentials.
         ScenarioError: the mix names a tool the server does not have.
     """
-    target = parse_target(scenario.target)
     access = access if access is not None else ClientAccess.none()
     if target.transport == STDIO:
         if shutil.which(target.argv[0]) is None:
@@ -236,7 +245,7 @@ def preflight(scenario: Scenario, access: ClientAccess | None = None, echo: Call
         access.headers_now()  # a token endpoint that refuses, or cannot be found: one line, now
     if scenario.sessions is not None:
         return []  # a session probe: whether sessions hold is what it measures, not a precondition
-    tools = _session_tools(scenario, access, echo)
+    tools = _session_tools(scenario, target, access, echo)
     wanted = sorted({c.target for c in scenario.mix if c.method == "tools/call" and c.target})
     unknown = [t for t in wanted if t not in tools]
     if unknown and tools:
@@ -247,13 +256,12 @@ def preflight(scenario: Scenario, access: ClientAccess | None = None, echo: Call
     return tools
 
 
-def _session_tools(scenario: Scenario, access: ClientAccess, echo: Callable[[str], None]) -> list[str]:
+def _session_tools(scenario: Scenario, target: Target, access: ClientAccess, echo: Callable[[str], None]) -> list[str]:
     import gevent
 
     from mcpbench.load.client import McpClient
     from mcpbench.load.transports import transport_for
 
-    target = parse_target(scenario.target)
     timeout = min(scenario.timeout, PREFLIGHT_TIMEOUT)
     events = _Collect()
     client = McpClient(lambda: transport_for(target, timeout=timeout, proxies=access.proxies), events,
@@ -372,7 +380,7 @@ def run_scenario(
     target = parse_target(scenario.target)
     access = scenario.client.resolve(target.url)  # a header, variable, file or proxy that cannot be used: one line
     if check_target:
-        preflight(scenario, access, echo)
+        preflight(scenario, target, access, echo)
     out_dir = Path(out_dir) if out_dir else default_out_dir(scenario)
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario_path = out_dir / "scenario.json"
@@ -498,6 +506,8 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")
     verdicts = [Verdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
     result = RunResult(out_dir, summary, verdicts, locust_exit)
+    if scenario.sessions is not None:  # were sessions kept? (the samples are merged by now)
+        result.sessions = count_sessions(read_samples(merged), SessionTally())
     if not scenario.judges_failures:
         total = summary["total"]
         result.failed_steps = FailedSteps(total["failures"], total["count"], scenario.exit_code_on_error)

@@ -74,10 +74,11 @@ from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.listen import listen_filter
 from mcpbench.protocol.operation import MAX_ROUNDS
 from mcpbench.protocol.reconnect import ReconnectPolicy
+from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.versions import (
     INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method,
 )
-from mcpbench.target import SSE, STREAMABLE_HTTP, Target, parse_target
+from mcpbench.target import Target, parse_target
 # A scenario's mistakes are ScenarioErrors, whether its YAML (yamlnodes.py) or its values are wrong.
 from mcpbench.yamlnodes import ScenarioError, compose_yaml, node_mapping, node_value, node_where
 
@@ -116,7 +117,7 @@ EXIT_CODE_ON_ERROR = 1
 
 
 @dataclass(frozen=True)
-class Call:
+class MixCall:
     """One entry of the mix: a method, its target (tool, uri or prompt), arguments and weight."""
 
     method: str
@@ -165,7 +166,7 @@ class Scenario:
     session: str = "long_lived"
     versions: tuple[str, ...] = (LATEST_HANDSHAKE,)
     calls_per_session: int = 5
-    mix: tuple[Call, ...] = (Call("tools/call", "echo", {"text": "hello"}),)
+    mix: tuple[MixCall, ...] = (MixCall("tools/call", "echo", {"text": "hello"}),)
     think_time: tuple[float, float] = (0.0, 0.0)
     users: int = 1
     spawn_rate: float = 1.0
@@ -222,7 +223,7 @@ class Scenario:
         return cls(
             target=obj["target"], name=obj["name"], session=obj["session"], versions=tuple(obj["versions"]),
             calls_per_session=obj["calls_per_session"],
-            mix=tuple(Call(c["call"], c["target"], c["arguments"], c["weight"], c.get("line"), c.get("as_task", False)) for c in obj["mix"]),
+            mix=tuple(MixCall(c["call"], c["target"], c["arguments"], c["weight"], c.get("line"), c.get("as_task", False)) for c in obj["mix"]),
             think_time=tuple(obj["think_time"]), users=obj["users"], spawn_rate=obj["spawn_rate"],
             duration=obj["duration"], timeout=obj["timeout"],
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
@@ -492,7 +493,7 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
     def thresholds(v: Any) -> tuple[Threshold, ...]:
         return tuple(parse_threshold(t) for t in (v if isinstance(v, list) else [v]))
 
-    mix: tuple[Call, ...] | None = None
+    mix: tuple[MixCall, ...] | None = None
     if "mix" in keys:
         mix = _mix(keys["mix"][1], source)
     if "mix_from_trace" in keys:
@@ -561,7 +562,7 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
     return scenario
 
 
-def _mix(node: Any, source: str) -> tuple[Call, ...]:
+def _mix(node: Any, source: str) -> tuple[MixCall, ...]:
     import yaml
 
     if not isinstance(node, yaml.SequenceNode) or not node.value:
@@ -608,7 +609,7 @@ def _mix(node: Any, source: str) -> tuple[Call, ...]:
                 raise ScenarioError(f"{node_where(source, keys['as_task'][1])}: as_task must be true or false")
             if as_task and method != "tools/call":
                 raise ScenarioError(f"{node_where(source, keys['as_task'][0])}: only tools/call runs as a task")
-        calls.append(Call(method, target, arguments, float(weight), item.start_mark.line + 1, as_task))
+        calls.append(MixCall(method, target, arguments, float(weight), item.start_mark.line + 1, as_task))
     return tuple(calls)
 
 
@@ -622,9 +623,9 @@ def check_consistency(scenario: Scenario) -> None:
         target = parse_target(scenario.target)
     except McpbenchError as exc:
         raise ScenarioError(str(exc)) from None
-    if target.transport == SSE and (version := _lacking(scenario.versions, has_legacy_sse)):
+    if target.transport == LEGACY_SSE and (version := _lacking(scenario.versions, has_legacy_sse)):
         raise ScenarioError(f"era {version} has no legacy SSE transport (use an http(s):// target)")
-    if scenario.distinct_sources and (target.transport not in (SSE, STREAMABLE_HTTP) or not _loopback(target.host)):
+    if scenario.distinct_sources and (target.transport not in (LEGACY_SSE, STREAMABLE_HTTP) or not _loopback(target.host)):
         raise ScenarioError("distinct_sources needs an HTTP target on loopback (127.x.x.x or localhost)")
     if scenario.sessions is not None and scenario.session != "session_per_task":
         raise ScenarioError("sessions counts whole sessions: it needs session: session_per_task")
@@ -657,7 +658,7 @@ def _loopback(host: str | None) -> bool:
 _TRACE_METHODS = {m for m in CALLS if m not in ("ping", "server/discover")} | {"ping"}
 
 
-def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
+def mix_from_trace(path: str | Path) -> tuple[MixCall, ...]:
     """The client→server requests of a trace as a weighted mix (weight = how often each was seen).
 
     Raises:
@@ -667,7 +668,7 @@ def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
     import orjson
 
     counts: dict[bytes, int] = {}
-    calls: dict[bytes, Call] = {}
+    calls: dict[bytes, MixCall] = {}
     for msg in _client_requests(path):
         if msg.get("method") not in _TRACE_METHODS or not isinstance(msg.get("params") or {}, dict):
             continue
@@ -687,7 +688,7 @@ def mix_from_trace(path: str | Path) -> tuple[Call, ...]:
             continue  # not a call a server could take: nothing to repeat
         key = orjson.dumps([method, target, arguments], option=orjson.OPT_SORT_KEYS)
         counts[key] = counts.get(key, 0) + 1
-        calls.setdefault(key, Call(method, target, arguments))
+        calls.setdefault(key, MixCall(method, target, arguments))
     if not calls:
         raise ScenarioError(f"{path}: no client request in this trace can be replayed as load (tools/call, resources/read, prompts/get, …)")
     return tuple(replace(calls[k], weight=float(counts[k])) for k in calls)

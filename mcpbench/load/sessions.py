@@ -48,6 +48,11 @@ class SessionTally:
     forms: Counter = field(default_factory=Counter)  # "class: detail" of failed steps
     first_failure_at: Counter = field(default_factory=Counter)  # (class, where) of broken sessions: `failed_where`
 
+    @property
+    def kept(self) -> bool:
+        """Every session held to its end, and there was one: what a run of K sessions passes on."""
+        return self.sessions > 0 and not self.failed_sessions
+
 
 Tally = TypeVar("Tally", bound=SessionTally)
 

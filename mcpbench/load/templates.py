@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcpbench.load.scenario import Call
+    from mcpbench.load.scenario import MixCall
 
 # `{{string N}}` above 64 MiB would exhaust the load generator before the server.
 MAX_TEMPLATE_STRING = 64 * 1024 * 1024
@@ -103,7 +103,7 @@ def _is_constant(value: Any) -> bool:
 class Workload:
     """The mix, compiled: `next()` returns (call, params) ready for the client."""
 
-    calls: tuple[Call, ...]
+    calls: tuple[MixCall, ...]
     rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
@@ -116,7 +116,7 @@ class Workload:
             self._cum.append(acc)
 
     @staticmethod
-    def _maker(call: Call) -> Callable[[random.Random], dict | None]:
+    def _maker(call: MixCall) -> Callable[[random.Random], dict | None]:
         if call.method == "tools/call":
             args = compile_arguments(call.arguments or {})
             name = call.target
@@ -130,7 +130,7 @@ class Workload:
             return lambda rng: params
         return lambda rng: None
 
-    def next(self) -> tuple[Call, dict | None]:
+    def next(self) -> tuple[MixCall, dict | None]:
         if len(self.calls) == 1:
             index = 0
         else:

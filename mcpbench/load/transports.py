@@ -42,7 +42,8 @@ from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Fai
 from mcpbench.protocol.http import (
     AUTHENTICATE, INSTANCE, KEEP_ALIVE_EXPIRY, SESSION_ID, Failure, classify_status, may_send_again,
 )
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 
 # One recv: large enough that a typical answer arrives in one call.
 READ_SIZE = 64 * 1024
@@ -447,7 +448,7 @@ class StreamableHttpTransport(_HttpPoster):
 class SseTransport(_HttpPoster):
     """`GET /sse` held open by one reader greenlet; POSTs go to the endpoint it names."""
 
-    name = SSE
+    name = LEGACY_SSE
 
     def __init__(self, url: str, post_client: HTTPClient, *, timeout: float, source: str | None = None,
                  proxy: Proxy | None = None) -> None:
@@ -634,7 +635,7 @@ def transport_for(target: Target, *, timeout: float, pool: Any = None, source: s
     if target.transport == STDIO:
         return StdioTransport(list(target.argv), env=env, cwd=cwd)
     proxy = proxies.route(target.url) if proxies is not None else None
-    if target.transport == SSE:
+    if target.transport == LEGACY_SSE:
         client = http_client(target.url, timeout=timeout, source=source, proxy=proxy)
         return SseTransport(target.url, client, timeout=timeout, source=source, proxy=proxy)
     return StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout, pool=pool, source=source, proxy=proxy))

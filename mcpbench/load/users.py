@@ -44,8 +44,9 @@ from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.operation import MAX_ROUNDS, TASK_CAPABILITIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.http import Failure
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import INPUT_METHODS, LATEST_HANDSHAKE, has_handshake, has_input_required
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target, parse_target
+from mcpbench.target import Target, parse_target
 
 LONG_LIVED = "long_lived"
 SESSION_PER_TASK = "session_per_task"
@@ -227,10 +228,10 @@ class SseUser(McpUser):
     """
 
     abstract = True
-    transport_name = SSE
+    transport_name = LEGACY_SSE
 
     def make_transport(self) -> Transport:
-        return transport_for(Target(SSE, url=_url(self.host, SSE)), timeout=self.timeout, source=self.source_address,
+        return transport_for(Target(LEGACY_SSE, url=_url(self.host, LEGACY_SSE)), timeout=self.timeout, source=self.source_address,
                              proxies=self.access.proxies)
 
 
@@ -405,7 +406,7 @@ class _Quota:
 _quota = _Quota()
 
 
-TRANSPORT_USERS = {STDIO: StdioUser, SSE: SseUser, STREAMABLE_HTTP: StreamableHttpUser}
+TRANSPORT_USERS = {STDIO: StdioUser, LEGACY_SSE: SseUser, STREAMABLE_HTTP: StreamableHttpUser}
 
 
 def build_user_class(scenario: Any, version: str, *, label: str | None = None, weight: int = 1, schedule: ArrivalSchedule | None = None,
@@ -416,7 +417,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
     low, high = scenario.think_time
     attrs: dict[str, Any] = {
         "abstract": False,
-        "host": scenario.target if target.transport != SSE else target.url,
+        "host": scenario.target if target.transport != LEGACY_SSE else target.url,
         "weight": weight,
         "session_mode": scenario.session,
         "version": version,

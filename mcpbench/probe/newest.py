@@ -17,8 +17,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from mcpbench.probe.sessions import Exchange, HttpSession
-from mcpbench.probe.target import Target
+from mcpbench.probe.sessions import HttpSession, ProbeExchange
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import Row, not_applicable
 from mcpbench.protocol.versions import DISCOVER, LATEST, has_handshake, rules
 
@@ -27,7 +27,7 @@ from mcpbench.protocol.versions import DISCOVER, LATEST, has_handshake, rules
 INSTANCE_TRIES = 8
 
 
-def discovered(target: Target, deadline: float) -> dict:
+def discovered(target: ProbeTarget, deadline: float) -> dict:
     """`server/discover` in 2026-07-28, asked once per probe: {ok, status, result, detail, instance}."""
     if target.discovered is None:
         session = HttpSession(target.wire, LATEST)
@@ -53,7 +53,7 @@ def handshake_free(versions: list) -> bool:
     return any(isinstance(v, str) and rules(v) is not None and not has_handshake(v) for v in versions)
 
 
-def skip(name: str, target: Target, deadline: float) -> Row | None:
+def skip(name: str, target: ProbeTarget, deadline: float) -> Row | None:
     """The n/a row of a 2026-07-28 check that does not apply here, or None: it does."""
     if target.legacy:
         return not_applicable(name, f"the {LATEST} checks speak Streamable HTTP (its headers, a stream per request): "
@@ -65,7 +65,7 @@ def skip(name: str, target: Target, deadline: float) -> Row | None:
     return None
 
 
-def session(target: Target, **options: Any) -> HttpSession:
+def session(target: ProbeTarget, **options: Any) -> HttpSession:
     """A 2026-07-28 session on the target (`options`: `HttpSession`'s policy and capabilities)."""
     return HttpSession(target.wire, LATEST, **options)
 
@@ -76,16 +76,16 @@ def session(target: Target, **options: Any) -> HttpSession:
 LAB_SERVER = "mcpbench-reference"
 
 
-def has_tool(target: Target, tool: str) -> bool:
+def has_tool(target: ProbeTarget, tool: str) -> bool:
     """Whether the lab's `tool` can be called here: the lab's reference server, offering it."""
     return target.server.get("name") == LAB_SERVER and tool in target.tools
 
 
-def on_instance(target: Target, instance: str | None, call: Callable[[HttpSession], Exchange], *,
-                deadline: float, tries: int = INSTANCE_TRIES) -> tuple[Exchange, int]:
+def on_instance(target: ProbeTarget, instance: str | None, call: Callable[[HttpSession], ProbeExchange], *,
+                deadline: float, tries: int = INSTANCE_TRIES) -> tuple[ProbeExchange, int]:
     """`call` made on fresh sessions until one reaches `instance` (None, or no instance header: the first
     answer), at most `tries` times; (its last exchange, the calls made)."""
-    ex = Exchange()
+    ex = ProbeExchange()
     for made in range(1, tries + 1):
         one = session(target)
         try:
@@ -97,7 +97,7 @@ def on_instance(target: Target, instance: str | None, call: Callable[[HttpSessio
     return ex, tries
 
 
-def text_of(ex: Exchange) -> str | None:
+def text_of(ex: ProbeExchange) -> str | None:
     """The text of a `tools/call` result's first text block, or None."""
     content = (ex.result or {}).get("content") if isinstance(ex.result, dict) else None
     for block in content or ():
@@ -106,7 +106,7 @@ def text_of(ex: Exchange) -> str | None:
     return None
 
 
-def json_text(ex: Exchange) -> Any:
+def json_text(ex: ProbeExchange) -> Any:
     """A `tools/call` result whose text is JSON, parsed; None when it is not."""
     text = text_of(ex)
     try:
@@ -115,7 +115,7 @@ def json_text(ex: Exchange) -> Any:
         return None
 
 
-def where(ex: Exchange) -> str:
+def where(ex: ProbeExchange) -> str:
     """`on s2` when the answer named its instance, else ``."""
     return f" on {ex.instance}" if ex.instance else ""
 

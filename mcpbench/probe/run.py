@@ -22,7 +22,7 @@ from mcpbench.probe.checks import (
     unknown,
     versions,
 )
-from mcpbench.probe.target import Settings, Target, parse_url, reach
+from mcpbench.probe.target import ProbeTarget, Settings, parse_url, reach
 from mcpbench.probe.verdicts import Row, not_applicable
 from mcpbench.probe.wire import ProbeOptions, Wire
 from mcpbench.protocol.errors import McpbenchError
@@ -38,12 +38,12 @@ TOTAL = 115.0
 class Check:
     name: str
     title: str
-    run: Callable[[Target, float], Row]
-    bound: Callable[[Target], float]
+    run: Callable[[ProbeTarget, float], Row]
+    bound: Callable[[ProbeTarget], float]
     opt_in: bool = False
 
 
-def _fixed(seconds: float) -> Callable[[Target], float]:
+def _fixed(seconds: float) -> Callable[[ProbeTarget], float]:
     return lambda target: seconds
 
 
@@ -88,7 +88,7 @@ class ProbeRun:
     """What one probe found: the endpoint as first contact saw it, and one row per check."""
 
     url: str
-    target: Target
+    target: ProbeTarget
     rows: list[Row] = field(default_factory=list)
     started: float = 0.0  # wall clock
     seconds: float = 0.0

@@ -8,7 +8,7 @@
 
 Streamable HTTP goes over the probe's `Wire` (each POST's answer, JSON or SSE, read by the core's
 `AnswerReader`); legacy HTTP+SSE over the replayer's `LegacySseTransport`, which already carries a
-session on its stream. What the server sent, when, and what the core made of it is in the `Exchange`.
+session on its stream. What the server sent, when, and what the core made of it is in the `ProbeExchange`.
 """
 
 import queue
@@ -42,7 +42,7 @@ END_GRACE = 0.2
 
 
 @dataclass
-class Exchange:
+class ProbeExchange:
     """One request and what came of it.
 
     `arrivals`: (seconds after the request left, event) for each server message (progress, the
@@ -108,12 +108,12 @@ class HttpSession:
     def session_id(self) -> str | None:
         return self.conn.session_id
 
-    def open(self, *, deadline: float) -> Exchange:
+    def open(self, *, deadline: float) -> ProbeExchange:
         """The handshake (`initialize`, `notifications/initialized`); its first exchange."""
         steps = self.open_steps(deadline=deadline)
-        return steps[0][1] if steps else Exchange()
+        return steps[0][1] if steps else ProbeExchange()
 
-    def open_steps(self, *, deadline: float) -> list[tuple[str, Exchange]]:
+    def open_steps(self, *, deadline: float) -> list[tuple[str, ProbeExchange]]:
         """The handshake, step by step (none in 2026-07-28, which has no handshake)."""
         if not has_handshake(self.conn.version):
             return []
@@ -125,14 +125,14 @@ class HttpSession:
         return steps
 
     def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
-             extra: dict | None = None) -> Exchange:
+             extra: dict | None = None) -> ProbeExchange:
         """One request; `cut_after`: read that many SSE events of its answer, then cut the stream."""
         return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline, cut_after=cut_after, extra=extra)
 
-    def send(self, out, *, deadline: float, cut_after: int | None = None, extra: dict | None = None, bare: bool = False) -> Exchange:
+    def send(self, out, *, deadline: float, cut_after: int | None = None, extra: dict | None = None, bare: bool = False) -> ProbeExchange:
         """POST `out` and read its answer (`extra`, `bare`: as `Wire.request` takes them)."""
         deadline = min(deadline, time.monotonic() + self.wire.options.timeout)
-        ex = Exchange(expects_answer=out.request_id is not None)
+        ex = ProbeExchange(expects_answer=out.request_id is not None)
         try:
             reply = self.wire.request("POST", out.headers, out.data, deadline=deadline, conn=self._take(), extra=extra, bare=bare)
         except WireError as exc:
@@ -144,20 +144,20 @@ class HttpSession:
         self._read(reply, reader, out.request_id, ex, deadline, cut_after)
         return ex
 
-    def resume(self, failed: Failed, *, deadline: float, cut_after: int | None = None) -> Exchange:
+    def resume(self, failed: Failed, *, deadline: float, cut_after: int | None = None) -> ProbeExchange:
         """Wait again for the answer `failed` lost with its stream: a GET with its `Last-Event-ID`."""
         headers = self.conn.resume(failed, waiter=failed.waiter)
         if headers is None:
-            return Exchange(detail="the session is gone: nothing to resume")
+            return ProbeExchange(detail="the session is gone: nothing to resume")
         return self.get(headers, deadline=deadline, cut_after=cut_after, request_id=failed.request.id)
 
     def get(self, headers: dict, *, deadline: float, cut_after: int | None = None, request_id: Any = None,
-            until_answered: bool = True, timeout: float | None = None) -> Exchange:
+            until_answered: bool = True, timeout: float | None = None) -> ProbeExchange:
         """A GET stream (a resumed one with `Last-Event-ID` in `headers`), read until `request_id` is
         answered, the stream ends, `cut_after` events came, or `deadline` (at most `timeout` s, by
         default the probe's request timeout)."""
         deadline = min(deadline, time.monotonic() + (timeout or self.wire.options.timeout))
-        ex = Exchange()
+        ex = ProbeExchange()
         try:
             reply = self.wire.request("GET", headers, deadline=deadline)
         except WireError as exc:
@@ -171,10 +171,10 @@ class HttpSession:
         self._read(reply, reader, request_id if until_answered else object(), ex, deadline, cut_after, keep=False)
         return ex
 
-    def end(self, *, deadline: float) -> Exchange:
+    def end(self, *, deadline: float) -> ProbeExchange:
         """End the session with DELETE; the Exchange's status is the server's answer (None: no session to end)."""
         headers = self.conn.delete_headers()
-        ex = Exchange(expects_answer=False)
+        ex = ProbeExchange(expects_answer=False)
         if headers is None:
             return ex
         try:
@@ -227,7 +227,7 @@ class HttpSession:
         else:
             reply.close()
 
-    def _read(self, reply: Reply, reader: AnswerReader, request_id: Any, ex: Exchange, deadline: float,
+    def _read(self, reply: Reply, reader: AnswerReader, request_id: Any, ex: ProbeExchange, deadline: float,
               cut_after: int | None, keep: bool = True) -> None:
         ex.reader = reader
         for chunk, ts in reply.chunks(deadline):
@@ -259,11 +259,11 @@ class HttpSession:
             reply.close()
 
     @staticmethod
-    def _done(ex: Exchange, request_id: Any) -> bool:
+    def _done(ex: ProbeExchange, request_id: Any) -> bool:
         return request_id is not None and any(
             type(e) in (Answered, Failed) and e.request is not None and e.request.id == request_id for e in ex.events)
 
-    def _note(self, ex: Exchange, events: list[Event], sent: float, ts: float) -> None:
+    def _note(self, ex: ProbeExchange, events: list[Event], sent: float, ts: float) -> None:
         """Take the core's events into `ex`; `sent` and `ts`: when the request left and the bytes came."""
         for event in events:
             ex.events.append(event)
@@ -308,21 +308,21 @@ class LegacySession:
     def session_id(self) -> str | None:
         return self.conn.session_id
 
-    def open(self, *, deadline: float) -> Exchange:
+    def open(self, *, deadline: float) -> ProbeExchange:
         """Open the stream (its endpoint event), then the handshake; the `initialize` exchange (or the failed stream's)."""
         steps = self.open_steps(deadline=deadline)
         return next((ex for name, ex in steps if name == "initialize"), steps[0][1])
 
-    def open_steps(self, *, deadline: float) -> list[tuple[str, Exchange]]:
+    def open_steps(self, *, deadline: float) -> list[tuple[str, ProbeExchange]]:
         """The stream (`connect`: the instance that holds the session, from its head), then `initialize`."""
         try:
             self.conn.set_headers(self.wire.options.headers())
             self.transport.connect(self.conn)
         except (TargetError, WireError) as exc:
-            return [("connect", Exchange(failed=Failed(None, None, Failure.CONNECT, str(exc)), detail=str(exc)))]
+            return [("connect", ProbeExchange(failed=Failed(None, None, Failure.CONNECT, str(exc)), detail=str(exc)))]
         self._connected = True
         self.instance = self._instance(self.transport.stream_headers)
-        stream = Exchange(status=200, instance=self.instance, headers=self.transport.stream_headers, expects_answer=False)
+        stream = ProbeExchange(status=200, instance=self.instance, headers=self.transport.stream_headers, expects_answer=False)
         ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
         if ex.ok:
             self.transport.send(self.conn.initialized())
@@ -332,12 +332,12 @@ class LegacySession:
         return headers.get(self.wire.options.instance_header) if headers is not None else None
 
     def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
-             extra: dict | None = None) -> Exchange:
+             extra: dict | None = None) -> ProbeExchange:
         return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline)
 
-    def send(self, out, *, deadline: float) -> Exchange:
+    def send(self, out, *, deadline: float) -> ProbeExchange:
         deadline = min(deadline, time.monotonic() + self.wire.options.timeout)
-        ex = Exchange()
+        ex = ProbeExchange()
         sent = time.perf_counter()
         self.transport.send(out)
         while not HttpSession._done(ex, out.request_id):
@@ -365,10 +365,10 @@ class LegacySession:
                     ex.detail = event.detail
         return ex
 
-    def end(self, *, deadline: float) -> Exchange:
+    def end(self, *, deadline: float) -> ProbeExchange:
         """A legacy session ends with its stream."""
         self.close()
-        return Exchange()
+        return ProbeExchange()
 
     def close(self) -> None:
         if self._connected:
@@ -376,17 +376,17 @@ class LegacySession:
         self.transport.close()
 
 
-Session = HttpSession | LegacySession
+ProbeSession = HttpSession | LegacySession
 
 
-def new_session(wire: Wire, transport: str, version: str = LATEST_HANDSHAKE) -> Session:
+def new_session(wire: Wire, transport: str, version: str = LATEST_HANDSHAKE) -> ProbeSession:
     return LegacySession(wire, version) if transport == LEGACY_SSE else HttpSession(wire, version)
 
 
-def open_session(wire: Wire, transport: str, *, deadline: float, version: str = LATEST_HANDSHAKE) -> tuple[Session, Exchange]:
+def open_session(wire: Wire, transport: str, *, deadline: float, version: str = LATEST_HANDSHAKE) -> tuple[ProbeSession, ProbeExchange]:
     """A session with its handshake done (look at the Exchange: it may have failed)."""
     session = new_session(wire, transport, version)
     return session, session.open(deadline=deadline)
 
 
-__all__ = ["Exchange", "HttpSession", "LegacySession", "Session", "new_session", "open_session"]
+__all__ = ["ProbeExchange", "HttpSession", "LegacySession", "ProbeSession", "new_session", "open_session"]

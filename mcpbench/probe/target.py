@@ -11,13 +11,13 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from mcpbench.probe.sessions import Exchange, Session, new_session
+from mcpbench.probe.sessions import ProbeExchange, ProbeSession, new_session
 from mcpbench.probe.wire import Wire
 from mcpbench.protocol.errors import BadTargetError, TargetError
 from mcpbench.protocol.http import Failure, is_event_stream
-from mcpbench.protocol.transports import LEGACY_SSE
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
-from mcpbench.target import STDIO, parse_target
+from mcpbench.target import parse_target
 
 # Calls first contact makes in its session: a deployment that does not keep sessions on one
 # instance loses one of them (strict round-robin, the second request; random over 3, all but 1 in 27).
@@ -70,7 +70,7 @@ class Settings:
 
 
 @dataclass
-class Target:
+class ProbeTarget:
     """What the checks probe, as first contact found it."""
 
     url: str
@@ -114,7 +114,7 @@ class Target:
                     "a check needing one session to stay is not measurable")
         return None
 
-    def session(self, version: str | None = None) -> Session:
+    def session(self, version: str | None = None) -> ProbeSession:
         return new_session(self.wire, self.transport, version or self.version or LATEST_HANDSHAKE)
 
 
@@ -130,14 +130,14 @@ def parse_url(url: str) -> tuple[str, str]:
     return target.transport, target.url
 
 
-def reach(url: str, wire: Wire, settings: Settings, *, deadline: float) -> Target:
+def reach(url: str, wire: Wire, settings: Settings, *, deadline: float) -> ProbeTarget:
     """First contact: one session, its tools, then it is ended.
 
     Raises:
         TargetError: unreachable, no answer in time, or not an MCP endpoint (exit 3).
     """
     transport, _ = parse_url(url)
-    target = Target(url, transport, wire, settings, progress=settings.progress)
+    target = ProbeTarget(url, transport, wire, settings, progress=settings.progress)
     session = target.session(LATEST_HANDSHAKE)
     try:
         ex = session.open(deadline=deadline)
@@ -174,7 +174,7 @@ def reach(url: str, wire: Wire, settings: Settings, *, deadline: float) -> Targe
 MISDIRECTED = 421
 
 
-def _not_mcp(url: str, ex: Exchange) -> str:
+def _not_mcp(url: str, ex: ProbeExchange) -> str:
     failure = ex.failure()
     detail = failure[1] if failure else "no answer"
     if ex.status is None:
@@ -186,4 +186,4 @@ def _not_mcp(url: str, ex: Exchange) -> str:
     return f"{url} is not an MCP endpoint: initialize got {detail}"
 
 
-__all__ = ["AUTH_STATUSES", "ProgressCall", "Settings", "Target", "parse_url", "reach"]
+__all__ = ["AUTH_STATUSES", "ProgressCall", "Settings", "ProbeTarget", "parse_url", "reach"]

@@ -41,7 +41,7 @@ from mcpbench.protocol.http import (
     PROTOCOL_VERSION,
     SESSION_ID,
     Carried,
-    Endpoint,
+    EndpointUrl,
     Failure,
     LegacyStream,
     PostAnswer,
@@ -671,7 +671,7 @@ class LegacyReader:
         for item in self._stream.feed(chunk):
             if type(item) is Carried:
                 conn._incoming(item.message, "stream", None, ts, out)
-            elif type(item) is Endpoint:
+            elif type(item) is EndpointUrl:
                 conn.endpoint = item.url
                 conn.session_id = legacy_session_key(item.url)
                 out.append(EndpointReady(item.url, conn.session_id))

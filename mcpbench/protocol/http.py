@@ -14,10 +14,11 @@ from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, InvalidMessage, Mess
 # What a body is (its media type, its content coding) is read in `media.py`; imported here for
 # the callers that take it with the other HTTP rules.
 from mcpbench.protocol.media import EVENT_STREAM, JSON, is_event_stream, is_json, media_type, stream_decoder  # noqa: F401
-from mcpbench.protocol.observer import Endpoint as EndpointEvent
+from mcpbench.protocol.observer import EndpointEvent
 from mcpbench.protocol.observer import Observed, SseObserver, Violation
-from mcpbench.protocol.rules import STREAMABLE_HTTP, applies
+from mcpbench.protocol.rules import applies
 from mcpbench.protocol.sse import SseEvent, SseParser, SseTruncated
+from mcpbench.protocol.transports import STREAMABLE_HTTP
 from mcpbench.protocol.versions import NAMED_METHODS, header_name_key, rules
 
 # Header names, lower case: HTTP header names are case-insensitive and every
@@ -385,7 +386,7 @@ class PostAnswer:
 
 
 @dataclass(slots=True)
-class Endpoint:
+class EndpointUrl:
     """The legacy stream's `endpoint` event: the absolute URL to POST client messages to."""
 
     url: str
@@ -413,9 +414,9 @@ class LegacyStream:
         self.endpoint: str | None = None
         self._observer = SseObserver()
 
-    def feed(self, chunk: bytes) -> list[Endpoint | Carried | Problem]:
+    def feed(self, chunk: bytes) -> list[EndpointUrl | Carried | Problem]:
         """What `chunk` completes; `b""` marks the stream's end."""
-        out: list[Endpoint | Carried | Problem] = []
+        out: list[EndpointUrl | Carried | Problem] = []
         for event in self._observer.feed(chunk):
             if type(event) is Observed:
                 out.extend(Carried(item, event.raw, "stream") for item in _each(event.message))
@@ -423,7 +424,7 @@ class LegacyStream:
                 url = resolve_endpoint(self.url, event.data)
                 if same_origin(url, self.url):
                     self.endpoint = url
-                    out.append(Endpoint(url))
+                    out.append(EndpointUrl(url))
                 else:
                     out.append(Problem(Failure.CONNECT, f"the endpoint event names another origin: {url}"))
             elif type(event) is Violation:

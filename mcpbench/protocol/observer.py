@@ -27,7 +27,7 @@ Events:
   `invalid-message`, `line-too-long`, `unterminated-line` (stdio); `empty-body`, `not-json`,
   `invalid-message` (bodies); `not-json`, `invalid-message`, `sse-truncated`,
   `sse-line-too-long`, `sse-undecodable` (SSE);
-- `Endpoint(data, sse)`: the legacy stream's `endpoint` event;
+- `EndpointEvent(data, sse)`: the legacy stream's `endpoint` event;
 - from an SSE stream, the parser's own `SseEvent` (one that carries no message: another type, no
   data, an `id:`/`retry:` alone) and `SseComment`, as `sse.SseParser` gives them.
 """
@@ -45,13 +45,13 @@ from mcpbench.protocol.session import S2C, Direction, Violation
 from mcpbench.protocol.sse import SseComment, SseEvent, SseParser, SseTruncated
 
 __all__ = [
-    "EOF", "NEED_DATA", "BodyObserver", "Endpoint", "Event", "Observed", "ObserverEvent", "SseObserver",
+    "EOF", "NEED_DATA", "BodyObserver", "EndpointEvent", "Event", "Observed", "ObserverEvent", "SseObserver",
     "StdioObserver", "Violation", "read_body",
 ]
 
 
 class Event:
-    """Base of the observer's own events (`Observed`, `Endpoint`)."""
+    """Base of the observer's own events (`Observed`, `EndpointEvent`)."""
 
     __slots__ = ()
 
@@ -70,7 +70,7 @@ class Observed(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Endpoint(Event):
+class EndpointEvent(Event):
     """The legacy HTTP+SSE stream's `endpoint` event (2024-11-05): where the client POSTs.
 
     `data` is the URI as the server sent it, relative or absolute and opaque:
@@ -82,7 +82,7 @@ class Endpoint(Event):
     sse: SseEvent
 
 
-ObserverEvent = Observed | Violation | Endpoint | SseEvent | SseComment
+ObserverEvent = Observed | Violation | EndpointEvent | SseEvent | SseComment
 
 _new = object.__new__
 
@@ -279,7 +279,7 @@ class SseObserver(_Queued):
 
     An event of type `message` (or none) with data carries one JSON-RPC message (Streamable HTTP
     and HTTP+SSE alike); data that is not one is `not-json` or `invalid-message`. An `endpoint`
-    event with data is the legacy stream's `Endpoint`. An event cut off by the stream's end is
+    event with data is the legacy stream's `EndpointEvent`. An event cut off by the stream's end is
     `sse-truncated`; a line past `sse.MAX_LINE_BYTES` is `sse-line-too-long`, and the stream is
     read no further.
 
@@ -355,7 +355,7 @@ class SseObserver(_Queued):
                 if data and (kind is None or kind == "message"):
                     append(_decoded(data.encode(), direction, "not-json", item))
                 elif data and kind == "endpoint":
-                    append(Endpoint(data=data, sse=item))
+                    append(EndpointEvent(data=data, sse=item))
                 else:
                     append(item)
             elif type(item) is SseTruncated:

@@ -59,7 +59,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from mcpbench.protocol.http import INSTANCE, SESSION_ID, is_event_stream, legacy_session_key
-from mcpbench.protocol.observer import Endpoint, SseObserver
+from mcpbench.protocol.observer import EndpointEvent, SseObserver
 from mcpbench.protocol.server import HostCheck
 from mcpbench.proxies.upstream import FreshUpstream
 
@@ -212,7 +212,7 @@ class EndpointLearner:
     def _look(self, chunk: bytes) -> None:
         self.seen += len(chunk)
         for event in self.observer.feed(chunk):
-            if type(event) is Endpoint:
+            if type(event) is EndpointEvent:
                 self.router.learn(legacy_session_key(event.data), self.instance)
                 self.done = True
                 return

@@ -53,13 +53,14 @@ from mcpbench.protocol.http import (
 )
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request
 from mcpbench.protocol.media import is_event_stream, media_type
-from mcpbench.protocol.observer import Endpoint, Observed, Violation, read_body
+from mcpbench.protocol.observer import EndpointEvent, Observed, Violation, read_body
 from mcpbench.protocol.session import C2S, S2C, Direction
 from mcpbench.protocol.sse import SseComment, SseEvent
+from mcpbench.protocol.transports import LEGACY_SSE
 from mcpbench.proxies.host import stock_host_stops
 from mcpbench.proxies.upstream import FreshUpstream
 from mcpbench.record.classify import classify
-from mcpbench.record.exchange import LEGACY, HttpExchange, body_fields, json_text, url_of, wire_text
+from mcpbench.record.exchange import HttpExchange, body_fields, json_text, url_of, wire_text
 from mcpbench.record.gateway import answer_bad_gateway
 from mcpbench.record.hosts import HOST_HEADER_MODES, HostHeader
 from mcpbench.record.output import TraceOutput
@@ -245,7 +246,7 @@ class McpRecorder:
             return
         ex.mcp = True
         if ex.method == "GET" and ex.session is None:
-            ex.transport = LEGACY  # a stream without Mcp-Session-Id: legacy `GET /sse`
+            ex.transport = LEGACY_SSE  # a stream without Mcp-Session-Id: legacy `GET /sse`
         self.resolve(ex, flow)
         encoding = headers.get("content-encoding")
         tap = ex.tap = response.stream = SseTap(self._stream_chunk, ex, flow.request, encoding)
@@ -371,7 +372,7 @@ class McpRecorder:
                     tap.closed = True  # the observer reads this stream no further
             elif kind is SseComment:
                 output.event(ex, Kind.SSE, S2C, ts, comment=item.text)
-            elif kind is Endpoint:
+            elif kind is EndpointEvent:
                 self._endpoint(tap, item, ts)
             else:  # an SSE event that carries no message
                 output.event(ex, Kind.SSE, S2C, ts, **_sse_fields(item))
@@ -381,7 +382,7 @@ class McpRecorder:
             tap.closed = True
             output.stream(ex, ts, "close", {"events": tap.observer.events, "bytes": tap.size})
 
-    def _endpoint(self, tap: SseTap, item: Endpoint, ts: float) -> None:
+    def _endpoint(self, tap: SseTap, item: EndpointEvent, ts: float) -> None:
         """A legacy stream's `endpoint` event: POSTs to it belong to the session it names from now on.
 
         POSTs go to the endpoint as sent; the trace (its data, and the session key taken from it)
@@ -396,7 +397,7 @@ class McpRecorder:
         self.sessions.add_endpoint(url, key)
         fields["endpoint"] = redact(url)
         fields["conn_session"] = ex.session
-        ex.session, ex.transport = key, LEGACY
+        ex.session, ex.transport = key, LEGACY_SSE
         self.output.event(ex, Kind.SSE, S2C, ts, **fields)
 
     def _stream_broke(self, ex: HttpExchange, flow) -> None:
@@ -432,7 +433,7 @@ class McpRecorder:
                     self.output.warning(ex, S2C, ts, FOREIGN_ANSWER_ID, foreign_id_warning(message.id, ex.resp_status, label))
                 message = paired
         version = ex.req_headers.get(PROTOCOL_VERSION)
-        for item in self.sessions.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY, version=version):
+        for item in self.sessions.observe(ex.session, direction, message, ts, legacy=ex.transport == LEGACY_SSE, version=version):
             self.output.session_violation(ex, ex.session, item, ts)
 
     def _end(self, ex: HttpExchange, status: int | None) -> None:
@@ -441,7 +442,7 @@ class McpRecorder:
             return
         if ex.method == "DELETE" and status is not None and 200 <= status < 300:
             self._close_session(ex, ex.session, keep=True)
-        elif ex.method == "GET" and ex.transport == LEGACY and ex.tap is not None:
+        elif ex.method == "GET" and ex.transport == LEGACY_SSE and ex.tap is not None:
             self._close_session(ex, ex.session, keep=False)
             self.sessions.forget_endpoints(ex.session)
 

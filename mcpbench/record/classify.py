@@ -13,8 +13,9 @@ from mcpbench.protocol.http import METHOD, PROTOCOL_VERSION, SESSION_ID, method_
 from mcpbench.protocol.media import is_json, looks_json
 from mcpbench.protocol.observer import Observed, Violation, read_body
 from mcpbench.protocol.session import C2S
+from mcpbench.protocol.transports import LEGACY_SSE
 from mcpbench.protocol.versions import meta_version
-from mcpbench.record.exchange import LEGACY, HttpExchange, json_text
+from mcpbench.record.exchange import HttpExchange, json_text
 from mcpbench.record.sessions import SessionBook
 from mcpbench.trace.format import now
 
@@ -30,7 +31,7 @@ def classify(ex: HttpExchange, request, headers: dict[str, str], book: SessionBo
         if body and "content-encoding" in headers:
             body = request.get_content(strict=False) or b""
         if legacy is not None:
-            ex.session, ex.transport = legacy, LEGACY
+            ex.session, ex.transport = legacy, LEGACY_SSE
         elif session_id is not None:
             ex.session = session_id
         ex.mcp = (

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING
 import orjson
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.session import Violation
+from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.trace.format import text_or_b64
 
 if TYPE_CHECKING:
     from mcpbench.record.streams import SseTap
 
-STREAMABLE, LEGACY = STREAMABLE_HTTP, LEGACY_SSE  # the names the protocol core's rule table uses
 
 # How much of a body an `http` event keeps (error statuses, bodies that are not JSON) and how much
 # raw input a `violation` keeps: enough to read an error page or see what broke, while a large
@@ -92,7 +91,7 @@ class HttpExchange:
         self.path = path
         self.mcp = False
         self.session: str | None = None  # None until known (see `McpRecorder.resolve`)
-        self.transport = STREAMABLE
+        self.transport = STREAMABLE_HTTP
         self.req_headers: dict[str, str] = {}
         self.req_content_type: str | None = None
         # The request body, recorded once the session key is known.

@@ -11,7 +11,8 @@ import logging
 from collections.abc import Sequence
 
 from mcpbench.protocol.session import C2S, Direction, Violation
-from mcpbench.record.exchange import LATIN1, STREAMABLE, HttpExchange, body_fields, url_of, wire_text
+from mcpbench.record.exchange import LATIN1, HttpExchange, body_fields, url_of, wire_text
+from mcpbench.protocol.transports import STREAMABLE_HTTP
 from mcpbench.trace.format import FORMAT_VERSION, Kind, now
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter, default_trace_path
@@ -65,7 +66,7 @@ class TraceOutput:
             header = header | {"upstream": [redactor.url(url) for url in header["upstream"]]}
         if isinstance(header.get("mode"), list):  # `upstream:http://user:password@proxy:8080`
             header = header | {"mode": [redactor.url(mode) for mode in header["mode"]]}
-        writer = TraceWriter(path, transport=STREAMABLE, header=header, redactor=redactor)
+        writer = TraceWriter(path, transport=STREAMABLE_HTTP, header=header, redactor=redactor)
         self.close()
         self.writer, self.settings = writer, settings
         self._header_cache.clear()
@@ -131,7 +132,7 @@ class TraceOutput:
             http = (ex.method, ex.path, None, ex.req_content_type, ex.req_headers)
         else:
             http = (ex.method, ex.path, ex.resp_status, ex.resp_content_type, ex.resp_headers)
-        transport = ex.transport if ex.transport != STREAMABLE else None
+        transport = ex.transport if ex.transport != STREAMABLE_HTTP else None
         self._lines.append(self.writer.encode_flow_message(ex.session, direction.value, raw, ts, ex.flow_id, http, transport, sse))
 
     def stream(self, ex: HttpExchange, ts: float, event: str, fields: dict) -> None:
@@ -144,7 +145,7 @@ class TraceOutput:
         event = {"ts": ts, "session": key, "dir": item.direction.value if item.direction else None, "kind": Kind.VIOLATION}
         if ex is not None:
             event["flow"] = ex.flow_id
-            if ex.transport != STREAMABLE:
+            if ex.transport != STREAMABLE_HTTP:
                 event["transport"] = ex.transport
         event["code"], event["detail"] = item.code, item.detail
         self._lines.append(self.writer.encode(event))
@@ -181,7 +182,7 @@ class TraceOutput:
             "v": FORMAT_VERSION,
             "ts": now(),
             "session": ex.session if ex.mcp else None,
-            "transport": ex.transport if ex.mcp else STREAMABLE,
+            "transport": ex.transport if ex.mcp else STREAMABLE_HTTP,
             "dir": None,
             "kind": Kind.HTTP,
             "flow": ex.flow_id,

@@ -15,8 +15,9 @@ from collections import OrderedDict
 from urllib.parse import urlsplit
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.rules import LEGACY_SSE, STREAMABLE_HTTP, whole_session_codes
+from mcpbench.protocol.rules import whole_session_codes
 from mcpbench.protocol.session import Direction, Session, Violation
+from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 
 # Sessionless key: "conn-" + the first 12 hex digits of mitmproxy's client connection id (a UUID4:
 # 48 random bits, so keys of one recording do not collide in practice).

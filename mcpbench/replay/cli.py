@@ -6,6 +6,7 @@ are `McpbenchError`s, turned into one line and their exit status by `cliutil.map
 
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -47,32 +48,73 @@ def compare_options(func):
     return func
 
 
-def _rules(ignore, ignore_files, no_default_rules, extra=()):
-    from mcpbench.replay.compare import Rules, load_rules
+@dataclass(frozen=True, kw_only=True)
+class JudgedArgs:
+    """The options `replay` and `diff` share (`compare_options`, `suite_options`), as given."""
 
-    texts = list(ignore)
-    for path in ignore_files:
-        texts += load_rules(path)
-    return Rules(texts + list(extra), defaults=not no_default_rules)
+    ignore: tuple[str, ...]
+    ignore_files: tuple[str, ...]
+    no_default_rules: bool
+    latency_factor: float | None
+    latency_slack_ms: float | None
+    fail_on_latency: float | None
+    report_path: str | None
+    verbose: bool
+    contract: bool
+    fail_on: str
+    junit_per: str
+    junit_xml: str | None
+    summary_md: str | None
+
+    def judging(self):
+        """The `report.Judging` these options give."""
+        from mcpbench.replay.compare import IgnoreRules, load_rules
+        from mcpbench.replay.report import Judging
+
+        texts = list(self.ignore)
+        for path in self.ignore_files:
+            texts += load_rules(path)
+        rules = IgnoreRules(texts, defaults=not self.no_default_rules)
+        return Judging.of(rules, self.latency_factor, self.latency_slack_ms, self.fail_on_latency)
 
 
-def _latency(factor, slack_ms, fail_on=None):
-    from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK
+@dataclass(frozen=True, kw_only=True)
+class ReplayArgs(JudgedArgs):
+    """`replay`'s options, as given."""
 
-    factor = LATENCY_FACTOR if factor is None else factor
-    if fail_on is not None and (factor <= 0 or factor > fail_on):
-        factor = fail_on  # what fails is reported too
-    slack = LATENCY_SLACK if slack_ms is None else slack_ms / 1000
-    return None if factor <= 0 else (factor, slack)
+    traces: tuple[str, ...]
+    target_text: str
+    sessions: tuple[str, ...]
+    protocol_version: str | None
+    pace: str
+    max_gap: float | None
+    timeout: float | None
+    out: str | None
+    foreign_host: str
+    learn_noise: bool
+    noise_file: str | None
+    rules_beside: bool
+    otlp: str | None
+    service_name: str
+    redact: tuple[str, ...]
+    client: object  # auth.options.ClientOptions
 
 
-def _finish(report, report_path, verbose, recording_failed=None) -> None:
+@dataclass(frozen=True, kw_only=True)
+class DiffArgs(JudgedArgs):
+    """`diff`'s options, as given."""
+
+    trace_a: str
+    trace_b: str
+
+
+def _finish(report, args: JudgedArgs, recording_failed=None) -> None:
     from mcpbench.protocol.errors import TargetError, TraceWriteError
     from mcpbench.replay.report import render
 
-    click.echo(render(report, verbose=verbose))
-    if report_path:
-        report.write_json(report_path)
+    click.echo(render(report, verbose=args.verbose))
+    if args.report_path:
+        report.write_json(args.report_path)
     if report.aborted:
         raise TargetError(report.aborted)  # only the target breaks a replay off once it runs
     if recording_failed:  # the replay ran, its own trace is incomplete (said when it happened)
@@ -134,9 +176,7 @@ def suite_options(func):
 @suite_options
 @client_options
 @map_errors
-def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeout, out, foreign_host, learn_noise, noise_file, rules_beside,
-           otlp, service_name, redact, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
-           report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md, client):
+def replay(**given):
     """Replay the client side of each TRACE against TARGET and report every answer that changed.
 
     TRACE may be a file, a folder (every trace under it) or a glob ('traces/**/*.jsonl'); several
@@ -149,107 +189,105 @@ def replay(traces, target_text, sessions, protocol_version, pace, max_gap, timeo
 
     Example: mcpbench replay tests/mcp_traces --target "stdio:python -m my_server" --junit-xml replay.xml
     """
+    _replay(ReplayArgs(**given))
+
+
+def _replay(args: ReplayArgs) -> None:
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.replay import plan as plans
     from mcpbench.replay.engine import Pace
     from mcpbench.replay.suite import ReplayOptions, expand, noise_path, rules_beside as kept_rules
     from mcpbench.target import parse_target
 
-    paths = expand(traces)
+    paths = expand(args.traces)
     single = len(paths) == 1
     if not single:
-        for given, option in ((out, "--out"), (noise_file, "--noise-file"), (sessions, "--session")):
+        for given, option in ((args.out, "--out"), (args.noise_file, "--noise-file"), (args.sessions, "--session")):
             if given:
                 raise click.UsageError(f"{option} is for one trace; {len(paths)} traces were named")
     trace = paths[0]
-    noise = (noise_file or noise_path(trace)) if learn_noise and single else None
+    noise = (args.noise_file or noise_path(trace)) if args.learn_noise and single else None
     refuse_overwrite(
-        [("--out", out), ("--report", report_path), ("--noise-file", noise), ("--junit-xml", junit_xml),
-         ("--summary-md", summary_md)],
+        [("--out", args.out), ("--report", args.report_path), ("--noise-file", noise), ("--junit-xml", args.junit_xml),
+         ("--summary-md", args.summary_md)],
         [*((f"the trace {path}" if not single else "the trace being replayed", path) for path in paths),
-         *(("--ignore-file", name) for name in ignore_files)],
+         *(("--ignore-file", name) for name in args.ignore_files)],
     )
     try:
-        for path, option in ((out, "--out"), (report_path, "--report"), (noise_file, "--noise-file")):
+        for path, option in ((args.out, "--out"), (args.report_path, "--report"), (args.noise_file, "--noise-file")):
             check_output(path, option)
-        check_ci_outputs(junit_xml, summary_md)
-        target = parse_target(target_text)
-        access = client.resolve(target.url)
-        rules = _rules(ignore, ignore_files, no_default_rules)
-        pacing = Pace.parse(pace, max_gap)
-        recorded = [plans.load(path, sessions=sessions or None) for path in paths]
-        beside = [rules.extend(kept_rules(path)) if rules_beside else rules for path in paths]
-        access = client.resolve(target.url)
+        check_ci_outputs(args.junit_xml, args.summary_md)
+        target = parse_target(args.target_text)
+        access = args.client.resolve(target.url)
+        judging = args.judging()
+        pacing = Pace.parse(args.pace, args.max_gap)
+        recorded = [plans.load(path, sessions=args.sessions or None) for path in paths]
+        beside = [judging.with_rules(judging.rules.extend(kept_rules(path))) if args.rules_beside else judging for path in paths]
         access.headers_now()  # a token endpoint that says no, or cannot be found: one line, now
     except McpbenchError as exc:
-        _failed_report("replay", trace, target_text, exc, report_path)
+        _failed_report("replay", trace, args.target_text, exc, args.report_path)
         raise
     if any(plan.credentials for plan in recorded) and not access.credentials:
         click.echo("mcpbench: the recording sent Authorization (hashed in the trace, never replayed); this replay "
                    "sends none: give --header, --bearer-token-env or --oauth-* for a protected server", err=True)
-    options = ReplayOptions(protocol_version=protocol_version, pace=pacing, timeout=timeout, redact=redact,
-                            latency=_latency(latency_factor, latency_slack_ms, fail_on_latency), fail_on_latency=fail_on_latency,
-                            telemetry=TelemetryOptions.parse(otlp, None, service_name), access=access,
-                            foreign_host=foreign_host)
-    if contract:
-        _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md)
+    options = ReplayOptions(protocol_version=args.protocol_version, pace=pacing, timeout=args.timeout, redact=args.redact,
+                            telemetry=TelemetryOptions.parse(args.otlp, None, args.service_name), access=access,
+                            foreign_host=args.foreign_host)
+    if args.contract:
+        _contract_replay(args, recorded, target, options)
     if single:
-        _replay_one(recorded[0], target, beside[0], options, noise, out, report_path, verbose, junit_per, junit_xml, summary_md)
-    _replay_suite(recorded, target, beside, options, learn_noise, report_path, verbose, junit_per, junit_xml, summary_md)
+        _replay_one(args, recorded[0], target, beside[0], options, noise)
+    _replay_suite(args, recorded, target, beside, options)
 
 
-def _replay_one(recorded, target, rules, options, noise, out, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
+def _replay_one(args: ReplayArgs, recorded, target, judging, options, noise) -> None:
     """One trace, reported as `replay` always has; the CI outputs besides."""
     from pathlib import Path
 
     from mcpbench.replay.cases import report_suite
     from mcpbench.replay.suite import replay_one
 
-    outcome = replay_one(recorded, target, rules, options, learn_to=Path(noise) if noise else None, out=out)
+    outcome = replay_one(recorded, target, judging, options, learn_to=Path(noise) if noise else None, out=args.out)
     report = outcome.report
     if outcome.learned is not None:
         click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {noise}", err=True)
     if outcome.run is not None and outcome.run.interrupted:
         report.abort_status = signal_status(cliutil.received or signal.SIGINT)
     if outcome.wrote:
-        click.echo(f"mcpbench: replay trace → {out}", err=True)
-    write_ci_outputs([report_suite(report, junit_per)], "mcpbench replay", junit_xml, summary_md)
-    _finish(report, report_path, verbose, outcome.recording_failed)
+        click.echo(f"mcpbench: replay trace → {args.out}", err=True)
+    write_ci_outputs([report_suite(report, args.junit_per)], "mcpbench replay", args.junit_xml, args.summary_md)
+    _finish(report, args, outcome.recording_failed)
 
 
-def _replay_suite(recorded, target, rules, options, learn_noise, report_path, verbose, junit_per, junit_xml, summary_md) -> None:
+def _replay_suite(args: ReplayArgs, recorded, target, judgings, options) -> None:
     """Several traces: each replayed and reported in turn, then one verdict, one JSON report, one suite each."""
     from mcpbench.protocol.errors import EXIT_ENVIRONMENT
     from mcpbench.replay.cases import report_suite
     from mcpbench.replay.report import render
-    from mcpbench.replay.suite import noise_path, replay_one
+    from mcpbench.replay.suite import SuiteResult, noise_path, replay_one
 
-    reports = []
-    for plan, trace_rules in zip(recorded, rules):
-        learn_to = noise_path(plan.path) if learn_noise else None
-        outcome = replay_one(plan, target, trace_rules, options, learn_to=learn_to)
+    result = SuiteResult()
+    for plan, judging in zip(recorded, judgings):
+        learn_to = noise_path(plan.path) if args.learn_noise else None
+        outcome = replay_one(plan, target, judging, options, learn_to=learn_to)
         if outcome.learned is not None:
             click.echo(f"mcpbench: learned {len(outcome.learned)} noise rule(s) → {learn_to}", err=True)
-        reports.append(outcome.report)
-        click.echo(render(outcome.report, verbose=verbose))
+        result.reports.append(outcome.report)
+        click.echo(render(outcome.report, verbose=args.verbose))
         if outcome.run is not None and outcome.run.interrupted:
             outcome.report.abort_status = signal_status(cliutil.received or signal.SIGINT)
             break
-    aborted = [report for report in reports if report.aborted]
-    changed = [report for report in reports if report.changed and not report.aborted]
-    click.echo(f"mcpbench: {len(reports)} trace(s): {len(reports) - len(changed) - len(aborted)} unchanged, "
-               f"{len(changed)} changed, {len(aborted)} broken off")
-    status = max((report.abort_status for report in aborted), default=1 if changed else 0)
-    if report_path:
-        _write_json(report_path, {"kind": "replay-suite", "exit_code": status,
-                                  "traces": [report.to_json() for report in reports]})
-    write_ci_outputs([report_suite(report, junit_per) for report in reports], "mcpbench replay", junit_xml, summary_md)
-    if aborted and status == EXIT_ENVIRONMENT:
-        click.echo(f"mcpbench: {aborted[0].source}: {aborted[0].aborted}", err=True)
-    sys.exit(status)
+    click.echo(f"mcpbench: {result.summary()}")
+    if args.report_path:
+        result.write_json(args.report_path)
+    write_ci_outputs([report_suite(report, args.junit_per) for report in result.reports], "mcpbench replay",
+                     args.junit_xml, args.summary_md)
+    if result.aborted and result.exit_code == EXIT_ENVIRONMENT:
+        click.echo(f"mcpbench: {result.aborted[0].source}: {result.aborted[0].aborted}", err=True)
+    sys.exit(result.exit_code)
 
 
-def _contract_replay(recorded, target, options, fail_on, report_path, junit_xml, summary_md) -> None:
+def _contract_replay(args: ReplayArgs, recorded, target, options) -> None:
     """Each trace's declared surface against the live server's (only the handshake and the listings are sent)."""
     from mcpbench.replay.contract import replay_contract, surface_plan
     from mcpbench.replay.engine import Replayer
@@ -262,30 +300,22 @@ def _contract_replay(recorded, target, options, fail_on, report_path, junit_xml,
         click.echo(reports[-1].render())
         if run.interrupted:
             break
-    _contract_finish(reports, fail_on, report_path, junit_xml, summary_md)
+    _contract_finish(reports, args)
 
 
-def _contract_finish(reports, fail_on, report_path, junit_xml, summary_md) -> None:
+def _contract_finish(reports, args: JudgedArgs) -> None:
     from mcpbench.protocol.errors import TargetError
+    from mcpbench.replay.report import write_json
 
+    fail_on = args.fail_on
     status = max(report.exit_code(fail_on) for report in reports)
-    if report_path:
+    if args.report_path:
         body = [report.to_json(fail_on) for report in reports]
-        _write_json(report_path, body[0] if len(body) == 1 else {"kind": "contract-suite", "exit_code": status, "traces": body})
-    write_ci_outputs([report.suite(fail_on) for report in reports], "mcpbench contract", junit_xml, summary_md)
+        write_json(args.report_path, body[0] if len(body) == 1 else {"kind": "contract-suite", "exit_code": status, "traces": body})
+    write_ci_outputs([report.suite(fail_on) for report in reports], "mcpbench contract", args.junit_xml, args.summary_md)
     if broken := next((report for report in reports if report.aborted), None):
         raise TargetError(broken.aborted)
     sys.exit(status)
-
-
-def _write_json(path, body) -> None:
-    import orjson
-
-    from mcpbench.outputs import write_atomic
-    from mcpbench.trace.redact import Redactor
-
-    data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-    write_atomic(path, Redactor().raw(data))
 
 
 @click.command(name="diff")
@@ -294,8 +324,7 @@ def _write_json(path, body) -> None:
 @compare_options
 @suite_options
 @map_errors
-def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_factor, latency_slack_ms, fail_on_latency,
-         report_path, verbose, contract, fail_on, junit_per, junit_xml, summary_md):
+def diff(**given):
     """Compare two traces call by call, without any server (sessions paired in order).
 
     With --contract, compare what the server declared (capabilities, listings, schemas) and class
@@ -304,33 +333,36 @@ def diff(trace_a, trace_b, ignore, ignore_files, no_default_rules, latency_facto
 
     Example: mcpbench diff build-41.jsonl build-42.jsonl --ignore 'result.content[*].text.id'
     """
+    _diff(DiffArgs(**given))
+
+
+def _diff(args: DiffArgs) -> None:
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.replay import plan as plans
     from mcpbench.replay.cases import report_suite
     from mcpbench.replay.report import diff_traces
 
     refuse_overwrite(
-        [("--report", report_path), ("--junit-xml", junit_xml), ("--summary-md", summary_md)],
-        [("TRACE_A", trace_a), ("TRACE_B", trace_b), *(("--ignore-file", name) for name in ignore_files)],
+        [("--report", args.report_path), ("--junit-xml", args.junit_xml), ("--summary-md", args.summary_md)],
+        [("TRACE_A", args.trace_a), ("TRACE_B", args.trace_b), *(("--ignore-file", name) for name in args.ignore_files)],
     )
     try:
-        check_output(report_path, "--report")
-        check_ci_outputs(junit_xml, summary_md)
-        rules = _rules(ignore, ignore_files, no_default_rules)
-        a, b = plans.load(trace_a), plans.load(trace_b)
+        check_output(args.report_path, "--report")
+        check_ci_outputs(args.junit_xml, args.summary_md)
+        judging = args.judging()
+        a, b = plans.load(args.trace_a), plans.load(args.trace_b)
     except McpbenchError as exc:
-        _failed_report("diff", trace_a, trace_b, exc, report_path)
+        _failed_report("diff", args.trace_a, args.trace_b, exc, args.report_path)
         raise
-    if contract:
+    if args.contract:
         from mcpbench.replay.contract import diff_contract
 
         report = diff_contract(a, b)
         click.echo(report.render())
-        _contract_finish([report], fail_on, report_path, junit_xml, summary_md)
-    report = diff_traces(a, b, rules, latency=_latency(latency_factor, latency_slack_ms, fail_on_latency),
-                         fail_on_latency=fail_on_latency)
-    write_ci_outputs([report_suite(report, junit_per)], "mcpbench diff", junit_xml, summary_md)
-    _finish(report, report_path, verbose)
+        _contract_finish([report], args)
+    report = diff_traces(a, b, judging)
+    write_ci_outputs([report_suite(report, args.junit_per)], "mcpbench diff", args.junit_xml, args.summary_md)
+    _finish(report, args)
 
 
 @click.command(name="serve-trace")
@@ -370,7 +402,7 @@ def serve_trace(trace, forward_url, transport, host, port, json_response, sessio
     from mcpbench.replay import plan as plans
     from mcpbench.replay.engine import Pace
     from mcpbench.replay.forward import Forwarder
-    from mcpbench.replay.mock import serve
+    from mcpbench.replay.serve_trace import serve
     from mcpbench.replay.mock_play import DEFAULT_MAX_GAP
     from mcpbench.target import parse_target
 

@@ -159,7 +159,7 @@ class Rule:
         return scope + format_path(self.path)
 
 
-class Rules:
+class IgnoreRules:
     """The ignore rules in force for one comparison."""
 
     def __init__(self, rules: Iterable[str | Rule] = (), *, defaults: bool = True, era: bool = False) -> None:
@@ -170,8 +170,8 @@ class Rules:
         self.rules = [rule if isinstance(rule, Rule) else Rule.parse(rule) for rule in texts]
         self.defaults = defaults
 
-    def extend(self, rules: Iterable[str | Rule]) -> "Rules":
-        out = Rules(defaults=False)
+    def extend(self, rules: Iterable[str | Rule]) -> "IgnoreRules":
+        out = IgnoreRules(defaults=False)
         out.defaults = self.defaults
         out.rules = self.rules + [rule if isinstance(rule, Rule) else Rule.parse(rule) for rule in rules]
         return out
@@ -358,7 +358,7 @@ def _diff_list(old: list, new: list, path: tuple, out: list[Change]) -> None:
 
 
 def compare(
-    old: Any, new: Any, rules: "Rules", *, method: str | None = None, name: str | None = None
+    old: Any, new: Any, rules: "IgnoreRules", *, method: str | None = None, name: str | None = None
 ) -> list[Change]:
     """Normalise both sides under `rules` (for this method and name) and diff them."""
     if old == new:

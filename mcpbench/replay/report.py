@@ -25,14 +25,14 @@ its error (`abort_status`, 2 for unusable input).
 
 import difflib
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT
 from mcpbench.protocol.versions import LISTEN, as_offered, eras_differ
-from mcpbench.replay.compare import Change, Rules, compare, generalise, slower
+from mcpbench.replay.compare import Change, IgnoreRules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.operations import listen_views
 from mcpbench.replay.plan import RecordedCall, SessionPlan, TracePlan, answer_obj
@@ -50,6 +50,35 @@ CHANGES = ("changed", "missing", "extra", "failed")
 # (tens of ms) from reading as a change; the factor keeps long calls honest.
 LATENCY_FACTOR = 3.0
 LATENCY_SLACK = 0.25
+
+
+
+@dataclass(frozen=True, slots=True)
+class Judging:
+    """How every call of a replay or a diff is judged: one value, handed down whole.
+
+    `rules`: the ignore rules; `latency`: (factor, slack in seconds) beyond which a call is
+    reported slower, None: latency is not reported; `fail_on_latency`: the factor beyond which
+    slower is a change (None: reported, not judged).
+    """
+
+    rules: IgnoreRules = field(default_factory=IgnoreRules)
+    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)
+    fail_on_latency: float | None = None
+
+    @classmethod
+    def of(cls, rules: IgnoreRules, factor: float | None = None, slack_ms: float | None = None,
+           fail_on: float | None = None) -> "Judging":
+        """From the options as given: a factor of 0 turns latency off; what fails is reported too."""
+        factor = LATENCY_FACTOR if factor is None else factor
+        if fail_on is not None and (factor <= 0 or factor > fail_on):
+            factor = fail_on
+        slack = LATENCY_SLACK if slack_ms is None else slack_ms / 1000
+        return cls(rules, None if factor <= 0 else (factor, slack), fail_on)
+
+    def with_rules(self, rules: IgnoreRules) -> "Judging":
+        return replace(self, rules=rules)
+
 
 # Beyond this many calls in a session, the text report lists only the calls
 # that did not come out identical (the JSON report always has every call).
@@ -165,12 +194,18 @@ class Report:
     def write_json(self, path: str) -> None:
         from pathlib import Path
 
-        from mcpbench.outputs import write_atomic
-
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        data = orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-        write_atomic(out, Redactor().raw(data))  # a target URL, an error or a live answer may quote a secret
+        write_json(out, self.to_json())
+
+
+def write_json(path: Any, body: Any) -> None:
+    """A report's JSON, indented, written whole; secrets redacted (a target URL, an error or a live
+    answer may quote one)."""
+    from mcpbench.outputs import write_atomic
+
+    data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
+    write_atomic(path, Redactor().raw(data))
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -190,14 +225,12 @@ def _judge(
     call: RecordedCall,
     old: dict | None,
     new: dict | None,
+    judging: Judging,
     *,
-    rules: Rules,
     latency_old: float | None,
     latency_new: float | None,
     failure: str | None = None,
     skipped: str | None = None,
-    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
-    fail_on_latency: float | None = None,
     cold: bool = False,
     status: int | None = None,
 ) -> CallResult:
@@ -221,7 +254,8 @@ def _judge(
         result.status = "extra"
         result.detail = "the recording has no answer to this request"
         return result
-    result.changes = compare(old, new, rules, method=call.method, name=call.name)
+    result.changes = compare(old, new, judging.rules, method=call.method, name=call.name)
+    latency, fail_on_latency = judging.latency, judging.fail_on_latency
     if latency is not None and not cold and slower(latency_old, latency_new, factor=latency[0], slack=latency[1]):
         result.slower = latency_new / latency_old if latency_old else None
         if fail_on_latency is not None and slower(latency_old, latency_new, factor=fail_on_latency, slack=latency[1]):
@@ -231,24 +265,14 @@ def _judge(
     return result
 
 
-def build(
-    run: ReplayRun,
-    rules: Rules,
-    *,
-    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
-    fail_on_latency: float | None = None,
-    stdio_target: bool = False,
-    redactor: Redactor | None = None,
-) -> Report:
-    """Compare every call of a replay with its recording.
+def build(run: ReplayRun, judging: Judging, *, stdio_target: bool = False, redactor: Redactor | None = None) -> Report:
+    """Compare every call of a replay with its recording, as `judging` says.
 
-    `latency`: (factor, slack) beyond which a call is reported slower; `fail_on_latency`: the
-    factor beyond which that counts as a change. The first call of a cold target is not judged on
-    latency: the replay's first call, and with `stdio_target` each session's first (its process
+    The first call of a cold target is not judged on latency: the replay's first call, and with `stdio_target` each session's first (its process
     starts with it). `redactor`: the recording's redaction rules, applied to live answers before
     they are compared (equal secrets then compare equal, and no live secret reaches the report).
     """
-    report = Report("replay", run.trace.path, run.target, [], [str(r) for r in rules.rules], run.aborted, run.elapsed)
+    report = Report("replay", run.trace.path, run.target, [], [str(r) for r in judging.rules.rules], run.aborted, run.elapsed)
     if run.trace.torn:
         report.notes.append(run.trace.torn)
     report.notes += run.notes
@@ -259,7 +283,7 @@ def build(
             "initialize and notifications/initialized before their calls")
     for index, session in enumerate(run.sessions):
         cold = stdio_target or index == 0
-        report.sessions.append(_session_result(session, rules, latency, fail_on_latency, cold, run.asked, redactor))
+        report.sessions.append(_session_result(session, judging, cold, run.asked, redactor))
     header = run.trace.header if isinstance(run.trace.header, dict) else {}
     if isinstance(header.get("fuzz"), dict) and not run.aborted:
         resident = next((session.resident for session in run.sessions if len(session.resident) == 2), None)
@@ -310,9 +334,10 @@ def fuzz_note(fuzz: dict, calls: list[CallResult], resident: list[int] | None = 
     return f"{found}: NOT reproduced: {call.label} came out {call.status} (the server behaves differently now)"
 
 
-def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency: float | None, cold: bool,
-                    asked: str | None, redactor: Redactor | None = None) -> SessionResult:
-    era_rules = rules.extend(()) if not session.era_switched else _with_era(rules)
+def _session_result(session: SessionRun, judging: Judging, cold: bool, asked: str | None,
+                    redactor: Redactor | None = None) -> SessionResult:
+    rules = judging.rules
+    era_judging = judging.with_rules(rules.extend(()) if not session.era_switched else _with_era(rules))
     out = SessionResult(session.plan.id, session.live_session, [], list(session.plan.notes) + session.notes, session.aborted)
     first_sent = min((live.sent for live in session.calls if live.sent is not None), default=None)
     sent = {live.call.index: live.sent for live in session.calls if live.sent is not None}
@@ -330,11 +355,9 @@ def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency:
             old = {**old, "result": as_offered(old["result"], asked)}  # the version asked for is expected
         out.calls.append(
             _judge(
-                session.plan.id, call, old, new,
-                rules=era_rules, latency_old=call.latency, latency_new=live.latency,
+                session.plan.id, call, old, new, era_judging, latency_old=call.latency, latency_new=live.latency,
                 failure=live.failure or ("no answer within the timeout" if live.timed_out else None),
-                skipped=live.skipped, latency=latency, fail_on_latency=fail_on_latency,
-                cold=cold and live.sent is not None and live.sent == first_sent, status=live.status,
+                skipped=live.skipped, cold=cold and live.sent is not None and live.sent == first_sent, status=live.status,
             )
         )
         result = out.calls[-1]
@@ -347,13 +370,13 @@ def _session_result(session: SessionRun, rules: Rules, latency, fail_on_latency:
     return out
 
 
-def _with_era(rules: Rules) -> Rules:
+def _with_era(rules: IgnoreRules) -> IgnoreRules:
     from mcpbench.replay.compare import ERA_RULES
 
     return rules.extend(ERA_RULES)
 
 
-def learn_noise(first: ReplayRun, second: ReplayRun, rules: Rules) -> list[str]:
+def learn_noise(first: ReplayRun, second: ReplayRun, rules: IgnoreRules) -> list[str]:
     """Rules for every path whose value differed between two replays of the same trace."""
     learned: set[str] = set()
     for a, b in zip(first.sessions, second.sessions):
@@ -371,28 +394,26 @@ def learn_noise(first: ReplayRun, second: ReplayRun, rules: Rules) -> list[str]:
 # ---- diff of two traces -----------------------------------------------------------------------
 
 
-def diff_traces(
-    a: TracePlan, b: TracePlan, rules: Rules, *, latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK),
-    fail_on_latency: float | None = None,
-) -> Report:
+def diff_traces(a: TracePlan, b: TracePlan, judging: Judging) -> Report:
     """Compare two traces call by call: sessions paired in order, calls aligned by method and name."""
-    report = Report("diff", a.path, b.path, [], [str(r) for r in rules.rules])
+    report = Report("diff", a.path, b.path, [], [str(r) for r in judging.rules.rules])
     for note in (a.torn, b.torn):
         if note:
             report.notes.append(note)
     for index in range(max(len(a.sessions), len(b.sessions))):
         sa = a.sessions[index] if index < len(a.sessions) else None
         sb = b.sessions[index] if index < len(b.sessions) else None
-        report.sessions.append(_diff_session(sa, sb, rules, latency, fail_on_latency))
+        report.sessions.append(_diff_session(sa, sb, judging))
     return report
 
 
-def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, latency, fail_on_latency: float | None) -> SessionResult:
+def _diff_session(a: SessionPlan | None, b: SessionPlan | None, judging: Judging) -> SessionResult:
     calls_a = a.calls if a else []
     calls_b = b.calls if b else []
     out = SessionResult(a.id if a else f"(only in B) {b.id}", b.id if b else None, [])
     if a and b and eras_differ(a.version, b.version):
-        rules = _with_era(rules)
+        judging = judging.with_rules(_with_era(judging.rules))
+    rules = judging.rules
     keys_a = [(c.method, c.name) for c in calls_a]
     keys_b = [(c.method, c.name) for c in calls_b]
     matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
@@ -401,9 +422,8 @@ def _diff_session(a: SessionPlan | None, b: SessionPlan | None, rules: Rules, la
         if tag == "equal":
             for ca, cb in zip(calls_a[i1:i2], calls_b[j1:j2]):
                 result = _judge(
-                    sid, ca, compared(ca.answer, ca.notifications), compared(cb.answer, cb.notifications),
-                    rules=rules, latency_old=ca.latency, latency_new=cb.latency, latency=latency,
-                    fail_on_latency=fail_on_latency,
+                    sid, ca, compared(ca.answer, ca.notifications), compared(cb.answer, cb.notifications), judging,
+                    latency_old=ca.latency, latency_new=cb.latency,
                 )
                 params = compare(_params(ca), _params(cb), rules, method=ca.method, name=ca.name)
                 if params:

@@ -12,7 +12,7 @@ import glob
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcpbench.auth.options import ClientAccess
@@ -20,10 +20,10 @@ from mcpbench.companions.options import TelemetryOptions
 from mcpbench.companions.telemetry import Companion
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
-from mcpbench.replay.compare import Rules, load_rules, save_rules
+from mcpbench.replay.compare import IgnoreRules, load_rules, save_rules
 from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
-from mcpbench.replay.report import LATENCY_FACTOR, LATENCY_SLACK, Report, build, learn_noise
+from mcpbench.replay.report import Judging, Report, build, learn_noise, write_json
 from mcpbench.target import Target
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter
@@ -75,14 +75,12 @@ def noise_path(trace: str | os.PathLike) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
-    """How each trace of a run is replayed and judged."""
+    """How each trace of a run is replayed (how it is judged: `report.Judging`)."""
 
     protocol_version: str | None = None
     pace: Pace = Pace()
     timeout: float | None = None  # None: per call, from the recording (`Replayer.timeout_for`)
-    latency: tuple[float, float] | None = (LATENCY_FACTOR, LATENCY_SLACK)  # None: latency is not reported
     redact: tuple[str, ...] = ()
-    fail_on_latency: float | None = None  # a call this much slower than recorded (and the slack) is changed
     telemetry: TelemetryOptions = TelemetryOptions()  # the calls as spans, sent as they go (`--otlp`)
     access: ClientAccess | None = None  # an HTTP target's headers, tokens and proxies (`mcpbench.auth`)
     foreign_host: str = FOREIGN_HOST_RECORDED  # a rebinding check's recorded Host, or the target's (`Replayer`)
@@ -99,9 +97,43 @@ class Outcome:
     wrote: bool = False  # the replay's own trace was written (`out`) to its end
 
 
-def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: ReplayOptions, *,
+@dataclass(slots=True)
+class SuiteResult:
+    """The replays of a suite's traces, one report each, and the one verdict over them.
+
+    Exit status: the worst broken-off replay's (`Report.abort_status`), else 1 when a trace changed, else 0.
+    """
+
+    reports: list[Report] = field(default_factory=list)
+
+    @property
+    def aborted(self) -> list[Report]:
+        return [report for report in self.reports if report.aborted]
+
+    @property
+    def changed(self) -> list[Report]:
+        return [report for report in self.reports if report.changed and not report.aborted]
+
+    @property
+    def exit_code(self) -> int:
+        return max((report.abort_status for report in self.aborted), default=1 if self.changed else 0)
+
+    def summary(self) -> str:
+        """One line: how many traces came out unchanged, changed and broken off."""
+        changed, aborted = len(self.changed), len(self.aborted)
+        return (f"{len(self.reports)} trace(s): {len(self.reports) - changed - aborted} unchanged, "
+                f"{changed} changed, {aborted} broken off")
+
+    def to_json(self) -> dict:
+        return {"kind": "replay-suite", "exit_code": self.exit_code, "traces": [report.to_json() for report in self.reports]}
+
+    def write_json(self, path: str | os.PathLike) -> None:
+        write_json(path, self.to_json())
+
+
+def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: ReplayOptions, *,
                learn_to: Path | None = None, out: str | os.PathLike | None = None) -> Outcome:
-    """Replay `recorded` against `target` and compare every call under `rules`.
+    """Replay `recorded` against `target` and judge every call as `judging` says.
 
     With `learn_to`, replay twice first and save the paths that differed between the two runs
     there as ignore rules (they also apply to this comparison). With `out`, write the replay's own
@@ -111,14 +143,13 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
         return Replayer(target, protocol_version=options.protocol_version, pace=options.pace, timeout=options.timeout,
                         writer=writer, access=options.access, foreign_host=options.foreign_host).run(recorded)
 
-    def judged(run: ReplayRun, rules: Rules) -> Report:
-        return build(run, rules, latency=options.latency, fail_on_latency=options.fail_on_latency,
-                     stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
+    def judged(run: ReplayRun, judging: Judging) -> Report:
+        return build(run, judging, stdio_target=target.transport == STDIO, redactor=redactor if options.redact else None)
 
     redactor = Redactor(options.redact)
     first = run_once() if learn_to is not None else None
     if first is not None and first.aborted:
-        return Outcome(judged(first, rules), first)
+        return Outcome(judged(first, judging), first)
     with contextlib.ExitStack() as stack:
         # --otlp: the replay's own trace (a temporary one without `out`), followed by the companion
         path = out or (Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpbench-replay-"))) / "replay.jsonl"
@@ -139,13 +170,13 @@ def replay_one(recorded: TracePlan, target: Target, rules: Rules, options: Repla
         writer = None  # a temporary trace, gone: nothing to say about it
     learned = None
     if first is not None and not run.aborted:
-        learned = learn_noise(first, run, rules)
+        learned = learn_noise(first, run, judging.rules)
         save_rules(learn_to, learned, source=recorded.path)
-        rules = rules.extend(learned)
+        judging = judging.with_rules(judging.rules.extend(learned))
     failed = writer.failed if writer else None
-    return Outcome(judged(run, rules), run, learned, failed, wrote=writer is not None and not failed)
+    return Outcome(judged(run, judging), run, learned, failed, wrote=writer is not None and not failed)
 
 
-def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> Rules:
+def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> IgnoreRules:
     """The rules one trace is compared under: `ignore`, plus (with `beside`) those kept beside it."""
-    return Rules([*ignore, *(rules_beside(trace) if beside else ())], defaults=defaults)
+    return IgnoreRules([*ignore, *(rules_beside(trace) if beside else ())], defaults=defaults)

@@ -43,7 +43,8 @@ from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointRea
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.jsonrpc import Message
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 
 # /proc/PID/statm counts pages.
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -71,7 +72,7 @@ DELETE_TIMEOUT = 2.0
 REFUSAL_CHARS = 200
 
 # The streams a transport reads besides the answers to its POSTs (which are numbered).
-STDOUT, GET, LEGACY = "stdout", "get", "legacy"
+STDOUT, GET, LEGACY_STREAM = "stdout", "get", "legacy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,7 +572,7 @@ class LegacySseTransport(ReplayTransport):
             asked for credentials).
     """
 
-    kind = SSE
+    kind = LEGACY_SSE
 
     def __init__(self, url: str, sink: Sink, *, timeout: float = CONNECT_TIMEOUT, proxies: ProxySettings | None = None) -> None:
         super().__init__()
@@ -627,7 +628,7 @@ class LegacySseTransport(ReplayTransport):
             refused = [event.detail for event in events if type(event) is Garbled]
             raise TargetError(f"{url}: {refused[0] if refused else f'no endpoint event within {self.timeout:g} s'}")
         self._sock.settimeout(None)  # the stream may stay silent for long: closing it is how we stop
-        self._readers[LEGACY] = reader.feed
+        self._readers[LEGACY_STREAM] = reader.feed
         self._post_proxy = self.proxies.route(conn.endpoint) if self.proxies is not None else None
         self._post = connection(conn.endpoint, 60.0, self._post_proxy)
         self._reader = threading.Thread(target=self._read, name="mcpbench-sse", daemon=True)
@@ -642,7 +643,7 @@ class LegacySseTransport(ReplayTransport):
                 chunk = b""
             if self._closing:
                 return  # the replay closed it: no failure of the target's
-            self.sink(Arrival(LEGACY, chunk, time.perf_counter()))
+            self.sink(Arrival(LEGACY_STREAM, chunk, time.perf_counter()))
             if not chunk:
                 return
 
@@ -711,7 +712,7 @@ def open_transport(target: Target, sink: Sink, *, proxies: ProxySettings | None 
         return StdioTransport(target.argv, sink, **{k: v for k, v in options.items() if k in ("on_stderr", "cwd", "env", "direct")})
     if target.transport == STREAMABLE_HTTP:
         return StreamableHttpTransport(target.url, sink, proxies=proxies)
-    if target.transport == SSE:
+    if target.transport == LEGACY_SSE:
         return LegacySseTransport(target.url, sink, proxies=proxies)
     raise TargetError(f"unknown transport {target.transport!r}")
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from mcpbench.companions.live import LiveView
 from mcpbench.processes import STOP_SIGNALS, dying_with_parent, findable
 from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
-from mcpbench.protocol.rules import STDIO
+from mcpbench.protocol.transports import STDIO
 from mcpbench.stdio import recorder
 from mcpbench.trace.format import Kind
 from mcpbench.trace import shared

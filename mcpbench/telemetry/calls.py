@@ -2,7 +2,7 @@
 
 `CallTracker.take(event, step)` reads what `trace/model.py`'s `Rebuild` made of one trace
 event (the `Step`: the entries it added, the operations it began and finished, paired and grouped
-by the trace model) and returns what it finished: a `Call` once an operation has its final answer
+by the trace model) and returns what it finished: a `TracedCall` once an operation has its final answer
 (or its session ended without it), a `SessionDone` once a session ended. A call is an operation,
 not a request: a 2026-07-28 multi round-trip request is one span and one duration, each of its
 rounds an event on that span (`mcp.round`, with the round's own latency and outcome) rather than a
@@ -103,7 +103,7 @@ class SessionState:
 
 
 @dataclass(slots=True)
-class Call:
+class TracedCall:
     """A request and how it ended: what one span and one duration measurement are made of."""
 
     session: SessionState
@@ -143,7 +143,7 @@ class Problem:
     name: str  # the violation code or error class
 
 
-Finished = Call | SessionDone | Problem
+Finished = TracedCall | SessionDone | Problem
 
 
 def _answers(event: dict[str, Any]) -> dict[Any, dict]:
@@ -168,9 +168,9 @@ class CallTracker:
     def __init__(self, header: dict[str, Any] | None = None) -> None:
         self.header = header or {}
         self.sessions: OrderedDict[int, SessionState] = OrderedDict()  # by the report's identity
-        self._calls: dict[int, Call] = {}  # in flight, by the identity of their `Operation`
-        self._by_token: dict[tuple[int, Any], Call] = {}
-        self._by_id: dict[tuple[int, str, Any], Call] = {}
+        self._calls: dict[int, TracedCall] = {}  # in flight, by the identity of their `Operation`
+        self._by_token: dict[tuple[int, Any], TracedCall] = {}
+        self._by_id: dict[tuple[int, str, Any], TracedCall] = {}
         self.last_ts: float | None = None
 
     def take(self, event: dict[str, Any], step: Step | None) -> list[Finished]:
@@ -279,7 +279,7 @@ class CallTracker:
         attributes[otel.REQUEST_ID] = str(entry.id)
         meta = params.get("_meta") if isinstance(params, dict) else None
         parent = TraceParent.parse(meta.get("traceparent")) if isinstance(meta, dict) else None
-        call = self._calls[id(entry.op)] = Call(state, entry.dir or "c2s", name, attributes, entry.ts, parent=parent)
+        call = self._calls[id(entry.op)] = TracedCall(state, entry.dir or "c2s", name, attributes, entry.ts, parent=parent)
         report_id = id(state.report)
         token = progress_token(params)
         if token is not None:
@@ -310,7 +310,7 @@ class CallTracker:
         elif call is None:
             state.note(entry.ts, method, fields)
 
-    def _answered(self, call: Call, op: Operation, answer: dict[str, Any] | None) -> Call:
+    def _answered(self, call: TracedCall, op: Operation, answer: dict[str, Any] | None) -> TracedCall:
         entry = op.last
         call.end = op.end if op.end is not None else entry.ts + (entry.latency or 0.0)
         call.outcome = op.outcome
@@ -331,7 +331,7 @@ class CallTracker:
             call.error_message = op.detail or None
         return call
 
-    def _unanswered(self, call: Call, ts: float, op: Operation | None = None) -> Call:
+    def _unanswered(self, call: TracedCall, ts: float, op: Operation | None = None) -> TracedCall:
         call.end = max(ts, call.start)
         call.outcome = open_outcome(op) if op is not None else "unanswered"
         if call.outcome == INPUT_REQUIRED:  # asked for input, never retried: it ended with that answer
@@ -342,7 +342,7 @@ class CallTracker:
         call.error_type = "cancelled" if call.cancelled else otel.UNANSWERED
         return call
 
-    def _forget(self, call: Call) -> None:
+    def _forget(self, call: TracedCall) -> None:
         for key in call.keys:
             table = self._by_id if len(key) == 3 else self._by_token
             if table.get(key) is call:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mcpbench.telemetry import conventions as otel
-from mcpbench.telemetry.calls import Call, Problem, SessionDone, SessionState
+from mcpbench.telemetry.calls import Problem, SessionDone, SessionState, TracedCall
 
 # How often metrics are pushed over OTLP.
 OTLP_INTERVAL_MS = 5_000
@@ -115,16 +115,16 @@ class Metrics:
         self._errors = otel.Folder()
         self._codes = otel.Folder()
 
-    def take(self, finished: Iterable[Call | SessionDone | Problem]) -> None:
+    def take(self, finished: Iterable[TracedCall | SessionDone | Problem]) -> None:
         for item in finished:
-            if type(item) is Call:
+            if type(item) is TracedCall:
                 self._call(item)
             elif type(item) is SessionDone:
                 self._session(item)
             else:
                 self._problem(item)
 
-    def _call(self, call: Call) -> None:
+    def _call(self, call: TracedCall) -> None:
         state = call.session
         labels: dict[str, Any] = {
             otel.METHOD: call.method,

@@ -22,7 +22,7 @@ from typing import Any
 from mcpbench.trace.model import Rebuild, Step
 from mcpbench.companions.options import TelemetryOptions
 from mcpbench.protocol.errors import TraceError
-from mcpbench.telemetry.calls import Call, CallTracker, Finished, SessionDone
+from mcpbench.telemetry.calls import CallTracker, Finished, SessionDone, TracedCall
 from mcpbench.trace.format import Kind
 
 
@@ -97,7 +97,7 @@ class Telemetry:
         spans, shipper = self.spans, self.shipper
         for item in finished:
             kind = type(item)
-            if kind is Call:
+            if kind is TracedCall:
                 self.calls += 1
                 if spans is not None:
                     shipper.add(spans.call(item))

@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from mcpbench import __version__
 from mcpbench.protocol.transports import STDIO
 from mcpbench.telemetry import conventions as otel
-from mcpbench.telemetry.calls import Call, SessionDone, SessionState
+from mcpbench.telemetry.calls import SessionDone, SessionState, TracedCall
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 SCOPE = InstrumentationScope("mcpbench", __version__)
@@ -73,7 +73,7 @@ class SpanMaker:
             state.trace_id, state.span_id = self._id(128), self._id(64)
         return SpanContext(state.trace_id, state.span_id, is_remote=False, trace_flags=SAMPLED)
 
-    def call(self, call: Call) -> ReadableSpan:
+    def call(self, call: TracedCall) -> ReadableSpan:
         session = self._session_context(call.session)
         links: tuple[Link, ...] = ()
         if call.parent is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["McpMock", "ReplayChanged", "replay_trace"]
 
-_HOMES = {"McpMock": "mcpbench.testing.mock", "ReplayChanged": "mcpbench.testing.regress",
+_HOMES = {"McpMock": "mcpbench.testing.mcp_mock", "ReplayChanged": "mcpbench.testing.regress",
           "replay_trace": "mcpbench.testing.regress"}
 
 

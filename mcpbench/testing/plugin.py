@@ -100,7 +100,7 @@ def mcp_mock(request: pytest.FixtureRequest, mcp_settings: Settings) -> Iterator
     An `McpMock`: `url` (HTTP transports), `command` and `args` (stdio), `target`, `sdk_target()`.
     """
     from mcpbench.protocol.errors import McpbenchError
-    from mcpbench.testing.mock import open_mock
+    from mcpbench.testing.mcp_mock import open_mock
 
     server = mcp_settings.server
     if server is None and mcp_settings.action in (Action.RECORD, Action.EXTEND):

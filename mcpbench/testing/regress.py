@@ -50,16 +50,15 @@ def replay_trace(trace: str | os.PathLike, target: str, *, ignore: Sequence[str]
     """
     from mcpbench.replay import plan as plans
     from mcpbench.replay.engine import Pace
-    from mcpbench.replay.report import render_changes
+    from mcpbench.replay.report import Judging, render_changes
     from mcpbench.replay.suite import ReplayOptions, noise_path, replay_one, rules_for
     from mcpbench.target import parse_target
 
     parsed = parse_target(target)
     recorded = plans.load(trace)
     access = client.resolve(parsed.url) if client is not None else None
-    options = ReplayOptions(protocol_version=protocol_version, pace=Pace.parse(pace), timeout=timeout, latency=latency,
-                            access=access)
-    outcome = replay_one(recorded, parsed, rules_for(trace, ignore), options,
+    options = ReplayOptions(protocol_version=protocol_version, pace=Pace.parse(pace), timeout=timeout, access=access)
+    outcome = replay_one(recorded, parsed, Judging(rules_for(trace, ignore), latency=latency), options,
                          learn_to=noise_path(trace) if learn_noise else None, out=out)
     report = outcome.report
     if report.aborted:

@@ -29,8 +29,8 @@ import orjson
 
 from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.protocol.observer import Observed, StdioObserver
-from mcpbench.protocol.rules import STDIO
 from mcpbench.protocol.session import C2S, S2C, Direction, Session, Violation
+from mcpbench.protocol.transports import STDIO
 from mcpbench.trace.compress import GZIP_MAGIC, ZSTD_MAGIC, Compressor, read_blocks
 from mcpbench.trace.format import Kind, text_or_b64
 from mcpbench.trace.redact import Redactor

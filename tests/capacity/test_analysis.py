@@ -1,13 +1,13 @@
 """A capacity run's analysis from made-up steps: the knee, the break, the recovery (no processes)."""
 
-from mcpbench.capacity.analysis import Call, analyse, knee, verdict_line
+from mcpbench.capacity.analysis import CallSample, analyse, knee, verdict_line
 from mcpbench.load.ramp import Ramp
 
 RAMP = Ramp((10.0, 20.0, 30.0, 40.0, 50.0), 4.0, ("p95<100ms",), 0.0, 5.0)
 
 
-def _calls(start: float, end: float, rate: float, ms: float) -> list[Call]:
-    return [Call(start + i / rate, ms, None) for i in range(int((end - start) * rate))]
+def _calls(start: float, end: float, rate: float, ms: float) -> list[CallSample]:
+    return [CallSample(start + i / rate, ms, None) for i in range(int((end - start) * rate))]
 
 
 def test_knee_is_the_step_furthest_below_the_line_from_first_to_last():

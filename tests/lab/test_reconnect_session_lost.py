@@ -20,9 +20,10 @@ from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, ReconnectPolicy
 from mcpbench.protocol.recovery import REOPENING, REPORTING, plan_recovery
 from mcpbench.protocol.session import Trigger
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.replay import plan as plans
 from mcpbench.replay.engine import Replayer
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from mcpbench.target import Target
 from tests.support.load_client import Run
 from tests.support.servers import serve_argv
 
@@ -89,7 +90,7 @@ def replay(target: Target, trace: Path, spy: Spy):
 def forwarding(trace: Path, upstream: Target) -> Target:
     """The mock (`serve-trace`, stdio) holding `trace`'s handshake and forwarding the rest to `upstream`."""
     text = f"stdio:{shlex.join(upstream.argv)}" if upstream.transport == STDIO else (
-        f"sse+{upstream.url}" if upstream.transport == SSE else upstream.url)
+        f"sse+{upstream.url}" if upstream.transport == LEGACY_SSE else upstream.url)
     hello = write_trace(trace.with_name("handshake.jsonl"), [], handshake_only=True)
     return Target(STDIO, argv=(sys.executable, "-m", "mcpbench", "serve-trace", str(hello), "--on-miss", "forward", text))
 
@@ -155,8 +156,8 @@ def test_stdio_server_killed_mid_call(tmp_path):
 def test_legacy_stream_cut_mid_call(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", CALLS)
     load, report, reopen = expected(Failure.STREAM_CLOSED, Trigger.STREAM_ENDED, "slow")
-    with running_lab(1, SSE, policy="round-robin", folder=tmp_path / "lab", faults={"cut_streams_after": CUT}) as lab:
-        target = Target(SSE, url=lab.url)
+    with running_lab(1, LEGACY_SSE, policy="round-robin", folder=tmp_path / "lab", faults={"cut_streams_after": CUT}) as lab:
+        target = Target(LEGACY_SSE, url=lab.url)
         run = Run(target, LOAD)
         check_load(run, run.calls(*[(tool, args) for tool, args, _ in CALLS]), Failure.STREAM_CLOSED, load)
 

@@ -10,7 +10,8 @@ import pytest
 from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.http import Failure
-from mcpbench.target import STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import STREAMABLE_HTTP
 
 # A step's bound in these tests (seconds), and the greenlet's.
 TIMEOUT = 1.0

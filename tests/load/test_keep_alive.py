@@ -16,7 +16,8 @@ from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.target import STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import STREAMABLE_HTTP
 from tests.support.http_thread import serving
 from tests.support.load_client import TIMEOUT, Steps, in_session
 

@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from mcpbench.load import ledger
+from mcpbench.bench import ledger
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response, to_obj
 
 CALL = Request(id=1, method="tools/call", params={"name": "echo", "arguments": {"text": "a"}})

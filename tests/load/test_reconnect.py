@@ -13,7 +13,8 @@ from mcpbench.lab.topology.cluster import RestartPlan, running_lab
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from tests.support.load_client import TIMEOUT, Run
 
 # The balancer cuts every SSE stream this long after it began; `slow` runs longer, `echo` far shorter.
@@ -118,8 +119,8 @@ def test_a_drop_share_is_retried_within_the_budget(tmp_path):
 def test_the_same_policy_recovers_a_cut_legacy_stream(tmp_path):
     """Legacy SSE: the session's one stream is cut under a call; reinitialize opens a new stream
     and handshake, and re-sends the idempotent call (resume falls back: the stream had no ids)."""
-    with running_lab(1, SSE, policy="round-robin", folder=tmp_path, faults={"cut_streams_after": CUT}) as lab:
-        run = Run(Target(SSE, url=lab.url), ReconnectPolicy(mode="resume", backoff=0.01, idempotent=frozenset({"slow"})))
+    with running_lab(1, LEGACY_SSE, policy="round-robin", folder=tmp_path, faults={"cut_streams_after": CUT}) as lab:
+        run = Run(Target(LEGACY_SSE, url=lab.url), ReconnectPolicy(mode="resume", backoff=0.01, idempotent=frozenset({"slow"})))
         results = run.calls(("slow", {"seconds": 0.6, "steps": 2}), ("slow", {"seconds": 0.6, "steps": 2}))
     record = run.reconnects[0]
     assert record["action"] == "reinitialize" and record["ok"] and record["resent"] == 1 and record["lost"] == 0

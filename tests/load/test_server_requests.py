@@ -12,7 +12,8 @@ import pytest
 from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.asks import Canned
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from tests.support.load_client import TIMEOUT, Steps, in_session
 from tests.support.servers import serve_argv
 
@@ -26,12 +27,12 @@ def ask_once(target: Target, policy: Canned) -> tuple[object, Steps]:
     return in_session(client, steps, lambda: client.call_tool("ask", {"question": "which model?"}))
 
 
-@pytest.fixture(scope="module", params=[STDIO, SSE, STREAMABLE_HTTP])
+@pytest.fixture(scope="module", params=[STDIO, LEGACY_SSE, STREAMABLE_HTTP])
 def target(request):
     """The reference server on each transport: a stdio command, or the session's HTTP server (tests/conftest.py)."""
     if request.param == STDIO:
         return Target(STDIO, argv=tuple(serve_argv("stdio")))
-    server = request.getfixturevalue({SSE: "sse_server", STREAMABLE_HTTP: "http_server"}[request.param])
+    server = request.getfixturevalue({LEGACY_SSE: "sse_server", STREAMABLE_HTTP: "http_server"}[request.param])
     return Target(request.param, url=server.url)
 
 

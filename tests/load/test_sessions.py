@@ -3,7 +3,8 @@
 import pytest
 
 from mcpbench.load.scenario import ScenarioError
-from mcpbench.load.sessions import failure_class
+from mcpbench.load.runner import FailedSteps, RunResult
+from mcpbench.load.sessions import SessionTally, failure_class
 
 
 def test_failure_classes_split_answer_lost_from_timeout():
@@ -55,3 +56,18 @@ def test_failed_steps_that_are_the_measurement_claim_no_pass():
     measured = FailedSteps(37, 81, 0)
     assert measured.ok and measured.line().startswith("NOTE  37 of 81 steps failed") and "no failed step" not in measured.line()
     assert FailedSteps(37, 81, 1).line().startswith("FAIL  no failed step  (37 of 81 failed;")
+
+
+@pytest.mark.parametrize(("tally", "steps", "status"), [
+    (SessionTally(sessions=5), FailedSteps(0, 10, 1), 0),
+    (SessionTally(sessions=5, failed_sessions=2), FailedSteps(0, 10, 1), 1),
+    (SessionTally(), FailedSteps(0, 0, 1), 1),  # no session made: nothing was kept
+    (SessionTally(sessions=5, failed_sessions=2), FailedSteps(3, 10, 7), 7),  # the larger status stands
+    (SessionTally(sessions=5, failed_sessions=2), FailedSteps(3, 10, 0), 1),  # failures measured, sessions still judged
+])
+def test_the_sessions_verdict_is_in_the_runs_exit_status(tmp_path, tally, steps, status):
+    # `RunResult.exit_code` is the one status of a run: the command, the main job and the lab read it.
+    result = RunResult(tmp_path, {"total": {"count": 10, "failures": steps.failed}}, failed_steps=steps, sessions=tally)
+    assert result.exit_code == status
+    result.write_errors = ["samples.jsonl: disk full"]
+    assert result.exit_code == 3

@@ -19,7 +19,8 @@ from mcpbench.load.scenario import (
     parse_threshold,
 )
 from mcpbench.protocol.errors import TargetError
-from mcpbench.target import SSE, STDIO, STREAMABLE_HTTP, parse_target
+from mcpbench.target import parse_target
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from tests.load.helpers import scenario_from_text
 from tests.support.servers import REPO_ROOT, free_port
 
@@ -35,7 +36,7 @@ mix:
 def test_targets():
     assert parse_target("http://h:1/mcp").transport == STREAMABLE_HTTP
     sse = parse_target("sse+https://h/sse")
-    assert (sse.transport, sse.url) == (SSE, "https://h/sse")
+    assert (sse.transport, sse.url) == (LEGACY_SSE, "https://h/sse")
     stdio = parse_target("stdio:python -m srv --x 'a b'")
     assert (stdio.transport, stdio.argv) == (STDIO, ("python", "-m", "srv", "--x", "a b"))
     for bad in ("ftp://h", "stdio:", "", "h:1/mcp", "http:///mcp"):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from mcpbench.probe.run import probe, select
-from mcpbench.probe.target import Settings, Target
+from mcpbench.probe.target import ProbeTarget, Settings
 from mcpbench.probe.verdicts import PASS, Row
 from tests.support.servers import HOST, free_port, stop_process, wait_for_port
 
@@ -28,7 +28,7 @@ def verdict(url: str, check: str, settings: Settings | None = None) -> Row:
 ROUTED_TRIES: Final = 8
 
 
-def until_routed(check, target: Target) -> list[Row]:
+def until_routed(check, target: ProbeTarget) -> list[Row]:
     """`check` (a module of probe/checks) run on its own against `target` until it does not pass
     (a session of it lost, behind a balancer that keeps some), at most `ROUTED_TRIES` times; its rows."""
     rows: list[Row] = []

@@ -4,7 +4,7 @@ import pytest
 
 from mcpbench.probe.checks import buffering, churn, origin, resume, sessions, unknown, versions
 from mcpbench.probe.run import NAMES, UnknownCheck, select
-from mcpbench.probe.target import ProgressCall, Settings, Target
+from mcpbench.probe.target import ProbeTarget, ProgressCall, Settings
 from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN, Row, exit_status, render
 from mcpbench.probe.wire import ProbeOptions, Wire
 
@@ -55,14 +55,14 @@ def test_resume_without_priming_warns_and_a_doubled_answer_fails():
 
 
 def test_sessions_that_did_not_all_run_say_so():
-    target = Target("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), Settings())
+    target = ProbeTarget("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), Settings())
     records = [{"session": "s0", "step": "initialize", "t": 1.0, "instance": "s1", "status": 200}]
     row = sessions.judge(records, 50, target)
     assert row.verdict == PASS and "only 1 of 50 sessions ran within the 25 s bound" in row.evidence
 
 
-def _target(**changes) -> Target:
-    target = Target("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), Settings())
+def _target(**changes) -> ProbeTarget:
+    target = ProbeTarget("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), Settings())
     for name, value in changes.items():
         setattr(target, name, value)
     return target
@@ -128,11 +128,11 @@ def test_origin_served_means_an_mcp_answer_and_a_closed_connection_is_a_refusal(
 
 
 def test_a_misdirected_initialize_names_a_host_rewriting_proxy():
-    from mcpbench.probe.sessions import Exchange
+    from mcpbench.probe.sessions import ProbeExchange
     from mcpbench.probe.target import _not_mcp
     from mcpbench.protocol.client import Failed
 
-    ex = Exchange(status=421, failed=Failed(None, None, "http-4xx", "HTTP 421: Invalid Host header"))
+    ex = ProbeExchange(status=421, failed=Failed(None, None, "http-4xx", "HTTP 421: Invalid Host header"))
     text = _not_mcp("http://h/mcp", ex)
     assert "not an MCP endpoint" not in text and "refused the Host it received" in text and "rewrites Host" in text
 
@@ -140,10 +140,10 @@ def test_a_misdirected_initialize_names_a_host_rewriting_proxy():
 def test_a_404_on_a_sessions_get_stream_is_routing_too():
     from mcpbench.probe import routing
     from mcpbench.probe.checks import idle
-    from mcpbench.probe.sessions import Exchange
+    from mcpbench.probe.sessions import ProbeExchange
 
-    get = Exchange(status=404)  # a GET stream refused: no call failed, the status says it
+    get = ProbeExchange(status=404)  # a GET stream refused: no call failed, the status says it
     assert routing.lost(get) and routing.lost_detail("the GET", get) == "the GET got HTTP 404"
-    assert not routing.lost(Exchange(status=405))
+    assert not routing.lost(ProbeExchange(status=405))
     row = idle.judge({"up_to": 2.0, "stream": {"routed": "the session's GET stream got HTTP 404"}, "connection": {}})
     assert row.verdict == WARN and "idle streams not measured" in row.evidence and "server offers no GET stream" not in row.evidence

@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from mcpbench.protocol.http import Carried, Endpoint, Failure, LegacyStream, PostAnswer, Problem, stream_decoder
+from mcpbench.protocol.http import Carried, EndpointUrl, Failure, LegacyStream, PostAnswer, Problem, stream_decoder
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 
 SSE = (
@@ -116,7 +116,7 @@ def test_the_legacy_stream_names_its_endpoint_then_carries_messages(step):
         items += stream.feed(LEGACY[start : start + step])
     items += stream.feed(b"")
     endpoint, answer, bad = items
-    assert endpoint == Endpoint("http://127.0.0.1:8000/messages/?session_id=ab12") and stream.endpoint == endpoint.url
+    assert endpoint == EndpointUrl("http://127.0.0.1:8000/messages/?session_id=ab12") and stream.endpoint == endpoint.url
     assert answer.message == Response(id=1, result={}) and answer.via == "stream"
     assert type(bad) is Problem and bad.failure == Failure.JSONRPC_ERROR
 

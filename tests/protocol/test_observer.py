@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mcpbench.protocol import sse
 from mcpbench.protocol.framing import EOF, NEED_DATA
 from mcpbench.protocol.jsonrpc import Batch, Notification, Request, Response
-from mcpbench.protocol.observer import BodyObserver, Endpoint, Observed, SseObserver, StdioObserver, read_body
+from mcpbench.protocol.observer import BodyObserver, EndpointEvent, Observed, SseObserver, StdioObserver, read_body
 from mcpbench.protocol.session import C2S, S2C, Violation
 from mcpbench.protocol.sse import SseComment, SseEvent
 
@@ -159,7 +159,7 @@ SDK_ANSWER = b'{"jsonrpc":"2.0","id":3,"result":{"content":[{"text":"hi","type":
 
 SSE_CASES = [
     (SDK_LEGACY_STREAM, [
-        Endpoint(data="/messages/?session_id=38c56889f2c44f75b1ab25199e03e5c9", sse=SseEvent(event="endpoint", data="/messages/?session_id=38c56889f2c44f75b1ab25199e03e5c9")),
+        EndpointEvent(data="/messages/?session_id=38c56889f2c44f75b1ab25199e03e5c9", sse=SseEvent(event="endpoint", data="/messages/?session_id=38c56889f2c44f75b1ab25199e03e5c9")),
         Observed(Response(id=3, result={"content": [{"text": "hi", "type": "text"}], "isError": False}), SDK_ANSWER, SseEvent(event="message", data=SDK_ANSWER.decode())),
         SseComment("ping - 2026-12-02 09:39:06.916685+00:00"),
     ]),

@@ -5,8 +5,9 @@ from pathlib import Path
 
 from mcpbench.protocol.http import method_header_problems
 from mcpbench.protocol.jsonrpc import Batch, Notification, Request
-from mcpbench.protocol.rules import LEGACY_SSE, RULES, STDIO, STREAMABLE_HTTP, applies
+from mcpbench.protocol.rules import RULES, applies
 from mcpbench.protocol.session import C2S, Session, Violation
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 
 DOCS = Path(__file__).parents[2] / "docs"
 SOURCES = Path(__file__).parents[2] / "mcpbench"

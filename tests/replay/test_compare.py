@@ -3,7 +3,7 @@
 import pytest
 
 from mcpbench.protocol.errors import ReplayError
-from mcpbench.replay.compare import Rule, Rules, compare, diff, format_path, generalise, normalise, parse_path, slower
+from mcpbench.replay.compare import IgnoreRules, Rule, compare, diff, format_path, generalise, normalise, parse_path, slower
 
 
 def paths(changes):
@@ -17,24 +17,24 @@ def test_default_rules_hide_uuids_timestamps_session_ids_and_progress_tokens():
     new = {"result": {"id": "11111111-2222-4333-8444-555555555555", "at": "2027-01-01T00:00:00Z", "sessionId": "b",
                       "text": "run 00000000000000000000000000000000 at 2027-01-01 00:00:00+00:00"},
            "notifications": [{"method": "notifications/progress", "params": {"progressToken": 9, "progress": 1}}]}
-    assert compare(old, new, Rules()) == []
-    assert paths(compare(old, new, Rules(defaults=False))) == {
+    assert compare(old, new, IgnoreRules()) == []
+    assert paths(compare(old, new, IgnoreRules(defaults=False))) == {
         "result.id", "result.at", "result.sessionId", "result.text", "notifications[0].params.progressToken"}
 
 
 def test_json_inside_content_text_is_compared_field_by_field():
     old = {"result": {"content": [{"type": "text", "text": '{"a": 1, "b": [1, 2]}'}]}}
     new = {"result": {"content": [{"type": "text", "text": '{"b": [1, 3], "a": 1}'}]}}
-    (change,) = compare(old, new, Rules())
+    (change,) = compare(old, new, IgnoreRules())
     assert (change.path, change.old, change.new) == ("result.content[0].text.b[1]", 2, 3)
-    assert compare(old, new, Rules(["result.content[*].text.b"])) == []
+    assert compare(old, new, IgnoreRules(["result.content[*].text.b"])) == []
 
 
 def test_user_rules_wildcards_depth_and_scope():
     old = {"result": {"items": [{"x": 1, "keep": 1}, {"x": 2, "keep": 1}], "deep": {"a": {"stamp": 1}}}}
     new = {"result": {"items": [{"x": 5, "keep": 2}, {"x": 6, "keep": 1}], "deep": {"a": {"stamp": 2}}}}
-    assert paths(compare(old, new, Rules(["result.items[*].x", "**.stamp"]))) == {"result.items[0].keep"}
-    scoped = Rules(["tools/call@echo:result.items[*].x"])
+    assert paths(compare(old, new, IgnoreRules(["result.items[*].x", "**.stamp"]))) == {"result.items[0].keep"}
+    scoped = IgnoreRules(["tools/call@echo:result.items[*].x"])
     assert "result.items[0].x" in paths(compare(old, new, scoped, method="tools/call", name="add"))
     assert "result.items[0].x" not in paths(compare(old, new, scoped, method="tools/call", name="echo"))
 
@@ -57,8 +57,8 @@ def test_paths_round_trip_and_generalise():
 def test_empty_meta_equals_no_meta_and_era_rules():
     old = {"result": {"content": []}}
     new = {"result": {"content": [], "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {}}}}
-    assert paths(compare(old, new, Rules())) == {"result.resultType", 'result._meta'}
-    assert compare(old, new, Rules(era=True)) == []
+    assert paths(compare(old, new, IgnoreRules())) == {"result.resultType", 'result._meta'}
+    assert compare(old, new, IgnoreRules(era=True)) == []
     assert normalise({"_meta": {}}) == {}
 
 
@@ -74,7 +74,7 @@ def test_a_refused_version_probe_is_one_outcome_whatever_its_code():
     # it does not speak: the client falls back to a handshake either way.
     lacks = {"error": {"code": -32601, "message": "Method not found"}}
     other = {"error": {"code": -32602, "message": "Unsupported protocol version", "data": {"supported": ["2025-11-25"]}}}
-    assert compare(lacks, other, Rules(), method="server/discover") == []
+    assert compare(lacks, other, IgnoreRules(), method="server/discover") == []
     answered = {"result": {"supportedVersions": ["2026-07-28"], "capabilities": {}}}
-    assert paths(compare(lacks, answered, Rules(), method="server/discover")) == {"error", "result"}  # refused vs served
-    assert paths(compare(lacks, other, Rules(), method="tools/call")) == {"error.code", "error.message", "error.data"}
+    assert paths(compare(lacks, answered, IgnoreRules(), method="server/discover")) == {"error", "result"}  # refused vs served
+    assert paths(compare(lacks, other, IgnoreRules(), method="tools/call")) == {"error.code", "error.message", "error.data"}

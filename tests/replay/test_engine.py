@@ -6,9 +6,9 @@ import pytest
 from mcpbench.protocol.jsonrpc import Notification, Request, Response
 from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay import plan as plans
-from mcpbench.replay.compare import Rules
+from mcpbench.replay.compare import IgnoreRules
 from mcpbench.replay.engine import DEFAULT_TIMEOUT, Pace, Replayer
-from mcpbench.replay.report import build, learn_noise, render
+from mcpbench.replay.report import Judging, build, learn_noise, render
 from mcpbench.replay.transports import MockTransport
 from mcpbench.target import parse_target
 
@@ -73,7 +73,7 @@ def test_in_flight_requests_are_sent_together_and_matched_by_id(tmp_path, monkey
     run, sent = replay_with(monkeypatch, path, server)
     assert [m.params["name"] for m in sent] == ["one", "two", "three"]
     assert [m.id for m in sent] == [1, 2, 3]  # live ids, mapped back to a, b, c
-    report = build(run, Rules())
+    report = build(run, Judging(IgnoreRules()))
     assert report.counts()["identical"] == 3 and report.exit_code == 0
 
 
@@ -95,7 +95,7 @@ def test_a_server_request_is_answered_from_the_recording(tmp_path, monkeypatch):
         return []
 
     run, sent = replay_with(monkeypatch, path, server)
-    assert build(run, Rules()).exit_code == 0
+    assert build(run, Judging(IgnoreRules())).exit_code == 0
     assert any(isinstance(m, Response) and m.id == "srv-1" for m in sent)
 
 
@@ -108,10 +108,10 @@ def test_learn_noise_marks_what_differs_between_runs(tmp_path, monkeypatch):
 
     first, _ = replay_with(monkeypatch, path, server)
     second, _ = replay_with(monkeypatch, path, server)
-    rules = learn_noise(first, second, Rules())
+    rules = learn_noise(first, second, IgnoreRules())
     assert rules == ["tools/call@roll:result.n"]
-    assert build(second, Rules(rules)).exit_code == 0
-    assert build(second, Rules()).exit_code == 1
+    assert build(second, Judging(IgnoreRules(rules))).exit_code == 0
+    assert build(second, Judging(IgnoreRules())).exit_code == 1
 
 
 def test_notifications_go_at_their_recorded_position(tmp_path, monkeypatch):
@@ -162,13 +162,13 @@ def test_latency_is_reported_beside_a_call_and_fails_only_when_asked(tmp_path, m
     run, _ = replay_with(monkeypatch, path, lambda message, sent: [Response(id=message.id, result={})])
     for live in run.sessions[0].calls:
         live.answered = live.sent + 2.0  # 200 x slower than recorded
-    report = build(run, Rules())
+    report = build(run, Judging(IgnoreRules()))
     first, second = report.sessions[0].calls
     assert first.cold and first.slower is None  # the first call of a cold target: not judged
     assert second.slower == pytest.approx(200, rel=0.01) and second.status == "identical" and report.exit_code == 0
     text = render(report)
     assert "cold start" in text and "slower ×200" in text
-    failing = build(run, Rules(), fail_on_latency=3.0)
+    failing = build(run, Judging(IgnoreRules(), fail_on_latency=3.0))
     assert [c.status for c in failing.sessions[0].calls] == ["identical", "changed"] and failing.exit_code == 1
 
 

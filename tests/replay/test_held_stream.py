@@ -7,9 +7,9 @@ from pathlib import Path
 import orjson
 
 from mcpbench.replay import plan as plans
-from mcpbench.replay.compare import Rules
+from mcpbench.replay.compare import IgnoreRules
 from mcpbench.replay.engine import Replayer
-from mcpbench.replay.report import build
+from mcpbench.replay.report import Judging, build
 from mcpbench.target import parse_target
 from tests.support.servers import HOST
 
@@ -126,6 +126,6 @@ def test_a_call_is_complete_when_its_answer_arrives_though_the_stream_stays_open
     assert not session.aborted and not session.notes, (session.aborted, session.notes)
     assert server.answered == len(CALLS)
     assert [live.answer.result["content"][0]["text"] for live in session.calls[1:]] == list(CALLS)
-    assert build(runs[0], Rules()).counts()["identical"] == 1 + len(CALLS)
+    assert build(runs[0], Judging(IgnoreRules())).counts()["identical"] == 1 + len(CALLS)
     # The replay was done while the server still held every answer stream open.
     assert not closed_before_the_end

@@ -21,7 +21,7 @@ from mcpbench.lab.peers.drive import sdk_target
 from mcpbench.protocol.jsonrpc import INVALID_PARAMS, Request
 from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
 from mcpbench.replay import plan as plans
-from mcpbench.replay.mock import MockHttpServer, TraceAnswers
+from mcpbench.replay.serve_trace import MockHttpServer, TraceAnswers
 from tests.replay.helpers import TIMEOUT, mock_server
 from tests.support.operations import MODES, listen_twice, stdio_recording, tasks
 from tests.support.servers import stdio_params

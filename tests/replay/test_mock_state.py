@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpbench.protocol.jsonrpc import INVALID_PARAMS, Request
 from mcpbench.replay import plan as plans
-from mcpbench.replay.mock import TraceAnswers
+from mcpbench.replay.serve_trace import TraceAnswers
 from mcpbench.replay.mock_state import PREFIX, MockStates
 from tests.replay.helpers import TIMEOUT, mock_server, text_of
 from tests.support.recordings import tee_argv

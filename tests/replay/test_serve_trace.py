@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcpbench.lab.peers.drive import ASK_QUESTION, SAMPLED_TEXT, sampling_stub
 from mcpbench.protocol.jsonrpc import Request
 from mcpbench.replay import plan as plans
-from mcpbench.replay.mock import NOT_RECORDED, TraceAnswers
+from mcpbench.replay.serve_trace import NOT_RECORDED, TraceAnswers
 from mcpbench.replay.mock_answers import UNANSWERED
 from tests.replay.helpers import TIMEOUT, cli, mock_server, text_of
 from tests.support.recordings import MODES

@@ -10,7 +10,8 @@ import pytest
 
 from mcpbench.load.runner import RunResult, Verdict
 from mcpbench.load.scenario import parse_threshold
-from mcpbench.replay.suite import expand
+from mcpbench.replay.report import CallResult, Report, SessionResult
+from mcpbench.replay.suite import SuiteResult, expand
 from mcpbench.trace.shared import part_path
 from tests.replay.helpers import cli
 from tests.support.recordings import stdio_target
@@ -134,3 +135,18 @@ def test_expand_leaves_a_tees_pending_part_out_of_a_folder(tmp_path):
     trace.write_text("")
     part_path(trace, "1234").write_text("")  # a tee's part, still being written: it joins s.jsonl, not the suite
     assert expand([str(tmp_path)]) == [trace]
+
+
+def test_a_suites_verdict_is_its_results():
+    # The status `replay DIR` exits with and writes into its JSON is SuiteResult's, not the command's.
+    def report(status: str | None = None, aborted: str | None = None, abort_status: int = 3) -> Report:
+        calls = [CallResult("s1", 1, "tools/call", "echo", status)] if status else []
+        return Report("replay", "t.jsonl", "stdio:x", [SessionResult("s1", None, calls)], aborted=aborted, abort_status=abort_status)
+
+    assert SuiteResult([report("identical"), report("identical")]).exit_code == 0
+    changed = SuiteResult([report("identical"), report("changed")])
+    assert changed.exit_code == 1 and changed.summary() == "2 trace(s): 1 unchanged, 1 changed, 0 broken off"
+    broken = SuiteResult([report("changed"), report(aborted="gone"), report(aborted="stopped", abort_status=130)])
+    assert broken.exit_code == 130 and broken.summary() == "3 trace(s): 0 unchanged, 1 changed, 2 broken off"
+    assert broken.to_json()["kind"] == "replay-suite" and broken.to_json()["exit_code"] == 130
+    assert len(broken.to_json()["traces"]) == 3

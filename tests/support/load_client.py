@@ -8,7 +8,8 @@ from mcpbench.load.client import McpClient
 from mcpbench.load.transports import transport_for
 from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.target import STREAMABLE_HTTP, Target
+from mcpbench.target import Target
+from mcpbench.protocol.transports import STREAMABLE_HTTP
 
 # Every step of these clients is bounded by this (seconds); the greenlet by a little more.
 TIMEOUT = 20.0

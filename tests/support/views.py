@@ -17,7 +17,7 @@ from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.transports import STREAMABLE_HTTP
 from mcpbench.replay import plan as plans
 from mcpbench.telemetry import conventions as otel
-from mcpbench.telemetry.calls import Call, CallTracker
+from mcpbench.telemetry.calls import CallTracker, TracedCall
 from mcpbench.trace.model import NOT_MCP, SESSIONLESS, SESSIONLESS_PREFIX, Rebuild
 from mcpbench.trace.reader import TraceReader
 
@@ -52,7 +52,7 @@ def by_telemetry(path: Path) -> Counter:
     for event in TraceReader(path):
         finished += tracker.take(event, rebuild.take(event))
     finished += tracker.finish()
-    return Counter((c.session.key, c.attributes[otel.METHOD], c.outcome) for c in finished if isinstance(c, Call))
+    return Counter((c.session.key, c.attributes[otel.METHOD], c.outcome) for c in finished if isinstance(c, TracedCall))
 
 
 def by_plan(path: Path) -> tuple[Counter, Counter, int]:

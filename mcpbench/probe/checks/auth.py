@@ -7,7 +7,7 @@ endpoint. A request without credentials shows the challenge (the user's own are 
 """
 
 from mcpbench.auth.fetch import fetch
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.probe.wire import WireError, left
 from mcpbench.protocol import auth
@@ -19,7 +19,7 @@ FIX = ("Answer 401 with WWW-Authenticate: Bearer resource_metadata=\"<URL>\" and
        "(RFC 9728) naming authorization servers whose metadata (RFC 8414) lists a token endpoint.")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     status, header = target.auth_status, target.auth_challenge
     if status is None:
         status, header = _bare(target, deadline)
@@ -30,7 +30,7 @@ def run(target: Target, deadline: float) -> Row:
     return judge(_follow(target, header, deadline))
 
 
-def _bare(target: Target, deadline: float) -> tuple[int | None, str | None]:
+def _bare(target: ProbeTarget, deadline: float) -> tuple[int | None, str | None]:
     """The status and challenge of the first request of a session, sent without the user's credentials."""
     if target.legacy:
         try:
@@ -49,7 +49,7 @@ def _bare(target: Target, deadline: float) -> tuple[int | None, str | None]:
     return ex.status, ex.headers.get("www-authenticate") if ex.headers is not None else None
 
 
-def _document(urls: list[str], read, target: Target, deadline: float) -> tuple[str, int | None, object | None, str | None]:
+def _document(urls: list[str], read, target: ProbeTarget, deadline: float) -> tuple[str, int | None, object | None, str | None]:
     """The first of `urls` whose answer `read` (the core's reader) accepts: its URL, status, document
     and no problem; else the first URL's, with why it is no document."""
     first: tuple[str, int | None, object | None, str | None] | None = None
@@ -69,7 +69,7 @@ def _document(urls: list[str], read, target: Target, deadline: float) -> tuple[s
     return first
 
 
-def _follow(target: Target, header: str | None, deadline: float) -> dict:
+def _follow(target: ProbeTarget, header: str | None, deadline: float) -> dict:
     challenge = auth.bearer_challenge(header)
     named = challenge is not None and challenge.resource_metadata is not None
     figures: dict = {"challenge": header, "challenge_summary": challenge.summary() if challenge else None,

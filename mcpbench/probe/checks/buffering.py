@@ -11,7 +11,7 @@ deployment in front) the same call there is the reference; otherwise the spacing
 import dataclasses
 
 from mcpbench.probe import routing
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.probe.wire import Wire
 from mcpbench.protocol.client import Answered, Pushed
@@ -32,7 +32,7 @@ FIX_PROXY = ("The server already sends X-Accel-Buffering: no, and the proxy igno
 ACCEL = "x-accel-buffering"
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if why := target.unsettled():
         return not_applicable(NAME, why)
     if target.progress is None:
@@ -46,7 +46,7 @@ def run(target: Target, deadline: float) -> Row:
     return judge(figures)
 
 
-def _measure(target: Target, deadline: float) -> dict:
+def _measure(target: ProbeTarget, deadline: float) -> dict:
     session = target.session()
     try:
         if not session.open(deadline=deadline).ok:

@@ -14,7 +14,7 @@ import time
 import uuid
 
 from mcpbench.probe import newest
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.client import Pushed
 
@@ -29,7 +29,7 @@ FIX = ("Close the upstream request when the client closes its response stream (n
        "(the SDKs speaking 2026-07-28 do).")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     if target.progress is None:

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 from mcpbench.probe import routing
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.probe.wire import each
 from mcpbench.stats import percentile
@@ -28,7 +28,7 @@ FIX_LEAK = ("Release what ended sessions held: support DELETE, expire idle sessi
             "and size the session limit for the clients' churn.")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if not target.keeps_sessions:
         return not_applicable(NAME, "the server keeps no sessions: nothing to churn")
     if why := target.unsettled():
@@ -70,7 +70,7 @@ def _calls(session, deadline: float) -> dict:
     return {"ms": ms, "failed": failed, "lost": lost}
 
 
-def _spike(target: Target, deadline: float) -> dict:
+def _spike(target: ProbeTarget, deadline: float) -> dict:
     def one(_: int) -> tuple[str | None, int | None]:
         if time.monotonic() >= deadline:
             return "not started: the time bound came first", None

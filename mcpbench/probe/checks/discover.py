@@ -6,7 +6,7 @@ client probes for the era at all).
 """
 
 from mcpbench.probe import newest
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, NA, PASS, Row
 from mcpbench.protocol.versions import DISCOVER, LATEST, META_SERVER_INFO
 
@@ -15,7 +15,7 @@ FIX = (f"Answer {DISCOVER} with supportedVersions (including {LATEST}) and capab
        "a gateway must pass the method through.")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if target.legacy:
         return newest.skip(NAME, target, deadline)
     found = newest.discovered(target, deadline)

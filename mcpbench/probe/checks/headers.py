@@ -9,7 +9,7 @@ the body (or drops them) hides the mismatch from the server: the deployment, not
 """
 
 from mcpbench.probe import newest
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
 from mcpbench.protocol.http import METHOD, PROTOCOL_VERSION
 from mcpbench.protocol.jsonrpc import Request
@@ -28,7 +28,7 @@ FIX_VERSION = (f"Answer a request for a version the server does not speak with 4
                f"supports (the SDKs do); a proxy must pass {PROTOCOL_VERSION} and the body's _meta through.")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     session = newest.session(target)

@@ -12,7 +12,7 @@ not judged.
 import time
 
 from mcpbench.probe import routing
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, Row, not_applicable
 from mcpbench.probe.wire import each
 
@@ -26,11 +26,11 @@ FIX = ("Raise the proxy's idle timeout above the server's SSE keep-alive interva
        "on an idle stream), or make the server send keep-alive comments more often than the proxy's timeout.")
 
 
-def bound(target: Target) -> float:
+def bound(target: ProbeTarget) -> float:
     return (target.settings.idle or 0.0) + BOUND_EXTRA
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     up_to = target.settings.idle
     if up_to is None:
         return not_applicable(NAME, "opt-in (it takes minutes): give --idle UP_TO, such as --idle 2m")
@@ -43,7 +43,7 @@ def run(target: Target, deadline: float) -> Row:
     return judge({"up_to": up_to, "stream": stream, "connection": kept})
 
 
-def _watch_stream(target: Target, up_to: float, deadline: float) -> dict:
+def _watch_stream(target: ProbeTarget, up_to: float, deadline: float) -> dict:
     session = target.session()
     try:
         if not session.open(deadline=deadline).ok:
@@ -60,7 +60,7 @@ def _watch_stream(target: Target, up_to: float, deadline: float) -> dict:
         session.close()
 
 
-def _watch_connection(target: Target, up_to: float, deadline: float) -> dict:
+def _watch_connection(target: ProbeTarget, up_to: float, deadline: float) -> dict:
     session = target.session()
     try:
         if not session.open(deadline=deadline).ok:

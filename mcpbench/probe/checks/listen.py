@@ -16,7 +16,7 @@ from collections import Counter
 
 from mcpbench.probe import newest
 from mcpbench.probe.checks.buffering import FIX
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
 from mcpbench.probe.wire import WireError
 from mcpbench.protocol.client import Answered, Pushed
@@ -37,7 +37,7 @@ LATE = 1.0
 class _Stream:
     """One listen stream, read on a thread of its own while the check goes on."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: ProbeTarget) -> None:
         self.session = newest.session(target)
         self.listen = Listen(TYPES)
         self.acked, self.changed = threading.Event(), threading.Event()
@@ -87,7 +87,7 @@ class _Stream:
         self.session.close()
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     stream = _Stream(target)
@@ -109,7 +109,7 @@ def run(target: Target, deadline: float) -> Row:
     return judge(figures)
 
 
-def _cause_change(target: Target, stream: _Stream, toggled: Counter, deadline: float) -> dict:
+def _cause_change(target: ProbeTarget, stream: _Stream, toggled: Counter, deadline: float) -> dict:
     """Call the changer until it reaches the stream's instance; when its notification came."""
     where = stream.reply.instance
     for tries in range(1, newest.INSTANCE_TRIES + 1):
@@ -130,7 +130,7 @@ def _cause_change(target: Target, stream: _Stream, toggled: Counter, deadline: f
     return {"tries": newest.INSTANCE_TRIES, "on": None, "missed": True}
 
 
-def _restore(target: Target, toggled: Counter, deadline: float) -> None:
+def _restore(target: ProbeTarget, toggled: Counter, deadline: float) -> None:
     """Toggle back where the check toggled an odd number of times (best effort, bounded)."""
     for instance, times in toggled.items():
         if times % 2:

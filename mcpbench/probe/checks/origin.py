@@ -10,7 +10,7 @@ sit behind a gateway that checks for it, and a DNS name of its own).
 
 import ipaddress
 
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
 from mcpbench.probe.wire import WireError
 from mcpbench.protocol.http import GET_ACCEPT, is_event_stream
@@ -33,12 +33,12 @@ def is_local(host: str) -> bool:
         return False
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     seen = {"host": _try(target, {"host": FOREIGN_HOST}, deadline), "origin": _try(target, {"origin": FOREIGN_ORIGIN}, deadline)}
     return judge({**seen, "local": is_local(target.wire.host)})
 
 
-def _try(target: Target, extra: dict, deadline: float) -> dict:
+def _try(target: ProbeTarget, extra: dict, deadline: float) -> dict:
     """What a session's first request carrying `extra` got: its status, whether the answer was MCP
     (`mcp`), or that the connection was closed without one (`closed`); a session it opened is ended."""
     if target.legacy:

@@ -8,7 +8,7 @@ client), which a gateway's cache and the client's obey. A proxy that rewrites bo
 """
 
 from mcpbench.probe import newest
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
 from mcpbench.protocol.versions import CACHE_HINTS, CACHEABLE_METHODS, DISCOVER, RESULT_TYPE
 
@@ -21,7 +21,7 @@ FIX_CACHE = ("Give listings and resources/read results ttlMs (ms they stay fresh
              "the SDKs do (MCPServer's cache_hints); a proxy that rewrites bodies must keep them.")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     seen: dict[str, dict] = {}

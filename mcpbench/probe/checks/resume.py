@@ -14,8 +14,8 @@ import dataclasses
 import time
 
 from mcpbench.probe import routing
-from mcpbench.probe.sessions import Exchange
-from mcpbench.probe.target import Target
+from mcpbench.probe.sessions import ProbeExchange
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.probe.wire import left
 from mcpbench.protocol.client import Answered, Pushed, Unmatched
@@ -33,7 +33,7 @@ FIX_LEAK = ("File events per session: a Last-Event-ID from another session must 
             "(a store keyed by event id alone leaks one client's answers to another).")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if target.legacy:
         return not_applicable(NAME, "legacy HTTP+SSE has no resumption (Streamable HTTP only)")
     if not target.keeps_sessions:
@@ -55,7 +55,7 @@ def run(target: Target, deadline: float) -> Row:
     return judge(figures)
 
 
-def _cut_and_resume(target: Target, session, deadline: float) -> dict:
+def _cut_and_resume(target: ProbeTarget, session, deadline: float) -> dict:
     progress = target.progress
     method, params = ("tools/call", progress.params("probe-resume")) if progress else ("tools/list", None)
     first = session.call(method, params, deadline=deadline, cut_after=1)
@@ -91,7 +91,7 @@ def _cut_and_resume(target: Target, session, deadline: float) -> dict:
     return figures
 
 
-def _tally(exchanges: list[Exchange], first: Exchange, session) -> dict:
+def _tally(exchanges: list[ProbeExchange], first: ProbeExchange, session) -> dict:
     """The answers and progress the stream and its resumptions brought, counted once each."""
     request_id = first.failed.request.id if first.failed and first.failed.request else (
         first.answered.request.id if first.answered else None)
@@ -106,7 +106,7 @@ def _tally(exchanges: list[Exchange], first: Exchange, session) -> dict:
             "details": [ex.detail for ex in exchanges if ex.detail]}
 
 
-def _foreign(target: Target, event_id: str, deadline: float) -> dict:
+def _foreign(target: ProbeTarget, event_id: str, deadline: float) -> dict:
     """A second session's GET with the first session's `Last-Event-ID`: what it brought."""
     other = target.session()
     try:

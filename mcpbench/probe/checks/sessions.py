@@ -12,8 +12,8 @@ from collections import Counter, defaultdict
 
 from mcpbench.load.sessions import ROUTING_CLASSES, SessionTally, count_sessions, ordered_classes, verdict
 from mcpbench.probe.routing import FIX_HTTP, FIX_LEGACY
-from mcpbench.probe.sessions import Exchange
-from mcpbench.probe.target import Target
+from mcpbench.probe.sessions import ProbeExchange
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, Row
 from mcpbench.probe.wire import each
 
@@ -24,7 +24,7 @@ MAX_CONCURRENT = 64
 CALL = "tools/list"
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     count, calls = target.settings.sessions, target.settings.calls
     runs = each(lambda n: _one(target, n, calls, deadline), range(count), min(count, MAX_CONCURRENT))
     records = [record for steps in runs for record in steps]
@@ -35,13 +35,13 @@ def run(target: Target, deadline: float) -> Row:
     return row
 
 
-def _one(target: Target, number: int, calls: int, deadline: float) -> list[dict]:
+def _one(target: ProbeTarget, number: int, calls: int, deadline: float) -> list[dict]:
     """One session's step records (none when the time bound came first)."""
     if time.monotonic() >= deadline:
         return []
     session, tag, out = target.session(), f"s{number}", []
 
-    def step(name: str, ex: Exchange) -> bool:
+    def step(name: str, ex: ProbeExchange) -> bool:
         failure = ex.failure()
         record = {"session": tag, "step": name, "t": time.time(), "instance": ex.instance, "status": ex.status}
         if failure is not None:
@@ -62,7 +62,7 @@ def _one(target: Target, number: int, calls: int, deadline: float) -> list[dict]
     return out
 
 
-def judge(records: list[dict], asked: int, target: Target) -> Row:
+def judge(records: list[dict], asked: int, target: ProbeTarget) -> Row:
     tally = count_sessions(records, SessionTally())
     per_instance: dict[str, Counter] = defaultdict(Counter)
     statuses = Counter(r["status"] for r in records if r.get("failure") and r.get("status") is not None)

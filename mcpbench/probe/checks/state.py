@@ -11,7 +11,7 @@ of each round, then one whose state it alters before the retry: that one must be
 """
 
 from mcpbench.probe import newest
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.jsonrpc import Response
@@ -31,7 +31,7 @@ FIX_TAMPER = ("Protect requestState (HMAC or AEAD, bound to the request and a sh
               "its memory.")
 
 
-def _operation(target: Target, deadline: float, tamper: bool = False) -> dict:
+def _operation(target: ProbeTarget, deadline: float, tamper: bool = False) -> dict:
     """One operation of the input tool, round by round: its rounds' instances, whether it carried a state, how it ended."""
     op = Operation("tools/call", {"name": TOOL, "arguments": ARGUMENTS}, LATEST, answers=ANSWERS, max_rounds=2)
     action = op.start()
@@ -60,7 +60,7 @@ def _operation(target: Target, deadline: float, tamper: bool = False) -> dict:
             "detail": None if type(action) is Done else action.detail}
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     if not newest.has_tool(target, TOOL):

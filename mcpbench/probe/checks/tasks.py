@@ -10,7 +10,7 @@ extension, then polls the task several times on fresh connections, noting where 
 import time
 
 from mcpbench.probe import newest
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.operation import TASK_CAPABILITIES, task_handle
 from mcpbench.protocol.versions import TASKS_EXTENSION
@@ -24,7 +24,7 @@ FIX = ("Keep tasks where every instance can read them (a database or cache share
        "to the instance that created the task (its Mcp-Name header carries the task id).")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     capabilities = (newest.discovered(target, deadline).get("result") or {}).get("capabilities") or {}

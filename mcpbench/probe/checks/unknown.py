@@ -10,7 +10,7 @@ the server has forgotten every session) and one the server gave and `DELETE` end
 import secrets
 
 from mcpbench.probe import routing
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.http import SESSION_ID
 
@@ -19,7 +19,7 @@ FIX = ("Answer 404 to an unknown or ended Mcp-Session-Id (the specification's ru
        "only, and keep failing with a dead id on anything else.")
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if not target.keeps_sessions:
         return not_applicable(NAME, "the server keeps no sessions (no Mcp-Session-Id): nothing to forget")
     if target.legacy and (why := target.unsettled()):
@@ -29,7 +29,7 @@ def run(target: Target, deadline: float) -> Row:
     return judge({"made_up": made_up, "ended": ended}, legacy=target.legacy)
 
 
-def _made_up(target: Target, deadline: float) -> dict:
+def _made_up(target: ProbeTarget, deadline: float) -> dict:
     """A request with a session id the server never gave."""
     if target.legacy:  # the session is named in the POST URL: name another
         session = target.session()
@@ -43,7 +43,7 @@ def _made_up(target: Target, deadline: float) -> dict:
     return _asked_with(target, secrets.token_hex(16), deadline)
 
 
-def _ended(target: Target, deadline: float) -> dict | None:
+def _ended(target: ProbeTarget, deadline: float) -> dict | None:
     """A request with a session id that DELETE ended (None for legacy: its sessions end with their stream).
 
     Not tried (status None, with `detail`; `routed` when routing is why) where sessions do not stay
@@ -70,7 +70,7 @@ def _ended(target: Target, deadline: float) -> dict | None:
     return {**_asked_with(target, sid, deadline), "delete_status": ended.status}
 
 
-def _asked_with(target: Target, sid: str, deadline: float) -> dict:
+def _asked_with(target: ProbeTarget, sid: str, deadline: float) -> dict:
     """`tools/list` from a fresh session, sent with `sid` as its Mcp-Session-Id."""
     session = target.session()
     try:

@@ -10,7 +10,7 @@ unsupported MCP-Protocol-Version, it MUST respond with 400 Bad Request", Streama
 import time
 
 from mcpbench.probe import routing
-from mcpbench.probe.target import Target
+from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
 from mcpbench.protocol.http import PROTOCOL_VERSION
 from mcpbench.protocol.versions import DISCOVER, LATEST, LATEST_HANDSHAKE, VERSIONS, has_handshake, is_latest_handshake, rules
@@ -20,7 +20,7 @@ NAME, TITLE, BOUND = "versions", "Versions and eras", 8.0
 BOGUS_VERSION = "1999-01-01"
 
 
-def run(target: Target, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> Row:
     if target.legacy and (why := target.unsettled()):
         return not_applicable(NAME, why)  # a legacy handshake is a POST beside its stream: it lands anywhere
     offered: dict[str, str | None] = {}
@@ -43,7 +43,7 @@ def run(target: Target, deadline: float) -> Row:
                   "bogus_version_not_tried": skipped, "legacy": target.legacy})
 
 
-def _discover(target: Target, deadline: float) -> dict:
+def _discover(target: ProbeTarget, deadline: float) -> dict:
     session = target.session(LATEST)
     try:
         ex = session.call(DISCOVER, deadline=deadline)
@@ -54,7 +54,7 @@ def _discover(target: Target, deadline: float) -> dict:
             "detail": failure[1] if failure else None}
 
 
-def _bogus_header(target: Target, deadline: float) -> tuple[int | None, str | None]:
+def _bogus_header(target: ProbeTarget, deadline: float) -> tuple[int | None, str | None]:
     """(the status of a request whose `MCP-Protocol-Version` names no version, None), or (None, why it
     was not tried); (None, None): the rule does not apply."""
     known = rules(target.version)

@@ -32,7 +32,7 @@ import orjson
 from locust import between, events, task
 from locust.runners import MasterRunner
 
-from mcpbench.load.ledger import Ledger
+from mcpbench.bench.ledger import Ledger
 from mcpbench.load.transports import McpFailure
 from mcpbench.load.users import McpUser, StreamableHttpUser
 from mcpbench.protocol.reconnect import ReconnectPolicy

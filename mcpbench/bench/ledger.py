@@ -22,14 +22,12 @@ from typing import Any
 
 import orjson
 
+from mcpbench.load.client import UNFINISHED
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.http import pair_with_post
 from mcpbench.protocol.jsonrpc import Batch, Message, Request
 
 DIRECTIONS = ("c2s", "s2c")
-# Sends that did not finish (the call's time ran out, a user was stopped mid-call): they may be in
-# the trace, once at most.
-UNFINISHED = "c2s-unfinished"
 KINDS = (*DIRECTIONS, UNFINISHED)
 # Client messages of sessions whose id never came (an `initialize` without an answer) are matched
 # against the trace's messages under this key, with those the trace keeps under no session id.

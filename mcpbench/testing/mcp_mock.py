@@ -157,7 +157,7 @@ def _serve(settings: Settings, recorded: Any, transport: str, forward_to: Target
         return
     from mcpbench.replay.engine import Pace
     from mcpbench.replay.forward import Forwarder
-    from mcpbench.replay.mock import MockHttpServer, TraceAnswers
+    from mcpbench.replay.serve_trace import MockHttpServer, TraceAnswers
     from mcpbench.replay.mock_play import DEFAULT_MAX_GAP
 
     forward = Forwarder(forward_to) if forward_to is not None else None
