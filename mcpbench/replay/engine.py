@@ -202,6 +202,14 @@ class LiveCall:
         return self.answered - self.sent
 
 
+def _altered_state(issued: Any, retry_params: dict | None) -> Any:
+    """The `requestState` a recorded retry carried when it was not the one the recorded round issued
+    (None when it was echoed byte for byte, or one of them had none)."""
+    given = issued.result.get(REQUEST_STATE) if type(issued) is Response and isinstance(issued.result, dict) else None
+    sent = (retry_params or {}).get(REQUEST_STATE)
+    return sent if given is not None and sent is not None and sent != given else None
+
+
 def _recorded_status(plan: SessionPlan, group: TaskGroup) -> str | None:
     """How the recorded task ended, as its last poll said."""
     for index in reversed(group.polls):
@@ -478,8 +486,11 @@ class _SessionRunner:
             waiter = _Waiter()
             last_sent = time.perf_counter()
             self._write(self.conn.request(action.method, action.params, waiter=waiter, ts=last_sent))
+            # A poll has the whole bound of its own: one sent just before the task's deadline is not
+            # lost for having had a millisecond (the loop's next turn sees the deadline and cancels).
+            bound = last_sent + budget
             while waiter.answer is None and waiter.failure is None and not run.aborted:
-                if not self._pump(deadline):
+                if not self._pump(bound):
                     waiter.failure = f"{action.method} got no answer within {budget:g} s"
             if waiter.answer is None:
                 action = op.broke(Failure.ANSWER_LOST, waiter.failure or "no answer")
@@ -533,6 +544,12 @@ class _SessionRunner:
             params[INPUT_RESPONSES] = responses
         if answer.result.get(REQUEST_STATE) is not None:
             params[REQUEST_STATE] = answer.result[REQUEST_STATE]  # the live state, as it came
+        if (altered := _altered_state(live.call.answer, target.call.request.params)) is not None and target is not live:
+            # The recording's client sent a state other than the one it was given (a fuzzer's tampered
+            # retry): what it sent is the point of the recording, so it goes again as recorded.
+            params[REQUEST_STATE] = altered
+            self.run.notes.append(f"#{target.call.index} {target.call.label}: the requestState sent as recorded, "
+                                  "not the live one: the recording's client altered the one it was given")
         if target is live:
             live.rounds += 1
             self.run.notes.append(f"#{index} {live.call.label}: the live server asked for input once more than recorded "
