@@ -12,13 +12,22 @@ import pytest
 
 
 def children(pid: int) -> list[int]:
-    """The child processes of `pid`, whichever of its threads started them (Linux /proc)."""
+    """The child processes of `pid`, whichever of its threads started them (Linux /proc).
+
+    Read from every process's parent id, not from `/proc/PID/task/*/children`: the kernel says that
+    file is reliable only while the children are stopped, and a child whose starting thread ended
+    moves to another thread's list as it is read (a child seen by neither, once in CI).
+    """
     found: list[int] = []
-    with contextlib.suppress(FileNotFoundError):  # `pid` gone
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
-                found += [int(child) for child in (task / "children").read_text().split()]
-    return found
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # a process that just ended
+            stat = (entry / "stat").read_text()
+            # after the command's name, which may hold spaces or parentheses: state, then the parent's id
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(entry.name))
+    return sorted(found)
 
 
 def forked_children(pid: int) -> list[int]:
