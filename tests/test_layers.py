@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "mcpbench.auth": 1,
     "mcpbench.processes": 1,  # child processes started and stopped, free ports, the stop signals
     "mcpbench.yamlnodes": 1,  # scenario files as YAML nodes with their line numbers (load and lab)
+    "mcpbench.transport": 1,  # the one transport interface, its thread and gevent shells, MockTransport
     "mcpbench.cliutil": 2,
     "mcpbench.ci": 2,
     "mcpbench.stdio": 3,

@@ -33,7 +33,7 @@ from locust import between, events, task
 from locust.runners import MasterRunner
 
 from mcpbench.bench.ledger import Ledger
-from mcpbench.load.transports import McpFailure
+from mcpbench.transport.green import McpFailure
 from mcpbench.load.users import McpUser, StreamableHttpUser
 from mcpbench.protocol.reconnect import ReconnectPolicy
 

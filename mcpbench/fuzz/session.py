@@ -22,7 +22,8 @@ from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import DISCOVER, LATEST_HANDSHAKE
-from mcpbench.replay.transports import Lost, Opened, ReplayTransport, open_transport
+from mcpbench.transport.base import Lost, Opened, Transport
+from mcpbench.transport.threads import open_transport
 from mcpbench.target import Target
 
 # One logged message: (direction "c2s" / "s2c", the JSON text, wall time); RAW: bytes sent as they
@@ -91,7 +92,7 @@ class FuzzSession:
         self.cwd = cwd
         self.version = version
         self.items: queue.SimpleQueue = queue.SimpleQueue()
-        self.transport: ReplayTransport | None = None
+        self.transport: Transport | None = None
         self.conn: ClientConnection | None = None
         self.handshake: list[Logged] = []  # the messages of the handshake, for every finding's trace
         self.server_info: dict | None = None

@@ -42,7 +42,8 @@ import gevent
 import gevent.event
 
 from mcpbench.auth.oauth import TokenSource
-from mcpbench.load.transports import CallTimeout, McpFailure, Transport
+from mcpbench.transport.base import Transport
+from mcpbench.transport.green import CallTimeout, McpFailure
 from mcpbench.protocol.asks import AskPolicy, Refuse
 from mcpbench.protocol.client import (
     Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, SessionLost, Unmatched,
@@ -321,7 +322,7 @@ class McpClient:
 
     def _new_conn(self) -> ClientConnection:
         url = getattr(self.transport, "url", None)
-        return ClientConnection(self.transport.name, self.version, url=url, policy=self.policy, headers=self._sent_headers(),
+        return ClientConnection(self.transport.kind, self.version, url=url, policy=self.policy, headers=self._sent_headers(),
                                 capabilities=self.capabilities)
 
     # --- credentials ----------------------------------------------------------------------------
@@ -383,7 +384,7 @@ class McpClient:
             failure = McpFailure(Failure.ANSWER_LOST, "connect timed out")
         # Only legacy SSE has a protocol step here (GET → endpoint event). Others report failures
         # (a stdio command that cannot start), so that they are seen.
-        if self.transport.name == "sse" or failure is not None:
+        if self.transport.kind == "sse" or failure is not None:
             self._record(STEP_CONNECT, start, 0, failure)
         if failure is not None:
             self.close_transport()
@@ -774,7 +775,7 @@ class McpClient:
         """Do what `plan_recovery` says about `failed` under the reconnect policy; the call's final outcome and extra bytes."""
         recovery, conn, transport = self.recovery, self.conn, self.transport
         tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
-        resumable = transport is not None and transport.name == STREAMABLE_HTTP and bool(failed.last_event_id)
+        resumable = transport is not None and transport.kind == STREAMABLE_HTTP and bool(failed.last_event_id)
         plan = plan_recovery(recovery.policy, failed.failure, lost=conn.lost_by, resumable=resumable, tool=tool,
                              status=failed.status, method=method)
         action = plan.action
@@ -783,7 +784,7 @@ class McpClient:
         broke = time.perf_counter()
         sample, seen = self._break_record(failed, name, action)
         if (action == REINITIALIZE and recovery.policy.mode == RESUME and failed.failure == Failure.STREAM_CLOSED and not resumable
-                and transport is not None and transport.name == STREAMABLE_HTTP):
+                and transport is not None and transport.kind == STREAMABLE_HTTP):
             sample["resume"] = "no event id came before the stream closed"  # nothing to resume from: a new session
         outcome: Answered | Failed = failed
         size = 0

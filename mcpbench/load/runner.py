@@ -260,7 +260,7 @@ def _session_tools(scenario: Scenario, target: Target, access: ClientAccess, ech
     import gevent
 
     from mcpbench.load.client import McpClient
-    from mcpbench.load.transports import transport_for
+    from mcpbench.transport.green import transport_for
 
     timeout = min(scenario.timeout, PREFLIGHT_TIMEOUT)
     events = _Collect()

@@ -39,7 +39,8 @@ from mcpbench.load.client import McpClient
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.templates import Workload
 from mcpbench.load.traceload import SessionQueue
-from mcpbench.load.transports import Transport, transport_for
+from mcpbench.transport.base import Transport
+from mcpbench.transport.green import transport_for
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.operation import MAX_ROUNDS, TASK_CAPABILITIES
 from mcpbench.protocol.reconnect import ReconnectPolicy

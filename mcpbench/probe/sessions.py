@@ -7,7 +7,7 @@
     session.end(deadline=d)                            # DELETE (Streamable HTTP) or the stream closed
 
 Streamable HTTP goes over the probe's `Wire` (each POST's answer, JSON or SSE, read by the core's
-`AnswerReader`); legacy HTTP+SSE over the replayer's `LegacySseTransport`, which already carries a
+`AnswerReader`); legacy HTTP+SSE over the blocking transport shell's `LegacySseTransport`, which already carries a
 session on its stream. What the server sent, when, and what the core made of it is in the `ProbeExchange`.
 """
 
@@ -289,13 +289,13 @@ class HttpSession:
 
 
 class LegacySession:
-    """A legacy HTTP+SSE session on the replayer's `LegacySseTransport` (its stream, its POSTs).
+    """A legacy HTTP+SSE session on the blocking transport shell's `LegacySseTransport` (its stream, its POSTs).
 
     The user's headers (and a token) are those of the moment the stream opens: a probe's session is short.
     """
 
     def __init__(self, wire: Wire, version: str = LATEST_HANDSHAKE) -> None:
-        from mcpbench.replay.transports import LegacySseTransport
+        from mcpbench.transport.threads import LegacySseTransport
 
         self.wire = wire
         self.conn = ClientConnection(LEGACY_SSE, version, url=wire.url)

@@ -26,7 +26,7 @@ from mcpbench.auth.options import ClientAccess
 from mcpbench.auth.proxy import Proxy
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import INSTANCE
-from mcpbench.replay.transports import shut_socket
+from mcpbench.transport.base import shut_socket
 
 READ_SIZE = 64 * 1024
 

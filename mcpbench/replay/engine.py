@@ -90,7 +90,8 @@ from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay.compare import Change
 from mcpbench.replay.operations import RoundAnswers, TaskGroup, rename, task_groups
 from mcpbench.replay.plan import RecordedCall, SessionPlan, Step, TracePlan, is_input_required
-from mcpbench.replay.transports import AuthRefused, Item, Lost, ReplayTransport, open_transport
+from mcpbench.transport.base import Item, Lost, Transport
+from mcpbench.transport.threads import AuthRefused, open_transport
 from mcpbench.target import Target
 from mcpbench.trace.format import Kind, now, text_or_b64
 from mcpbench.trace.writer import TraceWriter
@@ -278,7 +279,7 @@ class _SessionRunner:
         self.states: dict[Any, Any] = {}  # recorded requestState -> live
         self.asks = RecordedAsks(plan.asks, self.run.unrecorded_asks)
         self.conn: ClientConnection | None = None
-        self.transport: ReplayTransport | None = None
+        self.transport: Transport | None = None
         self.listening = False  # a GET stream was asked for
         self.heard = False  # the target has sent a JSON-RPC message
         self.initialized = False  # the era switch's own initialize has its answer
@@ -1002,7 +1003,7 @@ class Replayer:
         latency = call.latency if call is not None else None
         return DEFAULT_TIMEOUT if latency is None else max(DEFAULT_TIMEOUT, latency * TIMEOUT_FACTOR + TIMEOUT_MARGIN)
 
-    def open(self, sink, on_stderr) -> ReplayTransport:
+    def open(self, sink, on_stderr) -> Transport:
         """The transport for the target, not yet connected (the session's connection is built for its kind)."""
         return open_transport(self.target, sink, on_stderr=on_stderr if self.writer else None, cwd=self.cwd, env=self.env,
                               direct=True, proxies=self.access.proxies)

@@ -52,7 +52,8 @@ from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
 from mcpbench.protocol.recovery import REOPENING, plan_recovery
 from mcpbench.protocol.session import C2S, Trigger
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, era_of, has_handshake, meta_version
-from mcpbench.replay.transports import Item, Lost, ReplayTransport, open_transport
+from mcpbench.transport.base import Item, Lost, Transport
+from mcpbench.transport.threads import open_transport
 from mcpbench.target import Target
 
 # How long one forwarded request (or the upstream handshake) may wait for its
@@ -86,7 +87,7 @@ class _Upstream:
         self.access = access = access if access is not None else ClientAccess.none()
         self.init_result: dict | None = None  # the upstream's initialize result (handshake era)
         self._lock = threading.RLock()  # legacy SSE queues a POST's answer from inside `send`
-        self.transport: ReplayTransport = open_transport(target, self._sink, proxies=access.proxies)
+        self.transport: Transport = open_transport(target, self._sink, proxies=access.proxies)
         headers = self._headers() if self.transport.url else None
         self.conn = ClientConnection(self.transport.kind, version if era_of(version) else LATEST_HANDSHAKE,
                                      url=self.transport.url, policy=Relay(), headers=headers)

@@ -8,7 +8,7 @@ import gevent
 import pytest
 
 from mcpbench.load.client import McpClient
-from mcpbench.load.transports import transport_for
+from mcpbench.transport.green import transport_for
 from mcpbench.protocol.http import Failure
 from mcpbench.target import Target
 from mcpbench.protocol.transports import STREAMABLE_HTTP

@@ -13,7 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler
 
 from mcpbench.load.client import McpClient
-from mcpbench.load.transports import transport_for
+from mcpbench.transport.green import transport_for
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import Target
@@ -125,7 +125,7 @@ def test_a_kept_connection_is_reused_until_its_expiry(monkeypatch):
     peer = Peer()
     session(peer, lambda client: [client.call_tool("echo") for _ in range(3)])
     reused = {port for method, port in peer.posts if method == "tools/call"}
-    monkeypatch.setattr("mcpbench.load.transports.KEEP_ALIVE_EXPIRY", 0.0)
+    monkeypatch.setattr("mcpbench.transport.green.KEEP_ALIVE_EXPIRY", 0.0)
     fresh = Peer()
     session(fresh, lambda client: [client.call_tool("echo") for _ in range(3)])
     ports = [port for _, port in fresh.posts]

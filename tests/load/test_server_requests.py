@@ -10,7 +10,7 @@ import gevent.event
 import pytest
 
 from mcpbench.load.client import McpClient
-from mcpbench.load.transports import transport_for
+from mcpbench.transport.green import transport_for
 from mcpbench.protocol.asks import Canned
 from mcpbench.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP

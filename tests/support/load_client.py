@@ -5,7 +5,7 @@ import random
 import gevent
 
 from mcpbench.load.client import McpClient
-from mcpbench.load.transports import transport_for
+from mcpbench.transport.green import transport_for
 from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import Target

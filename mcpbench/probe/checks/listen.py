@@ -22,7 +22,7 @@ from mcpbench.probe.wire import WireError
 from mcpbench.protocol.client import Answered, Pushed
 from mcpbench.protocol.listen import Acknowledged, Change, Listen
 from mcpbench.protocol.versions import LISTEN
-from mcpbench.replay.transports import shut_socket
+from mcpbench.transport.base import shut_socket
 
 NAME, TITLE, BOUND = "listen", "Listen streams (2026-07-28)", 12.0
 TYPES = ("toolsListChanged",)

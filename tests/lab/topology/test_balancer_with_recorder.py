@@ -16,7 +16,7 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
     from mcpbench.lab.peers.servers import HOST, start_listening
     from mcpbench.lab.topology.cluster import mitmdump_path
     from mcpbench.load.client import McpClient
-    from mcpbench.load.transports import SseTransport, http_client
+    from mcpbench.transport.green import GreenLegacySse, http_client
     from mcpbench.processes import free_port, stop_process
     from mcpbench.proxies.balancer import __file__ as balancer_script
     from mcpbench.record import ADDON_PATH
@@ -43,7 +43,7 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
         try:
             url = f"http://{HOST}:{port}/sse"
             steps = Steps()
-            client = McpClient(lambda: SseTransport(url, http_client(url, timeout=10, concurrency=2), timeout=10), steps,
+            client = McpClient(lambda: GreenLegacySse(url, http_client(url, timeout=10, concurrency=2), timeout=10), steps,
                                request_type="sse", timeout=10)
 
             def sessions():

@@ -1,22 +1,18 @@
-"""Blocking I/O shells that carry one live session of the client core for the replayer.
+"""The blocking shell of the one transport interface (`base.py`): threads, for replay, the fuzzer and the probe.
 
-The replayer's `ClientConnection` (protocol/client.py) decides what to send
-and reads what comes back; a transport only moves bytes. `send(out)` writes an
-`Outgoing` (its `data`, with its `headers`, to its `url`); what the server
-sends is queued, raw, from the transport's own threads to the `sink` given at
-construction: `Opened` when an HTTP answer's head arrives, `Arrival` for each
-chunk of a body or of stdout (`b""` at its end), `Lost` when I/O failed. The
-thread that owns the connection hands each queued item back to
-`receive(item)`, which feeds the connection and returns its events (h11
-style: one thread owns the connection, the others only queue bytes).
+`send(out)` writes an `Outgoing` (its `data`, with its `headers`, to its
+`url`); what the server sends is queued, raw, from the transport's own threads
+to the `sink` given at construction. The thread that owns the connection hands
+each queued item back to `receive(item)`, which feeds the connection and
+returns its events (h11 style: one thread owns the connection, the others only
+queue bytes).
 
 ::
 
-    ReplayTransport
+    Transport (base.py)
     ├── StdioTransport          a child process, newline-delimited JSON-RPC
     ├── StreamableHttpTransport POST per message; JSON or SSE answers (2025-03-26 on)
-    ├── LegacySseTransport      GET /sse stream + POST endpoint (2024-11-05)
-    └── MockTransport           a function answers (tests)
+    └── LegacySseTransport      GET /sse stream + POST endpoint (2024-11-05)
 """
 
 import http.client
@@ -29,22 +25,20 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from mcpbench.auth.fetch import connection, failure, proxy_headers, target
 from mcpbench.auth.proxy import ProxySettings
 from mcpbench.fdio import write_all
-from mcpbench.protocol import jsonrpc
 from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointReady, Event, Garbled, Outgoing
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer
-from mcpbench.protocol.jsonrpc import Message
 from mcpbench.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
+from mcpbench.transport.base import GET, LEGACY_STREAM, STDOUT, Arrival, Item, Lost, Opened, Sink, Transport, shut_socket
 
 # /proc/PID/statm counts pages.
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -71,127 +65,7 @@ DELETE_TIMEOUT = 2.0
 # Of a refused stream's body, this much is read for the error message.
 REFUSAL_CHARS = 200
 
-# The streams a transport reads besides the answers to its POSTs (which are numbered).
-STDOUT, GET, LEGACY_STREAM = "stdout", "get", "legacy"
-
-
-@dataclass(frozen=True, slots=True)
-class Opened:
-    """The head of an HTTP answer: to the POST of `out`, or of the `GET` stream (`out` None)."""
-
-    stream: Any
-    out: Outgoing | None
-    status: int
-    content_type: str | None
-    session_id: str | None
-    ts: float
-    authenticate: str | None = None  # the `WWW-Authenticate` challenge of a 401 or 403
-    headers: Any = None  # all of the head's headers (an `http.client.HTTPMessage`), where a caller reads more
-
-
-@dataclass(slots=True)  # one per answer on the replay's critical path: not frozen, whose `__init__` costs 3x
-class Arrival:
-    """Raw bytes of one stream (a POST's answer, the GET stream, stdout); `b""` at its end."""
-
-    stream: Any
-    data: bytes
-    ts: float  # time.perf_counter() at arrival
-
-
-@dataclass(frozen=True, slots=True)
-class Lost:
-    """I/O failed: the POST of `out` could not be made or read, or the whole transport broke (`fatal`)."""
-
-    reason: str
-    out: Outgoing | None = None
-    fatal: bool = False
-    ts: float = 0.0
-
-
-Item = Opened | Arrival | Lost
-Sink = Callable[[Item], None]
-
-
-class ReplayTransport:
-    """Moves one session's bytes to and from a live server.
-
-    Subclasses start what they can in `__init__` (raising `TargetError`),
-    connect in `connect(conn)`, and queue what arrives to `sink`.
-    """
-
-    #: The core's name for the transport ("stdio", "sse", "streamable-http").
-    kind: str = STDIO
-    #: The URL the connection is built with (the MCP endpoint, the legacy `GET /sse`), if any.
-    url: str | None = None
-
-    def __init__(self) -> None:
-        self.conn: ClientConnection | None = None
-        self._readers: dict[Any, Callable[[bytes, float], list[Event]]] = {}
-
-    def connect(self, conn: ClientConnection) -> list[Event]:
-        """Start carrying `conn`; returns what the server said while connecting."""
-        self.conn = conn
-        return []
-
-    def send(self, out: Outgoing) -> None:
-        """Send `out`. Never blocks on the answer: it is queued to the sink."""
-        raise NotImplementedError
-
-    def receive(self, item: Item) -> list[Event]:
-        """Feed one queued item to the connection (on the thread that owns it); its events."""
-        if type(item) is Arrival:
-            reader = self._readers.get(item.stream)
-            if reader is None:
-                return []
-            if not item.data:
-                del self._readers[item.stream]
-            return reader(item.data, item.ts)
-        if type(item) is Opened:
-            return self._opened(item)
-        if item.out is not None:
-            return self.conn.post_failed(item.out, mcphttp.Failure.CONNECT, item.reason)
-        return []
-
-    def _opened(self, item: Opened) -> list[Event]:
-        return []
-
-    def next_item(self, items: queue.SimpleQueue, timeout: float) -> Item | None:
-        """The next thing that arrived, waiting at most `timeout` seconds (0: not at all); None if nothing came."""
-        try:
-            return items.get(timeout=timeout) if timeout > 0 else items.get_nowait()
-        except queue.Empty:
-            return None
-
-    def close(self) -> None:
-        """End the session and release everything; idempotent."""
-
-    def __enter__(self) -> "ReplayTransport":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class MockTransport(ReplayTransport):
-    """A stdio-like transport whose server is a function: `handler(message) -> messages to deliver`."""
-
-    def __init__(self, handler: Callable[[Message], Iterable[Message]], sink: Sink) -> None:
-        super().__init__()
-        self.handler = handler
-        self.sink = sink
-        self.sent: list[Message] = []
-
-    def connect(self, conn: ClientConnection) -> list[Event]:
-        self._readers[STDOUT] = conn.receive_stdout
-        return super().connect(conn)
-
-    def send(self, out: Outgoing) -> None:
-        self.sent.append(out.message)
-        for reply in self.handler(out.message) or ():
-            self.sink(Arrival(STDOUT, jsonrpc.encode(reply) + b"\n", time.perf_counter()))
-
-
-class StdioTransport(ReplayTransport):
+class StdioTransport(Transport):
     """A child process: requests on its stdin, what it writes on stdout fed to the connection.
 
     Args:
@@ -342,16 +216,7 @@ def _chunks(fd: int) -> Iterator[bytes]:
             return
 
 
-def shut_socket(sock: socket.socket | None) -> None:
-    """Shut a socket another thread may be blocked reading: the read returns at once."""
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-class StreamableHttpTransport(ReplayTransport):
+class StreamableHttpTransport(Transport):
     """Streamable HTTP: every message is a POST; answers come as JSON or as an SSE stream.
 
     Each POST runs on a worker thread with its own keep-alive connection, so
@@ -394,14 +259,8 @@ class StreamableHttpTransport(ReplayTransport):
     def send(self, out: Outgoing) -> None:
         self._pool.submit(self._post, next(self._posts), out)
 
-    def _opened(self, item: Opened) -> list[Event]:
-        if item.out is None:  # the GET stream
-            reader = self.conn.get_stream(item.status, item.content_type, authenticate=item.authenticate)
-        else:
-            reader = self.conn.post_answer(item.out, item.status, item.content_type, item.session_id, item.authenticate)
-        if reader is not None:
-            self._readers[item.stream] = lambda data, ts: self._read(item.stream, reader, data, ts)
-        return []
+    def _reader_for(self, stream: Any, reader: AnswerReader) -> Callable[[bytes, float], list[Event]]:
+        return lambda data, ts: self._read(stream, reader, data, ts)
 
     def _read(self, stream: Any, reader: AnswerReader, data: bytes, ts: float) -> list[Event]:
         events = reader.feed(data, ts)
@@ -562,7 +421,7 @@ class StreamableHttpTransport(ReplayTransport):
                 conn.close()
 
 
-class LegacySseTransport(ReplayTransport):
+class LegacySseTransport(Transport):
     """Legacy HTTP+SSE: a `GET` stream carries every server message; each client message is a POST.
 
     `connect` opens the stream and waits for the `endpoint` event.
@@ -576,10 +435,7 @@ class LegacySseTransport(ReplayTransport):
 
     def __init__(self, url: str, sink: Sink, *, timeout: float = CONNECT_TIMEOUT, proxies: ProxySettings | None = None) -> None:
         super().__init__()
-        self.url = url
-        self.sink = sink
-        self.timeout = timeout
-        self.proxies = proxies
+        self.url, self.sink, self.timeout, self.proxies = url, sink, timeout, proxies
         self._post_proxy = None
         self._closing = False
         self._post_lock = threading.Lock()
@@ -669,10 +525,6 @@ class LegacySseTransport(ReplayTransport):
         self.sink(Arrival(stream, data, ts))
         self.sink(Arrival(stream, b"", ts))
 
-    def _opened(self, item: Opened) -> list[Event]:
-        self._readers[item.stream] = self.conn.post_answer(item.out, item.status, item.content_type, None, item.authenticate).feed
-        return []
-
     def close(self) -> None:
         if self._closing:
             return
@@ -701,7 +553,7 @@ class AuthRefused(TargetError):
         self.kind = kind
 
 
-def open_transport(target: Target, sink: Sink, *, proxies: ProxySettings | None = None, **options: Any) -> ReplayTransport:
+def open_transport(target: Target, sink: Sink, *, proxies: ProxySettings | None = None, **options: Any) -> Transport:
     """The transport for `target` (not yet connected); stdio options: `on_stderr`, `cwd`, `env`, `direct`;
     HTTP: `proxies`, the proxy of each request.
 
@@ -717,7 +569,4 @@ def open_transport(target: Target, sink: Sink, *, proxies: ProxySettings | None 
     raise TargetError(f"unknown transport {target.transport!r}")
 
 
-__all__ = [
-    "Arrival", "AuthRefused", "LegacySseTransport", "Lost", "MockTransport", "Opened", "ReplayTransport", "StdioTransport",
-    "StreamableHttpTransport", "open_transport", "shut_socket",
-]
+__all__ = ["AuthRefused", "LegacySseTransport", "StdioTransport", "StreamableHttpTransport", "open_transport"]

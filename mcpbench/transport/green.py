@@ -1,11 +1,19 @@
-"""gevent I/O shells that carry the client core's bytes for the load users.
+"""The gevent shell of the one transport interface (`base.py`): greenlets, for the load users.
 
 Each transport moves what the client core (`protocol.client.ClientConnection`)
-built and feeds it what arrives; the core's events go to the `dispatch` the
-client attached. A transport never decides
+built and feeds it what arrives where it is read (one hub: no hand-off); the
+core's events go to the `dispatch` the client attached. A transport never decides
 what to send or what an answer means. They use gevent and geventhttpclient
 (what Locust's FastHttpUser runs on) but not Locust itself, so the CLI's
-pre-flight check and the tests can drive them outside a locust process.
+pre-flight check and the tests can drive them outside a locust process; nothing
+imports this module but the load client's makers (gevent patches what it touches).
+
+::
+
+    Transport (base.py)
+    ├── GreenStreamableHttp   POSTs to one endpoint, JSON or SSE answers read inline; the GET stream
+    ├── GreenLegacySse        `GET /sse` held by a reader greenlet; POSTs to the endpoint it names
+    └── GreenStdio            a child process per user (gevent.subprocess)
 
 Errors are `McpFailure`, carrying one of the failure classes of
 `mcpbench.protocol.http.Failure`::
@@ -38,12 +46,13 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from geventhttpclient.url import URL
 
 from mcpbench.auth.proxy import Proxy, ProxySettings
-from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Failed, Outgoing
+from mcpbench.protocol.client import ClientConnection, EndpointReady, Failed, Outgoing
 from mcpbench.protocol.http import (
     AUTHENTICATE, INSTANCE, KEEP_ALIVE_EXPIRY, SESSION_ID, Failure, classify_status, may_send_again,
 )
 from mcpbench.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
+from mcpbench.transport.base import Transport
 
 # One recv: large enough that a typical answer arrives in one call.
 READ_SIZE = 64 * 1024
@@ -59,9 +68,6 @@ STDIO_EXIT_GRACE = 2.0
 STDERR_TAIL = 4096
 
 _SOCKET_ERRORS = (OSError, HTTPParseError)
-
-Dispatch = Callable[[list[Event]], None]
-
 
 class McpFailure(Exception):
     """One step failed; `kind` is its failure class, `detail` a short low-cardinality text."""
@@ -142,64 +148,6 @@ def _discard(resp: Any) -> None:
         resp._pool = None
 
 
-class Transport:
-    """One MCP connection of one load user: `attach` a client core, `open()`, `send(...)`, `close()`.
-
-    What arrives is fed to the attached `ClientConnection`, and its events go to `dispatch`.
-    """
-
-    name = "transport"
-    has_session_header = False
-    instance: str | None = None
-    """The server instance that answered the last exchange, as a lab balancer names it
-    (`X-Mcpbench-Instance`); the client reads and clears it after each step."""
-    first_event: float | None = None
-    """perf_counter time of the first SSE event of the last answer read on a POST (time to first event)."""
-
-    conn: ClientConnection
-    dispatch: Dispatch
-    refused: Dispatch | None = None
-    """Sees the failures that concern no call (a `GET` stream refused with 409: one is open already)."""
-
-    def attach(self, conn: ClientConnection, dispatch: Dispatch, refused: Dispatch | None = None) -> None:
-        """Carry `conn`'s messages from now on (a new session on the same transport, say)."""
-        self.conn, self.dispatch, self.refused = conn, dispatch, refused
-
-    def note_instance(self, resp: Any) -> None:
-        if (name := resp.get(INSTANCE)) is not None:
-            self.instance = name
-
-    def open(self) -> None:
-        """Connect (a process, a stream). Raises `McpFailure`."""
-
-    def send(self, out: Outgoing) -> int:
-        """Send `out`; what comes back is fed to the core. Returns the bytes exchanged."""
-        raise NotImplementedError
-
-    def end_session(self, headers: dict[str, str]) -> int:
-        """End the session on the server (HTTP DELETE)."""
-        return 0
-
-    def listen(self) -> None:
-        """Open the session's `GET` stream (Streamable HTTP); nothing elsewhere."""
-
-    def stop_listening(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    @property
-    def alive(self) -> bool:
-        return True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 # --- HTTP, both transports ----------------------------------------------------------------------
 
 
@@ -271,6 +219,12 @@ def expire_idle(client: HTTPClient) -> None:
     pool._is_socket_alive = young_and_alive
 
 
+def note_instance(transport: Transport, resp: Any) -> None:
+    """Keep the instance a lab balancer named in `resp`'s head on `transport` (the client reads it)."""
+    if (name := resp.get(INSTANCE)) is not None:
+        transport.instance = name
+
+
 class _HttpPoster(Transport):
     """POSTs a message and feeds its answer to the core: what both HTTP transports share."""
 
@@ -293,7 +247,7 @@ class _HttpPoster(Transport):
                     failure = McpFailure(Failure.STREAM_CLOSED, f"{CLOSED_UNANSWERED} ({said})")
                 self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
                 return 0
-        self.note_instance(resp)
+        note_instance(self, resp)
         reader = self.conn.post_answer(out, resp.status_code, resp.get("content-type"), resp.get(SESSION_ID), resp.get(AUTHENTICATE))
         streamed = reader.answer.streamed
         draining = False
@@ -336,13 +290,14 @@ def _drain(resp: Any) -> None:
             _discard(resp)
 
 
-class StreamableHttpTransport(_HttpPoster):
+class GreenStreamableHttp(_HttpPoster):
     """POSTs to one endpoint; answers come as JSON or as an SSE body read incrementally."""
 
-    name = STREAMABLE_HTTP
+    kind = STREAMABLE_HTTP
     has_session_header = True
 
     def __init__(self, url: str, client: HTTPClient) -> None:
+        super().__init__()
         self.url = url
         self._uri = URL(url).request_uri
         self._client = client
@@ -409,7 +364,7 @@ class StreamableHttpTransport(_HttpPoster):
             resp = self._client.request("GET", self._uri, headers=headers)
         except _SOCKET_ERRORS:
             return 0, None, None
-        self.note_instance(resp)
+        note_instance(self, resp)
         reader = self.conn.get_stream(resp.status_code, resp.get("content-type"), stream="resume", authenticate=resp.get(AUTHENTICATE))
         try:
             if reader is None:  # 405: the server cannot resume
@@ -432,7 +387,7 @@ class StreamableHttpTransport(_HttpPoster):
             resp = self._client.request("DELETE", self._uri, body=b"", headers=headers)
         except _SOCKET_ERRORS as exc:
             raise _socket_failure(exc, connected=False) from None
-        self.note_instance(resp)
+        note_instance(self, resp)
         try:
             body = resp.read()
         except _SOCKET_ERRORS as exc:
@@ -445,18 +400,15 @@ class StreamableHttpTransport(_HttpPoster):
         return len(body)
 
 
-class SseTransport(_HttpPoster):
+class GreenLegacySse(_HttpPoster):
     """`GET /sse` held open by one reader greenlet; POSTs go to the endpoint it names."""
 
-    name = LEGACY_SSE
+    kind = LEGACY_SSE
 
     def __init__(self, url: str, post_client: HTTPClient, *, timeout: float, source: str | None = None,
                  proxy: Proxy | None = None) -> None:
-        self.url = url
-        self._client = post_client
-        self._timeout = timeout
-        self._source = source
-        self._proxy = proxy
+        super().__init__()
+        self.url, self._client, self._timeout, self._source, self._proxy = url, post_client, timeout, source, proxy
         self._stream_client: HTTPClient | None = None
         self._stream: Any = None
         self._reader: gevent.Greenlet | None = None
@@ -481,7 +433,7 @@ class SseTransport(_HttpPoster):
         except _SOCKET_ERRORS as exc:
             self.close()
             raise _socket_failure(exc, connected=False) from None
-        self.note_instance(self._stream)
+        note_instance(self, self._stream)
         status = self._stream.status_code
         reader = self.conn.legacy_stream(status, self._stream.get("content-type"), self._stream.get(AUTHENTICATE))
         if (refused := reader.refused()) is not None:
@@ -532,12 +484,13 @@ class SseTransport(_HttpPoster):
 # --- stdio --------------------------------------------------------------------------------------
 
 
-class StdioTransport(Transport):
+class GreenStdio(Transport):
     """A child process per user (gevent.subprocess); newline-delimited JSON-RPC on its stdin/stdout."""
 
-    name = STDIO
+    kind = STDIO
 
     def __init__(self, argv: list[str] | tuple[str, ...], *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        super().__init__()
         self.argv = list(argv)
         self.env = env
         self.cwd = cwd
@@ -633,9 +586,9 @@ def transport_for(target: Target, *, timeout: float, pool: Any = None, source: s
     """A fresh, unopened transport for `target` (`pool`: Locust's connection pool, for Streamable HTTP;
     `proxies`: the proxy of each HTTP request, none by default)."""
     if target.transport == STDIO:
-        return StdioTransport(list(target.argv), env=env, cwd=cwd)
+        return GreenStdio(list(target.argv), env=env, cwd=cwd)
     proxy = proxies.route(target.url) if proxies is not None else None
     if target.transport == LEGACY_SSE:
         client = http_client(target.url, timeout=timeout, source=source, proxy=proxy)
-        return SseTransport(target.url, client, timeout=timeout, source=source, proxy=proxy)
-    return StreamableHttpTransport(target.url, http_client(target.url, timeout=timeout, pool=pool, source=source, proxy=proxy))
+        return GreenLegacySse(target.url, client, timeout=timeout, source=source, proxy=proxy)
+    return GreenStreamableHttp(target.url, http_client(target.url, timeout=timeout, pool=pool, source=source, proxy=proxy))
