@@ -544,7 +544,7 @@ class _SessionRunner:
             params[INPUT_RESPONSES] = responses
         if answer.result.get(REQUEST_STATE) is not None:
             params[REQUEST_STATE] = answer.result[REQUEST_STATE]  # the live state, as it came
-        if (altered := _altered_state(live.call.answer, target.call.request.params)) is not None and target is not live:
+        if target is not live and (altered := _altered_state(live.call.answer, target.call.request.params)) is not None:
             # The recording's client sent a state other than the one it was given (a fuzzer's tampered
             # retry): what it sent is the point of the recording, so it goes again as recorded.
             params[REQUEST_STATE] = altered
