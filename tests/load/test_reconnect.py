@@ -185,10 +185,16 @@ def test_the_same_policy_recovers_a_cut_legacy_stream(tmp_path):
     with running_lab(1, LEGACY_SSE, policy="round-robin", folder=tmp_path, faults={"cut_streams_after": CUT}) as lab:
         run = Run(Target(LEGACY_SSE, url=lab.url), ReconnectPolicy(mode="resume", backoff=0.01, idempotent=frozenset({"slow"})))
         results = run.calls(("slow", {"seconds": 0.6, "steps": 2}), ("slow", {"seconds": 0.6, "steps": 2}))
+        # 2026-07-28 over the same stream: no session to start again; a new stream, the call reissued with a new id
+        reissued = Run(Target(LEGACY_SSE, url=lab.url), ReconnectPolicy(mode="resume", backoff=0.01), version=V2026_07_28)
+        again = reissued.calls(("slow", {"seconds": 0.6, "steps": 2}), ("slow", {"seconds": 0.6, "steps": 2}))
     record = run.reconnects[0]
     assert record["action"] == "reinitialize" and record["ok"] and record["resent"] == 1 and record["lost"] == 0
     assert all(r is not None for r in results), run.steps
     assert run.failures("connect").count(None) >= 2  # a second stream was opened
+    record = reissued.reconnects[0]
+    assert record["action"] == "reissue" and record["ok"] and record["lost"] == 0 and len(set(record["ids"])) == 2
+    assert all(r is not None for r in again) and reissued.failures("connect").count(None) >= 2, reissued.steps
 
 
 @pytest.mark.slow
