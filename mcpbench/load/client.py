@@ -53,7 +53,7 @@ from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse, Message
 from mcpbench.protocol.listen import ACK_TIMEOUT, Acknowledged, Change, Listen
 from mcpbench.protocol.operation import MAX_ROUNDS, Operation, Send, Stop
-from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
+from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REISSUE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
 from mcpbench.protocol.recovery import plan_recovery
 from mcpbench.protocol.session import C2S, S2C
 from mcpbench.protocol.transports import STREAMABLE_HTTP
@@ -111,7 +111,10 @@ def _recovery_words(sample: dict, outcome: Failed) -> str:
     if sample["action"] == REINITIALIZE:
         tries = sample["attempts"]
         said.append(f"{tries} new session{'s' * (tries != 1)} tried" + (", none started" if not sample["ok"] else ""))
-    if sample["resent"] and sample["step"] != STEP_INITIALIZE:  # a handshake's new sessions are its sends
+    if sample["action"] == REISSUE:
+        tries = sample["resent"]
+        said.append(f"reissued {tries} time{'s' * (tries != 1)} with a new id" if tries else "not reissued")
+    elif sample["resent"] and sample["step"] != STEP_INITIALIZE:  # a handshake's new sessions are its sends
         said.append("sent again")
     elif sample["uncertain"]:
         said.append("not sent again: it may have run and the tool is not idempotent")
@@ -777,7 +780,7 @@ class McpClient:
         tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
         resumable = transport is not None and transport.kind == STREAMABLE_HTTP and bool(failed.last_event_id)
         plan = plan_recovery(recovery.policy, failed.failure, lost=conn.lost_by, resumable=resumable, tool=tool,
-                             status=failed.status, method=method)
+                             status=failed.status, method=method, stateless=conn.stateless)
         action = plan.action
         if action == REPORT:
             return failed, 0
@@ -800,6 +803,8 @@ class McpClient:
                     sample.update(ok=True, recovered=1)
                 else:
                     action = sample["action"] = REINITIALIZE  # no answer on the resumed stream (a restart): start over
+            if action == REISSUE:
+                outcome, size = self._reissue(failed, sample, method, params)
             if action == REINITIALIZE and self._reinitialize(sample, failed.retry_ms):
                 sample["ok"] = True
             if action in (RETRY, REINITIALIZE) and (action == RETRY or sample["ok"]):
@@ -900,6 +905,35 @@ class McpClient:
             if self.start_session():
                 return True
         return False
+
+    def _reissue(self, failed: Failed, sample: dict, method: str, params: dict | None) -> tuple[Answered | Failed, int]:
+        """2026-07-28: the request again with a new id (an input round's retry with the state it
+        carried, a task's poll as it was), on a new process or stream first when the old one went
+        with the break; again, with backoff, while each reissue breaks too, within the attempts and
+        the budget. The break's record lists the ids (`ids`: the first, then each reissue's)."""
+        recovery = self.recovery
+        sample["ids"] = [failed.request.id if failed.request is not None else None]
+        outcome: Answered | Failed = failed
+        size = 0
+        for attempt in range(recovery.policy.attempts):
+            if not recovery.allows(1, time.monotonic()):
+                break
+            self._wait(recovery.wait(attempt, outcome.retry_ms), sample)
+            sample["attempts"] += 1
+            if not self._usable() and not self.start_session():
+                continue  # stdio's process or legacy SSE's stream would not come back (yet)
+            sample["resent"] += 1
+            outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
+            size += more
+            sample["ids"].append(outcome.request.id if outcome.request is not None else None)
+            if type(outcome) is Answered:
+                sample.update(ok=True, recovered=1)
+                break
+            again = plan_recovery(recovery.policy, outcome.failure, lost=self.conn.lost_by, status=outcome.status,
+                                  method=method, stateless=True).action
+            if again not in (REISSUE, RETRY):
+                break  # refused or timed out this time: that is the outcome
+        return outcome, size
 
     def _resume(self, failed: Failed, sample: dict) -> tuple[Answered | Failed, int]:
         """Reopen the cut stream with Last-Event-ID and wait there for the call's answer.

@@ -46,6 +46,8 @@ think time, users, spawn rate, duration and thresholds::
 A mix entry's `as_task: true` asks for a task (2025-11-25: `task` in the params; 2026-07-28: the
 tasks extension declared, the server deciding); whatever comes, a step is the whole operation,
 from its first request to its final result, its input rounds answered and its task polled.
+A `tools/call` entry's `progress: true` asks for progress (a `progressToken` in `_meta`): the SDK then
+answers on an SSE stream in 2026-07-28 too (without, one JSON body: no stream a proxy could cut).
 
 Argument templates (a whole string value): `{{int A B}}` a random integer in
 [A, B], `{{string N}}` a string of N bytes, `{{choice a b c}}` one of the words
@@ -101,7 +103,7 @@ TOP_KEYS = (
     "input_responses", "max_rounds", "listen",
 )
 AUTH_KEYS = ("oauth", "bearer_token_env")
-MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight", "as_task")
+MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight", "as_task", "progress")
 OPEN_KEYS = ("rate", "max_lateness")
 
 # Defaults chosen for a short, bounded run on one machine.
@@ -126,6 +128,7 @@ class MixCall:
     weight: float = 1.0
     line: int | None = field(default=None, compare=False)  # where the scenario file defines it
     as_task: bool = False  # ask for a task (`as_task: true`)
+    progress: bool = False  # ask for progress: a `progressToken` in each call's `_meta` (`progress: true`)
 
     @property
     def step(self) -> str:
@@ -134,7 +137,7 @@ class MixCall:
 
     def to_json(self) -> dict:
         return {"call": self.method, "target": self.target, "arguments": self.arguments, "weight": self.weight, "line": self.line,
-                "as_task": self.as_task}
+                "as_task": self.as_task, "progress": self.progress}
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,8 @@ class Scenario:
         return cls(
             target=obj["target"], name=obj["name"], session=obj["session"], versions=tuple(obj["versions"]),
             calls_per_session=obj["calls_per_session"],
-            mix=tuple(MixCall(c["call"], c["target"], c["arguments"], c["weight"], c.get("line"), c.get("as_task", False)) for c in obj["mix"]),
+            mix=tuple(MixCall(c["call"], c["target"], c["arguments"], c["weight"], c.get("line"), c.get("as_task", False),
+                                c.get("progress", False)) for c in obj["mix"]),
             think_time=tuple(obj["think_time"]), users=obj["users"], spawn_rate=obj["spawn_rate"],
             duration=obj["duration"], timeout=obj["timeout"],
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
@@ -602,14 +606,8 @@ def _mix(node: Any, source: str) -> tuple[MixCall, ...]:
             weight = node_value(keys["weight"][1])
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
                 raise ScenarioError(f"{node_where(source, keys['weight'][1])}: weight must be a number > 0")
-        as_task = False
-        if "as_task" in keys:
-            as_task = node_value(keys["as_task"][1])
-            if not isinstance(as_task, bool):
-                raise ScenarioError(f"{node_where(source, keys['as_task'][1])}: as_task must be true or false")
-            if as_task and method != "tools/call":
-                raise ScenarioError(f"{node_where(source, keys['as_task'][0])}: only tools/call runs as a task")
-        calls.append(MixCall(method, target, arguments, float(weight), item.start_mark.line + 1, as_task))
+        as_task, progress = (_call_flag(source, keys, key, method) for key in ("as_task", "progress"))
+        calls.append(MixCall(method, target, arguments, float(weight), item.start_mark.line + 1, as_task, progress))
     return tuple(calls)
 
 
@@ -642,6 +640,18 @@ def check_consistency(scenario: Scenario) -> None:
         version := _lacking(scenario.versions, lambda v: has_method(v, "ping"))
     ):
         raise ScenarioError(f"ping does not exist in {version}")
+
+
+def _call_flag(source: str, keys: dict, key: str, method: str) -> bool:
+    """A mix entry's `as_task:` or `progress:`: true or false, and only on a tools/call."""
+    if key not in keys:
+        return False
+    flag = node_value(keys[key][1])
+    if not isinstance(flag, bool):
+        raise ScenarioError(f"{node_where(source, keys[key][1])}: {key} must be true or false")
+    if flag and method != "tools/call":
+        raise ScenarioError(f"{node_where(source, keys[key][0])}: only tools/call " + ("runs as a task" if key == "as_task" else "asks for progress"))
+    return flag
 
 
 def _lacking(versions: tuple[str, ...], has: Callable[[str], bool]) -> str | None:

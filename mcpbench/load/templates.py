@@ -10,6 +10,7 @@ Nothing here imports locust or gevent.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import string
@@ -120,6 +121,9 @@ class Workload:
         if call.method == "tools/call":
             args = compile_arguments(call.arguments or {})
             name = call.target
+            if call.progress:  # a token of its own for each call (a token must be unique among the requests in flight)
+                tokens = itertools.count(1)
+                return lambda rng: {"name": name, "arguments": args(rng), "_meta": {"progressToken": f"p{next(tokens)}"}}
             return lambda rng: {"name": name, "arguments": args(rng)}
         if call.method == "prompts/get":
             args = compile_arguments(call.arguments or {})

@@ -121,7 +121,9 @@ class Failure:
     STATE_REJECTED = "state-rejected"  # a retry's echoed requestState was refused
     TASK_FAILED = "task-failed"
     TASK_CANCELLED = "task-cancelled"
-    TASK_EXPIRED = "task-expired"  # its ttl passed unfinished, or the server no longer knows it
+    TASK_EXPIRED = "task-expired"  # its ttl passed unfinished (a poll refused after it: the server let it go)
+    TASK_NOT_FOUND = "task-not-found"  # a poll or update refused within the ttl: the server does not know the
+    # task (-32602; a task created on another instance, a per-process store behind a round-robin balancer)
     LISTEN_DROPPED = "listen-dropped"  # a subscriptions/listen stream ended, unacknowledged or cut
 
 

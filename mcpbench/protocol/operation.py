@@ -29,7 +29,7 @@ from typing import Any
 
 from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.http import Failure
-from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
+from mcpbench.protocol.jsonrpc import INVALID_PARAMS, ErrorResponse, Request, Response
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
     INPUT_RESPONSES,
@@ -276,7 +276,7 @@ class Operation:
     def _polled(self, answer: Response | ErrorResponse, ts: float) -> Action:
         task = self.task
         if type(answer) is ErrorResponse:
-            return self._stop(Failure.TASK_EXPIRED, f"tasks/get of task {task.id} after {self.polls} polls: {_error(answer)}", answer)
+            return self._stop(_refused(task, answer, ts), f"tasks/get of task {task.id} after {self.polls} polls: {_error(answer)}", answer)
         result = answer.result if isinstance(answer.result, dict) else {}
         status = result.get("status")
         if isinstance(status, str) and status != task.status:
@@ -400,6 +400,16 @@ def _about_state(answer: ErrorResponse) -> bool:
     reason = data.get("reason") if isinstance(data, dict) else None
     text = f"{answer.message} {reason if isinstance(reason, str) else ''}".lower()
     return any(word in text for word in STATE_WORDS)
+
+
+def _refused(task: "TaskState", answer: ErrorResponse, ts: float) -> str:
+    """The class of a refused poll (or update): past the task's ttl the server may let it go
+    (task-expired); within it, -32602, the code the spec names for an unknown task id, says the
+    server does not know the task (task-not-found: created on another instance, say); any
+    other error is the server's own (jsonrpc-error)."""
+    if task.ttl is not None and ts - task.created > task.ttl:
+        return Failure.TASK_EXPIRED
+    return Failure.TASK_NOT_FOUND if answer.code == INVALID_PARAMS else Failure.JSONRPC_ERROR
 
 
 def _error(answer: ErrorResponse) -> str:

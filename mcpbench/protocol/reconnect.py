@@ -11,6 +11,14 @@ in `Recovery`:
   `Last-Event-ID` and read the answer from the replay; otherwise, or when the
   server no longer knows the session, reinitialize.
 
+2026-07-28 has no session to start again and no stream to resume ("Resumable SSE
+streams via `Last-Event-ID` are not supported"; a closed response stream cancels
+its request): under `reinitialize` and `resume` alike, a request whose answer
+stream broke is reissued with a new JSON-RPC id (`REISSUE`), on a new process or
+stream first where the old one went with the break (stdio, legacy SSE). An input
+round's retry goes again with the `requestState` it carried; a task's poll is
+simply polled again. `none` reissues nothing, as in the handshake era.
+
 Attempts back off exponentially with full jitter (a delay drawn from
 [0, min(cap, base·2^attempt)]) on top of the cut stream's `retry:` (`Recovery.wait`), at most `attempts` per break, and every extra
 request (handshakes, resume streams, re-sent calls) comes out of a retry budget,
@@ -38,6 +46,7 @@ MODES = (NONE, REINITIALIZE, RESUME)  # what a scenario's `reconnect:` may say
 REPORT = "report"  # replay: nothing is recovered (and, as an action: the failure is the outcome)
 REOPEN = "reopen"  # forward: a new upstream session, the request again when it did not run
 RETRY = "retry"  # the session still stands (a dropped request): only the call is re-sent
+REISSUE = "reissue"  # 2026-07-28: the request again with a new id (its stream broke; there is no session to restore)
 
 # Failure classes after which a session (or the stream it lived on) cannot be trusted.
 BREAKS = frozenset({Failure.SESSION_NOT_FOUND, Failure.STREAM_CLOSED, Failure.CONNECT})
@@ -188,4 +197,4 @@ class Recovery:
         return (retry_ms or 0) / 1000.0 + self.delay(attempt)
 
 
-__all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "REOPEN", "REPORT", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]
+__all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "REISSUE", "REOPEN", "REPORT", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]

@@ -7,6 +7,8 @@ shell's policy, with no I/O and no clock; the shell carries the plan out:
 
 - load (`ReconnectPolicy` from the scenario's `reconnect:`): as the policy says
   (`none`, `reinitialize`, `resume`; `protocol/reconnect.py`), within its budget;
+  in 2026-07-28 (`stateless`) both recovering modes reissue the request with a new
+  id (`REISSUE`): the era has no session to start again and no stream to resume;
 - replay (`REPORTING`): nothing is recovered; the call fails with its class, and
   a session whose process or stream went with it ends there (`NONE`);
 - forward (`REOPENING`, `serve-trace --on-miss forward`): a new upstream session
@@ -15,7 +17,7 @@ shell's policy, with no I/O and no clock; the shell carries the plan out:
 ::
 
     plan = plan_recovery(policy, failed.failure, lost=conn.lost_by, status=failed.status, tool=...)
-    plan.action    # REPORT, NONE, RETRY, RESUME or REINITIALIZE
+    plan.action    # REPORT, NONE, RETRY, RESUME, REINITIALIZE or REISSUE
     plan.resend    # once the session stands again, send the call again
 """
 
@@ -29,6 +31,7 @@ from mcpbench.protocol.reconnect import (
     NOT_HANDLED,
     NOT_RUN,
     REINITIALIZE,
+    REISSUE,
     REOPEN,
     REPORT,
     RESUME,
@@ -65,12 +68,13 @@ REOPENING = ReconnectPolicy(mode=REOPEN, attempts=1, backoff=0.0, max_backoff=0.
 class Plan:
     """What the shell does: `action`, then, once the session stands again, the call again if `resend`."""
 
-    action: str  # REPORT, NONE, RETRY, RESUME, REINITIALIZE
-    resend: bool = False  # the call did not run (refused, 503, 429), is a query, or its tool is idempotent
+    action: str  # REPORT, NONE, RETRY, RESUME, REINITIALIZE, REISSUE
+    resend: bool = False  # the call did not run (refused, 503, 429), is a query, or its tool is idempotent; REISSUE: always
 
 
 def plan_recovery(policy: ReconnectPolicy, failure: str | None, *, lost: Trigger | None = None, resumable: bool = False,
-                  tool: str | None = None, status: int | None = None, method: str | None = None) -> Plan:
+                  tool: str | None = None, status: int | None = None, method: str | None = None,
+                  stateless: bool = False) -> Plan:
     """What happens when a session is lost, or a call on it fails: the one decision, per policy.
 
     Args:
@@ -81,12 +85,16 @@ def plan_recovery(policy: ReconnectPolicy, failure: str | None, *, lost: Trigger
         resumable: the cut stream had an event id and the transport can resume it.
         tool, status, method: the failed call's tool, HTTP status and method (may it go again? a
             query always may: `http.QUERY_METHODS`).
+        stateless: the era has no sessions (2026-07-28): a break is recovered by reissuing the request.
 
     Returns:
         The plan. `REPORT`: nothing to recover, the failure is the outcome. `NONE`: the session is
         given up, nothing more is sent on it. `RETRY`: the session stands, only the call goes again.
         `RESUME`: reopen the cut stream from its last event id (and `REINITIALIZE` if that brings
         no answer). `REINITIALIZE`: a new session (stdio: a new process; legacy SSE: a new stream).
+        `REISSUE` (2026-07-28): the request again with a new id, on a new process or stream first
+        when the old one went with the break; `resend` is always true: the spec has the client
+        reissue it, and the closed stream cancelled the first on the server.
     """
     mode = policy.mode
     resend = (failure in NOT_RUN or status in NOT_HANDLED or (tool is not None and tool in policy.idempotent)
@@ -99,6 +107,8 @@ def plan_recovery(policy: ReconnectPolicy, failure: str | None, *, lost: Trigger
         return Plan(REPORT)
     if mode == NONE:
         return Plan(NONE)
+    if stateless:  # a gateway's 5xx too: the answer's connection broke behind it
+        return Plan(REISSUE, True)  # "the client re-issues it with a new id": no session, no resumption
     if lost is None and failure not in BREAKS:
         return Plan(RETRY, resend)  # a dropped request on a live session
     if mode == RESUME and resumable and failure == Failure.STREAM_CLOSED:

@@ -88,7 +88,7 @@ from mcpbench.protocol.versions import (
 )
 from mcpbench.replay.asks import RecordedAsks
 from mcpbench.replay.compare import Change
-from mcpbench.replay.operations import RoundAnswers, TaskGroup, rename, task_groups
+from mcpbench.replay.operations import RoundAnswers, TaskGroup, UpdateAnswers, rename, task_groups
 from mcpbench.replay.plan import RecordedCall, SessionPlan, Step, TracePlan, is_input_required
 from mcpbench.transport.base import Item, Lost, Transport
 from mcpbench.transport.threads import AuthRefused, open_transport
@@ -463,7 +463,7 @@ class _SessionRunner:
                 final.failure = f"not sent: the live {created.call.label} did not become a task"
             return
         request = created.call.request
-        op = Operation(request.method, request.params, self.version)
+        op = Operation(request.method, request.params, self.version, answers=UpdateAnswers(self.plan, group))
         op.start()
         # (the answer as compared names the recorded task: the live one is followed)
         action = op.take(Response(id=created.answer.id, result=rename(created.answer.result, self.task_ids), _parsed=True),
@@ -502,7 +502,8 @@ class _SessionRunner:
         said = f"task followed live in {(time.perf_counter() - started) * 1000:.0f} ms: {op.polls} poll(s), {statuses}"
         for live in members:
             if live is not final:
-                live.skipped = f"a poll of the task, replaced by the replay's own (#{final_index if final is not None else group.create})"
+                what = "a poll" if live.call.method == "tasks/get" else f"a {live.call.method}"
+                live.skipped = f"{what} of the task, replaced by the replay's own (#{final_index if final is not None else group.create})"
         if final is None:
             created.note = said
             return
@@ -545,7 +546,7 @@ class _SessionRunner:
             params[INPUT_RESPONSES] = responses
         if answer.result.get(REQUEST_STATE) is not None:
             params[REQUEST_STATE] = answer.result[REQUEST_STATE]  # the live state, as it came
-        if (altered := _altered_state(live.call.answer, target.call.request.params)) is not None and target is not live:
+        if target is not live and (altered := _altered_state(live.call.answer, target.call.request.params)) is not None:
             # The recording's client sent a state other than the one it was given (a fuzzer's tampered
             # retry): what it sent is the point of the recording, so it goes again as recorded.
             params[REQUEST_STATE] = altered

@@ -10,6 +10,12 @@ task not yet ended is cancelled (its polls say so from then on, `tasks/result` r
 ended is refused with -32602 as the spec asks. Every recorded task id in what is served is the
 mock's id. `tasks/list` lists the mock's tasks as they stand.
 
+A 2026-07-28 task that asked for input mid-task (a poll `input_required` with `inputRequests`, then
+the recording's `tasks/update`) waits for it: its polls repeat the one that asked until a
+`tasks/update` comes, which is accepted when its `inputResponses` keys are among those the recorded
+update answered (the recorded answer to it served, the polls going on from there), and refused with
+-32602 naming what is wrong when the task asks for nothing now or a key was never asked.
+
 A `tasks/get` naming a task the recording has but the mock never created (a client reading the
 trace's ids) is left to the recorded answers; an id neither knows is refused with -32602 naming it.
 Per poll, not per recorded time: a client that polls as the recorded one did sees what it saw.
@@ -22,16 +28,25 @@ from typing import Any
 
 from mcpbench.protocol.jsonrpc import INVALID_PARAMS
 from mcpbench.protocol.operation import task_handle
-from mcpbench.protocol.versions import RESULT_TYPE, TERMINAL_TASK_STATUSES
+from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, RESULT_TYPE, TERMINAL_TASK_STATUSES
 from mcpbench.replay.plan import TracePlan, answer_obj
 
-# The methods served from a task's script (`tasks/update`, the extension's input, is left to the recorded answers).
-SERVED = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/list"})
+# The methods served from a task's script.
+SERVED = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/list", "tasks/update"})
 # Tasks the mock keeps at once (the oldest forgotten first): a long-running mock must not grow without bound.
 MAX_TASKS = 10_000
 # The fields of a task a listing or a synthesized answer carries (not a poll's `result` or `resultType`).
 TASK_FIELDS = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttl", "ttlSeconds", "pollInterval",
                "pollIntervalMilliseconds")
+
+
+@dataclass(slots=True)
+class Update:
+    """A recorded `tasks/update`: after how many recorded polls it came, the keys it answered, its answer."""
+
+    after: int
+    keys: frozenset[str]
+    answer: dict
 
 
 @dataclass(slots=True)
@@ -42,6 +57,7 @@ class Script:
     polls: list[dict] = field(default_factory=list)  # answer objects ({"result"} / {"error"}) in order
     result: dict | None = None  # 2025-11-25's tasks/result answer
     cancel: dict | None = None  # a tasks/cancel answer
+    updates: list[Update] = field(default_factory=list)  # the extension's input, in order
 
 
 @dataclass(slots=True)
@@ -50,6 +66,7 @@ class _Live:
     recorded: str
     script: Script
     polled: int = 0
+    updated: int = 0  # the recorded updates accepted
     cancelled: bool = False
     last: dict = field(default_factory=dict)  # the task's fields as last served
 
@@ -81,6 +98,9 @@ def scripts(trace: TracePlan) -> dict[str, Script]:
                 script.result = answer
             elif call.method == "tasks/cancel" and "result" in answer:
                 script.cancel = answer
+            elif call.method == "tasks/update":
+                responses = params.get(INPUT_RESPONSES)
+                script.updates.append(Update(len(script.polls), frozenset(responses if isinstance(responses, dict) else ()), answer))
     return out
 
 
@@ -127,16 +147,24 @@ class MockTasks:
                 return self._poll(live)
             if method == "tasks/result":
                 return self._result(live)
+            if method == "tasks/update":
+                return self._update(live, params)
             return self._cancel(live)
 
     def _poll(self, live: _Live) -> dict:
         script = live.script
         if live.cancelled:
             return {"result": {**self._template(live), **live.last}}
+        waiting = self._waiting(live)
+        if waiting is not None and waiting.after == 0:  # it asked in its handle: the handle's question, again
+            asked = script.handle.get(INPUT_REQUESTS)
+            return {"result": {**self._template(live), **live.last, **({INPUT_REQUESTS: asked} if asked else {})}}
         if not script.polls:  # a recording that fetched the result without polling: done, or still working
             if script.result is not None:
                 live.last = {**live.last, "status": "completed"}
             return {"result": {**self._template(live), **live.last}}
+        if waiting is not None:  # the poll that asked, again, until the input comes
+            return _renamed(script.polls[waiting.after - 1], live)
         answer = _renamed(script.polls[min(live.polled, len(script.polls) - 1)], live)
         live.polled += 1
         if isinstance(answer.get("result"), dict):
@@ -152,6 +180,30 @@ class MockTasks:
         if live.script.polls and isinstance(final := live.script.polls[-1].get("result"), dict):
             live.last = _fields(_renamed({"result": final}, live)["result"])
         return _renamed(live.script.result, live)
+
+    @staticmethod
+    def _waiting(live: _Live) -> Update | None:
+        """The recorded update the task waits for now: the next one, once its polls have all been served."""
+        updates = live.script.updates
+        pending = updates[live.updated] if live.updated < len(updates) and not live.cancelled else None
+        return pending if pending is not None and live.polled >= pending.after else None
+
+    def _update(self, live: _Live, params: dict) -> dict:
+        """The extension's `tasks/update`: accepted when the task waits for input under those keys."""
+        pending = self._waiting(live)
+        if pending is None:
+            return _refused(f"task {live.id} is {live.status}: it asks for no input now")
+        responses = params.get(INPUT_RESPONSES)
+        if not isinstance(responses, dict) or not responses:
+            return _refused(f"tasks/update of task {live.id} carries no inputResponses")
+        if unknown := sorted(set(responses) - pending.keys):
+            return _refused(f"task {live.id} never asked for input {', '.join(map(repr, unknown))} "
+                            f"(it asks for {', '.join(map(repr, sorted(pending.keys)))})")
+        live.updated += 1
+        answer = _renamed(pending.answer, live)
+        if isinstance(answer.get("result"), dict) and "status" in answer["result"]:
+            live.last = _fields(answer["result"])
+        return answer
 
     def _cancel(self, live: _Live) -> dict:
         if live.cancelled or live.status in TERMINAL_TASK_STATUSES:

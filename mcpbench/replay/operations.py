@@ -11,7 +11,10 @@ read from a session's plan, and how it judges them; no I/O.
   end is, on the call that carried it in the recording (2025-11-25's `tasks/result`, the extension's
   last `tasks/get`). Live task ids are read as the recorded ones (`rename`), and timestamps are the
   comparison's default noise. A recording whose client cancelled its task is sent as recorded
-  instead (the cancel at the same point), the ids mapped.
+  instead (the cancel at the same point), the ids mapped. A task that asked for input mid-task
+  (2026-07-28) is followed too: its live `tasks/update` goes after the live poll that shows it
+  asking, with the recorded update's `inputResponses` by key (`UpdateAnswers`); a key the recording
+  never answered stops it, named.
 - **Listen streams.** The changes a recorded listen stream told are each filed under their cause, the
   latest request sent after the listen opened and before the change came (the mock does the same,
   `mock_listen.py`); live, each change is matched to a recorded one of the same notification whose
@@ -22,6 +25,7 @@ read from a session's plan, and how it judges them; no I/O.
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpbench.protocol.jsonrpc import INVALID_PARAMS, ErrorResponse, Request, Response
 from mcpbench.protocol.operation import task_handle
 from mcpbench.protocol.versions import INPUT_RESPONSES, LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
 from mcpbench.replay.plan import RecordedCall, SessionPlan, answer_obj
@@ -47,9 +51,10 @@ class TaskGroup:
 
     @property
     def followed(self) -> bool:
-        """Whether the replay follows the live task itself (else it sends the recorded calls: the
-        recording's client cancelled or updated the task at a point the replay keeps)."""
-        return not self.cancels and not self.updates
+        """Whether the replay follows the live task itself, its input answered from the recorded
+        updates (else it sends the recorded calls: the recording's client cancelled the task at a
+        point the replay keeps)."""
+        return not self.cancels
 
     @property
     def members(self) -> list[int]:
@@ -135,6 +140,26 @@ class RoundAnswers:
         return (True, answers[key]) if key in answers else (False, None)
 
 
+class UpdateAnswers:
+    """The recording's answers to a task's input (its `tasks/update` `inputResponses`), by key: the
+    `AskPolicy` a followed task's live input requests are answered with (`Operation` names each by key)."""
+
+    def __init__(self, plan: SessionPlan, group: TaskGroup) -> None:
+        self.by_key: dict[str, Any] = {}
+        for index in group.updates:
+            for key, value in _responses(plan.calls[index]).items():
+                self.by_key.setdefault(key, value)
+
+    def answer(self, request: Request) -> Response | ErrorResponse:
+        if request.id in self.by_key:
+            return Response(id=request.id, result=self.by_key[request.id])
+        return ErrorResponse(id=request.id, code=INVALID_PARAMS,
+                             message=f"the live task asks for input {request.id!r} ({request.method}), which the recording never answered")
+
+    def capabilities(self) -> dict:
+        return {}
+
+
 def _responses(call: RecordedCall) -> dict:
     params = call.request.params if isinstance(call.request.params, dict) else {}
     responses = params.get(INPUT_RESPONSES)
@@ -211,4 +236,4 @@ def _label(call: RecordedCall) -> str:
     return f"#{call.index} {call.label}"
 
 
-__all__ = ["OPENED", "RoundAnswers", "TaskGroup", "UNCAUSED", "listen_views", "recorded_causes", "rename", "task_groups"]
+__all__ = ["OPENED", "RoundAnswers", "TaskGroup", "UNCAUSED", "UpdateAnswers", "listen_views", "recorded_causes", "rename", "task_groups"]

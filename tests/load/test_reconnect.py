@@ -15,6 +15,7 @@ from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
+from mcpbench.protocol.versions import V2026_07_28
 from tests.support.load_client import TIMEOUT, Run
 
 # The balancer cuts every SSE stream this long after it began; `slow` runs longer, `echo` far shorter.
@@ -69,25 +70,51 @@ def test_resume_loses_nothing_and_duplicates_nothing(cutting_lab):
 
 
 @pytest.mark.slow
-def test_after_a_restart_resume_falls_back_to_reinitialize(tmp_path):
+def test_2026_07_28_reissues_a_cut_call_with_a_new_id_and_a_proxy_that_cuts_every_stream_loses_it(cutting_lab):
+    """No session, no Last-Event-ID: the cut call goes again with a new id; behind a proxy that cuts
+    every stream before `slow` ends, each reissue is cut too, and the call is lost within the attempts.
+    (The call asks for progress: without, the SDK answers 2026-07-28 in one JSON body, no stream to cut.)"""
+    run = Run(cutting_lab.url, ReconnectPolicy(mode="resume", attempts=2, backoff=0.01), version=V2026_07_28)
+    results = run.calls(("slow", SLOW, {"progressToken": "p"}), ("echo", {"text": "after"}))
+    assert results[0] is None and results[1]["content"][0]["text"] == "after"
+    (record,) = run.reconnects
+    assert record["action"] == "reissue" and not record["ok"] and record["resent"] == 2 and record["lost"] == 1
+    assert len(set(record["ids"])) == 3 and None not in record["ids"], record  # each reissue a new id
+    assert "reissued 2 times with a new id" in str(run.steps[0]["exception"])
+
+
+@pytest.fixture(scope="module")
+def restarting_lab(tmp_path_factory):
+    """One instance the tests restart by hand (`restart_under_the_second_call`)."""
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path_factory.mktemp("restart"), resumable=True,
+                     restarts=MANUAL) as lab:
+        yield lab
+
+
+def restart_under_the_second_call(lab, run: Run, seconds: float, at: float) -> list:
+    """`echo`, `slow` (`seconds` long, the instance restarted `at` seconds into it), `echo`: the results."""
+    restarted = threading.Event()
+
+    def restart(index):
+        if index == 1:
+            threading.Timer(at, lambda: (lab.restarter.restart(0), restarted.set())).start()
+
+    results = run.calls(("echo", {"text": "before"}), ("slow", {"seconds": seconds, "steps": 3}),
+                        ("echo", {"text": "after"}), before=restart)
+    assert restarted.wait(TIMEOUT)
+    return results
+
+
+@pytest.mark.slow
+def test_after_a_restart_resume_falls_back_to_reinitialize(restarting_lab):
     """A restart while `slow` runs: the stream dies with the process, the resumed stream finds no
     session (404), and the client starts a new one. Not idempotent: uncertain; idempotent: re-sent."""
-    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, resumable=True, restarts=MANUAL) as lab:
-        runs = []
-        for idempotent in (frozenset(), frozenset({"slow"})):
-            policy = ReconnectPolicy(mode="resume", attempts=40, backoff=0.05, max_backoff=0.5, budget_floor=100,
-                                     idempotent=idempotent)
-            run = Run(lab.url, policy)
-            restarted = threading.Event()
-
-            def restart_during_the_second_call(index):
-                if index == 1:  # 0.8 s into a 3 s call
-                    threading.Timer(0.8, lambda: (lab.restarter.restart(0), restarted.set())).start()
-
-            results = run.calls(("echo", {"text": "before"}), ("slow", {"seconds": 3.0, "steps": 6}),
-                                ("echo", {"text": "after"}), before=restart_during_the_second_call)
-            assert restarted.wait(TIMEOUT)
-            runs.append((run, results))
+    runs = []
+    for idempotent in (frozenset(), frozenset({"slow"})):
+        policy = ReconnectPolicy(mode="resume", attempts=40, backoff=0.05, max_backoff=0.5, budget_floor=100,
+                                 idempotent=idempotent)
+        run = Run(restarting_lab.url, policy)
+        runs.append((run, restart_under_the_second_call(restarting_lab, run, 3.0, 0.8)))
     (plain, plain_results), (again, again_results) = runs
     assert plain_results[1] is None and plain_results[2]["content"][0]["text"] == "after"
     (record,) = plain.reconnects
@@ -96,6 +123,42 @@ def test_after_a_restart_resume_falls_back_to_reinitialize(tmp_path):
     assert again_results[1]["content"][0]["text"].startswith("slept") and again_results[2] is not None
     (record,) = again.reconnects
     assert record["action"] == "reinitialize" and (record["lost"], record["uncertain"], record["resent"]) == (0, 0, 1)
+
+
+@pytest.mark.slow
+def test_2026_07_28_answers_a_call_cut_by_a_restart_after_a_reissue_and_none_loses_it(restarting_lab):
+    """The instance restarts under `slow`: its answer's connection breaks (the balancer's 502); the
+    reissue (a new id) finds the new process once it listens, and is answered. The control, `none`,
+    loses the call and sends nothing more."""
+    runs = []
+    for mode in ("resume", "none"):
+        policy = ReconnectPolicy(mode=mode, attempts=40, backoff=0.05, max_backoff=0.5, budget_floor=100)
+        run = Run(restarting_lab.url, policy, version=V2026_07_28)
+        runs.append((run, restart_under_the_second_call(restarting_lab, run, 1.5, 0.5)))
+    (reissued, results), (control, lost) = runs
+    assert results[1]["content"][0]["text"].startswith("slept") and results[2]["content"][0]["text"] == "after"
+    (record,) = reissued.reconnects
+    assert record["action"] == "reissue" and record["ok"] and record["recovered"] == 1 and record["lost"] == 0
+    assert record["resent"] >= 1 and len(set(record["ids"])) == len(record["ids"]) == 1 + record["attempts"]
+    assert reissued.failures("tools/call slow") == [None]
+    assert lost[0] is not None and lost[1] is None and lost[2] is None
+    (record,) = control.reconnects
+    assert record["action"] == "none" and record["lost"] == 1 and record["resent"] == 0
+
+
+@pytest.mark.slow
+def test_2026_07_28_reissues_on_a_new_stdio_process(tmp_path):
+    """stdio: the server is killed after a few messages (no handshake: calls only); the call that
+    died with it is reissued, with a new id, on a new process, whatever its tool."""
+    server = [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
+    wrapper = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", "4", "--", *server]
+    run = Run(Target(STDIO, argv=tuple(wrapper)), ReconnectPolicy(mode="reinitialize", backoff=0.01, budget_floor=50),
+              version=V2026_07_28)
+    results = run.calls(*[("echo", {"text": str(i)}) for i in range(4)])
+    assert [r["content"][0]["text"] for r in results] == [str(i) for i in range(4)], run.steps
+    assert run.reconnects and all(r["action"] == "reissue" and r["ok"] and r["uncertain"] == 0 for r in run.reconnects)
+    assert all(r["new_session"] != r["session"] for r in run.reconnects)  # a new process each time
+    assert "initialize" not in {s["name"] for s in run.steps}
 
 
 @pytest.mark.slow
@@ -122,10 +185,16 @@ def test_the_same_policy_recovers_a_cut_legacy_stream(tmp_path):
     with running_lab(1, LEGACY_SSE, policy="round-robin", folder=tmp_path, faults={"cut_streams_after": CUT}) as lab:
         run = Run(Target(LEGACY_SSE, url=lab.url), ReconnectPolicy(mode="resume", backoff=0.01, idempotent=frozenset({"slow"})))
         results = run.calls(("slow", {"seconds": 0.6, "steps": 2}), ("slow", {"seconds": 0.6, "steps": 2}))
+        # 2026-07-28 over the same stream: no session to start again; a new stream, the call reissued with a new id
+        reissued = Run(Target(LEGACY_SSE, url=lab.url), ReconnectPolicy(mode="resume", backoff=0.01), version=V2026_07_28)
+        again = reissued.calls(("slow", {"seconds": 0.6, "steps": 2}), ("slow", {"seconds": 0.6, "steps": 2}))
     record = run.reconnects[0]
     assert record["action"] == "reinitialize" and record["ok"] and record["resent"] == 1 and record["lost"] == 0
     assert all(r is not None for r in results), run.steps
     assert run.failures("connect").count(None) >= 2  # a second stream was opened
+    record = reissued.reconnects[0]
+    assert record["action"] == "reissue" and record["ok"] and record["lost"] == 0 and len(set(record["ids"])) == 2
+    assert all(r is not None for r in again) and reissued.failures("connect").count(None) >= 2, reissued.steps
 
 
 @pytest.mark.slow

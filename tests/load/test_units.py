@@ -76,6 +76,8 @@ def test_scenario_roundtrip_and_templates():
          "s.yaml:7: roots/list is answered in both server_requests and input_responses"),
         (GOOD.replace("    tool: echo\n", "    tool: echo\n    as_task: yes please\n"), "s.yaml:5: as_task must be true or false"),
         (GOOD + "  - {call: tools/list, as_task: true}\n", "s.yaml:6: only tools/call runs as a task"),
+        (GOOD + "  - {call: tools/list, progress: true}\n", "s.yaml:6: only tools/call asks for progress"),
+        (GOOD.replace("    tool: echo\n", "    tool: echo\n    progress: 1\n"), "s.yaml:5: progress must be true or false"),
         (GOOD + "era: 2026-07-28\nlisten: [tools]\n", "s.yaml:7: listen: 'tools' is no listen type"),
         (GOOD + "listen: [toolsListChanged]\n", "s.yaml: listen holds a subscriptions/listen stream: it needs era 2026-07-28"),
     ],
@@ -105,6 +107,17 @@ def test_input_responses_by_kind_and_as_task_survive_the_trip_to_the_locust_proc
     assert Scenario.from_json(orjson.loads(orjson.dumps(listening.to_json()))) == listening
     declined = scenario_from_text(GOOD + "input_responses: {elicitation: decline}\n", "s.yaml")
     assert declined.input_responses == {"elicitation/create": {"action": "decline"}}
+
+
+def test_a_call_that_asks_for_progress_carries_a_token_of_its_own_each_time():
+    from mcpbench.load.templates import Workload
+
+    scenario = scenario_from_text(GOOD.replace("    tool: echo\n", "    tool: echo\n    progress: true\n"), "s.yaml")
+    assert scenario.mix[0].progress and Scenario.from_json(orjson.loads(orjson.dumps(scenario.to_json()))) == scenario
+    workload = Workload(scenario.mix, random.Random(1))
+    tokens = [workload.next()[1]["_meta"]["progressToken"] for _ in range(3)]
+    assert len(set(tokens)) == 3
+    assert "_meta" not in Workload(scenario_from_text(GOOD, "s.yaml").mix).next()[1]
 
 
 def test_whole_operations_in_the_summary(tmp_path):

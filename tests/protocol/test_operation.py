@@ -259,10 +259,17 @@ def test_a_task_ending_badly_is_classed(final, failure, said):
     assert type(last) is Stop and last.failure == failure and said in last.detail
 
 
-def test_a_task_the_server_no_longer_knows_has_expired():
-    last = Wire().run(Operation("tools/call", {"name": "job"}, NEW),
-                      [handle(), ("error", {"code": -32602, "message": "Unknown task: task-1"})])
-    assert last.failure == Failure.TASK_EXPIRED and "Unknown task" in last.detail
+def test_a_task_the_server_does_not_know_within_its_ttl_is_not_found_and_past_it_has_expired():
+    """-32602 on a poll: within the ttl the server never knew the task (another instance's); past it,
+    the server let it go. Any other error is the server's own."""
+    unknown = ("error", {"code": -32602, "message": "Unknown task: task-1"})
+    last = Wire().run(Operation("tools/call", {"name": "job"}, NEW), [handle(ttlSeconds=60), unknown], ts=[10.0, 10.5])
+    assert last.failure == Failure.TASK_NOT_FOUND and "Unknown task" in last.detail
+    last = Wire().run(Operation("tools/call", {"name": "job"}, NEW), [handle(ttlSeconds=1), unknown], ts=[10.0, 12.0])
+    assert last.failure == Failure.TASK_EXPIRED
+    broken = ("error", {"code": -32603, "message": "store down"})
+    last = Wire().run(Operation("tools/call", {"name": "job"}, NEW), [handle(), broken])
+    assert last.failure == Failure.JSONRPC_ERROR and "store down" in last.detail
 
 
 def test_a_task_still_working_past_its_ttl_has_expired():

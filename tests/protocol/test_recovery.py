@@ -3,7 +3,7 @@
 import pytest
 
 from mcpbench.protocol.http import Failure
-from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REPORT, RESUME, RETRY, ReconnectPolicy
+from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REISSUE, REPORT, RESUME, RETRY, ReconnectPolicy
 from mcpbench.protocol.recovery import LOSSES, REOPENING, REPORTING, Plan, plan_recovery
 from mcpbench.protocol.session import LOSSES as CAUSES
 from mcpbench.protocol.session import Trigger
@@ -72,3 +72,22 @@ def test_one_loss_three_policies():
     plans = {name: plan_recovery(policy, Failure.SESSION_NOT_FOUND, lost=GONE, tool="add")
              for name, policy in [("load", ReconnectPolicy()), ("replay", REPORTING), ("forward", REOPENING)]}
     assert plans == {"load": Plan(REINITIALIZE, True), "replay": Plan(REPORT), "forward": Plan(REINITIALIZE, True)}
+
+
+@pytest.mark.parametrize(
+    ("mode", "failure", "lost", "expected"),
+    [
+        (RESUME, Failure.STREAM_CLOSED, None, Plan(REISSUE, True)),  # no Last-Event-ID in 2026-07-28
+        (REINITIALIZE, Failure.STREAM_CLOSED, None, Plan(REISSUE, True)),  # no session to start again
+        (RESUME, Failure.STREAM_CLOSED, Trigger.STDOUT_CLOSED, Plan(REISSUE, True)),  # stdio: a new process, then again
+        (REINITIALIZE, Failure.CONNECT, Trigger.CONNECTION_BROKE, Plan(REISSUE, True)),
+        (REINITIALIZE, Failure.HTTP_5XX, None, Plan(REISSUE, True)),  # a gateway's 502: the answer's connection broke
+        (NONE, Failure.STREAM_CLOSED, None, Plan(NONE)),
+        (RESUME, Failure.TOOL_ERROR, None, Plan(REPORT)),
+    ],
+)
+def test_2026_07_28_reissues_a_broken_request_with_a_new_id(mode, failure, lost, expected):
+    """Whatever its tool: the spec has the client reissue it, and the closed stream cancelled the first."""
+    plan = plan_recovery(ReconnectPolicy(mode=mode), failure, lost=lost, resumable=True, tool="transfer", stateless=True)
+    assert plan == expected
+    assert plan_recovery(ReconnectPolicy(mode=mode), failure, lost=lost, resumable=True, tool="transfer").action != REISSUE

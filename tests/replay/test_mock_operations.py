@@ -23,7 +23,7 @@ from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRI
 from mcpbench.replay import plan as plans
 from mcpbench.replay.serve_trace import MockHttpServer, TraceAnswers
 from tests.replay.helpers import TIMEOUT, mock_server
-from tests.support.operations import MODES, listen_twice, stdio_recording, tasks
+from tests.support.operations import MODES, listen_twice, stdio_recording, task_input, tasks
 from tests.support.servers import stdio_params
 
 LEGACY, MODERN = MODES["legacy"], MODES["auto"]
@@ -34,7 +34,7 @@ ENVELOPE = {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.mod
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The trace (its `ask`, tasks and listen sessions) and what the recorded client saw in it."""
     trace, seen = stdio_recording(tmp_path_factory.getbasetemp())  # (shared with test_replay_operations.py)
-    return {"tasks": trace, "listen": trace, "seen": seen["tasks"], "said": seen["listen"]}
+    return {"tasks": trace, "listen": trace, "seen": seen["tasks"], "said": seen["listen"], "asked": seen["task_input"]}
 
 
 def request(n: int, method: str, params: dict | None = None, *, modern: bool = False) -> Request:
@@ -86,6 +86,37 @@ def test_a_cancel_is_honoured_whatever_the_recording_did_and_an_ended_task_refus
     assert late["code"] == INVALID_PARAMS and "already completed" in late["message"]
     unknown = answers.lookup(request(8, "tasks/get", {"taskId": "nope"}), "a").answer["error"]
     assert unknown["code"] == INVALID_PARAMS and "unknown task 'nope'" in unknown["message"]
+
+
+def test_a_task_asking_for_input_waits_for_its_update_and_refuses_what_it_never_asked(recorded):
+    """The recorded task asked `confirm` mid-task: its polls say so until a `tasks/update` answers that
+    key; an unknown key, an unknown task, or an update when nothing is asked are refused with -32602."""
+    answers = TraceAnswers(plans.load(recorded["tasks"]))
+    answers.lookup(request(1, "server/discover", modern=True), "a")
+    created = answers.lookup(request(2, "tools/call", {"name": "work", "arguments": {"ms": 150, "ask": True}}, modern=True),
+                             "a").answer["result"]
+    task = {"taskId": created["taskId"]}
+    assert created["status"] == "input_required"
+
+    def update(n: int, responses: dict, about: dict = task) -> dict:
+        return answers.lookup(request(n, "tasks/update", {**about, "inputResponses": responses}, modern=True), "a").answer
+
+    def poll(n: int) -> dict:
+        return answers.lookup(request(n, "tasks/get", task, modern=True), "a").answer["result"]
+
+    for n in (3, 4, 5):  # it waits: the poll that asked, again and again
+        polled = poll(n)
+        assert polled["status"] == "input_required" and set(polled["inputRequests"]) == {"confirm"}
+    confirmed = {"action": "accept", "content": {"go": True}}
+    wrong = update(6, {"confirm": confirmed, "extra": confirmed})["error"]
+    assert wrong["code"] == INVALID_PARAMS and "never asked for input 'extra'" in wrong["message"]
+    unknown = update(7, {"confirm": confirmed}, {"taskId": "nope"})["error"]
+    assert unknown["code"] == INVALID_PARAMS and "unknown task 'nope'" in unknown["message"]
+    assert update(8, {"confirm": confirmed})["result"]["status"] == "working"
+    statuses = [poll(9 + i)["status"] for i in range(6)]
+    assert statuses[0] == "working" and statuses[-1] == "completed"
+    late = update(20, {"confirm": confirmed})["error"]
+    assert late["code"] == INVALID_PARAMS and "asks for no input now" in late["message"]
 
 
 def test_a_listen_stream_is_acknowledged_at_once_and_told_a_change_only_after_its_cause(recorded):
@@ -153,3 +184,7 @@ def test_the_sdk_clients_tasks_and_listen_complete_against_the_mock_as_against_t
         task_id = handle["taskId"] if mode == "auto" else handle["task"]["taskId"]
         assert seen[mode][0]["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
     assert run(recorded["listen"], listen_twice) == recorded["said"]  # each change came on the stream, after its toggle
+    # a task that asked for input mid-task: answered with tasks/update, then polled to the same end
+    asked = run(recorded["tasks"], task_input)
+    assert without_ids([asked]) == without_ids([recorded["asked"]]), (transport, asked)
+    assert "updated working" in asked["statuses"] and asked["result"]["content"][0]["text"].endswith("(accept)")

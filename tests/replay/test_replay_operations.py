@@ -86,10 +86,14 @@ def test_rounds_tasks_and_listen_streams_replay_identical_against_the_recorded_s
     done = calls(report)
     # ask: both rounds sent live (the retry with the recorded answer under its key and the live state) and compared
     assert [c["status"] for c in done if c["name"] == "ask"] == ["identical", "identical"], said
-    # tasks: each followed live to its end, the recorded polls replaced, the end compared
+    # tasks: each followed live to its end, the recorded polls replaced, the end compared; the one that
+    # asked for input mid-task got its tasks/update after the live poll that asked, with the recorded answer
     ends = [c for c in done if (c["detail"] or "").startswith("task followed live")]
-    assert len(ends) == 2 and all(c["status"] == "identical" and "completed" in c["detail"] for c in ends), said
+    assert len(ends) == 3 and all(c["status"] == "identical" and "completed" in c["detail"] for c in ends), said
+    assert any("input_required → working" in c["detail"] for c in ends), said
     assert any(c["status"] == "skipped" and c["method"] == "tasks/get" for c in done), said
+    (update,) = [c for c in done if c["method"] == "tasks/update"]
+    assert update["status"] == "skipped" and "replaced by the replay's own" in update["detail"], said
     cancels = [c for c in done if c["method"] == "tasks/cancel"]
     assert len(cancels) == 2 and all(c["status"] == "identical" for c in cancels), said  # cancelled as recorded
     # listen: the stream's acknowledgement and two changes, each heard after its toggle
@@ -109,7 +113,7 @@ def test_a_live_server_that_asks_a_new_key_or_whose_task_fails_is_a_change_named
     code, report, said = replayed(traces["stdio"], variant("work-fails"), tmp_path, *sessions_calling(traces["stdio"], "work"))
     assert code == 1, said
     named = [change for c in calls(report) for change in c["changes"] if change["path"] == "task"]
-    assert len(named) == 2 and all("task-failed" in change["new"] for change in named), said  # one a form
+    assert len(named) == 3 and all("task-failed" in change["new"] for change in named), said  # one a form, and the asking one
 
 
 def never_ending(trace: Path, out: Path) -> Path:
@@ -136,7 +140,7 @@ def test_a_task_that_never_ends_is_cancelled_at_the_timeout_and_named(traces, tm
                                       *sessions_calling(traces["streamable-http"], "work"))
     assert code == 1, said
     named = [(c["method"], change["new"]) for c in calls(report) for change in c["changes"] if change["path"] == "task"]
-    assert len(named) == 2 and all("still working after 3 s: cancelled" in new for _, new in named), said
+    assert len(named) == 3 and all("still working after 3 s: cancelled" in new for _, new in named), said  # (the asking one too)
     assert "tasks/result" in [method for method, _ in named]  # the 2025-11-25 form's end; the other, the last poll
 
 

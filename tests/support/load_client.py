@@ -19,12 +19,12 @@ class Run:
     """One client's session in a greenlet: results per call, steps reported, reconnect records."""
 
     def __init__(self, url: str | Target, policy: ReconnectPolicy | None, *, asks: AskPolicy | None = None,
-                 timeout: float = TIMEOUT) -> None:
+                 timeout: float = TIMEOUT, version: str = "2025-11-25") -> None:
         self.steps: list[dict] = []
         self.reconnects: list[dict] = []
         target = url if isinstance(url, Target) else Target(STREAMABLE_HTTP, url=url)
         self.client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), self,
-                                request_type=target.transport, version="2025-11-25", timeout=timeout,
+                                request_type=target.transport, version=version, timeout=timeout,
                                 reconnect=policy, on_reconnect=self.reconnects.append, rng=random.Random(3), policy=asks)
 
     def fire(self, **kw) -> None:
@@ -41,10 +41,11 @@ class Run:
                 else:
                     raise AssertionError(f"no session: {self.steps}")
                 out = []
-                for index, (tool, arguments) in enumerate(calls):
+                for index, (tool, arguments, *meta) in enumerate(calls):  # meta: the params' `_meta`, if any
                     if before is not None:
                         before(index)
-                    out.append(self.client.call_tool(tool, arguments))
+                    extra = {"_meta": meta[0]} if meta else {}
+                    out.append(self.client.call("tools/call", {"name": tool, "arguments": arguments, **extra}))
                 return out
             finally:
                 self.client.end_session()

@@ -5,8 +5,9 @@ modules read it; neither changes it).
 
 Each drive is given a maker of targets (a legacy SSE target serves one session) and returns what
 the client saw: `ask` in 2026-07-28 (an input round answered by the elicitation callback, then the
-retry), `work` as a task in both forms (polled to its end; a second task cancelled), and a listen
-stream told of two `toggle_tool` changes (the second puts the tool list back as it was).
+retry), `work` as a task in both forms (polled to its end; a second task cancelled), a 2026-07-28
+task of `work` that asks for input mid-task (answered with `tasks/update`), and a listen stream told
+of two `toggle_tool` changes (the second puts the tool list back as it was).
 """
 
 import functools
@@ -55,6 +56,17 @@ async def tasks(targets) -> dict[str, list[dict]]:
     return {mode: await drive_tasks(targets(), mode) for mode in MODES}
 
 
+async def task_input(targets) -> dict:
+    """A 2026-07-28 task of `work` that asks for a confirmation mid-task, answered with `tasks/update`."""
+    from mcp import Client
+
+    from mcpbench.lab.peers.tasks import call_as_task, tasks_extension
+
+    with anyio.fail_after(TIMEOUT):
+        async with Client(targets(), mode="auto", extensions=[tasks_extension()]) as client:
+            return await call_as_task(client, WORK_MS, ask=True)
+
+
 async def listen_twice(targets) -> list[str]:
     """A listen stream, and two changes on it (the tool `extra` added, then removed)."""
     from mcp import Client
@@ -69,7 +81,7 @@ async def listen_twice(targets) -> list[str]:
     return heard
 
 
-DRIVES = {"ask": ask, "tasks": tasks, "listen": listen_twice}
+DRIVES = {"ask": ask, "tasks": tasks, "task_input": task_input, "listen": listen_twice}
 
 
 @functools.cache

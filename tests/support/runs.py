@@ -41,11 +41,13 @@ faults:
   cut: {cut_streams_after: 1s}
 policies: [none, resume]
 sdk_client: true
-reconnect: {idempotent: [echo]}
+reconnect: {idempotent: [echo], attempts: 1}
+era: [handshake, 2026-07-28]
 mix:
   - call: tools/call
     tool: slow
     arguments: {seconds: 1.5, steps: 6}
+    progress: true
 users: 1
 spawn_rate: 1
 duration: 5s

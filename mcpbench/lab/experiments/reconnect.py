@@ -11,13 +11,19 @@ A reconnect scenario is a load scenario without a target, plus the lab's lists::
     policies: [none, reinitialize, resume]   # the load users' `reconnect:` policy per cell
     sdk_client: true                         # the official SDK client under the same faults, too
     reconnect: {idempotent: [echo]}          # the rest of the policy, shared by every cell
+    era: [handshake, 2026-07-28]             # each era its own cells (`<policy>@2026-07-28`)
     mix: …, users: 2, duration: 14s          # and any other load scenario key
 
-Each cell (transport × fault × policy, and transport × fault for the SDK client) is a bounded
+Each cell (transport × fault × policy × era, and transport × fault for the SDK client) is a bounded
 run against one reference-server instance behind the built-in balancer, which injects the
 fault and logs each one (`faults.jsonl`). The load users write one `{"reconnect": …}` record
 per break next to their samples; `cell_row` turns a cell's files into one row of
 `reconnect.csv`, and `analysis.charts` draws `reconnect-timeline.png` and `recovery.png`.
+
+A 2026-07-28 cell's policy is labelled `<policy>@2026-07-28` (its series and folder): the era has no
+session to start again nor stream to resume, and reissues a broken request with a new id under
+`reinitialize` and `resume` alike (`protocol/reconnect.py`), so its series stand beside the handshake
+era's in the same charts. The SDK client runs in the handshake era only.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from mcpbench.load.scenario import ScenarioError
 from mcpbench.protocol.reconnect import MODES as POLICIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
+from mcpbench.protocol.versions import has_handshake, has_legacy_sse
 from mcpbench.stats import percentile
 
 TRANSPORTS: Final = (STREAMABLE_HTTP, LEGACY_SSE, STDIO)
@@ -55,7 +62,7 @@ SDK_GRACE: Final = 30.0
 CSV_COLUMNS: Final = (
     "transport", "fault", "policy", "client", "calls", "ok_calls", "failed_calls", "breaks", "recovered_breaks",
     "recover_p50_ms", "recover_p95_ms", "resent", "recovered", "lost", "duplicated", "uncertain",
-    "extra_requests", "requests", "extra_share", "budget_denied",
+    "extra_requests", "requests", "extra_share", "budget_denied", "version",
 )
 
 
@@ -64,10 +71,16 @@ class Cell:
     transport: str
     fault: str
     policy: str  # a reconnect policy, or "sdk"
+    version: str | None = None  # the cell's protocol version: None, the scenario's only one
+
+    @property
+    def label(self) -> str:
+        """The policy as charts and reconnect.csv name it: `<policy>@<version>` in a sessionless era."""
+        return self.policy if self.version is None or has_handshake(self.version) else f"{self.policy}@{self.version}"
 
     @property
     def slug(self) -> str:
-        return f"{self.transport}-{self.fault}-{self.policy}"
+        return f"{self.transport}-{self.fault}-{self.label}"
 
 
 @dataclass(frozen=True)
@@ -121,13 +134,17 @@ def plan_from_node(root: Any, source: str) -> ReconnectPlan:
             raise ScenarioError(f"{matrix.where('window')}: window: the start must come before the end")
     sdk = bool(matrix.value("sdk_client")) if "sdk_client" in matrix else False
     scenario = matrix.scenario("long_lived")
+    versions = scenario.versions if len(scenario.versions) > 1 else (None,)
     cells = []
     for transport, fault in itertools.product(transports, faults):
         if not applies(transport, faults[fault]):
             continue
-        cells += [Cell(transport, fault, policy) for policy in policies]
+        for version in versions:
+            if version is not None and transport == LEGACY_SSE and not has_legacy_sse(version):
+                continue  # 2026-07-28 has no legacy SSE transport
+            cells += [Cell(transport, fault, policy, version) for policy in policies]
         if sdk:
-            cells.append(Cell(transport, fault, SDK))
+            cells.append(Cell(transport, fault, SDK, next((v for v in versions if v is None or has_handshake(v)), None)))
     if not cells:
         raise ScenarioError(f"{source}: no cell: no fault applies to the transports given")
     return ReconnectPlan(tuple(cells), faults, window, scenario)
@@ -144,8 +161,8 @@ def applies(transport: str, options: dict[str, str]) -> bool:
 
 def cell_row(cell: Cell, folder: Path) -> dict[str, Any]:
     """One row of reconnect.csv from a cell's folder (samples.jsonl or sdk.jsonl)."""
-    row: dict[str, Any] = {"transport": cell.transport, "fault": cell.fault, "policy": cell.policy,
-                           "client": SDK if cell.policy == SDK else "mcpbench"}
+    row: dict[str, Any] = {"transport": cell.transport, "fault": cell.fault, "policy": cell.label,
+                           "client": SDK if cell.policy == SDK else "mcpbench", "version": cell.version}
     if cell.policy == SDK:
         calls = list(records(folder / "sdk.jsonl", missing_ok=True))
         failed = [c for c in calls if not c.get("ok")]
@@ -275,7 +292,7 @@ def _run_client(plan: ReconnectPlan, cell: Cell, target: str, cell_dir: Path, sa
     if cell.policy != SDK:
         # Failed calls under faults are what the cell measures: exit_code_on_error 0.
         cell_scenario = scenario.with_overrides(target=target, reconnect=_policy(plan, cell.policy), name=cell.slug,
-                                                exit_code_on_error=0)
+                                                exit_code_on_error=0, versions=(cell.version,) if cell.version else None)
         result = run_scenario(cell_scenario, cell_dir, check_target=False, echo=say)
         if result.summary.get("interrupted"):
             raise KeyboardInterrupt  # the load run stopped on a signal: so does the experiment

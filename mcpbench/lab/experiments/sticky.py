@@ -12,7 +12,7 @@ Two modes put 2026-07-28's own routing question to the test (`scenarios/sticky-s
 instances seal `ask`'s `requestState` and keep `work`'s tasks per process (`2026-07-28-per-process`:
 the SDK's default key, tasks in memory) or share one key and one task store (`2026-07-28-shared`).
 Behind a balancer that spreads requests, a retry or a poll that reaches another instance fails
-under the first (`state-rejected`, `task-expired`) and not under the second; `sticky-state.png`
+under the first (`state-rejected`, `task-not-found`: a poll on an instance that never saw the task) and not under the second; `sticky-state.png`
 draws those cells' operations, failed by class, beside the session matrix (`sticky.png`).
 
 Each cell (mode × policy × balancer × instance count) is a bounded load run of many short sessions
@@ -238,7 +238,7 @@ def plot(results: list[CellResult], ax: Any) -> Any:
     Horizontal, so that a matrix of dozens of cells keeps readable labels (one line per cell).
     """
     colors = {"session-not-found": "#c44e52", "answer-lost": "#dd8452", "stream-closed": "#8172b3", "timeout": "#937860",
-              "state-rejected": "#da8bc3", "task-expired": "#8c8c8c"}
+              "state-rejected": "#da8bc3", "task-not-found": "#8c8c8c", "task-expired": "#4c4c4c"}
     classes = ordered_classes(itertools.chain.from_iterable(r.sessions_by_class for r in results))
     ordered = sorted(results, key=lambda r: r.cell.transport != "sse")  # stable: the plan's order within a transport
     positions, labels, y, previous, groups = [], [], 0.0, None, {}
@@ -284,8 +284,8 @@ def _stacked(ax: Any, positions: list, labels: list[str], shares: dict[str, list
 
 def plot_state(results: list[CellResult], ax: Any) -> Any:
     """The state modes' cells: each step of each cell (ask's rounds, work's task), the share of its
-    operations that failed, split by failure class (`state-rejected`, `task-expired`, …)."""
-    colors = {"state-rejected": "#c44e52", "task-expired": "#dd8452"}
+    operations that failed, split by failure class (`state-rejected`, `task-not-found`, …)."""
+    colors = {"state-rejected": "#c44e52", "task-not-found": "#dd8452", "task-expired": "#8c8c8c"}
     rows = [(r, step) for r in results for step in sorted(r.steps)]
     classes = ordered_classes(name for r in results for (_, name) in r.step_failures)
     shares = {name: [100.0 * r.step_failures.get((step, name), 0) / r.steps[step] for r, step in rows] for name in classes}

@@ -7,7 +7,11 @@
 - 2026-07-28 (the `io.modelcontextprotocol/tasks` extension, SEP-2663): the server decides; `work`
   becomes a task whenever the request's client capabilities declare the extension, answered with a
   flat `CreateTaskResult` (`resultType: "task"`, the task's fields beside it); `tasks/get` polls and,
-  once completed, carries the result; `tasks/cancel`; no `tasks/result`, no `tasks/list`.
+  once completed, carries the result; `tasks/cancel`; no `tasks/result`, no `tasks/list`. `work` with
+  `ask: true` asks for input mid-task: the task is `input_required`, its polls carry `inputRequests`
+  (`confirm`, an `elicitation/create`), until a `tasks/update` answers that key; it then works `ms`
+  from the answer and ends saying what was answered. An update naming an unknown task, a task not
+  asking, or a key it never asked is refused with -32602.
 
 Why here and not in the SDK: the SDK 2.3 has the types of both forms and the hooks (`ServerMiddleware`,
 `Extension`, the client's `ResultClaim`), but no task runtime: its method table leaves 2025-11-25's
@@ -31,7 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 from mcp.server.context import CallNext
@@ -58,8 +62,16 @@ def work_text(ms: int) -> str:
     return f"worked {ms} ms"
 
 
-async def work(ms: int = DEFAULT_WORK_MS) -> str:
-    """The tool: wait `ms` milliseconds (at most a minute), then say so. Runs as a task when asked."""
+# What a 2026-07-28 task of `work` with `ask: true` asks for, under its one key.
+CONFIRM_KEY: Final = "confirm"
+CONFIRM_REQUEST: Final = {"method": "elicitation/create", "params": {
+    "mode": "form", "message": "Go ahead with the work?",
+    "requestedSchema": {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}}}
+
+
+async def work(ms: int = DEFAULT_WORK_MS, ask: bool = False) -> str:
+    """The tool: wait `ms` milliseconds (at most a minute), then say so. Runs as a task when asked;
+    `ask`: as a 2026-07-28 task, ask for a confirmation first (inline, nothing is asked)."""
     await anyio.sleep(max(0, min(ms, 60_000)) / 1000)
     return work_text(ms)
 
@@ -75,14 +87,23 @@ class _Task:
     created: float  # wall clock (time.time()): instances sharing a store read it alike
     cancelled: float | None = None  # wall clock
     failing: bool = False  # it ends failed (the variant server's change)
+    asks: bool = False  # it asks for input (`CONFIRM_KEY`) before it works
+    answered: float | None = None  # wall clock of the tasks/update that answered it
+    reply: str | None = None  # what that answer's action was
 
     @property
     def done_at(self) -> float:
-        return self.created + self.ms / 1000
+        return (self.answered or self.created) + self.ms / 1000
+
+    def row(self) -> str:
+        """The task as the shared store keeps it (all but its id)."""
+        return json.dumps([self.ms, self.created, self.cancelled, self.failing, self.asks, self.answered, self.reply])
 
     def status(self) -> str:
         if self.cancelled is not None:
             return "cancelled"
+        if self.asks and self.answered is None:
+            return "input_required"
         if time.time() < self.done_at:
             return "working"
         return "failed" if self.failing else "completed"
@@ -91,12 +112,16 @@ class _Task:
         """The task's fields (`Task`)."""
         status = self.status()
         updated = self.cancelled if self.cancelled is not None else (self.done_at if status in TERMINAL else self.created)
-        return {"taskId": self.id, "status": status, "createdAt": _iso(self.created),
+        wire = {"taskId": self.id, "status": status, "createdAt": _iso(self.created),
                 "lastUpdatedAt": _iso(updated), "ttl": TASK_TTL_MS, "pollInterval": POLL_INTERVAL_MS}
+        if status == "input_required":
+            wire["inputRequests"] = {CONFIRM_KEY: CONFIRM_REQUEST}
+        return wire
 
     def result(self) -> dict[str, Any]:
         """The `tools/call` result the task ends with."""
-        return {"content": [{"type": "text", "text": work_text(self.ms)}], "isError": False,
+        text = work_text(self.ms) + (f" ({self.reply})" if self.asks else "")
+        return {"content": [{"type": "text", "text": text}], "isError": False,
                 "_meta": {META_RELATED_TASK: {"taskId": self.id}}}
 
 
@@ -114,8 +139,8 @@ class MemoryStore:
     def get(self, task_id: str) -> _Task | None:
         return self.tasks.get(task_id)
 
-    def cancel(self, task: _Task) -> None:
-        task.cancelled = time.time()
+    def save(self, task: _Task) -> None:
+        """`task` changed (cancelled, answered): in memory it already is."""
 
     def all(self) -> list[_Task]:
         return list(self.tasks.values())
@@ -132,16 +157,15 @@ class SqliteStore:
 
     def add(self, task: _Task) -> None:
         self.db.execute("INSERT INTO tasks (id, task, n) VALUES (?, ?, (SELECT COALESCE(MAX(n), 0) + 1 FROM tasks))",
-                        (task.id, json.dumps([task.ms, task.created, task.cancelled, task.failing])))
+                        (task.id, task.row()))
         self.db.execute("DELETE FROM tasks WHERE n <= (SELECT MAX(n) FROM tasks) - ?", (MAX_TASKS,))
 
     def get(self, task_id: str) -> _Task | None:
         row = self.db.execute("SELECT task FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return None if row is None else _Task(task_id, *json.loads(row[0]))
 
-    def cancel(self, task: _Task) -> None:
-        task.cancelled = time.time()
-        self.db.execute("UPDATE tasks SET task = ? WHERE id = ?", (json.dumps([task.ms, task.created, task.cancelled, task.failing]), task.id))
+    def save(self, task: _Task) -> None:
+        self.db.execute("UPDATE tasks SET task = ? WHERE id = ?", (task.row(), task.id))
 
     def all(self) -> list[_Task]:
         return [_Task(task_id, *json.loads(text)) for task_id, text in self.db.execute("SELECT id, task FROM tasks ORDER BY n")]
@@ -164,9 +188,10 @@ class Tasks:
         if ctx.request_id is None:  # a notification: nothing of ours
             return await call_next(ctx)
         if method == "tools/call" and params.get("name") == WORK_TOOL and self._wanted(params, modern):
-            task = self._create(params.get("arguments"))
+            task = self._create(params.get("arguments"), modern)
             return {"resultType": "task", **task.wire()} if modern else {"task": task.wire()}
-        if method in ("tasks/get", "tasks/cancel") or (not modern and method in ("tasks/result", "tasks/list")):
+        if method in ("tasks/get", "tasks/cancel") or (modern and method == "tasks/update") or (
+                not modern and method in ("tasks/result", "tasks/list")):
             return await self._serve(method, params, modern)
         result = await call_next(ctx)
         if isinstance(result, dict):
@@ -183,10 +208,11 @@ class Tasks:
         extensions = caps.get("extensions") if isinstance(caps, dict) else None
         return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
-    def _create(self, arguments: Any) -> _Task:
+    def _create(self, arguments: Any, modern: bool) -> _Task:
         ms = arguments.get("ms", DEFAULT_WORK_MS) if isinstance(arguments, dict) else DEFAULT_WORK_MS
         ms = ms if type(ms) is int and 0 <= ms <= 60_000 else DEFAULT_WORK_MS
-        task = _Task(str(uuid.uuid4()), ms, time.time(), failing=self.failing)
+        asks = modern and isinstance(arguments, dict) and arguments.get("ask") is True
+        task = _Task(str(uuid.uuid4()), ms, time.time(), failing=self.failing, asks=asks)
         self.store.add(task)
         return task
 
@@ -200,8 +226,11 @@ class Tasks:
         if method == "tasks/cancel":
             if task.status() in TERMINAL:
                 raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} is already {task.status()}")
-            self.store.cancel(task)
+            task.cancelled = time.time()
+            self.store.save(task)
             return {**complete, **task.wire()}
+        if method == "tasks/update":
+            return {**complete, **self._update(task, params.get("inputResponses")).wire()}
         if method == "tasks/result":  # waits for the end (2025-11-25)
             if task.status() == "working":
                 await anyio.sleep(max(0.0, task.done_at - time.time()))
@@ -217,6 +246,20 @@ class Tasks:
         elif modern and wire["status"] == "failed":  # or the error
             wire["error"] = {"code": INTERNAL_ERROR, "message": FAILED_TEXT}
         return {**complete, **wire}
+
+    def _update(self, task: _Task, responses: Any) -> _Task:
+        """The extension's `tasks/update`: the answer to what the task asks, or -32602 saying what is wrong."""
+        if task.status() != "input_required":
+            raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} is {task.status()}: it asks for no input")
+        if not isinstance(responses, dict) or CONFIRM_KEY not in responses:
+            raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} asks for input {CONFIRM_KEY!r}: inputResponses lacks it")
+        if unknown := sorted(set(responses) - {CONFIRM_KEY}):
+            raise MCPError(code=INVALID_PARAMS, message=f"task {task.id} never asked for input {', '.join(map(repr, unknown))}")
+        answer = responses[CONFIRM_KEY]
+        task.answered = time.time()
+        task.reply = str(answer.get("action")) if isinstance(answer, dict) else "answered"
+        self.store.save(task)
+        return task
 
     @staticmethod
     def _declare(method: str, result: dict, modern: bool) -> None:
@@ -237,11 +280,17 @@ class Tasks:
 MAX_POLLS: Final = 200
 
 
-async def call_as_task(client: Any, ms: int = DEFAULT_WORK_MS, *, cancel: bool = False) -> dict[str, Any]:
+# What the SDK client answers a task's `confirm` with (`call_as_task(..., ask=True)`).
+CONFIRMED: Final = {"action": "accept", "content": {"go": True}}
+
+
+async def call_as_task(client: Any, ms: int = DEFAULT_WORK_MS, *, cancel: bool = False, ask: bool = False) -> dict[str, Any]:
     """Call `work` as a task with the SDK client `client` (an open `mcp.Client`) and follow it to its end,
     in the client's era: 2025-11-25 asks with `task`, polls `tasks/get` and fetches `tasks/result`
     (and lists the tasks); 2026-07-28 (a client built with `tasks_extension()`) gets the handle
     unasked and polls `tasks/get` until the result comes. `cancel`: cancel it after the first poll.
+    `ask` (2026-07-28): the task asks for a confirmation mid-task; the poll that shows it asking is
+    answered with `tasks/update` (`CONFIRMED` under the key asked), then polled on to its end.
 
     Returns the handle, the task's statuses (each poll's, then the cancel's) and the final result, as
     the client saw them.
@@ -256,6 +305,7 @@ async def call_as_task(client: Any, ms: int = DEFAULT_WORK_MS, *, cancel: bool =
         GetTaskRequest,
         GetTaskRequestParams,
         ListTasksRequest,
+        Request,
         TaskMetadata,
     )
     from pydantic import TypeAdapter
@@ -264,7 +314,8 @@ async def call_as_task(client: Any, ms: int = DEFAULT_WORK_MS, *, cancel: bool =
     raw = TypeAdapter(dict[str, Any])
     modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
     if modern:
-        handle = await session.send_request(CallToolRequest(params=CallToolRequestParams(name=WORK_TOOL, arguments={"ms": ms})), raw)
+        arguments = {"ms": ms, "ask": True} if ask else {"ms": ms}
+        handle = await session.send_request(CallToolRequest(params=CallToolRequestParams(name=WORK_TOOL, arguments=arguments)), raw)
     else:
         # The SDK client checks a 2025-11-25 tools/call result against CallToolResult, which has no
         # room for a CreateTaskResult (its tasks are left out on purpose): the request goes through
@@ -283,6 +334,11 @@ async def call_as_task(client: Any, ms: int = DEFAULT_WORK_MS, *, cancel: bool =
         if polled["status"] in TERMINAL:
             seen["result"] = polled.get("result")
             break
+        if polled["status"] == "input_required":  # the SDK has no type of its own for the extension's update
+            update = Request[dict[str, Any], Literal["tasks/update"]](method="tasks/update", params={
+                "taskId": task_id, "inputResponses": {key: CONFIRMED for key in polled.get("inputRequests") or {}}})
+            seen["statuses"].append(f"updated {(await session.send_request(update, raw))['status']}")
+            continue
         await anyio.sleep(polled.get("pollInterval", POLL_INTERVAL_MS) / 1000)
     if not modern:
         seen["result"] = await session.send_request(GetTaskPayloadRequest(params=GetTaskPayloadRequestParams(task_id=task_id)), raw)

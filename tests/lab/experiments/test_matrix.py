@@ -43,3 +43,15 @@ def test_each_experiment_sets_target_and_session_for_its_cells(kind, session):
 def test_a_bad_lab_scenario_is_one_error_naming_file_and_line(kind, text, said):
     with pytest.raises(ScenarioError, match=said):
         kind.plan_from_node(yaml.compose(text), "s.yaml")
+
+
+def test_a_reconnect_scenario_over_two_eras_has_cells_for_each_the_newest_labelled():
+    text = MIX + "faults: {cut: {cut_streams_after: 1s}}\ntransports: [streamable-http, sse]\npolicies: [none, resume]\n" \
+                 "era: [handshake, 2026-07-28]\nsdk_client: true\n"
+    plan = reconnect.plan_from_node(yaml.compose(text), "s.yaml")
+    assert [cell.slug for cell in plan.cells] == [
+        "streamable-http-cut-none", "streamable-http-cut-resume", "streamable-http-cut-none@2026-07-28",
+        "streamable-http-cut-resume@2026-07-28", "streamable-http-cut-sdk",
+        "sse-cut-none", "sse-cut-resume", "sse-cut-none@2026-07-28", "sse-cut-resume@2026-07-28", "sse-cut-sdk"]
+    one_era = reconnect.plan_from_node(yaml.compose(MIX + "faults: {cut: {cut_streams_after: 1s}}\n"), "s.yaml")
+    assert {cell.version for cell in one_era.cells} == {None} and "@" not in one_era.cells[0].slug

@@ -19,21 +19,29 @@ def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     with open(out / "reconnect.csv", newline="") as handle:
         rows = {row["policy"]: row for row in csv.DictReader(handle)}
-    assert set(rows) == {"none", "resume", "sdk"}
+    assert set(rows) == {"none", "resume", "none@2026-07-28", "resume@2026-07-28", "sdk"}
     none, resume = rows["none"], rows["resume"]
     # none: the first cut ends the session and every later call fails; resume: the cut answers come back
     assert int(none["breaks"]) == 1 and int(none["recovered_breaks"]) == 0 and int(none["ok_calls"]) == 0
     assert int(none["failed_calls"]) > 1
     assert int(resume["breaks"]) >= 1 and int(resume["recovered_breaks"]) == int(resume["breaks"])
     assert int(resume["lost"]) == 0 and int(resume["duplicated"]) == 0 and int(resume["failed_calls"]) == 0
+    # 2026-07-28: no stream to resume; the cut call is reissued with a new id, and cut again (the proxy
+    # cuts every stream before `slow` ends): lost, where resume read the answer from the replay
+    new_none, reissue = rows["none@2026-07-28"], rows["resume@2026-07-28"]
+    assert new_none["version"] == "2026-07-28" and rows["resume"]["version"] == "2025-11-25"
+    assert int(new_none["breaks"]) == 1 and int(new_none["lost"]) == 1 and int(new_none["resent"]) == 0
+    assert int(reissue["breaks"]) >= 1 and int(reissue["resent"]) >= int(reissue["breaks"])
+    assert int(reissue["recovered_breaks"]) == 0 and int(reissue["lost"]) == int(reissue["breaks"])
     for chart in ("reconnect-timeline.png", "recovery.png"):
         assert (out / chart).stat().st_size > 10_000
     assert "resume" in proc.stdout and "results in" in proc.stdout
     data = load_reconnect(out)
-    assert set(data.calls["policy"].astype(str)) >= {"none", "resume"}
+    assert set(data.calls["policy"].astype(str)) >= {"none", "resume", "none@2026-07-28", "resume@2026-07-28"}
+    assert set(data.breaks.loc[data.breaks["policy"] == "resume@2026-07-28", "action"]) == {"reissue"}
     assert (data.faults["kind"].astype(str) == "cut-stream").sum() >= 2
     assert data.breaks.loc[data.breaks["policy"] == "resume", "recover_ms"].notna().all()
-    assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume", "sdk"]
+    assert load_lab(out).reconnect["policy"].tolist() == ["none", "resume", "none@2026-07-28", "resume@2026-07-28", "sdk"]
     # the calls that failed under the cut are what a cell measures, and its load run says so (issue 28)
     cell = orjson.loads((out / "cells" / "streamable-http-cut-none" / "summary.json").read_bytes())
     assert cell["exit_code_on_error"] == 0 and cell["total"]["failures"] > 0

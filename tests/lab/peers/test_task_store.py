@@ -15,8 +15,17 @@ def test_a_task_added_by_one_store_is_read_and_cancelled_by_another_on_the_same_
     one.add(task)
     seen = other.get("t1")
     assert seen is not None and seen.status() == "working" and seen.wire()["createdAt"] == task.wire()["createdAt"]
-    other.cancel(seen)
+    seen.cancelled = time.time()
+    other.save(seen)
     assert one.get("t1").status() == "cancelled" and [t.id for t in one.all()] == ["t1"]
+    # a task asking for input, answered through the other store (`tasks/update` on another instance)
+    asking = _Task("t2", 0, time.time(), asks=True)
+    one.add(asking)
+    assert other.get("t2").status() == "input_required" and "confirm" in other.get("t2").wire()["inputRequests"]
+    answered = other.get("t2")
+    answered.answered, answered.reply = time.time(), "accept"
+    other.save(answered)
+    assert one.get("t2").status() == "completed" and one.get("t2").result()["content"][0]["text"].endswith("(accept)")
     assert MemoryStore().get("t1") is None  # an instance keeping tasks in memory knows none of them
 
 
