@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK
 from mcpbench.trace.model import NOT_MCP, Entry, Operation, Rebuild, SessionReport, outcome
 from mcpbench.stats import percentile
 from mcpbench.trace import shared
@@ -29,6 +30,11 @@ class Report:
     header: dict | None
     sessions: list[SessionReport]
     torn: str | None
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """`inspect`'s verdict: 1 under `strict` when a session broke a protocol rule, else 0."""
+        violated = any(session.of_kind("violation") for session in self.sessions)
+        return EXIT_FAILED if strict and violated else EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
         methods: dict[str, dict[str, Any]] = {}

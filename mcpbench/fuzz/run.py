@@ -34,7 +34,7 @@ from mcpbench.fuzz.judge import (
 )
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, ProtocolCase, expected_refusal, protocol_cases, tampered, with_changes
 from mcpbench.fuzz.session import FuzzSession, Live, Outcome
-from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK, McpbenchError, TargetError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, asks_for_input, has_handshake, has_method
 from mcpbench.target import Target
@@ -127,14 +127,21 @@ class Settings:
 
 @dataclass
 class FuzzRun:
+    """What one run sent and found; its verdict (`exit_code`) and its JSON (`--json`)."""
+
     target: str
     seed: int
+    versions: tuple[str, ...] = ()  # the versions fuzzed in, one after the other
     tools: list[ToolInfo] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # tool -> why it was not called
     findings: list[Finding] = field(default_factory=list)
     calls: int = 0  # tool calls (what --cases bounds)
     protocol_cases: int = 0  # protocol cases sent, each followed by a ping
     sent: list[tuple[str, Case]] = field(default_factory=list)  # every case with its version, in the order sent
+    seconds: float = 0.0
+    interrupted: bool = False
+    ended: str | None = None  # why the run ended early (the server went away)
+    notes: list[str] = field(default_factory=list)
 
     def digest(self) -> str:
         """A short hash of every case sent, in order: two runs with equal digests sent the same cases."""
@@ -143,10 +150,17 @@ class FuzzRun:
         text = b"\n".join(dumps([version, case.tool, case.kind, case.arguments])
                           for version, case in self.sent)
         return hashlib.sha256(text).hexdigest()[:16]
-    seconds: float = 0.0
-    interrupted: bool = False
-    ended: str | None = None  # why the run ended early (the server went away)
-    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when the run found something, else 0."""
+        return EXIT_FAILED if self.findings else EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "seed": self.seed, "versions": list(self.versions), "calls": self.calls,
+                "protocol_cases": self.protocol_cases, "seconds": self.seconds, "cases_digest": self.digest(),
+                "interrupted": self.interrupted, "ended": self.ended, "tools": [tool.name for tool in self.tools],
+                "skipped": self.skipped, "notes": self.notes, "findings": [f.to_json() for f in self.findings]}
 
 
 def skip_reason(tool: ToolInfo, settings: Settings) -> str | None:
@@ -186,7 +200,7 @@ class Fuzzer:
         self.settings = settings
         self.access = access
         self.say = say
-        self.run = FuzzRun(str(target), settings.seed)
+        self.run = FuzzRun(str(target), settings.seed, settings.versions)
         self.session: FuzzSession | None = None
         self.folder: tempfile.TemporaryDirectory | None = None
         self.found: dict[tuple[str, str], Finding] = {}

@@ -1,4 +1,4 @@
-"""Which checks run, each within its time bound, and what the probe found: `ProbeRun` (its rows, its JSON)."""
+"""Which checks run, each within its time bound, and what the probe found: `ProbeRun` (its rows, its JSON, its exit status)."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +23,7 @@ from mcpbench.probe.checks import (
     versions,
 )
 from mcpbench.probe.target import ProbeTarget, Settings, parse_url, reach
-from mcpbench.probe.verdicts import Row, not_applicable
+from mcpbench.probe.verdicts import Row, exit_status, not_applicable
 from mcpbench.probe.wire import ProbeOptions, Wire
 from mcpbench.protocol.errors import McpbenchError
 
@@ -96,6 +96,19 @@ class ProbeRun:
     @property
     def needs_credentials(self) -> bool:
         return self.target.auth_status is not None
+
+    def exit_code(self, *, strict: bool = False, credentials_given: bool = False) -> int:
+        """The probe's verdict: 1 when a check failed (or, `strict`, warned), else 0.
+
+        Raises:
+            McpbenchError: the server wants credentials (other ones, when some were given): only its
+                authentication shape was checked (exit 2).
+        """
+        if self.needs_credentials:
+            ask = "other credentials" if credentials_given else "credentials"
+            raise McpbenchError(f"{self.url} answers HTTP {self.target.auth_status}: give {ask} to probe it "
+                                "(only its authentication shape was checked)")
+        return exit_status(self.rows, strict=strict)
 
     def to_json(self) -> dict:
         target = self.target

@@ -11,7 +11,7 @@ import contextlib
 import glob
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from mcpbench.companions.telemetry import Companion
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import IgnoreRules, load_rules, save_rules
+from mcpbench.replay.contract import ContractReport, ContractResult, replay_contract, surface_plan
 from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import Judging, Report, build, learn_noise, write_json
@@ -129,6 +130,22 @@ class SuiteResult:
 
     def write_json(self, path: str | os.PathLike) -> None:
         write_json(path, self.to_json())
+
+
+def replay_contracts(recorded: Sequence[TracePlan], target: Target, options: ReplayOptions, fail_on: str, *,
+                     each: Callable[[ContractReport], None] = lambda report: None) -> ContractResult:
+    """Each trace's declared surface against the live server's (only the handshake and the listings
+    are sent), judged as `fail_on` says; `each` hears every report as it is made. An interrupted
+    replay ends the suite there."""
+    reports = []
+    for plan in recorded:
+        run = Replayer(target, protocol_version=options.protocol_version, pace=options.pace,
+                       timeout=options.timeout, access=options.access).run(surface_plan(plan))
+        reports.append(replay_contract(plan, run))
+        each(reports[-1])
+        if run.interrupted:
+            break
+    return ContractResult(reports, fail_on)
 
 
 def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: ReplayOptions, *,
