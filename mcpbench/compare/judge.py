@@ -35,7 +35,7 @@ from mcpbench.ci.cases import FAILED, PASSED, SKIPPED, Case, Suite
 from mcpbench.compare.runs import CompareError, Side, bucket_values
 from mcpbench.compare.stats import Proportions, quantiles, t_over_units, two_proportions
 from mcpbench.compare.units import batch_count, batches, side_by_side
-from mcpbench.compare.thresholds import QUANTILES, Rule
+from mcpbench.compare.thresholds import QUANTILES, FailOnRule
 from mcpbench.load.histograms import histogram
 
 SLOWER, FASTER, NOISE, TOO_FEW = "slower", "faster", "within noise", "too few samples"
@@ -116,7 +116,7 @@ class Comparison:
     new: Side
     confidence: float
     min_change: float
-    rules: list[Rule]
+    rules: list[FailOnRule]
     trim: float = 0.0
     steps: list[StepComparison] = field(default_factory=list)
     only_base: list[str] = field(default_factory=list)
@@ -158,7 +158,7 @@ class Comparison:
 
 
 def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, min_change: float = DEFAULT_MIN_CHANGE,
-            rules: list[Rule] | None = None, trim: float = 0.0) -> Comparison:
+            rules: list[FailOnRule] | None = None, trim: float = 0.0) -> Comparison:
     """Judge every step the two sides have in common (see the module docstring); `trim`: the seconds
     the sides' runs were read without at each end (said in the notes)."""
     out = Comparison(base, new, confidence, min_change, list(rules or []), trim)

@@ -128,7 +128,7 @@ def _fuzz(args: FuzzArgs) -> None:
     from mcpbench.fuzz.cases import dumps
     from mcpbench.fuzz.findings import suite, table, write_traces
     from mcpbench.fuzz.judge import CLASSES
-    from mcpbench.fuzz.run import Fuzzer, Settings
+    from mcpbench.fuzz.run import Fuzzer, FuzzSettings
     from mcpbench.outputs import write_atomic
     from mcpbench.target import parse_target
     from mcpbench.trace.writer import DEFAULT_TRACE_DIR
@@ -145,7 +145,7 @@ def _fuzz(args: FuzzArgs) -> None:
     live = max(hang, positive_duration(args.live_limit, "--live-limit"))
     versions = eras(args.era)
     seed = secrets.randbits(32) if args.seed is None else args.seed
-    settings = Settings(seed=seed, budget=seconds, cases=args.cases, hang_after=hang, live_limit=live, rate=args.rate,
+    settings = FuzzSettings(seed=seed, budget=seconds, cases=args.cases, hang_after=hang, live_limit=live, rate=args.rate,
                         allow=args.allow, read_only_only=args.read_only_only, only=args.only, skip=args.skip,
                         seeds=seeds_from_traces(args.traces), protocol=args.protocol, versions=versions)
     if parsed.url:

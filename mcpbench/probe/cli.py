@@ -100,7 +100,7 @@ def _probe(args: ProbeArgs) -> None:
     from mcpbench.probe.checks.idle import MAX_IDLE, MIN_IDLE
     from mcpbench.probe.run import probe as run_probe
     from mcpbench.probe.run import select
-    from mcpbench.probe.target import ProgressCall, Settings, parse_url
+    from mcpbench.probe.target import ProbeSettings, ProgressCall, parse_url
     from mcpbench.probe.verdicts import render
     from mcpbench.probe.wire import ProbeOptions
 
@@ -110,7 +110,7 @@ def _probe(args: ProbeArgs) -> None:
     if args.direct is not None:
         parse_url(args.direct)
     checks = select(args.only, args.skip, idle_asked=args.idle_up_to is not None)
-    settings = Settings(
+    settings = ProbeSettings(
         sessions=args.sessions, calls=args.calls, spike=args.spike, direct=args.direct,
         idle=_seconds(args.idle_up_to, "--idle", MIN_IDLE, MAX_IDLE),
         progress=ProgressCall.parse(args.progress_tool) if args.progress_tool else None,

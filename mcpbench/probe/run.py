@@ -22,8 +22,8 @@ from mcpbench.probe.checks import (
     unknown,
     versions,
 )
-from mcpbench.probe.target import ProbeTarget, Settings, parse_url, reach
-from mcpbench.probe.verdicts import Row, exit_status, not_applicable
+from mcpbench.probe.target import ProbeSettings, ProbeTarget, parse_url, reach
+from mcpbench.probe.verdicts import CheckRow, exit_status, not_applicable
 from mcpbench.probe.wire import ProbeOptions, Wire
 from mcpbench.protocol.errors import McpbenchError
 
@@ -38,7 +38,7 @@ TOTAL = 115.0
 class Check:
     name: str
     title: str
-    run: Callable[[ProbeTarget, float], Row]
+    run: Callable[[ProbeTarget, float], CheckRow]
     bound: Callable[[ProbeTarget], float]
     opt_in: bool = False
 
@@ -89,7 +89,7 @@ class ProbeRun:
 
     url: str
     target: ProbeTarget
-    rows: list[Row] = field(default_factory=list)
+    rows: list[CheckRow] = field(default_factory=list)
     started: float = 0.0  # wall clock
     seconds: float = 0.0
 
@@ -125,7 +125,7 @@ def probe(
     checks: Sequence[Check],
     *,
     options: ProbeOptions | None = None,
-    settings: Settings | None = None,
+    settings: ProbeSettings | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> ProbeRun:
     """Run `checks` against `url`, each within its bound; `say` hears one line per check as it ends.
@@ -134,7 +134,7 @@ def probe(
         TargetError: the endpoint cannot be reached, does not answer, or is not MCP (exit 3).
         BadTargetError: `url` is not an HTTP URL (exit 2).
     """
-    options, settings = options or ProbeOptions(), settings or Settings()
+    options, settings = options or ProbeOptions(), settings or ProbeSettings()
     _, http_url = parse_url(url)
     start, started = time.monotonic(), time.time()
     target = reach(url, Wire(http_url, options), settings, deadline=start + FIRST_CONTACT)

@@ -88,7 +88,7 @@ class ReplayOptions:
 
 
 @dataclass(slots=True)
-class Outcome:
+class ReplayOutcome:
     """One trace's replay: its report, its run, and why its own trace is incomplete (if it is)."""
 
     report: Report
@@ -149,7 +149,7 @@ def replay_contracts(recorded: Sequence[TracePlan], target: Target, options: Rep
 
 
 def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: ReplayOptions, *,
-               learn_to: Path | None = None, out: str | os.PathLike | None = None) -> Outcome:
+               learn_to: Path | None = None, out: str | os.PathLike | None = None) -> ReplayOutcome:
     """Replay `recorded` against `target` and judge every call as `judging` says.
 
     With `learn_to`, replay twice first and save the paths that differed between the two runs
@@ -166,7 +166,7 @@ def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: R
     redactor = Redactor(options.redact)
     first = run_once() if learn_to is not None else None
     if first is not None and first.aborted:
-        return Outcome(judged(first, judging), first)
+        return ReplayOutcome(judged(first, judging), first)
     with contextlib.ExitStack() as stack:
         # --otlp: the replay's own trace (a temporary one without `out`), followed by the companion
         path = out or (Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpbench-replay-"))) / "replay.jsonl"
@@ -191,7 +191,7 @@ def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: R
         save_rules(learn_to, learned, source=recorded.path)
         judging = judging.with_rules(judging.rules.extend(learned))
     failed = writer.failed if writer else None
-    return Outcome(judged(run, judging), run, learned, failed, wrote=writer is not None and not failed)
+    return ReplayOutcome(judged(run, judging), run, learned, failed, wrote=writer is not None and not failed)
 
 
 def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> IgnoreRules:

@@ -60,7 +60,7 @@ CSV_COLUMNS: Final = (
 
 
 @dataclass(frozen=True)
-class Cell:
+class ReconnectCell:
     transport: str
     fault: str
     policy: str  # a reconnect policy, or "sdk"
@@ -72,7 +72,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class ReconnectPlan:
-    cells: tuple[Cell, ...]
+    cells: tuple[ReconnectCell, ...]
     faults: dict[str, dict[str, str]]
     window: tuple[float, float] | None
     scenario: Any  # mcpbench.load.scenario.Scenario with a placeholder target
@@ -125,9 +125,9 @@ def plan_from_node(root: Any, source: str) -> ReconnectPlan:
     for transport, fault in itertools.product(transports, faults):
         if not applies(transport, faults[fault]):
             continue
-        cells += [Cell(transport, fault, policy) for policy in policies]
+        cells += [ReconnectCell(transport, fault, policy) for policy in policies]
         if sdk:
-            cells.append(Cell(transport, fault, SDK))
+            cells.append(ReconnectCell(transport, fault, SDK))
     if not cells:
         raise ScenarioError(f"{source}: no cell: no fault applies to the transports given")
     return ReconnectPlan(tuple(cells), faults, window, scenario)
@@ -142,7 +142,7 @@ def applies(transport: str, options: dict[str, str]) -> bool:
 # --- one cell's row ----------------------------------------------------------------------------
 
 
-def cell_row(cell: Cell, folder: Path) -> dict[str, Any]:
+def cell_row(cell: ReconnectCell, folder: Path) -> dict[str, Any]:
     """One row of reconnect.csv from a cell's folder (samples.jsonl or sdk.jsonl)."""
     row: dict[str, Any] = {"transport": cell.transport, "fault": cell.fault, "policy": cell.policy,
                            "client": SDK if cell.policy == SDK else "mcpbench"}
@@ -259,7 +259,7 @@ def run_plan(plan: ReconnectPlan, folder: Path, *, say: Callable[[str], None] = 
     return rows
 
 
-def _run_stdio(plan: ReconnectPlan, cell: Cell, options: dict[str, str], cell_dir: Path, say: Callable[[str], None]) -> None:
+def _run_stdio(plan: ReconnectPlan, cell: ReconnectCell, options: dict[str, str], cell_dir: Path, say: Callable[[str], None]) -> None:
     import shlex
 
     server = [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
@@ -268,7 +268,7 @@ def _run_stdio(plan: ReconnectPlan, cell: Cell, options: dict[str, str], cell_di
     _run_client(plan, cell, "stdio:" + shlex.join(wrapper), cell_dir, say)
 
 
-def _run_client(plan: ReconnectPlan, cell: Cell, target: str, cell_dir: Path, say: Callable[[str], None]) -> None:
+def _run_client(plan: ReconnectPlan, cell: ReconnectCell, target: str, cell_dir: Path, say: Callable[[str], None]) -> None:
     from mcpbench.load.runner import run_scenario
 
     scenario = plan.scenario
