@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration
 from mcpbench.load.cli import FleetArgs
 
@@ -63,7 +63,7 @@ def capacity(**given):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CapacityArgs(FleetArgs):
+class CapacityArgs(FleetArgs, ClientArgs):
     """`capacity`'s options, as given (click's names and values)."""
 
     scenario: str
@@ -78,7 +78,6 @@ class CapacityArgs(FleetArgs):
     target: str | None
     users: int | None
     out: str | None
-    client: object  # auth.options.ClientOptions
 
 
 def _capacity(args: CapacityArgs) -> None:

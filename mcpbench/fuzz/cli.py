@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration, stop_signals_noted
 
@@ -99,7 +99,7 @@ def fuzz(**given):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FuzzArgs:
+class FuzzArgs(ClientArgs):
     """`fuzz`'s options, as given (click's names and values)."""
 
     target: str
@@ -121,7 +121,6 @@ class FuzzArgs:
     out_dir: str | None
     junit_xml: str | None
     summary_md: str | None
-    client: object  # auth.options.ClientOptions
 
 
 def _fuzz(args: FuzzArgs) -> None:

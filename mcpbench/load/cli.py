@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 import click
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration
 
@@ -130,7 +129,7 @@ def load(**given):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoadArgs(FleetArgs):
+class LoadArgs(FleetArgs, ClientArgs):
     """`load`'s options, as given (click's names and values)."""
 
     scenario: str | None
@@ -152,7 +151,6 @@ class LoadArgs(FleetArgs):
     web_port: int | None
     junit_xml: str | None
     summary_md: str | None
-    client: Any  # auth.options.ClientOptions
 
 
 def _load(args: LoadArgs) -> None:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import click
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.cliutil import check_output, map_errors
 from mcpbench.protocol.http import INSTANCE
 
@@ -73,7 +73,7 @@ def probe(**given):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProbeArgs:
+class ProbeArgs(ClientArgs):
     """`probe`'s options, as given (click's names and values)."""
 
     url: str
@@ -90,7 +90,6 @@ class ProbeArgs:
     progress_tool: str | None
     timeout: str
     instance_header: str
-    client: object  # auth.options.ClientOptions
 
 
 def _probe(args: ProbeArgs) -> None:

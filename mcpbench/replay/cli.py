@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from mcpbench import cliutil
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.companions.options import DEFAULT_SERVICE_NAME, TelemetryOptions
@@ -79,7 +79,7 @@ class JudgedArgs:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplayArgs(JudgedArgs):
+class ReplayArgs(JudgedArgs, ClientArgs):
     """`replay`'s options, as given."""
 
     traces: tuple[str, ...]
@@ -97,7 +97,6 @@ class ReplayArgs(JudgedArgs):
     otlp: str | None
     service_name: str
     redact: tuple[str, ...]
-    client: object  # auth.options.ClientOptions
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -386,7 +385,7 @@ def serve_trace(**given):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServeTraceArgs:
+class ServeTraceArgs(ClientArgs):
     """`serve-trace`'s options, as given."""
 
     trace: str
@@ -401,7 +400,6 @@ class ServeTraceArgs:
     max_gap: float | None
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
-    client: object  # auth.options.ClientOptions
 
 
 def _serve_trace(args: ServeTraceArgs) -> None:
