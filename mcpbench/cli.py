@@ -13,7 +13,6 @@ import click
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import OneLineErrors, check_output, map_errors, redact_option
 from mcpbench.companions.options import TelemetryOptions, telemetry_options
-from mcpbench.protocol.errors import EXIT_FAILED
 
 # Exit status for a command that could not be started (as shells use).
 EXIT_NOT_FOUND = 127
@@ -119,8 +118,7 @@ def inspect(trace, as_json, strict, follow, junit_xml, summary_md):
         click.echo(render(report))
     if report.torn:
         click.echo(f"mcpbench: note: {report.torn}", err=True)
-    if strict and any(session.of_kind("violation") for session in report.sessions):
-        sys.exit(EXIT_FAILED)
+    sys.exit(report.exit_code(strict=strict))
 
 
 @main.command("run")

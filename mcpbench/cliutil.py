@@ -4,6 +4,7 @@ A module of its own so each capability's `cli.py` can import it without
 importing `mcpbench.cli`, which imports them all.
 """
 
+import argparse
 import atexit
 import contextlib
 import functools
@@ -13,6 +14,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
@@ -126,6 +128,19 @@ class OneLineErrors(click.Group):
             click.echo(f"mcpbench: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
         sys.exit(status if isinstance(status, int) else 0)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """The arguments of a module run with `python -m` (a lab peer, the balancer): a bad one is one
+    line on stderr, `LABEL: message`, and exit 2, as every command's."""
+
+    def __init__(self, label: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.label = label
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.label}: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_INPUT)
 
 
 def map_errors(func):

@@ -13,22 +13,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpbench.trace.model import NOT_MCP, Entry, Operation, Rebuild, SessionReport, outcome
+from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK
+from mcpbench.trace.model import NOT_MCP, Entry, Rebuild, SessionReport, TracedOperation, outcome
 from mcpbench.stats import percentile
 from mcpbench.trace import shared
 from mcpbench.trace.reader import TraceReader, collector_paused
 
-__all__ = ["ARROWS", "Entry", "Operation", "Report", "SessionReport", "outcome", "render", "suite", "summarize"]
+__all__ = ["ARROWS", "Entry", "SessionReport", "TraceSummary", "TracedOperation", "outcome", "render", "suite", "summarize"]
 
 ARROWS = {"c2s": "→", "s2c": "←", None: "·"}
 
 
 @dataclass
-class Report:
+class TraceSummary:
     path: str
     header: dict | None
     sessions: list[SessionReport]
     torn: str | None
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """`inspect`'s verdict: 1 under `strict` when a session broke a protocol rule, else 0."""
+        violated = any(session.of_kind("violation") for session in self.sessions)
+        return EXIT_FAILED if strict and violated else EXIT_OK
 
     def to_json(self) -> dict[str, Any]:
         methods: dict[str, dict[str, Any]] = {}
@@ -85,7 +91,7 @@ class Report:
         }
 
 
-def _op_json(session: str, op: Operation) -> dict[str, Any]:
+def _op_json(session: str, op: TracedOperation) -> dict[str, Any]:
     """A multi round-trip operation with its rounds (`--json`'s `operations`)."""
     ms = lambda seconds: None if seconds is None else round(seconds * 1000, 3)  # noqa: E731
     return {
@@ -105,7 +111,7 @@ def _task_json(session: str, task: Any) -> dict[str, Any]:
     }
 
 
-def _stream_json(session: str, op: Operation) -> dict[str, Any]:
+def _stream_json(session: str, op: TracedOperation) -> dict[str, Any]:
     """A listen stream (`--json`'s `streams`)."""
     stream = op.stream
     assert stream is not None
@@ -116,7 +122,7 @@ def _stream_json(session: str, op: Operation) -> dict[str, Any]:
     }
 
 
-def summarize(path: str | Path) -> Report:
+def summarize(path: str | Path) -> TraceSummary:
     """Read a trace and build its report.
 
     Raises:
@@ -132,14 +138,14 @@ def summarize(path: str | Path) -> Report:
     if pending := shared.parts(path):  # tees sharing the path: sessions not in it yet
         notes.append(f"{len(pending)} session part(s) beside it not added yet (a tee still recording to it, or one "
                      f"killed: mcpbench trace finish {path} adds them)")
-    return Report(str(path), reader.header, list(rebuild.sessions.values()), "; ".join(notes) or None)
+    return TraceSummary(str(path), reader.header, list(rebuild.sessions.values()), "; ".join(notes) or None)
 
 
 # The narrowest request-name column of `render`.
 NAME_WIDTH = 34
 
 
-def _task_tail(op: Operation) -> str:
+def _task_tail(op: TracedOperation) -> str:
     """An operation that became a task: open until the task ends, its statuses and polls."""
     task = op.task
     assert task is not None
@@ -149,7 +155,7 @@ def _task_tail(op: Operation) -> str:
             + f"  (task {task.id}: {statuses}; created in {task.create_time * 1000:.2f} ms, {task.polls} polls)")
 
 
-def _stream_tail(op: Operation) -> str:
+def _stream_tail(op: TracedOperation) -> str:
     """A `subscriptions/listen` stream: how long it lasted, its acknowledgement and notifications."""
     stream = op.stream
     assert stream is not None
@@ -160,7 +166,7 @@ def _stream_tail(op: Operation) -> str:
     return f"{lasted}  {op.outcome or 'listening'}" + (f": {op.detail}" if op.detail else "") + f"  (listen stream: {acked}; {said})"
 
 
-def _operation_lines(session: SessionReport, op: Operation, at: str, arrow: str, width: int) -> list[str]:
+def _operation_lines(session: SessionReport, op: TracedOperation, at: str, arrow: str, width: int) -> list[str]:
     """A multi round-trip operation: once, its latency first request to final answer, its rounds under it."""
     latency = f"{op.latency * 1000:9.2f} ms" if op.latency is not None else " " * 12
     wait = f", client {op.client_wait * 1000:.2f} ms between rounds" if op.client_wait else ""
@@ -175,7 +181,7 @@ def _operation_lines(session: SessionReport, op: Operation, at: str, arrow: str,
     return lines
 
 
-def render(report: Report) -> str:
+def render(report: TraceSummary) -> str:
     """The human timeline of every session in the report."""
     header = report.header or {}
     source = header.get("command") or header.get("upstream") or ""
@@ -243,7 +249,7 @@ def render(report: Report) -> str:
     return "\n".join(lines)
 
 
-def suite(report: Report) -> "Suite":
+def suite(report: TraceSummary) -> "Suite":
     """The trace's sessions as a CI suite: each violation a failure naming session, line and rule;
     a session without any, one passing case."""
     from mcpbench.ci.cases import FAILED, Case, Suite

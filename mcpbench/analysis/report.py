@@ -193,7 +193,7 @@ def _ms(value: float) -> str:
 
 
 @dataclass
-class Finding:
+class PageFinding:
     """One thing a reader should look at first, and where on the page it is."""
 
     severity: str  # "bad": something failed; "warn": worth a look; "shown": a failure the run set out to show
@@ -210,7 +210,7 @@ DEMONSTRATIONS = "demonstrations.json"
 MAX_SESSION_FINDINGS = 5
 
 
-def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
+def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[PageFinding]:
     """The worst first: violations, failed sessions, broken lab cells, lost answers, failed load
     calls, changed replays, failed probe checks; then what is only worth a look.
 
@@ -218,7 +218,7 @@ def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
         drawn: positions (in the sessions frame) of the sessions whose timeline the page draws:
             a failed session links to its timeline, else to its row of the sessions table.
     """
-    out: list[Finding] = []
+    out: list[PageFinding] = []
     drawn = drawn or set()
     if inputs.traces is not None:
         out += _trace_findings(inputs.traces, drawn)
@@ -230,19 +230,19 @@ def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
         if failed:
             classes = pd.concat([run.samples for run in inputs.loads])["failure"].dropna().astype(str).value_counts()
             named = ", ".join(f"{name} ×{n}" for name, n in classes.head(4).items())
-            out.append(Finding("bad", f"load: {failed} of {total} calls failed" + (f" ({named})" if named else ""), "#load-failures"))
+            out.append(PageFinding("bad", f"load: {failed} of {total} calls failed" + (f" ({named})" if named else ""), "#load-failures"))
     for report in inputs.replays:
         changed = {k: report.counts.get(k, 0) for k in ("changed", "missing", "extra", "failed") if report.counts.get(k, 0)}
         if changed:
             what = ", ".join(f"{n} {k}" for k, n in changed.items())
             why = inputs.demonstrations.get(report.path.name)
-            out.append(Finding("shown", f"replay {report.path.name}: {what}, as it must: {why}", "#replays") if why else
-                       Finding("bad", f"replay {report.path.name}: {what} against {report.target}", "#replays"))
+            out.append(PageFinding("shown", f"replay {report.path.name}: {what}, as it must: {why}", "#replays") if why else
+                       PageFinding("bad", f"replay {report.path.name}: {what} against {report.target}", "#replays"))
     for index, probe in enumerate(inputs.probes):
         for verdict, severity in (("fail", "bad"), ("warn", "warn")):
             checks = [row["check"] for row in probe["checks"] if row["verdict"] == verdict]
             if checks:
-                out.append(Finding(severity, f"probe {probe['probe']}: {verdict} on {', '.join(checks)}", f"#probe-{index}"))
+                out.append(PageFinding(severity, f"probe {probe['probe']}: {verdict} on {', '.join(checks)}", f"#probe-{index}"))
     for index, comparison in enumerate(inputs.compares):
         worse = [step for step in comparison["steps"]
                  if step["verdict"] == "slower" or (step.get("errors") or {}).get("verdict") == "more errors"]
@@ -250,19 +250,19 @@ def findings(inputs: Inputs, drawn: set[int] | None = None) -> list[Finding]:
         for runs, severity, said in ((True, "bad", "beyond noise"), (False, "warn", "between these two runs (one run a side)")):
             named = [f"{step['type']} {step['step']}" for step in worse if step.get("method", "").startswith(BETWEEN_RUNS) == runs]
             if named:
-                out.append(Finding(severity, f"compare: slower or more errors {said} on {', '.join(named)}", f"#compare-{index}"))
+                out.append(PageFinding(severity, f"compare: slower or more errors {said} on {', '.join(named)}", f"#compare-{index}"))
     order = {"bad": 0, "warn": 1, "shown": 2}
     return sorted(out, key=lambda f: order[f.severity])  # stable: the kinds keep the order above
 
 
-def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[Finding]:
+def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[PageFinding]:
     out = []
     violations = frames.violations
     if len(violations):
         codes = violations["code"].astype(str).value_counts()
         where = [page.counted(violations["session"].nunique(), "session")] + ["outside any session"] * bool(violations["session"].isna().any())
         named = ", ".join(f"{code} ×{n}" for code, n in codes.items())
-        out.append(Finding("bad", f"{page.counted(len(violations), 'protocol violation')} in {' and '.join(where)}: {named}", "#violations"))
+        out.append(PageFinding("bad", f"{page.counted(len(violations), 'protocol violation')} in {' and '.join(where)}: {named}", "#violations"))
     sessions = frames.sessions
     failed = [i for i in range(len(sessions)) if sessions["errors"].iat[i] or sessions["unanswered"].iat[i]]
     for i in failed[:MAX_SESSION_FINDINGS]:
@@ -270,23 +270,23 @@ def _trace_findings(frames: TraceFrames, drawn: set[int]) -> list[Finding]:
         what = ", ".join([page.counted(int(row["errors"]), "error")] * bool(row["errors"])
                          + [page.counted(int(row["unanswered"]), "call") + " without an answer"] * bool(row["unanswered"]))
         href = f"#{session_anchor(i)}" if i in drawn else f"#session-{i}"
-        out.append(Finding("bad", f"session {_short_id(row['session'])} ({row['trace']}, {row['transport']}): {what}, "
+        out.append(PageFinding("bad", f"session {_short_id(row['session'])} ({row['trace']}, {row['transport']}): {what}, "
                                   f"among its {page.counted(int(row['calls']), 'call')}", href))
     if len(failed) > MAX_SESSION_FINDINGS:
         more = page.counted(len(failed) - MAX_SESSION_FINDINGS, "more session")
-        out.append(Finding("bad", f"and {more} with errors or calls without an answer", "#sessions"))
+        out.append(PageFinding("bad", f"and {more} with errors or calls without an answer", "#sessions"))
     for index, (trace, part) in enumerate(outside(frames)):
         outcomes = part["outcome"].astype(str)
         errors, unanswered = int(outcomes.isin(["error", "http-error"]).sum()), int((outcomes == "unanswered").sum())
         if errors or unanswered:
             what = ", ".join([page.counted(errors, "error")] * bool(errors) + [f"{unanswered} without an answer"] * bool(unanswered))
-            out.append(Finding("bad", f"{page.counted(len(part), 'call')} outside any session ({trace}): {what}", f"#{outside_anchor(index)}"))
+            out.append(PageFinding("bad", f"{page.counted(len(part), 'call')} outside any session ({trace}): {what}", f"#{outside_anchor(index)}"))
     for note in frames.notes:
-        out.append(Finding("warn", note, "#trace-notes"))
+        out.append(PageFinding("warn", note, "#trace-notes"))
     return out
 
 
-def _lab_findings(lab: LabRun, index: int) -> list[Finding]:
+def _lab_findings(lab: LabRun, index: int) -> list[PageFinding]:
     out = []
     if not lab.sticky.empty:
         # `expected` (written by the experiment since it has one) says which cells are built to break.
@@ -295,21 +295,21 @@ def _lab_findings(lab: LabRun, index: int) -> list[Finding]:
             name = f"sticky cell {cell['transport']} / {cell['mode']} / {cell['policy']} / {cell['balancer']} / {int(cell['instances'])} instances"
             failed, sessions = int(cell["failed_sessions"]), int(cell["sessions"])
             if failed and expected[i] == "break":
-                out.append(Finding("shown", f"{name}: {failed} of {sessions} sessions failed, as designed: its balancer "
+                out.append(PageFinding("shown", f"{name}: {failed} of {sessions} sessions failed, as designed: its balancer "
                                             f"spreads a session's requests over instances that each keep their own sessions", f"#lab-sticky-{index}"))
             elif failed:
-                out.append(Finding("bad", f"{name}: {failed} of {sessions} sessions failed", f"#lab-sticky-{index}"))
+                out.append(PageFinding("bad", f"{name}: {failed} of {sessions} sessions failed", f"#lab-sticky-{index}"))
             elif expected[i] == "break" and sessions:
-                out.append(Finding("warn", f"{name}: no session failed, though its balancer spreads requests over "
+                out.append(PageFinding("warn", f"{name}: no session failed, though its balancer spreads requests over "
                                            f"instances that keep their own sessions: is something in front sticky?", f"#lab-sticky-{index}"))
     if lab.reconnect is not None and {"lost", "duplicated", "policy"} <= set(lab.reconnect.columns):
         for policy, rows in lab.reconnect.groupby("policy", sort=False):
             lost, duplicated = int(rows["lost"].fillna(0).sum()), int(rows["duplicated"].fillna(0).sum())
             if (lost or duplicated) and policy == NONE:
-                out.append(Finding("shown", f"reconnect policy {policy}: {lost} answers lost, {duplicated} duplicated, as designed: "
+                out.append(PageFinding("shown", f"reconnect policy {policy}: {lost} answers lost, {duplicated} duplicated, as designed: "
                                             f"the control recovers nothing", f"#lab-reconnect-{index}"))
             elif lost or duplicated:
-                out.append(Finding("bad", f"reconnect policy {policy}: {lost} answers lost, {duplicated} duplicated", f"#lab-reconnect-{index}"))
+                out.append(PageFinding("bad", f"reconnect policy {policy}: {lost} answers lost, {duplicated} duplicated", f"#lab-reconnect-{index}"))
     return out
 
 
@@ -318,13 +318,13 @@ def _short_id(key: object, chars: int = 12) -> str:
     return text if len(text) <= chars + 1 else text[:chars] + "…"
 
 
-def _attention(found: list[Finding]) -> str:
+def _attention(found: list[PageFinding]) -> str:
     shown = [f for f in found if f.severity == "shown"]
     found = [f for f in found if f.severity != "shown"]
     return _first(found) + _shown(shown)
 
 
-def _shown(shown: list[Finding]) -> str:
+def _shown(shown: list[PageFinding]) -> str:
     if not shown:
         return ""
     items = "".join(f"<li><span class='sev shown'>shown</span> <a href='{f.href}'>{html.escape(f.text)}</a></li>" for f in shown)
@@ -332,7 +332,7 @@ def _shown(shown: list[Finding]) -> str:
             f"<p class=lead>What the run was built to show failing; each links to where it is.</p><ul>{items}</ul></div>")
 
 
-def _first(found: list[Finding]) -> str:
+def _first(found: list[PageFinding]) -> str:
     if not found:
         return ("<div class='attention clear' id=attention><h2>Nothing to look at first</h2>"
                 "<p>No protocol violations, failed sessions, broken lab cells, lost answers, failed load calls, "

@@ -50,7 +50,7 @@ class Bar:
 
 
 @dataclass
-class Row:
+class TimelineRow:
     label: str
     took: str  # the whole operation's time, for reading
     bars: list[Bar] = field(default_factory=list)
@@ -64,7 +64,7 @@ class Timeline:
     anchor: str
     heading: str
     span: float  # seconds drawn
-    rows: list[Row]
+    rows: list[TimelineRow]
     violations: list[tuple[float, str]]
     hidden_rows: int = 0  # the session's later calls, not drawn
     loose_progress: list[float] = field(default_factory=list)  # progress during no call or several
@@ -144,8 +144,8 @@ def _seconds(stamp: pd.Timestamp, zero: pd.Timestamp) -> float:
 def _timeline(anchor: str, info: pd.Series, calls: pd.DataFrame, ticks: pd.Series, violations: pd.DataFrame) -> Timeline:
     """The rows of one session's first `MAX_ROWS` operations, over the time they cover (the whole session when all fit)."""
     zero = info["start"]
-    rows: list[Row] = []
-    open_rounds: dict[str, Row] = {}  # step -> the row whose last round asked for input
+    rows: list[TimelineRow] = []
+    open_rounds: dict[str, TimelineRow] = {}  # step -> the row whose last round asked for input
     drawn = 0
     for call in calls.itertuples(index=False):
         step = str(call.step)
@@ -153,7 +153,7 @@ def _timeline(anchor: str, info: pd.Series, calls: pd.DataFrame, ticks: pd.Serie
         if row is None:
             if len(rows) == MAX_ROWS:
                 break
-            row = Row(label=step, took="", server=call.dir == "s2c")
+            row = TimelineRow(label=step, took="", server=call.dir == "s2c")
             rows.append(row)
         drawn += 1
         start = _seconds(call.start, zero)

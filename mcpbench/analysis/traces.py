@@ -25,7 +25,7 @@ import orjson
 import pandas as pd
 
 from mcpbench.trace.format import Kind
-from mcpbench.trace.model import NOT_MCP, Operation, PlainCalls, Rebuild, SessionReport, Step
+from mcpbench.trace.model import NOT_MCP, EventEffect, PlainCalls, Rebuild, SessionReport, TracedOperation
 from mcpbench.trace.reader import TraceReader, collector_paused
 
 NAN = math.nan
@@ -120,7 +120,7 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
     last, owner = None, -1  # the session of the event before, and its owner index
     message_kind, violation = Kind.MESSAGE, "violation"
 
-    def other(event: dict, step: Step) -> None:
+    def other(event: dict, step: EventEffect) -> None:
         nonlocal last, owner
         kind = event["kind"]
         ts = event["ts"]
@@ -198,7 +198,7 @@ def _era(report: SessionReport) -> str | None:
     return report.session.era.value if report.session.era else None
 
 
-def _detail(op: Operation) -> str | None:
+def _detail(op: TracedOperation) -> str | None:
     """An operation's detail as the frame shows it: an error's message (its code has a column)."""
     code = op.last.error_code
     if code is not None:  # "code: message", or "code (name): message"
@@ -260,7 +260,7 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
     waits = np.zeros(n)
     first_flows: list = [None] * n
     last_flows: list = [None] * n
-    multi: dict[int, Operation] = {}
+    multi: dict[int, TracedOperation] = {}
     for row, op in objects.items():
         rounds = op.rounds
         first = rounds[0]
@@ -337,7 +337,7 @@ def _names(rows: PlainCalls) -> tuple[pd.Categorical, pd.Categorical, pd.Categor
     return _category(codes, method), _category(codes, tool), _category(codes, step)
 
 
-def _answer_bytes(op: Operation) -> float:
+def _answer_bytes(op: TracedOperation) -> float:
     sizes = [r.answer_bytes for r in op.rounds if r.answer_bytes is not None]
     return float(sum(sizes)) if sizes else NAN
 

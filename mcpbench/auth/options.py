@@ -207,6 +207,13 @@ def options_from_cli(client_headers=(), bearer_token_env=None, client_proxy=None
     return ClientOptions(tuple(client_headers), bearer_token_env, oauth, client_proxy)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClientArgs:
+    """The part of a command's options object (`ReplayArgs`, `LoadArgs`, …) that `client_options` gives."""
+
+    client: ClientOptions
+
+
 def client_options(func):
     """The options above, given to the command as one `client: ClientOptions` argument."""
 
@@ -224,4 +231,4 @@ def client_options(func):
     return wrapper
 
 
-__all__ = ["AUTH_TIMEOUT", "ClientAccess", "ClientOptions", "client_options", "options_from_cli"]
+__all__ = ["AUTH_TIMEOUT", "ClientAccess", "ClientArgs", "ClientOptions", "client_options", "options_from_cli"]

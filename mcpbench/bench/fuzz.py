@@ -31,10 +31,10 @@ def _target(transport: str, server) -> str:
 
 
 def measure(transport: str, config: dict, version: str = LATEST_HANDSHAKE) -> dict:
-    from mcpbench.fuzz.run import Fuzzer, Settings
+    from mcpbench.fuzz.run import Fuzzer, FuzzSettings
 
     with reference_server(transport) as server:
-        settings = Settings(seed=config["seed"], cases=config["cases"], skip=("slow",), protocol=False, versions=(version,))
+        settings = FuzzSettings(seed=config["seed"], cases=config["cases"], skip=("slow",), protocol=False, versions=(version,))
         run = Fuzzer(parse_target(_target(transport, server)), settings).execute()
     return {"calls": run.calls, "seconds": run.seconds, "cases_per_second": run.calls / run.seconds if run.seconds else 0.0,
             "findings": [f.to_json() for f in run.findings], "tools": [tool.name for tool in run.tools]}

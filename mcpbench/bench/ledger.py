@@ -1,6 +1,6 @@
 """A client's own record of the messages it sent and received, and its reconciliation with a trace.
 
-`Ledger.on_message` is a load client's `on_message` hook (`McpClient`): it counts each message's
+`MessageLedger.on_message` is a load client's `on_message` hook (`McpClient`): it counts each message's
 digest per client session and direction. `trace_counts` counts a trace's messages the same way,
 and `reconcile` compares the two: a message the client sent or received that the trace lacks is
 *lost*, one the trace holds more often than the client saw it is *duplicated*, and one the trace
@@ -42,7 +42,7 @@ def digest(message: Message) -> str:
     return hashlib.blake2b(canonical, digest_size=8).hexdigest()
 
 
-class Ledger:
+class MessageLedger:
     """Counts every message of every client session it is told about (keyed by the connection)."""
 
     def __init__(self) -> None:

@@ -8,7 +8,7 @@ of its own), `slow` with a progress token (progress notifications on the answer'
 (a sampling request back to the client, answered canned: a server request) and `tools/list`.
 `echo`: only `echo`, as fast as it goes (the throughput rounds).
 
-Every message a user sends or receives goes to the process's `Ledger`; at the end the process
+Every message a user sends or receives goes to the process's `MessageLedger`; at the end the process
 writes `<out>/ledger.<path>.<pid>.jsonl` (one line per client session) and
 `<out>/calls.<path>.<pid>.json`: calls by step, outcomes by failure class (`unclassified` for a
 failure that is no `McpFailure`) and the most common failures, answers that came twice, GET streams opened, the reconnect
@@ -32,7 +32,7 @@ import orjson
 from locust import between, events, task
 from locust.runners import MasterRunner
 
-from mcpbench.bench.ledger import Ledger
+from mcpbench.bench.ledger import MessageLedger
 from mcpbench.transport.green import McpFailure
 from mcpbench.load.users import McpUser, StreamableHttpUser
 from mcpbench.protocol.reconnect import ReconnectPolicy
@@ -45,7 +45,7 @@ SLOW_ARGS = {"seconds": 1.5, "steps": 3}
 # The event-loop lag probe: how often it asks to wake (seconds).
 LAG_EVERY = 0.1
 
-LEDGER = Ledger()
+LEDGER = MessageLedger()
 _names = itertools.count(1)
 _state: dict = {"steps": Counter(), "failures": Counter(), "details": Counter(), "per_second": Counter(),
                 "reconnects": Counter(), "users": [], "transports": [], "times": defaultdict(list),

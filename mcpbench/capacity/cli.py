@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
-import orjson
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration
-from mcpbench.load.cli import fleet_from_options
-
-# Exit statuses beyond the usual ones: the first step broke (no rate of the ramp held).
-EXIT_NONE_HELD = 1
+from mcpbench.load.cli import FleetArgs
 
 
 @click.command("capacity")
@@ -43,8 +39,7 @@ EXIT_NONE_HELD = 1
 @click.option("--join-timeout", metavar="DURATION", help="How long the master waits for its workers (default 60s).")
 @client_options
 @map_errors
-def capacity(scenario, slos, max_errors, start_rate, rate_step, step_length, max_time, max_rate, recovery_rate, target,
-             users, out, workers, master, expect_workers, master_bind, join_timeout, client):
+def capacity(**given):
     """Find the highest rate SCENARIO's target holds its SLO at: an open-model ramp of steps.
 
     Each step runs the scenario's mix at a fixed rate of call starts (latency from each call's
@@ -64,95 +59,67 @@ def capacity(scenario, slos, max_errors, start_rate, rate_step, step_length, max
 
     Example: mcpbench capacity scenarios/streamable-http.yaml --slo 'p95<200ms' --max-errors 1%
     """
-    from mcpbench.capacity.analysis import analyse, read_run
-    from mcpbench.capacity.chart import write_chart
-    from mcpbench.load.ramp import Ramp, SloError, min_calls, parse_share, parse_slo, plan_rates
-    from mcpbench.load.runner import JOIN_TIMEOUT, run_scenario
-    from mcpbench.load.scenario import OpenModel, ScenarioError, load_scenario
-    from mcpbench.outputs import new_run_folder, write_atomic
+    _capacity(CapacityArgs(**given))
 
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityArgs(FleetArgs, ClientArgs):
+    """`capacity`'s options, as given (click's names and values)."""
+
+    scenario: str
+    slos: tuple[str, ...]
+    max_errors: str
+    start_rate: float
+    rate_step: str
+    step_length: str
+    max_time: str
+    max_rate: float | None
+    recovery_rate: float | None
+    target: str | None
+    users: int | None
+    out: str | None
+
+
+def _capacity(args: CapacityArgs) -> None:
+    from mcpbench.capacity.run import find_capacity, render
+    from mcpbench.load.ramp import Ramp, SloError, min_calls, parse_share, parse_slo, plan_rates
+    from mcpbench.load.runner import JOIN_TIMEOUT
+    from mcpbench.load.scenario import OpenModel, ScenarioError, load_scenario
+    from mcpbench.outputs import new_run_folder
+
+    slos, target = args.slos, args.target
     try:
         thresholds = [parse_slo(text) for text in slos]
-        errors = parse_share(max_errors)
-        step_s = positive_duration(step_length, "--step-length")
-        bound = positive_duration(max_time, "--max-time")
-        rates = plan_rates(start_rate, rate_step, max_time=bound, step_s=step_s, max_rate=max_rate)
+        errors = parse_share(args.max_errors)
+        step_s = positive_duration(args.step_length, "--step-length")
+        bound = positive_duration(args.max_time, "--max-time")
+        rates = plan_rates(args.start_rate, args.rate_step, max_time=bound, step_s=step_s, max_rate=args.max_rate)
     except SloError as exc:
         raise ScenarioError(str(exc)) from None
-    ramp = Ramp(rates, step_s, tuple(slos), errors, recovery_rate)
+    ramp = Ramp(rates, step_s, tuple(slos), errors, args.recovery_rate)
     judged = step_s - ramp.grace
     need = min_calls(thresholds)
     if rates[0] * judged < need:
-        raise ScenarioError(f"--step-length {step_length}: at {rates[0]:g}/s a step judges {math.floor(rates[0] * judged)} calls "
-                            f"({judged:g} s), and {', '.join(slos)} needs {need}: raise --step-length or --start-rate")
-    wait = JOIN_TIMEOUT if join_timeout is None else positive_duration(join_timeout, "--join-timeout")
-    fleet = fleet_from_options(workers, master, expect_workers, master_bind, wait)
-    if join_timeout is not None and fleet is None:
+        raise ScenarioError(f"--step-length {args.step_length}: at {rates[0]:g}/s a step judges {math.floor(rates[0] * judged)} "
+                            f"calls ({judged:g} s), and {', '.join(slos)} needs {need}: raise --step-length or --start-rate")
+    wait = JOIN_TIMEOUT if args.join_timeout is None else positive_duration(args.join_timeout, "--join-timeout")
+    fleet = args.fleet(wait)
+    if args.join_timeout is not None and fleet is None:
         raise click.UsageError("--join-timeout goes with --master or --workers")
-    check_output(out, "--out", folder=True)
-    loaded = load_scenario(scenario, target=target)
+    check_output(args.out, "--out", folder=True)
+    loaded = load_scenario(args.scenario, target=target)
     lateness = loaded.open_model.max_lateness if loaded.open_model else OpenModel(1.0).max_lateness
+    client = args.client
     try:
         run = loaded.with_overrides(
-            target=target, users=users, open_model=OpenModel(rates[0], lateness), ramp=ramp.to_json(),
+            target=target, users=args.users, open_model=OpenModel(rates[0], lateness), ramp=ramp.to_json(),
             duration=ramp.longest,  # the users' start, the steps and the low step
             thresholds=(), exit_code_on_error=0, client=client.over(loaded.client) if client.given else None,
         )
     except ScenarioError as exc:
         raise ScenarioError(f"{loaded.source}: {exc}") from None
-    folder = Path(out) if out else new_run_folder(Path("results"), f"capacity-{loaded.name}")
-    load_before = os.getloadavg()
-    click.echo(f"mcpbench: ramp {', '.join(f'{r:g}' for r in rates)} calls/s, {step_s:g} s each, judged by "
-               f"{', '.join(slos)}, errors <= {errors:.1%} (load average {load_before[0]:.2f})")
-    result = run_scenario(run, folder, fleet=fleet, echo=click.echo)
-    timeline, calls = read_run(result.out_dir)
-    found = analyse(timeline, calls)
-    found.update(scenario=str(loaded.source), target=_public(run.target),
-                 transport=run.parsed_target.transport, users=run.users, workers=fleet.expect if fleet else 0,
-                 machine_load={"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()],
-                               "cores": os.cpu_count()},
-                 interrupted=bool(result.summary.get("interrupted")))
-    status = EXIT_NONE_HELD if found["broke"] and found["capacity_rate"] is None else 0
-    found["exit_status"] = status
-    write_atomic(result.out_dir / "capacity.json", orjson.dumps(found, option=orjson.OPT_INDENT_2))
-    if found["steps"]:
-        write_chart(found, result.out_dir / "capacity.png")
-    click.echo(render(found))
+    folder = Path(args.out) if args.out else new_run_folder(Path("results"), f"capacity-{loaded.name}")
+    result = find_capacity(run, ramp, folder, fleet=fleet, echo=click.echo)
+    click.echo(render(result.found))
     click.echo(f"mcpbench: results in {result.out_dir}")
-    sys.exit(status)
-
-
-def _public(target: str) -> str:
-    from mcpbench.trace.redact import Redactor
-
-    return Redactor().text(target)
-
-
-def render(found: dict) -> str:
-    """The steps as a table, then the capacity, the knee, the failures past it and the recovery."""
-    from mcpbench.capacity.analysis import verdict_line
-
-    lines = [f"{'step':<9} {'rate/s':>7} {'got/s':>7} {'calls':>6} {'p50':>8} {'p95':>8} {'p99':>8} {'errors':>7} {'unans.':>6}  verdict"]
-    for row in found["steps"]:
-        verdict = "recovery" if row["phase"] == "recovery" else ("held" if row["held"] else "BROKE: " + "; ".join(row["why"]))
-        name = "retry" if row.get("retry") else row["phase"]
-        lines.append(f"{name + ' ' + str(row['index']):<9} {row['rate']:>7g} {row['achieved_rate']:>7.1f} {row['count']:>6} "
-                     f"{_ms(row['p50'])} {_ms(row['p95'])} {_ms(row['p99'])} {row['error_ratio']:>7.1%} {row['unanswered']:>6}  {verdict}")
-    lines.append(verdict_line(found))
-    for moment in found.get("transient", []):
-        lines.append(f"held on its retry at {moment['rate']:g}/s, a moment's stall: {'; '.join(moment['why'])}")
-    knee = found.get("knee")
-    lines.append("knee: none (fewer than 3 steps, or latency never bent)" if knee is None
-                 else f"knee: {knee['rate']:g}/s (latency began to bend there; {found['knee_rule']})")
-    if (past := found.get("past_knee")) and past["failure_classes"]:
-        lines.append("failures past the knee: " + ", ".join(f"{k} {v}" for k, v in sorted(past["failure_classes"].items())))
-    if (rec := found.get("recovery")) is not None:
-        lines.append(f"recovery at {rec['rate']:g}/s: " + (f"held the SLO again after {rec['seconds']:g} s" if rec["recovered"]
-                                                          else f"still breaking the SLO at the end of its {rec['within_s']:g} s step"))
-    load = found["machine_load"]
-    lines.append(f"machine load average {load['before'][0]:.2f} before, {load['after'][0]:.2f} after ({load['cores']} cores)")
-    return "\n".join(lines)
-
-
-def _ms(value: float | None) -> str:
-    return f"{'':>8}" if value is None else f"{value:>8.1f}"
+    sys.exit(result.exit_code)

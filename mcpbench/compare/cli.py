@@ -1,5 +1,6 @@
 """`mcpbench compare`: the command over `runs`, `judge` and `chart`; numpy and matplotlib load inside it."""
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -39,7 +40,7 @@ def _share(text: str) -> float:
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison's JSON instead of the table.")
 @ci_options
 @map_errors
-def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, as_json, junit_xml, summary_md):
+def compare(**given):
     """Compare load runs: per step, is NEW slower or faster than BASE, or is the change noise?
 
     BASE and NEW are `mcpbench load` folders; for repeated runs give folders that hold runs, quoted
@@ -60,42 +61,58 @@ def compare(base, new, bases, news, confidence, min_change, fail_on, trim, out, 
 
     Example: mcpbench compare results/main-run results/pr-run --fail-on 'p95>+10%' --fail-on 'errors>+1pp'
     """
-    from mcpbench.compare.judge import NO_BUILD_VERDICT
+    _compare(CompareArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareArgs:
+    """`compare`'s options, as given (click's names and values)."""
+
+    base: str | None
+    new: str | None
+    bases: tuple[str, ...]
+    news: tuple[str, ...]
+    confidence: float
+    min_change: str
+    fail_on: tuple[str, ...]
+    trim: str
+    out: str | None
+    as_json: bool
+    junit_xml: str | None
+    summary_md: str | None
+
+
+def _compare(args: CompareArgs) -> None:
+    import orjson
+
+    from mcpbench.compare.chart import draw
     from mcpbench.compare.judge import compare as judge
     from mcpbench.compare.judge import render, suites, to_json
     from mcpbench.compare.runs import CompareError, read_sides
     from mcpbench.compare.thresholds import parse_rule
     from mcpbench.outputs import new_run_folder, write_atomic
 
-    check_ci_outputs(junit_xml, summary_md)
-    check_output(out, "--out", folder=True)
-    share = _share(min_change)
-    trim_s = positive_duration(trim, "--trim", zero=True)
-    rules = [parse_rule(text) for text in fail_on]
-    base_paths, new_paths = [p for p in (base, *bases) if p], [p for p in (new, *news) if p]
+    check_ci_outputs(args.junit_xml, args.summary_md)
+    check_output(args.out, "--out", folder=True)
+    share = _share(args.min_change)
+    trim_s = positive_duration(args.trim, "--trim", zero=True)
+    rules = [parse_rule(text) for text in args.fail_on]
+    base_paths, new_paths = [p for p in (args.base, *args.bases) if p], [p for p in (args.new, *args.news) if p]
     if not base_paths or not new_paths:
         raise click.UsageError("give BASE and NEW run folders (or --base and --new)")
-    comparison = judge(*read_sides([base_paths, new_paths], trim_s), confidence=confidence, min_change=share, rules=rules, trim=trim_s)
-    if not comparison.steps:
-        raise CompareError(f"no step in common: base has {', '.join(comparison.only_base) or 'none'}; new has {', '.join(comparison.only_new) or 'none'}")
-    status = 2 if not comparison.judged or (comparison.inconclusive and not comparison.failed) else 1 if comparison.failed else 0
-    data = to_json(comparison, status)
-    folder = Path(out) if out else new_run_folder(Path("results"), "compare")
+    comparison = judge(*read_sides([base_paths, new_paths], trim_s), confidence=args.confidence, min_change=share,
+                       rules=rules, trim=trim_s)
+    comparison.check_common()
+    data = to_json(comparison, comparison.exit_code)
+    folder = Path(args.out) if args.out else new_run_folder(Path("results"), "compare")
     folder.mkdir(parents=True, exist_ok=True)
-    import orjson
-
-    from mcpbench.compare.chart import draw
-
     write_atomic(folder / COMPARE_JSON, orjson.dumps(data, option=orjson.OPT_INDENT_2))
     draw(data, folder / COMPARE_PNG)
     junit, rows = suites(comparison)
-    write_ci_outputs(junit, "mcpbench compare", junit_xml, None)
-    write_ci_outputs(rows, "mcpbench compare", None, summary_md)
-    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() if as_json else render(comparison))
-    click.echo(f"mcpbench: wrote {folder / COMPARE_JSON} and {COMPARE_PNG}", err=as_json)
-    if status == 2 and not comparison.judged:
-        raise CompareError("too few samples to judge any step in common (see above): no verdict")
-    if status == 2:
-        raise CompareError(f"one run a side: a --fail-on rule broken by these two runs on {', '.join(comparison.inconclusive)} is "
-                           f"inconclusive ({NO_BUILD_VERDICT}): no verdict; repeat the runs (--base A1 A2 A3 --new B1 B2 B3)")
-    raise SystemExit(status)
+    write_ci_outputs(junit, "mcpbench compare", args.junit_xml, None)
+    write_ci_outputs(rows, "mcpbench compare", None, args.summary_md)
+    click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() if args.as_json else render(comparison))
+    click.echo(f"mcpbench: wrote {folder / COMPARE_JSON} and {COMPARE_PNG}", err=args.as_json)
+    if why := comparison.no_verdict():
+        raise CompareError(why)
+    raise SystemExit(comparison.exit_code)

@@ -32,10 +32,10 @@ import numpy as np
 import orjson
 
 from mcpbench.ci.cases import FAILED, PASSED, SKIPPED, Case, Suite
-from mcpbench.compare.runs import Side, bucket_values
+from mcpbench.compare.runs import CompareError, Side, bucket_values
 from mcpbench.compare.stats import Proportions, quantiles, t_over_units, two_proportions
 from mcpbench.compare.units import batch_count, batches, side_by_side
-from mcpbench.compare.thresholds import QUANTILES, Rule
+from mcpbench.compare.thresholds import QUANTILES, FailOnRule
 from mcpbench.load.histograms import histogram
 
 SLOWER, FASTER, NOISE, TOO_FEW = "slower", "faster", "within noise", "too few samples"
@@ -116,7 +116,7 @@ class Comparison:
     new: Side
     confidence: float
     min_change: float
-    rules: list[Rule]
+    rules: list[FailOnRule]
     trim: float = 0.0
     steps: list[StepComparison] = field(default_factory=list)
     only_base: list[str] = field(default_factory=list)
@@ -136,9 +136,29 @@ class Comparison:
         """The steps with a rule one run a side broke (exit 2 when nothing failed: no verdict on the build)."""
         return [s.step for s in self.steps if s.inconclusive]
 
+    @property
+    def exit_code(self) -> int:
+        """1 when a --fail-on rule is broken beyond noise; 2 when there is no verdict (`no_verdict`); else 0."""
+        return 2 if not self.judged or (self.inconclusive and not self.failed) else 1 if self.failed else 0
+
+    def check_common(self) -> None:
+        """Raises: CompareError: the sides have no step in common (exit 2)."""
+        if not self.steps:
+            raise CompareError(f"no step in common: base has {', '.join(self.only_base) or 'none'}; "
+                               f"new has {', '.join(self.only_new) or 'none'}")
+
+    def no_verdict(self) -> str | None:
+        """Why these runs give no verdict on the build (exit 2), or None."""
+        if not self.judged:
+            return "too few samples to judge any step in common (see above): no verdict"
+        if self.exit_code == 2:
+            return (f"one run a side: a --fail-on rule broken by these two runs on {', '.join(self.inconclusive)} is "
+                    f"inconclusive ({NO_BUILD_VERDICT}): no verdict; repeat the runs (--base A1 A2 A3 --new B1 B2 B3)")
+        return None
+
 
 def compare(base: Side, new: Side, *, confidence: float = DEFAULT_CONFIDENCE, min_change: float = DEFAULT_MIN_CHANGE,
-            rules: list[Rule] | None = None, trim: float = 0.0) -> Comparison:
+            rules: list[FailOnRule] | None = None, trim: float = 0.0) -> Comparison:
     """Judge every step the two sides have in common (see the module docstring); `trim`: the seconds
     the sides' runs were read without at each end (said in the notes)."""
     out = Comparison(base, new, confidence, min_change, list(rules or []), trim)

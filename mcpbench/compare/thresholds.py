@@ -20,7 +20,7 @@ _RULE = re.compile(r"^\s*(?P<metric>[a-z0-9]+)\s*>\s*\+?\s*(?P<value>\d+(?:\.\d*
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class FailOnRule:
     """One `--fail-on` rule: `metric` (p50, p95, p99, errors) grew by more than `value` `unit`."""
 
     text: str
@@ -29,7 +29,7 @@ class Rule:
     unit: str  # "%" or "ms" for a quantile, "pp" for errors
 
 
-def parse_rule(text: str) -> Rule:
+def parse_rule(text: str) -> FailOnRule:
     """A rule from its text.
 
     Raises:
@@ -44,4 +44,4 @@ def parse_rule(text: str) -> Rule:
         raise CompareError(f"--fail-on {text!r}: unknown metric {metric!r}; {expected}")
     if (metric == "errors") != (unit == "pp"):
         raise CompareError(f"--fail-on {text!r}: {'errors take pp' if metric == 'errors' else 'latencies take % or ms'}; {expected}")
-    return Rule(text.strip(), metric, float(match["value"]), unit)
+    return FailOnRule(text.strip(), metric, float(match["value"]), unit)

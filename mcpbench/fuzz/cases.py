@@ -56,7 +56,7 @@ def dumps(value: Any, indent: bool = False) -> bytes:
 
 
 @dataclass(frozen=True)
-class Case:
+class CallCase:
     """One tools/call: `arguments` for `tool`; `kind` the mutation (`KINDS`), `path` the property it touched."""
 
     tool: str
@@ -110,7 +110,7 @@ def _nested(depth: int) -> Any:
 
 
 @st.composite
-def cases(draw, tool: str, schema: dict, seeds: tuple[Any, ...] = ()) -> Case:
+def cases(draw, tool: str, schema: dict, seeds: tuple[Any, ...] = ()) -> CallCase:
     """One case for `tool`: arguments to start from, then one mutation."""
     seeded = bool(seeds) and draw(st.booleans().map(lambda b: not b))  # shrinks towards a recorded call
     if seeded:
@@ -122,43 +122,43 @@ def cases(draw, tool: str, schema: dict, seeds: tuple[Any, ...] = ()) -> Case:
     kind = draw(st.sampled_from(KINDS))
     props = _properties(schema)
     if kind == VALID:
-        return Case(tool, VALID, arguments, seeded=seeded)
+        return CallCase(tool, VALID, arguments, seeded=seeded)
     if kind == MISSING:
         required = [name for name in (schema or {}).get("required") or () if name in arguments]
         if not required:
-            return Case(tool, VALID, arguments, seeded=seeded)
+            return CallCase(tool, VALID, arguments, seeded=seeded)
         name = draw(st.sampled_from(required))
         del arguments[name]
-        return Case(tool, kind, arguments, name, seeded)
+        return CallCase(tool, kind, arguments, name, seeded)
     if kind == EXTRA:
         arguments[EXTRA_NAME] = draw(st.sampled_from(("x", 1, None)))
-        return Case(tool, kind, arguments, EXTRA_NAME, seeded)
+        return CallCase(tool, kind, arguments, EXTRA_NAME, seeded)
     if kind == WRONG_TYPE:
         if not props:
-            return Case(tool, VALID, arguments, seeded=seeded)
+            return CallCase(tool, VALID, arguments, seeded=seeded)
         name = draw(st.sampled_from(sorted(props)))
         arguments[name] = next((v for v in WRONG_VALUES if _breaks(props[name], v)), WRONG_VALUES[0])
-        return Case(tool, kind, arguments, name, seeded)
+        return CallCase(tool, kind, arguments, name, seeded)
     if kind == BOUNDARY:
         numeric = sorted(name for name, sub in props.items() if _types(sub) & {"integer", "number"})
         if not numeric:
-            return Case(tool, VALID, arguments, seeded=seeded)
+            return CallCase(tool, VALID, arguments, seeded=seeded)
         name = draw(st.sampled_from(numeric))
         sub = props[name]
         edges = [sub[key] + step for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
                  if isinstance(sub.get(key), int | float) for step in (-1, 0, 1)]
         arguments[name] = draw(st.sampled_from(edges + list(EDGE_NUMBERS)))
-        return Case(tool, kind, arguments, name, seeded)
+        return CallCase(tool, kind, arguments, name, seeded)
     strings = sorted(name for name, sub in props.items() if "string" in _types(sub))
     targets = strings if kind == ODD_STRING else sorted(props)
     if not targets:
-        return Case(tool, VALID, arguments, seeded=seeded)
+        return CallCase(tool, VALID, arguments, seeded=seeded)
     name = draw(st.sampled_from(targets))
     if kind == ODD_STRING:
         arguments[name] = draw(st.sampled_from(ODD_STRINGS))
     else:
         arguments[name] = _nested(draw(st.sampled_from(NESTING_DEPTHS)))
-    return Case(tool, kind, arguments, name, seeded)
+    return CallCase(tool, kind, arguments, name, seeded)
 
 
-__all__ = ["Case", "KINDS", "cases", "generation_schema", "valid_arguments"]
+__all__ = ["CallCase", "KINDS", "cases", "generation_schema", "valid_arguments"]

@@ -3,11 +3,12 @@
 import secrets
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration, stop_signals_noted
 
@@ -71,8 +72,7 @@ def eras(name: str) -> tuple[str, ...]:
 @ci_options
 @client_options
 @map_errors
-def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip, protocol, era, rate, hang_after, live_limit, json_out, sarif_out, out_dir,
-         junit_xml, summary_md, client):
+def fuzz(**given):
     """Find the inputs that crash, hang or leak in an MCP server; every finding a trace `mcpbench replay` reproduces.
 
     TARGET is a stdio command (stdio:CMD ARGS, run in a temporary folder of its own), a Streamable
@@ -95,33 +95,63 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
 
     Example: mcpbench fuzz "stdio:python server.py" --budget 30s --seed 7 --json fuzz.json
     """
+    _fuzz(FuzzArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FuzzArgs(ClientArgs):
+    """`fuzz`'s options, as given (click's names and values)."""
+
+    target: str
+    traces: tuple[str, ...]
+    budget: str | None
+    cases: int | None
+    seed: int | None
+    allow: tuple[str, ...]
+    read_only_only: bool
+    only: tuple[str, ...]
+    skip: tuple[str, ...]
+    protocol: bool
+    era: str
+    rate: float | None
+    hang_after: str
+    live_limit: str
+    json_out: str | None
+    sarif_out: str | None
+    out_dir: str | None
+    junit_xml: str | None
+    summary_md: str | None
+
+
+def _fuzz(args: FuzzArgs) -> None:
     from mcpbench.fuzz.cases import dumps
     from mcpbench.fuzz.findings import suite, table, write_traces
     from mcpbench.fuzz.judge import CLASSES
-    from mcpbench.fuzz.run import Fuzzer, Settings
+    from mcpbench.fuzz.run import Fuzzer, FuzzSettings
     from mcpbench.outputs import write_atomic
     from mcpbench.target import parse_target
     from mcpbench.trace.writer import DEFAULT_TRACE_DIR
 
+    target = args.target
     parsed = parse_target(target)
-    access = client.resolve(parsed.url)
-    check_output(json_out, "--json")
-    check_output(sarif_out, "--sarif")
-    check_output(out_dir, "--out", folder=True)
-    check_ci_outputs(junit_xml, summary_md)
-    seconds = None if cases and not budget else positive_duration(budget or DEFAULT_BUDGET, "--budget")
-    hang = positive_duration(hang_after, "--hang-after")
-    live = max(hang, positive_duration(live_limit, "--live-limit"))
-    versions = eras(era)
-    seed = secrets.randbits(32) if seed is None else seed
-    settings = Settings(seed=seed, budget=seconds, cases=cases, hang_after=hang, live_limit=live, rate=rate, allow=tuple(allow),
-                        read_only_only=read_only_only, only=tuple(only), skip=tuple(skip), seeds=seeds_from_traces(traces), protocol=protocol,
-                        versions=versions)
+    access = args.client.resolve(parsed.url)
+    check_output(args.json_out, "--json")
+    check_output(args.sarif_out, "--sarif")
+    check_output(args.out_dir, "--out", folder=True)
+    check_ci_outputs(args.junit_xml, args.summary_md)
+    seconds = None if args.cases and not args.budget else positive_duration(args.budget or DEFAULT_BUDGET, "--budget")
+    hang = positive_duration(args.hang_after, "--hang-after")
+    live = max(hang, positive_duration(args.live_limit, "--live-limit"))
+    versions = eras(args.era)
+    seed = secrets.randbits(32) if args.seed is None else args.seed
+    settings = FuzzSettings(seed=seed, budget=seconds, cases=args.cases, hang_after=hang, live_limit=live, rate=args.rate,
+                        allow=args.allow, read_only_only=args.read_only_only, only=args.only, skip=args.skip,
+                        seeds=seeds_from_traces(args.traces), protocol=args.protocol, versions=versions)
     if parsed.url:
         access.headers_now()  # a token that cannot be had: one line before any case
     run = Fuzzer(parsed, settings, access=access, say=lambda line: click.echo(line, err=True)).execute()
     with stop_signals_noted():  # the findings so far are written whole, even after Ctrl-C
-        folder = Path(out_dir) if out_dir else DEFAULT_TRACE_DIR.parent / "fuzz" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        folder = Path(args.out_dir) if args.out_dir else DEFAULT_TRACE_DIR.parent / "fuzz" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         if run.findings:
             write_traces(run.findings, folder, parsed.transport, str(parsed))
         for name, why in run.skipped.items():
@@ -135,18 +165,15 @@ def fuzz(target, traces, budget, cases, seed, allow, read_only_only, only, skip,
                    f"{len(run.findings)} findings{ended}; seed {seed} (--seed {seed} repeats this run)", err=True)
         if run.findings:
             click.echo(f"mcpbench: each finding's trace is in {folder}/ (mcpbench replay TRACE {target!r} reproduces it)", err=True)
-        if json_out:
-            data = {"target": str(parsed), "seed": seed, "versions": list(versions), "calls": run.calls, "protocol_cases": run.protocol_cases, "seconds": run.seconds, "cases_digest": run.digest(),
-                    "interrupted": run.interrupted, "ended": run.ended, "tools": tools, "skipped": run.skipped,
-                    "notes": run.notes, "findings": [f.to_json() for f in run.findings]}
-            write_atomic(json_out, dumps(data, indent=True) + b"\n")
-        if sarif_out:
+        if args.json_out:
+            write_atomic(args.json_out, dumps(run.to_json(), indent=True) + b"\n")
+        if args.sarif_out:
             from mcpbench import __version__
             from mcpbench.fuzz.sarif import to_sarif
 
             log = to_sarif(run.findings, target=str(parsed), seed=seed, version=__version__, base=Path.cwd())
-            write_atomic(sarif_out, dumps(log, indent=True) + b"\n")
-        write_ci_outputs([suite(run.findings, tools, CLASSES, run.seconds)], "mcpbench fuzz", junit_xml, summary_md)
+            write_atomic(args.sarif_out, dumps(log, indent=True) + b"\n")
+        write_ci_outputs([suite(run.findings, tools, CLASSES, run.seconds)], "mcpbench fuzz", args.junit_xml, args.summary_md)
     if run.interrupted:
         raise KeyboardInterrupt
-    sys.exit(1 if run.findings else 0)
+    sys.exit(run.exit_code)

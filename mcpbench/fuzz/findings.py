@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcpbench.ci.cases import FAILED, PASSED, Case as CiCase, Suite
-from mcpbench.fuzz.cases import Case, dumps
+from mcpbench.ci.cases import FAILED, PASSED, Case, Suite
+from mcpbench.fuzz.cases import CallCase, dumps
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL
 from mcpbench.fuzz.session import RAW, Logged
 from mcpbench.trace.format import Kind, text_or_b64
@@ -26,7 +26,7 @@ CASE_CHARS = 60
 @dataclass
 class Finding:
     cls: str
-    case: Case
+    case: CallCase
     evidence: str
     log: list[Logged] = field(default_factory=list)  # the handshake and the call, as they went
     failure: str | None = None  # why no answer came (crash, hang)
@@ -107,11 +107,11 @@ def suite(findings: list[Finding], tools: list[str], classes: tuple[str, ...], s
         for cls in classes:
             finding = found.get((cls, tool))
             if finding is None:
-                cases.append(CiCase(name=cls, classname=tool, status=PASSED))
+                cases.append(Case(name=cls, classname=tool, status=PASSED))
             else:
-                cases.append(CiCase(name=cls, classname=tool, status=FAILED, message=finding.evidence,
+                cases.append(Case(name=cls, classname=tool, status=FAILED, message=finding.evidence,
                                     detail=f"{finding.case.describe()} {finding.arguments_text(None)}\ntrace: {finding.trace}"))
-    cases += [CiCase(name=f"{f.cls} {f.case.kind}", classname=PROTOCOL_TOOL, status=FAILED, message=f.evidence,
+    cases += [Case(name=f"{f.cls} {f.case.kind}", classname=PROTOCOL_TOOL, status=FAILED, message=f.evidence,
                      detail=f"{f.case.arguments}\ntrace: {f.trace}") for f in findings if f.case.tool == PROTOCOL_TOOL]
     return Suite(name="fuzz", cases=cases, time=seconds, stats={"tools": len(tools), "findings": len(findings)})
 

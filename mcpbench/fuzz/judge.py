@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mcpbench.fuzz.cases import VALID, Case, dumps
-from mcpbench.fuzz.session import Outcome
+from mcpbench.fuzz.cases import VALID, CallCase, dumps
+from mcpbench.fuzz.session import RequestOutcome
 from mcpbench.protocol.versions import REQUEST_STATE, asks_for_input
 from mcpbench.stats import percentile
 
@@ -95,7 +95,7 @@ def leak(answer_text: str, request_text: str) -> str | None:
     return None
 
 
-def judge(case: Case, outcome: Outcome, input_schema: dict | None, output_schema: dict | None) -> list[Verdict]:
+def judge(case: CallCase, outcome: RequestOutcome, input_schema: dict | None, output_schema: dict | None) -> list[Verdict]:
     """The findings in one call's outcome (none: the server behaved)."""
     if outcome.lost:
         return [Verdict(CRASH, _short(outcome.detail or "the session was lost"))]
@@ -143,7 +143,7 @@ def judge(case: Case, outcome: Outcome, input_schema: dict | None, output_schema
     return verdicts
 
 
-def state_accepted(outcome: Outcome, state: str) -> Verdict | None:
+def state_accepted(outcome: RequestOutcome, state: str) -> Verdict | None:
     """A retry carrying an altered `requestState` answered as done: a server must treat the state as
     attacker-controlled (integrity-protected), so a well-behaved one refuses it (an error, an `isError`
     result, or asking again)."""
@@ -158,7 +158,7 @@ def repeatable(annotations: dict) -> bool:
     return annotations.get("readOnlyHint") is True or annotations.get("idempotentHint") is True
 
 
-def differs(first: Outcome, second: Outcome) -> Verdict | None:
+def differs(first: RequestOutcome, second: RequestOutcome) -> Verdict | None:
     """A repeatable tool answering the same call differently (`_meta` and a 2026-07-28 `requestState` aside:
     a sealed state differs each time by design): non-deterministic."""
     if type(first.answer) is not type(second.answer):

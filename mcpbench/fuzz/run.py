@@ -7,7 +7,7 @@ side as they come (the smallest case of each class and tool), so a budget spent,
 short or Ctrl-C keeps what was found. Bounds: `budget` seconds and `cases` calls in all, a share of
 each per era and tool; `rate` calls a second at most.
 
-Each era asked for (`Settings.versions`: the handshake era's latest version, 2026-07-28, or both one
+Each era asked for (`FuzzSettings.versions`: the handshake era's latest version, 2026-07-28, or both one
 after the other) is a run of its own over the same bounds' share: its sessions speak that version
 (the client core's `initialize`, or its `_meta` envelope on every request), its protocol cases are
 that era's, and its findings say the version. In 2026-07-28, a tool that answers `input_required`
@@ -26,15 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from mcpbench.auth.options import ClientAccess
-from mcpbench.fuzz.cases import VALID, Case, cases, dumps
+from mcpbench.fuzz.cases import VALID, CallCase, cases, dumps
 from mcpbench.fuzz.findings import Finding
 from mcpbench.fuzz.judge import (
     CRASH, HANG, PROTOCOL, SLOW, SLOW_FACTOR, SLOW_MAX_BYTES, differs, invalid_schema, judge, memory_grew, repeatable, slow_bound,
     state_accepted,
 )
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, ProtocolCase, expected_refusal, protocol_cases, tampered, with_changes
-from mcpbench.fuzz.session import FuzzSession, Live, Outcome
-from mcpbench.protocol.errors import McpbenchError, TargetError
+from mcpbench.fuzz.session import FuzzSession, Live, RequestOutcome
+from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK, McpbenchError, TargetError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, asks_for_input, has_handshake, has_method
 from mcpbench.target import Target
@@ -109,7 +109,7 @@ class ToolInfo:
 
 
 @dataclass
-class Settings:
+class FuzzSettings:
     seed: int
     budget: float | None = None  # seconds
     cases: int | None = None  # calls
@@ -127,14 +127,21 @@ class Settings:
 
 @dataclass
 class FuzzRun:
+    """What one run sent and found; its verdict (`exit_code`) and its JSON (`--json`)."""
+
     target: str
     seed: int
+    versions: tuple[str, ...] = ()  # the versions fuzzed in, one after the other
     tools: list[ToolInfo] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # tool -> why it was not called
     findings: list[Finding] = field(default_factory=list)
     calls: int = 0  # tool calls (what --cases bounds)
     protocol_cases: int = 0  # protocol cases sent, each followed by a ping
-    sent: list[tuple[str, Case]] = field(default_factory=list)  # every case with its version, in the order sent
+    sent: list[tuple[str, CallCase]] = field(default_factory=list)  # every case with its version, in the order sent
+    seconds: float = 0.0
+    interrupted: bool = False
+    ended: str | None = None  # why the run ended early (the server went away)
+    notes: list[str] = field(default_factory=list)
 
     def digest(self) -> str:
         """A short hash of every case sent, in order: two runs with equal digests sent the same cases."""
@@ -143,13 +150,20 @@ class FuzzRun:
         text = b"\n".join(dumps([version, case.tool, case.kind, case.arguments])
                           for version, case in self.sent)
         return hashlib.sha256(text).hexdigest()[:16]
-    seconds: float = 0.0
-    interrupted: bool = False
-    ended: str | None = None  # why the run ended early (the server went away)
-    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when the run found something, else 0."""
+        return EXIT_FAILED if self.findings else EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "seed": self.seed, "versions": list(self.versions), "calls": self.calls,
+                "protocol_cases": self.protocol_cases, "seconds": self.seconds, "cases_digest": self.digest(),
+                "interrupted": self.interrupted, "ended": self.ended, "tools": [tool.name for tool in self.tools],
+                "skipped": self.skipped, "notes": self.notes, "findings": [f.to_json() for f in self.findings]}
 
 
-def skip_reason(tool: ToolInfo, settings: Settings) -> str | None:
+def skip_reason(tool: ToolInfo, settings: FuzzSettings) -> str | None:
     """Why `tool` must not be called (None: it may be)."""
     if tool.name in settings.allow:
         return None
@@ -180,17 +194,17 @@ class Fuzzer:
         say: progress lines (stderr).
     """
 
-    def __init__(self, target: Target, settings: Settings, *, access: ClientAccess | None = None,
+    def __init__(self, target: Target, settings: FuzzSettings, *, access: ClientAccess | None = None,
                  say: Callable[[str], None] = lambda line: None) -> None:
         self.target = target
         self.settings = settings
         self.access = access
         self.say = say
-        self.run = FuzzRun(str(target), settings.seed)
+        self.run = FuzzRun(str(target), settings.seed, settings.versions)
         self.session: FuzzSession | None = None
         self.folder: tempfile.TemporaryDirectory | None = None
         self.found: dict[tuple[str, str], Finding] = {}
-        self.latencies: list[tuple[float, Case, Outcome, list, str]] = []  # latency, case, outcome, handshake, version
+        self.latencies: list[tuple[float, CallCase, RequestOutcome, list, str]] = []  # latency, case, outcome, handshake, version
         self._last_call = 0.0
         self._deadline = float("inf")
         self._tool_deadline = float("inf")
@@ -200,7 +214,7 @@ class Fuzzer:
         self._rss: list | None = None  # [session, baseline bytes, calls, tool, their logs] of the stdio process sampled
         self.version = settings.versions[0]  # the version the sessions of the era being fuzzed speak
         self._tampered: set[str] = set()  # tools sent a tampered requestState in this era
-        self.parked: list[tuple[FuzzSession, ToolInfo, Case, Outcome, str]] = []  # calls alive past a silence, left to finish
+        self.parked: list[tuple[FuzzSession, ToolInfo, CallCase, RequestOutcome, str]] = []  # calls alive past a silence, left to finish
 
     # ---- sessions --------------------------------------------------------------------------------
 
@@ -307,14 +321,14 @@ class Fuzzer:
                 break
         return tools
 
-    def _check_schemas(self, tool: dict, listing: Outcome) -> None:
+    def _check_schemas(self, tool: dict, listing: RequestOutcome) -> None:
         """A tool whose inputSchema (or outputSchema) is not valid JSON Schema: a protocol finding about its listing."""
         name = str(tool.get("name"))
         for key in ("inputSchema", "outputSchema"):
             if key not in tool and key == "outputSchema":
                 continue
             if (why := invalid_schema(tool.get(key))) is not None:
-                case = Case(name, INVALID_SCHEMA, {key: tool.get(key)}, key)
+                case = CallCase(name, INVALID_SCHEMA, {key: tool.get(key)}, key)
                 self._keep(Finding(PROTOCOL, case, f"tools/list: its {key} is not valid JSON Schema: {why}",
                                    self.session.handshake + listing.log, version=self.version))
 
@@ -331,7 +345,7 @@ class Fuzzer:
         try:
             for args in seeds[:share]:  # the recorded calls first, as they were (outside Hypothesis: a finding
                 try:                    # among them must not end the tool's generation)
-                    self._one(tool, Case(tool.name, VALID, args, seeded=True))
+                    self._one(tool, CallCase(tool.name, VALID, args, seeded=True))
                 except _Finding:
                     pass
             if self._tool_calls >= share:
@@ -342,7 +356,7 @@ class Fuzzer:
                       phases=(Phase.generate, Phase.shrink))
             @seed(zlib.crc32(f"{self.settings.seed}:{tool.name}".encode()))
             @given(cases(tool.name, tool.input_schema or {}, seeds))
-            def check(case: Case) -> None:
+            def check(case: CallCase) -> None:
                 self._one(tool, case)
 
             check()
@@ -354,7 +368,7 @@ class Fuzzer:
             if not isinstance(exc, (_Finding, ExceptionGroup)) and "Flaky" not in type(exc).__name__:
                 self.run.notes.append(f"{tool.name}: {type(exc).__name__}: {exc}".splitlines()[0])
 
-    def _alive(self, session: FuzzSession) -> Outcome:
+    def _alive(self, session: FuzzSession) -> RequestOutcome:
         """A request every server of the session's version answers at once: `ping` (2026-07-28 has none: `tools/list`)."""
         method = "ping" if has_method(self.version, "ping") else "tools/list"
         return session.call(method, None, self.settings.hang_after)
@@ -396,7 +410,7 @@ class Fuzzer:
                 session.close()
                 self.session = None
             if verdict is not None:
-                shown = Case(PROTOCOL_TOOL, case.name, case.shown(), case.name)
+                shown = CallCase(PROTOCOL_TOOL, case.name, case.shown(), case.name)
                 log = session.handshake + sent.log + (ping.log if ping is not sent else [])
                 self._keep(Finding(verdict[0], shown, verdict[1], log, failure=verdict[1], version=self.version))
 
@@ -424,13 +438,13 @@ class Fuzzer:
                 except TargetError as exc:
                     verdict = (CRASH, f"after a {method} before initialize, {str(exc).split(': ', 1)[-1]}")
             if verdict is not None:
-                shown = Case(PROTOCOL_TOOL, case.name, f"{method} before initialize", case.name)
+                shown = CallCase(PROTOCOL_TOOL, case.name, f"{method} before initialize", case.name)
                 self._keep(Finding(verdict[0], shown, verdict[1], early.log + session.handshake,
                                    failure=verdict[1], version=self.version))
         finally:
             session.close()
 
-    def _one(self, tool: ToolInfo, case: Case) -> None:
+    def _one(self, tool: ToolInfo, case: CallCase) -> None:
         """Send one case, judge it; raise its class when it is a finding (Hypothesis then shrinks it)."""
         if time.monotonic() >= min(self._deadline, self._tool_deadline) or self.run.ended:
             raise _Stop()
@@ -475,7 +489,7 @@ class Fuzzer:
                                failure=outcome.detail if verdict.cls in (CRASH, HANG) else None, version=self.version))
         raise _found(first.cls)(first.evidence)
 
-    def _latency(self, outcome: Outcome, case: Case, verdicts: list, handshake: list, version: str) -> None:
+    def _latency(self, outcome: RequestOutcome, case: CallCase, verdicts: list, handshake: list, version: str) -> None:
         """Keep an answered call's latency for `slow`, unless the call told it was long work: a progress notification
         is how MCP says so (a tool sleeping as long as it was asked, reporting progress, is not slow), or its answer
         was large (moving it takes its time)."""
@@ -501,7 +515,7 @@ class Fuzzer:
             finally:
                 session.close()
 
-    def _tamper(self, session: FuzzSession, tool: ToolInfo, case: Case, first: Outcome) -> None:
+    def _tamper(self, session: FuzzSession, tool: ToolInfo, case: CallCase, first: RequestOutcome) -> None:
         """The retry of an `input_required` answer with its `requestState` altered (and the input asked for
         answered): a server taking it as done is a protocol finding; one that drops the session, a crash."""
         result = first.result
@@ -515,11 +529,11 @@ class Fuzzer:
         self.run.calls += 1
         verdict = judge(case, retry, None, None)[:1] or [state_accepted(retry, state)]
         if verdict[0] is not None:
-            shown = Case(tool.name, TAMPERED_STATE, case.arguments, REQUEST_STATE)
+            shown = CallCase(tool.name, TAMPERED_STATE, case.arguments, REQUEST_STATE)
             self._keep(Finding(verdict[0].cls, shown, verdict[0].evidence, session.handshake + first.log + retry.log,
                                failure=retry.detail if verdict[0].cls in (CRASH, HANG) else None, version=self.version))
 
-    def _memory(self, session: FuzzSession, case: Case, outcome: Outcome) -> None:
+    def _memory(self, session: FuzzSession, case: CallCase, outcome: RequestOutcome) -> None:
         """Sample a stdio server's resident memory after each call: the baseline after a tool's first calls, then
         each sample set against it (one process and one tool at a time: what one tool grew is not another's).
         A sample past the bound is taken again after a ping: memory the server still held for the answer it
@@ -569,4 +583,4 @@ class Fuzzer:
                                        handshake + outcome.log, version=version, bound=bound))
 
 
-__all__ = ["FuzzError", "FuzzRun", "Fuzzer", "Settings", "ToolInfo", "skip_reason"]
+__all__ = ["FuzzError", "FuzzRun", "Fuzzer", "FuzzSettings", "ToolInfo", "skip_reason"]

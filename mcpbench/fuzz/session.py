@@ -36,7 +36,7 @@ PROGRESS = "notifications/progress"
 
 
 @dataclass
-class Outcome:
+class RequestOutcome:
     """What came of one request: its answer, or why none came."""
 
     answer: jsonrpc.Response | ErrorResponse | None = None
@@ -110,11 +110,11 @@ class FuzzSession:
                                         direct=True, proxies=self.access.proxies)
         self.conn = ClientConnection(self.transport.kind, self.version, url=self.transport.url,
                                      headers=self.access.headers_now() if self.transport.url else None)
-        self._events(self.transport.connect(self.conn), None, self.handshake, Outcome())
+        self._events(self.transport.connect(self.conn), None, self.handshake, RequestOutcome())
         if handshake:
             self.shake(timeout)
 
-    def shake(self, timeout: float) -> Outcome:
+    def shake(self, timeout: float) -> RequestOutcome:
         """The handshake on the open transport (2026-07-28: `server/discover`), kept in `handshake`.
 
         Raises:
@@ -142,29 +142,29 @@ class FuzzSession:
     def session_id(self) -> str | None:
         return None if self.conn is None else self.conn.session_id
 
-    def call(self, method: str, params: dict | None, timeout: float, live: "Live | None" = None) -> Outcome:
+    def call(self, method: str, params: dict | None, timeout: float, live: "Live | None" = None) -> RequestOutcome:
         """One request and its answer, waiting at most `timeout` seconds; `live`: judged by its signs of life
         instead (`settle`), a `progressToken` sent with it so that the server can show them."""
         if self.lost:
-            return Outcome(lost=True, detail=self.lost, failure="session-lost")
+            return RequestOutcome(lost=True, detail=self.lost, failure="session-lost")
         if live is not None:
             self._tokens += 1
             params = dict(params or {})
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": f"mcpbench-fuzz-{self._tokens}"}
         return self._exchange(self.conn.request(method, params, ts=time.perf_counter()), timeout, [], live)
 
-    def send_raw(self, data: bytes, wait: float, headers: dict[str, str] | None = None) -> Outcome:
+    def send_raw(self, data: bytes, wait: float, headers: dict[str, str] | None = None) -> RequestOutcome:
         """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers,
         or `headers` instead), and read what comes back until the POST's status (HTTP), at most `wait` seconds.
         On stdio nothing is waited for: what the server writes back comes before the answer to the next
         request on the same pipe, and is read (and logged) with it."""
         if self.lost:
-            return Outcome(lost=True, detail=self.lost, failure="session-lost")
+            return RequestOutcome(lost=True, detail=self.lost, failure="session-lost")
         out = self.conn.notify(RAW_METHOD)  # this session's headers and URL; the bytes are replaced
         out.data = data + b"\n" if self.transport.kind == STDIO else data
         if headers is not None and out.headers is not None:
             out.headers = headers
-        outcome = Outcome(log=[(RAW, data, time.time())])
+        outcome = RequestOutcome(log=[(RAW, data, time.time())])
         self.transport.send(out)
         deadline = time.perf_counter() + (wait if self.transport.url else 0.0)
         while not outcome.lost and outcome.status is None and (remaining := deadline - time.perf_counter()) > 0:
@@ -180,8 +180,8 @@ class FuzzSession:
             self._events(self.transport.receive(item), None, outcome.log, outcome)
         return outcome
 
-    def _exchange(self, out, timeout: float, log: list[Logged], live: "Live | None" = None) -> Outcome:
-        outcome = Outcome(log=log)
+    def _exchange(self, out, timeout: float, log: list[Logged], live: "Live | None" = None) -> RequestOutcome:
+        outcome = RequestOutcome(log=log)
         log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
         sent = time.perf_counter()
         self.transport.send(out)
@@ -204,7 +204,7 @@ class FuzzSession:
             self._events(self.transport.receive(item), wanted, log, outcome)
         return self._done(outcome, sent)
 
-    def settle(self, outcome: Outcome, park: bool = False) -> Outcome:
+    def settle(self, outcome: RequestOutcome, park: bool = False) -> RequestOutcome:
         """Wait for a live-judged call's answer (`call(..., live=...)`): silence past `live.silence` is answered
         with a ping; a ping unanswered as long is a hang; a call still showing life (progress for its token, pings
         answered) is waited for until `live.limit` after it was sent. `park`: return as soon as the call has
@@ -241,21 +241,21 @@ class FuzzSession:
             self._events(self.transport.receive(item), live.request_id, log, outcome, live)
         return self._done(outcome, live.sent)
 
-    def _carrier_lost(self, item, outcome: Outcome) -> bool:
+    def _carrier_lost(self, item, outcome: RequestOutcome) -> bool:
         if type(item) is Lost and item.fatal:
             outcome.lost, outcome.detail = True, item.reason
             self.lost = item.reason
             return True
         return False
 
-    def _done(self, outcome: Outcome, sent: float) -> Outcome:
+    def _done(self, outcome: RequestOutcome, sent: float) -> RequestOutcome:
         if outcome.answer is not None:
             outcome.latency = time.perf_counter() - sent
         if outcome.lost and getattr(self.transport, "exit_detail", None):  # a stdio process's exit status says more
             outcome.detail = self.lost = self.transport.exit_detail
         return outcome
 
-    def _events(self, events: list, wanted: Any, log: list[Logged], outcome: Outcome, live: "Live | None" = None) -> None:
+    def _events(self, events: list, wanted: Any, log: list[Logged], outcome: RequestOutcome, live: "Live | None" = None) -> None:
         for event in events:
             kind = type(event)
             if live is not None and (kind is Pushed and event.request_id == live.request_id and event.message.method == PROGRESS
@@ -302,4 +302,4 @@ class FuzzSession:
             self.conn.close()
 
 
-__all__ = ["RAW", "FuzzSession", "Live", "Logged", "Outcome"]
+__all__ = ["RAW", "FuzzSession", "Live", "Logged", "RequestOutcome"]

@@ -1,6 +1,7 @@
 """`mcpbench lab`: run lab peers. `mcp` is imported inside the commands, so the CLI stays fast."""
 
 import functools
+from dataclasses import dataclass
 
 import click
 
@@ -40,12 +41,43 @@ def state_options(func):
     return func
 
 
-def state_argv(tasks: bool, task_store: str | None, seal_state: str | None, progress_ledger: bool) -> list[str]:
-    """The `lab serve` arguments for these options (checked: a task store needs tasks)."""
-    if task_store and not tasks:
-        raise click.UsageError("--task-store needs --tasks (it is where the tool work's tasks are kept)")
-    return (["--tasks"] * tasks + (["--task-store", task_store] if task_store else [])
-            + (["--seal-state", seal_state] if seal_state else []) + ["--progress-ledger"] * progress_ledger)
+@dataclass(frozen=True, kw_only=True)
+class LabArgs:
+    """What `lab serve` and `lab up` share, as given: the transport's shape, the state options, the quirks."""
+
+    transport: str
+    json_response: bool
+    stateless: bool
+    resumable: bool
+    tasks: bool
+    task_store: str | None
+    seal_state: str | None
+    progress_ledger: bool
+    quirks: Quirks
+
+    def check(self) -> None:
+        """Raises: click.UsageError: options that do not go together (exit 2)."""
+        if self.transport != STREAMABLE_HTTP and (self.json_response or self.stateless):
+            raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
+        if self.resumable and (self.transport != STREAMABLE_HTTP or self.stateless):
+            raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
+
+    def check_quirks(self) -> None:
+        """Raises: click.UsageError: a quirk the transport or the other options cannot have (exit 2)."""
+        quirks = self.quirks
+        if quirks != Quirks() and self.transport not in ENDPOINT_PATHS:
+            raise click.UsageError("the server quirks (--no-host-check, --no-delete, …) apply to the HTTP transports only")
+        if quirks.leaky_events and not self.resumable:
+            raise click.UsageError("--leaky-events needs --resumable (it is a flaw of the event store)")
+        if quirks.max_sessions is not None and self.transport != STREAMABLE_HTTP:
+            raise click.UsageError("--max-sessions applies to --transport streamable-http only")
+
+    def state_argv(self, task_store: str | None) -> list[str]:
+        """The `lab serve` arguments of the state options, with `task_store` as given (checked: a task store needs tasks)."""
+        if task_store and not self.tasks:
+            raise click.UsageError("--task-store needs --tasks (it is where the tool work's tasks are kept)")
+        return (["--tasks"] * self.tasks + (["--task-store", task_store] if task_store else [])
+                + (["--seal-state", self.seal_state] if self.seal_state else []) + ["--progress-ledger"] * self.progress_ledger)
 
 
 def quirk_options(func):
@@ -99,10 +131,7 @@ def quirk_options(func):
 @state_options
 @quirk_options
 @map_errors
-def serve(transport: str, host: str, port: int, json_response: bool, stateless: bool, resumable: bool, auth_mode: str,
-          token_env: str, client_id: str, client_secret_env: str, scope: str, token_lifetime: str, request_log: str | None,
-          slow_specs: tuple[str, ...], tasks: bool, task_store: str | None, seal_state: str | None, progress_ledger: bool,
-          quirks: Quirks) -> None:
+def serve(**given) -> None:
     """Run the reference MCP server (official Python SDK) until interrupted.
 
     Tools echo, add, slow, fail, big, ask (input from the client: a server request, or 2026-07-28's
@@ -117,20 +146,39 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
 
     Example: mcpbench lab serve --transport streamable-http --port 8101 --auth oauth --token-lifetime 10s
     """
+    _serve(ServeArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeArgs(LabArgs):
+    """`lab serve`'s options, as given."""
+
+    host: str
+    port: int
+    auth_mode: str
+    token_env: str
+    client_id: str
+    client_secret_env: str
+    scope: str
+    token_lifetime: str
+    request_log: str | None
+    slow_specs: tuple[str, ...]
+
+
+def _serve(args: ServeArgs) -> None:
     from mcpbench.lab.peers.slowdown import parse_slowdown
 
     try:
-        slowdowns = [parse_slowdown(spec) for spec in slow_specs]
+        slowdowns = [parse_slowdown(spec) for spec in args.slow_specs]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    if transport != STREAMABLE_HTTP and (json_response or stateless):
-        raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
-    _check_resumable(resumable, transport, stateless)
-    if transport == STDIO and (auth_mode != "none" or request_log):
+    args.check()
+    transport, host, port, request_log = args.transport, args.host, args.port, args.request_log
+    if transport == STDIO and (args.auth_mode != "none" or request_log):
         raise click.UsageError("--auth and --request-log apply to the HTTP transports only")
-    state_argv(tasks, task_store, seal_state, progress_ledger)  # checked
-    _check_quirks(quirks, transport, resumable)
-    auth = _lab_auth(auth_mode, host, port, transport, token_env, client_id, client_secret_env, scope, token_lifetime)
+    args.state_argv(args.task_store)  # checked
+    args.check_quirks()
+    auth = _lab_auth(args)
     from mcpbench.lab.peers.reference_server import serve as run_server
     from mcpbench.listen import check_listen
 
@@ -142,29 +190,30 @@ def serve(transport: str, host: str, port: int, json_response: bool, stateless: 
             check_output(request_log, "--request-log")
         # stdout stays clean (stdio speaks JSON-RPC there); this line tells a human where to point.
         url_host = f"[{host}]" if ":" in host else host
-        protected = f", {auth_mode} auth" if auth is not None else ""
+        protected = f", {args.auth_mode} auth" if auth is not None else ""
         click.echo(
             f"mcpbench: reference server ({transport}{protected}) on http://{url_host}:{port}{ENDPOINT_PATHS[transport]}",
             err=True,
         )
     try:
-        run_server(transport, host=host, port=port, json_response=json_response, stateless=stateless, resumable=resumable,
-                   auth=auth, request_log=request_log, quirks=quirks, slowdowns=slowdowns, tasks=tasks, task_store=task_store,
-                   seal_state=seal_state, progress_ledger=progress_ledger)
+        run_server(transport, host=host, port=port, json_response=args.json_response, stateless=args.stateless,
+                   resumable=args.resumable, auth=auth, request_log=request_log, quirks=args.quirks, slowdowns=slowdowns,
+                   tasks=args.tasks, task_store=args.task_store, seal_state=args.seal_state, progress_ledger=args.progress_ledger)
     except KeyboardInterrupt:
         pass  # Ctrl-C is the normal way to stop it
 
 
-def _lab_auth(mode, host, port, transport, token_env, client_id, client_secret_env, scope, lifetime_text):
+def _lab_auth(args: ServeArgs):
     """The server's protection from `lab serve`'s options, or None; one line and exit 2 for a missing secret."""
     import os
 
+    mode, host, token_env, client_secret_env = args.auth_mode, args.host, args.token_env, args.client_secret_env
     if mode == "none":
         return None
     from mcpbench.cliutil import positive_duration
     from mcpbench.lab.peers.auth_server import LabAuth, LabTokenVerifier
 
-    lifetime = positive_duration(lifetime_text, "--token-lifetime")
+    lifetime = positive_duration(args.token_lifetime, "--token-lifetime")
     fixed = os.environ.get(token_env) or None
     if mode == "bearer" and fixed is None:
         raise click.UsageError(f"--auth bearer: environment variable {token_env} (--token-env) is not set")
@@ -172,22 +221,8 @@ def _lab_auth(mode, host, port, transport, token_env, client_id, client_secret_e
     if mode == "oauth" and secret is None:
         raise click.UsageError(f"--auth oauth: environment variable {client_secret_env} (--client-secret-env) is not set")
     url_host = f"[{host}]" if ":" in host else host
-    verifier = LabTokenVerifier(client_id, scope, fixed)
-    return LabAuth(mode, f"http://{url_host}:{port}", ENDPOINT_PATHS[transport], verifier, secret, lifetime)
-
-
-def _check_resumable(resumable: bool, transport: str, stateless: bool) -> None:
-    if resumable and (transport != STREAMABLE_HTTP or stateless):
-        raise click.UsageError("--resumable applies to stateful --transport streamable-http only (the SDK resumes nothing else)")
-
-
-def _check_quirks(quirks: Quirks, transport: str, resumable: bool) -> None:
-    if quirks != Quirks() and transport not in ENDPOINT_PATHS:
-        raise click.UsageError("the server quirks (--no-host-check, --no-delete, …) apply to the HTTP transports only")
-    if quirks.leaky_events and not resumable:
-        raise click.UsageError("--leaky-events needs --resumable (it is a flaw of the event store)")
-    if quirks.max_sessions is not None and transport != STREAMABLE_HTTP:
-        raise click.UsageError("--max-sessions applies to --transport streamable-http only")
+    verifier = LabTokenVerifier(args.client_id, args.scope, fixed)
+    return LabAuth(mode, f"http://{url_host}:{args.port}", ENDPOINT_PATHS[args.transport], verifier, secret, lifetime)
 
 
 # Mirror mcpbench.lab.topology.cluster's lists (importing it here would be cheap, but keeps the CLI's help
@@ -216,8 +251,7 @@ FOREIGN_HOST = ("refuse", "page", "empty", "close")  # proxies/balancer.py's
 @state_options
 @quirk_options
 @map_errors
-def up(instances, transport, json_response, stateless, policy, balancer, port, detach, resumable, fault_log, restart_every, restart_at,
-       foreign_host, quirks, tasks, task_store, seal_state, progress_ledger, **kwargs):
+def up(**given):
     """Start N reference-server instances behind a balancer on 127.0.0.1, until Ctrl-C or SIGTERM.
 
     Prints the URL to use and each instance's URL. Every response names the instance that served
@@ -225,41 +259,61 @@ def up(instances, transport, json_response, stateless, policy, balancer, port, d
 
     Example: mcpbench lab up --instances 3 --transport sse --policy sticky --balancer haproxy
     """
+    faults = fault_texts(given)
+    _up(UpArgs(faults=faults, **given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpArgs(LabArgs):
+    """`lab up`'s options, as given (`faults`: the fault options' texts, `proxies/cli.py`'s `fault_texts`)."""
+
+    instances: int
+    policy: str
+    balancer: str
+    port: int | None
+    detach: bool
+    faults: dict
+    fault_log: str | None
+    restart_every: str | None
+    restart_at: str | None
+    foreign_host: str
+
+
+def _up(args: UpArgs) -> None:
     import sys
-
-    from mcpbench.lab.topology.up import run_detached, run_foreground
-
-    if transport != STREAMABLE_HTTP and (json_response or stateless):
-        raise click.UsageError("--json-response and --stateless apply to --transport streamable-http only")
-    _check_resumable(resumable, transport, stateless)
-    _check_quirks(quirks, transport, resumable)
     from pathlib import Path
 
-    # Every instance names the one task store: made absolute, as the instances run from the repository.
-    serve_args = state_argv(tasks, str(Path(task_store).resolve()) if task_store else None, seal_state, progress_ledger)
     from mcpbench.cliutil import check_output
     from mcpbench.lab.topology.cluster import RestartPlan
+    from mcpbench.lab.topology.up import run_detached, run_foreground
     from mcpbench.proxies.faultplan import parse_plan, parse_time
 
-    texts = fault_texts(kwargs)
+    args.check()
+    args.check_quirks()
+    transport, port, fault_log = args.transport, args.port, args.fault_log
+    restart_every, restart_at, foreign_host = args.restart_every, args.restart_at, args.foreign_host
+    # Every instance names the one task store: made absolute, as the instances run from the repository.
+    serve_args = args.state_argv(str(Path(args.task_store).resolve()) if args.task_store else None)
+    texts = args.faults
     parse_plan(**texts)  # a bad value is one line before anything starts
     restarts = RestartPlan(
         every=parse_time(restart_every, "--restart-every", positive=True) if restart_every else None,
         at=parse_time(restart_at, "--restart-at") if restart_at else None,
     )
     check_output(fault_log, "--fault-log")
-    if detach:
-        argv = ["--instances", str(instances), "--transport", transport, "--policy", policy, "--balancer", balancer]
-        argv += ["--json-response"] * json_response + ["--stateless"] * stateless + ["--resumable"] * resumable
+    if args.detach:
+        argv = ["--instances", str(args.instances), "--transport", transport, "--policy", args.policy, "--balancer", args.balancer]
+        argv += ["--json-response"] * args.json_response + ["--stateless"] * args.stateless + ["--resumable"] * args.resumable
         argv += ["--port", str(port)] if port else []
         argv += fault_argv(texts, fault_log and str(Path(fault_log).resolve()))
         argv += [f"--restart-every={restart_every}"] * bool(restart_every) + [f"--restart-at={restart_at}"] * bool(restart_at)
-        argv += quirks.argv() + ["--foreign-host", foreign_host] * (foreign_host != "refuse") + serve_args
+        argv += args.quirks.argv() + ["--foreign-host", foreign_host] * (foreign_host != "refuse") + serve_args
         sys.exit(run_detached(argv, click.echo))
     sys.exit(run_foreground(
-        instances=instances, transport=transport, policy=policy, balancer=balancer, json_response=json_response,
-        stateless=stateless, port=port, say=lambda line: click.echo(line, err=line.startswith("mcpbench: lab process")),
-        resumable=resumable, faults=texts, restarts=restarts, fault_log=Path(fault_log) if fault_log else None, quirks=quirks,
+        instances=args.instances, transport=transport, policy=args.policy, balancer=args.balancer,
+        json_response=args.json_response, stateless=args.stateless, port=port,
+        say=lambda line: click.echo(line, err=line.startswith("mcpbench: lab process")), resumable=args.resumable,
+        faults=texts, restarts=restarts, fault_log=Path(fault_log) if fault_log else None, quirks=args.quirks,
         foreign_host=foreign_host, serve_args=serve_args,
     ))
 

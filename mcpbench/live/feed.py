@@ -3,7 +3,7 @@
 Two layers, neither of which draws anything:
 
 - `LiveFeed` follows one trace (`trace/follow.py`) and rebuilds its sessions incrementally with
-  the `Rebuild` that `inspect` uses; `poll()` returns each new event with its `Step` (the entries
+  the `Rebuild` that `inspect` uses; `poll()` returns each new event with its `EventEffect` (the entries
   it added, the requests it answered). An exporter (spans, metrics) can consume the same steps.
 - `LiveStats` keeps, in bounded memory, what the view shows of them: per method and tool the
   count, errors and latency percentiles (`LogHistogram`) of the operations the trace model finished
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from mcpbench.trace.model import Entry, Operation, Rebuild, SessionReport, Step, ended
+from mcpbench.trace.model import Entry, EventEffect, Rebuild, SessionReport, TracedOperation, ended
 from mcpbench.protocol.transports import STDIO
 from mcpbench.stats import LogHistogram
 from mcpbench.trace import spool
@@ -47,7 +47,7 @@ RATE_WINDOW = 2.0
 
 
 @dataclass(slots=True)
-class Row:
+class FeedRow:
     """One line of the event log: an entry of a session, or a call's answer (`answer`)."""
 
     session: str
@@ -73,7 +73,7 @@ class MethodStats:
     errors: int = 0
     latency: LogHistogram | None = None
 
-    def add(self, op: Operation) -> None:
+    def add(self, op: TracedOperation) -> None:
         self.count += 1
         if op.outcome in ERRORS:
             self.errors += 1
@@ -113,11 +113,11 @@ class LiveFeed:
     def header(self) -> dict[str, Any] | None:
         return self.tail.header
 
-    def poll(self) -> list[tuple[dict[str, Any], Step | None]]:
+    def poll(self) -> list[tuple[dict[str, Any], EventEffect | None]]:
         """The events written since the last poll, each with what it did to its session."""
         return list(self.steps())
 
-    def steps(self) -> Iterator[tuple[dict[str, Any], Step | None]]:
+    def steps(self) -> Iterator[tuple[dict[str, Any], EventEffect | None]]:
         """`poll`, one event at a time: each is taken as it is asked for, so its session stands as
         it did right after it (an exporter ends a session's span at the event that ended it).
         Consume it whole before the next."""
@@ -162,14 +162,14 @@ class LiveStats:
     def __init__(self) -> None:
         self.events = 0
         self.methods: dict[str, MethodStats] = {}
-        self.log: deque[Row] = deque(maxlen=LOG_ROWS)
+        self.log: deque[FeedRow] = deque(maxlen=LOG_ROWS)
         self.logged = 0  # rows ever appended to `log`: where a reader of it left off
-        self.problems: deque[Row] = deque(maxlen=PROBLEM_ROWS)
+        self.problems: deque[FeedRow] = deque(maxlen=PROBLEM_ROWS)
         self.problems_seen = 0  # rows ever appended to `problems`
         self.answered = 0  # operations finished (a call answered, a multi round-trip request's last round, a task's end)
         self._rates: deque[tuple[float, int]] = deque()
 
-    def take(self, steps: list[tuple[dict[str, Any], Step | None]], now: float | None = None) -> None:
+    def take(self, steps: list[tuple[dict[str, Any], EventEffect | None]], now: float | None = None) -> None:
         """Count a poll's events."""
         now = time.monotonic() if now is None else now
         log, problems, appended = self.log, self.problems, 0
@@ -199,7 +199,7 @@ class LiveStats:
         """Events per second over the last `RATE_WINDOW` seconds."""
         return sum(count for _, count in self._rates) / RATE_WINDOW
 
-    def new_rows(self, since: int) -> list[Row]:
+    def new_rows(self, since: int) -> list[FeedRow]:
         """The rows appended after the first `since` ever appended (those still kept)."""
         count = min(self.logged - since, len(self.log))
         if count <= 0:
@@ -217,7 +217,7 @@ class LiveStats:
         return stats
 
 
-def rows(steps: list[tuple[dict[str, Any], Step | None]]) -> Iterator[Row]:
+def rows(steps: list[tuple[dict[str, Any], EventEffect | None]]) -> Iterator[FeedRow]:
     """The log rows of a poll's events: one per entry an event added and per call it answered (a
     batch may make several), one for an answer to no request in flight."""
     for event, step in steps:
@@ -225,11 +225,11 @@ def rows(steps: list[tuple[dict[str, Any], Step | None]]) -> Iterator[Row]:
             continue
         key = step.session.id
         for entry in step.added:
-            yield Row(key, entry)
+            yield FeedRow(key, entry)
         for entry in step.answered:
-            yield Row(key, entry, answer=True)
+            yield FeedRow(key, entry, answer=True)
         if not step.added and not step.answered and event["kind"] == Kind.MESSAGE:
-            yield Row(key, Entry(event["ts"], event.get("dir"), "answer", "to no request in flight"))
+            yield FeedRow(key, Entry(event["ts"], event.get("dir"), "answer", "to no request in flight"))
 
 
 def in_flight(feed: LiveFeed) -> list[tuple[str, Entry]]:

@@ -9,7 +9,7 @@ A line is a list of (text, style) pieces: the pipe mode joins the texts, the vie
 
 import time
 
-from mcpbench.live.feed import ERRORS, Row
+from mcpbench.live.feed import ERRORS, FeedRow
 
 ARROWS = {"c2s": "→", "s2c": "←", None: " "}
 
@@ -27,7 +27,7 @@ def clock(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts)) + f".{int(ts * 1000) % 1000:03d}"
 
 
-def pieces(row: Row) -> list[Piece]:
+def pieces(row: FeedRow) -> list[Piece]:
     """The line of one log row."""
     entry = row.entry
     out: list[Piece] = [(clock(row.ts), "dim"), (" ", ""), (row.session[:12], "dim"), (" ", ""), (ARROWS.get(row.dir, " "), ""), (" ", "")]
@@ -61,6 +61,6 @@ def pieces(row: Row) -> list[Piece]:
     return out
 
 
-def text(row: Row) -> str:
+def text(row: FeedRow) -> str:
     """The line of one log row, as plain text."""
     return "".join(piece for piece, _ in pieces(row))

@@ -32,7 +32,7 @@ from textual.widgets import Static
 
 from mcpbench import cliutil
 from mcpbench.trace.model import ended
-from mcpbench.live.feed import LOG_ROWS, LiveFeed, LiveStats, Row, in_flight
+from mcpbench.live.feed import LOG_ROWS, FeedRow, LiveFeed, LiveStats, in_flight
 from mcpbench.live.lines import STYLES, pieces
 from mcpbench.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import EXIT_INPUT, EnvironmentProblem, TraceError
@@ -56,16 +56,16 @@ class EventLog(ScrollView, can_focus=True):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.rows: deque[Row] = deque(maxlen=LOG_ROWS)
+        self.rows: deque[FeedRow] = deque(maxlen=LOG_ROWS)
         self.sticky = True  # at the newest row: stay there as rows come; scrolled up: stay put
 
-    def reset(self, rows: list[Row]) -> None:
+    def reset(self, rows: list[FeedRow]) -> None:
         self.rows.clear()
         self.rows.extend(rows)
         self.sticky = True
         self._resized(dropped=0)
 
-    def extend(self, rows: list[Row]) -> None:
+    def extend(self, rows: list[FeedRow]) -> None:
         before = len(self.rows)
         self.rows.extend(rows)
         self._resized(dropped=before + len(rows) - len(self.rows))
@@ -242,7 +242,7 @@ class LiveApp(App):
 
     def _flight(self, wall: float, flight: list) -> Table:
         table = _table("session", "call", "id", "elapsed")
-        calls = [(key, entry) for key, entry in flight if self._matches(Row(key, entry))]
+        calls = [(key, entry) for key, entry in flight if self._matches(FeedRow(key, entry))]
         for key, entry in calls[: self._height("flight")]:
             table.add_row(key[:12], entry.name, str(entry.id), f"{max(0.0, wall - entry.ts):.1f} s")
         self.query_one("#flight").border_title = f"in flight ({len(calls)})"
@@ -264,7 +264,7 @@ class LiveApp(App):
         self.query_one("#problems").border_title = f"violations and errors ({len(self.stats.problems)})"
         return Group(*(_line(row, overflow="ellipsis") for row in rows))
 
-    def _matches(self, row: Row) -> bool:
+    def _matches(self, row: FeedRow) -> bool:
         return (
             (self.session is None or row.session == self.session)
             and (self.method is None or row.entry.name == self.method)
@@ -310,7 +310,7 @@ class LiveApp(App):
         self._refilter()
 
 
-def _line(row: Row, **options) -> Text:
+def _line(row: FeedRow, **options) -> Text:
     return Text.assemble(*((text, STYLES.get(style, "")) for text, style in pieces(row)), no_wrap=True, **options)
 
 

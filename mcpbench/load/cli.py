@@ -4,35 +4,45 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 import click
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import POSITIVE, check_output, map_errors, positive_duration
 
 
-def fleet_from_options(workers: int, master: bool, expect_workers: int | None, master_bind: str | None, join_timeout: float):
-    """The `Fleet` of `--workers N` (local workers) or `--master` (workers on other machines), or None
-    (one process); `load` and `capacity` take the same options.
+@dataclass(frozen=True, kw_only=True)
+class FleetArgs:
+    """The options of `--workers N` (local workers) and `--master` (workers on other machines), as
+    given; `load` and `capacity` take the same."""
 
-    Raises:
-        click.UsageError: an option that goes with `--master` without it, or a bad `--master-bind`.
-    """
-    from mcpbench.load.runner import Fleet, parse_bind
+    workers: int
+    master: bool
+    expect_workers: int | None
+    master_bind: str | None
+    join_timeout: str | None
 
-    if (expect_workers or master_bind) and not master:
-        raise click.UsageError(f"{'--expect-workers' if expect_workers else '--master-bind'} goes with --master")
-    if master:
-        try:
-            host, port = parse_bind(master_bind or "0.0.0.0")
-        except ValueError as exc:
-            raise click.UsageError(f"--master-bind {exc}") from None
-        return Fleet(host=host, port=port, expect=max(expect_workers or 1, workers), local=workers, join_timeout=join_timeout)
-    if workers:
-        return Fleet(port=0, expect=workers, local=workers, join_timeout=join_timeout)
-    return None
+    def fleet(self, join_timeout: float):
+        """The `Fleet` these options ask for, or None (one process).
+
+        Raises:
+            click.UsageError: an option that goes with `--master` without it, or a bad `--master-bind`.
+        """
+        from mcpbench.load.runner import Fleet, parse_bind
+
+        if (self.expect_workers or self.master_bind) and not self.master:
+            raise click.UsageError(f"{'--expect-workers' if self.expect_workers else '--master-bind'} goes with --master")
+        if self.master:
+            try:
+                host, port = parse_bind(self.master_bind or "0.0.0.0")
+            except ValueError as exc:
+                raise click.UsageError(f"--master-bind {exc}") from None
+            return Fleet(host=host, port=port, expect=max(self.expect_workers or 1, self.workers), local=self.workers,
+                         join_timeout=join_timeout)
+        if self.workers:
+            return Fleet(port=0, expect=self.workers, local=self.workers, join_timeout=join_timeout)
+        return None
 
 
 # A recorded schedule's run lasts its span at the speed, plus a call's timeout and this margin.
@@ -119,7 +129,7 @@ def load(**given):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LoadArgs:
+class LoadArgs(FleetArgs, ClientArgs):
     """`load`'s options, as given (click's names and values)."""
 
     scenario: str | None
@@ -130,14 +140,9 @@ class LoadArgs:
     out: str | None
     from_trace: str | None
     speed: str | None
-    workers: int
-    master: bool
-    expect_workers: int | None
-    master_bind: str | None
     worker: bool
     master_host: str | None
     master_port: int | None
-    join_timeout: str | None
     reconnect: str | None
     exit_code_on_error: int | None
     otlp: str | None
@@ -146,7 +151,6 @@ class LoadArgs:
     web_port: int | None
     junit_xml: str | None
     summary_md: str | None
-    client: Any  # auth.options.ClientOptions
 
 
 def _load(args: LoadArgs) -> None:
@@ -173,7 +177,7 @@ def _load(args: LoadArgs) -> None:
         sys.exit(run_worker(args.master_host, args.master_port or MASTER_PORT, join_timeout=wait, echo=click.echo))
     if args.master_host or args.master_port:
         raise click.UsageError(f"{'--master-host' if args.master_host else '--master-port'} goes with --worker")
-    fleet = fleet_from_options(args.workers, args.master, args.expect_workers, args.master_bind, wait)
+    fleet = args.fleet(wait)
     if args.join_timeout is not None and fleet is None:
         raise click.UsageError("--join-timeout goes with --master, --workers or --worker")
 

@@ -42,7 +42,7 @@ from mcpbench.auth.options import ClientAccess
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.samples import SampleWriter, sample_line
 from mcpbench.load.scenario import Scenario
-from mcpbench.load.transit import DRAIN_TIMEOUT, OPEN, RECONNECT, ROSTER_FILE, Batch, Done, Outbox, Roster, rate_shares
+from mcpbench.load.transit import DRAIN_TIMEOUT, OPEN, RECONNECT, ROSTER_FILE, LineBatch, Outbox, Roster, WorkerDone, rate_shares
 from mcpbench.load.users import McpUser, build_user_class
 from mcpbench.outputs import write_atomic
 from mcpbench.protocol.versions import era_name
@@ -152,7 +152,7 @@ class _Worker:
         self.report_fd = report_fd
         self.outbox = Outbox()
         self.round = 0
-        self.reported: Done | None = None
+        self.reported: WorkerDone | None = None
         self.wake = Event()
         self.runner.register_message(ACK, self.on_ack)
         self.runner.register_message(RATE, self.on_rate)
@@ -184,7 +184,7 @@ class _Worker:
             while (batch := self.outbox.take(partial=not woken)) is not None:
                 self.send(batch)
 
-    def send(self, batch: Batch) -> None:
+    def send(self, batch: LineBatch) -> None:
         self.runner.send_message(SAMPLES, batch.to_message())
 
     def on_ack(self, environment: Any, msg: Any, **_kw: Any) -> None:
@@ -262,7 +262,7 @@ class _Master:
         self.resplit()
 
     def on_samples(self, environment: Any, msg: Any, **_kw: Any) -> None:
-        batch = Batch.from_message(msg.data)
+        batch = LineBatch.from_message(msg.data)
         if self.writer is not None:
             self.writer.write_lines(batch.data, batch.lines)
         if self.ramp is not None:
@@ -271,7 +271,7 @@ class _Master:
         self.runner.send_message(ACK, {"seq": batch.seq}, client_id=msg.node_id)
 
     def on_done(self, environment: Any, msg: Any, **_kw: Any) -> None:
-        self.roster.done(msg.node_id, Done.from_message(msg.data))
+        self.roster.done(msg.node_id, WorkerDone.from_message(msg.data))
         self.changed.set()
 
     def set_rate(self, rate: float) -> None:

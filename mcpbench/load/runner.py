@@ -126,7 +126,7 @@ def parse_bind(text: str) -> tuple[str, int]:
 
 
 @dataclass
-class Verdict:
+class ThresholdVerdict:
     threshold: Threshold
     actual: float | None
     ok: bool
@@ -163,7 +163,7 @@ class FailedSteps:
 class RunResult:
     out_dir: Path
     summary: dict[str, Any]
-    verdicts: list[Verdict] = field(default_factory=list)
+    verdicts: list[ThresholdVerdict] = field(default_factory=list)
     locust_exit: int = 0
     # `<file>: <reason>` for each result file that could not be written in full.
     write_errors: list[str] = field(default_factory=list)
@@ -504,7 +504,7 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
     if locust_exit not in (0, None) and summary["total"]["count"] == 0 and not interrupted:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
         raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")
-    verdicts = [Verdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
+    verdicts = [ThresholdVerdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
     result = RunResult(out_dir, summary, verdicts, locust_exit)
     if scenario.sessions is not None:  # were sessions kept? (the samples are merged by now)
         result.sessions = count_sessions(read_samples(merged), SessionTally())

@@ -50,7 +50,7 @@ def parse_speed(text: str) -> float:
 
 
 @dataclass(frozen=True)
-class RecordedCall:
+class ScheduledCall:
     at: float  # seconds from the session's start, as recorded
     method: str
     params: dict | None
@@ -62,7 +62,7 @@ class RecordedSession:
     id: str
     offset: float  # seconds from the first session's start, as recorded
     version: str | None
-    calls: tuple[RecordedCall, ...]
+    calls: tuple[ScheduledCall, ...]
 
 
 def recorded_load(path: str) -> tuple[RecordedSession, ...]:
@@ -79,7 +79,7 @@ def recorded_load(path: str) -> tuple[RecordedSession, ...]:
         plan = load(path)
     except ReplayError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
-    found: list[tuple[float, str, str | None, list[tuple[float, RecordedCall]]]] = []
+    found: list[tuple[float, str, str | None, list[tuple[float, ScheduledCall]]]] = []
     for session in plan.sessions:
         if not session.steps:
             continue
@@ -90,7 +90,7 @@ def recorded_load(path: str) -> tuple[RecordedSession, ...]:
                 continue
             params = {k: v for k, v in (call.request.params or {}).items() if k != "_meta"} if isinstance(call.request.params, dict) else None
             name = call.name if call.method == "tools/call" else None
-            calls.append((call.sent, RecordedCall(max(0.0, call.sent - begun), call.method, params or None,
+            calls.append((call.sent, ScheduledCall(max(0.0, call.sent - begun), call.method, params or None,
                                                   f"{call.method} {name}" if name else call.method)))
         if calls:
             found.append((begun, session.id, session.version, calls))
@@ -118,7 +118,7 @@ def to_json(sessions: tuple[RecordedSession, ...], speed: float) -> dict:
 def from_json(obj: dict) -> tuple[float, tuple[RecordedSession, ...]]:
     speed = math.inf if obj.get("speed") is None else float(obj["speed"])
     sessions = tuple(RecordedSession(s["id"], s["offset"], s.get("version"),
-                                     tuple(RecordedCall(c["at"], c["method"], c.get("params"), c["step"]) for c in s["calls"]))
+                                     tuple(ScheduledCall(c["at"], c["method"], c.get("params"), c["step"]) for c in s["calls"]))
                      for s in obj["sessions"])
     return speed, sessions
 

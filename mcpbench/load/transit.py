@@ -41,7 +41,7 @@ SAMPLE, RECONNECT, OPEN = "samples", "reconnects", "open"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Batch:
+class LineBatch:
     """Consecutive lines of one worker: `lines` lines from number `first` on (0-based, over the run)."""
 
     seq: int
@@ -53,12 +53,12 @@ class Batch:
         return {"seq": self.seq, "first": self.first, "lines": self.lines, "data": self.data}
 
     @classmethod
-    def from_message(cls, data: dict[str, Any]) -> Batch:
+    def from_message(cls, data: dict[str, Any]) -> LineBatch:
         return cls(seq=int(data["seq"]), first=int(data["first"]), lines=int(data["lines"]), data=bytes(data["data"]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Done:
+class WorkerDone:
     """A worker's account after a test stopped: lines sent (by kind) and dropped, for the master's `round`."""
 
     round: int
@@ -70,7 +70,7 @@ class Done:
         return {"round": self.round, "sent": self.sent, "dropped": self.dropped, "kinds": dict(self.kinds)}
 
     @classmethod
-    def from_message(cls, data: dict[str, Any]) -> Done:
+    def from_message(cls, data: dict[str, Any]) -> WorkerDone:
         return cls(round=int(data["round"]), sent=int(data["sent"]), dropped=int(data["dropped"]), kinds=dict(data.get("kinds") or {}))
 
 
@@ -113,7 +113,7 @@ class Outbox:
         """Whether a whole batch waits and the window lets it go."""
         return len(self._waiting) >= self.batch_lines and self.in_flight < self.window
 
-    def take(self, *, partial: bool = False, force: bool = False) -> Batch | None:
+    def take(self, *, partial: bool = False, force: bool = False) -> LineBatch | None:
         """The next batch to send, or None: nothing waits, only part of a batch does (unless
         `partial`), or the window is full (unless `force`: the end of a test sends everything)."""
         if not self._waiting or (not force and self.in_flight >= self.window):
@@ -124,7 +124,7 @@ class Outbox:
         lines = [self._waiting.popleft() for _ in range(count)]
         data = b"".join(lines)
         self._waiting_bytes -= len(data)
-        batch = Batch(seq=self._next_seq, first=self.sent, lines=count, data=data)
+        batch = LineBatch(seq=self._next_seq, first=self.sent, lines=count, data=data)
         self._next_seq += 1
         self.sent += count
         return batch
@@ -133,12 +133,12 @@ class Outbox:
         """The master wrote batch `seq` (and, the link being ordered, every batch before it)."""
         self._acked = max(self._acked, seq)
 
-    def finish(self, round: int) -> tuple[list[Batch], Done]:
+    def finish(self, round: int) -> tuple[list[LineBatch], WorkerDone]:
         """Every line still waiting, in batches whatever the window, and the account for `round`."""
         batches = []
         while (batch := self.take(force=True)) is not None:
             batches.append(batch)
-        return batches, Done(round=round, sent=self.sent, dropped=self.dropped, kinds=dict(self.kinds))
+        return batches, WorkerDone(round=round, sent=self.sent, dropped=self.dropped, kinds=dict(self.kinds))
 
 
 @dataclass
@@ -182,12 +182,12 @@ class Roster:
         tally = self._tally(worker)
         tally.host, tally.pid, tally.index = host, pid, index
 
-    def received(self, worker: str, batch: Batch) -> None:
+    def received(self, worker: str, batch: LineBatch) -> None:
         tally = self._tally(worker)
         tally.received += batch.lines
         tally.announced = max(tally.announced, batch.first + batch.lines)
 
-    def done(self, worker: str, done: Done) -> None:
+    def done(self, worker: str, done: WorkerDone) -> None:
         tally = self._tally(worker)
         tally.announced = max(tally.announced, done.sent)
         tally.dropped, tally.kinds = done.dropped, done.kinds

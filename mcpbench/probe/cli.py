@@ -1,10 +1,11 @@
 """`mcpbench probe URL`: the command (register with `main.add_command(probe)`)."""
 
 import sys
+from dataclasses import dataclass
 
 import click
 
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.cliutil import check_output, map_errors
 from mcpbench.protocol.http import INSTANCE
 
@@ -52,8 +53,7 @@ def _why(option: str) -> str:
 @click.option("--instance-header", default=INSTANCE, show_default=True, metavar="NAME", help="The response header naming the instance that served a request.")
 @client_options
 @map_errors
-def probe(url, only, skip, json_out, html_out, strict, sessions, calls, spike, idle_up_to, direct, progress_tool, timeout,
-          instance_header, client):
+def probe(**given):
     """Is this deployment ready? Run bounded checks against an HTTP MCP endpoint and print one table.
 
     URL is a Streamable HTTP endpoint (http(s)://HOST/mcp) or legacy HTTP+SSE (sse+http(s)://HOST/sse).
@@ -69,41 +69,64 @@ def probe(url, only, skip, json_out, html_out, strict, sessions, calls, spike, i
 
     Example: mcpbench probe http://127.0.0.1:8101/mcp --json probe.json
     """
+    _probe(ProbeArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeArgs(ClientArgs):
+    """`probe`'s options, as given (click's names and values)."""
+
+    url: str
+    only: tuple[str, ...]
+    skip: tuple[str, ...]
+    json_out: str | None
+    html_out: str | None
+    strict: bool
+    sessions: int
+    calls: int
+    spike: int
+    idle_up_to: str | None
+    direct: str | None
+    progress_tool: str | None
+    timeout: str
+    instance_header: str
+
+
+def _probe(args: ProbeArgs) -> None:
     import orjson
 
     from mcpbench.outputs import write_atomic
     from mcpbench.probe.checks.idle import MAX_IDLE, MIN_IDLE
     from mcpbench.probe.run import probe as run_probe
     from mcpbench.probe.run import select
-    from mcpbench.probe.target import ProgressCall, Settings, parse_url
-    from mcpbench.probe.verdicts import exit_status, render
+    from mcpbench.probe.target import ProbeSettings, ProgressCall, parse_url
+    from mcpbench.probe.verdicts import render
     from mcpbench.probe.wire import ProbeOptions
-    from mcpbench.protocol.errors import McpbenchError
 
+    url = args.url
     _, http_url = parse_url(url)
-    access = client.resolve(http_url)  # a header, variable, file or proxy that cannot be used: one line, exit 2
-    if direct is not None:
-        parse_url(direct)
-    checks = select(only, skip, idle_asked=idle_up_to is not None)
-    settings = Settings(
-        sessions=sessions, calls=calls, spike=spike, idle=_seconds(idle_up_to, "--idle", MIN_IDLE, MAX_IDLE), direct=direct,
-        progress=ProgressCall.parse(progress_tool) if progress_tool else None,
+    access = args.client.resolve(http_url)  # a header, variable, file or proxy that cannot be used: one line, exit 2
+    if args.direct is not None:
+        parse_url(args.direct)
+    checks = select(args.only, args.skip, idle_asked=args.idle_up_to is not None)
+    settings = ProbeSettings(
+        sessions=args.sessions, calls=args.calls, spike=args.spike, direct=args.direct,
+        idle=_seconds(args.idle_up_to, "--idle", MIN_IDLE, MAX_IDLE),
+        progress=ProgressCall.parse(args.progress_tool) if args.progress_tool else None,
     )
-    options = ProbeOptions(access=access, timeout=_seconds(timeout, "--timeout", 0.1, MAX_TIMEOUT), instance_header=instance_header.lower())
-    check_output(json_out, "--json")
-    check_output(html_out, "--html")
+    options = ProbeOptions(access=access, timeout=_seconds(args.timeout, "--timeout", 0.1, MAX_TIMEOUT),
+                           instance_header=args.instance_header.lower())
+    check_output(args.json_out, "--json")
+    check_output(args.html_out, "--html")
     access.headers_now()  # a token endpoint that refuses or cannot be found: one line, before any check
     run = run_probe(url, checks, options=options, settings=settings, say=lambda line: click.echo(line, err=True))
     click.echo(render(run.rows))
     data = run.to_json()
-    if json_out:
-        write_atomic(json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-    if html_out:
+    if args.json_out:
+        write_atomic(args.json_out, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    if args.html_out:
         from mcpbench.analysis.report import probe_page
 
-        write_atomic(html_out, probe_page(data).encode("utf-8"))
+        write_atomic(args.html_out, probe_page(data).encode("utf-8"))
     click.echo(f"mcpbench: probe of {url} took {run.seconds:.1f} s", err=True)
-    if run.needs_credentials:
-        ask = "other credentials" if access.credentials else "credentials"
-        raise McpbenchError(f"{url} answers HTTP {run.target.auth_status}: give {ask} to probe it (only its authentication shape was checked)")
-    sys.exit(exit_status(run.rows, strict=strict))
+    sys.exit(run.exit_code(strict=args.strict, credentials_given=bool(access.credentials)))

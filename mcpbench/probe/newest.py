@@ -19,7 +19,7 @@ from typing import Any
 
 from mcpbench.probe.sessions import HttpSession, ProbeExchange
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import Row, not_applicable
+from mcpbench.probe.verdicts import CheckRow, not_applicable
 from mcpbench.protocol.versions import DISCOVER, LATEST, has_handshake, rules
 
 # Calls a check makes to reach one instance behind a balancer (round-robin over up to 4 reaches each in
@@ -53,7 +53,7 @@ def handshake_free(versions: list) -> bool:
     return any(isinstance(v, str) and rules(v) is not None and not has_handshake(v) for v in versions)
 
 
-def skip(name: str, target: ProbeTarget, deadline: float) -> Row | None:
+def skip(name: str, target: ProbeTarget, deadline: float) -> CheckRow | None:
     """The n/a row of a 2026-07-28 check that does not apply here, or None: it does."""
     if target.legacy:
         return not_applicable(name, f"the {LATEST} checks speak Streamable HTTP (its headers, a stream per request): "

@@ -11,7 +11,7 @@ routing fix (the sessions check's), instead of blaming the server for what routi
 
 from typing import Any
 
-from mcpbench.probe.verdicts import WARN, Row
+from mcpbench.probe.verdicts import WARN, CheckRow
 from mcpbench.protocol.http import Failure
 
 FIX_HTTP = ("Route each session to the instance that created it: stick on the Mcp-Session-Id learned from the response "
@@ -45,12 +45,12 @@ def lost_detail(what: str, ex: Any) -> str:
     return f"{what} got {failure[1]}"
 
 
-def row(check: str, seen: str, measured: str, figures: dict, *, legacy: bool) -> Row:
+def row(check: str, seen: str, measured: str, figures: dict, *, legacy: bool) -> CheckRow:
     """The row of a check whose session lost its instance: `seen` (what was refused) and what was
     `measured` not (the check's own subject)."""
     evidence = (f"{seen}: the request reached an instance that does not hold the session (routing, not the server): "
                 f"{measured} not measured")
-    return Row(check, WARN, evidence, fix(legacy), {**figures, "routed": seen})
+    return CheckRow(check, WARN, evidence, fix(legacy), {**figures, "routed": seen})
 
 
 __all__ = ["FIX_HTTP", "FIX_LEGACY", "fix", "lost", "lost_detail", "row"]

@@ -1,4 +1,4 @@
-"""Which checks run, each within its time bound, and what the probe found: `ProbeRun` (its rows, its JSON)."""
+"""Which checks run, each within its time bound, and what the probe found: `ProbeRun` (its rows, its JSON, its exit status)."""
 
 import time
 from collections.abc import Callable, Sequence
@@ -22,8 +22,8 @@ from mcpbench.probe.checks import (
     unknown,
     versions,
 )
-from mcpbench.probe.target import ProbeTarget, Settings, parse_url, reach
-from mcpbench.probe.verdicts import Row, not_applicable
+from mcpbench.probe.target import ProbeSettings, ProbeTarget, parse_url, reach
+from mcpbench.probe.verdicts import CheckRow, exit_status, not_applicable
 from mcpbench.probe.wire import ProbeOptions, Wire
 from mcpbench.protocol.errors import McpbenchError
 
@@ -38,7 +38,7 @@ TOTAL = 115.0
 class Check:
     name: str
     title: str
-    run: Callable[[ProbeTarget, float], Row]
+    run: Callable[[ProbeTarget, float], CheckRow]
     bound: Callable[[ProbeTarget], float]
     opt_in: bool = False
 
@@ -89,13 +89,26 @@ class ProbeRun:
 
     url: str
     target: ProbeTarget
-    rows: list[Row] = field(default_factory=list)
+    rows: list[CheckRow] = field(default_factory=list)
     started: float = 0.0  # wall clock
     seconds: float = 0.0
 
     @property
     def needs_credentials(self) -> bool:
         return self.target.auth_status is not None
+
+    def exit_code(self, *, strict: bool = False, credentials_given: bool = False) -> int:
+        """The probe's verdict: 1 when a check failed (or, `strict`, warned), else 0.
+
+        Raises:
+            McpbenchError: the server wants credentials (other ones, when some were given): only its
+                authentication shape was checked (exit 2).
+        """
+        if self.needs_credentials:
+            ask = "other credentials" if credentials_given else "credentials"
+            raise McpbenchError(f"{self.url} answers HTTP {self.target.auth_status}: give {ask} to probe it "
+                                "(only its authentication shape was checked)")
+        return exit_status(self.rows, strict=strict)
 
     def to_json(self) -> dict:
         target = self.target
@@ -112,7 +125,7 @@ def probe(
     checks: Sequence[Check],
     *,
     options: ProbeOptions | None = None,
-    settings: Settings | None = None,
+    settings: ProbeSettings | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> ProbeRun:
     """Run `checks` against `url`, each within its bound; `say` hears one line per check as it ends.
@@ -121,7 +134,7 @@ def probe(
         TargetError: the endpoint cannot be reached, does not answer, or is not MCP (exit 3).
         BadTargetError: `url` is not an HTTP URL (exit 2).
     """
-    options, settings = options or ProbeOptions(), settings or Settings()
+    options, settings = options or ProbeOptions(), settings or ProbeSettings()
     _, http_url = parse_url(url)
     start, started = time.monotonic(), time.time()
     target = reach(url, Wire(http_url, options), settings, deadline=start + FIRST_CONTACT)

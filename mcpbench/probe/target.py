@@ -58,7 +58,7 @@ class ProgressCall:
 
 
 @dataclass
-class Settings:
+class ProbeSettings:
     """How much each check does: from the command line, defaults as `mcpbench probe` documents them."""
 
     sessions: int = 50
@@ -76,7 +76,7 @@ class ProbeTarget:
     url: str
     transport: str
     wire: Wire
-    settings: Settings
+    settings: ProbeSettings
     version: str | None = None  # the version the handshake settled
     keeps_sessions: bool = True  # the server named an Mcp-Session-Id (legacy: always)
     affinity: bool = True  # every request of first contact's session reached an instance that knew it
@@ -130,7 +130,7 @@ def parse_url(url: str) -> tuple[str, str]:
     return target.transport, target.url
 
 
-def reach(url: str, wire: Wire, settings: Settings, *, deadline: float) -> ProbeTarget:
+def reach(url: str, wire: Wire, settings: ProbeSettings, *, deadline: float) -> ProbeTarget:
     """First contact: one session, its tools, then it is ended.
 
     Raises:
@@ -186,4 +186,4 @@ def _not_mcp(url: str, ex: ProbeExchange) -> str:
     return f"{url} is not an MCP endpoint: initialize got {detail}"
 
 
-__all__ = ["AUTH_STATUSES", "ProgressCall", "Settings", "ProbeTarget", "parse_url", "reach"]
+__all__ = ["AUTH_STATUSES", "ProgressCall", "ProbeSettings", "ProbeTarget", "parse_url", "reach"]

@@ -1,4 +1,4 @@
-"""What a check concludes (a `Row`), the table the probe prints, and the exit status it ends with (no I/O)."""
+"""What a check concludes (a `CheckRow`), the table the probe prints, and the exit status it ends with (no I/O)."""
 
 import textwrap
 from dataclasses import dataclass, field
@@ -11,7 +11,7 @@ VERDICTS = (PASS, WARN, FAIL, NA)
 
 
 @dataclass
-class Row:
+class CheckRow:
     """One check's line of the table: its verdict, the evidence measured, and what to change when it is not a pass.
 
     `figures` holds every number behind the evidence (for `--json` and the charts).
@@ -30,11 +30,11 @@ class Row:
                 "fix": self.fix, "seconds": round(self.seconds, 3), "figures": self.figures}
 
 
-def not_applicable(check: str, why: str, **figures: Any) -> Row:
-    return Row(check, NA, why, figures=figures)
+def not_applicable(check: str, why: str, **figures: Any) -> CheckRow:
+    return CheckRow(check, NA, why, figures=figures)
 
 
-def exit_status(rows: list[Row], *, strict: bool = False) -> int:
+def exit_status(rows: list[CheckRow], *, strict: bool = False) -> int:
     """1 when a check failed (or, with `strict`, warned); else 0."""
     bad = {FAIL, WARN} if strict else {FAIL}
     return EXIT_FAILED if any(row.verdict in bad for row in rows) else EXIT_OK
@@ -44,7 +44,7 @@ def exit_status(rows: list[Row], *, strict: bool = False) -> int:
 CHECK_WIDTH, VERDICT_WIDTH, EVIDENCE_WIDTH, FIX_WIDTH = 12, 7, 58, 58
 
 
-def render(rows: list[Row]) -> str:
+def render(rows: list[CheckRow]) -> str:
     """The table: check, verdict, evidence, fix; long cells wrap within their column."""
     head = f"{'check':<{CHECK_WIDTH}} {'verdict':<{VERDICT_WIDTH}} {'evidence':<{EVIDENCE_WIDTH}} fix"
     lines = [head, "-" * len(head.rstrip()) + "-" * (FIX_WIDTH - 3)]
@@ -60,7 +60,7 @@ def render(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def markdown(rows: list[Row]) -> str:
+def markdown(rows: list[CheckRow]) -> str:
     """The table in Markdown (for a README or an issue)."""
     lines = ["| check | verdict | evidence | fix |", "|---|---|---|---|"]
     lines += [f"| {r.check} | {r.verdict} | {_cell(r.evidence)} | {_cell(r.fix)} |" for r in rows]
@@ -71,4 +71,4 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-__all__ = ["FAIL", "NA", "PASS", "Row", "VERDICTS", "WARN", "exit_status", "markdown", "not_applicable", "render"]
+__all__ = ["FAIL", "NA", "PASS", "CheckRow", "VERDICTS", "WARN", "exit_status", "markdown", "not_applicable", "render"]

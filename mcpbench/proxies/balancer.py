@@ -47,7 +47,6 @@ SSE stream callable set before this addon's `responseheaders` is wrapped, not re
 
 # No `from __future__ import annotations`: mitmproxy loads this file as a script, and dataclasses
 # of a module missing from sys.modules cannot resolve string annotations.
-import argparse
 import itertools
 import random
 import sys
@@ -347,12 +346,6 @@ class Balancer:
 addons = [Balancer()]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"mcpbench balancer: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m mcpbench.proxies.balancer --upstream URL --listen HOST:PORT [--faults] [--set NAME=VALUE …]`.
 
@@ -364,12 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from mitmproxy import exceptions
 
+    from mcpbench.cliutil import OneLineParser
     from mcpbench.protocol.errors import McpbenchError
     from mcpbench.proxies.host import parse_listen, parse_upstream, reverse_master, run_master
     from mcpbench.proxies.metered import metered
     from mcpbench.companions.options import TelemetryOptions
 
-    parser = _Parser(prog="python -m mcpbench.proxies.balancer", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser("mcpbench balancer", prog="python -m mcpbench.proxies.balancer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", required=True, metavar="URL", help="the reverse target (an instance; requests go where the policy says)")
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--faults", action="store_true", help="also inject faults (the mcpbench_faults_* options)")

@@ -3,6 +3,8 @@
 Registered in the main group by `mcpbench.cli`. mitmproxy is imported only inside `record`.
 """
 
+from dataclasses import dataclass
+
 import click
 
 from mcpbench.cliutil import check_output, map_errors, redact_option
@@ -30,8 +32,7 @@ from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT
                    "The trace records the client's either way.")
 @telemetry_options
 @map_errors
-def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstream_insecure, live, host_header, otlp, metrics,
-           service_name):
+def record(**given):
     """Record an HTTP MCP server's traffic: a reverse proxy (mitmproxy, in-process) in front of --upstream.
 
     Prints the URL clients should use instead of the server's. Streamable HTTP (every era) and
@@ -39,14 +40,36 @@ def record(upstream, listen, out, redact, upstream_timeout, upstream_ca, upstrea
 
     Example: mcpbench record --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8081 --out s.jsonl
     """
+    _record(RecordArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordArgs:
+    """`record`'s options, as given (click's names and values)."""
+
+    upstream: str
+    listen: str
+    out: str | None
+    redact: tuple[str, ...]
+    upstream_timeout: int
+    upstream_ca: str | None
+    upstream_insecure: bool
+    live: bool
+    host_header: str
+    otlp: str | None
+    metrics: str | None
+    service_name: str
+
+
+def _record(args: RecordArgs) -> None:
     from mcpbench.proxies.host import UpstreamTls
     from mcpbench.record.proxy import run_record
 
-    check_output(out, "--out")
-    telemetry = TelemetryOptions.parse(otlp, metrics, service_name)
-    tls = UpstreamTls(ca=upstream_ca, insecure=upstream_insecure)
-    run_record(upstream, listen=listen, out=out, redact=redact, upstream_timeout=upstream_timeout, tls=tls, live=live,
-               telemetry=telemetry, host_header=host_header)
+    check_output(args.out, "--out")
+    telemetry = TelemetryOptions.parse(args.otlp, args.metrics, args.service_name)
+    tls = UpstreamTls(ca=args.upstream_ca, insecure=args.upstream_insecure)
+    run_record(args.upstream, listen=args.listen, out=args.out, redact=args.redact, upstream_timeout=args.upstream_timeout,
+               tls=tls, live=args.live, telemetry=telemetry, host_header=args.host_header)
 
 
 @click.command("import")

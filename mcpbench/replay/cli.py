@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from mcpbench import cliutil
-from mcpbench.auth.options import client_options
+from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.companions.options import DEFAULT_SERVICE_NAME, TelemetryOptions
@@ -79,7 +79,7 @@ class JudgedArgs:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplayArgs(JudgedArgs):
+class ReplayArgs(JudgedArgs, ClientArgs):
     """`replay`'s options, as given."""
 
     traces: tuple[str, ...]
@@ -97,7 +97,6 @@ class ReplayArgs(JudgedArgs):
     otlp: str | None
     service_name: str
     redact: tuple[str, ...]
-    client: object  # auth.options.ClientOptions
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,7 +233,10 @@ def _replay(args: ReplayArgs) -> None:
                             telemetry=TelemetryOptions.parse(args.otlp, None, args.service_name), access=access,
                             foreign_host=args.foreign_host)
     if args.contract:
-        _contract_replay(args, recorded, target, options)
+        from mcpbench.replay.suite import replay_contracts
+
+        result = replay_contracts(recorded, target, options, args.fail_on, each=lambda report: click.echo(report.render()))
+        _contract_finish(result, args)
     if single:
         _replay_one(args, recorded[0], target, beside[0], options, noise)
     _replay_suite(args, recorded, target, beside, options)
@@ -287,35 +289,16 @@ def _replay_suite(args: ReplayArgs, recorded, target, judgings, options) -> None
     sys.exit(result.exit_code)
 
 
-def _contract_replay(args: ReplayArgs, recorded, target, options) -> None:
-    """Each trace's declared surface against the live server's (only the handshake and the listings are sent)."""
-    from mcpbench.replay.contract import replay_contract, surface_plan
-    from mcpbench.replay.engine import Replayer
-
-    reports = []
-    for plan in recorded:
-        run = Replayer(target, protocol_version=options.protocol_version, pace=options.pace,
-                       timeout=options.timeout, access=options.access).run(surface_plan(plan))
-        reports.append(replay_contract(plan, run))
-        click.echo(reports[-1].render())
-        if run.interrupted:
-            break
-    _contract_finish(reports, args)
-
-
-def _contract_finish(reports, args: JudgedArgs) -> None:
+def _contract_finish(result, args: JudgedArgs) -> None:
     from mcpbench.protocol.errors import TargetError
     from mcpbench.replay.report import write_json
 
-    fail_on = args.fail_on
-    status = max(report.exit_code(fail_on) for report in reports)
     if args.report_path:
-        body = [report.to_json(fail_on) for report in reports]
-        write_json(args.report_path, body[0] if len(body) == 1 else {"kind": "contract-suite", "exit_code": status, "traces": body})
-    write_ci_outputs([report.suite(fail_on) for report in reports], "mcpbench contract", args.junit_xml, args.summary_md)
-    if broken := next((report for report in reports if report.aborted), None):
-        raise TargetError(broken.aborted)
-    sys.exit(status)
+        write_json(args.report_path, result.to_json())
+    write_ci_outputs(result.suites(), "mcpbench contract", args.junit_xml, args.summary_md)
+    if result.aborted:
+        raise TargetError(result.aborted.aborted)
+    sys.exit(result.exit_code)
 
 
 @click.command(name="diff")
@@ -355,11 +338,11 @@ def _diff(args: DiffArgs) -> None:
         _failed_report("diff", args.trace_a, args.trace_b, exc, args.report_path)
         raise
     if args.contract:
-        from mcpbench.replay.contract import diff_contract
+        from mcpbench.replay.contract import ContractResult, diff_contract
 
         report = diff_contract(a, b)
         click.echo(report.render())
-        _contract_finish([report], args)
+        _contract_finish(ContractResult([report], args.fail_on), args)
     report = diff_traces(a, b, judging)
     write_ci_outputs([report_suite(report, args.junit_per)], "mcpbench diff", args.junit_xml, args.summary_md)
     _finish(report, args)
@@ -387,8 +370,7 @@ def _diff(args: DiffArgs) -> None:
               help="HTTP: also accept this Origin header (http://name:* for any port, * for any). Repeatable.")
 @client_options
 @map_errors
-def serve_trace(trace, forward_url, transport, host, port, json_response, sessions, on_miss, pace, max_gap,
-                allowed_hosts, allowed_origins, client):
+def serve_trace(**given):
     """Serve TRACE as a mock MCP server that answers exactly as recorded.
 
     Requests match on method and params (ids and _meta ignored); repeated identical requests get
@@ -399,25 +381,49 @@ def serve_trace(trace, forward_url, transport, host, port, json_response, sessio
 
     Example: mcpbench serve-trace s.jsonl --transport streamable-http --on-miss forward http://127.0.0.1:8101/mcp
     """
+    _serve_trace(ServeTraceArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeTraceArgs(ClientArgs):
+    """`serve-trace`'s options, as given."""
+
+    trace: str
+    forward_url: str | None
+    transport: str
+    host: str
+    port: int
+    json_response: bool
+    sessions: tuple[str, ...]
+    on_miss: str
+    pace: str
+    max_gap: float | None
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+
+
+def _serve_trace(args: ServeTraceArgs) -> None:
     from mcpbench.replay import plan as plans
     from mcpbench.replay.engine import Pace
     from mcpbench.replay.forward import Forwarder
-    from mcpbench.replay.serve_trace import serve
     from mcpbench.replay.mock_play import DEFAULT_MAX_GAP
+    from mcpbench.replay.serve_trace import serve
     from mcpbench.target import parse_target
 
-    if on_miss == "forward" and not forward_url:
+    forward_url = args.forward_url
+    if args.on_miss == "forward" and not forward_url:
         raise click.UsageError("--on-miss forward needs the live server's URL: --on-miss forward URL")
-    if on_miss != "forward" and forward_url:
+    if args.on_miss != "forward" and forward_url:
         raise click.UsageError(f"unexpected argument {forward_url!r} (a URL goes after --on-miss forward)")
-    pacing = Pace.parse(pace, DEFAULT_MAX_GAP if max_gap is None else max_gap)
-    if client.given and not forward_url:
+    pacing = Pace.parse(args.pace, DEFAULT_MAX_GAP if args.max_gap is None else args.max_gap)
+    if args.client.given and not forward_url:
         raise click.UsageError("--header, --bearer-token-env, --oauth-* and --proxy are for --on-miss forward URL")
     forward = None
     if forward_url:
         upstream = parse_target(forward_url)
-        access = client.resolve(upstream.url)
+        access = args.client.resolve(upstream.url)
         access.headers_now()  # a token endpoint that says no: one line at start, not an error per request
         forward = Forwarder(upstream, access=access)
-    serve(plans.load(trace, sessions=sessions or None), transport, host=host, port=port, json_response=json_response,
-          forward=forward, pace=pacing, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    serve(plans.load(args.trace, sessions=args.sessions or None), args.transport, host=args.host, port=args.port,
+          json_response=args.json_response, forward=forward, pace=pacing, allowed_hosts=args.allowed_hosts,
+          allowed_origins=args.allowed_origins)

@@ -1,4 +1,4 @@
-"""Normalise answers and diff them: the differences are data (`Change`), rendered elsewhere.
+"""Normalise answers and diff them: the differences are data (`Difference`), rendered elsewhere.
 
 What is compared of a call is `{"result": …}` or `{"error": …}`, plus
 `"notifications"` (the server notifications that belonged to the call) when
@@ -74,7 +74,7 @@ _JSON_START = (b"{", b"[")
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class Difference:
     """One difference: at `path`, `old` (recorded) became `new` (live).
 
     `kind` is "changed", "added" (only in new) or "removed" (only in old).
@@ -134,7 +134,7 @@ def format_path(tokens: Iterable) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class IgnoreRule:
     """One ignore rule, optionally scoped to a method and a tool/prompt/resource name."""
 
     path: tuple
@@ -142,7 +142,7 @@ class Rule:
     name: str | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "Rule":
+    def parse(cls, text: str) -> "IgnoreRule":
         method = name = None
         head, sep, rest = text.partition(":")
         # A scope has a slash or an @ in it ("tools/call@echo:"); a bare path never has a colon.
@@ -162,18 +162,18 @@ class Rule:
 class IgnoreRules:
     """The ignore rules in force for one comparison."""
 
-    def __init__(self, rules: Iterable[str | Rule] = (), *, defaults: bool = True, era: bool = False) -> None:
-        texts: list[str | Rule] = list(DEFAULT_RULES) if defaults else []
+    def __init__(self, rules: Iterable[str | IgnoreRule] = (), *, defaults: bool = True, era: bool = False) -> None:
+        texts: list[str | IgnoreRule] = list(DEFAULT_RULES) if defaults else []
         if era:
             texts += ERA_RULES
         texts += list(rules)
-        self.rules = [rule if isinstance(rule, Rule) else Rule.parse(rule) for rule in texts]
+        self.rules = [rule if isinstance(rule, IgnoreRule) else IgnoreRule.parse(rule) for rule in texts]
         self.defaults = defaults
 
-    def extend(self, rules: Iterable[str | Rule]) -> "IgnoreRules":
+    def extend(self, rules: Iterable[str | IgnoreRule]) -> "IgnoreRules":
         out = IgnoreRules(defaults=False)
         out.defaults = self.defaults
-        out.rules = self.rules + [rule if isinstance(rule, Rule) else Rule.parse(rule) for rule in rules]
+        out.rules = self.rules + [rule if isinstance(rule, IgnoreRule) else IgnoreRule.parse(rule) for rule in rules]
         return out
 
     def for_call(self, method: str | None, name: str | None) -> list[tuple]:
@@ -307,14 +307,14 @@ def _key(value: Any) -> bytes:
         return repr(value).encode()
 
 
-def diff(old: Any, new: Any, path: tuple = ()) -> list[Change]:
-    """Every difference between two normalised values, as `Change`s with readable paths."""
-    out: list[Change] = []
+def diff(old: Any, new: Any, path: tuple = ()) -> list[Difference]:
+    """Every difference between two normalised values, as `Difference`s with readable paths."""
+    out: list[Difference] = []
     _diff(old, new, path, out)
     return out
 
 
-def _diff(old: Any, new: Any, path: tuple, out: list[Change]) -> None:
+def _diff(old: Any, new: Any, path: tuple, out: list[Difference]) -> None:
     if old == new and type(old) is type(new):
         return
     if isinstance(old, dict) and isinstance(new, dict):
@@ -322,15 +322,15 @@ def _diff(old: Any, new: Any, path: tuple, out: list[Change]) -> None:
             if key in new:
                 _diff(old[key], new[key], path + (key,), out)
             else:
-                out.append(Change(format_path(_clean(path + (key,))), "removed", old[key], None))
+                out.append(Difference(format_path(_clean(path + (key,))), "removed", old[key], None))
         for key in new:
             if key not in old:
-                out.append(Change(format_path(_clean(path + (key,))), "added", None, new[key]))
+                out.append(Difference(format_path(_clean(path + (key,))), "added", None, new[key]))
         return
     if isinstance(old, list) and isinstance(new, list):
         _diff_list(old, new, path, out)
         return
-    out.append(Change(format_path(_clean(path)), "changed", old, new))
+    out.append(Difference(format_path(_clean(path)), "changed", old, new))
 
 
 def _clean(path: tuple) -> tuple:
@@ -338,7 +338,7 @@ def _clean(path: tuple) -> tuple:
     return tuple(token for token in path if token != "<json>")
 
 
-def _diff_list(old: list, new: list, path: tuple, out: list[Change]) -> None:
+def _diff_list(old: list, new: list, path: tuple, out: list[Difference]) -> None:
     if len(old) == len(new):
         # Same length: element-wise (a changed field shows as a path into the item).
         for index, (a, b) in enumerate(zip(old, new)):
@@ -352,14 +352,14 @@ def _diff_list(old: list, new: list, path: tuple, out: list[Change]) -> None:
         for k in range(paired):
             _diff(old[i1 + k], new[j1 + k], path + (i1 + k,), out)
         for k in range(i1 + paired, i2):
-            out.append(Change(format_path(_clean(path + (k,))), "removed", old[k], None))
+            out.append(Difference(format_path(_clean(path + (k,))), "removed", old[k], None))
         for k in range(j1 + paired, j2):
-            out.append(Change(format_path(_clean(path + (k,))), "added", None, new[k]))
+            out.append(Difference(format_path(_clean(path + (k,))), "added", None, new[k]))
 
 
 def compare(
     old: Any, new: Any, rules: "IgnoreRules", *, method: str | None = None, name: str | None = None
-) -> list[Change]:
+) -> list[Difference]:
     """Normalise both sides under `rules` (for this method and name) and diff them."""
     if old == new:
         return []

@@ -372,6 +372,33 @@ class ContractReport:
         return suite
 
 
+@dataclass(slots=True)
+class ContractResult:
+    """The contract gate's one verdict over its traces' reports, as `fail_on` says (`FAIL_ON`).
+
+    Exit status: 3 when a replay broke off, else 1 when a report's changes fail the gate, else 0.
+    """
+
+    reports: list[ContractReport]
+    fail_on: str = BREAKING
+
+    @property
+    def aborted(self) -> ContractReport | None:
+        return next((report for report in self.reports if report.aborted), None)
+
+    @property
+    def exit_code(self) -> int:
+        return max(report.exit_code(self.fail_on) for report in self.reports)
+
+    def to_json(self) -> dict[str, Any]:
+        """One trace's report as it is; several, a suite of them with the one exit status."""
+        body = [report.to_json(self.fail_on) for report in self.reports]
+        return body[0] if len(body) == 1 else {"kind": "contract-suite", "exit_code": self.exit_code, "traces": body}
+
+    def suites(self) -> list[Suite]:
+        return [report.suite(self.fail_on) for report in self.reports]
+
+
 def diff_contract(a: Any, b: Any) -> ContractReport:
     """Two traces' declared surfaces compared (`TracePlan`s)."""
     changes, notes = compare_surfaces(surface(recorded_calls(a), "trace A"), surface(recorded_calls(b), "trace B"),

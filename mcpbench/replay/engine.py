@@ -87,9 +87,9 @@ from mcpbench.protocol.versions import (
     translate,
 )
 from mcpbench.replay.asks import RecordedAsks
-from mcpbench.replay.compare import Change
+from mcpbench.replay.compare import Difference
 from mcpbench.replay.operations import RoundAnswers, TaskGroup, UpdateAnswers, rename, task_groups
-from mcpbench.replay.plan import RecordedCall, SessionPlan, Step, TracePlan, is_input_required
+from mcpbench.replay.plan import RecordedCall, SendStep, SessionPlan, TracePlan, is_input_required
 from mcpbench.transport.base import Item, Lost, Transport
 from mcpbench.transport.threads import AuthRefused, open_transport
 from mcpbench.target import Target
@@ -189,7 +189,7 @@ class LiveCall:
     renewed: bool = False  # a 401 got it a new token once already
     status: int | None = None  # the HTTP status its answer or failure came with
     arrived: list[float] = field(default_factory=list)  # a listen stream's: when each of its notifications came
-    changes: list[Change] = field(default_factory=list)  # changes the replay named itself (an input key never answered)
+    changes: list[Difference] = field(default_factory=list)  # changes the replay named itself (an input key never answered)
     note: str | None = None  # how the replay treated it (a task followed live), for the report
 
     @property
@@ -514,7 +514,7 @@ class _SessionRunner:
         else:
             final.answer = self._recorded_names(last)
         if type(action) is Stop:
-            final.changes.append(Change("task", "changed", _recorded_status(self.plan, group) or "ended",
+            final.changes.append(Difference("task", "changed", _recorded_status(self.plan, group) or "ended",
                                         f"{action.failure}: {action.detail}"))
 
     def _next_round(self, live: LiveCall, answer: Response) -> None:
@@ -531,7 +531,7 @@ class _SessionRunner:
             found, value = self.rounds.answer(index, retry, key)
             if not found:
                 method = asked.get("method") if isinstance(asked, dict) else None
-                change = Change(f"inputRequests[{key!r}]", "added", None,
+                change = Difference(f"inputRequests[{key!r}]", "added", None,
                                 f"{method or 'input'} asked live under key {key!r}, which the recording never answered")
                 holder = live if target is live else target
                 holder.changes.append(change)
@@ -679,7 +679,7 @@ class _SessionRunner:
         # A request's recorded id goes nowhere: the connection gives each request a live one.
         return message if params is message.params else Request(id=0, method=method, params=params, _parsed=True)
 
-    def _ahead(self, step: Step) -> tuple[Request | Notification | None, Outgoing | None]:
+    def _ahead(self, step: SendStep) -> tuple[Request | Notification | None, Outgoing | None]:
         """`step` as it will go out, built before the answers it waits for: (message, its request
         built by the connection). `_LIVE` instead of the message when it depends on those answers
         (a `requestState` to map, a cancellation's live id), or may change the session (`initialize`)."""

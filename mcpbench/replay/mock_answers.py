@@ -39,7 +39,7 @@ from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request
 from mcpbench.protocol.versions import LISTEN, REQUEST_STATE, Era, call_name, era_title, progress_token, request_era
 from mcpbench.replay.forward import Forwarder
-from mcpbench.replay.mock_listen import MockListens, Stream, tagged
+from mcpbench.replay.mock_listen import HeldListen, MockListens, tagged
 from mcpbench.replay.mock_state import MockStates, retry_key
 from mcpbench.replay.mock_tasks import MockTasks
 from mcpbench.replay.plan import Ask, RecordedCall, TracePlan
@@ -89,7 +89,7 @@ class RecordedReply:
     answer_at: float = 0.0
     via: str | None = None  # how the recording carried the answer: "sse", "json", "stdio"
     relay: Callable | None = None  # not recorded: `relay(request, send, ask)` answers live instead
-    hold: Stream | None = None  # a listen stream: held open after `timeline`, its changes played as they come
+    hold: HeldListen | None = None  # a listen stream: held open after `timeline`, its changes played as they come
     after: Callable[[], None] | None = None  # called once the answer is written (a change it caused is told)
 
 

@@ -25,7 +25,7 @@ from mcpbench.replay.plan import RecordedCall, TracePlan
 
 
 @dataclass(slots=True)
-class Script:
+class ListenScript:
     """One recorded listen stream: what is played at offsets, and the changes each cause brought."""
 
     call: RecordedCall
@@ -38,12 +38,12 @@ class Script:
 
 
 @dataclass(eq=False, slots=True)
-class Stream:
+class HeldListen:
     """A live listen the mock holds: where its changes are queued (None ends it)."""
 
     session: Any
     request_id: Any
-    script: Script
+    script: ListenScript
     owner: "MockListens"
     inbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     closed: threading.Event = field(default_factory=threading.Event)
@@ -68,15 +68,15 @@ def tagged(note: dict, request_id: Any) -> Notification:
     return Notification(method=note["method"], params=params, _parsed=True)
 
 
-def _scripts(trace: TracePlan) -> tuple[dict[int, Script], dict[int, list[tuple[Script, dict]]]]:
+def _scripts(trace: TracePlan) -> tuple[dict[int, ListenScript], dict[int, list[tuple[ListenScript, dict]]]]:
     """The recorded listens (by id of their call) and the changes each recorded call caused."""
-    listens: dict[int, Script] = {}
-    causes: dict[int, list[tuple[Script, dict]]] = {}
+    listens: dict[int, ListenScript] = {}
+    causes: dict[int, list[tuple[ListenScript, dict]]] = {}
     for session in trace.sessions:
         for call in session.calls:
             if call.method != LISTEN:
                 continue
-            script = listens[id(call)] = Script(call)
+            script = listens[id(call)] = ListenScript(call)
             # The requests that may have caused a change: this session's, and, in an era without
             # sessions (each recorded connection its own plan), every session's of the same era.
             pool = [c for s in trace.sessions if s is session or (session.era is not None and same_era(s.version, session.version)
@@ -102,20 +102,20 @@ class MockListens:
 
     def __init__(self, trace: TracePlan) -> None:
         self._scripts, self._causes = _scripts(trace)
-        self._open: list[Stream] = []
+        self._open: list[HeldListen] = []
         self._lock = threading.Lock()
         self.idle = threading.Event()  # no stream is held (what a shell or a test may wait for)
         self.idle.set()
 
-    def script(self, call: RecordedCall) -> Script | None:
+    def script(self, call: RecordedCall) -> ListenScript | None:
         return self._scripts.get(id(call))
 
     def causes(self, call: RecordedCall) -> bool:
         """Whether answering `call` brings changes to listen streams."""
         return id(call) in self._causes
 
-    def open(self, session: Any, request_id: Any, script: Script) -> Stream:
-        stream = Stream(session, request_id, script, self)
+    def open(self, session: Any, request_id: Any, script: ListenScript) -> HeldListen:
+        stream = HeldListen(session, request_id, script, self)
         with self._lock:
             self._open.append(stream)
             self.idle.clear()
@@ -141,7 +141,7 @@ class MockListens:
         """The mock stops: every stream ends."""
         self._close(lambda s: True)
 
-    def forget(self, stream: Stream) -> None:
+    def forget(self, stream: HeldListen) -> None:
         with self._lock:
             if stream in self._open:
                 self._open.remove(stream)
@@ -155,4 +155,4 @@ class MockListens:
             stream.close(cancelled)
 
 
-__all__ = ["MockListens", "Script", "Stream", "tagged"]
+__all__ = ["MockListens", "ListenScript", "HeldListen", "tagged"]

@@ -50,7 +50,7 @@ class Update:
 
 
 @dataclass(slots=True)
-class Script:
+class TaskScript:
     """What the recording says of one task: its handle, its polls' answers, its end and its cancel."""
 
     handle: dict
@@ -64,7 +64,7 @@ class Script:
 class _Live:
     id: str
     recorded: str
-    script: Script
+    script: TaskScript
     polled: int = 0
     updated: int = 0  # the recorded updates accepted
     cancelled: bool = False
@@ -76,9 +76,9 @@ class _Live:
         return status if isinstance(status, str) else "working"
 
 
-def scripts(trace: TracePlan) -> dict[str, Script]:
+def scripts(trace: TracePlan) -> dict[str, TaskScript]:
     """Each recorded task's script, by its recorded id."""
-    out: dict[str, Script] = {}
+    out: dict[str, TaskScript] = {}
     for session in trace.sessions:
         for call in session.calls:
             answer = answer_obj(call.answer)
@@ -86,7 +86,7 @@ def scripts(trace: TracePlan) -> dict[str, Script]:
                 continue
             handle = task_handle(answer.get("result"))
             if handle is not None and call.method not in SERVED:
-                out.setdefault(handle["taskId"], Script(handle))
+                out.setdefault(handle["taskId"], TaskScript(handle))
                 continue
             params = call.request.params if isinstance(call.request.params, dict) else {}
             script = out.get(params.get("taskId")) if isinstance(params.get("taskId"), str) else None
@@ -247,4 +247,4 @@ def _refused(message: str, code: int = INVALID_PARAMS) -> dict:
     return {"error": {"code": code, "message": f"mcpbench serve-trace: {message}"}}
 
 
-__all__ = ["MockTasks", "SERVED", "Script", "scripts"]
+__all__ = ["MockTasks", "SERVED", "TaskScript", "scripts"]

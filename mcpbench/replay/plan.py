@@ -50,7 +50,7 @@ from mcpbench.protocol.versions import (
 )
 from mcpbench.trace.format import Kind
 from mcpbench.trace.model import INVALID_MESSAGE, Entry, Rebuild, SessionReport
-from mcpbench.trace.model import Step as ModelStep
+from mcpbench.trace.model import EventEffect
 from mcpbench.trace.reader import TraceReader, collector_paused
 
 NO_SESSION = "-"
@@ -126,7 +126,7 @@ class RecordedCall:
 
 
 @dataclass(slots=True)
-class Step:
+class SendStep:
     """One client message to send, in recorded order.
 
     `wait_for` holds the indexes of the calls whose answers the recording shows
@@ -144,7 +144,7 @@ class SessionPlan:
     id: str
     transport: str | None
     calls: list[RecordedCall] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
+    steps: list[SendStep] = field(default_factory=list)
     asks: list[Ask] = field(default_factory=list)
     notifications: list[dict] = field(default_factory=list)  # server notifications no call claimed
     final_wait: tuple[int, ...] = ()
@@ -231,7 +231,7 @@ class _Planner:
                 return unit
         return None
 
-    def take(self, event: dict, step: ModelStep) -> None:
+    def take(self, event: dict, step: EventEffect) -> None:
         kind = event.get("kind")
         if kind == Kind.MESSAGE:
             self._message(event, step)
@@ -241,7 +241,7 @@ class _Planner:
             if (unit := self.unit(event, step.session, False)) is not None:
                 unit.plan.listens = True  # a Streamable HTTP GET stream was recorded
 
-    def _message(self, event: dict, step: ModelStep) -> None:
+    def _message(self, event: dict, step: EventEffect) -> None:
         direction, ts = event.get("dir"), event.get("ts") or 0.0
         unit = self.unit(event, step.session, True)
         assert unit is not None
@@ -276,7 +276,7 @@ class _Planner:
 
     def _client(self, unit: _Unit, item: Request | Notification, entry: Entry, ts: float, event: dict) -> None:
         if type(item) is Notification:
-            unit.plan.steps.append(Step(item, ts, tuple(unit.answered)))
+            unit.plan.steps.append(SendStep(item, ts, tuple(unit.answered)))
             unit.answered.clear()
             return
         op = entry.op
@@ -299,7 +299,7 @@ class _Planner:
             owner.header_version = _header_version(event)
         if earlier is not None:
             _retry(plan, earlier[1], call)
-        plan.steps.append(Step(item, ts, tuple(owner.answered), call))
+        plan.steps.append(SendStep(item, ts, tuple(owner.answered), call))
         owner.answered.clear()
 
     def _server(self, unit: _Unit, item: dict, entry: Entry, ts: float, event: dict) -> None:
@@ -347,7 +347,7 @@ class _Planner:
         owner.open -= 1
         owner.answered.append(call.index)
 
-    def _http(self, event: dict, step: ModelStep) -> None:
+    def _http(self, event: dict, step: EventEffect) -> None:
         """An HTTP exchange's end: an error status that carried no answer says how its call failed
         (the model ended its operation with it)."""
         status = event.get("status")

@@ -4,7 +4,7 @@ Each recorded call ends in one status:
 
     identical   the live answer equals the recorded one after normalisation (or the
                 call failed as it did when recorded: the same HTTP status, no answer)
-    changed     it differs (each `Change` names a path, old → new); with
+    changed     it differs (each `Difference` names a path, old → new); with
                 `fail_on_latency`, a call that much slower changes at the path `latency`
     missing     the recording has an answer, the live target gave none in time
     extra       the live target answered a request the recording has no answer to
@@ -32,7 +32,7 @@ import orjson
 
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT
 from mcpbench.protocol.versions import LISTEN, as_offered, eras_differ
-from mcpbench.replay.compare import Change, IgnoreRules, compare, generalise, slower
+from mcpbench.replay.compare import Difference, IgnoreRules, compare, generalise, slower
 from mcpbench.replay.engine import ReplayRun, SessionRun
 from mcpbench.replay.operations import listen_views
 from mcpbench.replay.plan import RecordedCall, SessionPlan, TracePlan, answer_obj
@@ -95,7 +95,7 @@ class CallResult:
     method: str
     name: str | None
     status: str
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Difference] = field(default_factory=list)
     latency_old: float | None = None  # seconds
     latency_new: float | None = None
     detail: str | None = None
@@ -259,7 +259,7 @@ def _judge(
     if latency is not None and not cold and slower(latency_old, latency_new, factor=latency[0], slack=latency[1]):
         result.slower = latency_new / latency_old if latency_old else None
         if fail_on_latency is not None and slower(latency_old, latency_new, factor=fail_on_latency, slack=latency[1]):
-            result.changes.append(Change("latency", "changed", _ms(latency_old), _ms(latency_new)))
+            result.changes.append(Difference("latency", "changed", _ms(latency_old), _ms(latency_new)))
     if result.changes:
         result.status = "changed"
     return result
@@ -427,7 +427,7 @@ def _diff_session(a: SessionPlan | None, b: SessionPlan | None, judging: Judging
                 )
                 params = compare(_params(ca), _params(cb), rules, method=ca.method, name=ca.name)
                 if params:
-                    result.changes = [Change("params" + (("." + c.path) if c.path else ""), c.kind, c.old, c.new) for c in params] + result.changes
+                    result.changes = [Difference("params" + (("." + c.path) if c.path else ""), c.kind, c.old, c.new) for c in params] + result.changes
                     result.status = "changed" if result.status == "identical" else result.status
                 out.calls.append(result)
             continue

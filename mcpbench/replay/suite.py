@@ -11,7 +11,7 @@ import contextlib
 import glob
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from mcpbench.companions.telemetry import Companion
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.compare import IgnoreRules, load_rules, save_rules
+from mcpbench.replay.contract import ContractReport, ContractResult, replay_contract, surface_plan
 from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import Judging, Report, build, learn_noise, write_json
@@ -87,7 +88,7 @@ class ReplayOptions:
 
 
 @dataclass(slots=True)
-class Outcome:
+class ReplayOutcome:
     """One trace's replay: its report, its run, and why its own trace is incomplete (if it is)."""
 
     report: Report
@@ -131,8 +132,24 @@ class SuiteResult:
         write_json(path, self.to_json())
 
 
+def replay_contracts(recorded: Sequence[TracePlan], target: Target, options: ReplayOptions, fail_on: str, *,
+                     each: Callable[[ContractReport], None] = lambda report: None) -> ContractResult:
+    """Each trace's declared surface against the live server's (only the handshake and the listings
+    are sent), judged as `fail_on` says; `each` hears every report as it is made. An interrupted
+    replay ends the suite there."""
+    reports = []
+    for plan in recorded:
+        run = Replayer(target, protocol_version=options.protocol_version, pace=options.pace,
+                       timeout=options.timeout, access=options.access).run(surface_plan(plan))
+        reports.append(replay_contract(plan, run))
+        each(reports[-1])
+        if run.interrupted:
+            break
+    return ContractResult(reports, fail_on)
+
+
 def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: ReplayOptions, *,
-               learn_to: Path | None = None, out: str | os.PathLike | None = None) -> Outcome:
+               learn_to: Path | None = None, out: str | os.PathLike | None = None) -> ReplayOutcome:
     """Replay `recorded` against `target` and judge every call as `judging` says.
 
     With `learn_to`, replay twice first and save the paths that differed between the two runs
@@ -149,7 +166,7 @@ def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: R
     redactor = Redactor(options.redact)
     first = run_once() if learn_to is not None else None
     if first is not None and first.aborted:
-        return Outcome(judged(first, judging), first)
+        return ReplayOutcome(judged(first, judging), first)
     with contextlib.ExitStack() as stack:
         # --otlp: the replay's own trace (a temporary one without `out`), followed by the companion
         path = out or (Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mcpbench-replay-"))) / "replay.jsonl"
@@ -174,7 +191,7 @@ def replay_one(recorded: TracePlan, target: Target, judging: Judging, options: R
         save_rules(learn_to, learned, source=recorded.path)
         judging = judging.with_rules(judging.rules.extend(learned))
     failed = writer.failed if writer else None
-    return Outcome(judged(run, judging), run, learned, failed, wrote=writer is not None and not failed)
+    return ReplayOutcome(judged(run, judging), run, learned, failed, wrote=writer is not None and not failed)
 
 
 def rules_for(trace: str | os.PathLike, ignore: Iterable[str], *, defaults: bool = True, beside: bool = True) -> IgnoreRules:

@@ -1,7 +1,7 @@
 """Trace events → finished calls and sessions, the things spans and metrics are made of.
 
 `CallTracker.take(event, step)` reads what `trace/model.py`'s `Rebuild` made of one trace
-event (the `Step`: the entries it added, the operations it began and finished, paired and grouped
+event (the `EventEffect`: the entries it added, the operations it began and finished, paired and grouped
 by the trace model) and returns what it finished: a `TracedCall` once an operation has its final answer
 (or its session ended without it), a `SessionDone` once a session ended. A call is an operation,
 not a request: a 2026-07-28 multi round-trip request is one span and one duration, each of its
@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpbench.trace.model import INPUT_REQUIRED, NOT_MCP, Entry, Operation, SessionReport, Step, ended, open_outcome
+from mcpbench.trace.model import INPUT_REQUIRED, NOT_MCP, Entry, EventEffect, SessionReport, TracedOperation, ended, open_outcome
 from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import ERA_NAMES, progress_token
@@ -64,7 +64,7 @@ class TraceParent:
 
 
 @dataclass(slots=True)
-class SessionState:
+class TrackedSession:
     """One session as the tracker follows it."""
 
     key: str
@@ -106,7 +106,7 @@ class SessionState:
 class TracedCall:
     """A request and how it ended: what one span and one duration measurement are made of."""
 
-    session: SessionState
+    session: TrackedSession
     direction: str  # the request's: c2s (the client's call) or s2c (the server's)
     name: str  # the span name, `{mcp.method.name} {target}`
     attributes: dict[str, Any]
@@ -129,21 +129,21 @@ class TracedCall:
 class SessionDone:
     """A session that ended (or the trace did): its span and its duration are made of it."""
 
-    session: SessionState
+    session: TrackedSession
     end: float
     error_type: str | None
 
 
 @dataclass(frozen=True, slots=True)
-class Problem:
+class TracedProblem:
     """A violation, an error event or a failed HTTP exchange: counted by class."""
 
-    session: SessionState
+    session: TrackedSession
     kind: str  # violation | error
     name: str  # the violation code or error class
 
 
-Finished = TracedCall | SessionDone | Problem
+Finished = TracedCall | SessionDone | TracedProblem
 
 
 def _answers(event: dict[str, Any]) -> dict[Any, dict]:
@@ -167,13 +167,13 @@ class CallTracker:
 
     def __init__(self, header: dict[str, Any] | None = None) -> None:
         self.header = header or {}
-        self.sessions: OrderedDict[int, SessionState] = OrderedDict()  # by the report's identity
-        self._calls: dict[int, TracedCall] = {}  # in flight, by the identity of their `Operation`
+        self.sessions: OrderedDict[int, TrackedSession] = OrderedDict()  # by the report's identity
+        self._calls: dict[int, TracedCall] = {}  # in flight, by the identity of their `TracedOperation`
         self._by_token: dict[tuple[int, Any], TracedCall] = {}
         self._by_id: dict[tuple[int, str, Any], TracedCall] = {}
         self.last_ts: float | None = None
 
-    def take(self, event: dict[str, Any], step: Step | None) -> list[Finished]:
+    def take(self, event: dict[str, Any], step: EventEffect | None) -> list[Finished]:
         """What one trace event finished (often nothing)."""
         kind = event["kind"]
         if kind == Kind.TRACE:
@@ -205,16 +205,16 @@ class CallTracker:
 
     # ---- sessions -------------------------------------------------------------------------------
 
-    def _session(self, report: SessionReport, ts: float) -> SessionState:
+    def _session(self, report: SessionReport, ts: float) -> TrackedSession:
         state = self.sessions.get(id(report))
         if state is None:
-            state = self.sessions[id(report)] = SessionState(report.id, report, report.start, ts)
+            state = self.sessions[id(report)] = TrackedSession(report.id, report, report.start, ts)
             if len(self.sessions) > MAX_SESSIONS:
                 self.sessions.popitem(last=False)
         state.key = report.id  # a legacy stream's connection key becomes its session's id
         return state
 
-    def _end(self, state: SessionState, ts: float, out: list[Finished], *, sessionless_too: bool = False) -> None:
+    def _end(self, state: TrackedSession, ts: float, out: list[Finished], *, sessionless_too: bool = False) -> None:
         """The session ended (or, `sessionless_too`, the trace did: the calls in flight end unanswered):
         its span ends once. The session is still followed: a client may go on under its key (the model does)."""
         if state.sessionless and not sessionless_too:
@@ -235,7 +235,7 @@ class CallTracker:
 
     # ---- messages -------------------------------------------------------------------------------
 
-    def _message(self, state: SessionState, event: dict[str, Any], step: Step, out: list[Finished]) -> None:
+    def _message(self, state: TrackedSession, event: dict[str, Any], step: EventEffect, out: list[Finished]) -> None:
         msg = event.get("msg")
         items = msg if isinstance(msg, list) else [msg]
         requests = {item["id"]: item for item in items if isinstance(item, dict) and "method" in item and _plain_id(item.get("id"))}
@@ -255,7 +255,7 @@ class CallTracker:
                 if item is not None:
                     self._notification(state, entry, item)
             elif entry.kind == "violation":
-                out.append(Problem(state, "violation", entry.name))
+                out.append(TracedProblem(state, "violation", entry.name))
                 state.note(entry.ts, "mcpbench.violation", {otel.VIOLATION_CODE: entry.name, "mcpbench.detail": entry.detail[:200]})
         if step.answered:
             for entry in step.answered:
@@ -266,14 +266,14 @@ class CallTracker:
                     call.events.append((entry.end or entry.ts, ROUND_ANSWERED, {"mcpbench.round": op.rounds.index(entry) + 1,
                                                                                 "mcpbench.outcome": entry.outcome, "mcpbench.latency_ms": latency}))
 
-    def _finished(self, ops: list[Operation], answers: dict, out: list[Finished]) -> None:
+    def _finished(self, ops: list[TracedOperation], answers: dict, out: list[Finished]) -> None:
         for op in ops:
             call = self._calls.pop(id(op), None)
             if call is not None:
                 self._forget(call)
                 out.append(self._answered(call, op, answers.get(op.last.id)))
 
-    def _open(self, state: SessionState, entry: Entry, item: dict[str, Any]) -> None:
+    def _open(self, state: TrackedSession, entry: Entry, item: dict[str, Any]) -> None:
         params = item.get("params")
         name, attributes = otel.request_attributes(item["method"], params)
         attributes[otel.REQUEST_ID] = str(entry.id)
@@ -288,7 +288,7 @@ class CallTracker:
         self._by_id[(report_id, call.direction, entry.id)] = call
         call.keys.append((report_id, call.direction, entry.id))
 
-    def _notification(self, state: SessionState, entry: Entry, item: dict[str, Any]) -> None:
+    def _notification(self, state: TrackedSession, entry: Entry, item: dict[str, Any]) -> None:
         params = item.get("params") if isinstance(item.get("params"), dict) else {}
         method = item["method"]
         report_id = id(state.report)
@@ -310,7 +310,7 @@ class CallTracker:
         elif call is None:
             state.note(entry.ts, method, fields)
 
-    def _answered(self, call: TracedCall, op: Operation, answer: dict[str, Any] | None) -> TracedCall:
+    def _answered(self, call: TracedCall, op: TracedOperation, answer: dict[str, Any] | None) -> TracedCall:
         entry = op.last
         call.end = op.end if op.end is not None else entry.ts + (entry.latency or 0.0)
         call.outcome = op.outcome
@@ -331,7 +331,7 @@ class CallTracker:
             call.error_message = op.detail or None
         return call
 
-    def _unanswered(self, call: TracedCall, ts: float, op: Operation | None = None) -> TracedCall:
+    def _unanswered(self, call: TracedCall, ts: float, op: TracedOperation | None = None) -> TracedCall:
         call.end = max(ts, call.start)
         call.outcome = open_outcome(op) if op is not None else "unanswered"
         if call.outcome == INPUT_REQUIRED:  # asked for input, never retried: it ended with that answer
@@ -350,17 +350,17 @@ class CallTracker:
 
     # ---- other events ---------------------------------------------------------------------------
 
-    def _other(self, state: SessionState, event: dict[str, Any], step: Step, out: list[Finished]) -> None:
+    def _other(self, state: TrackedSession, event: dict[str, Any], step: EventEffect, out: list[Finished]) -> None:
         for entry in step.added:
             if entry.kind == "violation":
-                out.append(Problem(state, "violation", entry.name))
+                out.append(TracedProblem(state, "violation", entry.name))
                 state.note(entry.ts, "mcpbench.violation", {otel.VIOLATION_CODE: entry.name, "mcpbench.detail": entry.detail[:200]})
             elif entry.kind == "http":
-                out.append(Problem(state, "error", f"http-{entry.outcome}"))
+                out.append(TracedProblem(state, "error", f"http-{entry.outcome}"))
                 state.note(entry.ts, "mcpbench.http", {"mcpbench.request": entry.name, "http.response.status_code": int(entry.outcome)})
             elif entry.kind == "error" or (entry.kind == "stream" and entry.detail):
                 name = entry.name if entry.kind == "error" else "stream-error"
                 if state.transport == STDIO and entry.kind == "error":
                     continue  # the tee's "ended before its answer": the call itself says so
-                out.append(Problem(state, "error", name))
+                out.append(TracedProblem(state, "error", name))
                 state.note(entry.ts, "mcpbench.error", {otel.ERROR_CLASS: name, "mcpbench.detail": entry.detail[:200]})

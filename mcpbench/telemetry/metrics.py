@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mcpbench.telemetry import conventions as otel
-from mcpbench.telemetry.calls import Problem, SessionDone, SessionState, TracedCall
+from mcpbench.telemetry.calls import SessionDone, TracedCall, TracedProblem, TrackedSession
 
 # How often metrics are pushed over OTLP.
 OTLP_INTERVAL_MS = 5_000
@@ -51,7 +51,7 @@ class Metrics:
         *,
         prometheus: tuple[str, int] | None = None,
         otlp: str | None = None,
-        open_sessions: Callable[[], Iterable[SessionState]] = tuple,
+        open_sessions: Callable[[], Iterable[TrackedSession]] = tuple,
         counts: Callable[[], tuple[int, int]] = lambda: (0, 0),
     ) -> None:
         from opentelemetry.metrics import CallbackOptions, Observation
@@ -115,7 +115,7 @@ class Metrics:
         self._errors = otel.Folder()
         self._codes = otel.Folder()
 
-    def take(self, finished: Iterable[TracedCall | SessionDone | Problem]) -> None:
+    def take(self, finished: Iterable[TracedCall | SessionDone | TracedProblem]) -> None:
         for item in finished:
             if type(item) is TracedCall:
                 self._call(item)
@@ -159,7 +159,7 @@ class Metrics:
             labels[otel.ERROR_TYPE] = done.error_type
         self.session_duration.record(max(0.0, done.end - state.start), labels)
 
-    def _problem(self, problem: Problem) -> None:
+    def _problem(self, problem: TracedProblem) -> None:
         transport = problem.session.transport
         if problem.kind == "violation":
             self.violations.add(1, {otel.VIOLATION_CODE: self._codes(problem.name), otel.TRANSPORT: transport})

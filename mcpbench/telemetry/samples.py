@@ -29,7 +29,7 @@ from mcpbench.telemetry.spans import NS, SAMPLED, SCOPE, resource
 
 
 @dataclass(slots=True)
-class _Session:
+class _SessionSpan:
     trace_id: int
     span_id: int
     start: float
@@ -60,7 +60,7 @@ class SampleSpans:
     def __init__(self, options: TelemetryOptions, target: str | None) -> None:
         self.resource = resource(options.service_name)
         self.server = otel.server_endpoint(target) if target and not target.startswith("stdio:") else {}
-        self.sessions: dict[str, _Session] = {}
+        self.sessions: dict[str, _SessionSpan] = {}
         self._random = random.Random()
 
     def _id(self, bits: int) -> int:
@@ -88,7 +88,7 @@ class SampleSpans:
             attributes[otel.SESSION_KEY] = tag
             session = self.sessions.get(tag)
             if session is None:
-                session = self.sessions[tag] = _Session(self._id(128), self._id(64), start, end)
+                session = self.sessions[tag] = _SessionSpan(self._id(128), self._id(64), start, end)
             session.start, session.end = min(session.start, start), max(session.end, end)
             session.steps += 1
             session.failed += bool(failure)

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mcpbench.trace.model import Rebuild, Step
+from mcpbench.trace.model import EventEffect, Rebuild
 from mcpbench.companions.options import TelemetryOptions
 from mcpbench.protocol.errors import TraceError
 from mcpbench.telemetry.calls import CallTracker, Finished, SessionDone, TracedCall
@@ -76,12 +76,12 @@ class Telemetry:
         for event in events:
             self.take_step(event, take(event))
 
-    def take_steps(self, steps: Iterable[tuple[dict[str, Any], Step | None]]) -> None:
+    def take_steps(self, steps: Iterable[tuple[dict[str, Any], EventEffect | None]]) -> None:
         """Events a `LiveFeed` rebuilt already, with their steps."""
         for event, step in steps:
             self.take_step(event, step)
 
-    def take_step(self, event: dict[str, Any], step: Step | None) -> None:
+    def take_step(self, event: dict[str, Any], step: EventEffect | None) -> None:
         if event["kind"] == Kind.TRACE and self.spans is not None:
             self.spans.header = event
         finished = self.tracker.take(event, step)

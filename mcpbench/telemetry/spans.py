@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from mcpbench import __version__
 from mcpbench.protocol.transports import STDIO
 from mcpbench.telemetry import conventions as otel
-from mcpbench.telemetry.calls import SessionDone, SessionState, TracedCall
+from mcpbench.telemetry.calls import SessionDone, TracedCall, TrackedSession
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 SCOPE = InstrumentationScope("mcpbench", __version__)
@@ -37,7 +37,7 @@ def resource(service_name: str) -> Resource:
     return Resource.create({otel.SERVICE_NAME: service_name, "service.version": __version__})
 
 
-def session_attributes(state: SessionState, header: dict[str, Any]) -> dict[str, Any]:
+def session_attributes(state: TrackedSession, header: dict[str, Any]) -> dict[str, Any]:
     """What every span of a session carries: transport, version, era, session id, server."""
     transport = state.transport
     attributes: dict[str, Any] = {otel.NETWORK_TRANSPORT: otel.network_transport(transport), otel.TRANSPORT: transport}
@@ -66,7 +66,7 @@ class SpanMaker:
     def _id(self, bits: int) -> int:
         return self._random.getrandbits(bits) or 1
 
-    def _session_context(self, state: SessionState) -> SpanContext | None:
+    def _session_context(self, state: TrackedSession) -> SpanContext | None:
         if state.sessionless:
             return None
         if state.span_id is None:

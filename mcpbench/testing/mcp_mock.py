@@ -35,7 +35,7 @@ from typing import Any
 from mcpbench.processes import STARTUP_TIMEOUT, STOP_TIMEOUT, free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO
 from mcpbench.target import Target, parse_target
-from mcpbench.testing.settings import Action, Settings, SettingsError
+from mcpbench.testing.settings import Action, FixtureSettings, SettingsError
 
 # How often the in-process HTTP mock looks whether it should stop: each test's teardown waits for it
 # (at most this long; 200 idle wake-ups a second cost nothing measurable).
@@ -92,7 +92,7 @@ class McpMock:
 
 
 @contextlib.contextmanager
-def open_mock(settings: Settings, server: str | None) -> Iterator[McpMock]:
+def open_mock(settings: FixtureSettings, server: str | None) -> Iterator[McpMock]:
     """Serve, record or extend `settings.trace` (see the module docstring) for the block's duration.
 
     `server` is the real server as a target (`stdio:CMD`, a URL; `{port}` for `settings.command`).
@@ -145,7 +145,7 @@ def _transport_of(recorded: Any) -> str | None:
 
 
 @contextlib.contextmanager
-def _serve(settings: Settings, recorded: Any, transport: str, forward_to: Target | None, action: Action) -> Iterator[McpMock]:
+def _serve(settings: FixtureSettings, recorded: Any, transport: str, forward_to: Target | None, action: Action) -> Iterator[McpMock]:
     """The trace as a mock on `transport`; unrecorded requests go to `forward_to` when given."""
     trace, mode = settings.trace, settings.mode
     if transport == STDIO:
@@ -177,7 +177,7 @@ def _serve(settings: Settings, recorded: Any, transport: str, forward_to: Target
 
 
 @contextlib.contextmanager
-def _real_server(settings: Settings, server: str) -> Iterator[Target]:
+def _real_server(settings: FixtureSettings, server: str) -> Iterator[Target]:
     """The real server as a target; with `settings.command`, started on a free port (`{port}`) until the block ends."""
     port = str(free_port()) if "{port}" in server or any("{port}" in part for part in settings.command) else None
     target = parse_target(server.replace("{port}", port) if port else server)

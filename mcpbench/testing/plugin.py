@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from mcpbench.testing.settings import DEFAULT_MODE, RECORD_MODES, Action, Settings, SettingsError, build, default_trace_name
+from mcpbench.testing.settings import DEFAULT_MODE, RECORD_MODES, Action, FixtureSettings, SettingsError, build, default_trace_name
 
 MARKER = "mcp_trace"
 
@@ -82,7 +82,7 @@ def mcp_server() -> str | None:
 
 @pytest.fixture
 def mcp_settings(request: pytest.FixtureRequest, mcp_config: dict, mcp_trace_dir: Path, default_mcp_trace_name: str,
-                 mcp_record_mode: str) -> Settings:
+                 mcp_record_mode: str) -> FixtureSettings:
     """This test's settings: `mcp_config`, then its `mcp_trace` marker, then the command line's mode."""
     marker = request.node.get_closest_marker(MARKER)
     try:
@@ -94,7 +94,7 @@ def mcp_settings(request: pytest.FixtureRequest, mcp_config: dict, mcp_trace_dir
 
 
 @pytest.fixture
-def mcp_mock(request: pytest.FixtureRequest, mcp_settings: Settings) -> Iterator[Any]:
+def mcp_mock(request: pytest.FixtureRequest, mcp_settings: FixtureSettings) -> Iterator[Any]:
     """The target to point client code at: the trace served as a mock, or (recording) the real server.
 
     An `McpMock`: `url` (HTTP transports), `command` and `args` (stdio), `target`, `sdk_target()`.
@@ -115,7 +115,7 @@ def mcp_mock(request: pytest.FixtureRequest, mcp_settings: Settings) -> Iterator
 
 
 @pytest.fixture
-def mcp_replay(request: pytest.FixtureRequest, mcp_settings: Settings) -> Callable[..., Any]:
+def mcp_replay(request: pytest.FixtureRequest, mcp_settings: FixtureSettings) -> Callable[..., Any]:
     """`mcp_replay(trace=None, target=None, **options)`: replay a trace against the server under test.
 
     Defaults: this test's trace and the marker's (or `mcp_server`'s) server. The test fails with

@@ -68,7 +68,7 @@ def default_trace_name(test_name: str, class_name: str | None = None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class FixtureSettings:
     """Everything the fixtures need to know about one test."""
 
     trace: Path
@@ -89,7 +89,7 @@ class Settings:
 
 
 def build(config: Mapping[str, Any], args: Sequence[Any], kwargs: Mapping[str, Any], *, trace_dir: str | Path,
-          default_name: str, cli_mode: str | None) -> Settings:
+          default_name: str, cli_mode: str | None) -> FixtureSettings:
     """The settings of one test: `config` (the `mcp_config` fixture), then the marker's `args` and `kwargs`.
 
     Raises:
@@ -125,7 +125,7 @@ def build(config: Mapping[str, Any], args: Sequence[Any], kwargs: Mapping[str, A
     timeout = merged.get("timeout", DEFAULT_TIMEOUT)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
         raise SettingsError(f"timeout={timeout!r}: expected a number of seconds > 0")
-    return Settings(
+    return FixtureSettings(
         trace=folder / name, mode=mode, server=server, command=tuple(map(str, command)), transport=transport,
         pace=str(merged.get("pace") or DEFAULT_PACE), json_response=bool(merged.get("json_response")),
         ignore=(ignore,) if isinstance(ignore, str) else tuple(ignore), timeout=float(timeout),

@@ -149,7 +149,7 @@ class Task:
     extension returns unasked): its statuses as polls, cancels and notifications said them."""
 
     id: str
-    op: "Operation"
+    op: "TracedOperation"
     created: float  # when the handle came back
     status: str
     statuses: list[tuple[float, str]] = field(default_factory=list)
@@ -169,7 +169,7 @@ class Task:
 
 
 @dataclass(slots=True, eq=False)
-class Stream:
+class ListenStream:
     """A `subscriptions/listen` stream: opened, acknowledged, its notifications, closed. Never an
     unanswered call: open while it listens."""
 
@@ -181,7 +181,7 @@ class Stream:
 
 
 @dataclass(slots=True, eq=False)
-class Operation:
+class TracedOperation:
     """One logical request: its rounds (one, or a multi round-trip's retries), its outcome once final."""
 
     dir: str
@@ -196,10 +196,10 @@ class Operation:
     state: Any = None  # the `requestState` the next round must echo (None: none sent)
     asked: frozenset | None = None  # the `inputRequests` keys the next round must answer (None: not waiting)
     notifications: int = 0  # progress notifications tied to it by their token
-    inner: list["Operation"] = field(default_factory=list)  # server requests made while it ran (handshake era)
+    inner: list["TracedOperation"] = field(default_factory=list)  # server requests made while it ran (handshake era)
     outer: "Operation | None" = None  # a server request: the client's operation it was made in (its `inner`)
     task: Task | None = None  # the task it became, or (tasks/get, tasks/result, …) the task it names
-    stream: Stream | None = None  # a `subscriptions/listen` request: its stream
+    stream: ListenStream | None = None  # a `subscriptions/listen` request: its stream
     log_level: Any = None  # the log level its request asked for (2026-07-28 `_meta`)
 
     @property
@@ -251,16 +251,16 @@ class SessionReport:
     requests: int = 0  # requests seen (kept or not)
     open_calls: dict[tuple[str, Any], Entry] = field(default_factory=dict)
     sessionless: bool = False  # sessionless Streamable HTTP: a logical stream of one protocol version
-    operations: list[Operation] = field(default_factory=list)  # kept with the timeline (`Rebuild(keep=True)`)
+    operations: list[TracedOperation] = field(default_factory=list)  # kept with the timeline (`Rebuild(keep=True)`)
     client: dict | None = None  # the client's name and version (initialize, or the `_meta` envelope)
     end: float = 0.0  # its last event
-    awaiting: list[Operation] = field(default_factory=list)  # answered `input_required`: waiting for a retry
-    running: list[Operation] = field(default_factory=list)  # the client's operations not answered yet
-    progress: dict[Any, Operation] = field(default_factory=dict)  # progress token -> its open operation
+    awaiting: list[TracedOperation] = field(default_factory=list)  # answered `input_required`: waiting for a retry
+    running: list[TracedOperation] = field(default_factory=list)  # the client's operations not answered yet
+    progress: dict[Any, TracedOperation] = field(default_factory=dict)  # progress token -> its open operation
     states: dict[str, Entry] = field(default_factory=dict)  # a `requestState` in flight -> its round
     tasks: dict[str, Task] = field(default_factory=dict)  # task id -> the task
-    streams: dict[Any, Operation] = field(default_factory=dict)  # subscription id -> its open listen operation
-    shadowed: list[Operation] = field(default_factory=list)  # open when a later request took their id
+    streams: dict[Any, TracedOperation] = field(default_factory=dict)  # subscription id -> its open listen operation
+    shadowed: list[TracedOperation] = field(default_factory=list)  # open when a later request took their id
     # `Rebuild.take_all`'s plain calls in flight, as rows of its `PlainCalls` (no objects yet): id -> row,
     # progress token -> row. Made objects (`open_calls`, `running`, `progress`) before `take` looks at the session.
     hot: dict[Any, int] = field(default_factory=dict)
@@ -311,12 +311,12 @@ class PlainCalls:
         self.answers: list[int] = []
         self.outcomes: dict[int, tuple[str, str]] = {}  # row -> (outcome, detail), where not ok
         self.notified: dict[int, int] = {}  # row -> progress notifications tied to it
-        self.objects: dict[int, Operation] = {}  # row -> its object
+        self.objects: dict[int, TracedOperation] = {}  # row -> its object
         self.times = array("d")  # by position: each event's `ts`
         self.sizes = array("q")  # by position (`Rebuild(measure=True)`): each event's message as compact JSON
         self.bases: list[tuple[int, int]] = []  # (first position, its line minus its position) per `take_all`
 
-    def add(self, op: Operation, report: SessionReport, position: int) -> None:
+    def add(self, op: TracedOperation, report: SessionReport, position: int) -> None:
         """A row for an operation `take` began (an object from the start)."""
         self.objects[len(self.owner)] = op
         self.owner.append(report)
@@ -331,7 +331,7 @@ class PlainCalls:
         bases = self.bases
         return position - bases[bisect_right(bases, (position, float("inf"))) - 1][1]
 
-    def operation(self, row: int) -> Operation:
+    def operation(self, row: int) -> TracedOperation:
         """The row's operation, made once: what `take` would have made of its request and answer."""
         op = self.objects.get(row)
         if op is not None:
@@ -340,7 +340,7 @@ class PlainCalls:
         ts = self.times[position]
         method, target, name = self.distinct[self.names[row]]
         entry = Entry(ts, C2S_VALUE, "request", name, id=self.ids[row], line=self.line(position))
-        op = Operation(C2S_VALUE, method, name, target, [entry], self.capabilities[row])
+        op = TracedOperation(C2S_VALUE, method, name, target, [entry], self.capabilities[row])
         entry.op = op
         op.notifications = self.notified.get(row, 0)
         if sizes:
@@ -412,15 +412,15 @@ class _Flow:
 
 
 @dataclass(slots=True)
-class Step:
+class EventEffect:
     """What one trace event did to its session: the entries it added, the requests it answered
     (their `latency` and `outcome` now set)."""
 
     session: SessionReport
     added: list[Entry]
     answered: list[Entry]
-    finished: list[Operation] = field(default_factory=list)  # operations whose final outcome this event gave
-    opened: list[Operation] = field(default_factory=list)  # operations this event began
+    finished: list[TracedOperation] = field(default_factory=list)  # operations whose final outcome this event gave
+    opened: list[TracedOperation] = field(default_factory=list)  # operations this event began
     # The answers themselves, beside `answered` (`Rebuild(answers=True)`: a replay needs them; a view does not).
     answers: list[Response | ErrorResponse] | None = None
 
@@ -431,7 +431,7 @@ class Rebuild:
     Args:
         keep: keep each session's timeline in `SessionReport.entries` (`inspect`); without it the
             caller keeps what `take` returns for as long as it wants (a live view, bounded).
-        answers: give each step the answer messages of the requests it answered (`Step.answers`),
+        answers: give each step the answer messages of the requests it answered (`EventEffect.answers`),
             as the replay's plan needs them; the views keep none (`take_all` leaves them out).
         measure: set each request's `request_bytes` and `answer_bytes`: the size of its event's
             message as compact JSON (what the frames' byte columns mean; a batch's whole size).
@@ -455,7 +455,7 @@ class Rebuild:
         self._plain_calls = False  # `take_all` has begun: sessions say what the hot path may take (`_plain_flags`)
 
     @property
-    def opened(self) -> list[Operation]:
+    def opened(self) -> list[TracedOperation]:
         """`ordered`: every operation, in the order it began (made objects, if they were rows)."""
         calls = self.calls
         return [calls.operation(row) for row in range(len(calls.owner))] if self.ordered else []
@@ -465,7 +465,7 @@ class Rebuild:
         """`ordered`: each operation's session, as `opened`."""
         return list(self.calls.owner) if self.ordered else []
 
-    def take_all(self, events: Iterable[dict[str, Any]], other: Callable[[dict[str, Any], Step], None] | None = None) -> None:
+    def take_all(self, events: Iterable[dict[str, Any]], other: Callable[[dict[str, Any], EventEffect], None] | None = None) -> None:
         """Take every event of a whole trace, numbering the entries with their trace line (a line per
         event, the header too); `other(event, step)` for each event but the plain calls.
 
@@ -496,7 +496,7 @@ class Rebuild:
         if self.keep:
             self._make_objects()
 
-    def _plain(self, batch: Any, position: int, other: Callable[[dict[str, Any], Step], None] | None) -> int:
+    def _plain(self, batch: Any, position: int, other: Callable[[dict[str, Any], EventEffect], None] | None) -> int:
         """One batch of `take_all`: each plain call on the hot path, the rest through `take`. Returns
         the position after it. One loop with its look-ups in locals, subscripts rather than `get`
         where a key is tested first: it runs once per event."""
@@ -640,7 +640,7 @@ class Rebuild:
         self._marked.clear()
         self._pointed.clear()
 
-    def take(self, event: dict[str, Any], position: int = -1) -> Step | None:
+    def take(self, event: dict[str, Any], position: int = -1) -> EventEffect | None:
         """Take one trace event; None for the header. `position`: its place in `take_all`'s columns."""
         kind = event["kind"]
         if kind == Kind.TRACE:
@@ -653,7 +653,7 @@ class Rebuild:
         if report.hot or report.hot_progress:
             self._objectify(report)
         report.end = event["ts"]
-        step = Step(report, [], [])
+        step = EventEffect(report, [], [])
         if self.answers:
             step.answers = []
         _take(step, event, self.flows)
@@ -700,10 +700,10 @@ class Rebuild:
         """Drop a session (a live view keeps a bounded number)."""
         self.sessions.pop(key, None)
 
-    def finish(self) -> list[Operation]:
+    def finish(self) -> list[TracedOperation]:
         """The trace is read to its end: the calls still open were never answered, an operation
         still waiting for its retry ends asking for input. Returns the operations this finished."""
-        done: list[Operation] = []
+        done: list[TracedOperation] = []
         for report in self.sessions.values():
             if report.hot or report.hot_progress:
                 self._objectify(report)
@@ -721,7 +721,7 @@ class Rebuild:
         return done
 
 
-def _measure(step: Step, event: dict[str, Any]) -> None:
+def _measure(step: EventEffect, event: dict[str, Any]) -> None:
     """`Rebuild(measure=True)`: the requests the event began or answered carry its message's size."""
     size = -1
     for entry in step.added:
@@ -740,7 +740,7 @@ def _measure(step: Step, event: dict[str, Any]) -> None:
 _UNUSUAL_REQUESTS = frozenset({"initialize", LISTEN, *TASK_METHODS})
 
 
-def open_outcome(op: Operation) -> str:
+def open_outcome(op: TracedOperation) -> str:
     """The outcome of an operation still open when its trace (or session) ends: a listen stream still
     listening, a task as last seen, a request that asked for input and was never retried, or unanswered."""
     if op.stream is not None:
@@ -770,7 +770,7 @@ def _sessionless_version(event: dict[str, Any], flows: dict[Any, _Flow]) -> str 
     return known.version if known is not None else None
 
 
-def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
+def _take(step: EventEffect, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
     report, added = step.session, step.added
     kind, ts, direction = event["kind"], event["ts"], event.get("dir")
     flow = event.get("flow")
@@ -837,7 +837,7 @@ def _take(step: Step, event: dict[str, Any], flows: dict[Any, _Flow]) -> None:
         added.append(Entry(ts, direction, kind, event.get("code") or kind, detail=event.get("detail") or event.get("error") or ""))
 
 
-def _refused(step: Step, flow: Any, known: _Flow | None, failure: str, detail: str) -> None:
+def _refused(step: EventEffect, flow: Any, known: _Flow | None, failure: str, detail: str) -> None:
     """The request of exchange `flow` got no answer but `failure` (an authentication refusal, an HTTP error)."""
     report = step.session
     if known is not None and known.request_id is not None:
@@ -849,7 +849,7 @@ def _refused(step: Step, flow: Any, known: _Flow | None, failure: str, detail: s
                 step.finished.append(entry.op)
 
 
-def _message(step: Step, message: jsonrpc.Message, direction: Direction, ts: float, flow: Any,
+def _message(step: EventEffect, message: jsonrpc.Message, direction: Direction, ts: float, flow: Any,
              http: dict[str, Any], flows: dict[Any, _Flow]) -> None:
     report = step.session
     way = C2S_VALUE if direction is C2S else S2C_VALUE
@@ -968,13 +968,13 @@ def _token(params: Any) -> Any:
     return token if isinstance(token, (str, int)) else None
 
 
-def _violation(step: Step, report: SessionReport, entry: Entry, code: str, detail: str, version: str | None) -> None:
+def _violation(step: EventEffect, report: SessionReport, entry: Entry, code: str, detail: str, version: str | None) -> None:
     """A rule the operation broke, where the rule holds (`protocol/rules.py`)."""
     if applies(code, report.transport, version):
         step.added.append(Entry(entry.ts if entry.end is None else entry.end, entry.dir, "violation", code, detail=detail, line=entry.line))
 
 
-def _warning(step: Step, entry: Entry, code: str, detail: str) -> None:
+def _warning(step: EventEffect, entry: Entry, code: str, detail: str) -> None:
     step.added.append(Entry(entry.ts, entry.dir, "warning", code, detail=detail))
 
 
@@ -982,7 +982,7 @@ def _version(report: SessionReport, params: Any) -> str | None:
     return meta_version(params) if isinstance(params, dict) and "_meta" in params else report.session.version
 
 
-def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, direction: Direction, method: str,
+def _operation(step: EventEffect, report: SessionReport, item: Request, entry: Entry, direction: Direction, method: str,
                target: str | None, flow: Any = None, carrier: "Operation | None" = None) -> None:
     """The operation `item` begins, or the one whose next round it is (`method`: its method, shared).
     `carrier`: a server request's, the client operation whose HTTP response stream carried it."""
@@ -990,7 +990,7 @@ def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, d
     if direction is not C2S:
         # A server request belongs to the request whose response stream carried it (Streamable HTTP:
         # "SHOULD relate to the originating client request"), else to the client's one running operation.
-        op = Operation(direction.value, method, entry.name, None, [entry])
+        op = TracedOperation(direction.value, method, entry.name, None, [entry])
         entry.op = op
         outer = carrier if carrier is not None and carrier.dir == C2S_VALUE else (report.running[0] if len(report.running) == 1 else None)
         if outer is not None:
@@ -1014,21 +1014,21 @@ def _operation(step: Step, report: SessionReport, item: Request, entry: Entry, d
         if method == "tasks/get":
             named.polls += 1
     if method == LISTEN:  # a stream, not a call waiting for its answer
-        op.stream = Stream(entry.ts)
+        op.stream = ListenStream(entry.ts)
         report.streams[(flow, item.id) if report.sessionless else item.id] = op
         _stopped(report, op)
     if params is not None and REQUEST_STATE in params:
         _in_flight(step, report, params, entry)
 
 
-def _opened(report: SessionReport, entry: Entry, method: str, target: str | None, params: dict | None) -> Operation:
+def _opened(report: SessionReport, entry: Entry, method: str, target: str | None, params: dict | None) -> TracedOperation:
     """The operation a client's request `entry` begins, running: its capabilities, log level and
     progress token, and the session's client when the request names it (both paths of `Rebuild`)."""
     meta = params.get("_meta") if params is not None else None
     if type(meta) is not dict:
         meta = None
     capabilities = meta.get(META_CLIENT_CAPABILITIES) if meta is not None else None
-    op = Operation(C2S_VALUE, method, entry.name, target,
+    op = TracedOperation(C2S_VALUE, method, entry.name, target,
                    [entry], capabilities if capabilities is not None else report.session.client_capabilities)
     entry.op = op
     report.running.append(op)
@@ -1045,7 +1045,7 @@ def _opened(report: SessionReport, entry: Entry, method: str, target: str | None
     return op
 
 
-def _in_flight(step: Step, report: SessionReport, params: dict, entry: Entry) -> None:
+def _in_flight(step: EventEffect, report: SessionReport, params: dict, entry: Entry) -> None:
     """One `requestState` carried by two requests at once: it belongs to one retry only."""
     state = params.get(REQUEST_STATE)
     if isinstance(state, str):
@@ -1057,7 +1057,7 @@ def _in_flight(step: Step, report: SessionReport, params: dict, entry: Entry) ->
         report.states[state] = entry
 
 
-def _link(step: Step, report: SessionReport, item: Request, params: dict, entry: Entry) -> "Operation | None":
+def _link(step: EventEffect, report: SessionReport, item: Request, params: dict, entry: Entry) -> "Operation | None":
     """The waiting operation a retry continues, by its exact `requestState`, else by method, name and
     the `inputRequests` keys; None when none fits or two do (a warning), never a guess."""
     state = params.get(REQUEST_STATE)
@@ -1068,7 +1068,7 @@ def _link(step: Step, report: SessionReport, item: Request, params: dict, entry:
     waiting = report.awaiting
     same = [op for op in waiting if op.method == item.method and op.target == target]
     fits = [op for op in same if op.asked == keys]
-    chosen: Operation | None = None
+    chosen: TracedOperation | None = None
     if state is not None:
         exact = [op for op in waiting if op.state is not None and op.state == state]
         if len(exact) > 1:
@@ -1107,7 +1107,7 @@ def _link(step: Step, report: SessionReport, item: Request, params: dict, entry:
     return chosen
 
 
-def _answered(step: Step, report: SessionReport, entry: Entry, answer: Response | ErrorResponse, ts: float) -> None:
+def _answered(step: EventEffect, report: SessionReport, entry: Entry, answer: Response | ErrorResponse, ts: float) -> None:
     """A round's answer: the operation waits for its retry, or ends."""
     op = entry.op
     assert op is not None
@@ -1158,7 +1158,7 @@ def _answered(step: Step, report: SessionReport, entry: Entry, answer: Response 
     step.finished.append(op)
 
 
-def _stopped(report: SessionReport, op: Operation) -> None:
+def _stopped(report: SessionReport, op: TracedOperation) -> None:
     """The operation no longer waits for the server."""
     try:
         report.running.remove(op)
@@ -1166,7 +1166,7 @@ def _stopped(report: SessionReport, op: Operation) -> None:
         pass
 
 
-def _finished(report: SessionReport, op: Operation, outcome_: str, detail: str, end: float | None) -> None:
+def _finished(report: SessionReport, op: TracedOperation, outcome_: str, detail: str, end: float | None) -> None:
     op.outcome, op.detail, op.end = outcome_, detail, end
     _stopped(report, op)
     if report.progress:
@@ -1180,7 +1180,7 @@ TASK_RESULT_TYPE = "task"
 TASK_OUTCOMES = {"completed": "ok", "failed": "failed", "cancelled": "cancelled"}
 
 
-def _named_task(step: Step, report: SessionReport, method: str, params: dict | None, entry: Entry) -> Task | None:
+def _named_task(step: EventEffect, report: SessionReport, method: str, params: dict | None, entry: Entry) -> Task | None:
     """The task a tasks/get, tasks/result, tasks/cancel or tasks/update names; a violation when no
     operation of the session became it."""
     task_id = params.get("taskId") if params is not None else None
@@ -1193,7 +1193,7 @@ def _named_task(step: Step, report: SessionReport, method: str, params: dict | N
     return task
 
 
-def _task_created(step: Step, report: SessionReport, op: Operation, entry: Entry, handle: dict, ts: float) -> None:
+def _task_created(step: EventEffect, report: SessionReport, op: TracedOperation, entry: Entry, handle: dict, ts: float) -> None:
     """The answer is a task handle: the operation stays open until its task ends."""
     status = handle.get("status") if type(handle.get("status")) is str else "working"
     task = Task(handle["taskId"], op, ts, status, [(ts, status)])
@@ -1205,7 +1205,7 @@ def _task_created(step: Step, report: SessionReport, op: Operation, entry: Entry
         _task_status(step, report, task, status, ts, entry)
 
 
-def _task_answer(step: Step, report: SessionReport, op: Operation, entry: Entry, answer: Response | ErrorResponse,
+def _task_answer(step: EventEffect, report: SessionReport, op: TracedOperation, entry: Entry, answer: Response | ErrorResponse,
                  result: dict, ts: float) -> None:
     """A tasks/get, tasks/cancel (a status) or tasks/result (the operation's real result) answered."""
     task = op.task
@@ -1226,7 +1226,7 @@ def _task_answer(step: Step, report: SessionReport, op: Operation, entry: Entry,
             task.op.outcome, task.op.detail = outcome(Response(id=entry.id, result=final, _parsed=True))
 
 
-def _task_status(step: Step, report: SessionReport, task: Task, status: str, ts: float, entry: Entry) -> None:
+def _task_status(step: EventEffect, report: SessionReport, task: Task, status: str, ts: float, entry: Entry) -> None:
     """A status the task was seen in: a change, an end, or a broken rule."""
     version = report.session.version
     if task.status in TERMINAL_TASK_STATUSES and status != task.status:
@@ -1243,7 +1243,7 @@ def _task_status(step: Step, report: SessionReport, task: Task, status: str, ts:
         step.finished.append(owner)
 
 
-def _task_notification(step: Step, report: SessionReport, item: Notification, entry: Entry) -> None:
+def _task_notification(step: EventEffect, report: SessionReport, item: Notification, entry: Entry) -> None:
     """`notifications/tasks/status` and any notification whose `_meta` names a related task: tied to
     the task's operation."""
     params = item.params if type(item.params) is dict else {}
@@ -1270,12 +1270,12 @@ def _task_notification(step: Step, report: SessionReport, item: Notification, en
 LISTENING = "listening"
 
 
-def _forget_stream(report: SessionReport, op: Operation) -> None:
+def _forget_stream(report: SessionReport, op: TracedOperation) -> None:
     for key in [key for key, held in report.streams.items() if held is op]:
         del report.streams[key]
 
 
-def _stream_ended(step: Step, op: Operation, ts: float, ending: str, detail: str) -> None:
+def _stream_ended(step: EventEffect, op: TracedOperation, ts: float, ending: str, detail: str) -> None:
     """A listen stream's HTTP response ended without its result: the client closed it, or it broke."""
     report, stream = step.session, op.stream
     assert stream is not None
@@ -1291,7 +1291,7 @@ def _stream_ended(step: Step, op: Operation, ts: float, ending: str, detail: str
     step.finished.append(op)
 
 
-def _scoped(step: Step, report: SessionReport, item: Notification, entry: Entry, known: "_Flow | None", flow: Any) -> None:
+def _scoped(step: EventEffect, report: SessionReport, item: Notification, entry: Entry, known: "_Flow | None", flow: Any) -> None:
     """A server notification's operation: the listen stream its subscription id names, or the request
     whose response stream carried it (HTTP); a log message for a request that asked no level."""
     params = item.params if type(item.params) is dict else None

@@ -147,7 +147,7 @@ def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
 
 
 @dataclass(slots=True)
-class Change:
+class ConfigEdit:
     """One config's planned new text, and what to say about it."""
 
     config: ConfigFile
@@ -213,7 +213,7 @@ class Ledger:
         _write_private(target, text)  # a config's env may hold secrets
         return target
 
-    def commit(self, change: Change) -> None:
+    def commit(self, change: ConfigEdit) -> None:
         records = self.records.setdefault(_key(change.config), {})
         for label in change.forget:
             records.pop(label, None)

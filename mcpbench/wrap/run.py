@@ -12,8 +12,8 @@ from pathlib import Path
 
 from mcpbench.protocol.errors import ConfigError
 from mcpbench.wrap.edit import (
-    BY_HAND, FOREIGN, HTTP, MARK, STDIO, WRAPPED, Change, Ledger, apply_edits, check_writable, shape_of, tee_prefix, trace_path,
-    unwrap_edits, where, wrap_edits, write_atomically,
+    BY_HAND, FOREIGN, HTTP, MARK, STDIO, WRAPPED, ConfigEdit, Ledger, apply_edits, check_writable, shape_of, tee_prefix,
+    trace_path, unwrap_edits, where, wrap_edits, write_atomically,
 )
 from mcpbench.wrap.hosts import ConfigFile, Server, find_configs, read_config, servers_of
 from mcpbench.wrap.jsonc import parse
@@ -60,10 +60,10 @@ def record_hint(server: Server, url: str, traces: Path) -> str:
             f"and point the host at the URL it prints")
 
 
-def plan_wrap(found: list[Found], names: tuple[str, ...], every: bool, traces: Path) -> tuple[list[Change], list[str]]:
+def plan_wrap(found: list[Found], names: tuple[str, ...], every: bool, traces: Path) -> tuple[list[ConfigEdit], list[str]]:
     """The changes that wrap the chosen stdio servers, and the lines to say about the others."""
     prefix = tee_prefix()
-    changes: dict[int, Change] = {}
+    changes: dict[int, ConfigEdit] = {}
     notes: list[str] = []
     edits: dict[int, list] = {}
     # Two hosts may each start a server of one name: each wrapped entry gets a trace of its own.
@@ -93,7 +93,7 @@ def plan_wrap(found: list[Found], names: tuple[str, ...], every: bool, traces: P
         entry_edits = wrap_edits(f.text, server.node, prefix, trace, shape)
         node = server.node
         wrapped = apply_edits(f.text[node.start:node.end], [(s - node.start, e - node.start, new) for s, e, new in entry_edits])
-        change = changes.setdefault(id(f), Change(f.config, f.text, f.text))
+        change = changes.setdefault(id(f), ConfigEdit(f.config, f.text, f.text))
         edits.setdefault(id(f), []).extend(entry_edits)
         change.remember[server.label] = {"original": f.text[node.start:node.end], "wrapped": wrapped, "trace": str(trace)}
         change.lines.append(f"{f.config.label} {server.label}: wrapped, trace {trace}")
@@ -104,9 +104,9 @@ def plan_wrap(found: list[Found], names: tuple[str, ...], every: bool, traces: P
     return list(changes.values()), notes
 
 
-def plan_unwrap(found: list[Found], names: tuple[str, ...], every: bool, ledger: Ledger) -> tuple[list[Change], list[str]]:
+def plan_unwrap(found: list[Found], names: tuple[str, ...], every: bool, ledger: Ledger) -> tuple[list[ConfigEdit], list[str]]:
     """The changes that give the chosen wrapped entries their original text back."""
-    changes: dict[int, Change] = {}
+    changes: dict[int, ConfigEdit] = {}
     notes: list[str] = []
     edits: dict[int, list] = {}
     for f, server in _chosen(found, names, every):
@@ -120,7 +120,7 @@ def plan_unwrap(found: list[Found], names: tuple[str, ...], every: bool, ledger:
             continue
         node = server.node
         record = ledger.of(f.config).get(server.label)
-        change = changes.setdefault(id(f), Change(f.config, f.text, f.text))
+        change = changes.setdefault(id(f), ConfigEdit(f.config, f.text, f.text))
         change.forget.append(server.label)
         if record and _as_wrapped(f, node, record.get("wrapped")):
             edits.setdefault(id(f), []).append((node.start, node.end, record["original"]))
@@ -176,7 +176,7 @@ def status(found: list[Found], traces: Path) -> list[str]:
     return lines
 
 
-def apply(changes: list[Change], ledger: Ledger, *, dry_run: bool, say: Callable[[str], None]) -> None:
+def apply(changes: list[ConfigEdit], ledger: Ledger, *, dry_run: bool, say: Callable[[str], None]) -> None:
     """Show (`dry_run`) or make the planned changes: each config backed up, then written whole.
 
     A config the host rewrote since it was read is refused before any is written; should a
@@ -191,7 +191,7 @@ def apply(changes: list[Change], ledger: Ledger, *, dry_run: bool, say: Callable
         path = change.config.path
         if path.read_bytes().decode("utf-8", "replace") != change.before:
             raise ConfigError(f"{path}: changed while mcpbench read it (the host wrote it?): run again; nothing written")
-    written: list[Change] = []
+    written: list[ConfigEdit] = []
     try:
         for change in changes:
             backup = ledger.backup(change.config, change.before)

@@ -3,14 +3,14 @@
 import pytest
 
 from mcpbench.compare.runs import CompareError
-from mcpbench.compare.thresholds import Rule, parse_rule
+from mcpbench.compare.thresholds import FailOnRule, parse_rule
 
 
 @pytest.mark.parametrize(("text", "rule"), [
-    ("p95>+10%", Rule("p95>+10%", "p95", 10.0, "%")),
-    (" P99 > 5ms ", Rule("P99 > 5ms", "p99", 5.0, "ms")),
-    ("p50>+2.5%", Rule("p50>+2.5%", "p50", 2.5, "%")),
-    ("errors>+1pp", Rule("errors>+1pp", "errors", 1.0, "pp")),
+    ("p95>+10%", FailOnRule("p95>+10%", "p95", 10.0, "%")),
+    (" P99 > 5ms ", FailOnRule("P99 > 5ms", "p99", 5.0, "ms")),
+    ("p50>+2.5%", FailOnRule("p50>+2.5%", "p50", 2.5, "%")),
+    ("errors>+1pp", FailOnRule("errors>+1pp", "errors", 1.0, "pp")),
 ])
 def test_rules_parse(text, rule):
     assert parse_rule(text) == rule

@@ -5,15 +5,15 @@ import pytest
 from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
-from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, Case, cases
+from mcpbench.fuzz.cases import ODD_STRING, VALID, WRONG_TYPE, CallCase, cases
 from mcpbench.fuzz.judge import (
     ACCEPTED_INVALID, CRASH, HANG, LEAK, NON_DETERMINISTIC, OUTPUT_SCHEMA, PROTOCOL, differs, invalid_schema, judge, memory_grew, repeatable,
     slow_bound, state_accepted,
 )
 from mcpbench.fuzz.protocol_cases import BEFORE_HANDSHAKE, expected_refusal, protocol_cases, tampered, with_changes
-from mcpbench.fuzz.run import Settings, ToolInfo, skip_reason
+from mcpbench.fuzz.run import FuzzSettings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
-from mcpbench.fuzz.session import Outcome
+from mcpbench.fuzz.session import RequestOutcome
 from mcpbench.protocol.client import ClientConnection
 from mcpbench.protocol.jsonrpc import ErrorResponse, Response
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
@@ -41,8 +41,8 @@ def test_values_drawn_from_a_schema_fit_it(value):
     assert Draft202012Validator(SCHEMA).is_valid(value), value
 
 
-def answered(result) -> Outcome:
-    return Outcome(answer=Response(id=1, result=result), latency=0.01)
+def answered(result) -> RequestOutcome:
+    return RequestOutcome(answer=Response(id=1, result=result), latency=0.01)
 
 
 def test_a_wrong_type_that_a_lax_validator_would_take_is_not_drawn():
@@ -54,29 +54,29 @@ def test_a_wrong_type_that_a_lax_validator_would_take_is_not_drawn():
 
 def test_accepted_invalid_is_judged_by_the_schema_not_by_the_mutation():
     ok = {"content": [{"type": "text", "text": "fine"}]}
-    assert [v.cls for v in judge(Case("t", WRONG_TYPE, {"name": "x", "count": {"a": 1}}, "count"), answered(ok), SCHEMA, None)] == [ACCEPTED_INVALID]
-    assert judge(Case("t", ODD_STRING, {"name": "x", "count": 1}, "name"), answered(ok), SCHEMA, None) == []  # still fits: valid
-    assert judge(Case("t", WRONG_TYPE, {"count": {}}, "count"), answered({**ok, "isError": True}), SCHEMA, None) == []
+    assert [v.cls for v in judge(CallCase("t", WRONG_TYPE, {"name": "x", "count": {"a": 1}}, "count"), answered(ok), SCHEMA, None)] == [ACCEPTED_INVALID]
+    assert judge(CallCase("t", ODD_STRING, {"name": "x", "count": 1}, "name"), answered(ok), SCHEMA, None) == []  # still fits: valid
+    assert judge(CallCase("t", WRONG_TYPE, {"count": {}}, "count"), answered({**ok, "isError": True}), SCHEMA, None) == []
 
 
 def test_a_leak_is_what_the_request_did_not_carry():
     trace = 'Traceback (most recent call last):\n  File "/srv/app/tool.py", line 3, in f'
-    case = Case("t", VALID, {"name": "/home/me/x.txt", "count": 1})
+    case = CallCase("t", VALID, {"name": "/home/me/x.txt", "count": 1})
     assert [v.cls for v in judge(case, answered({"content": [{"type": "text", "text": trace}]}), SCHEMA, None)] == [LEAK]
     assert judge(case, answered({"content": [{"type": "text", "text": "saved /home/me/x.txt"}]}), SCHEMA, None) == []
-    error = Outcome(answer=ErrorResponse(id=1, code=-32603, message="key sk-abcdefghijklmnopqrstuvwx leaked"))
+    error = RequestOutcome(answer=ErrorResponse(id=1, code=-32603, message="key sk-abcdefghijklmnopqrstuvwx leaked"))
     assert [v.cls for v in judge(case, error, SCHEMA, None)] == [LEAK]
 
 
 def test_output_schema_crash_and_hang():
     out = {"type": "object", "properties": {"total": {"type": "string"}}, "required": ["total"]}
-    case = Case("t", VALID, {"name": "x", "count": 1})
+    case = CallCase("t", VALID, {"name": "x", "count": 1})
     assert [v.cls for v in judge(case, answered({"content": [], "structuredContent": {"total": 3}}), SCHEMA, out)] == [OUTPUT_SCHEMA]
     assert [v.cls for v in judge(case, answered({"content": []}), SCHEMA, out)] == [OUTPUT_SCHEMA]
     assert judge(case, answered({"content": [], "structuredContent": {"total": "3"}}), SCHEMA, out) == []
-    assert [v.cls for v in judge(case, Outcome(lost=True, detail="exited with status 3"), SCHEMA, None)] == [CRASH]
-    assert [v.cls for v in judge(case, Outcome(status=502, failure="http-error", detail="bad gateway"), SCHEMA, None)] == [CRASH]
-    assert [v.cls for v in judge(case, Outcome(timed_out=True, detail="no answer within 2 s"), SCHEMA, None)] == [HANG]
+    assert [v.cls for v in judge(case, RequestOutcome(lost=True, detail="exited with status 3"), SCHEMA, None)] == [CRASH]
+    assert [v.cls for v in judge(case, RequestOutcome(status=502, failure="http-error", detail="bad gateway"), SCHEMA, None)] == [CRASH]
+    assert [v.cls for v in judge(case, RequestOutcome(timed_out=True, detail="no answer within 2 s"), SCHEMA, None)] == [HANG]
 
 
 def test_slow_needs_enough_calls_and_a_margin_over_the_median():
@@ -93,7 +93,7 @@ def test_slow_needs_enough_calls_and_a_margin_over_the_median():
     ({"readOnlyHint": True}, (), True, True),
 ])
 def test_destructive_tools_are_called_only_when_allowed(annotations, allow, read_only_only, called):
-    settings_ = Settings(seed=0, allow=allow, read_only_only=read_only_only)
+    settings_ = FuzzSettings(seed=0, allow=allow, read_only_only=read_only_only)
     assert (skip_reason(ToolInfo("t", SCHEMA, None, annotations), settings_) is None) is called
 
 
@@ -103,7 +103,7 @@ def test_a_repeatable_tool_answering_differently_is_non_deterministic():
     asked = {"resultType": "input_required", "inputRequests": {"q": {"method": "elicitation/create"}}}
     assert differs(answered({**asked, "requestState": "v1.a"}), answered({**asked, "requestState": "v1.b"})) is None  # sealed anew each time
     assert differs(answered(same), answered({"content": [{"type": "text", "text": "5"}]})).cls == NON_DETERMINISTIC
-    assert differs(answered(same), Outcome(answer=ErrorResponse(id=1, code=-1, message="x"))).cls == NON_DETERMINISTIC
+    assert differs(answered(same), RequestOutcome(answer=ErrorResponse(id=1, code=-1, message="x"))).cls == NON_DETERMINISTIC
     assert repeatable({"idempotentHint": True}) and repeatable({"readOnlyHint": True}) and not repeatable({})
 
 
@@ -174,17 +174,17 @@ def test_a_tampered_request_state_changes_one_character_and_only_a_done_answer_i
     altered = tampered(state)
     assert len(altered) == len(state) and sum(a != b for a, b in zip(altered, state)) == 1
     assert tampered({"step": 1}) != '{"step":1}' and tampered("") != ""
-    done = Outcome(answer=Response(id=1, result={"content": [], "resultType": "complete"}))
+    done = RequestOutcome(answer=Response(id=1, result={"content": [], "resultType": "complete"}))
     assert state_accepted(done, altered).cls == PROTOCOL
-    for refused in (Outcome(answer=ErrorResponse(id=1, code=-32602, message="Invalid or expired requestState")),
-                    Outcome(answer=Response(id=1, result={"content": [], "isError": True})),
-                    Outcome(answer=Response(id=1, result={"resultType": "input_required", "requestState": "x"}))):
+    for refused in (RequestOutcome(answer=ErrorResponse(id=1, code=-32602, message="Invalid or expired requestState")),
+                    RequestOutcome(answer=Response(id=1, result={"content": [], "isError": True})),
+                    RequestOutcome(answer=Response(id=1, result={"resultType": "input_required", "requestState": "x"}))):
         assert state_accepted(refused, altered) is None
 
 
 def test_an_input_required_answer_is_no_tools_call_result_to_judge():
-    asked = Outcome(answer=Response(id=1, result={"resultType": "input_required", "requestState": "s"}))
-    assert judge(Case("confirm", VALID, {}), asked, None, None) == []
+    asked = RequestOutcome(answer=Response(id=1, result={"resultType": "input_required", "requestState": "s"}))
+    assert judge(CallCase("confirm", VALID, {}), asked, None, None) == []
 
 
 def test_a_schema_that_is_not_json_schema_is_said_why():
@@ -208,5 +208,5 @@ def test_arguments_past_64_bits_are_sent_and_kept():
     arguments = {"a": -(2**63) - 1, "b": 2**64}
     sent = jsonrpc.encode(jsonrpc.Request(id=1, method="tools/call", params={"name": "add", "arguments": arguments}))
     assert b'"a":-9223372036854775809' in sent and orjson.loads(sent)["params"]["name"] == "add"
-    finding = Finding(ACCEPTED_INVALID, Case("add", "boundary-number", arguments, "a"), "x")
+    finding = Finding(ACCEPTED_INVALID, CallCase("add", "boundary-number", arguments, "a"), "x")
     assert finding.size() == len('{"a":-9223372036854775809,"b":18446744073709551616}') and "-9223372036854775809" in finding.arguments_text()

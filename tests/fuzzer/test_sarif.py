@@ -4,7 +4,7 @@ from pathlib import Path
 
 import orjson
 
-from mcpbench.fuzz.cases import VALID, Case
+from mcpbench.fuzz.cases import VALID, CallCase
 from mcpbench.fuzz.findings import Finding
 from mcpbench.fuzz.judge import CLASSES, CRASH, LEAK, SLOW
 from mcpbench.fuzz.sarif import to_sarif
@@ -22,9 +22,9 @@ def test_the_check_catches_a_broken_log():
 
 def test_one_result_per_finding_a_rule_per_class_the_tool_named(tmp_path):
     trace = tmp_path / "findings" / "001-crash-divide.jsonl"
-    findings = [Finding(CRASH, Case("divide", VALID, {"a": 1, "b": 0}), "the process exited with status 3", trace=trace),
-                Finding(LEAK, Case("parse", "odd-string", {"text": ""}), "a stack trace: Traceback (most recent call last)"),
-                Finding(SLOW, Case("echo", VALID, {}), "answered in 3.10 s")]
+    findings = [Finding(CRASH, CallCase("divide", VALID, {"a": 1, "b": 0}), "the process exited with status 3", trace=trace),
+                Finding(LEAK, CallCase("parse", "odd-string", {"text": ""}), "a stack trace: Traceback (most recent call last)"),
+                Finding(SLOW, CallCase("echo", VALID, {}), "answered in 3.10 s")]
     log = orjson.loads(orjson.dumps(to_sarif(findings, target="stdio:server", seed=7, version="0.1.0", base=tmp_path)))
     check_sarif(log)
     run = log["runs"][0]

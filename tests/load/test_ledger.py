@@ -15,7 +15,7 @@ def event(direction, message, session="s1"):
 
 
 def client_counts(*entries, session="s1"):
-    book = ledger.Ledger()
+    book = ledger.MessageLedger()
 
     class Conn:
         session_id = session

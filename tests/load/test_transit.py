@@ -13,7 +13,7 @@ import pytest
 from mcpbench.load.openmodel import ArrivalSchedule
 from mcpbench.load.runfile import runfile_text
 from mcpbench.load.runner import parse_bind
-from mcpbench.load.transit import OPEN, RECONNECT, Batch, Done, Outbox, Roster, rate_shares
+from mcpbench.load.transit import OPEN, RECONNECT, LineBatch, Outbox, Roster, WorkerDone, rate_shares
 from mcpbench.load.worker import MasterError, probe_master
 from tests.load.helpers import scenario_from_text
 
@@ -58,20 +58,20 @@ def test_a_full_buffer_drops_and_counts_and_the_end_sends_the_rest_whatever_the_
     box.add(b'{"open": {}}\n', OPEN)
     batches, done = box.finish(round=3)
     assert sum(b.lines for b in batches) == 3 and box.waiting == 0
-    assert done == Done(round=3, sent=5, dropped=2, kinds={"samples": 3, RECONNECT: 1, OPEN: 1})
-    assert Done.from_message(done.to_message()) == done
-    assert Batch.from_message(batches[0].to_message()) == batches[0]
+    assert done == WorkerDone(round=3, sent=5, dropped=2, kinds={"samples": 3, RECONNECT: 1, OPEN: 1})
+    assert WorkerDone.from_message(done.to_message()) == done
+    assert LineBatch.from_message(batches[0].to_message()) == batches[0]
 
 
 def test_the_roster_counts_what_arrived_against_what_each_worker_sent():
     roster = Roster()
     roster.join("a", host="h1", pid=1, index=0)
     roster.join("b", host="h2", pid=2, index=1)
-    roster.received("a", Batch(seq=0, first=0, lines=3, data=b""))
-    roster.received("a", Batch(seq=2, first=5, lines=2, data=b""))  # batch 1 (lines 3-4) never came
-    roster.received("b", Batch(seq=0, first=0, lines=4, data=b""))
+    roster.received("a", LineBatch(seq=0, first=0, lines=3, data=b""))
+    roster.received("a", LineBatch(seq=2, first=5, lines=2, data=b""))  # batch 1 (lines 3-4) never came
+    roster.received("b", LineBatch(seq=0, first=0, lines=4, data=b""))
     assert roster.waiting({"a", "b"}, round=1) == {"a", "b"}
-    roster.done("a", Done(round=1, sent=9, dropped=1))
+    roster.done("a", WorkerDone(round=1, sent=9, dropped=1))
     assert roster.waiting({"a", "b"}, round=1) == {"b"}
     assert roster.waiting({"a"}, round=1) == set()  # b is gone: nobody to wait for
     out = roster.to_json()

@@ -8,18 +8,18 @@ from collections.abc import Iterator
 from typing import Final
 
 from mcpbench.probe.run import probe, select
-from mcpbench.probe.target import ProbeTarget, Settings
-from mcpbench.probe.verdicts import PASS, Row
+from mcpbench.probe.target import ProbeSettings, ProbeTarget
+from mcpbench.probe.verdicts import PASS, CheckRow
 from tests.support.servers import HOST, free_port, stop_process, wait_for_port
 
 
-def verdicts(url: str, *checks: str, settings: Settings | None = None) -> dict[str, Row]:
+def verdicts(url: str, *checks: str, settings: ProbeSettings | None = None) -> dict[str, CheckRow]:
     """The rows of `checks` against `url`, by check name."""
     run = probe(url, select(checks, idle_asked="idle" in checks), settings=settings)
     return {row.check: row for row in run.rows}
 
 
-def verdict(url: str, check: str, settings: Settings | None = None) -> Row:
+def verdict(url: str, check: str, settings: ProbeSettings | None = None) -> CheckRow:
     return verdicts(url, check, settings=settings)[check]
 
 
@@ -28,10 +28,10 @@ def verdict(url: str, check: str, settings: Settings | None = None) -> Row:
 ROUTED_TRIES: Final = 8
 
 
-def until_routed(check, target: ProbeTarget) -> list[Row]:
+def until_routed(check, target: ProbeTarget) -> list[CheckRow]:
     """`check` (a module of probe/checks) run on its own against `target` until it does not pass
     (a session of it lost, behind a balancer that keeps some), at most `ROUTED_TRIES` times; its rows."""
-    rows: list[Row] = []
+    rows: list[CheckRow] = []
     for _ in range(ROUTED_TRIES):
         rows.append(check.run(target, time.monotonic() + check.BOUND))
         if rows[-1].verdict != PASS:

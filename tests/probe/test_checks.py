@@ -5,7 +5,7 @@ import urllib.parse
 
 import pytest
 
-from mcpbench.probe.target import Settings
+from mcpbench.probe.target import ProbeSettings
 from mcpbench.probe.verdicts import FAIL, NA, PASS
 from mcpbench.trace.reader import read_trace
 from tests.auth.helpers import OAUTH, assert_no_secret, mcpbench, protected_server
@@ -59,7 +59,7 @@ def test_churn_pass_and_fail(resumable_server, leaking_server):
     good = verdict(resumable_server.url, "churn")
     assert good.verdict == PASS and good.figures["spike"]["delete"] == {"200": 100}, good
     assert good.figures["spike"]["failed"] == 0 and len(good.figures["after_ms"]) == 20
-    bad = verdict(leaking_server.url, "churn", Settings(spike=60))  # --no-delete --max-sessions 40
+    bad = verdict(leaking_server.url, "churn", ProbeSettings(spike=60))  # --no-delete --max-sessions 40
     assert bad.verdict == FAIL, bad
     spike = bad.figures["spike"]
     assert spike["delete"].get("405") and spike["failed"] >= 60 - 40 - 1  # the steady session holds one place
@@ -93,13 +93,13 @@ def test_auth_on_the_labs_oauth_server_passes_with_client_credentials_through_a_
 
 
 def test_a_stateless_server_passes_sessions_and_leaves_the_session_checks_na(stateless_http_server):
-    rows = verdicts(stateless_http_server.url, "sessions", "unknown", "resume", "churn", settings=Settings(sessions=5, calls=2))
+    rows = verdicts(stateless_http_server.url, "sessions", "unknown", "resume", "churn", settings=ProbeSettings(sessions=5, calls=2))
     assert rows["sessions"].verdict == PASS and "keeps no sessions" in rows["sessions"].evidence, rows["sessions"]
     assert not rows["sessions"].figures["keeps_sessions"]
     assert all(rows[name].verdict == NA and "keeps no sessions" in rows[name].evidence for name in ("unknown", "resume", "churn")), rows
 
 
 def test_legacy_sse_keeps_its_sessions_on_one_server_and_has_no_resumption(sse_server):
-    rows = verdicts("sse+" + sse_server.url, "sessions", "resume", settings=Settings(sessions=5, calls=2))
+    rows = verdicts("sse+" + sse_server.url, "sessions", "resume", settings=ProbeSettings(sessions=5, calls=2))
     assert rows["sessions"].verdict == PASS and rows["sessions"].figures["broken"] == 0, rows["sessions"]
     assert rows["resume"].verdict == NA and "legacy" in rows["resume"].evidence

@@ -8,7 +8,7 @@ import pytest
 from mcpbench.lab.topology.cluster import haproxy_path, running_balancer, running_instances
 from mcpbench.probe.checks import churn, resume
 from mcpbench.probe.run import FIRST_CONTACT, probe, select
-from mcpbench.probe.target import Settings, reach
+from mcpbench.probe.target import ProbeSettings, reach
 from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN
 from mcpbench.probe.wire import ProbeOptions, Wire
 from tests.probe.helpers import until_routed, verdict, verdicts
@@ -23,7 +23,7 @@ SESSIONS = 20  # concurrent sessions of the sessions check: enough to spread ove
 
 def test_sessions_fail_round_robin_and_pass_sticky(tmp_path):
     """The sticky probe's verdicts (it was scenarios/sticky-probe.yaml): broken behind round-robin, kept when sticky."""
-    settings = Settings(sessions=SESSIONS)
+    settings = ProbeSettings(sessions=SESSIONS)
     with running_instances(3, "streamable-http") as servers:
         with running_balancer("builtin", "round-robin", "streamable-http", servers, folder=tmp_path / "rr") as front:
             broken = verdicts(front.url, "sessions", "resume", settings=settings)
@@ -44,9 +44,9 @@ def test_sessions_fail_round_robin_and_pass_sticky(tmp_path):
 def test_sessions_behind_haproxy_round_robin_and_sticky(tmp_path):
     with running_instances(2, "streamable-http", resumable=True) as servers:
         with running_balancer("haproxy", "round-robin", "streamable-http", servers, folder=tmp_path / "rr") as front:
-            broken = verdict(front.url, "sessions", Settings(sessions=SESSIONS))
+            broken = verdict(front.url, "sessions", ProbeSettings(sessions=SESSIONS))
         with running_balancer("haproxy", "sticky", "streamable-http", servers, folder=tmp_path / "sticky") as front:
-            kept = verdicts(front.url, "sessions", "resume", settings=Settings(sessions=SESSIONS))
+            kept = verdicts(front.url, "sessions", "resume", settings=ProbeSettings(sessions=SESSIONS))
     assert broken.verdict == FAIL and broken.figures["broken"] > SESSIONS // 2, broken  # concurrent sessions may land together by chance
     assert set(broken.figures["sessions_by_class"]) == {"session-not-found"}
     assert kept["sessions"].verdict == PASS and kept["resume"].verdict == PASS, kept
@@ -56,7 +56,7 @@ def test_buffering_fails_through_a_buffering_proxy_and_passes_direct(resumable_s
     direct = verdict(resumable_server.url, "buffering")
     assert direct.verdict == PASS and direct.figures["shape"]["first"] < 0.5, direct
     with fault_proxy(resumable_server.url, "--buffer-sse") as url:
-        held = verdict(url, "buffering", Settings(direct=resumable_server.url))
+        held = verdict(url, "buffering", ProbeSettings(direct=resumable_server.url))
     assert held.verdict == FAIL and held.figures["shape"]["first"] >= 0.8 and held.figures["shape"]["spread"] <= 0.1, held
     assert held.figures["direct_shape"]["first"] < 0.5 and "buffering off" in held.fix
 
@@ -72,7 +72,7 @@ def test_buffering_behind_haproxy_with_buffering_on_and_off(tmp_path):
 
 
 def test_idle_stream_cut_at_the_proxys_idle_timeout_and_kept_without(resumable_server):
-    settings = Settings(idle=IDLE_WATCH)
+    settings = ProbeSettings(idle=IDLE_WATCH)
     with fault_proxy(resumable_server.url, "--idle-timeout", IDLE_CUT) as url:
         cut = verdict(url, "idle", settings)
     kept = verdict(resumable_server.url, "idle", settings)
@@ -85,9 +85,9 @@ def test_behind_a_session_id_hash_the_sessions_check_decides_and_a_lost_session_
     run alone (their first contact may have stayed), a session lost mid-check is routing (warn), never the server's."""
     with running_instances(3, "streamable-http", resumable=True) as servers:
         with running_balancer("builtin", "session-hash", "streamable-http", servers, folder=tmp_path) as front:
-            run = probe(front.url, select(["versions,sessions,unknown,resume,buffering,churn"]), settings=Settings(sessions=SESSIONS))
+            run = probe(front.url, select(["versions,sessions,unknown,resume,buffering,churn"]), settings=ProbeSettings(sessions=SESSIONS))
             rows = {row.check: row for row in run.rows}
-            target = reach(front.url, Wire(front.url, ProbeOptions()), Settings(), deadline=time.monotonic() + FIRST_CONTACT)
+            target = reach(front.url, Wire(front.url, ProbeOptions()), ProbeSettings(), deadline=time.monotonic() + FIRST_CONTACT)
             target.affinity = True  # as when first contact's session happened to stay, without the sessions check
             tried = [row for check in (resume, churn) for row in until_routed(check, target)]
     assert rows["sessions"].verdict == FAIL and 0 < rows["sessions"].figures["broken"] < SESSIONS, rows["sessions"]
@@ -108,10 +108,10 @@ def test_behind_a_session_id_hash_the_sessions_check_decides_and_a_lost_session_
 def test_legacy_sse_behind_a_balancer_names_its_instances(tmp_path):
     with running_instances(3, "sse") as servers:
         with running_balancer("builtin", "round-robin", "sse", servers, folder=tmp_path / "rr") as front:
-            broken = verdict("sse+" + front.url, "sessions", Settings(sessions=SESSIONS, calls=2))
+            broken = verdict("sse+" + front.url, "sessions", ProbeSettings(sessions=SESSIONS, calls=2))
         with running_balancer("builtin", "sticky", "sse", servers, folder=tmp_path / "sticky") as front:
-            kept = verdict("sse+" + front.url, "sessions", Settings(sessions=SESSIONS, calls=2))
-            unnamed = probe("sse+" + front.url, select(["sessions"]), settings=Settings(sessions=3, calls=1),
+            kept = verdict("sse+" + front.url, "sessions", ProbeSettings(sessions=SESSIONS, calls=2))
+            unnamed = probe("sse+" + front.url, select(["sessions"]), settings=ProbeSettings(sessions=3, calls=1),
                             options=ProbeOptions(instance_header="x-elsewhere")).rows[0]
     assert broken.verdict == FAIL and set(broken.figures["per_instance"]) == {"s1", "s2", "s3"}, broken  # before: "unnamed"
     assert kept.verdict == PASS and "3 instance(s) named (s1, s2, s3)" in kept.evidence, kept

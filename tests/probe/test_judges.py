@@ -4,8 +4,8 @@ import pytest
 
 from mcpbench.probe.checks import buffering, churn, origin, resume, sessions, unknown, versions
 from mcpbench.probe.run import NAMES, UnknownCheck, select
-from mcpbench.probe.target import ProbeTarget, ProgressCall, Settings
-from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN, Row, exit_status, render
+from mcpbench.probe.target import ProbeSettings, ProbeTarget, ProgressCall
+from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN, CheckRow, exit_status, render
 from mcpbench.probe.wire import ProbeOptions, Wire
 
 
@@ -20,13 +20,13 @@ def test_selection_keeps_the_order_leaves_idle_to_opt_in_and_names_the_unknown()
 
 
 def test_exit_status_fails_on_fail_and_on_warn_only_when_strict():
-    rows = [Row("a", PASS, ""), Row("b", WARN, ""), Row("c", NA, "")]
+    rows = [CheckRow("a", PASS, ""), CheckRow("b", WARN, ""), CheckRow("c", NA, "")]
     assert exit_status(rows) == 0 and exit_status(rows, strict=True) == 1
-    assert exit_status(rows + [Row("d", FAIL, "")]) == 1
+    assert exit_status(rows + [CheckRow("d", FAIL, "")]) == 1
 
 
 def test_the_table_wraps_evidence_and_fix_in_their_columns():
-    text = render([Row("resume", FAIL, "word " * 30, "fix " * 30)])
+    text = render([CheckRow("resume", FAIL, "word " * 30, "fix " * 30)])
     lines = text.splitlines()
     assert lines[2].startswith("resume       fail    word") and len(lines) > 3
     assert all(line[:21].strip() == "" for line in lines[3:])  # continuation lines leave check and verdict empty
@@ -55,14 +55,14 @@ def test_resume_without_priming_warns_and_a_doubled_answer_fails():
 
 
 def test_sessions_that_did_not_all_run_say_so():
-    target = ProbeTarget("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), Settings())
+    target = ProbeTarget("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), ProbeSettings())
     records = [{"session": "s0", "step": "initialize", "t": 1.0, "instance": "s1", "status": 200}]
     row = sessions.judge(records, 50, target)
     assert row.verdict == PASS and "only 1 of 50 sessions ran within the 25 s bound" in row.evidence
 
 
 def _target(**changes) -> ProbeTarget:
-    target = ProbeTarget("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), Settings())
+    target = ProbeTarget("http://h/mcp", "streamable-http", Wire("http://h/mcp", ProbeOptions()), ProbeSettings())
     for name, value in changes.items():
         setattr(target, name, value)
     return target

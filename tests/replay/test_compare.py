@@ -3,7 +3,7 @@
 import pytest
 
 from mcpbench.protocol.errors import ReplayError
-from mcpbench.replay.compare import IgnoreRules, Rule, compare, diff, format_path, generalise, normalise, parse_path, slower
+from mcpbench.replay.compare import IgnoreRule, IgnoreRules, compare, diff, format_path, generalise, normalise, parse_path, slower
 
 
 def paths(changes):
@@ -49,7 +49,7 @@ def test_paths_round_trip_and_generalise():
     for text in ('result.content[0].text', 'result._meta["io.modelcontextprotocol/serverInfo"]', "a[*].b", "**.x"):
         assert format_path(parse_path(text)) == text
     assert generalise("result.items[3].x") == "result.items[*].x"
-    assert str(Rule.parse("tools/call@echo:result.x")) == "tools/call@echo:result.x"
+    assert str(IgnoreRule.parse("tools/call@echo:result.x")) == "tools/call@echo:result.x"
     with pytest.raises(ReplayError):
         parse_path("")
 

@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from mcpbench.load.runner import RunResult, Verdict
+from mcpbench.load.runner import RunResult, ThresholdVerdict
 from mcpbench.load.scenario import parse_threshold
 from mcpbench.replay.report import CallResult, Report, SessionResult
 from mcpbench.replay.suite import SuiteResult, expand
@@ -98,7 +98,7 @@ def test_diff_and_inspect_write_the_same_outputs(recordings, tmp_path):
 
 
 def test_load_thresholds_are_test_cases(tmp_path):
-    verdicts = [Verdict(parse_threshold("p95 < 200ms"), 12.5, True), Verdict(parse_threshold("fail_ratio < 0.01"), 0.2, False)]
+    verdicts = [ThresholdVerdict(parse_threshold("p95 < 200ms"), 12.5, True), ThresholdVerdict(parse_threshold("fail_ratio < 0.01"), 0.2, False)]
     result = RunResult(tmp_path, {"duration_s": 3.0, "total": {"count": 40, "failures": 8}}, verdicts)
     suite = result.suite("scenario.yaml", "the table")
     assert [(case.name, case.status) for case in suite.cases] == [("p95 < 200ms", "passed"), ("fail_ratio < 0.01", "failed")]

@@ -67,7 +67,7 @@ CSV_COLUMNS: Final = (
 
 
 @dataclass(frozen=True)
-class Cell:
+class ReconnectCell:
     transport: str
     fault: str
     policy: str  # a reconnect policy, or "sdk"
@@ -85,7 +85,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class ReconnectPlan:
-    cells: tuple[Cell, ...]
+    cells: tuple[ReconnectCell, ...]
     faults: dict[str, dict[str, str]]
     window: tuple[float, float] | None
     scenario: Any  # mcpbench.load.scenario.Scenario with a placeholder target
@@ -142,9 +142,9 @@ def plan_from_node(root: Any, source: str) -> ReconnectPlan:
         for version in versions:
             if version is not None and transport == LEGACY_SSE and not has_legacy_sse(version):
                 continue  # 2026-07-28 has no legacy SSE transport
-            cells += [Cell(transport, fault, policy, version) for policy in policies]
+            cells += [ReconnectCell(transport, fault, policy, version) for policy in policies]
         if sdk:
-            cells.append(Cell(transport, fault, SDK, next((v for v in versions if v is None or has_handshake(v)), None)))
+            cells.append(ReconnectCell(transport, fault, SDK, next((v for v in versions if v is None or has_handshake(v)), None)))
     if not cells:
         raise ScenarioError(f"{source}: no cell: no fault applies to the transports given")
     return ReconnectPlan(tuple(cells), faults, window, scenario)
@@ -159,7 +159,7 @@ def applies(transport: str, options: dict[str, str]) -> bool:
 # --- one cell's row ----------------------------------------------------------------------------
 
 
-def cell_row(cell: Cell, folder: Path) -> dict[str, Any]:
+def cell_row(cell: ReconnectCell, folder: Path) -> dict[str, Any]:
     """One row of reconnect.csv from a cell's folder (samples.jsonl or sdk.jsonl)."""
     row: dict[str, Any] = {"transport": cell.transport, "fault": cell.fault, "policy": cell.label,
                            "client": SDK if cell.policy == SDK else "mcpbench", "version": cell.version}
@@ -276,7 +276,7 @@ def run_plan(plan: ReconnectPlan, folder: Path, *, say: Callable[[str], None] = 
     return rows
 
 
-def _run_stdio(plan: ReconnectPlan, cell: Cell, options: dict[str, str], cell_dir: Path, say: Callable[[str], None]) -> None:
+def _run_stdio(plan: ReconnectPlan, cell: ReconnectCell, options: dict[str, str], cell_dir: Path, say: Callable[[str], None]) -> None:
     import shlex
 
     server = [sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
@@ -285,7 +285,7 @@ def _run_stdio(plan: ReconnectPlan, cell: Cell, options: dict[str, str], cell_di
     _run_client(plan, cell, "stdio:" + shlex.join(wrapper), cell_dir, say)
 
 
-def _run_client(plan: ReconnectPlan, cell: Cell, target: str, cell_dir: Path, say: Callable[[str], None]) -> None:
+def _run_client(plan: ReconnectPlan, cell: ReconnectCell, target: str, cell_dir: Path, say: Callable[[str], None]) -> None:
     from mcpbench.load.runner import run_scenario
 
     scenario = plan.scenario

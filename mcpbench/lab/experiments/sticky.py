@@ -80,7 +80,7 @@ HOLD, BREAK = "hold", "break"  # the `expected` column: what the cell's sessions
 
 
 @dataclass(frozen=True)
-class Cell:
+class StickyCell:
     mode: str
     policy: str
     balancer: str
@@ -117,7 +117,7 @@ def instance_args(mode: str, folder: Path) -> list[str]:
 class StickyPlan:
     """A parsed sticky scenario: the cells and the load scenario each one runs."""
 
-    cells: tuple[Cell, ...]
+    cells: tuple[StickyCell, ...]
     scenario: Any  # mcpbench.load.scenario.Scenario, with a placeholder target
 
 
@@ -125,7 +125,7 @@ class StickyPlan:
 class CellResult(SessionTally):
     """One row of sticky.csv: a cell's sessions (and, for `sticky-state.png`, its steps by name and how they failed)."""
 
-    cell: Cell | None = None
+    cell: StickyCell | None = None
     steps: Counter = field(default_factory=Counter)  # step name -> steps made
     step_failures: Counter = field(default_factory=Counter)  # (step name, failure class) -> steps failed
 
@@ -170,14 +170,14 @@ def plan_from_node(root: Any, source: str) -> StickyPlan:
     pingless = [MODES[mode][3] for mode in modes if not has_method(MODES[mode][3], "ping")]
     if any(c.method == "ping" for c in scenario.mix) and pingless:
         raise ScenarioError(f"{source}: ping does not exist in {pingless[0]} (drop it from the mix or the mode)")
-    cells = tuple(Cell(m, p, b, n) for m, p, b, n in itertools.product(modes, policies, balancers, counts))
+    cells = tuple(StickyCell(m, p, b, n) for m, p, b, n in itertools.product(modes, policies, balancers, counts))
     return StickyPlan(cells, scenario)
 
 
 # --- the measurements ---------------------------------------------------------------------------
 
 
-def cell_stats(cell: Cell, records: Iterable[dict]) -> CellResult:
+def cell_stats(cell: StickyCell, records: Iterable[dict]) -> CellResult:
     """One cell's row from its step records (those without a session tag are not counted)."""
     records = [r for r in records if r.get("session")]
     result = count_sessions(records, CellResult(cell=cell))
@@ -341,7 +341,7 @@ def run_plan(
         say("mcpbench: haproxy is not on PATH: its cells are skipped")
         cells = [c for c in cells if c.balancer != "haproxy"]
     results: list[CellResult] = []
-    groups: dict[tuple, list[Cell]] = defaultdict(list)
+    groups: dict[tuple, list[StickyCell]] = defaultdict(list)
     for cell in cells:
         groups[(*MODES[cell.mode][:3], tuple(instance_args(cell.mode, folder)))].append(cell)
     folder.mkdir(parents=True, exist_ok=True)

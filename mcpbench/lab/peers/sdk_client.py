@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mcpbench.cliutil import exit_on_signal
+from mcpbench.cliutil import OneLineParser, exit_on_signal
 from mcpbench.protocol.errors import BadTargetError, McpbenchError, TargetError
 from mcpbench.protocol.http import Failure
 from mcpbench.target import parse_target
@@ -335,15 +335,9 @@ def _positive(text: str) -> float:
     return value
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"sdk_client: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m mcpbench.lab.peers.sdk_client --target URL --transport T --duration S --out FILE --call TOOL=JSON …`."""
-    parser = _Parser(prog="python -m mcpbench.lab.peers.sdk_client", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser("sdk_client", prog="python -m mcpbench.lab.peers.sdk_client", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True,
                         help="URL, or a stdio command line; without --transport: stdio:CMD, http(s)://…/mcp or sse+http(s)://…/sse")
     parser.add_argument("--transport", choices=TRANSPORTS)

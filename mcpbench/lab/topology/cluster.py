@@ -46,7 +46,7 @@ class LabError(McpbenchError):
 
 
 @dataclass(frozen=True, slots=True)
-class Balancer:
+class BalancerProcess:
     """A running balancer: its kind, policy, MCP URL, process and log."""
 
     kind: str
@@ -64,7 +64,7 @@ class Lab:
 
     transport: str
     instances: list[RunningServer]
-    balancer: Balancer
+    balancer: BalancerProcess
     folder: Path
     names: list[str] = field(default_factory=list)
     fault_log: Path | None = None  # one JSON line per injected fault and restart
@@ -168,7 +168,7 @@ def running_balancer(
     faults: Sequence[str] = (),
     buffer: bool = False,
     foreign_host: str = "refuse",
-) -> Iterator[Balancer]:
+) -> Iterator[BalancerProcess]:
     """Run a balancer in front of `servers` until the block ends (an ephemeral port unless `port`; `buffer`,
     `foreign_host`: see `balancer_argv`)."""
     if kind not in BALANCERS:
@@ -196,7 +196,7 @@ def running_balancer(
                     continue  # most likely lost the port race
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:]
                 raise LabError(f"the {kind} balancer did not start on {HOST}:{chosen}: {exc}; {' | '.join(tail)}") from None
-            yield Balancer(kind, policy, f"http://{HOST}:{chosen}{ENDPOINT_PATHS[transport]}", chosen, proc, log, config)
+            yield BalancerProcess(kind, policy, f"http://{HOST}:{chosen}{ENDPOINT_PATHS[transport]}", chosen, proc, log, config)
             return
         finally:
             stop_process(proc)

@@ -8,7 +8,7 @@ endpoint. A request without credentials shows the challenge (the user's own are 
 
 from mcpbench.auth.fetch import fetch
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.probe.wire import WireError, left
 from mcpbench.protocol import auth
 from mcpbench.protocol.errors import McpbenchError
@@ -19,14 +19,14 @@ FIX = ("Answer 401 with WWW-Authenticate: Bearer resource_metadata=\"<URL>\" and
        "(RFC 9728) naming authorization servers whose metadata (RFC 8414) lists a token endpoint.")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     status, header = target.auth_status, target.auth_challenge
     if status is None:
         status, header = _bare(target, deadline)
         if status != 401:
             return not_applicable(NAME, f"the server asks for no credentials (a request without any → HTTP {status})")
     if status != 401:
-        return Row(NAME, FAIL, f"HTTP {status} without a challenge: the credentials given were refused", FIX, {"status": status})
+        return CheckRow(NAME, FAIL, f"HTTP {status} without a challenge: the credentials given were refused", FIX, {"status": status})
     return judge(_follow(target, header, deadline))
 
 
@@ -88,19 +88,19 @@ def _follow(target: ProbeTarget, header: str | None, deadline: float) -> dict:
     return figures
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     parts = [f"401 challenges {'with' if figures['metadata_named'] else 'without'} resource_metadata"
              + (f" ({figures['challenge_summary']})" if figures.get("challenge_summary") else "")]
     if not figures["metadata"]:
         parts.append(f"no Protected Resource Metadata at {figures['metadata_url']} (HTTP {figures['metadata_status']})"
                      if figures["metadata_status"] != 200 else figures["metadata_problem"])
-        return Row(NAME, FAIL, "; ".join(parts), FIX, figures)
+        return CheckRow(NAME, FAIL, "; ".join(parts), FIX, figures)
     parts.append(f"metadata names {len(figures['authorization_servers'])} authorization server(s)")
     if not figures.get("token_endpoint"):
         parts.append("no authorization server metadata with a token endpoint found"
                      + (f" ({figures['server_metadata_problem']})" if figures.get("server_metadata_problem") else ""))
-        return Row(NAME, FAIL, "; ".join(parts), FIX, figures)
+        return CheckRow(NAME, FAIL, "; ".join(parts), FIX, figures)
     parts.append(f"token endpoint {figures['token_endpoint']}")
     if not figures["metadata_named"]:
-        return Row(NAME, WARN, "; ".join(parts), FIX, figures)
-    return Row(NAME, PASS, "; ".join(parts), figures=figures)
+        return CheckRow(NAME, WARN, "; ".join(parts), FIX, figures)
+    return CheckRow(NAME, PASS, "; ".join(parts), figures=figures)

@@ -12,7 +12,7 @@ import dataclasses
 
 from mcpbench.probe import routing
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.probe.wire import Wire
 from mcpbench.protocol.client import Answered, Pushed
 
@@ -32,7 +32,7 @@ FIX_PROXY = ("The server already sends X-Accel-Buffering: no, and the proxy igno
 ACCEL = "x-accel-buffering"
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if why := target.unsettled():
         return not_applicable(NAME, why)
     if target.progress is None:
@@ -73,15 +73,15 @@ def shape(measured: dict) -> dict | None:
     return {"first": progress[0] / answer, "spread": (progress[-1] - progress[0]) / answer, "steps": len(progress)}
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     measured = figures["deployment"]
     seen, direct = shape(measured), shape(figures.get("direct") or {})
     if measured.get("routed"):
         return routing.row(NAME, measured["routed"], "buffering", figures, legacy=figures.get("legacy", False))
     if measured.get("error"):
-        return Row(NAME, WARN, f"{figures['call']}: {measured['error']}", figures=figures)
+        return CheckRow(NAME, WARN, f"{figures['call']}: {measured['error']}", figures=figures)
     if seen is None:
-        return Row(NAME, WARN, f"{figures['call']}: no progress arrived (the tool sent none, or something dropped it)", figures=figures)
+        return CheckRow(NAME, WARN, f"{figures['call']}: no progress arrived (the tool sent none, or something dropped it)", figures=figures)
     figures["shape"], figures["direct_shape"] = seen, direct
     answer, progress = measured["answer_at"], measured["progress_at"]
     evidence = (f"{figures['call']}: {seen['steps']} progress events, the first at {progress[0]:.2f} s "
@@ -91,8 +91,8 @@ def judge(figures: dict) -> Row:
     asked = (measured.get("accel_buffering") or "").strip().lower() == "no"
     fix, told = (FIX_PROXY, " (the server sent X-Accel-Buffering: no)") if asked else (FIX, "")
     if seen["first"] >= HELD and seen["spread"] <= SPREAD:
-        return Row(NAME, FAIL, evidence + ": held back until the stream ended" + told, fix, figures)
+        return CheckRow(NAME, FAIL, evidence + ": held back until the stream ended" + told, fix, figures)
     expected = direct["first"] if direct is not None else 1.0 / seen["steps"]
     if seen["first"] > expected + LATE:
-        return Row(NAME, WARN, evidence + ": the first progress came late" + told, fix, figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, WARN, evidence + ": the first progress came late" + told, fix, figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)

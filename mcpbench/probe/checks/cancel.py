@@ -15,7 +15,7 @@ import uuid
 
 from mcpbench.probe import newest
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.protocol.client import Pushed
 
 NAME, TITLE, BOUND = "cancel", "Closing a stream cancels (2026-07-28)", 12.0
@@ -29,7 +29,7 @@ FIX = ("Close the upstream request when the client closes its response stream (n
        "(the SDKs speaking 2026-07-28 do).")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     if target.progress is None:
@@ -60,21 +60,21 @@ def run(target: ProbeTarget, deadline: float) -> Row:
     return judge(figures)
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     ledger = figures.get("ledger") if isinstance(figures.get("ledger"), dict) else {}
     call = figures["call"]
     if figures.get("answered") and not figures.get("cut"):
-        return Row(NAME, FAIL, f"{call}: no progress came before its answer ({figures['progress_seen']} events): the stream "
+        return CheckRow(NAME, FAIL, f"{call}: no progress came before its answer ({figures['progress_seen']} events): the stream "
                    "could not be closed mid-call (held back until the call ended)", FIX, figures)
     if "ended" not in ledger:
-        return Row(NAME, WARN, f"{call}: stream closed after {CUT_AFTER} progress event(s); the server could not say how the "
+        return CheckRow(NAME, WARN, f"{call}: stream closed after {CUT_AFTER} progress event(s); the server could not say how the "
                    f"call ended ({LEDGER}: {ledger or 'no answer'})", figures=figures)
     first = figures.get("first_progress_at")
     said = (f"{call}: stream closed after {figures['progress_seen']} progress event(s)"
             f"{f' (the first {first:.2f} s after the call)' if first is not None else ''}; the server sent {ledger.get('sent')} "
             f"of {ledger.get('of')} and the call {ledger['ended']}")
     if ledger["ended"] == "cancelled":
-        return Row(NAME, PASS, said, figures=figures)
+        return CheckRow(NAME, PASS, said, figures=figures)
     if ledger["ended"] == "completed":
-        return Row(NAME, FAIL, said + ": the close did not reach it", FIX, figures)
-    return Row(NAME, WARN, said + f" {figures['waited']:.1f} s after the close", FIX, figures)
+        return CheckRow(NAME, FAIL, said + ": the close did not reach it", FIX, figures)
+    return CheckRow(NAME, WARN, said + f" {figures['waited']:.1f} s after the close", FIX, figures)

@@ -12,7 +12,7 @@ from collections import Counter
 
 from mcpbench.probe import routing
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.probe.wire import each
 from mcpbench.stats import percentile
 
@@ -28,7 +28,7 @@ FIX_LEAK = ("Release what ended sessions held: support DELETE, expire idle sessi
             "and size the session limit for the clients' churn.")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if not target.keeps_sessions:
         return not_applicable(NAME, "the server keeps no sessions: nothing to churn")
     if why := target.unsettled():
@@ -36,7 +36,7 @@ def run(target: ProbeTarget, deadline: float) -> Row:
     steady = target.session()
     try:
         if not steady.open(deadline=deadline).ok:
-            return Row(NAME, WARN, "could not open the steady session")
+            return CheckRow(NAME, WARN, "could not open the steady session")
         before = _calls(steady, deadline)
         spike = _spike(target, deadline - AFTER)
         after = _calls(steady, deadline)
@@ -92,7 +92,7 @@ def _spike(target: ProbeTarget, deadline: float) -> dict:
             "seconds": round(time.monotonic() - started, 3)}
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     spike, before, after = figures["spike"], figures["before_ms"], figures["after_ms"]
     # A DELETE of a session just opened, answered 404: it reached an instance that never held the session.
     lost_calls, lost_deletes = figures.get("lost_calls", 0), spike["delete"].get("404", 0)
@@ -117,11 +117,11 @@ def judge(figures: dict) -> Row:
         parts.append(f"{figures['after_failed']} steady call(s) failed after")
     evidence = "; ".join(parts)
     if spike["failed"] or figures["fresh"] or figures["after_failed"]:
-        return Row(NAME, FAIL, evidence, FIX_LEAK, figures)
+        return CheckRow(NAME, FAIL, evidence, FIX_LEAK, figures)
     if p_before is not None and p_after is not None and p_after > SLOWER * p_before + SLOWER_MS:
-        return Row(NAME, FAIL, evidence + ": slower after the spike", FIX_LEAK, figures)
+        return CheckRow(NAME, FAIL, evidence + ": slower after the spike", FIX_LEAK, figures)
     if any(not status.startswith("2") for status in deletes):
-        return Row(NAME, WARN, evidence, FIX_DELETE, figures)
+        return CheckRow(NAME, WARN, evidence, FIX_DELETE, figures)
     if p_before is not None and p_after is not None and p_after > WORSE * p_before + WORSE_MS:
-        return Row(NAME, WARN, evidence + ": slower after the spike", FIX_LEAK, figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, WARN, evidence + ": slower after the spike", FIX_LEAK, figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)

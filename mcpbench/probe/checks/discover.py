@@ -7,7 +7,7 @@ client probes for the era at all).
 
 from mcpbench.probe import newest
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, NA, PASS, Row
+from mcpbench.probe.verdicts import FAIL, NA, PASS, CheckRow
 from mcpbench.protocol.versions import DISCOVER, LATEST, META_SERVER_INFO
 
 NAME, TITLE, BOUND = "discover", "server/discover (2026-07-28)", 6.0
@@ -15,7 +15,7 @@ FIX = (f"Answer {DISCOVER} with supportedVersions (including {LATEST}) and capab
        "a gateway must pass the method through.")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if target.legacy:
         return newest.skip(NAME, target, deadline)
     found = newest.discovered(target, deadline)
@@ -23,11 +23,11 @@ def run(target: ProbeTarget, deadline: float) -> Row:
                   "instance": found["instance"]})
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     result = figures.get("result") if isinstance(figures.get("result"), dict) else {}
     if not figures.get("ok"):
         # A server of the handshake era alone answers -32601 (or refuses the version): not a 2026-07-28 server.
-        return Row(NAME, NA, f"{DISCOVER} not answered (HTTP {figures.get('status')}: {figures.get('detail')}): "
+        return CheckRow(NAME, NA, f"{DISCOVER} not answered (HTTP {figures.get('status')}: {figures.get('detail')}): "
                    f"the server does not speak {LATEST}", figures=figures)
     versions, capabilities = result.get("supportedVersions"), result.get("capabilities")
     info = (result.get("_meta") or {}).get(META_SERVER_INFO) if isinstance(result.get("_meta"), dict) else None
@@ -38,7 +38,7 @@ def judge(figures: dict) -> Row:
             f"{', '.join(sorted(capabilities)) if isinstance(capabilities, dict) else 'none'}"
             f"{'; server ' + str(info.get('name')) if isinstance(info, dict) else ''}")
     if missing:
-        return Row(NAME, FAIL, f"{said}: no {' and no '.join(missing)}", FIX, figures)
+        return CheckRow(NAME, FAIL, f"{said}: no {' and no '.join(missing)}", FIX, figures)
     if not newest.handshake_free(versions):
-        return Row(NAME, FAIL, f"{said}: answered, yet {LATEST} is not among the versions", FIX, figures)
-    return Row(NAME, PASS, said, figures=figures)
+        return CheckRow(NAME, FAIL, f"{said}: answered, yet {LATEST} is not among the versions", FIX, figures)
+    return CheckRow(NAME, PASS, said, figures=figures)

@@ -10,7 +10,7 @@ the body (or drops them) hides the mismatch from the server: the deployment, not
 
 from mcpbench.probe import newest
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow
 from mcpbench.protocol.http import METHOD, PROTOCOL_VERSION
 from mcpbench.protocol.jsonrpc import Request
 from mcpbench.protocol.versions import envelope
@@ -28,7 +28,7 @@ FIX_VERSION = (f"Answer a request for a version the server does not speak with 4
                f"supports (the SDKs do); a proxy must pass {PROTOCOL_VERSION} and the body's _meta through.")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     session = newest.session(target)
@@ -56,19 +56,19 @@ def _said(seen: dict) -> str:
     return f"HTTP {seen['status']}{code}"
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     mismatch, bogus = figures["mismatch"], figures["bogus_version"]
     evidence = (f"{SENT} sent with {METHOD}: {CLAIMED} → {_said(mismatch)}; "
                 f"{PROTOCOL_VERSION}: {BOGUS_VERSION} → {_said(bogus)}")
     served = mismatch["status"] is not None and mismatch["status"] < 300
     if served:
-        return Row(NAME, FAIL, evidence + ": a header that disagrees with the body was served (something between sets "
+        return CheckRow(NAME, FAIL, evidence + ": a header that disagrees with the body was served (something between sets "
                    "Mcp-Method from the body, or the server does not compare them)", FIX_METHOD, figures)
     if bogus["status"] is not None and bogus["status"] < 300:
-        return Row(NAME, FAIL, evidence + ": a version the server does not speak was served", FIX_VERSION, figures)
+        return CheckRow(NAME, FAIL, evidence + ": a version the server does not speak was served", FIX_VERSION, figures)
     wrong = [(seen, code, fix) for seen, code, fix in ((mismatch, HEADER_MISMATCH, FIX_METHOD), (bogus, UNSUPPORTED_VERSION, FIX_VERSION))
              if (seen["status"], seen["code"]) != (BAD_REQUEST, code)]
     if wrong:
         seen, code, fix = wrong[0]
-        return Row(NAME, WARN, evidence + f": refused, but not with HTTP {BAD_REQUEST} and {code}", fix, figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, WARN, evidence + f": refused, but not with HTTP {BAD_REQUEST} and {code}", fix, figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)

@@ -13,7 +13,7 @@ import time
 
 from mcpbench.probe import routing
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, CheckRow, not_applicable
 from mcpbench.probe.wire import each
 
 NAME, TITLE = "idle", "Idle streams"
@@ -30,7 +30,7 @@ def bound(target: ProbeTarget) -> float:
     return (target.settings.idle or 0.0) + BOUND_EXTRA
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     up_to = target.settings.idle
     if up_to is None:
         return not_applicable(NAME, "opt-in (it takes minutes): give --idle UP_TO, such as --idle 2m")
@@ -73,16 +73,16 @@ def _watch_connection(target: ProbeTarget, up_to: float, deadline: float) -> dic
         session.close()
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     up_to, stream, kept = figures["up_to"], figures["stream"], figures["connection"]
     if stream.get("routed"):
         return routing.row(NAME, stream["routed"], "idle streams", figures, legacy=False)
     if stream.get("error"):
-        return Row(NAME, FAIL, stream["error"], figures=figures)
+        return CheckRow(NAME, FAIL, stream["error"], figures=figures)
     conn = (f"an idle kept-alive connection was closed after {kept['closed_at']:.1f} s (normal: clients open another)"
             if kept.get("closed_at") is not None else f"an idle kept-alive connection stayed open {up_to:g} s")
     if not stream.get("offered"):
         return not_applicable(NAME, f"the server offers no GET stream (HTTP {stream.get('status', 405)}); {conn}", **figures)
     if stream.get("closed_at") is not None and stream["closed_at"] < up_to:
-        return Row(NAME, FAIL, f"the idle GET stream was cut after {stream['closed_at']:.1f} s; {conn}", FIX, figures)
-    return Row(NAME, PASS, f"the idle GET stream stayed open the whole watch ({up_to:g} s); {conn}", figures=figures)
+        return CheckRow(NAME, FAIL, f"the idle GET stream was cut after {stream['closed_at']:.1f} s; {conn}", FIX, figures)
+    return CheckRow(NAME, PASS, f"the idle GET stream stayed open the whole watch ({up_to:g} s); {conn}", figures=figures)

@@ -17,7 +17,7 @@ from collections import Counter
 from mcpbench.probe import newest
 from mcpbench.probe.checks.buffering import FIX
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow
 from mcpbench.probe.wire import WireError
 from mcpbench.protocol.client import Answered, Pushed
 from mcpbench.protocol.listen import Acknowledged, Change, Listen
@@ -87,7 +87,7 @@ class _Stream:
         self.session.close()
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     stream = _Stream(target)
@@ -138,33 +138,33 @@ def _restore(target: ProbeTarget, toggled: Counter, deadline: float) -> None:
                                                                      deadline=deadline), deadline=deadline)
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     if figures.get("held"):
-        return Row(NAME, FAIL, f"{LISTEN}: no answer, not even its head, within {ACK_WAIT:g} s: the stream is held back (a proxy "
+        return CheckRow(NAME, FAIL, f"{LISTEN}: no answer, not even its head, within {ACK_WAIT:g} s: the stream is held back (a proxy "
                    "buffering the response never forwards a stream that does not end)", FIX, figures)
     if figures.get("error") or (figures.get("status") or 0) >= 300:
         said = figures.get("error") or f"HTTP {figures.get('status')}"
-        return Row(NAME, FAIL, f"{LISTEN} was not served: {said}", "Serve subscriptions/listen (the SDKs speaking 2026-07-28 "
+        return CheckRow(NAME, FAIL, f"{LISTEN} was not served: {said}", "Serve subscriptions/listen (the SDKs speaking 2026-07-28 "
                    "do) and let it through the proxy as a long-lived streamed POST.", figures)
     on = f" (on {figures['instance']})" if figures.get("instance") else ""
     if "ack_after" not in figures:
         ended = f"; the stream ended: {figures['ended']}" if figures.get("ended") else ""
-        return Row(NAME, FAIL, f"{LISTEN}{on}: no acknowledgement within {ACK_WAIT:g} s{ended}: the stream is held back "
+        return CheckRow(NAME, FAIL, f"{LISTEN}{on}: no acknowledgement within {ACK_WAIT:g} s{ended}: the stream is held back "
                    "(a proxy buffering the response never forwards a stream that does not end)", FIX, figures)
     evidence = f"{LISTEN}{on}: acknowledged after {figures['ack_after']:.2f} s"
     change = figures.get("change")
     if change is None:
-        return Row(NAME, PASS, evidence + f"; no change caused (the probe calls {CHANGER} on the lab's reference server only): "
+        return CheckRow(NAME, PASS, evidence + f"; no change caused (the probe calls {CHANGER} on the lab's reference server only): "
                    "the acknowledgement alone measured",
                    figures=figures)
     if change.get("missed"):
-        return Row(NAME, WARN, evidence + f"; {CHANGER} never reached the stream's instance in {change['tries']} calls: "
+        return CheckRow(NAME, WARN, evidence + f"; {CHANGER} never reached the stream's instance in {change['tries']} calls: "
                    "delivery not measured", figures=figures)
     if change["heard_after"] is None:
-        return Row(NAME, FAIL, evidence + f"; {CHANGER} answered{' on ' + change['on'] if change.get('on') else ''} after "
+        return CheckRow(NAME, FAIL, evidence + f"; {CHANGER} answered{' on ' + change['on'] if change.get('on') else ''} after "
                    f"{change['answer_after']:.2f} s, yet no tools/list_changed came within {CHANGE_WAIT:g} s: held back",
                    FIX, figures)
     evidence += f"; tools/list_changed {change['heard_after']:.2f} s after {CHANGER} was sent ({change['tries']} call(s))"
     if change["heard_after"] > change["answer_after"] + LATE:
-        return Row(NAME, WARN, evidence + ": late", FIX, figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, WARN, evidence + ": late", FIX, figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)

@@ -11,7 +11,7 @@ sit behind a gateway that checks for it, and a DNS name of its own).
 import ipaddress
 
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow
 from mcpbench.probe.wire import WireError
 from mcpbench.protocol.http import GET_ACCEPT, is_event_stream
 from mcpbench.protocol.server import LOOPBACK_BINDS
@@ -33,7 +33,7 @@ def is_local(host: str) -> bool:
         return False
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     seen = {"host": _try(target, {"host": FOREIGN_HOST}, deadline), "origin": _try(target, {"origin": FOREIGN_ORIGIN}, deadline)}
     return judge({**seen, "local": is_local(target.wire.host)})
 
@@ -66,7 +66,7 @@ def _seen(seen: dict) -> str:
     return f"HTTP {seen['status']}"
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     """Served means an MCP answer: a 2xx page or empty body of the front's own never reached the server,
     and a connection closed without an answer is a refusal."""
     host, origin, local = figures["host"], figures["origin"], figures["local"]
@@ -75,8 +75,8 @@ def judge(figures: dict) -> Row:
     evidence = f"foreign Host → {_seen(host)}; foreign Origin → {_seen(origin)}; {'a local' if local else 'a remote'} address"
     untried = [seen for seen in (host, origin) if seen.get("status") is None and not seen.get("closed")]
     if untried:
-        return Row(NAME, WARN, f"could not be tried: {untried[0].get('detail')}", figures=figures)
+        return CheckRow(NAME, WARN, f"could not be tried: {untried[0].get('detail')}", figures=figures)
     if not served:
-        return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, PASS, evidence, figures=figures)
     evidence += f": a foreign {' and a foreign '.join(served)} {'were' if len(served) > 1 else 'was'} served"
-    return Row(NAME, FAIL if local else WARN, evidence, FIX, figures)
+    return CheckRow(NAME, FAIL if local else WARN, evidence, FIX, figures)

@@ -9,7 +9,7 @@ client), which a gateway's cache and the client's obey. A proxy that rewrites bo
 
 from mcpbench.probe import newest
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow
 from mcpbench.protocol.versions import CACHE_HINTS, CACHEABLE_METHODS, DISCOVER, RESULT_TYPE
 
 NAME, TITLE, BOUND = "results", "resultType and cache hints (2026-07-28)", 8.0
@@ -21,7 +21,7 @@ FIX_CACHE = ("Give listings and resources/read results ttlMs (ms they stay fresh
              "the SDKs do (MCPServer's cache_hints); a proxy that rewrites bodies must keep them.")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     seen: dict[str, dict] = {}
@@ -47,7 +47,7 @@ def _result(ex) -> dict:
     return {"answered": True, RESULT_TYPE: result.get(RESULT_TYPE), **{hint: result.get(hint) for hint in CACHE_HINTS}}
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     answered = {m: r for m, r in figures["results"].items() if r.get("answered")}
     untyped = sorted(m for m, r in answered.items() if r.get(RESULT_TYPE) is None)
     unhinted = sorted(m for m, r in answered.items() if m in CACHEABLE_METHODS and not _hinted(r))
@@ -58,12 +58,12 @@ def judge(figures: dict) -> Row:
                 f"{len(cacheable) - len(unhinted)} of {len(cacheable)} cacheable with ttlMs and cacheScope"
                 + (f" ({hints})" if hints else ""))
     if not answered:
-        return Row(NAME, WARN, "no result came to look at", FIX_TYPE, figures)
+        return CheckRow(NAME, WARN, "no result came to look at", FIX_TYPE, figures)
     if untyped:
-        return Row(NAME, FAIL, f"{evidence}; without {RESULT_TYPE}: {', '.join(untyped)}", FIX_TYPE, figures)
+        return CheckRow(NAME, FAIL, f"{evidence}; without {RESULT_TYPE}: {', '.join(untyped)}", FIX_TYPE, figures)
     if unhinted:
-        return Row(NAME, WARN, f"{evidence}; without them: {', '.join(unhinted)}", FIX_CACHE, figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, WARN, f"{evidence}; without them: {', '.join(unhinted)}", FIX_CACHE, figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)
 
 
 def _hinted(result: dict) -> bool:

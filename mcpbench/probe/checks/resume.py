@@ -16,7 +16,7 @@ import time
 from mcpbench.probe import routing
 from mcpbench.probe.sessions import ProbeExchange
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.probe.wire import left
 from mcpbench.protocol.client import Answered, Pushed, Unmatched
 
@@ -33,7 +33,7 @@ FIX_LEAK = ("File events per session: a Last-Event-ID from another session must 
             "(a store keyed by event id alone leaks one client's answers to another).")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if target.legacy:
         return not_applicable(NAME, "legacy HTTP+SSE has no resumption (Streamable HTTP only)")
     if not target.keeps_sessions:
@@ -45,7 +45,7 @@ def run(target: ProbeTarget, deadline: float) -> Row:
     session = target.session()
     try:
         if not session.open(deadline=deadline).ok:
-            return Row(NAME, WARN, "could not open a session to try it")
+            return CheckRow(NAME, WARN, "could not open a session to try it")
         figures = _cut_and_resume(target, session, deadline)
         if figures.get("first_id"):
             figures["foreign"] = _foreign(target, figures["first_id"], deadline)
@@ -120,14 +120,14 @@ def _foreign(target: ProbeTarget, event_id: str, deadline: float) -> dict:
         other.close()
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     call = figures["call"]
     if figures.get("routed"):
         return routing.row(NAME, figures["routed"], "resumption", figures, legacy=False)
     if not figures.get("first_id"):
         evidence = (f"{call}: the server gives its stream's events no ids (it keeps no event store, its configuration, "
                     "not the deployment's): a cut stream cannot be resumed, its answer is lost")
-        return Row(NAME, FAIL, evidence, FIX_STORE, figures)
+        return CheckRow(NAME, FAIL, evidence, FIX_STORE, figures)
     retry = f"retry {figures['retry_ms']} ms" if figures.get("retry_ms") is not None else "no retry"
     parts = [f"{call}: events carry ids; {'a priming event came first' if figures['primed'] else 'no priming event'}; {retry}"]
     problems: list[tuple[str, str]] = []  # (what, its fix)
@@ -152,7 +152,7 @@ def judge(figures: dict) -> Row:
             problems.append(("events replayed across sessions", FIX_LEAK))
     evidence = "; ".join(parts + [what for what, _ in problems])
     if problems:
-        return Row(NAME, FAIL, evidence, " ".join(dict.fromkeys(fix for _, fix in problems)), figures)
+        return CheckRow(NAME, FAIL, evidence, " ".join(dict.fromkeys(fix for _, fix in problems)), figures)
     if not figures["primed"] or figures.get("retry_ms") is None:
-        return Row(NAME, WARN, evidence, FIX_STORE, figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, WARN, evidence, FIX_STORE, figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)

@@ -14,7 +14,7 @@ from mcpbench.load.sessions import ROUTING_CLASSES, SessionTally, count_sessions
 from mcpbench.probe.routing import FIX_HTTP, FIX_LEGACY
 from mcpbench.probe.sessions import ProbeExchange
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, Row
+from mcpbench.probe.verdicts import FAIL, PASS, CheckRow
 from mcpbench.probe.wire import each
 
 NAME, TITLE, BOUND = "sessions", "Sessions across the deployment", 25.0
@@ -24,7 +24,7 @@ MAX_CONCURRENT = 64
 CALL = "tools/list"
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     count, calls = target.settings.sessions, target.settings.calls
     runs = each(lambda n: _one(target, n, calls, deadline), range(count), min(count, MAX_CONCURRENT))
     records = [record for steps in runs for record in steps]
@@ -62,7 +62,7 @@ def _one(target: ProbeTarget, number: int, calls: int, deadline: float) -> list[
     return out
 
 
-def judge(records: list[dict], asked: int, target: ProbeTarget) -> Row:
+def judge(records: list[dict], asked: int, target: ProbeTarget) -> CheckRow:
     tally = count_sessions(records, SessionTally())
     per_instance: dict[str, Counter] = defaultdict(Counter)
     statuses = Counter(r["status"] for r in records if r.get("failure") and r.get("status") is not None)
@@ -92,8 +92,8 @@ def judge(records: list[dict], asked: int, target: ProbeTarget) -> Row:
         parts.append("the server keeps no sessions: any instance may answer")
     evidence = "; ".join(parts)
     if tally.failed_sessions or not tally.sessions:
-        return Row(NAME, FAIL, evidence, FIX_LEGACY if target.legacy else FIX_HTTP, figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, FAIL, evidence, FIX_LEGACY if target.legacy else FIX_HTTP, figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)
 
 
 __all__ = ["BOUND", "NAME", "TITLE", "judge", "run"]

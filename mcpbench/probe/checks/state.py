@@ -12,7 +12,7 @@ of each round, then one whose state it alters before the retry: that one must be
 
 from mcpbench.probe import newest
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.jsonrpc import Response
 from mcpbench.protocol.operation import Done, Operation, Send, Stop
@@ -60,7 +60,7 @@ def _operation(target: ProbeTarget, deadline: float, tamper: bool = False) -> di
             "detail": None if type(action) is Done else action.detail}
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     if not newest.has_tool(target, TOOL):
@@ -72,12 +72,12 @@ def run(target: ProbeTarget, deadline: float) -> Row:
     return judge({"operations": operations, "tampered": _operation(target, deadline, tamper=True)})
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     ops = figures["operations"]
     stated = [o for o in ops if o["state"]]
     if not stated:
         ended = ", ".join(sorted({str(o["ended"]) for o in ops}))
-        return Row(NAME, WARN if any(o["ended"] != "done" for o in ops) else PASS,
+        return CheckRow(NAME, WARN if any(o["ended"] != "done" for o in ops) else PASS,
                    f"{TOOL}: {len(ops)} operations ({ended}), none carried a requestState: nothing to route", figures=figures)
     retried = [o for o in stated if len(o["rounds"]) > 1]
     moved = [o for o in retried if o["rounds"][0] is not None and o["rounds"][1] != o["rounds"][0]]
@@ -87,16 +87,16 @@ def judge(figures: dict) -> Row:
                 f"round; {len(refused)} refused")
     if refused:
         first = refused[0]
-        return Row(NAME, FAIL, f"{evidence} (e.g. sealed on {first['rounds'][0]}, retried on {first['rounds'][1]}: "
+        return CheckRow(NAME, FAIL, f"{evidence} (e.g. sealed on {first['rounds'][0]}, retried on {first['rounds'][1]}: "
                    f"{first['detail']})", FIX, figures)
     tampered = figures.get("tampered")
     if tampered is not None and tampered["ended"] == "done" and len(tampered["rounds"]) > 1:
-        return Row(NAME, FAIL, f"{evidence}; a tampered requestState was accepted", FIX_TAMPER, figures)
+        return CheckRow(NAME, FAIL, f"{evidence}; a tampered requestState was accepted", FIX_TAMPER, figures)
     if tampered is not None:
         evidence += f"; a tampered one {'refused' if tampered['ended'] == 'state-rejected' else tampered['ended']}"
     failed = [o for o in retried if o["ended"] != "done"]
     if failed:
-        return Row(NAME, WARN, f"{evidence}; {len(failed)} failed otherwise: {failed[0]['detail']}", figures=figures)
+        return CheckRow(NAME, WARN, f"{evidence}; {len(failed)} failed otherwise: {failed[0]['detail']}", figures=figures)
     if retried and not moved and any(o["rounds"][0] for o in retried):
-        return Row(NAME, PASS, evidence + " (every retry stayed on its instance: other instances not tried)", figures=figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, PASS, evidence + " (every retry stayed on its instance: other instances not tried)", figures=figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)

@@ -11,7 +11,7 @@ import time
 
 from mcpbench.probe import newest
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.protocol.operation import TASK_CAPABILITIES, task_handle
 from mcpbench.protocol.versions import TASKS_EXTENSION
 
@@ -24,7 +24,7 @@ FIX = ("Keep tasks where every instance can read them (a database or cache share
        "to the instance that created the task (its Mcp-Name header carries the task id).")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if (row := newest.skip(NAME, target, deadline)) is not None:
         return row
     capabilities = (newest.discovered(target, deadline).get("result") or {}).get("capabilities") or {}
@@ -57,9 +57,9 @@ def run(target: ProbeTarget, deadline: float) -> Row:
     return judge(figures)
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     if not figures.get("handle"):
-        return Row(NAME, WARN, f"{TOOL} did not become a task: {figures.get('detail')}", figures=figures)
+        return CheckRow(NAME, WARN, f"{TOOL} did not become a task: {figures.get('detail')}", figures=figures)
     polls, home = figures["polls"], figures.get("created_on")
     elsewhere = [p for p in polls if home is not None and p["on"] is not None and p["on"] != home]
     lost = [p for p in polls if not p["found"]]
@@ -68,6 +68,6 @@ def judge(figures: dict) -> Row:
     evidence = (f"task created{where}; {len(polls)} polls, {len(elsewhere)} on another instance; {len(lost)} did not find it"
                 + (f" ({lost[0]['detail']}{' on ' + lost[0]['on'] if lost[0]['on'] else ''})" if lost else ""))
     if lost:
-        return Row(NAME, FAIL, evidence, FIX, figures)
+        return CheckRow(NAME, FAIL, evidence, FIX, figures)
     statuses = [p["status"] for p in polls]
-    return Row(NAME, PASS, evidence + f"; statuses {' → '.join(dict.fromkeys(statuses))}", figures=figures)
+    return CheckRow(NAME, PASS, evidence + f"; statuses {' → '.join(dict.fromkeys(statuses))}", figures=figures)

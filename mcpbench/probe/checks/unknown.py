@@ -11,7 +11,7 @@ import secrets
 
 from mcpbench.probe import routing
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.protocol.http import SESSION_ID
 
 NAME, TITLE, BOUND = "unknown", "Unknown and restarted sessions", 6.0
@@ -19,7 +19,7 @@ FIX = ("Answer 404 to an unknown or ended Mcp-Session-Id (the specification's ru
        "only, and keep failing with a dead id on anything else.")
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if not target.keeps_sessions:
         return not_applicable(NAME, "the server keeps no sessions (no Mcp-Session-Id): nothing to forget")
     if target.legacy and (why := target.unsettled()):
@@ -89,7 +89,7 @@ def _seen(ex) -> dict:
     return {"status": ex.status, "detail": detail[:160]}
 
 
-def judge(figures: dict, *, legacy: bool = False) -> Row:
+def judge(figures: dict, *, legacy: bool = False) -> CheckRow:
     made_up, ended = figures["made_up"], figures.get("ended")
     tried = [("made-up id", made_up)] + ([("ended id", ended)] if ended and ended.get("status") is not None else [])
     evidence = "; ".join(f"{what} → HTTP {seen['status']} ({seen['detail']})" for what, seen in tried)
@@ -97,11 +97,11 @@ def judge(figures: dict, *, legacy: bool = False) -> Row:
         evidence += f"; ended id not tried: {ended['detail']}"
     statuses = [seen["status"] for _, seen in tried]
     if made_up.get("status") is None:
-        return Row(NAME, WARN, f"could not be tried: {made_up['detail']}", figures=figures)
+        return CheckRow(NAME, WARN, f"could not be tried: {made_up['detail']}", figures=figures)
     if all(status == 404 for status in statuses):
         if ended and ended.get("routed"):  # the made-up id passed; the ended one was not measured
-            return Row(NAME, WARN, evidence, routing.fix(legacy), figures)
-        return Row(NAME, PASS, evidence, figures=figures)
+            return CheckRow(NAME, WARN, evidence, routing.fix(legacy), figures)
+        return CheckRow(NAME, PASS, evidence, figures=figures)
     if legacy:  # HTTP+SSE (2024-11-05) names no status for a lost session: 404 is what clients look for
-        return Row(NAME, WARN, evidence, FIX.replace("Mcp-Session-Id", "session"), figures)
-    return Row(NAME, FAIL, evidence, FIX, figures)
+        return CheckRow(NAME, WARN, evidence, FIX.replace("Mcp-Session-Id", "session"), figures)
+    return CheckRow(NAME, FAIL, evidence, FIX, figures)

@@ -11,7 +11,7 @@ import time
 
 from mcpbench.probe import routing
 from mcpbench.probe.target import ProbeTarget
-from mcpbench.probe.verdicts import FAIL, PASS, WARN, Row, not_applicable
+from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.protocol.http import PROTOCOL_VERSION
 from mcpbench.protocol.versions import DISCOVER, LATEST, LATEST_HANDSHAKE, VERSIONS, has_handshake, is_latest_handshake, rules
 
@@ -20,7 +20,7 @@ NAME, TITLE, BOUND = "versions", "Versions and eras", 8.0
 BOGUS_VERSION = "1999-01-01"
 
 
-def run(target: ProbeTarget, deadline: float) -> Row:
+def run(target: ProbeTarget, deadline: float) -> CheckRow:
     if target.legacy and (why := target.unsettled()):
         return not_applicable(NAME, why)  # a legacy handshake is a POST beside its stream: it lands anywhere
     offered: dict[str, str | None] = {}
@@ -75,7 +75,7 @@ def _bogus_header(target: ProbeTarget, deadline: float) -> tuple[int | None, str
         session.close()
 
 
-def judge(figures: dict) -> Row:
+def judge(figures: dict) -> CheckRow:
     accepted, discover, bogus = figures["accepted"], figures.get("discover"), figures.get("bogus_version_status")
     parts = [f"accepts {', '.join(accepted) if accepted else 'none of the handshake versions'}"]
     if figures.get("negotiated"):
@@ -88,13 +88,13 @@ def judge(figures: dict) -> Row:
         parts.append(f"MCP-Protocol-Version {BOGUS_VERSION} not tried: {skipped}")
     evidence = "; ".join(parts)
     if not accepted:
-        return Row(NAME, FAIL, evidence, "Speak one of the specification's versions: upgrade the server's MCP SDK.", figures)
+        return CheckRow(NAME, FAIL, evidence, "Speak one of the specification's versions: upgrade the server's MCP SDK.", figures)
     if bogus is not None and bogus < 300:
-        return Row(NAME, FAIL, evidence, "Answer 400 to an unsupported MCP-Protocol-Version (the specification's MUST): "
+        return CheckRow(NAME, FAIL, evidence, "Answer 400 to an unsupported MCP-Protocol-Version (the specification's MUST): "
                    "the SDKs do; a proxy must pass the header through.", figures)
     if not any(is_latest_handshake(version) for version in accepted):
-        return Row(NAME, WARN, evidence, f"Upgrade the server's MCP SDK: clients speaking {LATEST_HANDSHAKE} are answered "
+        return CheckRow(NAME, WARN, evidence, f"Upgrade the server's MCP SDK: clients speaking {LATEST_HANDSHAKE} are answered "
                    "in an older version.", figures)
     if skipped:  # what was tried passed; a part left out is no pass
-        return Row(NAME, WARN, evidence, routing.fix(figures.get("legacy", False)), figures)
-    return Row(NAME, PASS, evidence, figures=figures)
+        return CheckRow(NAME, WARN, evidence, routing.fix(figures.get("legacy", False)), figures)
+    return CheckRow(NAME, PASS, evidence, figures=figures)

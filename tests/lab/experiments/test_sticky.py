@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from mcpbench.lab.experiments.sticky import CSV_BASE, Cell, StickyPlan, run_plan
+from mcpbench.lab.experiments.sticky import CSV_BASE, StickyCell, StickyPlan, run_plan
 from tests.lab.experiments.helpers import IN_THE_MAIN_JOB, JUDGED
 from tests.load.helpers import scenario_from_text
 
@@ -42,7 +42,7 @@ CELLS = [(balancer, mode, policy) for balancer in ("builtin", "haproxy") for mod
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     balancers = ["builtin"] + (["haproxy"] if HAPROXY else [])
-    cells = tuple(Cell(mode, policy, balancer, 3) for balancer, mode, policy in CELLS if balancer in balancers)
+    cells = tuple(StickyCell(mode, policy, balancer, 3) for balancer, mode, policy in CELLS if balancer in balancers)
     folder = tmp_path_factory.mktemp("sticky")
     results = run_plan(StickyPlan(cells, scenario_from_text(SCENARIO, "sticky-test")), folder, say=lambda line: None)
     with open(folder / "sticky.csv", newline="") as handle:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mcpbench.lab.experiments.sticky import CSV_BASE, Cell, cell_stats, csv_text, plan_from_node
+from mcpbench.lab.experiments.sticky import CSV_BASE, StickyCell, cell_stats, csv_text, plan_from_node
 from mcpbench.load.scenario import ScenarioError
 from mcpbench.load.sessions import verdict
 
@@ -19,7 +19,7 @@ def test_cell_stats_verdict_and_csv_contract():
         _step("c", "initialize", 1, "s3"), _step("c", "tools/call echo", 2, "s3", "answer-lost/timeout", "no answer within 5 s"),
         {"step": "initialize", "t": 1, "failure": None},  # no session tag: not counted
     ]
-    result = cell_stats(Cell("stateful-sse", "round-robin", "builtin", 3), records)
+    result = cell_stats(StickyCell("stateful-sse", "round-robin", "builtin", 3), records)
     assert (result.sessions, result.calls, result.failed_calls, result.failed_sessions) == (3, 6, 2, 2)
     assert result.first_instance_share == pytest.approx((1 + 0.5 + 1) / 3)
     assert dict(result.sessions_by_class) == {"session-not-found": 1, "timeout": 1}
@@ -28,7 +28,7 @@ def test_cell_stats_verdict_and_csv_contract():
     assert header.split(",")[: len(CSV_BASE)] == list(CSV_BASE)
     assert "failed_calls:session-not-found" in header and "failed_sessions:timeout" in header
     assert row.startswith("streamable-http,stateful-sse,round-robin,builtin,3,3,6,2,2,")
-    kept = cell_stats(Cell("stateless", "random", "builtin", 3), records[:3])
+    kept = cell_stats(StickyCell("stateless", "random", "builtin", 3), records[:3])
     assert verdict(kept) == "sessions kept: 1/1"
 
 

@@ -5,7 +5,7 @@ import csv
 
 import pytest
 
-from mcpbench.lab.experiments.sticky import Cell, cell_stats
+from mcpbench.lab.experiments.sticky import StickyCell, cell_stats
 from mcpbench.load.sessions import read_samples
 from tests.lab.experiments.helpers import IN_THE_MAIN_JOB, JUDGED
 
@@ -20,7 +20,7 @@ def lab(main_job):
 
 @pytest.mark.parametrize(("mode", "policy"), IN_THE_MAIN_JOB, ids=[f"{mode}-{policy}" for mode, policy in IN_THE_MAIN_JOB])
 def test_each_shape_breaks_or_keeps_sessions_as_it_must(lab, mode, policy):
-    cell = Cell(mode, policy, "builtin", 3)
+    cell = StickyCell(mode, policy, "builtin", 3)
     JUDGED[(mode, policy)](cell_stats(cell, read_samples(lab / "cells" / cell.slug / "samples.jsonl")))
 
 

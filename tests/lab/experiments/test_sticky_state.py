@@ -11,7 +11,7 @@ import csv
 
 import pytest
 
-from mcpbench.lab.experiments.sticky import PER_PROCESS, SHARED, Cell, StickyPlan, render, run_plan
+from mcpbench.lab.experiments.sticky import PER_PROCESS, SHARED, StickyCell, StickyPlan, render, run_plan
 from mcpbench.lab.topology.cluster import haproxy_path
 from tests.load.helpers import scenario_from_text
 
@@ -43,7 +43,7 @@ BALANCERS = ["builtin", pytest.param("haproxy", marks=needs_haproxy)]
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     balancers = ["builtin"] + (["haproxy"] if haproxy_path() is not None else [])
-    cells = tuple(Cell(mode, "round-robin", balancer, 2) for balancer in balancers for mode in (PER_PROCESS, SHARED))
+    cells = tuple(StickyCell(mode, "round-robin", balancer, 2) for balancer in balancers for mode in (PER_PROCESS, SHARED))
     folder = tmp_path_factory.mktemp("sticky-state")
     results = run_plan(StickyPlan(cells, scenario_from_text(SCENARIO, "sticky-state-test")), folder, say=lambda line: None)
     with open(folder / "sticky.csv", newline="") as handle:
@@ -68,7 +68,7 @@ def test_per_process_state_and_tasks_fail_round_robin(measured, balancer):
     assert any("Invalid or expired requestState" in form for form in spread.forms), spread.forms
 
 def test_per_process_state_is_expected_to_hold_where_a_client_stays_on_one_instance():
-    assert Cell(PER_PROCESS, "source", "builtin", 3).expected == "hold" and Cell(PER_PROCESS, "round-robin", "builtin", 1).expected == "hold"
+    assert StickyCell(PER_PROCESS, "source", "builtin", 3).expected == "hold" and StickyCell(PER_PROCESS, "round-robin", "builtin", 1).expected == "hold"
 
 
 @pytest.mark.parametrize("balancer", BALANCERS)
