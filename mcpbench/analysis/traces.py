@@ -218,6 +218,15 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
         if name == "multi":
             offsets = np.cumsum([0] + [len(f["owner"]) for f in files])
             columns[name] = {row + int(offset): op for f, offset in zip(files, offsets) for row, op in f[name].items()}
+        elif name == "round_outcome":  # codes into each file's values: into the values of all, in one list
+            merged: dict[str, int] = {}
+            parts = []
+            for f in files:
+                remap = np.array([merged.setdefault(value, len(merged)) for value in f["values"]] + [-1], dtype=np.intp)
+                parts.append(remap[f[name]])  # (a null, -1, stays -1: the last place)
+            columns[name], columns["values"] = np.concatenate(parts), list(merged)
+        elif name == "values":
+            continue  # with round_outcome
         elif isinstance(first, list):
             columns[name] = [value for f in files for value in f[name]]
         else:
@@ -235,7 +244,19 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
     """
     n = len(rows.owner)
     objects = rows.objects
-    dirs = np.full(n, "c2s", dtype=object)
+    # dir and outcome as codes into a few values (most rows "c2s" and "ok"): the categorical columns
+    # are made of the codes, with no object per row to hash (`_category`)
+    values: list[str] = ["c2s", "ok"]
+    code_of = {value: code for code, value in enumerate(values)}
+
+    def coded(value: str) -> int:
+        code = code_of.get(value)
+        if code is None:
+            code = code_of[value] = len(values)
+            values.append(value)
+        return code
+
+    dirs = np.zeros(n, dtype=np.intp)
     times = np.array(rows.times, dtype="float64")
     sizes = np.array(rows.sizes, dtype="float64") if len(rows.sizes) else np.full(len(times), NAN)
     at, answered = np.array(rows.at, dtype=np.intp), np.array(rows.answers, dtype=np.intp)
@@ -248,11 +269,11 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
         request_bytes[plain], answer_bytes[plain] = sizes[at[plain]], sizes[answered[plain]]
     round_sent = request_bytes.copy()
     round_latencies = (end - start) * 1000.0
-    outcomes = np.full(n, "ok", dtype=object)
+    outcomes = np.ones(n, dtype=np.intp)  # "ok"
     details = np.full(n, None, dtype=object)
     for row, (outcome_, detail) in rows.outcomes.items():
         if row not in objects:
-            outcomes[row], details[row] = outcome_, detail or None
+            outcomes[row], details[row] = coded(outcome_), detail or None
     round_outcomes = outcomes.copy()
     round_ids = list(rows.ids)
     error_codes = np.full(n, NAN)
@@ -264,10 +285,10 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
     for row, op in objects.items():
         rounds = op.rounds
         first = rounds[0]
-        dirs[row] = op.dir
+        dirs[row] = coded(op.dir)
         start[row] = first.ts
         end[row] = NAN if op.end is None else op.end
-        outcomes[row] = op.outcome or "unanswered"
+        outcomes[row] = coded(op.outcome or "unanswered")
         if len(rounds) == 1:
             last = first
             size = first.request_bytes
@@ -278,13 +299,13 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
             round_ids[row] = first.id
             latency = first.latency
             round_latencies[row] = NAN if latency is None else latency * 1000.0
-            round_outcomes[row] = first.outcome or "unanswered"
+            round_outcomes[row] = coded(first.outcome or "unanswered")
         else:
             multi[row] = op
             round_sent[row] = NAN  # filled by `_rounds_frame`
             round_ids[row] = None
             round_latencies[row] = NAN
-            round_outcomes[row] = None
+            round_outcomes[row] = -1  # (null) filled by `_rounds_frame`
             last = rounds[-1]
             request_bytes[row] = sum(r.request_bytes or 0 for r in rounds)
             answer_bytes[row] = _answer_bytes(op)
@@ -298,7 +319,7 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
     method, tool, step = _names(rows)
     columns: dict[str, Any] = {
         "owner": owner,
-        "dir": dirs,
+        "dir": _category(dirs, values),
         "method": method,
         "tool": tool,
         "step": step,
@@ -307,13 +328,14 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
         "request_bytes": request_bytes.astype("int64"),
         "answer_bytes": answer_bytes,
         "error_code": error_codes,
-        "outcome": outcomes,
+        "outcome": _category(outcomes, values),
         "detail": details,
         "rounds": rounds_,
         "client_wait_ms": waits,
         "round_id": round_ids,
         "round_latency_ms": round_latencies,
-        "round_outcome": round_outcomes,
+        "round_outcome": round_outcomes,  # codes into `values`, as the one-round operations' outcomes
+        "values": values,
         "round_request_bytes": round_sent,
         "multi": multi,
     }
@@ -457,7 +479,9 @@ def _rounds_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     call = np.arange(count, dtype="int64")
     number = np.ones(count, dtype="int64")
     ids = np.array(columns["round_id"] + [None], dtype=object)[:-1]  # (a None last: ids stay objects, never a 2-D array)
-    start, latencies, outcomes = columns["start"], columns["round_latency_ms"], np.asarray(columns["round_outcome"], dtype=object)
+    start, latencies, outcomes = columns["start"], columns["round_latency_ms"], columns["round_outcome"]
+    values = list(columns["values"])  # the outcomes' codes are places in it (`_file_columns`)
+    code_of = {value: code for code, value in enumerate(values)}
     sent, received = columns["round_request_bytes"], columns["answer_bytes"]
     waits = np.full(count, NAN)
     several = np.flatnonzero(sizes > 1)
@@ -474,7 +498,11 @@ def _rounds_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
                 start[at] = entry.ts
                 latencies[at] = NAN if entry.latency is None else entry.latency * 1000.0
                 waits[at] = NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0
-                outcomes[at] = entry.outcome or "unanswered"
+                outcome_ = entry.outcome or "unanswered"
+                if outcome_ not in code_of:
+                    code_of[outcome_] = len(values)
+                    values.append(outcome_)
+                outcomes[at] = code_of[outcome_]
                 sent[at] = NAN if entry.request_bytes is None else entry.request_bytes
                 received[at] = NAN if entry.answer_bytes is None else entry.answer_bytes
                 before = entry
@@ -485,7 +513,7 @@ def _rounds_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
         "trace": _category(owner, [trace for trace, _ in owners]),
         "session": _category(owner, [_session_id(o) for _, o in owners]),
         "call": call, "round": number, "id": pd.Series(ids, dtype=object), "start": start,
-        "latency_ms": latencies, "wait_ms": waits, "outcome": _factorized(outcomes),
+        "latency_ms": latencies, "wait_ms": waits, "outcome": _category(outcomes, values),
         "request_bytes": pd.array(sent, dtype="float64").astype("Int64"),
         "answer_bytes": pd.array(received, dtype="float64").astype("Int64"),
     }, columns=ROUND_COLUMNS)

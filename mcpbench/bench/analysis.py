@@ -11,6 +11,10 @@
    loading time as a share of the replay's wall time.
 
 3. `inspect` of the same trace (the trace model's sessions and operations, rendered as text).
+4. Before and after, in the same run: the `calls` frame, `inspect` and a replay's plan (of a
+   PLAN_EVENTS trace) each timed (CPU) in fresh processes, with this code and with the code of
+   BASELINE (exported from the git history), taking turns so both see the same machine. Without a
+   git checkout (an installed package) the before side is left out, said in the JSON.
 
 Targets (issue 33, after issue 13's 10 s and 3x): 1,000,000 events into `calls` in <= 3 s, peak
 memory <= 1.5x the file's size, `inspect` in <= 10 s; reading <= 5 % of a replay's wall time.
@@ -48,6 +52,31 @@ LARGE_BYTES = 32 * 1024
 PROGRESS_SHARE = 0.05
 TOOL_ERROR_SHARE = 0.01
 LINES_PER_WRITE = 5000
+
+# Before and after: the code this wave began from (issue 33's model as it was, columns included).
+BASELINE = "fd6ed80"
+PLAN_EVENTS = 200_000
+QUICK_PLAN_EVENTS = 5_000
+# One timing in a fresh process: `sys.path` is the code's folder and the interpreter's packages only
+# (`-S`: no `.pth` file, so an editable install of this checkout cannot take the baseline's place).
+TIMING_PROBE = """
+import json, os, sys, time
+code, packages, what, trace = sys.argv[1:5]
+sys.path[:0] = [code, *packages.split(os.pathsep)]
+if what == "calls":
+    from mcpbench.analysis import load_trace
+    work = lambda: load_trace(trace, events=False)
+elif what == "inspect":
+    from mcpbench.analysis.inspect import render, summarize
+    work = lambda: render(summarize(trace))
+else:
+    from mcpbench.replay.plan import load
+    work = lambda: load(trace)
+started, started_cpu = time.perf_counter(), time.process_time()
+work()
+import mcpbench
+print(json.dumps({"cpu_seconds": time.process_time() - started_cpu, "seconds": time.perf_counter() - started, "code": mcpbench.__file__}))
+"""
 
 
 def synthetic_trace(path: Path, events: int, seed: int = 13) -> Path:
@@ -185,6 +214,52 @@ def measure_share(folder: Path, calls: int) -> dict:
     return {"calls": calls, "bytes": trace.stat().st_size, "replay_seconds": replay_seconds, "load_seconds": read_seconds, "share": read_seconds / replay_seconds}
 
 
+def baseline_code(folder: Path) -> Path | None:
+    """BASELINE's `mcpbench` package, exported from the git history into `folder` (None without git)."""
+    import io
+    import subprocess
+    import tarfile
+
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        tar = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", BASELINE, "mcpbench"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(folder, filter="data")
+    return folder
+
+
+def measure_before_after(base: Path | None, traces: dict[str, Path], rounds: int = ROUNDS) -> dict:
+    """CPU (and wall) seconds of the calls frame, `inspect` and a replay's plan, with BASELINE's code
+    and with this one, each in a fresh process, the two sides taking turns; the best round counts."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    import mcpbench
+
+    if base is None:
+        return {"baseline": BASELINE, "skipped": "no git history here: the baseline's code cannot be exported"}
+    packages = os.pathsep.join(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]))
+    sides = {"before": str(base), "after": str(Path(mcpbench.__file__).resolve().parents[1])}
+    out: dict = {"baseline": BASELINE}
+    for what, trace in traces.items():
+        timings: dict[str, list[dict]] = {side: [] for side in sides}
+        load_before = os.getloadavg()
+        for _ in range(rounds):
+            for side, code in sides.items():
+                proc = subprocess.run([sys.executable, "-S", "-c", TIMING_PROBE, code, packages, what, str(trace)],
+                                      capture_output=True, text=True, check=True)
+                timings[side].append(orjson.loads(proc.stdout.strip().splitlines()[-1]))
+        out[what] = {
+            **{f"{side}_cpu_seconds": min(t["cpu_seconds"] for t in runs) for side, runs in timings.items()},
+            "rounds": timings, "load_average_before": load_before, "load_average_after": os.getloadavg(),
+        }
+        out[what]["after_over_before"] = out[what]["after_cpu_seconds"] / out[what]["before_cpu_seconds"]
+    return out
+
+
 def run(quick: bool = False) -> Path:
     events = QUICK_EVENTS if quick else EVENTS
     with tempfile.TemporaryDirectory(prefix="mcpbench-bench-analysis-") as tmp:
@@ -194,6 +269,8 @@ def run(quick: bool = False) -> Path:
         made = time.perf_counter() - started
         load = measure_load(trace)
         inspected = measure_inspect(trace)
+        planned = synthetic_trace(folder / "plan.jsonl", QUICK_PLAN_EVENTS if quick else PLAN_EVENTS)
+        compared = measure_before_after(baseline_code(folder / "baseline"), {"calls": trace, "inspect": trace, "plan": planned})
         trace.unlink()
         share = measure_share(folder, QUICK_REPLAY_CALLS if quick else REPLAY_CALLS)
     data = {
@@ -202,10 +279,12 @@ def run(quick: bool = False) -> Path:
         "load": load,
         "inspect": inspected,
         "read_vs_replay": share,
+        "before_after": compared,
         "targets": {"load_seconds": LOAD_SECONDS, "peak_over_size": MEMORY_FACTOR, "inspect_seconds": INSPECT_SECONDS, "read_share": READ_SHARE},
         "pass": {
-            "load_seconds": load["seconds"] <= LOAD_SECONDS,
-            "inspect_seconds": inspected["seconds"] <= INSPECT_SECONDS,
+            # CPU time: the loader's own cost; wall time on a shared machine is the other programs' too
+            "load_seconds": load["cpu_seconds"] <= LOAD_SECONDS,
+            "inspect_seconds": inspected["cpu_seconds"] <= INSPECT_SECONDS,
             "peak_memory": max(load["peak_over_size"], load["rss_added_over_size"]) <= MEMORY_FACTOR,
             "read_share": share["share"] <= READ_SHARE,
         },
@@ -223,22 +302,34 @@ def _chart(path: Path, data: dict) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    load, share = data["load"], data["read_vs_replay"]
+    load, share, compared = data["load"], data["read_vs_replay"], data["before_after"]
+
+    def before(what: str) -> float | None:  # BASELINE's CPU seconds beside this code's, when measured
+        return compared[what]["before_cpu_seconds"] if what in compared else None
+
     panels = [
-        (f"{data['events']:,} events -> calls", "seconds", load["seconds"], LOAD_SECONDS),
-        (f"inspect of {data['events']:,} events", "seconds", data["inspect"]["seconds"], INSPECT_SECONDS),
-        ("peak memory / file size", "ratio", max(load["peak_over_size"], load["rss_added_over_size"]), MEMORY_FACTOR),
-        ("load_trace / replay wall time", "share (%)", share["share"] * 100, READ_SHARE * 100),
+        (f"{data['events']:,} events -> calls (CPU)", "seconds", load["cpu_seconds"], LOAD_SECONDS, before("calls")),
+        (f"inspect of {data['events']:,} events (CPU)", "seconds", data["inspect"]["cpu_seconds"], INSPECT_SECONDS, before("inspect")),
+        ("peak memory / file size", "ratio", max(load["peak_over_size"], load["rss_added_over_size"]), MEMORY_FACTOR, None),
+        ("load_trace / replay wall time", "share (%)", share["share"] * 100, READ_SHARE * 100, None),
     ]
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6))
-    for ax, (title, unit, value, target) in zip(axes, panels):
-        bars = ax.bar(["measured"], [value], color="#4c72b0", label="measured")
+    if "plan" in compared:
+        panels.append((f"replay plan of {PLAN_EVENTS if not data['quick'] else QUICK_PLAN_EVENTS:,} events (CPU)", "seconds",
+                       compared["plan"]["after_cpu_seconds"], None, before("plan")))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6))
+    for ax, (title, unit, value, target, earlier) in zip(axes, panels):
+        if earlier is not None:
+            bars = ax.bar([f"before ({BASELINE})", "after"], [earlier, value], color=["#8c8c8c", "#4c72b0"])
+        else:
+            bars = ax.bar(["measured"], [value], color="#4c72b0", label="measured")
         ax.bar_label(bars, fmt="%.3g")
-        ax.axhline(target, color="#c44e52", linestyle="--", label=f"target <= {target:g}")
+        if target is not None:
+            ax.axhline(target, color="#c44e52", linestyle="--", label=f"target <= {target:g}")
         ax.set_title(title)
         ax.set_ylabel(unit)
-        ax.legend(loc="upper right", fontsize=8)
-    fig.suptitle("bench analysis (busy 2-core machine figures are noisy)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper right", fontsize=8)
+    fig.suptitle(f"bench analysis: before and after in one run (load average {compared.get('calls', {}).get('load_average_before', [float('nan')])[0]:.1f}; a busy 2-core machine's figures are noisy)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -36,7 +36,7 @@ from typing import Any
 
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.http import AUTHORIZATION, PROTOCOL_VERSION
-from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
+from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.server import LOOPBACK_BINDS, HostCheck
 from mcpbench.protocol.versions import (
     INPUT_REQUESTS,
@@ -251,18 +251,20 @@ class _Planner:
             return
         if direction not in ("c2s", "s2c"):
             return
-        # The message is valid (the model read it): its items are taken as they are, not parsed again.
+        # The message is valid (the model read it): its items are taken as they are, not parsed again;
+        # a client's requests and notifications as the core read them (`step.message`).
         msg = event.get("msg")
         items = msg if type(msg) is list else (msg,)
         # The model's entries of this event's requests and notifications, in the order of the items.
-        entries = [e for e in added if e.kind == "request" or e.kind == "notification"]
-        spoken = [item for item in items if "method" in item]
-        for item, entry in zip(spoken, entries):
-            if direction == "c2s":
-                message = (Request(id=item["id"], method=item["method"], params=item.get("params"), _parsed=True) if "id" in item
-                           else Notification(method=item["method"], params=item.get("params"), _parsed=True))
-                self._client(unit, message, entry, ts, event)
-            else:
+        entries = [e for e in added if e.kind == "request" or e.kind == "notification"] if added else added
+        if direction == "c2s":
+            parsed = step.message
+            spoken = [item for item in (parsed.items if type(parsed) is Batch else (parsed,)) if type(item) is Request or type(item) is Notification]
+            for item, entry in zip(spoken, entries):
+                self._client(unit, item, entry, ts, event)
+        else:
+            spoken = [item for item in items if "method" in item]
+            for item, entry in zip(spoken, entries):
                 self._server(unit, item, entry, ts, event)
         answers = step.answers or []
         for entry, answer in zip(step.answered, answers):

@@ -423,6 +423,8 @@ class EventEffect:
     opened: list[TracedOperation] = field(default_factory=list)  # operations this event began
     # The answers themselves, beside `answered` (`Rebuild(answers=True)`: a replay needs them; a view does not).
     answers: list[Response | ErrorResponse] | None = None
+    # `Rebuild(answers=True)`: a message event's message as the core read it (a replay sends its requests).
+    message: Any = None
 
 
 class Rebuild:
@@ -499,7 +501,12 @@ class Rebuild:
     def _plain(self, batch: Any, position: int, other: Callable[[dict[str, Any], EventEffect], None] | None) -> int:
         """One batch of `take_all`: each plain call on the hot path, the rest through `take`. Returns
         the position after it. One loop with its look-ups in locals, subscripts rather than `get`
-        where a key is tested first: it runs once per event."""
+        where a key is tested first: it runs once per event.
+
+        What it reads of the session (its flags, its rows in flight, the client's capabilities) is
+        held in locals from the session's first event of a run on: only `take` changes them, and
+        after `take` they are read again. The session's `end` (its last event's time) is set once
+        per run of its events, before anything else may read it (`take`, the next session)."""
         calls, keep, pointed, marked = self.calls, self.keep, self._pointed, self._marked
         owners, at, ids, names, capabilities, answers = calls.owner, calls.at, calls.ids, calls.names, calls.capabilities, calls.answers
         own, place, identify, name_, capable, answer_ = owners.append, at.append, ids.append, names.append, capabilities.append, answers.append
@@ -508,6 +515,12 @@ class Rebuild:
         base = calls.bases[-1][1]
         message, c2s, s2c, progress, task_status, version = Kind.MESSAGE, C2S_VALUE, S2C_VALUE, PROGRESS, TASK_STATUS, jsonrpc.JSONRPC_VERSION
         last_key, last = None, None  # the session of the event before (most events are of the one before)
+        ended = None  # the last event of `last` the hot path took: its time is `last.end` once the run ends
+        # `last`'s state, as locals (see above)
+        hot: dict = {}
+        hot_progress: dict = {}
+        plain_answers = quiet = False
+        declared = None
         for event in batch:
             try:  # (zero cost unless raised: a message event as every writer writes it has all four)
                 kind, msg, key, direction = event["kind"], event["msg"], event["session"], event["dir"]
@@ -515,14 +528,19 @@ class Rebuild:
                 kind = None
             if kind == message and "flow" not in event:
                 if key != last_key or last is None:
+                    if ended is not None:
+                        last.end = ended["ts"]
+                        ended = None
                     last_key, last = key, sessions.get(key)
+                    if last is not None:
+                        hot, hot_progress, plain_answers, quiet = last.hot, last.hot_progress, last.plain_answers, last.quiet
+                        declared = last.session.client_capabilities
                 report = last
                 if report is not None and report.plain and type(msg) is dict and "jsonrpc" in msg and msg["jsonrpc"] == version:
                     if "method" not in msg:  # an answer: to a plain call in flight, a result of no kind the model checks
-                        if (direction == s2c and report.plain_answers and "id" in msg and "result" in msg and "error" not in msg
-                                and "http" not in event):
+                        if direction == s2c and plain_answers and "id" in msg and "result" in msg and "error" not in msg and "http" not in event:
                             ident = msg["id"]
-                            if (type(ident) is int or type(ident) is str) and ident in (hot := report.hot):
+                            if (type(ident) is int or type(ident) is str) and ident in hot:
                                 row = hot[ident]
                                 result = msg["result"]
                                 if type(result) is dict:
@@ -533,10 +551,10 @@ class Rebuild:
                                 if row >= 0:
                                     del hot[ident]
                                     answers[row] = position
-                                    report.end = event["ts"]
-                                    if report.hot_progress:
-                                        for token in [t for t, held in report.hot_progress.items() if held == row]:
-                                            del report.hot_progress[token]
+                                    ended = event
+                                    if hot_progress:
+                                        for token in [t for t, held in hot_progress.items() if held == row]:
+                                            del hot_progress[token]
                                     position += 1
                                     continue
                     else:
@@ -545,18 +563,18 @@ class Rebuild:
                         if type(method) is not str or (params is not None and type(params) is not dict):
                             pass  # no valid message: `take` says why
                         elif "id" not in msg:  # a notification
-                            if report.quiet and method != task_status and (direction == c2s or direction == s2c):
-                                ts = report.end = event["ts"]
+                            if quiet and method != task_status and (direction == c2s or direction == s2c):
+                                ended = event
                                 op: Any = None
-                                if method == progress and (report.hot_progress or report.progress):
+                                if method == progress and (hot_progress or report.progress):
                                     token = _token(params)
-                                    op = report.hot_progress.get(token)
+                                    op = hot_progress.get(token)
                                     if op is not None:
                                         notified[op] = notified.get(op, 0) + 1
                                     elif (op := report.progress.get(token)) is not None:
                                         op.notifications += 1
                                 if keep:
-                                    entry = Entry(ts, direction, "notification", method, line=position - base)
+                                    entry = Entry(event["ts"], direction, "notification", method, line=position - base)
                                     if type(op) is int:
                                         pointed.append((entry, op))
                                     else:
@@ -566,9 +584,9 @@ class Rebuild:
                                 continue
                         elif direction == c2s:
                             try:
-                                key, targets = requests[method]
+                                name_key, targets = requests[method]
                             except KeyError:
-                                key, targets = requests[method] = _plain_request(method)
+                                name_key, targets = requests[method] = _plain_request(method)
                             ident = msg["id"]
                             token = None
                             if params and "_meta" in params and type(meta := params["_meta"]) is dict and meta:
@@ -577,9 +595,9 @@ class Rebuild:
                                 if token is not _NOT_PLAIN and type(token) is not str and type(token) is not int:
                                     token = None  # no token the model follows (`_opened`)
                             if (targets is not None and (type(ident) is int or type(ident) is str) and token is not _NOT_PLAIN
-                                    and ident not in report.hot and (not report.open_calls or (c2s, ident) not in report.open_calls)
+                                    and ident not in hot and (not report.open_calls or (c2s, ident) not in report.open_calls)
                                     and (params is None or (REQUEST_STATE not in params and INPUT_RESPONSES not in params))):
-                                target = params[key] if key is not None and params and key in params else None
+                                target = params[name_key] if name_key is not None and params and name_key in params else None
                                 try:
                                     shared = targets[target]
                                 except (KeyError, TypeError):  # a new name, or one no string
@@ -589,19 +607,22 @@ class Rebuild:
                                 place(position)
                                 identify(ident)
                                 name_(shared)
-                                capable(report.session.client_capabilities)
+                                capable(declared)
                                 answer_(-1)
-                                report.hot[ident] = row
+                                hot[ident] = row
                                 if token is not None:
-                                    report.hot_progress[token] = row
+                                    hot_progress[token] = row
                                 report.requests += 1
-                                report.end = event["ts"]
+                                ended = event
                                 if keep:
                                     marked[id(report)] = report
                                     report.entries.append(row)
                                     report.operations.append(row)
                                 position += 1
                                 continue
+            if ended is not None:  # `take` may read the session's end, or end it
+                last.end = ended["ts"]
+                ended = None
             step = take(event, position)
             if step is not None:
                 for entry in step.added:
@@ -611,6 +632,8 @@ class Rebuild:
             sessions = self.sessions  # a legacy stream's alias renames the sessions, and a new one is in it
             last = None
             position += 1
+        if ended is not None:
+            last.end = ended["ts"]
         return position
 
     def _objectify(self, report: SessionReport) -> None:
@@ -780,6 +803,8 @@ def _take(step: EventEffect, event: dict[str, Any], flows: dict[Any, _Flow]) -> 
         except InvalidMessage as exc:
             added.append(Entry(ts, direction, "violation", INVALID_MESSAGE, detail=exc.reason))
             return
+        if step.answers is not None:
+            step.message = message
         http = event.get("http")
         _message(step, message, DIRECTIONS.get(direction) or Direction(direction), ts, flow, http if type(http) is dict else {}, flows)
     elif kind == Kind.VIOLATION:
