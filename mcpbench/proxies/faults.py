@@ -273,7 +273,9 @@ class Faults:
         if flow.response is None or not self.decider.cut_due(opened, self.elapsed()):
             return
         stream = self._streams.get(flow.id)
-        if stream is not None and not stream.passed and flow.id not in self._held:
+        if stream is None:
+            return  # the stream ended (`_disarm`) after its first bytes were seen: nothing to cut
+        if not stream.passed and flow.id not in self._held:
             # Nothing passed yet: cut once its first bytes are on their way, or one more period on.
             self._held[flow.id] = opened
             self._timers[flow.id] = asyncio.get_running_loop().call_later(self.plan.cut_streams_after, self._cut_stream, flow, opened)
