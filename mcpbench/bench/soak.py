@@ -96,7 +96,7 @@ RECONNECT = "resume,attempts=10,backoff=50ms,max_backoff=1s,budget=50%,idempoten
 FULL = {"levels": [20, 100], "soak_s": 90, "warmup_s": 30, "window_s": 15, "sample_s": 1,
         "throughput_s": 10, "rounds": 2, "cut_after": "1s"}
 QUICK = {"levels": [4, 8], "soak_s": 12, "warmup_s": 4, "window_s": 3, "sample_s": 1,
-         "throughput_s": 3, "rounds": 1, "cut_after": "1s"}
+         "throughput_s": 5, "rounds": 1, "cut_after": "1s"}
 TARGET_GROWTH = 0.10  # memory and fds from warm-up to the end
 # Locust's own start-up and shutdown (imports, users ending their sessions), on top of its run time.
 LOCUST_MARGIN = 60.0
