@@ -1,29 +1,46 @@
 """`mcpbench bench soak`: many concurrent sessions through the proxies for minutes, every message accounted for.
 
 At each level of concurrency (20, then 100 sessions) one run starts four resumable reference
-servers (Streamable HTTP, SSE answers) and four paths side by side:
+servers (Streamable HTTP, SSE answers) and soaks four paths **in turn**, each with the machine to
+itself (its proxies are started for it and stopped after it):
 
 - `direct`: the users straight at instance s4, no proxy: the control (what the servers and the
   users do by themselves, which no proxy can be blamed for);
 - `record`: `mcpbench record` in front of instance s1, writing a trace;
 - `balancer`: the built-in balancer (sticky) in front of s1-s3;
 - `both`: `mcpbench record` in front of a second built-in balancer that also cuts every SSE stream
-  (the GET streams and the answers of `slow`) `cut_after` after it opened (the fault addon), so
-  the users resume cut streams (`Last-Event-ID`) and reopen their GET streams.
+  (the GET streams and the answers of `slow`) `cut_after` after its headers passed (the fault
+  addon), so the users resume cut streams (`Last-Event-ID`) and reopen their GET streams.
+
+Why in turn: side by side (100 sessions x 4 paths + 4 servers on 2 cores) the CPU pressure was 1.0
+and each server got 3-7 % of a core, so calls waited users / rate (about 15 s) for the CPU and
+some ran past their 30 s: the machine's pace, not a path's fault, and no path's figure could be
+read alone. In turn, a path's figures are its own; each path's `cpu` (how busy the machine was, the
+CPU pressure and the load average while it ran) says whether it had the machine to itself.
+
+Times (the default, about 15 minutes in all): each path soaks `soak_s` = 90 s per level, so the
+8 soaks take 12 minutes, and the throughput rounds and start-ups the rest. The flatness check of
+memory and fds starts after `warmup_s` = 30 s (the sessions are all open and every proxy has seen
+each kind of call, cut and resume many times by then: 100 users make thousands of calls in 30 s)
+and judges the 60 s that follow along a least-squares line through a sample a second: a leak of
+a few KB per call shows as a trend over those thousands of calls, where two 15 s windows would
+read the swing of the open connections as growth.
 
 Each path gets that many Locust users (`bench/soak_locustfile.py`): long-lived sessions holding
 their GET stream open, calling `echo`, `slow` with progress, `ask` (a sampling request back to the
 client) and `tools/list`; on `both` they recover as `RECONNECT` says. Each user keeps a ledger of
-every message it sent and received; once the run is over each trace is reconciled with the
-ledgers of its path (`bench/ledger.py`): 0 messages lost (sent or received by a client, missing
+every message it sent and received; once the path is over its trace is reconciled with the
+ledgers of its users (`bench/ledger.py`): 0 messages lost (sent or received by a client, missing
 from the trace) and 0 duplicated (in the trace more often than a client saw it) is the target,
 and every call must be answered or failed with a failure class; `unanswered` counts the calls that got
-no answer (answer-lost/timeout, stream-closed), which the target is 0 of on every path. The resident memory and open
-file descriptors of every proxy process are sampled every `sample_s`; the target is that they are
-flat after warm-up: at most +10 % from `warmup_s` (minute 2) to the end along the least-squares
-line through the samples (`_flatness`; the medians of the windows at both ends are reported too).
-The CPU of every process (servers, proxies, each path's Locust process) is sampled too, with how
-busy the machine's cores were in all (`cpu`): a path that falls behind on a saturated machine
+no answer (answer-lost/timeout, stream-closed), which the target is 0 of on every path, and each
+failed call is named in `failures.<path>.<pid>.jsonl` (its session, its unique argument, what its
+failure said) to be found in the trace. The resident memory and open file descriptors of every
+proxy process are sampled every `sample_s`; the target is that they are flat after warm-up: at
+most +10 % from `warmup_s` to the end along the least-squares line through the samples
+(`_flatness`; the medians of the windows at both ends are reported too).
+The CPU of every process of a path (its servers, proxies and Locust process) is sampled too, with
+how busy the machine's cores were in all (`cpu`): a path that falls behind on a saturated machine
 (the direct path too, which has no proxy to blame) is the machine's pace, not a proxy's fault.
 What tells them apart, per path: each step's answered times, the second each failure came, and
 the users' own event-loop lag; and for the machine its CPU pressure (the share of time a runnable
@@ -36,9 +53,9 @@ are timed in turns (`rounds` x `throughput_s` each, users calling `echo` back to
 recorder's calls/s against bare mitmdump's, in one run. Both are also reconciled, the recorder's
 trace with its users' ledgers.
 
-`--quick` runs the same with fewer users for seconds (a smoke run, and the test's short mode);
-the default takes about 10 minutes. Writes results/bench/soak.json and soak.png (memory, file
-descriptors and calls/s over time per level).
+`--quick` runs the same with fewer users for seconds (a smoke run, and the test's short mode).
+Writes results/bench/soak.json and soak.png (memory, file descriptors and calls/s over the
+seconds of each path's own soak, per level).
 """
 
 from __future__ import annotations
@@ -74,12 +91,12 @@ INSTANCES = 3  # behind the balancers; the direct path has one more of its own
 UNANSWERED = (Failure.ANSWER_LOST, Failure.STREAM_CLOSED)
 # How users on the faulty path recover: resume a cut answer stream, re-send `echo` when unsure.
 RECONNECT = "resume,attempts=10,backoff=50ms,max_backoff=1s,budget=50%,idempotent=echo"
-# The default: two levels of about 4.5 minutes each (start-up, 2 x 2 x 10 s of throughput, 3.5
-# minutes of soak): about 10 minutes in all. Quick: seconds.
-FULL = {"levels": [20, 100], "soak_s": 210, "warmup_s": 120, "window_s": 30, "sample_s": 2,
+# The default: two levels of about 7.5 minutes each (start-up, 2 x 2 x 10 s of throughput, 4 paths
+# x 90 s of soak in turn): about 15 minutes in all (see the module's docstring). Quick: a few minutes.
+FULL = {"levels": [20, 100], "soak_s": 90, "warmup_s": 30, "window_s": 15, "sample_s": 1,
         "throughput_s": 10, "rounds": 2, "cut_after": "1s"}
 QUICK = {"levels": [4, 8], "soak_s": 12, "warmup_s": 4, "window_s": 3, "sample_s": 1,
-         "throughput_s": 3, "rounds": 1, "cut_after": "1s"}
+         "throughput_s": 5, "rounds": 1, "cut_after": "1s"}
 TARGET_GROWTH = 0.10  # memory and fds from warm-up to the end
 # Locust's own start-up and shutdown (imports, users ending their sessions), on top of its run time.
 LOCUST_MARGIN = 60.0
@@ -103,6 +120,7 @@ def run(quick: bool = False, *, out_dir: Path | None = None, config: dict | None
             "users": "long-lived sessions with their GET stream open; mix echo 5, slow (progress) 1, ask (sampling) 1, "
                      "tools/list 1; think time 0-0.1 s; both: reconnect " + RECONNECT,
             "throughput": "echo back to back; mcpbench record and bare mitmdump -> s1, in turns",
+            "paths_ran": "in turn, each with the machine to itself",
             **config,
         },
         "seconds": round(time.monotonic() - started, 1),
@@ -116,56 +134,95 @@ def run(quick: bool = False, *, out_dir: Path | None = None, config: dict | None
 
 
 def _level(users: int, config: dict, folder: Path) -> dict:
-    """One level of concurrency: the throughput rounds, then the soak of every path."""
+    """One level of concurrency: the throughput rounds, then the soak of each path in turn."""
     folder.mkdir(parents=True)
-    with contextlib.ExitStack() as stack:
-        *servers, control = stack.enter_context(running_instances(INSTANCES + 1, "streamable-http", resumable=True))
-        s1 = servers[0].url
+    paths: dict[str, dict] = {}
+    memory: dict[str, dict] = {}
+    series: dict[str, list] = {}
+    cpus: dict[str, dict] = {}
+    rates: dict[str, list] = {}
+    with running_instances(INSTANCES + 1, "streamable-http", resumable=True) as instances:
+        *servers, control = instances
         print(f"mcpbench: {users} sessions: throughput, mcpbench record against bare mitmdump", file=sys.stderr, flush=True)
-        throughput = _throughput(users, s1, config, folder / "throughput")
-        procs: dict[str, subprocess.Popen] = {}
-        urls: dict[str, str] = {"direct": control.url}
-        urls["record"], procs["record"] = _record(s1, folder / "record.jsonl", folder / "record.log")
-        stack.callback(stop_process, procs["record"])
-        front = stack.enter_context(running_balancer("builtin", "sticky", "streamable-http", servers, folder=folder))
-        urls["balancer"], procs["balancer"] = front.url, front.proc
-        faults = addon_settings({"cut_streams_after": config["cut_after"]}, str(folder / "faults.jsonl"))
-        faulty = stack.enter_context(running_balancer("builtin", "sticky", "streamable-http", servers, folder=folder / "faulty",
-                                                      faults=faults))
-        procs["both.balancer"] = faulty.proc
-        urls["both"], procs["both.record"] = _record(faulty.url, folder / "both.jsonl", folder / "both.log")
-        stack.callback(stop_process, procs["both.record"])
-        print(f"mcpbench: {users} sessions on each of {', '.join(PATHS)} for {config['soak_s']} s", file=sys.stderr, flush=True)
-        locusts = {path: _locust(path, urls[path], users, "soak", RECONNECT if path == "both" else None,
-                                 config["soak_s"], folder / "soak") for path in PATHS}
-        # Every process of the soak is sampled: the proxies' memory and fds must stay flat; the CPU of
-        # each (servers and users too) says whether the machine, not a path, set the pace.
-        others = {f"server.s{n}": server.proc for n, server in enumerate(servers, 1)} | {f"server.s{INSTANCES + 1}": control.proc}
-        sampler = Sampler(procs | others | {f"users.{path}": proc for path, proc in locusts.items()}, config["sample_s"])
-        exits = _wait(locusts, config["soak_s"])
-        series = sampler.stop()
-        cpu = sampler.cpu()
-        series = {name: samples for name, samples in series.items() if name in procs}
-        for name in ("record", "both.record"):  # the traces are complete once their recorders stopped
-            stop_process(procs[name])
-    soak = _read_calls(folder / "soak")
-    paths = {}
-    for path in PATHS:
-        if path not in soak:  # its Locust process died before writing: the run says so, not a traceback
-            raise RuntimeError(f"the {path} users wrote no counts (locust exit {exits[path]}; log: {folder / 'soak'})")
-        figures = _path_figures(soak[path], sampler.started) | {"locust_exit": exits[path]}
-        if path in TRACED:
-            figures["trace"] = _reconcile(folder / f"{path}.jsonl", folder / "soak", path)
-        paths[path] = figures
-    memory = {name: _flatness(samples, config) for name, samples in series.items()}
-    met = {f"{path}_accounted": _accounted(paths[path]) for path in PATHS}
-    met |= {f"{path}_answered": paths[path]["unanswered"] == 0 for path in PATHS}
+        throughput = _throughput(users, servers[0].url, config, folder / "throughput")
+        for path in config.get("paths", PATHS):
+            print(f"mcpbench: {users} sessions on {path} alone for {config['soak_s']} s", file=sys.stderr, flush=True)
+            figures, samples, cpus[path], rates[path] = _soak_path(path, users, config, folder, servers, control)
+            paths[path] = figures
+            memory |= {name: _flatness(values, config) for name, values in samples.items()}
+            series |= samples
+    met = {f"{path}_accounted": _accounted(figures) for path, figures in paths.items()}
+    met |= {f"{path}_answered": figures["unanswered"] == 0 for path, figures in paths.items()}
     met |= {f"{name}_flat": figures["flat"] for name, figures in memory.items()}
     return {
-        "users": users, "throughput": throughput, "paths": paths, "processes": memory, "met": met,
-        "faults_injected": _count_lines(folder / "faults.jsonl"), "cpu": cpu,
+        "users": users, "ran": "in turn", "throughput": throughput, "paths": paths, "processes": memory, "met": met,
+        "faults_injected": _count_lines(folder / "faults.jsonl"), "cpu": _cpu_of_level(cpus),
         "series": {name: [[round(t, 1), round(rss / 2**20, 1), fds] for t, rss, fds, _cpu in samples] for name, samples in series.items()},
-        "calls_per_second": {path: _per_second(soak[path], sampler.started) for path in PATHS},
+        "calls_per_second": rates,
+    }
+
+
+def _soak_path(path: str, users: int, config: dict, folder: Path, servers: list, control) -> tuple[dict, dict, dict, list]:
+    """One path with the machine to itself: its proxies started, its users run for `soak_s`, its
+    proxies stopped. Its figures (with its own `cpu`: how busy the machine was while it ran), the
+    memory and fd samples of its proxies, that cpu, and its calls per second."""
+    with contextlib.ExitStack() as stack:
+        procs: dict[str, subprocess.Popen] = {}
+        if path == "direct":
+            url, upstream = control.url, {f"server.s{INSTANCES + 1}": control.proc}
+        else:
+            upstream = {f"server.s{n}": server.proc for n, server in enumerate(servers, 1)}
+            if path == "record":
+                upstream = {"server.s1": servers[0].proc}
+                url, procs["record"] = _record(servers[0].url, folder / "record.jsonl", folder / "record.log")
+                stack.callback(stop_process, procs["record"])
+            elif path == "balancer":
+                front = stack.enter_context(running_balancer("builtin", "sticky", "streamable-http", servers, folder=folder))
+                url, procs["balancer"] = front.url, front.proc
+            else:
+                faults = addon_settings({"cut_streams_after": config["cut_after"]}, str(folder / "faults.jsonl"))
+                faulty = stack.enter_context(running_balancer("builtin", "sticky", "streamable-http", servers,
+                                                              folder=folder / "faulty", faults=faults))
+                procs["both.balancer"] = faulty.proc
+                url, procs["both.record"] = _record(faulty.url, folder / "both.jsonl", folder / "both.log")
+                stack.callback(stop_process, procs["both.record"])
+        locust = _locust(path, url, users, "soak", RECONNECT if path == "both" else None, config["soak_s"], folder / "soak")
+        # Every process of the path is sampled: the proxies' memory and fds must stay flat; the CPU of
+        # each (servers and users too) says whether the machine, not the path, set the pace.
+        sampler = Sampler(procs | upstream | {f"users.{path}": locust}, config["sample_s"])
+        exits = _wait({path: locust}, config["soak_s"])
+        samples = {name: values for name, values in sampler.stop().items() if name in procs}
+        cpu = sampler.cpu()
+        for name in ("record", "both.record"):  # a trace is complete once its recorder stopped
+            if name in procs:
+                stop_process(procs[name])
+    soak = _read_calls(folder / "soak")
+    if path not in soak:  # its Locust process died before writing: the run says so, not a traceback
+        raise RuntimeError(f"the {path} users wrote no counts (locust exit {exits[path]}; log: {folder / 'soak'})")
+    figures = _path_figures(soak[path], sampler.started) | {"locust_exit": exits[path], "cpu": cpu,
+                                                            "failed_calls": _failed_calls(folder / "soak", path)}
+    if path in TRACED:
+        figures["trace"] = _reconcile(folder / f"{path}.jsonl", folder / "soak", path)
+    return figures, samples, cpu, _per_second(soak[path], sampler.started)
+
+
+def _cpu_of_level(cpus: dict[str, dict]) -> dict:
+    """The level's CPU figures from its paths' (each measured while that path ran alone): each
+    process's share of a core, and the busiest the machine was in any path's window."""
+    if not cpus:
+        return {}
+    first, last = next(iter(cpus.values())), list(cpus.values())[-1]
+    worst = lambda key: max((cpu[key] for cpu in cpus.values() if cpu.get(key) is not None), default=None)  # noqa: E731
+    overflows: Counter = Counter()
+    for cpu in cpus.values():
+        overflows.update(cpu["listen_overflows"])
+    return {
+        "share_of_a_core": {name: share for cpu in cpus.values() for name, share in cpu["share_of_a_core"].items()},
+        "cores": first["cores"], "seconds": round(sum(cpu["seconds"] for cpu in cpus.values()), 1),
+        "machine_busy": worst("machine_busy"), "these_processes": worst("these_processes"), "cpu_pressure": worst("cpu_pressure"),
+        "load_average_before": first["load_average_before"], "load_average_after": last["load_average_after"],
+        "listen_overflows": dict(overflows), "by_path": {path: {key: cpu[key] for key in ("machine_busy", "cpu_pressure")}
+                                                         for path, cpu in cpus.items()},
     }
 
 
@@ -343,6 +400,12 @@ def _read_calls(folder: Path) -> dict[str, dict]:
     return out
 
 
+def _failed_calls(folder: Path, path: str, most: int = 20) -> list[dict]:
+    """The first failed calls the users of `path` named (`failures.<path>.<pid>.jsonl`), earliest first."""
+    named = [orjson.loads(line) for file in sorted(folder.glob(f"failures.{path}.*.jsonl")) for line in file.read_bytes().splitlines() if line]
+    return sorted(named, key=lambda call: call["sent"])[:most]
+
+
 def _rate(calls: dict) -> float:
     """Completed calls per second over the run's whole seconds but its first and last (spawning, stopping)."""
     per_second = {int(k): v for k, v in calls["per_second"].items()}
@@ -441,9 +504,10 @@ def chart(levels: list[dict], path: Path) -> Path:
         mem.set_ylabel("resident memory (MiB)")
         fds.set_ylabel("open file descriptors")
         rate.set_ylabel("calls/s completed")
-        rate.set_xlabel("seconds into the soak")
+        rate.set_xlabel("seconds into the path's own soak")
         for ax in (mem, fds, rate):
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
-    fig.suptitle("mcpbench bench soak: paths side by side\ndirect (the control), record, balancer, record + balancer cutting streams", fontsize=9)
+    fig.suptitle("mcpbench bench soak: each path in turn, with the machine to itself\n"
+                 "direct (the control), record, balancer, record + balancer cutting streams", fontsize=9)
     return save_figure(fig, path, dpi=100)

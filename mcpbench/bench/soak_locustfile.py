@@ -49,7 +49,11 @@ LEDGER = MessageLedger()
 _names = itertools.count(1)
 _state: dict = {"steps": Counter(), "failures": Counter(), "details": Counter(), "per_second": Counter(),
                 "reconnects": Counter(), "users": [], "transports": [], "times": defaultdict(list),
-                "failed_at": defaultdict(Counter), "lags": []}
+                "failed_at": defaultdict(Counter), "lags": [], "failed": []}
+# The failure each greenlet's latest step reported (`_count`), for `_SoakBase.call` to name the call.
+_last_failure: dict = {}
+# How many failed calls a process names in `failures.<path>.<pid>.jsonl` (the first ones).
+MAX_NAMED = 200
 
 
 def _probe_lag() -> None:
@@ -83,6 +87,27 @@ class _SoakBase(StreamableHttpUser):
         super().__init__(environment)
         self.mcp.on_message = LEDGER.on_message
         _state["users"].append(self.mcp)
+
+    def call(self, method: str, params: dict | None = None, **kw):
+        """A call, and when it failed, which one: its session, its request's unique argument and what
+        its failure said (`failures.<path>.<pid>.jsonl`), to be found in the trace and the servers' logs."""
+        me = gevent.getcurrent()
+        _last_failure.pop(me, None)
+        sent = time.time()
+        conn = self.mcp.conn
+        before = conn.session_id if conn is not None else None
+        result = super().call(method, params, **kw)
+        failed = _last_failure.pop(me, None)
+        if failed is not None and len(_state["failed"]) < MAX_NAMED:
+            conn = self.mcp.conn
+            arguments = (params or {}).get("arguments") or {}
+            _state["failed"].append({
+                "sent": round(sent, 3), "ended": round(time.time(), 3), "method": method, "name": (params or {}).get("name"),
+                "unique": arguments.get("text") or arguments.get("question") or (params or {}).get("_meta", {}).get("progressToken"),
+                "session": before, "session_after": conn.session_id if conn is not None else None,
+                "kind": failed[0], "detail": failed[1],
+            })
+        return result
 
     def make_transport(self):
         transport = super().make_transport()
@@ -134,6 +159,7 @@ def _count(name, exception=None, start_time=None, response_time=0.0, **_kw) -> N
         _state["failures"][kind] += 1
         _state["details"][f"{name}: {exception}"] += 1
         _state["failed_at"][kind][ended] += 1
+        _last_failure[gevent.getcurrent()] = (kind, str(exception))
 
 
 def _quantiles(values: list[float]) -> dict:
@@ -182,3 +208,6 @@ def _write(environment, **_kw) -> None:
         "loop_lag_s": _quantiles(_state["lags"]) | {"over_1s": sum(lag > 1.0 for lag in _state["lags"])},
     }
     (folder / f"calls.{stem}.json").write_bytes(orjson.dumps(record))
+    with open(folder / f"failures.{stem}.jsonl", "wb") as handle:
+        for failed in _state["failed"]:
+            handle.write(orjson.dumps(failed) + b"\n")

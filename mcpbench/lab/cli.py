@@ -69,6 +69,8 @@ class LabArgs:
             raise click.UsageError("the server quirks (--no-host-check, --no-delete, …) apply to the HTTP transports only")
         if quirks.leaky_events and not self.resumable:
             raise click.UsageError("--leaky-events needs --resumable (it is a flaw of the event store)")
+        if quirks.replay_pause and not self.resumable:
+            raise click.UsageError("--replay-pause needs --resumable (it delays a resumed stream)")
         if quirks.max_sessions is not None and self.transport != STREAMABLE_HTTP:
             raise click.UsageError("--max-sessions applies to --transport streamable-http only")
 
@@ -90,16 +92,18 @@ def quirk_options(func):
         click.option("--ignore-version-header", is_flag=True, help="Do not read MCP-Protocol-Version (as servers before 2025-06-18): serve any."),
         click.option("--no-delete", is_flag=True, help="Refuse DELETE with 405: sessions end only when the server times them out."),
         click.option("--max-sessions", type=click.IntRange(min=1), metavar="N", help="Streamable HTTP: at most N sessions open at once (503 beyond)."),
+        click.option("--replay-pause", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+                     help="With --resumable: a resumed stream goes live this long after its replay (what comes meanwhile is sent on no stream: the SDK's replay-to-live window, made wide)."),
         click.option("--rewrite-method-header", is_flag=True,
                      help="A gateway's quirk: Mcp-Method and Mcp-Name are set from the body, so a mismatch never reaches the server."),
     ]
 
     @functools.wraps(func)
     def wrapper(*args, leaky_events, unknown_session_status, no_host_check, ignore_version_header, no_delete, max_sessions,
-                rewrite_method_header, **kwargs):
+                rewrite_method_header, replay_pause, **kwargs):
         quirks = Quirks(unknown_session_status=int(unknown_session_status), host_check=not no_host_check,
                         version_header=not ignore_version_header, delete=not no_delete, max_sessions=max_sessions,
-                        leaky_events=leaky_events, method_header=not rewrite_method_header)
+                        leaky_events=leaky_events, method_header=not rewrite_method_header, replay_pause=replay_pause)
         return func(*args, quirks=quirks, **kwargs)
 
     for option in reversed(options):

@@ -638,6 +638,8 @@ class McpClient:
                 size += more
             else:
                 outcome = Failed(outcome.request, None, refused.kind, refused.detail)
+        if type(outcome) is Answered and self.recovery is not None:
+            outcome = _dropped(outcome)  # a proxy's 502 with a JSON-RPC error is a drop like a bare 502
         if type(outcome) is Failed and self.recovery is not None:
             if method is not None and not self._recovering:
                 outcome, more = self._recover(outcome, name, method, params)
@@ -657,9 +659,7 @@ class McpClient:
             return failure, None
         answer = outcome.answer
         if outcome.status is not None and outcome.status >= 400 and (kind := classify_status(outcome.status, has_session=False)):
-            # The status decides; the error's message says what happened (a proxy's 502 names its upstream's failure).
-            said = f" {answer.message[:DETAIL_CHARS]}" if isinstance(answer, ErrorResponse) and answer.message else ""
-            return McpFailure(kind, f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}{said}"), None
+            return McpFailure(kind, _status_detail(outcome)), None  # the status decides
         if isinstance(answer, ErrorResponse):
             return McpFailure(Failure.JSONRPC_ERROR, f"code {answer.code}"), None
         return _tool_error(answer.result), answer.result
@@ -813,6 +813,7 @@ class McpClient:
                 elif recovery.allows(1, time.monotonic()):
                     sample["resent"] = 1
                     outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
+                    outcome = _dropped(outcome) if type(outcome) is Answered else outcome  # a second 502 is no recovery
                     size += more
                     sample["ok"] = sample["ok"] or type(outcome) is Answered
             if sample["ok"]:
@@ -1026,6 +1027,27 @@ class McpClient:
             self.ready = False
             if self.transport is not None and not self.transport.has_session_header:
                 self.close_transport()
+
+
+def _status_detail(outcome: Answered) -> str:
+    """What an error status's answer said: the error's message says what happened (a proxy's 502
+    names its upstream's failure)."""
+    answer = outcome.answer
+    said = f" {answer.message[:DETAIL_CHARS]}" if isinstance(answer, ErrorResponse) and answer.message else ""
+    return f"HTTP {outcome.status}: JSON-RPC {getattr(answer, 'code', '')}{said}"
+
+
+def _dropped(outcome: Answered) -> Answered | Failed:
+    """A 5xx answer as the reconnect policy sees it: a request dropped on the way (`Failure.HTTP_5XX`),
+    whether the proxy said so with a bare status or, as `mcpbench record` does for an upstream that
+    closed the connection before it answered, with a JSON-RPC error under the request's id. Taken for
+    an answer, it was never retried (the soak's `both` path: an `echo`, idempotent, failed on the
+    first 502). Any other answer as it is."""
+    if outcome.status is None or classify_status(outcome.status, has_session=False) != Failure.HTTP_5XX:
+        return outcome
+    refusal = outcome.answer if isinstance(outcome.answer, ErrorResponse) else None
+    return Failed(outcome.request, outcome.waiter, Failure.HTTP_5XX, _status_detail(outcome), outcome.status, sent=outcome.sent,
+                  refusal=refusal)
 
 
 def _tool_error(result: Any) -> McpFailure | None:

@@ -487,7 +487,9 @@ class ClientConnection:
         """
         if status == 405:  # Streamable HTTP: a server without the stream MUST answer 405
             return None
-        answer = PostAnswer(None, status, content_type, has_session=bool(self.session_id), challenge=_challenge(status, authenticate))
+        resumed = stream == "resume" or bool(self.last_event_id)  # opened with Last-Event-ID (`get_headers`)
+        answer = PostAnswer(None, status, content_type, has_session=bool(self.session_id), challenge=_challenge(status, authenticate),
+                            resumed=resumed)
         return AnswerReader(self, answer, None, "get", stream=stream)
 
     # --- receiving: legacy HTTP+SSE --------------------------------------------------------------

@@ -290,8 +290,9 @@ class PostAnswer:
     DETAIL_CHARS = 200
 
     def __init__(self, request_id: MessageId | None, status: int, content_type: str | None, *, has_session: bool,
-                 challenge: Challenge | None = None) -> None:
+                 challenge: Challenge | None = None, resumed: bool = False) -> None:
         self.request_id = request_id
+        self.resumed = resumed  # a stream reopened with `Last-Event-ID`: its cursor starts where that one was
         self.status = status
         self.has_session = has_session
         self.challenge = challenge
@@ -305,6 +306,7 @@ class PostAnswer:
         self.events = 0  # SSE events seen, of any type
         self.first: SseEvent | None = None  # the stream's first event (2025-11-25 priming: an id, empty data)
         self.size = 0  # body bytes
+        self._cursor: str | None = None  # where `Last-Event-ID` resumes (`last_event_id`)
         self._parser = SseParser() if self.streamed else None
         self._body = bytearray() if not self.streamed else None
 
@@ -321,6 +323,8 @@ class PostAnswer:
             if type(event) is SseEvent:
                 self.events += 1
                 self.first = self.first or event
+                if event.id is not None and (event.data or (self._cursor is None and not self.resumed)):
+                    self._cursor = event.id
                 if event.data and event.type == "message":
                     self._carry(event.data.encode(), "sse", out, event.id)
             elif type(event) is SseTruncated:
@@ -331,8 +335,17 @@ class PostAnswer:
 
     @property
     def last_event_id(self) -> str | None:
-        """The id of the stream's last event that set one: where `Last-Event-ID` resumes."""
-        return (self._parser.last_event_id or None) if self._parser is not None else None
+        """Where `Last-Event-ID` resumes this stream: the id of its last event that carried data; the id
+        of an event with none (a 2025-11-25 priming event) only while nothing came before it on a stream
+        that was not itself resumed. None: nothing to resume from here (a resumed stream: resume from
+        where it was resumed from).
+
+        A server mints a priming event when it reopens a stream, after replaying what the client
+        missed, and the official SDK stores what the request sends meanwhile (its answer, say) before
+        that priming event but sends it on no stream (its replay-to-live window). Resuming from the
+        priming event's id would skip that answer for good; resuming from the last message's id
+        replays it, and nothing the client already has."""
+        return self._cursor or None
 
     @property
     def retry_ms(self) -> int | None:

@@ -13,7 +13,12 @@ loads it into its balancer. The options (values as in `proxies/faultplan.py`, wh
 - cut SSE streams (a Streamable HTTP GET stream or SSE answer, the legacy `/sse` stream) T seconds
   after their headers passed: the client connection is closed under the stream. `flow.kill()` does
   nothing once a response streams, so the connection is closed through its handler in mitmproxy's
-  proxyserver, from the event loop;
+  proxyserver, from the event loop. Never before the stream's first bytes passed (within another
+  T): a stream cut before its first event gave the client no event id, so what a cut tests (can the
+  client resume?) has no answer there, and a proxy behind on its loop (a starved machine: its timer
+  late, the server's first event received but not yet handed on) made that happen to streams whose
+  first event the server had sent at once. Such a stream is cut as soon as its first bytes are on
+  their way (`held: true` in the log);
 - cut a client connection on which no bytes moved for T seconds (idle timeout, as a balancer does);
 - drop a share of requests before they are forwarded: reset the connection, or answer 502/503;
 - delay each request by a time with jitter before it is forwarded;
@@ -66,17 +71,22 @@ class FaultLog:
 
 
 class _Activity:
-    """A stream callable that notes when bytes passed, and hands each chunk to the one set before."""
+    """A stream callable that notes when bytes passed (for the idle cut, and the stream's first ones
+    for its cut), and hands each chunk to the one set before."""
 
-    __slots__ = ("faults", "conn_id", "inner")
+    __slots__ = ("faults", "flow", "inner", "passed")
 
-    def __init__(self, faults: "Faults", conn_id: str, inner) -> None:
+    def __init__(self, faults: "Faults", flow, inner) -> None:
         self.faults = faults
-        self.conn_id = conn_id
+        self.flow = flow
         self.inner = inner
+        self.passed = False
 
     def __call__(self, chunk: bytes) -> bytes:
-        self.faults.touch(self.conn_id)
+        self.faults.touch(self.flow.client_conn.id)
+        if chunk and not self.passed:
+            self.passed = True
+            self.faults.first_bytes(self.flow)
         return self.inner(chunk) if self.inner is not None else chunk
 
 
@@ -90,6 +100,8 @@ class Faults:
         self.started: float | None = None
         self.redactor = Redactor()
         self._timers: dict[str, asyncio.TimerHandle] = {}  # flow id -> its stream's cut
+        self._streams: dict[str, _Activity] = {}  # flow id -> its stream's callable (has it passed bytes?)
+        self._held: dict[str, float] = {}  # flow id -> when its stream opened: cut due, waiting for its first bytes
         self._clients: dict[str, tuple[object, float]] = {}  # connection id -> (client, last activity)
         self._ticker: asyncio.Task | None = None
         self.upstream = FreshUpstream()  # no request on a dead or long-idle upstream connection
@@ -219,9 +231,10 @@ class Faults:
             response.stream = False  # mitmproxy then reads the whole body before it sends any of it
             self.record("buffer-sse", flow)
             return
-        if self.plan.idle_timeout is not None:  # bytes on a stream count as activity
+        if self.plan.idle_timeout is not None or self.plan.cut_streams_after is not None:
+            # Bytes on a stream count as activity, and a cut waits for the stream's first ones.
             inner = response.stream if callable(response.stream) else None
-            response.stream = _Activity(self, conn_id, inner)
+            response.stream = self._streams[flow.id] = _Activity(self, flow, inner)
         elif not response.stream:
             response.stream = True  # SSE passes unbuffered, as with the recorder and the balancer
         if self.plan.cut_streams_after is not None:
@@ -252,13 +265,35 @@ class Faults:
         timer = self._timers.pop(flow.id, None)
         if timer is not None:
             timer.cancel()
+        self._streams.pop(flow.id, None)
+        self._held.pop(flow.id, None)
 
     def _cut_stream(self, flow, opened: float) -> None:
         self._timers.pop(flow.id, None)
         if flow.response is None or not self.decider.cut_due(opened, self.elapsed()):
             return
+        stream = self._streams.get(flow.id)
+        if stream is None:
+            return  # the stream ended (`_disarm`) after its first bytes were seen: nothing to cut
+        if not stream.passed and flow.id not in self._held:
+            # Nothing passed yet: cut once its first bytes are on their way, or one more period on.
+            self._held[flow.id] = opened
+            self._timers[flow.id] = asyncio.get_running_loop().call_later(self.plan.cut_streams_after, self._cut_stream, flow, opened)
+            return
+        held = self._held.pop(flow.id, None) is not None
+        self._streams.pop(flow.id, None)
         if self._close(flow.client_conn):
-            self.record("cut-stream", flow, after_s=round(self.elapsed() - opened, 6))
+            self.record("cut-stream", flow, after_s=round(self.elapsed() - opened, 6), **({"held": True} if held else {}))
+
+    def first_bytes(self, flow) -> None:
+        """A stream's first bytes are being handed on: a cut held for them goes once they are written
+        (mitmproxy writes the chunk before this callback's turn of the loop ends)."""
+        opened = self._held.get(flow.id)
+        if opened is not None:
+            timer = self._timers.pop(flow.id, None)
+            if timer is not None:
+                timer.cancel()
+            asyncio.get_running_loop().call_soon(self._cut_stream, flow, opened)
 
     def _close(self, client) -> bool:
         """Close a client connection through its live handler; False when it is gone already."""

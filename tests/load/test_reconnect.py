@@ -249,3 +249,48 @@ def test_a_reply_to_the_servers_request_that_was_not_delivered_goes_again_and_a_
     (failed,) = [s["exception"] for s in run.steps if s["exception"] is not None]
     assert second is None and failed.kind == Failure.HTTP_5XX, failed
     assert "the reply to the server's elicitation/create was not delivered: http-5xx: HTTP 502" in str(failed), failed
+
+
+@pytest.mark.slow
+def test_a_resume_that_meets_the_answer_resumes_again_from_the_last_message_not_the_priming_event(tmp_path):
+    """The server answers while the resumed stream's replay runs: the SDK stores the answer but sends it
+    on no stream, then primes the resumed stream with a newer id. The balancer cuts the resumed stream
+    too; resumed again from that priming id, the answer would never come (the call timed out after its
+    30 s in the soak while the server had answered in 1.5 s). Resumed from the last message's id, the
+    answer is replayed.
+
+    Timeline (s): the POST cut at 2.5 (its priming id in), resumed at ~3.0; the replay is held open
+    until ~4.5 and the answer comes at 3.7 inside it; the resumed stream, primed at ~4.5, is cut at ~5.5
+    and resumed once more."""
+    from mcpbench.lab.peers.quirks import Quirks
+
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, resumable=True,
+                     faults={"cut_streams_after": "2.5s"}, quirks=Quirks(replay_pause=1.5)) as lab:
+        run = Run(lab.url, ReconnectPolicy(mode="resume", backoff=0.01), timeout=12.0)
+        [result] = run.calls(("slow", {"seconds": 3.7, "steps": 1}))
+    assert result is not None, (run.reconnects, [(s["name"], str(s["exception"])) for s in run.steps])
+    assert result["content"][0]["text"].startswith("slept")
+    (record,) = run.reconnects
+    assert record["action"] == "resume" and record["ok"] and record["recovered"] == 1, record
+    assert record["attempts"] == 2, record  # the first resume met the answer in its replay, the second brought it
+
+
+@pytest.mark.slow
+def test_a_recorders_502_for_an_upstream_that_closed_is_retried_like_a_bare_one(tmp_path):
+    """`mcpbench record` answers a request whose upstream closed the connection before answering
+    with 502 and a JSON-RPC error under the request's id (the soak's `both` path: record in front of
+    a balancer). That is a dropped request, as a bare 502 is: an idempotent call goes again (once:
+    dropped twice, it fails saying it was sent again)."""
+    from tests.record.helpers import record_proxy
+
+    policy = ReconnectPolicy(mode="resume", backoff=0.0, max_backoff=0.0, budget_floor=100, idempotent=frozenset({"echo"}))
+    faults = {"drop": "30%", "drop_as": "reset", "seed": "5"}
+    with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path, faults=faults) as lab:
+        with record_proxy(lab.url, tmp_path / "trace.jsonl") as (url, _proc):
+            run = Run(url, policy)
+            results = run.calls(*[("echo", {"text": str(i)}) for i in range(12)])
+    retries = [r for r in run.reconnects if r["action"] == "retry" and r["step"] == "tools/call echo"]
+    assert len(retries) >= 3 and all(r["resent"] == 1 and "HTTP 502: JSON-RPC -32603" in r["detail"] for r in retries), retries
+    failures = [str(s["exception"]) for s in run.steps if s["exception"] is not None and s["name"] == "tools/call echo"]
+    assert all(failure.endswith("(sent again)") for failure in failures), failures
+    assert sum(result is not None for result in results) == 12 - len(failures) >= 12 - sum(not r["ok"] for r in retries)

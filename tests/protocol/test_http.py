@@ -125,3 +125,20 @@ def test_an_endpoint_on_another_origin_is_refused():
     stream = LegacyStream("http://127.0.0.1:8000/sse")
     (problem,) = stream.feed(b"event: endpoint\ndata: http://elsewhere.example:80/messages\n\n")
     assert problem.failure == Failure.CONNECT and "another origin" in problem.detail and stream.endpoint is None
+
+
+PROGRESS = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}\n'
+
+
+@pytest.mark.parametrize(("resumed", "body", "cursor"), [
+    (False, b"id: 1\ndata: \n\n", "1"),  # a POST stream cut after its priming event: resume from it
+    (False, b"id: 1\ndata: \n\nid: 2\n" + PROGRESS + b"\n", "2"),
+    # A resumed stream: the replay, then a priming event minted after whatever the request sent
+    # meanwhile (the SDK's replay-to-live window): resuming from it would skip that for good.
+    (True, b"id: 4\n" + PROGRESS + b"\nid: 9\ndata: \n\n", "4"),
+    (True, b"id: 9\ndata: \n\n", None),  # nothing new: resume from where this one was resumed from
+])
+def test_a_stream_resumes_from_its_last_message_not_a_priming_event_minted_after_it(resumed, body, cursor):
+    answer = PostAnswer(None if resumed else 7, 200, "text/event-stream", has_session=True, resumed=resumed)
+    answer.feed(body)
+    assert answer.last_event_id == cursor

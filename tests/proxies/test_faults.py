@@ -116,6 +116,27 @@ def test_a_get_stream_and_a_post_sse_answer_are_cut_after_t(tmp_path, http_serve
 
 
 @pytest.mark.slow
+def test_a_stream_is_not_cut_before_its_first_bytes_passed(tmp_path, http_server):
+    """A stream with nothing passed when its time is up (no priming event: this server keeps no events;
+    in the soak, a starved proxy that had not yet handed the first event on) is cut right after its
+    first bytes: a cut before them would leave the client no event id, which no client can resume
+    from. Here `slow`'s first progress comes 1 s after the cut was due; the cut then waits for it."""
+    log = tmp_path / "faults.jsonl"
+    with fault_proxy(http_server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:
+        headers = initialize(url)
+        call = connection(url)
+        answer = post(call, urlsplit(url).path, {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+            "name": "slow", "arguments": {"seconds": 3 * CUT, "steps": 2}, "_meta": {"progressToken": "q"}}}, headers)
+        assert answer.status == 200 and answer.getheader("content-type").startswith("text/event-stream")
+        body, cut = read_until_closed(answer)
+        call.close()
+    assert cut and b'"result"' not in body
+    assert body.count(b"notifications/progress") == 1, body  # the first event passed, then the cut
+    [record] = [r for r in fault_records(log) if r["kind"] == "cut-stream"]
+    assert record["held"] is True and CUT < record["after_s"] < 2 * CUT, record
+
+
+@pytest.mark.slow
 def test_the_legacy_sse_stream_is_cut_after_t(tmp_path, sse_server):
     log = tmp_path / "faults.jsonl"
     with fault_proxy(sse_server.url, "--cut-streams-after", f"{CUT}s", "--fault-log", str(log)) as url:

@@ -15,10 +15,18 @@ A `Last-Event-ID` resumes only a stream of the session that asks: an id of anoth
 event replays nothing (event replay across sessions leaks one client's answers to another, a
 known flaw of stores keyed by event id alone). `leaky=True` keeps that flaw on purpose, for
 `mcpbench probe` to be shown catching it (`lab serve --resumable --leaky-events`).
+
+A replay sends what the stream holds after the id, and what comes while it sends too (each send
+waits for the client), so that the SDK's window between the replay and the stream going live (its
+`_replay_events`: what the request sends there is stored but sent on no stream) is one await, not
+the whole replay. `replay_pause` widens that window on purpose (`lab serve --replay-pause`): a client
+must resume such a stream from its last message, not from the priming event minted after it.
 """
 
 import contextvars
 import itertools
+
+import anyio
 from collections import OrderedDict, deque
 from typing import Final
 
@@ -40,7 +48,9 @@ _scope: contextvars.ContextVar[int] = contextvars.ContextVar("mcpbench_event_sco
 class MemoryEventStore(EventStore):
     """The last events of each stream, in memory, bounded (see the constants)."""
 
-    def __init__(self, max_events: int = MAX_EVENTS_PER_STREAM, max_streams: int = MAX_STREAMS, *, leaky: bool = False) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS_PER_STREAM, max_streams: int = MAX_STREAMS, *, leaky: bool = False,
+                 replay_pause: float = 0.0) -> None:
+        self.replay_pause = replay_pause
         self.max_events = max_events
         self.max_streams = max_streams
         self.leaky = leaky
@@ -72,11 +82,14 @@ class MemoryEventStore(EventStore):
             return None  # unknown, or dropped by the bounds: nothing to resume
         if key[0] != _scope.get() and not self.leaky:
             return None  # another session's event: never replayed to this one
-        after = False
-        for event_id, message in list(self._streams.get(key, ())):
-            if after and message is not None:  # priming events carry no message
-                await send_callback(EventMessage(message, event_id))
-            after = after or event_id == last_event_id
+        sent = int(last_event_id)  # ids count up in the process: what follows it is newer
+        while newer := [(event_id, message) for event_id, message in self._streams.get(key, ()) if int(event_id) > sent]:
+            for event_id, message in newer:  # each send waits for the client: more may come meanwhile
+                sent = int(event_id)
+                if message is not None:  # priming events carry no message
+                    await send_callback(EventMessage(message, event_id))
+        if self.replay_pause:
+            await anyio.sleep(self.replay_pause)
         return key[1]
 
 

@@ -12,6 +12,9 @@ The official SDK's defaults are what the specification asks; deployments differ.
 - `--max-sessions N`: at most N sessions open at once (the SDK answers 503 beyond);
 - `--leaky-events` (with `--resumable`): the event store replays any session's events to whoever
   names their id (`event_store.py`);
+- `--replay-pause SECONDS` (with `--resumable`): a resumed stream goes live only this long after
+  its replay, so what the request sends meanwhile is stored but sent on no stream: the official
+  SDK's replay-to-live window (one await there), made wide enough to be hit on purpose;
 - `--rewrite-method-header`: a gateway in front sets `Mcp-Method` (and `Mcp-Name`) from the body, as
   one that routes by the body does, so the server never sees a header that disagrees with the body
   (2026-07-28 asks it to refuse one with 400 and -32020: a gateway routing on the header while the
@@ -46,6 +49,7 @@ class Quirks:
     max_sessions: int | None = None
     leaky_events: bool = False
     method_header: bool = True
+    replay_pause: float = 0.0
 
     def argv(self) -> list[str]:
         """The `lab serve` arguments that give these quirks."""
@@ -53,6 +57,7 @@ class Quirks:
         out += ["--no-host-check"] * (not self.host_check) + ["--ignore-version-header"] * (not self.version_header)
         out += ["--no-delete"] * (not self.delete)
         out += ["--max-sessions", str(self.max_sessions)] if self.max_sessions is not None else []
+        out += ["--replay-pause", f"{self.replay_pause:g}"] if self.replay_pause else []
         return out + ["--leaky-events"] * self.leaky_events + ["--rewrite-method-header"] * (not self.method_header)
 
     def wrap(self, app):

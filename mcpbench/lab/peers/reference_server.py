@@ -385,7 +385,7 @@ async def _serve_http(server: MCPServer, transport: str, host: str, port: int, j
     if transport == "sse":
         app = server.sse_app(transport_security=security, host=host)
     else:
-        store = dict(event_store=MemoryEventStore(leaky=quirks.leaky_events), retry_interval=RESUME_RETRY_MS) if resumable else {}
+        store = dict(event_store=MemoryEventStore(leaky=quirks.leaky_events, replay_pause=quirks.replay_pause), retry_interval=RESUME_RETRY_MS) if resumable else {}
         limit = {"max_sessions": quirks.max_sessions} if quirks.max_sessions is not None else {}
         app = server.streamable_http_app(json_response=json_response, stateless_http=stateless, transport_security=security,
                                          host=host, **store, **limit)
