@@ -53,7 +53,8 @@ from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse, Message
 from mcpbench.protocol.listen import ACK_TIMEOUT, Acknowledged, Change, Listen
 from mcpbench.protocol.operation import MAX_ROUNDS, Operation, Send, Stop
-from mcpbench.protocol.reconnect import NONE, REINITIALIZE, REISSUE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery
+from mcpbench.protocol.reconnect import (NONE, REINITIALIZE, REISSUE, REPORT, RESUME, RETRY, ReconnectPolicy, Recovery,
+                                         Reissues)
 from mcpbench.protocol.recovery import plan_recovery
 from mcpbench.protocol.session import C2S, S2C
 from mcpbench.protocol.transports import STREAMABLE_HTTP
@@ -910,19 +911,22 @@ class McpClient:
     def _reissue(self, failed: Failed, sample: dict, method: str, params: dict | None) -> tuple[Answered | Failed, int]:
         """2026-07-28: the request again with a new id (an input round's retry with the state it
         carried, a task's poll as it was), on a new process or stream first when the old one went
-        with the break; again, with backoff, while each reissue breaks too, within the attempts and
-        the budget. The break's record lists the ids (`ids`: the first, then each reissue's)."""
+        with the break; again, with backoff, while each reissue breaks too or finds no server yet, as
+        `Reissues` says, within the budget. The break's record lists the ids (`ids`: the first, then
+        each reissue's); `attempts` counts the reissues, `resent` every send."""
         recovery = self.recovery
         sample["ids"] = [failed.request.id if failed.request is not None else None]
         outcome: Answered | Failed = failed
         size = 0
-        for attempt in range(recovery.policy.attempts):
+        reissues = Reissues(recovery.policy.attempts)
+        while reissues.step is not None:
             if not recovery.allows(1, time.monotonic()):
                 break
-            self._wait(recovery.wait(attempt, outcome.retry_ms), sample)
-            sample["attempts"] += 1
+            self._wait(recovery.wait(reissues.step, outcome.retry_ms), sample)
+            sample["attempts"] = reissues.attempt
             if not self._usable() and not self.start_session():
-                continue  # stdio's process or legacy SSE's stream would not come back (yet)
+                reissues.failed(Failure.CONNECT)  # stdio's process or legacy SSE's stream would not come back (yet)
+                continue
             sample["resent"] += 1
             outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
             size += more
@@ -934,6 +938,7 @@ class McpClient:
                                   method=method, stateless=True).action
             if again not in (REISSUE, RETRY):
                 break  # refused or timed out this time: that is the outcome
+            reissues.failed(outcome.failure)
         return outcome, size
 
     def _resume(self, failed: Failed, sample: dict) -> tuple[Answered | Failed, int]:

@@ -17,7 +17,8 @@ its request): under `reinitialize` and `resume` alike, a request whose answer
 stream broke is reissued with a new JSON-RPC id (`REISSUE`), on a new process or
 stream first where the old one went with the break (stdio, legacy SSE). An input
 round's retry goes again with the `requestState` it carried; a task's poll is
-simply polled again. `none` reissues nothing, as in the handshake era.
+simply polled again. A reissue that finds no server yet (a restart) goes again as a
+failed re-handshake does (`Reissues`). `none` reissues nothing, as in the handshake era.
 
 Attempts back off exponentially with full jitter (a delay drawn from
 [0, min(cap, base·2^attempt)]) on top of the cut stream's `retry:` (`Recovery.wait`), at most `attempts` per break, and every extra
@@ -56,6 +57,9 @@ NOT_RUN = frozenset({Failure.SESSION_NOT_FOUND, Failure.CONNECT})
 NOT_HANDLED = frozenset({429, 503})
 # Failure classes of a request the server (or a proxy) dropped without a word; its session may still stand.
 DROPPED = frozenset({Failure.HTTP_5XX})
+# Failure classes of a request that found no server to answer it (its connection refused, a gateway's
+# 5xx while the instance behind it is down): a server not reachable yet, as during a restart.
+UNREACHED = frozenset({Failure.CONNECT, Failure.HTTP_5XX})
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$")
 
@@ -197,4 +201,38 @@ class Recovery:
         return (retry_ms or 0) / 1000.0 + self.delay(attempt)
 
 
-__all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "REISSUE", "REOPEN", "REPORT", "RESUME", "RETRY", "ReconnectPolicy", "Recovery"]
+class Reissues:
+    """One break's reissues in 2026-07-28: the backoff step before each send, and when to stop. No I/O, no clock.
+
+    As patient as the handshake era's recovery under the same policy. There each of `attempts` new
+    sessions begins with a handshake that goes again up to `attempts` times while it finds no server
+    (the load client's `_reinitialize` and `_redo_handshake`); here each of `attempts` reissues goes
+    again up to `attempts` times while it finds no server (`UNREACHED`: refused, a gateway's 5xx), so a
+    restart gets as many sends. A reissue that reached a server and broke again (its stream cut) is
+    the next attempt: a proxy that cuts every stream still loses the call within `attempts` reissues.
+    The backoff grows with every send of the break (capped at `max_backoff`) where a new handshake's
+    starts over: a server not up yet is not helped by faster tries, and the budget, one token a send
+    as for each handshake (the shell asks `Recovery.allows`), lasts the longer.
+    """
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+        self.attempt = 1  # the reissue under way (1-based): the break record's `attempts`
+        self.unreached = 0  # its sends after the first that found no server
+        self.step: int | None = 0  # the backoff step (`Recovery.wait`'s attempt) before the next send; None: stop
+
+    def failed(self, failure: str | None) -> None:
+        """The last send failed with `failure` (and `plan_recovery` says a reissue may go again)."""
+        sent = self.step + 1 if self.step is not None else 0
+        if failure in UNREACHED and self.unreached < self.attempts:
+            self.unreached += 1
+        elif self.attempt < self.attempts:
+            self.attempt += 1
+            self.unreached = 0
+        else:
+            sent = None
+        self.step = sent
+
+
+__all__ = ["BREAKS", "MODES", "NONE", "REINITIALIZE", "REISSUE", "REOPEN", "REPORT", "RESUME", "RETRY", "ReconnectPolicy", "Recovery", "Reissues",
+           "UNREACHED"]

@@ -91,13 +91,22 @@ def restarting_lab(tmp_path_factory):
         yield lab
 
 
-def restart_under_the_second_call(lab, run: Run, seconds: float, at: float) -> list:
-    """`echo`, `slow` (`seconds` long, the instance restarted `at` seconds into it), `echo`: the results."""
+def restart_under_the_second_call(lab, run: Run, seconds: float, at: float, down: float = 0.0) -> list:
+    """`echo`, `slow` (`seconds` long, the instance restarted `at` seconds into it), `echo`: the results.
+    `down`: the instance is killed at `at` and started again `down` seconds later (the fault's length)."""
     restarted = threading.Event()
+
+    def start_again():
+        lab.restarter.restart(0)
+        restarted.set()
+
+    def kill():
+        lab.instances[0].proc.kill()
+        threading.Timer(down, start_again).start()
 
     def restart(index):
         if index == 1:
-            threading.Timer(at, lambda: (lab.restarter.restart(0), restarted.set())).start()
+            threading.Timer(at, kill if down else start_again).start()
 
     results = run.calls(("echo", {"text": "before"}), ("slow", {"seconds": seconds, "steps": 3}),
                         ("echo", {"text": "after"}), before=restart)
@@ -127,19 +136,23 @@ def test_after_a_restart_resume_falls_back_to_reinitialize(restarting_lab):
 
 @pytest.mark.slow
 def test_2026_07_28_answers_a_call_cut_by_a_restart_after_a_reissue_and_none_loses_it(restarting_lab):
-    """The instance restarts under `slow`: its answer's connection breaks (the balancer's 502); the
-    reissue (a new id) finds the new process once it listens, and is answered. The control, `none`,
-    loses the call and sends nothing more."""
+    """The instance is down 1.5 s and more under `slow`: its answer's connection breaks (the balancer's
+    502); the reissues (each a new id) find no server (502, connect refused) for longer than the first
+    `attempts` backoffs last (20 + 40 + … + 640 ms at most), and go on as a failed re-handshake would
+    until the new process listens, then are answered. The control, `none`, loses the call and sends
+    nothing more."""
     runs = []
     for mode in ("resume", "none"):
-        policy = ReconnectPolicy(mode=mode, attempts=40, backoff=0.05, max_backoff=0.5, budget_floor=100)
+        policy = ReconnectPolicy(mode=mode, attempts=6, backoff=0.02, max_backoff=1.0, budget_floor=100)
         run = Run(restarting_lab.url, policy, version=V2026_07_28)
-        runs.append((run, restart_under_the_second_call(restarting_lab, run, 1.5, 0.5)))
+        runs.append((run, restart_under_the_second_call(restarting_lab, run, 1.5, 0.5, down=1.5)))
     (reissued, results), (control, lost) = runs
+    assert results[1] is not None, reissued.reconnects
     assert results[1]["content"][0]["text"].startswith("slept") and results[2]["content"][0]["text"] == "after"
     (record,) = reissued.reconnects
     assert record["action"] == "reissue" and record["ok"] and record["recovered"] == 1 and record["lost"] == 0
-    assert record["resent"] >= 1 and len(set(record["ids"])) == len(record["ids"]) == 1 + record["attempts"]
+    assert record["resent"] > policy.attempts, record  # more sends than `attempts`: it waited for the server
+    assert len(set(record["ids"])) == len(record["ids"]) == 1 + record["resent"]  # each send a new id
     assert reissued.failures("tools/call slow") == [None]
     assert lost[0] is not None and lost[1] is None and lost[2] is None
     (record,) = control.reconnects

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from mcpbench.protocol.reconnect import REOPEN, REPORT, RESUME, ReconnectPolicy, Recovery
+from mcpbench.protocol.http import Failure
+from mcpbench.protocol.reconnect import REOPEN, REPORT, RESUME, ReconnectPolicy, Recovery, Reissues
 
 
 def test_parse_short_and_long_forms():
@@ -56,3 +57,30 @@ def test_the_other_clients_policies_are_no_scenarios():
     with pytest.raises(ValueError, match="unknown reconnect policy 'sometimes'"):
         ReconnectPolicy(mode="sometimes")
     assert ReconnectPolicy(mode=REPORT).mode == REPORT
+
+
+def _steps(reissues: Reissues, failures) -> list:
+    """The backoff step before each send, the sends failing with `failures` in turn, until it stops."""
+    steps = []
+    for failure in failures:
+        if reissues.step is None:
+            break
+        steps.append((reissues.attempt, reissues.step))
+        reissues.failed(failure)
+    return steps + ([] if reissues.step is None else [(reissues.attempt, reissues.step)])
+
+
+def test_a_2026_07_28_reissue_waits_for_a_server_as_a_handshake_would():
+    """While no server answers (a restart), each reissue goes again as a failed re-handshake does, up to
+    `attempts` times; then the next reissue: attempts=2, 2 × 3 sends, the backoff growing with each."""
+    down = [Failure.CONNECT, Failure.HTTP_5XX] * 10
+    assert _steps(Reissues(2), down) == [(1, 0), (1, 1), (1, 2), (2, 3), (2, 4), (2, 5)]
+    # the server back after four sends: the fifth is answered (the shell stops asking)
+    assert _steps(Reissues(2), down[:4]) == [(1, 0), (1, 1), (1, 2), (2, 3), (2, 4)]
+
+
+def test_a_2026_07_28_reissue_cut_again_and_again_is_given_up_within_the_attempts():
+    assert _steps(Reissues(3), [Failure.STREAM_CLOSED] * 10) == [(1, 0), (2, 1), (3, 2)]
+    # a cut after a wait for the server: the next reissue, which may wait for a server afresh
+    assert _steps(Reissues(2), [Failure.CONNECT, Failure.STREAM_CLOSED, Failure.CONNECT, Failure.CONNECT, Failure.CONNECT]) == [
+        (1, 0), (1, 1), (2, 2), (2, 3), (2, 4)]
