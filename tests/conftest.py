@@ -18,6 +18,7 @@
 
 import os
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,12 @@ from tests.support.recordings import MODES, record
 from tests.support.servers import RunningServer, reference_server
 
 register_profiles()  # Hypothesis's `suite` (the default) and `long` (`--hypothesis-profile long`)
+
+# Bytecode is cached for the session's processes: with PYTHONDONTWRITEBYTECODE (set in many container
+# images) each Python process the suite starts (servers, recorders, commands, xdist's workers) compiled
+# mcpbench and the test modules anew, a sixth of the CPU time of the files measured. __pycache__ is in .gitignore.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # pytest's own fixture for testing plugins (tests/testing/ run example projects with the mcpbench plugin).
 pytest_plugins = ("pytester",)

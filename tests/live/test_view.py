@@ -41,11 +41,17 @@ def test_follow_a_recording_keys_filter_and_pause_q_leaves(tmp_path: Path, http_
     with record_proxy(http_server.url, trace) as (url, _), terminal(tmp_path, [*MCPBENCH, "inspect", "--follow", str(trace)]) as term:
         term.wait_for("following")
         drive(url, "legacy")
-        screen = term.wait_for(lambda s: methods_row(s, "tools/call echo")[:2] == ["1", "0"])
+
+        # The checks read the session once closed (the client's DELETE, after its last call): the view
+        # draws as the trace grows, and a frame may show `echo` answered and `fail`, the next call, not yet.
+        screen = term.wait_for(lambda s: re.search(r"│ \w{12} +streamable-http .* closed ", s) is not None)
+        assert methods_row(screen, "tools/call echo")[:2] == ["1", "0"]
         assert methods_row(screen, "tools/call fail")[:2] == ["1", "1"]  # count, errors
         assert "streamable-http" in screen and "2025-11-25 (handshake)" in screen, screen
         assert "tool-error" in screen  # the violations and errors panel
-        assert any("→ tools/call echo #" in line for line in log_lines(screen))
+        # The log stays at the newest rows, where `echo` (an early call) is no longer: Home shows the oldest.
+        term.keys("Home")
+        term.wait_for(lambda s: any("→ tools/call echo #" in line for line in log_lines(s)))
 
         def shows(filter_: str, line_test) -> str:
             """The screen once the title names `filter_` and every log line passes `line_test`."""
