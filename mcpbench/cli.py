@@ -7,6 +7,7 @@ whole process with gevent at import time, so neither may load for `tee`.
 import importlib
 import os
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -32,27 +33,45 @@ def main() -> None:
 @telemetry_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @map_errors
-def tee(out, redact, live, wrapped_by, otlp, metrics, service_name, command):
+def tee(**given):
     """Run a stdio MCP server COMMAND and record its traffic, passing it through untouched.
 
     Put it in front of the server command in a host's mcpServers config.
 
     Example: mcpbench tee --out s.jsonl -- python -m my_server
     """
+    _tee(TeeArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeeArgs:
+    """`tee`'s options, as given (click's names and values)."""
+
+    out: str | None
+    redact: tuple[str, ...]
+    live: bool
+    wrapped_by: str | None
+    otlp: str | None
+    metrics: str | None
+    service_name: str
+    command: tuple[str, ...]
+
+
+def _tee(args: TeeArgs) -> None:
     from mcpbench.outputs import refuse_overwrite
     from mcpbench.protocol.errors import TargetError
     from mcpbench.stdio.tee import run_tee
 
-    check_output(out, "--out")
+    check_output(args.out, "--out")
     # `tee --out s.jsonl -- mcpbench serve-trace s.jsonl` would empty the recording it serves.
-    files = [part.partition("=")[2] if part.startswith("-") else part for part in command[1:]]
+    files = [part.partition("=")[2] if part.startswith("-") else part for part in args.command[1:]]
     refuse_overwrite(
-        [("--out", out)],
+        [("--out", args.out)],
         # The trace in the host's stream (`--out /dev/stdout`) would break the session it records.
         [*((f"the session's {name}", fd) for name, fd in (("stdin", 0), ("stdout", 1)) if not _is_device(fd)),
          *(("a file the server command names", name) for name in files if os.path.isfile(name))],
     )
-    options = TelemetryOptions.parse(otlp, metrics, service_name)
+    options = TelemetryOptions.parse(args.otlp, args.metrics, args.service_name)
     telemetry = None
     if options.any:
         from mcpbench.telemetry.sink import LineFeed
@@ -60,11 +79,11 @@ def tee(out, redact, live, wrapped_by, otlp, metrics, service_name, command):
         def telemetry(writer):  # called in the recorder process
             return LineFeed(options, str(writer.path), writer.header_line)
     try:
-        status = run_tee(list(command), out, redact, live=live, telemetry=telemetry)
+        status = run_tee(list(args.command), args.out, args.redact, live=args.live, telemetry=telemetry)
     except TargetError as exc:
         from mcpbench.trace.redact import Redactor
 
-        click.echo(f"mcpbench: {Redactor(redact).text(str(exc))}", err=True)
+        click.echo(f"mcpbench: {Redactor(args.redact).text(str(exc))}", err=True)
         sys.exit(EXIT_NOT_FOUND)
     sys.exit(status)
 
@@ -201,7 +220,7 @@ def finish_traces(traces):
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="The merged trace (may be one of TRACES).")
 @map_errors
-def merge_command(traces, out):
+def merge_command(**given):
     """Write the events of TRACES, source after source, as one trace: each keeps its sessions.
 
     The header is the first trace's. A trace whose tee was killed is read complete (from its spool).
@@ -210,17 +229,29 @@ def merge_command(traces, out):
 
     Example: mcpbench trace merge probe.jsonl calls.jsonl --out session.jsonl
     """
+    _merge(MergeArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeArgs:
+    """`trace merge`'s options, as given."""
+
+    traces: tuple[str, ...]
+    out: str
+
+
+def _merge(args: MergeArgs) -> None:
     from pathlib import Path
 
     from mcpbench.protocol.errors import TraceError
     from mcpbench.trace.merge import merge_traces
     from mcpbench.trace.writer import is_replaceable
 
-    check_output(out, "--out")
-    if not is_replaceable(Path(out)):
-        raise TraceError(f"{out}: exists and is not a trace: refusing to overwrite it; choose another path")
-    merged = merge_traces(list(traces), out)
-    click.echo(f"mcpbench: merged {len(traces)} trace(s) into {merged}")
+    check_output(args.out, "--out")
+    if not is_replaceable(Path(args.out)):
+        raise TraceError(f"{args.out}: exists and is not a trace: refusing to overwrite it; choose another path")
+    merged = merge_traces(list(args.traces), args.out)
+    click.echo(f"mcpbench: merged {len(args.traces)} trace(s) into {merged}")
 
 
 BENCHMARKS = (

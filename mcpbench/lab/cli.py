@@ -340,7 +340,7 @@ def down():
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for this run (default: results/<time>-sticky/ or -reconnect/).")
 @map_errors
-def run_experiment(scenario, out):
+def run_experiment(**given):
     """Run the lab experiment of SCENARIO: sticky sessions, or reconnects under faults.
 
     A sticky scenario (modes, policies, instances) writes sticky.csv and sticky.png; a
@@ -349,16 +349,28 @@ def run_experiment(scenario, out):
 
     Example: mcpbench lab run scenarios/sticky-sessions.yaml
     """
+    _run_experiment(ExperimentArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentArgs:
+    """`lab run`'s options, as given."""
+
+    scenario: str
+    out: str | None
+
+
+def _run_experiment(args: ExperimentArgs) -> None:
     from pathlib import Path
 
     from mcpbench.lab.experiments import reconnect, sticky
     from mcpbench.outputs import new_run_folder
     from mcpbench.yamlnodes import compose_yaml
 
-    root = compose_yaml(scenario)
+    root = compose_yaml(args.scenario)
     kind = reconnect if reconnect.is_reconnect_scenario(root) else sticky
-    plan = kind.plan_from_node(root, str(scenario))
-    folder = Path(out) if out else new_run_folder(Path("results"), "reconnect" if kind is reconnect else "sticky")
+    plan = kind.plan_from_node(root, str(args.scenario))
+    folder = Path(args.out) if args.out else new_run_folder(Path("results"), "reconnect" if kind is reconnect else "sticky")
     folder.mkdir(parents=True, exist_ok=True)
     results = kind.run_plan(plan, folder, say=click.echo)
     click.echo(kind.render(results))

@@ -2,6 +2,7 @@
 and the fault options `lab up` shares. mitmproxy is imported inside the commands."""
 
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -49,7 +50,7 @@ def fault_argv(texts: dict, log: str | None) -> list[str]:
 @telemetry_options
 @click.pass_context
 @map_errors
-def faults(ctx, upstream, listen, fault_log, otlp, metrics, service_name, **kwargs):
+def faults(ctx, **given):
     """Inject faults between MCP clients and an HTTP server: cut streams, idle cuts, drops, delay.
 
     Prints the URL to use; runs until Ctrl-C. `mcpbench faults stdio` wraps a stdio server instead.
@@ -58,16 +59,33 @@ def faults(ctx, upstream, listen, fault_log, otlp, metrics, service_name, **kwar
     """
     if ctx.invoked_subcommand is not None:
         return
-    if not upstream:
+    texts = fault_texts(given)
+    _faults(FaultsArgs(faults=texts, **given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FaultsArgs:
+    """`faults`'s options, as given (`faults`: the fault options' texts, `fault_texts`)."""
+
+    upstream: str | None
+    listen: str
+    faults: dict
+    fault_log: str | None
+    otlp: str | None
+    metrics: str | None
+    service_name: str
+
+
+def _faults(args: FaultsArgs) -> None:
+    if not args.upstream:
         raise click.UsageError("--upstream URL is required (or use `mcpbench faults stdio`)")
     from mcpbench.proxies.faultplan import parse_plan
     from mcpbench.proxies.faultproxy import run_faults
 
-    texts = fault_texts(kwargs)
-    parse_plan(**texts)  # a bad value is one line before anything starts
-    check_output(fault_log, "--fault-log")
-    telemetry = TelemetryOptions.parse(otlp, metrics, service_name)
-    run_faults(upstream, listen=listen, texts=texts, log=fault_log, telemetry=telemetry)
+    parse_plan(**args.faults)  # a bad value is one line before anything starts
+    check_output(args.fault_log, "--fault-log")
+    telemetry = TelemetryOptions.parse(args.otlp, args.metrics, args.service_name)
+    run_faults(args.upstream, listen=args.listen, texts=args.faults, log=args.fault_log, telemetry=telemetry)
 
 
 @faults.command("stdio", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -77,18 +95,33 @@ def faults(ctx, upstream, listen, fault_log, otlp, metrics, service_name, **kwar
 @click.option("--fault-log", type=click.Path(dir_okay=False), help="Append one JSON line for the kill to FILE.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @map_errors
-def stdio(kill_after_messages, kill_after, count, fault_log, command):
+def stdio(**given):
     """Run a stdio MCP server COMMAND, passing bytes through untouched, and kill it at a time or after N messages.
 
     Exits with the server's status (a killed server: 128 + 9).
 
     Example: mcpbench faults stdio --kill-after-messages 6 -- mcpbench lab serve
     """
+    _stdio(StdioFaultsArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StdioFaultsArgs:
+    """`faults stdio`'s options, as given."""
+
+    kill_after_messages: int | None
+    kill_after: str | None
+    count: str
+    fault_log: str | None
+    command: tuple[str, ...]
+
+
+def _stdio(args: StdioFaultsArgs) -> None:
     from mcpbench.proxies.faultplan import parse_time
     from mcpbench.proxies.stdio_faults import run_killer
 
-    if kill_after_messages is None and kill_after is None:
+    if args.kill_after_messages is None and args.kill_after is None:
         raise click.UsageError("give --kill-after-messages N or --kill-after T")
-    seconds = parse_time(kill_after, "--kill-after", positive=True) if kill_after else None
-    check_output(fault_log, "--fault-log")
-    sys.exit(run_killer(list(command), messages=kill_after_messages, seconds=seconds, count=count, log=fault_log))
+    seconds = parse_time(args.kill_after, "--kill-after", positive=True) if args.kill_after else None
+    check_output(args.fault_log, "--fault-log")
+    sys.exit(run_killer(list(args.command), messages=args.kill_after_messages, seconds=seconds, count=args.count, log=args.fault_log))

@@ -77,7 +77,7 @@ def _record(args: RecordArgs) -> None:
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Trace file (default: results/traces/<time>-<HAR name>.jsonl).")
 @redact_option
 @map_errors
-def trace_import(har, out, redact):
+def trace_import(**given):
     """Make a trace of the MCP exchanges in a HAR file, for inspect, replay, diff and serve-trace.
 
     Both HTTP transports, SSE answers as far as the HAR kept their bodies; what the HAR lacks (a
@@ -88,15 +88,28 @@ def trace_import(har, out, redact):
 
     Example: mcpbench trace import --har session.har --out s.jsonl
     """
+    _trace_import(TraceImportArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceImportArgs:
+    """`trace import`'s options, as given."""
+
+    har: str
+    out: str | None
+    redact: tuple[str, ...]
+
+
+def _trace_import(args: TraceImportArgs) -> None:
     from pathlib import Path
 
     from mcpbench.outputs import refuse_overwrite
     from mcpbench.record.har_import import import_har
     from mcpbench.trace.writer import default_trace_path
 
-    check_output(out, "--out")
-    refuse_overwrite([("--out", out)], [("the HAR", har)])
-    result = import_har(har, out or default_trace_path(Path(har).stem), tuple(redact))
+    check_output(args.out, "--out")
+    refuse_overwrite([("--out", args.out)], [("the HAR", args.har)])
+    result = import_har(args.har, args.out or default_trace_path(Path(args.har).stem), args.redact)
     for note in result.notes:
         click.echo(f"mcpbench: note: {note}", err=True)
     click.echo(f"mcpbench: wrote {result.path}: {result.entries} HAR entries, {result.sessions} sessions, "

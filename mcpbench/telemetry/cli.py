@@ -1,6 +1,7 @@
 """`mcpbench export`: a trace as HAR (`record/har.py`), or its calls as OpenTelemetry spans over OTLP."""
 
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -19,7 +20,7 @@ from mcpbench.companions.options import DEFAULT_SERVICE_NAME, TelemetryOptions
 @click.option("--load-samples", is_flag=True, help="With --otlp: TRACES are load runs' samples.jsonl (a span per step, a trace per client session).")
 @click.option("--until-eof", is_flag=True, hidden=True, help="With --follow: stop when standard input ends (a recorder's companion).")
 @map_errors
-def export(traces, har, out, otlp, follow, metrics, service_name, load_samples, until_eof):
+def export(**given):
     """Export TRACES in another format: --har (an HTTP trace), or --otlp (spans, any transport).
 
     With --otlp each request and its answer is a span named as OpenTelemetry's MCP conventions say
@@ -29,38 +30,57 @@ def export(traces, har, out, otlp, follow, metrics, service_name, load_samples, 
 
     Example: mcpbench export --otlp http://127.0.0.1:4318 results/traces/session.jsonl
     """
-    if har == bool(otlp or follow or metrics):
+    _export(ExportArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportArgs:
+    """`export`'s options, as given."""
+
+    traces: tuple[str, ...]
+    har: bool
+    out: str | None
+    otlp: str | None
+    follow: bool
+    metrics: str | None
+    service_name: str
+    load_samples: bool
+    until_eof: bool
+
+
+def _export(args: ExportArgs) -> None:
+    if args.har == bool(args.otlp or args.follow or args.metrics):
         raise click.UsageError("choose a format: --har, or --otlp URL (with --follow, or --follow --metrics HOST:PORT)")
-    if har:
-        if len(traces) != 1:
+    if args.har:
+        if len(args.traces) != 1:
             raise click.UsageError("--har exports one TRACE")
-        _export_har(traces[0], out)
+        _export_har(args.traces[0], args.out)
         return
-    if out:
+    if args.out:
         raise click.UsageError("--out is for --har; --otlp sends to its URL")
-    if metrics and not follow:
+    if args.metrics and not args.follow:
         raise click.UsageError("--metrics serves a trace followed as it is written: add --follow")
-    if not otlp and not metrics:
+    if not args.otlp and not args.metrics:
         raise click.UsageError("--follow sends somewhere: add --otlp URL or --metrics HOST:PORT")
-    if load_samples and (follow or not otlp):
+    if args.load_samples and (args.follow or not args.otlp):
         raise click.UsageError("--load-samples sends a finished run's samples: give --otlp URL, without --follow")
-    options = TelemetryOptions.parse(otlp, metrics, service_name)
-    if load_samples:
+    options = TelemetryOptions.parse(args.otlp, args.metrics, args.service_name)
+    if args.load_samples:
         from mcpbench.telemetry.samples import export_samples
 
-        for line in export_samples(list(traces), options):
+        for line in export_samples(list(args.traces), options):
             click.echo(line, err=True)
         return
-    if follow:
-        if len(traces) != 1:
+    if args.follow:
+        if len(args.traces) != 1:
             raise click.UsageError("--follow follows one TRACE")
         from mcpbench.telemetry.sink import follow as follow_trace
 
-        follow_trace(traces[0], options, until_eof=until_eof)
+        follow_trace(args.traces[0], options, until_eof=args.until_eof)
         return
     from mcpbench.telemetry.sink import export_trace
 
-    for line in export_trace(list(traces), options):
+    for line in export_trace(list(args.traces), options):
         click.echo(line, err=True)
 
 

@@ -5,6 +5,7 @@ Registered in the main group by `mcpbench.cli`.
 
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -29,6 +30,15 @@ def _where_options(func):
     return wrapper
 
 
+@dataclass(frozen=True, kw_only=True)
+class WhereArgs:
+    """Which configs `wrap` and `unwrap` work on (`_where_options`)."""
+
+    home: Path
+    project: Path
+    hosts: tuple[str, ...]
+
+
 def _state(home: Path) -> Path:
     return home / ".mcpbench" / "wrap"
 
@@ -42,7 +52,7 @@ def _state(home: Path) -> Path:
 @click.option("--dry-run", is_flag=True, help="Show the change as a diff; write nothing.")
 @_where_options
 @map_errors
-def wrap(names, every, traces, status, dry_run, home, project, hosts):
+def wrap(**given):
     """Record the stdio servers of your MCP hosts: run each through `mcpbench tee`.
 
     Finds the configs of Claude Desktop, Claude Code (.mcp.json, ~/.claude.json), Cursor, VS Code
@@ -59,26 +69,41 @@ def wrap(names, every, traces, status, dry_run, home, project, hosts):
 
     Example: mcpbench wrap weather --traces ~/mcp-traces
     """
+    _wrap(WrapArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WrapArgs(WhereArgs):
+    """`wrap`'s options, as given (the configs' folders made absolute)."""
+
+    names: tuple[str, ...]
+    every: bool
+    traces: str | None
+    status: bool
+    dry_run: bool
+
+
+def _wrap(args: WrapArgs) -> None:
     from mcpbench.wrap.edit import Ledger
     from mcpbench.wrap.run import apply, plan_wrap, status as show_status, survey
 
-    trace_dir = Path(traces).expanduser().absolute() if traces else home / ".mcpbench" / "traces"
-    found = survey(home, project, hosts)
-    if status or not (names or every):
-        if status and (names or every or dry_run):
+    trace_dir = Path(args.traces).expanduser().absolute() if args.traces else args.home / ".mcpbench" / "traces"
+    found = survey(args.home, args.project, args.hosts)
+    if args.status or not (args.names or args.every):
+        if args.status and (args.names or args.every or args.dry_run):
             raise click.UsageError("--status only shows: it takes no NAMES, --all or --dry-run")
         for line in show_status(found, trace_dir) or ["no MCP host config found"]:
             click.echo(line)
-        if not status and found:
+        if not args.status and found:
             click.echo("wrap NAME… (or --all) to record them; unwrap to undo")
         return
-    ledger = Ledger(_state(home))
-    changes, notes = plan_wrap(found, names, every, trace_dir)
+    ledger = Ledger(_state(args.home))
+    changes, notes = plan_wrap(found, args.names, args.every, trace_dir)
     for line in notes:
         click.echo(line)
-    if changes and not dry_run:
+    if changes and not args.dry_run:
         trace_dir.mkdir(parents=True, exist_ok=True)
-    apply(changes, ledger, dry_run=dry_run, say=click.echo)
+    apply(changes, ledger, dry_run=args.dry_run, say=click.echo)
     if not changes:
         click.echo("nothing to change")
 
@@ -89,7 +114,7 @@ def wrap(names, every, traces, status, dry_run, home, project, hosts):
 @click.option("--dry-run", is_flag=True, help="Show the change as a diff; write nothing.")
 @_where_options
 @map_errors
-def unwrap(names, every, dry_run, home, project, hosts):
+def unwrap(**given):
     """Give wrapped servers their own command back, each config byte for byte as it was.
 
     An entry still as `mcpbench wrap` wrote it gets its exact original text back (kept in
@@ -100,16 +125,29 @@ def unwrap(names, every, dry_run, home, project, hosts):
 
     Example: mcpbench unwrap --all
     """
+    _unwrap(UnwrapArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnwrapArgs(WhereArgs):
+    """`unwrap`'s options, as given (the configs' folders made absolute)."""
+
+    names: tuple[str, ...]
+    every: bool
+    dry_run: bool
+
+
+def _unwrap(args: UnwrapArgs) -> None:
     from mcpbench.wrap.edit import Ledger
     from mcpbench.wrap.run import apply, plan_unwrap, survey
 
-    if not (names or every):
+    if not (args.names or args.every):
         raise click.UsageError("name the servers to unwrap, or --all")
-    found = survey(home, project, hosts)
-    ledger = Ledger(_state(home))
-    changes, notes = plan_unwrap(found, names, every, ledger)
+    found = survey(args.home, args.project, args.hosts)
+    ledger = Ledger(_state(args.home))
+    changes, notes = plan_unwrap(found, args.names, args.every, ledger)
     for line in notes:
         click.echo(line)
-    apply(changes, ledger, dry_run=dry_run, say=click.echo)
+    apply(changes, ledger, dry_run=args.dry_run, say=click.echo)
     if not changes:
         click.echo("nothing to change")
