@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mcpbench.protocol.errors import BadTargetError, TargetError
-from mcpbench.protocol.transports import LEGACY_SSE
-from mcpbench.protocol.transports import STDIO, STREAMABLE_HTTP, TRANSPORTS
+from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 
 __all__ = ["Target", "TargetError", "parse_target"]
 

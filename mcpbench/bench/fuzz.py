@@ -18,7 +18,7 @@ from mcpbench.target import parse_target
 NAME = "fuzz"
 FULL = {"cases": 600, "seed": 1}
 QUICK = {"cases": 120, "seed": 1}
-TRANSPORTS = (STDIO, STREAMABLE_HTTP, LEGACY_SSE)
+BENCHED = (STDIO, STREAMABLE_HTTP, LEGACY_SSE)  # the transports, in the chart's order
 ERAS = {"handshake": LATEST_HANDSHAKE, "2026-07-28": V2026_07_28}
 
 
@@ -47,7 +47,7 @@ def run(quick: bool = False) -> Path:
     config = QUICK if quick else FULL
     results: dict[str, dict] = {era: {} for era in ERAS}
     for era, version in ERAS.items():
-        for transport in TRANSPORTS:
+        for transport in BENCHED:
             one = results[era][transport] = measure(transport, config, version)
             one["load_1m"] = load = os.getloadavg()[0]
             print(f"mcpbench bench fuzz: {transport}, {era}: {one['cases_per_second']:.1f} cases/s "

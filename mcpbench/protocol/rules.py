@@ -10,7 +10,7 @@ its own. Codes are stable and documented in docs/trace-format.md.
 from dataclasses import dataclass
 
 # The transport names, as a trace's `transport` field spells them (imported from here too).
-from mcpbench.protocol.transports import HTTP_TRANSPORTS, LEGACY_SSE, STDIO, STREAMABLE_HTTP, TRANSPORTS  # noqa: F401
+from mcpbench.protocol.transports import HTTP_TRANSPORTS, STDIO, STREAMABLE_HTTP, TRANSPORTS
 from mcpbench.protocol.versions import VERSIONS, Era
 
 ANY_TRANSPORT = frozenset(TRANSPORTS)

@@ -7,8 +7,8 @@ handler) hands the connection what a client sent and writes what it is told::
     event = conn.http(HttpRequest(method="POST", target="/mcp", headers=headers, body=body))
     # Refused:      write event.reply; that is all
     # Accepted:     write event.reply (202); a client's answer to our request comes with our waiter
-    # Call:         answer event.request: conn.respond(call, answer) -> Reply (a JSON body), or
-    #               conn.stream(call) -> Reply (an SSE head), then conn.event(call, message) -> bytes
+    # Call:         answer event.request: conn.respond(call, answer) -> ServerReply (a JSON body), or
+    #               conn.stream(call) -> ServerReply (an SSE head), then conn.event(call, message) -> bytes
     #               for each notification, server request and, last, the answer
     # StreamOpened: write event.reply (the head, and the legacy `endpoint` event), then
     #               conn.push(message) -> bytes for each message outside calls
@@ -93,7 +93,7 @@ class HttpRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reply:
+class ServerReply:
     """What to write: an HTTP status, headers and body (the shell adds the framing: status line,
     `Content-Length` or the end of a stream); on stdio `status` is None and `body` is the line."""
 
@@ -114,7 +114,7 @@ class ServerEvent:
 class Refused(ServerEvent):
     """The input broke a transport rule: write `reply`, nothing else happens."""
 
-    reply: Reply
+    reply: ServerReply
     reason: str
 
 
@@ -125,7 +125,7 @@ class Accepted(ServerEvent):
 
     message: Notification | Response | ErrorResponse
     session: str | None
-    reply: Reply | None = None
+    reply: ServerReply | None = None
     waiter: Any = None
 
 
@@ -138,7 +138,7 @@ class Call(ServerEvent):
     request: Request
     session: str | None
     version: str | None
-    reply: Reply | None = None
+    reply: ServerReply | None = None
     sse: bool = True
     seq: int = 0  # the connection's number for the call: what it knows the call by
 
@@ -149,7 +149,7 @@ class StreamOpened(ServerEvent):
     session, its `endpoint` event in `reply.body`). Write `reply`, then what `push` gives."""
 
     session: str
-    reply: Reply
+    reply: ServerReply
     endpoint: str | None = None
 
 
@@ -158,7 +158,7 @@ class SessionEnded(ServerEvent):
     """The client ended `session` (`DELETE`, stdin's end): write `reply` if any, forget the session."""
 
     session: str
-    reply: Reply | None = None
+    reply: ServerReply | None = None
 
 
 # --- Host and Origin -------------------------------------------------------------------------------
@@ -312,7 +312,7 @@ class ServerConnection:
             message = jsonrpc.decode(line)
         except InvalidMessage as exc:
             refused = _invalid(exc)
-            return Refused(reply=Reply(status=None, body=refused.reply.body + b"\n"), reason=refused.reason)
+            return Refused(reply=ServerReply(status=None, body=refused.reply.body + b"\n"), reason=refused.reason)
         kind = type(message)
         if kind is Request:
             session = self._sessions.get(STDIO_SESSION)
@@ -326,7 +326,7 @@ class ServerConnection:
 
     def _stdio_refusal(self, code: int, reason: str) -> Refused:
         error = ErrorResponse(id=None, code=code, message=reason, _parsed=True)
-        return Refused(reply=Reply(status=None, body=jsonrpc.encode(error) + b"\n"), reason=reason)
+        return Refused(reply=ServerReply(status=None, body=jsonrpc.encode(error) + b"\n"), reason=reason)
 
     # --- HTTP ----------------------------------------------------------------------------------
 
@@ -348,7 +348,7 @@ class ServerConnection:
             return self._get(request)
         if method == "DELETE":
             return self._delete(request)
-        return Refused(reply=Reply(status=405, headers=(("allow", "GET, POST, DELETE"),)), reason=f"{method} is not an MCP method")
+        return Refused(reply=ServerReply(status=405, headers=(("allow", "GET, POST, DELETE"),)), reason=f"{method} is not an MCP method")
 
     # Streamable HTTP (2025-03-26 on), "Sending Messages to the Server", "Session Management".
 
@@ -381,8 +381,8 @@ class ServerConnection:
         if kind is Request:
             return self._call(message, sid, header or session.version, sse=_accepts_sse(headers))
         if kind is Notification:
-            return Accepted(message=message, session=sid, reply=Reply(status=202))
-        return Accepted(message=message, session=sid, reply=Reply(status=202), waiter=self._answered(message))
+            return Accepted(message=message, session=sid, reply=ServerReply(status=202))
+        return Accepted(message=message, session=sid, reply=ServerReply(status=202), waiter=self._answered(message))
 
     def _stateless_post(self, message: Message, header: str | None, envelope: str | None, headers: Mapping[str, str]) -> ServerEvent:
         """2026-07-28: no session; every POST says its version in the header, and requests in `_meta` too."""
@@ -390,7 +390,7 @@ class ServerConnection:
         if kind is Notification:
             if rules(header) is None:
                 return _unsupported(header, None)
-            return Accepted(message=message, session=None, reply=Reply(status=202))
+            return Accepted(message=message, session=None, reply=ServerReply(status=202))
         if kind is not Request:  # the server asks nothing in 2026-07-28, so no answer is owed to it
             return _error(400, jsonrpc.INVALID_REQUEST, f"a {header or envelope} client sends no answers")
         if envelope is None:
@@ -409,7 +409,7 @@ class ServerConnection:
                                         why="this server sends nothing outside calls")
         if refused is not None:
             return refused
-        head = Reply(status=200, headers=(("content-type", EVENT_STREAM), ("cache-control", "no-cache, no-transform"),
+        head = ServerReply(status=200, headers=(("content-type", EVENT_STREAM), ("cache-control", "no-cache, no-transform"),
                                           (SESSION_ID, sid)))
         return StreamOpened(session=sid, reply=head)
 
@@ -419,7 +419,7 @@ class ServerConnection:
         if refused is not None:
             return refused
         self._sessions.pop(sid, None)
-        return SessionEnded(session=sid, reply=Reply(status=200))
+        return SessionEnded(session=sid, reply=ServerReply(status=200))
 
     def _in_session(self, headers: Mapping[str, str], has: Callable[[str | None], bool], offered: bool, *, allow: str,
                     why: str) -> tuple[str, Refused | None]:
@@ -428,9 +428,9 @@ class ServerConnection:
         session it names, or 400/404."""
         version = headers.get(PROTOCOL_VERSION)
         if not has(version):
-            return "", Refused(reply=Reply(status=405, headers=(("allow", "POST"),)), reason=f"not in {version}")
+            return "", Refused(reply=ServerReply(status=405, headers=(("allow", "POST"),)), reason=f"not in {version}")
         if not offered:
-            return "", Refused(reply=Reply(status=405, headers=(("allow", allow),)), reason=why)
+            return "", Refused(reply=ServerReply(status=405, headers=(("allow", allow),)), reason=why)
         return self._known_session(headers)
 
     def _known_session(self, headers: Mapping[str, str]) -> tuple[str, Refused | None]:
@@ -449,14 +449,14 @@ class ServerConnection:
         if request.method == "GET" and path == self.path:
             sid = self._mint(None)
             endpoint = f"{self.messages_path}?session_id={sid}"
-            head = Reply(status=200, headers=(("content-type", EVENT_STREAM + "; charset=utf-8"), ("cache-control", "no-store")),
+            head = ServerReply(status=200, headers=(("content-type", EVENT_STREAM + "; charset=utf-8"), ("cache-control", "no-store")),
                          body=sse_encode(SseEvent(event="endpoint", data=endpoint), eol=SSE_EOL))
             return StreamOpened(session=sid, reply=head, endpoint=endpoint)
         if path not in (self.path, self.messages_path):
             return Refused(reply=_text(404, "Not Found"), reason=f"nothing at {path}")
         if request.method != "POST" or path != self.messages_path:
             allow = "GET" if path == self.path else "POST"
-            return Refused(reply=Reply(status=405, headers=(("allow", allow),)), reason=f"{request.method} {path}")
+            return Refused(reply=ServerReply(status=405, headers=(("allow", allow),)), reason=f"{request.method} {path}")
         sid = _query_value(query, "session_id")
         if not sid:
             return Refused(reply=_text(400, "session_id is required"), reason="a POST without its session")
@@ -494,13 +494,13 @@ class ServerConnection:
 
     # --- answering -----------------------------------------------------------------------------
 
-    def _call(self, request: Request, session: str | None, version: str | None, *, reply: Reply | None = None,
+    def _call(self, request: Request, session: str | None, version: str | None, *, reply: ServerReply | None = None,
               sse: bool = True) -> Call:
         call = Call(request=request, session=session, version=version, reply=reply, sse=sse, seq=next(self._seq))
         self._open[call.seq] = call
         return call
 
-    def respond(self, call: Call, answer: Response | ErrorResponse) -> Reply:
+    def respond(self, call: Call, answer: Response | ErrorResponse) -> ServerReply:
         """The whole JSON answer to `call` (Streamable HTTP): 200, its body, the session's id.
 
         An `initialize` that failed leaves no session behind: its answer names none.
@@ -515,9 +515,9 @@ class ServerConnection:
         headers: tuple[tuple[str, str], ...] = (("content-type", JSON),)
         if call.session is not None and self.alive(call.session):
             headers += ((SESSION_ID, call.session),)
-        return Reply(status=200, headers=headers, body=jsonrpc.encode(answer))
+        return ServerReply(status=200, headers=headers, body=jsonrpc.encode(answer))
 
-    def stream(self, call: Call) -> Reply:
+    def stream(self, call: Call) -> ServerReply:
         """The head of an SSE answer to `call` (Streamable HTTP); then `event` for each message."""
         if self.transport != STREAMABLE_HTTP:
             raise LocalProtocolError(f"an SSE answer on {self.transport}")
@@ -527,7 +527,7 @@ class ServerConnection:
                                                 ("x-accel-buffering", "no"))
         if call.session is not None:
             headers += ((SESSION_ID, call.session),)
-        return Reply(status=200, headers=headers)
+        return ServerReply(status=200, headers=headers)
 
     def event(self, call: Call, message: Message) -> bytes:
         """The bytes of one message for `call`: an SSE event (its POST's stream, or the legacy
@@ -623,14 +623,14 @@ def _accepts_sse(headers: Mapping[str, str]) -> bool:
     return EVENT_STREAM in kinds or "*/*" in kinds or "text/*" in kinds
 
 
-def _text(status: int, text: str) -> Reply:
-    return Reply(status=status, headers=(("content-type", "text/plain; charset=utf-8"),), body=text.encode())
+def _text(status: int, text: str) -> ServerReply:
+    return ServerReply(status=status, headers=(("content-type", "text/plain; charset=utf-8"),), body=text.encode())
 
 
 def _error(status: int, code: int, message: str, request_id: Any = None, data: Any = None) -> Refused:
     """A refusal whose body is a JSON-RPC error, as the SDK servers send them."""
     body = jsonrpc.encode(ErrorResponse(id=request_id, code=code, message=message, data=data, _parsed=True))
-    return Refused(reply=Reply(status=status, headers=(("content-type", JSON),), body=body), reason=message)
+    return Refused(reply=ServerReply(status=status, headers=(("content-type", JSON),), body=body), reason=message)
 
 
 def _invalid(exc: InvalidMessage) -> Refused:
@@ -647,6 +647,6 @@ def _unsupported(version: str | None, request_id: Any) -> Refused:
 
 
 __all__ = [
-    "Accepted", "Call", "HostCheck", "HttpRequest", "Refused", "Reply", "STDIO_SESSION", "ServerConnection",
+    "Accepted", "Call", "HostCheck", "HttpRequest", "Refused", "ServerReply", "STDIO_SESSION", "ServerConnection",
     "ServerEvent", "SessionEnded", "State", "StreamOpened",
 ]

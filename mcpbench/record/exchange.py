@@ -10,7 +10,7 @@ import orjson
 
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.session import Violation
-from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
+from mcpbench.protocol.transports import STREAMABLE_HTTP
 from mcpbench.trace.format import text_or_b64
 
 if TYPE_CHECKING:

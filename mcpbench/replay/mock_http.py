@@ -24,7 +24,7 @@ from mcpbench.protocol.server import (
     HostCheck,
     HttpRequest,
     Refused,
-    Reply,
+    ServerReply,
     ServerConnection,
     SessionEnded,
     StreamOpened,
@@ -86,13 +86,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         text = (self.headers.get("content-length") or "0").strip()
         if not text.isdigit():
             self.close_connection = True
-            self._write(Reply(status=400, headers=(("content-type", "text/plain"),),
+            self._write(ServerReply(status=400, headers=(("content-type", "text/plain"),),
                               body=b"Content-Length must be a number of bytes"))
             return None
         length = int(text)
         return self.rfile.read(length) if length else b""
 
-    def _head(self, reply: Reply, *, length: int | None = None, stream: bool = False, chunked: bool = False) -> bytes:
+    def _head(self, reply: ServerReply, *, length: int | None = None, stream: bool = False, chunked: bool = False) -> bytes:
         phrase = self.responses.get(reply.status, ("",))[0]
         lines = [f"HTTP/1.1 {reply.status} {phrase}\r\n"]
         lines += [f"{name}: {value}\r\n" for name, value in reply.headers]
@@ -106,7 +106,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         lines.append("\r\n")
         return "".join(lines).encode("latin-1")
 
-    def _write(self, reply: Reply) -> None:
+    def _write(self, reply: ServerReply) -> None:
         """A whole answer, head and body in one write."""
         self.wfile.write(self._head(reply, length=len(reply.body)) + reply.body)
 

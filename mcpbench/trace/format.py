@@ -9,8 +9,6 @@ apply (the header, a process exit). Bytes that are not UTF-8 are stored as
 import base64
 import time
 
-from mcpbench.protocol.transports import TRANSPORTS  # noqa: F401 (a trace's `transport` is one of these)
-
 # 2: events of an HTTP flow leave out what earlier lines of the file said (`trace/compact.py`);
 # readers restore it, and still read version 1.
 FORMAT_VERSION = 2

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from mcpbench.outputs import atomic_path
 from mcpbench.protocol.errors import ConfigError
+from mcpbench.protocol.transports import STDIO
 from mcpbench.wrap.hosts import ConfigFile, Server
 from mcpbench.wrap.jsonc import Node, line_col
 
@@ -33,7 +34,8 @@ MARK = "mcpbench-wrap/1"
 MARK_OPTION = "--wrapped-by"
 URL_KEYS = ("url", "serverUrl")  # Windsurf names a remote server's URL `serverUrl`
 
-STDIO, HTTP, WRAPPED, FOREIGN, BY_HAND = "stdio", "http", "wrapped", "foreign", "by-hand"
+# An entry's shape: a stdio server (`STDIO`, the transport's name), an HTTP one, or one of ours.
+HTTP, WRAPPED, FOREIGN, BY_HAND = "http", "wrapped", "foreign", "by-hand"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpbench.protocol.errors import ConfigError
+from mcpbench.protocol.transports import STDIO
 from mcpbench.wrap.edit import (
-    BY_HAND, FOREIGN, HTTP, MARK, STDIO, WRAPPED, ConfigEdit, Ledger, apply_edits, check_writable, shape_of, tee_prefix,
+    BY_HAND, FOREIGN, HTTP, MARK, WRAPPED, ConfigEdit, Ledger, apply_edits, check_writable, shape_of, tee_prefix,
     trace_path, unwrap_edits, where, wrap_edits, write_atomically,
 )
 from mcpbench.wrap.hosts import ConfigFile, Server, find_configs, read_config, servers_of

@@ -22,7 +22,7 @@ import threading
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.http import PROTOCOL_VERSION, SESSION_ID
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response
-from mcpbench.protocol.server import Call, HttpRequest, Refused, Reply, ServerConnection, SessionEnded
+from mcpbench.protocol.server import Call, HttpRequest, Refused, ServerReply, ServerConnection, SessionEnded
 
 TOOLS = [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
@@ -47,9 +47,9 @@ def answer(request: Request) -> Response | ErrorResponse:
     return ErrorResponse(id=request.id, code=jsonrpc.METHOD_NOT_FOUND, message=f"Method not found: {request.method}")
 
 
-def refuse(status: int, message: str) -> Reply:
+def refuse(status: int, message: str) -> ServerReply:
     body = jsonrpc.encode(ErrorResponse(id=None, code=jsonrpc.INVALID_REQUEST, message=message))
-    return Reply(status=status, headers=(("content-type", "application/json"),), body=body)
+    return ServerReply(status=status, headers=(("content-type", "application/json"),), body=body)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -65,14 +65,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._write(self.server.post(self.headers, body))
 
     def do_GET(self) -> None:  # noqa: N802
-        self._write(Reply(status=405, headers=(("allow", "POST, DELETE"),)))
+        self._write(ServerReply(status=405, headers=(("allow", "POST, DELETE"),)))
 
     def do_DELETE(self) -> None:  # noqa: N802
         with self.server.lock:
             event = self.server.conn.http(HttpRequest(method="DELETE", target=self.path, headers=self.headers))
         self._write(event.reply)
 
-    def _write(self, reply: Reply) -> None:
+    def _write(self, reply: ServerReply) -> None:
         self.send_response(reply.status)
         for name, value in reply.headers:
             self.send_header(name, value)
@@ -91,7 +91,7 @@ class StrictServer(http.server.ThreadingHTTPServer):
         self.versions: dict[str, str] = {}  # session id -> the version its initialize settled
         self.lock = threading.Lock()
 
-    def post(self, headers, body: bytes) -> Reply:
+    def post(self, headers, body: bytes) -> ServerReply:
         try:
             message = jsonrpc.decode(body)
         except jsonrpc.InvalidMessage as exc:
@@ -99,7 +99,7 @@ class StrictServer(http.server.ThreadingHTTPServer):
         sid, header = headers.get(SESSION_ID), headers.get(PROTOCOL_VERSION)
         initialize = type(message) is Request and message.method == "initialize"
         if self.require_session and not initialize and not sid:
-            return Reply(status=400, headers=(("content-type", "text/plain"),), body=b"Bad Request: Missing session ID")
+            return ServerReply(status=400, headers=(("content-type", "text/plain"),), body=b"Bad Request: Missing session ID")
         expected = (message.params or {}).get("protocolVersion") if initialize else self.versions.get(sid or "")
         if header is not None and expected is not None and header != expected:
             return refuse(400, f"Bad Request: MCP-Protocol-Version {header} is not the session's {expected}")
@@ -108,7 +108,7 @@ class StrictServer(http.server.ThreadingHTTPServer):
         if type(event) is Refused:
             return event.reply
         if type(event) is SessionEnded or type(event) is not Call:
-            return event.reply or Reply(status=202)
+            return event.reply or ServerReply(status=202)
         reply = answer(event.request)
         if initialize and event.session is not None and type(reply) is Response:
             self.versions[event.session] = reply.result["protocolVersion"]
