@@ -22,9 +22,6 @@ from mcpbench.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import EXIT_INPUT, EXIT_SIGNAL_BASE, McpbenchError, OutputError, TraceWriteError
 from mcpbench.trace.redact import Redactor
 
-# Kept for callers that name it: unusable input.
-EXIT_FAILURE = EXIT_INPUT
-
 # The stop signal received by this process, if any (see `note_signal`).
 received: int | None = None
 

@@ -9,9 +9,6 @@ import http.server
 import sys
 import threading
 
-# An empty ExportTraceServiceResponse (and ExportMetricsServiceRequest's answer): no fields set.
-EMPTY = b""
-
 
 class Sink(http.server.BaseHTTPRequestHandler):
     requests = 0

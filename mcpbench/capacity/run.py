@@ -22,6 +22,7 @@ from mcpbench.load.runner import Fleet, run_scenario
 from mcpbench.load.scenario import Scenario
 from mcpbench.outputs import write_atomic
 from mcpbench.protocol.errors import EXIT_OK
+from mcpbench.target import parse_target
 from mcpbench.trace.redact import Redactor
 
 # Exit statuses beyond the usual ones: the first step broke (no rate of the ramp held).
@@ -51,7 +52,7 @@ def find_capacity(run: Scenario, ramp: Ramp, folder: Path, *, fleet: Fleet | Non
     timeline, calls = read_run(result.out_dir)
     found = analyse(timeline, calls)
     found.update(scenario=str(run.source), target=Redactor().text(run.target),
-                 transport=run.parsed_target.transport, users=run.users, workers=fleet.expect if fleet else 0,
+                 transport=parse_target(run.target).transport, users=run.users, workers=fleet.expect if fleet else 0,
                  machine_load={"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()],
                                "cores": os.cpu_count()},
                  interrupted=bool(result.summary.get("interrupted")))

@@ -74,11 +74,6 @@ def expand(paths: list[str]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def read_side(paths: list[str], trim: float = 0.0) -> Side:
-    """Every run the paths name, read (`expand`)."""
-    return read_sides([paths], trim)[0]
-
-
 def read_sides(sides: list[list[str]], trim: float = 0.0) -> list[Side]:
     """Each side's runs, read: their histograms.json, else their samples, parsed in parallel
     processes when there are several and cores for them (JSON decoding: about a second per

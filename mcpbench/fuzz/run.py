@@ -22,7 +22,6 @@ from urllib.parse import urlsplit
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from mcpbench.auth.options import ClientAccess
@@ -34,7 +33,7 @@ from mcpbench.fuzz.judge import (
 )
 from mcpbench.fuzz.protocol_cases import PROTOCOL_TOOL, ProtocolCase, expected_refusal, protocol_cases, tampered, with_changes
 from mcpbench.fuzz.session import FuzzSession, Live, RequestOutcome
-from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK, McpbenchError, TargetError
+from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK, TargetError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, asks_for_input, has_handshake, has_method
 from mcpbench.target import Target
@@ -71,10 +70,6 @@ INPUT_ANSWERS = {"elicitation/create": {"action": "decline"}, "roots/list": {"ro
 # The case kind of a tampered requestState retry, and of a tool listing whose schema is not JSON Schema.
 TAMPERED_STATE = "tampered-request-state"
 INVALID_SCHEMA = "invalid-schema"
-
-
-class FuzzError(McpbenchError):
-    """Unusable fuzz input (exit 2)."""
 
 
 class _Stop(BaseException):
@@ -583,4 +578,4 @@ class Fuzzer:
                                        handshake + outcome.log, version=version, bound=bound))
 
 
-__all__ = ["FuzzError", "FuzzRun", "Fuzzer", "FuzzSettings", "ToolInfo", "skip_reason"]
+__all__ = ["FuzzRun", "Fuzzer", "FuzzSettings", "ToolInfo", "skip_reason"]

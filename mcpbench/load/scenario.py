@@ -80,7 +80,7 @@ from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.versions import (
     INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method,
 )
-from mcpbench.target import Target, parse_target
+from mcpbench.target import parse_target
 # A scenario's mistakes are ScenarioErrors, whether its YAML (yamlnodes.py) or its values are wrong.
 from mcpbench.yamlnodes import ScenarioError, compose_yaml, node_mapping, node_value, node_where
 
@@ -195,10 +195,6 @@ class Scenario:
     def judges_failures(self) -> bool:
         """Whether a `fail_ratio` threshold of the whole run says how many failed steps pass."""
         return any(t.metric == "fail_ratio" and t.step is None for t in self.thresholds)
-
-    @property
-    def parsed_target(self) -> Target:
-        return parse_target(self.target)
 
     def to_json(self) -> dict:
         return {

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from mcpbench.load.scenario import CALLS, ScenarioError
 
@@ -160,6 +159,3 @@ class SessionQueue:
         """A session ended: whether it was the last (no session waits and none runs)."""
         self.running -= 1
         return self.running == 0 and not any(self.waiting.values())
-
-    def to_stats(self) -> dict[str, Any]:
-        return {"speed": None if math.isinf(self.speed) else self.speed, "waiting": sum(len(q) for q in self.waiting.values())}

@@ -7,7 +7,6 @@ from typing import Any
 from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK
 
 PASS, WARN, FAIL, NA = "pass", "warn", "fail", "n/a"
-VERDICTS = (PASS, WARN, FAIL, NA)
 
 
 @dataclass
@@ -71,4 +70,4 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-__all__ = ["FAIL", "NA", "PASS", "CheckRow", "VERDICTS", "WARN", "exit_status", "markdown", "not_applicable", "render"]
+__all__ = ["FAIL", "NA", "PASS", "CheckRow", "WARN", "exit_status", "markdown", "not_applicable", "render"]

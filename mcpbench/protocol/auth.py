@@ -335,11 +335,6 @@ class Token:
         return f"Token(expires_in={self.expires_in!r}, scope={self.scope!r})"
 
 
-# RFC 6749 §5.2: the errors that say the client's credentials or request are wrong.
-REFUSALS = frozenset({"invalid_client", "unauthorized_client", "invalid_grant", "invalid_scope", "invalid_request",
-                      "unsupported_grant_type", "invalid_target"})
-
-
 def read_token_response(status: int, content_type: str | None, body: bytes, url: str, *, obtained: float) -> Token:
     """The token in a token endpoint's answer (RFC 6749 §5.1), or why there is none.
 

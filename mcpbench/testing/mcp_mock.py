@@ -18,7 +18,6 @@ block ends, its recordings merged afterwards.
 """
 
 import contextlib
-import os
 import queue
 import shlex
 import signal

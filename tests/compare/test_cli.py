@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from mcpbench.cli import main
 from mcpbench.compare.judge import MIN_STEP_SAMPLES
-from mcpbench.compare.runs import read_side
+from mcpbench.compare.runs import read_sides
 from mcpbench.load import histograms
 from tests.compare.helpers import compare_cmd, run_folder
 from tests.support.servers import REPO_ROOT
@@ -117,10 +117,10 @@ def test_json_on_stdout_and_repeated_runs_as_globs(runs, tmp_path):
 
 
 def test_histograms_and_samples_give_the_same_counts(runs, tmp_path):
-    kept = read_side([str(runs["base"])])
+    (kept,) = read_sides([[str(runs["base"])]])
     plain = run_folder(tmp_path / "plain", seed=1, histograms=False)
     assert not (plain / histograms.FILE).exists()
-    parsed = read_side([str(plain)])
+    (parsed,) = read_sides([[str(plain)]])
     assert kept.steps.keys() == parsed.steps.keys()
     for key in kept.steps:
         assert (kept.merged(key) == parsed.merged(key)).all()

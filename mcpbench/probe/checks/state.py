@@ -15,7 +15,7 @@ from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.jsonrpc import Response
-from mcpbench.protocol.operation import Done, Operation, Send, Stop
+from mcpbench.protocol.operation import Done, Operation, Send
 from mcpbench.protocol.versions import LATEST, REQUEST_STATE
 
 NAME, TITLE, BOUND = "state", "requestState across instances (2026-07-28)", 10.0
