@@ -26,7 +26,7 @@ are tested over calls either way.
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -62,8 +62,9 @@ ONE_RUN_A_SIDE = (f"{NO_BUILD_VERDICT} (how two processes ran as wholes is in no
 DEFAULT_MIN_CHANGE = 0.03
 
 
-@dataclass(frozen=True, slots=True)
-class Estimate:
+class Estimate(NamedTuple):
+    """A figure and its interval at the comparison's confidence (`low`, `high`; nan where none can be drawn)."""
+
     value: float
     low: float
     high: float

@@ -26,7 +26,7 @@ does next is `recovery.plan_recovery`'s.
 """
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from mcpbench import __version__
@@ -597,6 +597,7 @@ class ClientConnection:
                 del self._tokens[token]
 
 
+@dataclass(eq=False)
 class AnswerReader:
     """Reads the body of one HTTP answer: a POST's JSON or SSE answer, or the `GET` stream.
 
@@ -604,14 +605,14 @@ class AnswerReader:
     complete then, whatever the stream does afterwards.
     """
 
-    def __init__(self, conn: ClientConnection, answer: PostAnswer, request_id: Any, via_stream: str, *, stream: str | None = None) -> None:
-        self.conn = conn
-        self.answer = answer
-        self.request_id = request_id
-        self.via_stream = via_stream
-        self.stream = stream
-        self.answered = False
-        self.first_event: float | None = None  # when the first SSE event came (time to first event)
+    conn: ClientConnection
+    answer: PostAnswer
+    request_id: Any
+    via_stream: str
+    _: KW_ONLY
+    stream: str | None = None
+    answered: bool = field(default=False, init=False)
+    first_event: float | None = field(default=None, init=False)  # when the first SSE event came (time to first event)
 
     @property
     def status(self) -> int:

@@ -7,13 +7,12 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.support.http_thread import serving
+from tests.support.http_thread import QuietHandler, serving
 from tests.support.servers import HOST, REPO_ROOT, RunningServer, reference_server
 
 CLIENT_ID = "mcpbench-lab"
@@ -69,7 +68,7 @@ def handshake_only(trace: Path, out: Path) -> Path:
     return out
 
 
-class _NotOAuth(BaseHTTPRequestHandler):
+class _NotOAuth(QuietHandler):
     """Answers like a deployment behind a sign-in page: 401 naming metadata that is an HTML page."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -85,14 +84,7 @@ class _NotOAuth(BaseHTTPRequestHandler):
 
     def _page(self, status: int, headers: dict | None = None) -> None:
         body = b"<html><head><title>Sign in to Example Corp</title></head><body>...</body></html>"
-        self.send_response(status)
-        for name, value in {"content-type": "text/html", "content-length": str(len(body)), **(headers or {})}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+        self.reply(status, {"content-type": "text/html", **(headers or {})}, body)
 
 
 @contextlib.contextmanager

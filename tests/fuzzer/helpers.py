@@ -1,7 +1,6 @@
 """Running `mcpbench fuzz` and `mcpbench replay` as a user does, against the lab's servers."""
 
 import contextlib
-import http.server
 import json
 import shlex
 import subprocess
@@ -13,7 +12,7 @@ from typing import Final
 from jsonschema import Draft202012Validator
 
 from mcpbench.lab.peers.servers import start_listening
-from tests.support.http_thread import serving
+from tests.support.http_thread import QuietHandler, serving
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process
 
 MCPBENCH: Final = (sys.executable, "-m", "mcpbench")
@@ -135,7 +134,7 @@ def check_sarif(log: dict) -> None:
             assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
 
 
-class _LaxHandler(http.server.BaseHTTPRequestHandler):
+class _LaxHandler(QuietHandler):
     """A Streamable HTTP server that answers every POST 200, whatever its headers say (no tools)."""
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
@@ -145,22 +144,12 @@ class _LaxHandler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             message = None
         if not isinstance(message, dict) or "id" not in message or "method" not in message:
-            self.send_response(202)
-            self.send_header("content-length", "0")
-            self.end_headers()
+            self.reply(202)
             return
         result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "lax", "version": "1"}} \
             if message["method"] == "initialize" else {"tools": []} if message["method"] == "tools/list" else {}
         data = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("mcp-session-id", "lax-session")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
+        self.reply(200, {"content-type": "application/json", "mcp-session-id": "lax-session"}, data)
 
 
 @contextlib.contextmanager

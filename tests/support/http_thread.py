@@ -11,6 +11,21 @@ from tests.support.servers import HOST
 JOIN_TIMEOUT = 10.0
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A test server's handler: logs nothing (the test's output stays its own) and answers in one call."""
+
+    def reply(self, status: int, headers: dict[str, str] | None = None, body: bytes = b"") -> None:
+        """Write a whole answer: `status`, `headers` and a `content-length` for `body`."""
+        self.send_response(status)
+        for name, value in {**(headers or {}), "content-length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @contextlib.contextmanager
 def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
     """Serve `handler` until the block ends; yields the port. The server is shut and its thread joined after."""
