@@ -21,15 +21,10 @@ LAYERS: dict[str, int] = {
     "mcpbench": 0,  # __init__.py: the version
     "mcpbench.protocol": 0,
     "mcpbench.trace": 1,
-    "mcpbench.outputs": 1,
-    "mcpbench.fdio": 1,
-    "mcpbench.listen": 1,
-    "mcpbench.target": 1,
-    "mcpbench.stats": 1,
-    "mcpbench.durations": 1,
+    "mcpbench.files": 1,  # whole-file outputs, writes to a descriptor, scenario files' YAML with line numbers
+    "mcpbench.system": 1,  # child processes started and stopped, free ports, the stop signals; listen checks; targets
+    "mcpbench.measures": 1,  # durations as written, percentiles
     "mcpbench.auth": 1,
-    "mcpbench.processes": 1,  # child processes started and stopped, free ports, the stop signals
-    "mcpbench.yamlnodes": 1,  # scenario files as YAML nodes with their line numbers (load and lab)
     "mcpbench.transport": 1,  # the one transport interface, its thread and gevent shells, MockTransport
     "mcpbench.cliutil": 2,
     "mcpbench.ci": 2,
@@ -52,9 +47,8 @@ LAYERS: dict[str, int] = {
     "mcpbench.testing": 7,
     "mcpbench.lab.experiments": 8,
     "mcpbench.lab": 9,  # lab/cli.py
-    "mcpbench.pipeline": 10,
     "mcpbench.bench": 10,
-    "mcpbench.cli": 10,
+    "mcpbench.cli": 10,  # the command line and the main job (cli/pipeline.py)
     "mcpbench.__main__": 10,
 }
 
@@ -153,7 +147,7 @@ def offences(source: str, module: str) -> list[str]:
         # allowed: down, sideways, a package's own private names, dunders
         ("mcpbench.lab.experiments.sticky", "from mcpbench.load.scenario import ScenarioError\nfrom mcpbench.protocol.versions import has_method", []),
         ("mcpbench.record.proxy", "from mcpbench.proxies.host import probe\nfrom mcpbench.record.addon import _Pending", []),
-        ("mcpbench.cli", "def f():\n    from mcpbench.pipeline import run\n    from mcpbench.lab.cli import lab", []),
+        ("mcpbench.cli", "def f():\n    from mcpbench.cli.pipeline import run\n    from mcpbench.lab.cli import lab", []),
         ("mcpbench.trace.writer", "from mcpbench import __version__\nfrom . import _private_here\nimport json", []),
     ],
 )

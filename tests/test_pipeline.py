@@ -103,8 +103,8 @@ signal.pause()  # until SIGTERM (the default action ends it)
 
 
 def test_a_record_proxy_that_does_not_stop_is_one_line_and_exit_3(tmp_path, monkeypatch):
-    from mcpbench import pipeline
-    from mcpbench.processes import start as start_process
+    from mcpbench.cli import pipeline
+    from mcpbench.system.processes import start as start_process
     from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem
 
     started = []

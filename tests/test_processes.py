@@ -1,4 +1,4 @@
-"""The process toolkit (mcpbench/processes.py): start with the stop signals held, stop gracefully then kill, free ports."""
+"""The process toolkit (mcpbench/system/processes.py): start with the stop signals held, stop gracefully then kill, free ports."""
 
 import os
 import signal
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mcpbench.processes import dying_with_parent, free_port, start, stop_process, stops_held
+from mcpbench.system.processes import dying_with_parent, free_port, start, stop_process, stops_held
 
 # A child that says it is ready, then ignores SIGTERM (and optionally SIGINT) and sleeps.
 STUBBORN = (

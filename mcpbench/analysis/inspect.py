@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK
 from mcpbench.trace.model import NOT_MCP, Entry, Rebuild, SessionReport, TracedOperation, outcome
-from mcpbench.stats import percentile
+from mcpbench.measures.stats import percentile
 from mcpbench.trace import shared
 from mcpbench.trace.reader import TraceReader, collector_paused
 

@@ -31,7 +31,7 @@ from mcpbench.capacity.analysis import verdict_line as capacity_line
 from mcpbench.compare.chart import headline as compare_headline
 from mcpbench.compare.judge import BETWEEN_RUNS
 from mcpbench.compare.judge import read_json as read_compare
-from mcpbench.outputs import write_atomic
+from mcpbench.files.outputs import write_atomic
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.reconnect import NONE
 

@@ -201,7 +201,7 @@ def measure_share(folder: Path, calls: int) -> dict:
     from mcpbench.bench.replay import plain_loop, server_argv
     from mcpbench.replay import plan as plans
     from mcpbench.replay.engine import Replayer
-    from mcpbench.target import Target
+    from mcpbench.system.target import Target
 
     trace = folder / "recorded.jsonl"
     plain_loop(calls, trace)

@@ -28,7 +28,7 @@ from pathlib import Path
 from mcpbench.bench.common import save_figure, write_result
 from mcpbench.bench.proxy import measure_rounds
 from mcpbench.lab.peers.servers import HOST, start_listening
-from mcpbench.processes import free_port, stop_process
+from mcpbench.system.processes import free_port, stop_process
 from mcpbench.lab.topology.cluster import haproxy_path, mitmdump_path, running_balancer, running_instances
 
 NAME = "balancer"

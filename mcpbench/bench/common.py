@@ -1,4 +1,4 @@
-"""What every benchmark shares: machine facts, writing JSON and a chart (percentiles: mcpbench.stats)."""
+"""What every benchmark shares: machine facts, writing JSON and a chart (percentiles: mcpbench.measures.stats)."""
 
 import os
 import platform
@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from mcpbench.outputs import atomic_path, write_atomic
+from mcpbench.files.outputs import atomic_path, write_atomic
 
 BENCH_DIR = Path("results") / "bench"
 

@@ -203,7 +203,7 @@ def chart(data: dict[str, Any], speed: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mcpbench.outputs import atomic_path
+    from mcpbench.files.outputs import atomic_path
 
     rows = data["pairs"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, max(4.0, 0.28 * len(rows) + 1.5)), gridspec_kw={"width_ratios": [3, 1]})

@@ -13,7 +13,7 @@ from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import reference_server
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, V2026_07_28
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 
 NAME = "fuzz"
 FULL = {"cases": 600, "seed": 1}

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from mcpbench.bench.common import BENCH_DIR, Panel, bar_panels, write_result
-from mcpbench.stats import percentile
+from mcpbench.measures.stats import percentile
 from mcpbench.trace.writer import TraceWriter
 
 RATES = (100, 10_000)  # events per second (a request and its answer are two)

@@ -24,7 +24,7 @@ import orjson
 
 from mcpbench.bench.common import Panel, bar_panels, machine, write_result
 from mcpbench.lab.peers.servers import serve_argv, start_listening
-from mcpbench.processes import free_port, stop_process
+from mcpbench.system.processes import free_port, stop_process
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 
 BENCH_LOCUSTFILE = Path(__file__).with_name("loadgen_locustfile.py")

@@ -27,11 +27,11 @@ from urllib.parse import urlsplit
 
 from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import ENDPOINT_PATHS, HOST, reference_server, serve_argv, start_listening
-from mcpbench.processes import free_port, stop_process
+from mcpbench.system.processes import free_port, stop_process
 from mcpbench.protocol.client import Answered, ClientConnection, EndpointReady, Failed, Outgoing
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
-from mcpbench.stats import summary
+from mcpbench.measures.stats import summary
 from mcpbench.trace.format import now
 from mcpbench.trace.writer import TraceWriter
 

@@ -71,12 +71,12 @@ from pathlib import Path
 
 from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import start_listening
-from mcpbench.processes import free_port, stop_process
+from mcpbench.system.processes import free_port, stop_process
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import Answered, ClientConnection
 from mcpbench.protocol.http import SESSION_ID
 from mcpbench.protocol.sse import SseEvent, SseParser
-from mcpbench.stats import summary
+from mcpbench.measures.stats import summary
 from mcpbench.trace.reader import TraceReader
 
 HOST = "127.0.0.1"

@@ -100,7 +100,7 @@ def replay_once(trace: Path) -> tuple[float, int]:
     from mcpbench.replay.compare import IgnoreRules
     from mcpbench.replay.engine import Replayer
     from mcpbench.replay.report import Judging, build
-    from mcpbench.target import Target
+    from mcpbench.system.target import Target
 
     recorded = plans.load(trace)
     run = Replayer(Target("stdio", argv=tuple(server_argv()))).run(recorded)

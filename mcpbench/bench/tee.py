@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 from mcpbench.bench.common import write_result
-from mcpbench.outputs import atomic_path
+from mcpbench.files.outputs import atomic_path
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
-from mcpbench.stats import percentile, summary
+from mcpbench.measures.stats import percentile, summary
 
 ECHO = [sys.executable, "-m", "mcpbench.bench.echo_server"]
 SINK = ["sh", "-c", "cat > /dev/null"]

@@ -27,8 +27,8 @@ from mcpbench.bench.common import write_result
 from mcpbench.bench.proxy import FULL, HOST, QUICK, _start, measure_rounds
 from mcpbench.bench.tee import ECHO, ROTATIONS, paired_added_p50, rotations, tee_argv
 from mcpbench.companions.options import TelemetryOptions
-from mcpbench.processes import free_port, stop_process
-from mcpbench.stats import summary
+from mcpbench.system.processes import free_port, stop_process
+from mcpbench.measures.stats import summary
 
 SINK = [sys.executable, "-m", "mcpbench.bench.otlp_sink"]
 

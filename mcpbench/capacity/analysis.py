@@ -35,7 +35,7 @@ import orjson
 from mcpbench.load.ramp import PHASE_RECOVERY, RAMP_FILE, Ramp, judge
 from mcpbench.load.samples import records
 from mcpbench.protocol.errors import McpbenchError
-from mcpbench.stats import percentile
+from mcpbench.measures.stats import percentile
 
 # The recovery step is judged in this many windows.
 RECOVERY_WINDOWS = 5

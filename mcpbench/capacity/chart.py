@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcpbench.outputs import atomic_path
+from mcpbench.files.outputs import atomic_path
 
 LINES = (("p50", "#4c72b0"), ("p95", "#dd8452"), ("p99", "#c44e52"))
 

@@ -85,7 +85,7 @@ def _capacity(args: CapacityArgs) -> None:
     from mcpbench.load.ramp import Ramp, SloError, min_calls, parse_share, parse_slo, plan_rates
     from mcpbench.load.runner import JOIN_TIMEOUT
     from mcpbench.load.scenario import OpenModel, ScenarioError, load_scenario
-    from mcpbench.outputs import new_run_folder
+    from mcpbench.files.outputs import new_run_folder
 
     slos, target = args.slos, args.target
     try:

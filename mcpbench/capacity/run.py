@@ -20,9 +20,9 @@ from mcpbench.capacity.chart import write_chart
 from mcpbench.load.ramp import Ramp
 from mcpbench.load.runner import Fleet, run_scenario
 from mcpbench.load.scenario import Scenario
-from mcpbench.outputs import write_atomic
+from mcpbench.files.outputs import write_atomic
 from mcpbench.protocol.errors import EXIT_OK
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 from mcpbench.trace.redact import Redactor
 
 # Exit statuses beyond the usual ones: the first step broke (no rate of the ramp held).

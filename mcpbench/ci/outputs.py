@@ -26,7 +26,7 @@ def check_ci_outputs(junit_xml: str | None, summary_md: str | None) -> None:
 def write_ci_outputs(suites: Sequence[Suite], title: str, junit_xml: str | os.PathLike | None,
                      summary_md: str | os.PathLike | None) -> None:
     """Write whichever of the two files was asked for (each written beside and renamed into place)."""
-    from mcpbench.outputs import write_atomic
+    from mcpbench.files.outputs import write_atomic
 
     if junit_xml:
         from mcpbench.ci.junit import to_xml

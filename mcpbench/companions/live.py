@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcpbench.processes import dying_with_parent, start, stop_process
+from mcpbench.system.processes import dying_with_parent, start, stop_process
 
 # How long a view may take to restore the terminal and exit once asked to.
 STOP_TIMEOUT = 5.0

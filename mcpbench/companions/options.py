@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import click
 
-from mcpbench.listen import check_listen, parse_address
+from mcpbench.system.listen import check_listen, parse_address
 from mcpbench.protocol.errors import BadTargetError
 
 DEFAULT_SERVICE_NAME = "mcpbench"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from mcpbench.companions.options import TelemetryOptions
-from mcpbench.processes import start, stop_process
+from mcpbench.system.processes import start, stop_process
 from mcpbench.protocol.errors import OutputError
 from mcpbench.trace.compress import GZIP_SUFFIX, ZSTD_SUFFIX
 

@@ -87,7 +87,7 @@ def draw(data: dict[str, Any], path: Any) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mcpbench.outputs import atomic_path
+    from mcpbench.files.outputs import atomic_path
 
     order = {"slower": 0, "faster": 1, "within noise": 2}
     steps = sorted((s for s in data["steps"] if s["verdict"] in order), key=lambda s: order[s["verdict"]])

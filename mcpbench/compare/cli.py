@@ -90,7 +90,7 @@ def _compare(args: CompareArgs) -> None:
     from mcpbench.compare.judge import render, suites, to_json
     from mcpbench.compare.runs import CompareError, read_sides
     from mcpbench.compare.thresholds import parse_rule
-    from mcpbench.outputs import new_run_folder, write_atomic
+    from mcpbench.files.outputs import new_run_folder, write_atomic
 
     check_ci_outputs(args.junit_xml, args.summary_md)
     check_output(args.out, "--out", folder=True)

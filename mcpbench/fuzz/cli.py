@@ -1,4 +1,4 @@
-"""`mcpbench fuzz TARGET`: the command (registered in `mcpbench/cli.py`)."""
+"""`mcpbench fuzz TARGET`: the command (registered in `mcpbench/cli/__init__.py`)."""
 
 import secrets
 import sys
@@ -128,8 +128,8 @@ def _fuzz(args: FuzzArgs) -> None:
     from mcpbench.fuzz.findings import suite, table, write_traces
     from mcpbench.fuzz.judge import CLASSES
     from mcpbench.fuzz.run import Fuzzer, FuzzSettings
-    from mcpbench.outputs import write_atomic
-    from mcpbench.target import parse_target
+    from mcpbench.files.outputs import write_atomic
+    from mcpbench.system.target import parse_target
     from mcpbench.trace.writer import DEFAULT_TRACE_DIR
 
     target = args.target

@@ -11,7 +11,7 @@ from typing import Any
 from mcpbench.fuzz.cases import VALID, CallCase, dumps
 from mcpbench.fuzz.session import RequestOutcome
 from mcpbench.protocol.versions import REQUEST_STATE, asks_for_input
-from mcpbench.stats import percentile
+from mcpbench.measures.stats import percentile
 
 CRASH, HANG, LEAK, ACCEPTED_INVALID, OUTPUT_SCHEMA, PROTOCOL, SLOW, NON_DETERMINISTIC, MEMORY = (
     "crash", "hang", "leak", "accepted-invalid", "output-schema", "protocol", "slow", "non-deterministic", "memory")

@@ -36,7 +36,7 @@ from mcpbench.fuzz.session import FuzzSession, Live, RequestOutcome
 from mcpbench.protocol.errors import EXIT_FAILED, EXIT_OK, TargetError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import INPUT_REQUESTS, INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, asks_for_input, has_handshake, has_method
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 
 # How long the handshake may take (a stdio server importing its SDK on a busy machine included).
 OPEN_TIMEOUT = 30.0

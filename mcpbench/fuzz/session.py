@@ -24,7 +24,7 @@ from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import DISCOVER, LATEST_HANDSHAKE
 from mcpbench.transport.base import Lost, Opened, Transport
 from mcpbench.transport.threads import open_transport
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 
 # One logged message: (direction "c2s" / "s2c", the JSON text, wall time); RAW: bytes sent as they
 # are (a protocol case), which need not be JSON.

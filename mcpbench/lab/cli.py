@@ -184,7 +184,7 @@ def _serve(args: ServeArgs) -> None:
     args.check_quirks()
     auth = _lab_auth(args)
     from mcpbench.lab.peers.reference_server import serve as run_server
-    from mcpbench.listen import check_listen
+    from mcpbench.system.listen import check_listen
 
     if transport == STDIO:
         exit_on_signal()  # nothing to save: the SDK's event loop would print the interrupt's traceback
@@ -364,8 +364,8 @@ def _run_experiment(args: ExperimentArgs) -> None:
     from pathlib import Path
 
     from mcpbench.lab.experiments import reconnect, sticky
-    from mcpbench.outputs import new_run_folder
-    from mcpbench.yamlnodes import compose_yaml
+    from mcpbench.files.outputs import new_run_folder
+    from mcpbench.files.yamlnodes import compose_yaml
 
     root = compose_yaml(args.scenario)
     kind = reconnect if reconnect.is_reconnect_scenario(root) else sticky

@@ -25,7 +25,7 @@ from typing import Any
 
 from mcpbench.trace.model import Entry, EventEffect, Rebuild, SessionReport, TracedOperation, ended
 from mcpbench.protocol.transports import STDIO
-from mcpbench.stats import LogHistogram
+from mcpbench.measures.stats import LogHistogram
 from mcpbench.trace import spool
 from mcpbench.trace.follow import TraceTail
 from mcpbench.trace.format import Kind

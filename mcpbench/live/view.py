@@ -34,7 +34,7 @@ from mcpbench import cliutil
 from mcpbench.trace.model import ended
 from mcpbench.live.feed import LOG_ROWS, FeedRow, LiveFeed, LiveStats, in_flight
 from mcpbench.live.lines import STYLES, pieces
-from mcpbench.processes import STOP_SIGNALS
+from mcpbench.system.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import EXIT_INPUT, EnvironmentProblem, TraceError
 
 # How often the trace is read: the first part of a line's way to the screen.

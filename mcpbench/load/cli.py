@@ -154,7 +154,7 @@ class LoadArgs(FleetArgs, ClientArgs):
 
 
 def _load(args: LoadArgs) -> None:
-    from mcpbench.durations import parse_duration
+    from mcpbench.measures.durations import parse_duration
     from mcpbench.load.runner import JOIN_TIMEOUT, run_scenario
     from mcpbench.load.samples import render
     from mcpbench.load.scenario import Scenario, ScenarioError, load_scenario, mix_from_trace, versions_from_trace

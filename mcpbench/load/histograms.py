@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 from hdrh.histogram import HdrHistogram
 
-from mcpbench.outputs import write_atomic
+from mcpbench.files.outputs import write_atomic
 
 FILE = "histograms.json"
 SCHEMA = 1

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mcpbench.load.scenario import Threshold, parse_threshold
-from mcpbench.stats import percentile
+from mcpbench.measures.stats import percentile
 
 RAMP_FILE = "ramp.json"
 # Latency metrics an SLO may bound (a capacity SLO is an upper bound on latency).

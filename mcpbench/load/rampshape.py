@@ -20,7 +20,7 @@ import orjson
 from locust import LoadTestShape
 
 from mcpbench.load.ramp import RAMP_FILE, Ramp, RampController, StepMeter
-from mcpbench.outputs import write_atomic
+from mcpbench.files.outputs import write_atomic
 
 
 class RampRun:

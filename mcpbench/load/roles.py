@@ -44,9 +44,9 @@ from mcpbench.load.samples import SampleWriter, sample_line
 from mcpbench.load.scenario import Scenario
 from mcpbench.load.transit import DRAIN_TIMEOUT, OPEN, RECONNECT, ROSTER_FILE, LineBatch, Outbox, Roster, WorkerDone, rate_shares
 from mcpbench.load.users import McpUser, build_user_class
-from mcpbench.outputs import write_atomic
+from mcpbench.files.outputs import write_atomic
 from mcpbench.protocol.versions import era_name
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 
 # A worker sends what waits at least this often (and at once when a whole batch waits).
 FLUSH_INTERVAL = 0.5

@@ -47,12 +47,12 @@ from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
 from mcpbench.load.sessions import SessionTally, count_sessions, read_samples
 from mcpbench.load.transit import DRAIN_TIMEOUT, ROSTER_FILE
 from mcpbench.load.worker import MASTER_PORT, start_worker
-from mcpbench.listen import check_listen
-from mcpbench.outputs import new_run_folder, write_atomic
-from mcpbench.processes import dying_with_parent, free_port, start, stop_process
+from mcpbench.system.listen import check_listen
+from mcpbench.files.outputs import new_run_folder, write_atomic
+from mcpbench.system.processes import dying_with_parent, free_port, start, stop_process
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem, McpbenchError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES
-from mcpbench.target import Target, parse_target
+from mcpbench.system.target import Target, parse_target
 from mcpbench.protocol.transports import STDIO
 from mcpbench.trace.redact import Redactor
 

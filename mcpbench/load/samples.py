@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from mcpbench.outputs import atomic_path
-from mcpbench.stats import percentile
+from mcpbench.files.outputs import atomic_path
+from mcpbench.measures.stats import percentile
 
 if TYPE_CHECKING:
     from mcpbench.load.histograms import Columns

@@ -70,7 +70,7 @@ from typing import Any
 # Argument templates and the compiled mix live in templates.py; their names are kept here too.
 from mcpbench.auth.oauth import OAuthConfig
 from mcpbench.auth.options import ClientOptions
-from mcpbench.durations import parse_duration
+from mcpbench.measures.durations import parse_duration
 from mcpbench.load.templates import Workload, compile_arguments  # noqa: F401 (Workload re-exported)
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.listen import listen_filter
@@ -80,9 +80,9 @@ from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.versions import (
     INPUT_RESPONSES, LATEST_HANDSHAKE, REQUEST_STATE, VERSIONS, era_version, has_handshake, has_legacy_sse, has_method,
 )
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 # A scenario's mistakes are ScenarioErrors, whether its YAML (yamlnodes.py) or its values are wrong.
-from mcpbench.yamlnodes import ScenarioError, compose_yaml, node_mapping, node_value, node_where
+from mcpbench.files.yamlnodes import ScenarioError, compose_yaml, node_mapping, node_value, node_where
 
 SESSION_MODES = ("long_lived", "session_per_task")
 # Methods a mix entry may call, with the key that names their target.

@@ -47,7 +47,7 @@ from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import INPUT_METHODS, LATEST_HANDSHAKE, has_handshake, has_input_required
-from mcpbench.target import Target, parse_target
+from mcpbench.system.target import Target, parse_target
 
 LONG_LIVED = "long_lived"
 SESSION_PER_TASK = "session_per_task"

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import orjson
 
-from mcpbench.processes import dying_with_parent, start, stop_process
+from mcpbench.system.processes import dying_with_parent, start, stop_process
 from mcpbench.protocol.errors import EnvironmentProblem
 
 # Locust's default master port.

@@ -18,7 +18,7 @@ class BadProbeOption(click.UsageError):
 
 
 def _seconds(value: str | None, option: str, low: float, high: float) -> float | None:
-    from mcpbench.durations import parse_duration
+    from mcpbench.measures.durations import parse_duration
 
     if value is None:
         return None
@@ -95,7 +95,7 @@ class ProbeArgs(ClientArgs):
 def _probe(args: ProbeArgs) -> None:
     import orjson
 
-    from mcpbench.outputs import write_atomic
+    from mcpbench.files.outputs import write_atomic
     from mcpbench.probe.checks.idle import MAX_IDLE, MIN_IDLE
     from mcpbench.probe.run import probe as run_probe
     from mcpbench.probe.run import select

@@ -17,7 +17,7 @@ from mcpbench.protocol.errors import BadTargetError, TargetError
 from mcpbench.protocol.http import Failure, is_event_stream
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 
 # Calls first contact makes in its session: a deployment that does not keep sessions on one
 # instance loses one of them (strict round-robin, the second request; random over 3, all but 1 in 27).

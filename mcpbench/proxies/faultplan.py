@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from mcpbench.durations import parse_duration
+from mcpbench.measures.durations import parse_duration
 from mcpbench.protocol.errors import McpbenchError
 
 # How a dropped request fails: its connection reset before it is forwarded, or an HTTP error answer.

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 from mcpbench.companions.options import TelemetryOptions
-from mcpbench.listen import check_listen
+from mcpbench.system.listen import check_listen
 from mcpbench.proxies.faultplan import ADDON_OPTIONS, LOG_OPTION, parse_plan
 from mcpbench.proxies.host import Announce, parse_listen, parse_upstream, probe, reverse_master, run_master
 from mcpbench.proxies.metered import metered

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from mcpbench.listen import parse_address
-from mcpbench.processes import STOP_SIGNALS
+from mcpbench.system.listen import parse_address
+from mcpbench.system.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import BadTargetError, BindError
 
 # The listen address the parse errors give as an example (`mcpbench record`'s default).

@@ -15,10 +15,10 @@ import threading
 import time
 from typing import Final
 
-from mcpbench.fdio import write_all
+from mcpbench.files.fdio import write_all
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import NEED_DATA, Line, LineFramer
-from mcpbench.processes import STOP_SIGNALS, dying_with_parent, findable
+from mcpbench.system.processes import STOP_SIGNALS, dying_with_parent, findable
 from mcpbench.proxies.faults import FaultLog
 
 # Bytes per read: a pipe's default capacity.

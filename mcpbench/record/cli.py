@@ -103,7 +103,7 @@ class TraceImportArgs:
 def _trace_import(args: TraceImportArgs) -> None:
     from pathlib import Path
 
-    from mcpbench.outputs import refuse_overwrite
+    from mcpbench.files.outputs import refuse_overwrite
     from mcpbench.record.har_import import import_har
     from mcpbench.trace.writer import default_trace_path
 

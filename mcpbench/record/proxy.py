@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from mcpbench.companions.live import LiveView
 from mcpbench.companions.options import TelemetryOptions
 from mcpbench.companions.telemetry import Companion
-from mcpbench.listen import check_listen
+from mcpbench.system.listen import check_listen
 from mcpbench.protocol.errors import BadTargetError, TraceError, TraceWriteError
 from mcpbench.proxies.host import Announce, UpstreamTls, parse_listen, parse_upstream, probe, reverse_master, run_master
 from mcpbench.record import DEFAULT_UPSTREAM_TIMEOUT

@@ -16,7 +16,7 @@ from mcpbench.auth.options import ClientArgs, client_options
 from mcpbench.ci.outputs import check_ci_outputs, ci_options, write_ci_outputs
 from mcpbench.cliutil import NON_NEGATIVE, POSITIVE, check_output, map_errors, redact_option, signal_status
 from mcpbench.companions.options import DEFAULT_SERVICE_NAME, TelemetryOptions
-from mcpbench.outputs import refuse_overwrite
+from mcpbench.files.outputs import refuse_overwrite
 from mcpbench.protocol.transports import TRANSPORTS
 
 # Click's choices, spelled here so that importing the commands imports no replay module.
@@ -196,7 +196,7 @@ def _replay(args: ReplayArgs) -> None:
     from mcpbench.replay import plan as plans
     from mcpbench.replay.engine import Pace
     from mcpbench.replay.suite import ReplayOptions, expand, noise_path, rules_beside as kept_rules
-    from mcpbench.target import parse_target
+    from mcpbench.system.target import parse_target
 
     paths = expand(args.traces)
     single = len(paths) == 1
@@ -408,7 +408,7 @@ def _serve_trace(args: ServeTraceArgs) -> None:
     from mcpbench.replay.forward import Forwarder
     from mcpbench.replay.mock_play import DEFAULT_MAX_GAP
     from mcpbench.replay.serve_trace import serve
-    from mcpbench.target import parse_target
+    from mcpbench.system.target import parse_target
 
     forward_url = args.forward_url
     if args.on_miss == "forward" and not forward_url:

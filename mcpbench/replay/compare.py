@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from mcpbench.outputs import write_atomic
+from mcpbench.files.outputs import write_atomic
 from mcpbench.protocol.errors import ReplayError
 from mcpbench.protocol.versions import DISCOVER
 

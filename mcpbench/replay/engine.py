@@ -92,7 +92,7 @@ from mcpbench.replay.operations import RoundAnswers, TaskGroup, UpdateAnswers, r
 from mcpbench.replay.plan import RecordedCall, SendStep, SessionPlan, TracePlan, is_input_required
 from mcpbench.transport.base import Item, Lost, Transport
 from mcpbench.transport.threads import AuthRefused, open_transport
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.trace.format import Kind, now, text_or_b64
 from mcpbench.trace.writer import TraceWriter
 

@@ -54,7 +54,7 @@ from mcpbench.protocol.session import C2S, Trigger
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, era_of, has_handshake, meta_version
 from mcpbench.transport.base import Item, Lost, Transport
 from mcpbench.transport.threads import open_transport
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 
 # How long one forwarded request (or the upstream handshake) may wait for its
 # answer: the replayer's default, far above a healthy server's latency.
@@ -237,7 +237,7 @@ class Forwarder:
     """Forwards unrecorded requests to `target`, one upstream session per client session (thread-safe).
 
     Args:
-        target: the live server (`mcpbench.target.parse_target`).
+        target: the live server (`mcpbench.system.target.parse_target`).
         timeout: how long a forwarded request may wait for its answer.
         access: the forwarder's own headers, tokens and proxies for an HTTP upstream.
     """

@@ -3,7 +3,7 @@
 import os
 import threading
 
-from mcpbench.fdio import write_all
+from mcpbench.files.fdio import write_all
 from mcpbench.protocol.server import STDIO_SESSION, Accepted, Call, Refused, ServerConnection
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.engine import Pace

@@ -202,7 +202,7 @@ class Report:
 def write_json(path: Any, body: Any) -> None:
     """A report's JSON, indented, written whole; secrets redacted (a target URL, an error or a live
     answer may quote one)."""
-    from mcpbench.outputs import write_atomic
+    from mcpbench.files.outputs import write_atomic
 
     data = orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
     write_atomic(path, Redactor().raw(data))

@@ -12,7 +12,7 @@ HTTP+SSE, `GET /sse` + `POST /messages/?session_id=…`).
 
 import sys
 
-from mcpbench.listen import bind_error
+from mcpbench.system.listen import bind_error
 from mcpbench.protocol.server import HostCheck
 from mcpbench.protocol.transports import STDIO
 from mcpbench.replay.engine import Pace

@@ -25,7 +25,7 @@ from mcpbench.replay.contract import ContractReport, ContractResult, replay_cont
 from mcpbench.replay.engine import FOREIGN_HOST_RECORDED, Pace, Replayer, ReplayRun
 from mcpbench.replay.plan import TracePlan
 from mcpbench.replay.report import Judging, Report, build, learn_noise, write_json
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.trace.redact import Redactor
 from mcpbench.trace.writer import TraceWriter
 

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
-from mcpbench.processes import STOP_SIGNALS
+from mcpbench.system.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import TraceError
 from mcpbench.trace.spool import HEADER, SpoolDecoder, spool_path, start_frame
 from mcpbench.trace.writer import TraceWriter

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mcpbench.companions.live import LiveView
-from mcpbench.processes import STOP_SIGNALS, dying_with_parent, findable
+from mcpbench.system.processes import STOP_SIGNALS, dying_with_parent, findable
 from mcpbench.protocol.errors import TargetError, TraceError, TraceWriteError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.stdio import recorder

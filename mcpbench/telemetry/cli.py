@@ -85,7 +85,7 @@ def _export(args: ExportArgs) -> None:
 
 
 def _export_har(trace: str, out: str | None) -> None:
-    from mcpbench.outputs import refuse_overwrite, write_atomic
+    from mcpbench.files.outputs import refuse_overwrite, write_atomic
     from mcpbench.record.har import export_har
 
     check_output(out, "--out")

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpbench.processes import STARTUP_TIMEOUT, STOP_TIMEOUT, free_port, start, stop_process, wait_for_port
+from mcpbench.system.processes import STARTUP_TIMEOUT, STOP_TIMEOUT, free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO
-from mcpbench.target import Target, parse_target
+from mcpbench.system.target import Target, parse_target
 from mcpbench.testing.settings import Action, FixtureSettings, SettingsError
 
 # How often the in-process HTTP mock looks whether it should stop: each test's teardown waits for it

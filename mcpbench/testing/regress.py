@@ -52,7 +52,7 @@ def replay_trace(trace: str | os.PathLike, target: str, *, ignore: Sequence[str]
     from mcpbench.replay.engine import Pace
     from mcpbench.replay.report import Judging, render_changes
     from mcpbench.replay.suite import ReplayOptions, noise_path, replay_one, rules_for
-    from mcpbench.target import parse_target
+    from mcpbench.system.target import parse_target
 
     parsed = parse_target(target)
     recorded = plans.load(trace)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from mcpbench import __version__
-from mcpbench.fdio import write_all
+from mcpbench.files.fdio import write_all
 from mcpbench.protocol.errors import TraceError, TraceWriteError
 from mcpbench.trace.compact import BOUNDS, Compactor, header_bounds
 from mcpbench.trace.compress import compressor_for

@@ -50,7 +50,7 @@ from mcpbench.protocol.client import ClientConnection, EndpointReady, Failed, Ou
 from mcpbench.protocol.http import (
     AUTHENTICATE, INSTANCE, KEEP_ALIVE_EXPIRY, SESSION_ID, Failure, classify_status, may_send_again,
 )
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.transport.base import Transport
 

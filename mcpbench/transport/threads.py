@@ -31,12 +31,12 @@ from typing import Any
 
 from mcpbench.auth.fetch import connection, failure, proxy_headers, target
 from mcpbench.auth.proxy import ProxySettings
-from mcpbench.fdio import write_all
+from mcpbench.files.fdio import write_all
 from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointReady, Event, Garbled, Outgoing
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.transport.base import GET, LEGACY_STREAM, STDOUT, Arrival, Item, Lost, Opened, Sink, Transport, shut_socket
 

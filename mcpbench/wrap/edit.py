@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mcpbench.outputs import atomic_path
+from mcpbench.files.outputs import atomic_path
 from mcpbench.protocol.errors import ConfigError
 from mcpbench.protocol.transports import STDIO
 from mcpbench.wrap.hosts import ConfigFile, Server

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mcpbench.fuzz.session import FuzzSession, Live
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 from tests.fuzzer.helpers import FAULTY_STDIO, REFERENCE_STDIO
 
 pytestmark = pytest.mark.slow  # two server processes and calls that take seconds by design

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from mcpbench.processes import STOP_SIGNALS  # noqa: F401 (the signal tests take it from here)
+from mcpbench.system.processes import STOP_SIGNALS  # noqa: F401 (the signal tests take it from here)
 from mcpbench.trace.reader import read_trace
 from tests.hostile.helpers import MCPBENCH, assert_no_traceback
 from tests.support.processes import descendants, wait_for_exit

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from mcpbench.outputs import atomic_path, write_atomic
+from mcpbench.files.outputs import atomic_path, write_atomic
 from tests.hostile.helpers import EXIT_INPUT, EXIT_OK, assert_clean_failure, run
 
 HEADER = {"v": 1, "ts": 1.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "trace", "recorder": "mitmproxy"}

@@ -23,7 +23,7 @@ from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.replay import plan as plans
 from mcpbench.replay.engine import Replayer
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from tests.support.load_client import Run
 from tests.support.servers import serve_argv
 

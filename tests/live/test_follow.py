@@ -20,7 +20,7 @@ from mcpbench.analysis.inspect import summarize
 from mcpbench.live import feed as live_feed
 from mcpbench.live.feed import LiveFeed, LiveStats
 from mcpbench.protocol.errors import TraceError
-from mcpbench.stats import LogHistogram, percentile
+from mcpbench.measures.stats import LogHistogram, percentile
 from mcpbench.trace.follow import TraceTail
 from mcpbench.trace.writer import TraceWriter
 from tests.support.processes import descendants, forked_children

@@ -10,7 +10,7 @@ import pytest
 from mcpbench.load.client import McpClient
 from mcpbench.transport.green import transport_for
 from mcpbench.protocol.http import Failure
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.protocol.transports import STREAMABLE_HTTP
 
 # A step's bound in these tests (seconds), and the greenlet's.

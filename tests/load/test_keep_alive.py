@@ -16,7 +16,7 @@ from mcpbench.load.client import McpClient
 from mcpbench.transport.green import transport_for
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.protocol.transports import STREAMABLE_HTTP
 from tests.support.http_thread import serving
 from tests.support.load_client import TIMEOUT, Steps, in_session

@@ -13,7 +13,7 @@ from mcpbench.lab.topology.cluster import RestartPlan, running_lab
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import V2026_07_28
 from tests.support.load_client import TIMEOUT, Run

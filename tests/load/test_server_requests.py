@@ -12,7 +12,7 @@ import pytest
 from mcpbench.load.client import McpClient
 from mcpbench.transport.green import transport_for
 from mcpbench.protocol.asks import Canned
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from tests.support.load_client import TIMEOUT, Steps, in_session
 from tests.support.servers import serve_argv

@@ -19,7 +19,7 @@ from mcpbench.load.scenario import (
     parse_threshold,
 )
 from mcpbench.protocol.errors import TargetError
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from tests.load.helpers import scenario_from_text
 from tests.support.servers import REPO_ROOT, free_port
@@ -240,7 +240,7 @@ def test_mix_from_trace(tmp_path):
 def test_cli_process_never_imports_locust():
     code = (
         "import sys, mcpbench.cli, mcpbench.load, mcpbench.load.cli, mcpbench.load.runner, mcpbench.load.scenario, "
-        "mcpbench.load.samples, mcpbench.load.worker, mcpbench.load.runfile, mcpbench.load.transit, mcpbench.target; print('locust' in sys.modules or 'gevent.monkey' in sys.modules and "
+        "mcpbench.load.samples, mcpbench.load.worker, mcpbench.load.runfile, mcpbench.load.transit, mcpbench.system.target; print('locust' in sys.modules or 'gevent.monkey' in sys.modules and "
         "sys.modules['gevent.monkey'].is_anything_patched())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

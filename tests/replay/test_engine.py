@@ -10,7 +10,7 @@ from mcpbench.replay.compare import IgnoreRules
 from mcpbench.replay.engine import DEFAULT_TIMEOUT, Pace, Replayer
 from mcpbench.replay.report import Judging, build, learn_noise, render
 from mcpbench.transport import MockTransport
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 
 HEADER = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
 

@@ -13,7 +13,7 @@ from mcp.client.sse import sse_client
 from mcpbench.protocol.client import Failed
 from mcpbench.protocol.http import Failure
 from mcpbench.replay.forward import _Upstream
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 from tests.record.helpers import peer_server
 from tests.replay.helpers import LIST_CHANGED, TIMEOUT, cli, mock_server, notify_trace, text_of
 from tests.support.mcp_client import SAMPLED_PREFIX, sample

@@ -5,7 +5,7 @@ import threading
 from mcpbench.replay import plan as plans
 from mcpbench.replay.engine import Replayer
 from mcpbench.replay.serve_trace import MockHttpServer, TraceAnswers
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 from tests.record.helpers import peer_server
 from tests.replay.helpers import LIST_CHANGED, notify_trace
 from tests.support.servers import HOST

@@ -10,7 +10,7 @@ from mcpbench.replay import plan as plans
 from mcpbench.replay.compare import IgnoreRules
 from mcpbench.replay.engine import Replayer
 from mcpbench.replay.report import Judging, build
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 from tests.support.servers import HOST
 
 VERSION = "2025-11-25"

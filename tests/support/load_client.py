@@ -8,7 +8,7 @@ from mcpbench.load.client import McpClient
 from mcpbench.transport.green import transport_for
 from mcpbench.protocol.asks import AskPolicy
 from mcpbench.protocol.reconnect import ReconnectPolicy
-from mcpbench.target import Target
+from mcpbench.system.target import Target
 from mcpbench.protocol.transports import STREAMABLE_HTTP
 
 # Every step of these clients is bounded by this (seconds); the greenlet by a little more.

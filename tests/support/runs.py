@@ -20,7 +20,7 @@ from typing import Final
 import orjson
 
 from mcpbench.load.runner import LOCUST_STOP_GRACE
-from mcpbench.pipeline import CHILD_STOP_WAIT
+from mcpbench.cli.pipeline import CHILD_STOP_WAIT
 from tests.support.servers import REPO_ROOT, STOP_TIMEOUT, stop_process
 
 MCPBENCH: Final = [sys.executable, "-m", "mcpbench"]

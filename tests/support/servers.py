@@ -1,5 +1,5 @@
 """Real peers for tests: the reference server processes of mcpbench.lab.peers.servers (started and stopped
-by mcpbench.processes), plus SDK stdio parameters."""
+by mcpbench.system.processes), plus SDK stdio parameters."""
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -13,7 +13,7 @@ from mcpbench.lab.peers.servers import (  # noqa: F401 (re-exported for tests)
     reference_server,
     serve_argv,
 )
-from mcpbench.processes import (  # noqa: F401 (re-exported for tests)
+from mcpbench.system.processes import (  # noqa: F401 (re-exported for tests)
     POLL_INTERVAL,
     STARTUP_TIMEOUT,
     STOP_TIMEOUT,

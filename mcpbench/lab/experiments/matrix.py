@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from mcpbench.load.scenario import Scenario, scenario_from_node
-from mcpbench.yamlnodes import ScenarioError, node_mapping, node_value, node_where
+from mcpbench.files.yamlnodes import ScenarioError, node_mapping, node_value, node_where
 
 # The target of the scenario part; every cell sets its own (a balancer's URL, a stdio command).
 PLACEHOLDER_TARGET: Final = "http://127.0.0.1:9/mcp"

@@ -40,7 +40,7 @@ from typing import Any, Final
 
 import orjson
 
-from mcpbench.durations import parse_duration
+from mcpbench.measures.durations import parse_duration
 from mcpbench.lab.experiments.matrix import Matrix
 from mcpbench.load.samples import records
 from mcpbench.load.scenario import ScenarioError
@@ -48,7 +48,7 @@ from mcpbench.protocol.reconnect import MODES as POLICIES
 from mcpbench.protocol.reconnect import ReconnectPolicy
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import has_handshake, has_legacy_sse
-from mcpbench.stats import percentile
+from mcpbench.measures.stats import percentile
 
 TRANSPORTS: Final = (STREAMABLE_HTTP, LEGACY_SSE, STDIO)
 LAB_KEYS: Final = ("transports", "faults", "window", "policies", "sdk_client")
@@ -246,7 +246,7 @@ def _policy(plan: ReconnectPlan, mode: str) -> ReconnectPolicy:
 def run_plan(plan: ReconnectPlan, folder: Path, *, say: Callable[[str], None] = print) -> list[dict]:
     """Run every cell of `plan` into `folder/cells/<slug>/`; write reconnect.csv and the two charts."""
     from mcpbench.lab.topology.cluster import running_lab
-    from mcpbench.outputs import write_atomic
+    from mcpbench.files.outputs import write_atomic
 
     rows: list[dict] = []
     try:
@@ -318,7 +318,7 @@ def write_charts(folder: Path) -> None:
 
     from mcpbench.analysis import charts
     from mcpbench.analysis.results import load_reconnect
-    from mcpbench.outputs import atomic_path
+    from mcpbench.files.outputs import atomic_path
 
     data = load_reconnect(folder)
     if data.calls.empty:

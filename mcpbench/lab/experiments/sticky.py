@@ -306,7 +306,7 @@ def write_chart(results: list[CellResult], path: Path, draw: Callable[[list[Cell
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mcpbench.outputs import atomic_path
+    from mcpbench.files.outputs import atomic_path
 
     rows = sum(len(r.steps) for r in results) if draw is plot_state else len(results)
     fig, ax = plt.subplots(figsize=(11, max(4.0, 0.24 * rows + 2.0)))
@@ -334,7 +334,7 @@ def run_plan(
     """
     from mcpbench.lab.topology.cluster import haproxy_path, running_balancer, running_instances
     from mcpbench.load.runner import run_scenario
-    from mcpbench.outputs import write_atomic
+    from mcpbench.files.outputs import write_atomic
 
     cells = list(plan.cells)
     if haproxy_path() is None and any(c.balancer == "haproxy" for c in cells):

@@ -39,7 +39,7 @@ from typing import Any, Final
 from mcpbench.cliutil import OneLineParser, exit_on_signal
 from mcpbench.protocol.errors import BadTargetError, McpbenchError, TargetError
 from mcpbench.protocol.http import Failure
-from mcpbench.target import parse_target
+from mcpbench.system.target import parse_target
 from mcpbench.protocol.transports import STDIO, TRANSPORTS
 
 CLIENT: Final = "sdk"

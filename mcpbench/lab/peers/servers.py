@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from mcpbench.lab.peers.quirks import Quirks
-from mcpbench.processes import ServerStartError, free_port, start, stop_process, wait_for_port
+from mcpbench.system.processes import ServerStartError, free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 
 HOST: Final = "127.0.0.1"

@@ -30,7 +30,7 @@ from mcpbench.lab.peers.servers import (
     serve_argv,
     start_listening,
 )
-from mcpbench.processes import ServerStartError, free_port, start, stop_process, wait_for_port
+from mcpbench.system.processes import ServerStartError, free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.errors import McpbenchError
 
 BALANCERS: Final = ("builtin", "haproxy")

@@ -25,8 +25,8 @@ import orjson
 from mcpbench.cliutil import signal_status
 from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.lab.topology.cluster import Lab, LabError, RestartPlan, running_lab
-from mcpbench.outputs import new_run_folder, write_atomic
-from mcpbench.processes import STOP_SIGNALS
+from mcpbench.files.outputs import new_run_folder, write_atomic
+from mcpbench.system.processes import STOP_SIGNALS
 
 STATE_DIR: Final = Path("results") / "lab-up"
 # How often a foreground lab checks that its processes still run: a dead instance is noticed

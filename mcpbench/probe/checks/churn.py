@@ -14,7 +14,7 @@ from mcpbench.probe import routing
 from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow, not_applicable
 from mcpbench.probe.wire import each
-from mcpbench.stats import percentile
+from mcpbench.measures.stats import percentile
 
 NAME, TITLE, BOUND = "churn", "Session churn", 25.0
 STEADY = 20  # calls of the steady session, before and after the spike

@@ -17,7 +17,7 @@ def test_balancer_stacks_with_the_recorder(tmp_path):
     from mcpbench.lab.topology.cluster import mitmdump_path
     from mcpbench.load.client import McpClient
     from mcpbench.transport.green import GreenLegacySse, http_client
-    from mcpbench.processes import free_port, stop_process
+    from mcpbench.system.processes import free_port, stop_process
     from mcpbench.proxies.balancer import __file__ as balancer_script
     from mcpbench.record import ADDON_PATH
 

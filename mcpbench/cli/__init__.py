@@ -58,7 +58,7 @@ class TeeArgs:
 
 
 def _tee(args: TeeArgs) -> None:
-    from mcpbench.outputs import refuse_overwrite
+    from mcpbench.files.outputs import refuse_overwrite
     from mcpbench.protocol.errors import TargetError
     from mcpbench.stdio.tee import run_tee
 
@@ -125,7 +125,7 @@ def inspect(trace, as_json, strict, follow, junit_xml, summary_md):
     import orjson
 
     from mcpbench.analysis.inspect import render, suite, summarize
-    from mcpbench.outputs import refuse_overwrite
+    from mcpbench.files.outputs import refuse_overwrite
 
     refuse_overwrite([("--junit-xml", junit_xml), ("--summary-md", summary_md)], [("the trace being inspected", trace)])
     check_ci_outputs(junit_xml, summary_md)
@@ -150,7 +150,7 @@ def run_main_job(out):
     """
     from pathlib import Path
 
-    from mcpbench.pipeline import run
+    from mcpbench.cli.pipeline import run
 
     check_output(out, "--out", folder=True)
     run(Path(out) if out else None, say=click.echo)

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
-from mcpbench.processes import STOP_SIGNALS
+from mcpbench.system.processes import STOP_SIGNALS
 from mcpbench.protocol.errors import EXIT_INPUT, EXIT_SIGNAL_BASE, McpbenchError, OutputError, TraceWriteError
 from mcpbench.trace.redact import Redactor
 
@@ -223,7 +223,7 @@ class FiniteFloatRange(click.FloatRange):
 def positive_duration(text: str, option: str, *, zero: bool = False) -> float:
     """An option's duration (`10s`, `500ms`, `1h`) in seconds, > 0 (>= 0 with `zero`); a usage error
     (exit 2) naming it otherwise."""
-    from mcpbench.durations import parse_duration
+    from mcpbench.measures.durations import parse_duration
 
     try:
         seconds = parse_duration(text, option)

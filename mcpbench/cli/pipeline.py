@@ -31,8 +31,8 @@ import orjson
 
 from mcpbench import cliutil
 from mcpbench.lab.peers.servers import HOST, reference_server
-from mcpbench.outputs import new_run_folder, write_atomic
-from mcpbench.processes import free_port, start, stop_process, wait_for_port
+from mcpbench.files.outputs import new_run_folder, write_atomic
+from mcpbench.system.processes import free_port, start, stop_process, wait_for_port
 from mcpbench.protocol.errors import EnvironmentProblem, McpbenchError, TargetError
 
 RESULTS = Path("results")

@@ -1,0 +1,1 @@
+"""Files: whole-file outputs (`outputs.py`), writes to a descriptor (`fdio.py`), YAML read with line numbers (`yamlnodes.py`)."""

@@ -1,0 +1,1 @@
+"""This machine's processes and addresses: child processes (`processes.py`), listening addresses (`listen.py`), targets (`target.py`)."""
