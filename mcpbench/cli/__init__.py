@@ -105,7 +105,7 @@ def _is_device(fd: int) -> bool:
 @click.option("--follow", "-f", is_flag=True, help="Watch the trace as it is written: a live view on a terminal, one line per event in a pipe.")
 @ci_options
 @map_errors
-def inspect(trace, as_json, strict, follow, junit_xml, summary_md):
+def inspect(**given):
     """Show the sessions of a TRACE: handshake, requests with latency and outcome, violations, stderr.
 
     Exit status: 0, or 1 with --strict when a session broke a protocol rule; 2 for an unreadable trace.
@@ -115,29 +115,45 @@ def inspect(trace, as_json, strict, follow, junit_xml, summary_md):
 
     Example: mcpbench inspect results/traces/session.jsonl
     """
-    if follow:
-        if as_json or strict or junit_xml or summary_md:
+    _inspect(InspectArgs(**given))
+
+
+@dataclass(frozen=True, kw_only=True)
+class InspectArgs:
+    """`inspect`'s options, as given."""
+
+    trace: str
+    as_json: bool
+    strict: bool
+    follow: bool
+    junit_xml: str | None
+    summary_md: str | None
+
+
+def _inspect(args: InspectArgs) -> None:
+    if args.follow:
+        if args.as_json or args.strict or args.junit_xml or args.summary_md:
             raise click.UsageError("--follow shows the trace as it grows: it takes neither --json, --strict, "
                                    "--junit-xml nor --summary-md")
         from mcpbench.live import run_live
 
-        sys.exit(run_live(trace))
+        sys.exit(run_live(args.trace))
     import orjson
 
     from mcpbench.analysis.inspect import render, suite, summarize
     from mcpbench.files.outputs import refuse_overwrite
 
-    refuse_overwrite([("--junit-xml", junit_xml), ("--summary-md", summary_md)], [("the trace being inspected", trace)])
-    check_ci_outputs(junit_xml, summary_md)
-    report = summarize(trace)
-    write_ci_outputs([suite(report)], "mcpbench inspect", junit_xml, summary_md)
-    if as_json:
+    refuse_overwrite([("--junit-xml", args.junit_xml), ("--summary-md", args.summary_md)], [("the trace being inspected", args.trace)])
+    check_ci_outputs(args.junit_xml, args.summary_md)
+    report = summarize(args.trace)
+    write_ci_outputs([suite(report)], "mcpbench inspect", args.junit_xml, args.summary_md)
+    if args.as_json:
         sys.stdout.buffer.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
     else:
         click.echo(render(report))
     if report.torn:
         click.echo(f"mcpbench: note: {report.torn}", err=True)
-    sys.exit(report.exit_code(strict=strict))
+    sys.exit(report.exit_code(strict=args.strict))
 
 
 @main.command("run")

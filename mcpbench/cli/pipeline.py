@@ -36,7 +36,7 @@ from mcpbench.system.processes import free_port, start, stop_process, wait_for_p
 from mcpbench.protocol.errors import EnvironmentProblem, McpbenchError, TargetError
 
 RESULTS = Path("results")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # Bounds for the subprocess stages: generous for a busy 2-core machine, finite.
 REPLAY_TIMEOUT = 300.0
