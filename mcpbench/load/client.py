@@ -46,7 +46,17 @@ from mcpbench.transport.base import Transport
 from mcpbench.transport.green import CallTimeout, McpFailure
 from mcpbench.protocol.asks import AskPolicy, Refuse
 from mcpbench.protocol.client import (
-    Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, SessionLost, Unmatched,
+    Answered,
+    ClientConnection,
+    Event,
+    Failed,
+    Outgoing,
+    Pushed,
+    ServerRequest,
+    SessionLost,
+    Unmatched,
+    initialize_request,
+    notification,
 )
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
@@ -305,7 +315,7 @@ class McpClient:
         conn = self.conn
         if conn is not None and asked.carrier is not None:
             detail = f"the reply to the server's {asked.request.method} was not delivered: {failed.failure}: {failed.detail}"
-            if (lost := conn.give_up(asked.carrier, detail)) is not None and lost.waiter is not None:
+            if (lost := next(iter(conn.fail(detail, gave_up=asked.carrier)), None)) is not None and lost.waiter is not None:
                 lost.waiter.set(replace(lost, failure=failed.failure))  # classed as what failed: the reply's POST
 
     def _send(self, transport: Transport, out: Outgoing) -> int:
@@ -413,7 +423,7 @@ class McpClient:
             self.start_listening()
             return True
         # `self.conn`, not a copy: a handshake recovered under the reconnect policy has a new one.
-        if self._exchange(STEP_INITIALIZE, lambda **kw: self.conn.initialize(**kw), handshake=True) is None:
+        if self._exchange(STEP_INITIALIZE, lambda **kw: self.conn.send(initialize_request(self.conn), **kw), handshake=True) is None:
             return False
         if not self._notify("notifications/initialized", self.conn.initialized):
             return False
@@ -443,7 +453,7 @@ class McpClient:
         if transport is not None and transport.has_session_header:
             self._authorize()  # a DELETE with a token that is not due (a failure shows in the DELETE's step)
             transport.stop_listening()
-            headers = conn.delete_headers() if conn is not None else None
+            headers = conn.headers("delete") if conn is not None else None
             if headers is not None:
                 start = time.perf_counter()
                 failure = None
@@ -486,10 +496,10 @@ class McpClient:
             return
         conn, transport = self.conn, self.transport
         if conn is not None and listen.ended is None:
-            conn.give_up(listen.request_id, "the client closed the listen stream")
+            conn.fail("the client closed the listen stream", gave_up=listen.request_id)
             if transport is not None and not transport.has_session_header and transport.alive:
                 try:  # stdio and legacy SSE: the stream is the session's; closing the request is a cancellation
-                    self._send(transport, conn.notify("notifications/cancelled", listen.cancel_params()))
+                    self._send(transport, conn.send(notification("notifications/cancelled", listen.cancel_params())))
                 except McpFailure:
                     pass
             listen.closed()
@@ -501,13 +511,13 @@ class McpClient:
         acked = self._acked
         waiter = gevent.event.AsyncResult()
         start = time.perf_counter()
-        out = conn.request(LISTEN, listen.params(), waiter=waiter, ts=start)
+        out = conn.send(conn.prepare(LISTEN, listen.params()), waiter=waiter, ts=start)
         listen.opened(out.request_id, start)
         sender = gevent.spawn(self._send_quietly, transport, out)  # HTTP: holds the response stream until it ends
         try:
             gevent.wait([acked, waiter], timeout=ACK_TIMEOUT, count=1)  # acknowledged, or the stream over already
             if listen.acknowledged is None and not waiter.ready():
-                conn.give_up(out.request_id, "the listen stream was not acknowledged")
+                conn.fail("the listen stream was not acknowledged", gave_up=out.request_id)
                 listen.unacknowledged(ACK_TIMEOUT)
             else:
                 outcome = waiter.get()
@@ -525,7 +535,7 @@ class McpClient:
         try:
             self._send(transport, out)
         except McpFailure as exc:
-            self._dispatch(self.conn.post_failed(out, exc.kind, exc.detail) if self.conn is not None else [])
+            self._dispatch(self.conn.fail(exc.detail, exc.kind, out=out) if self.conn is not None else [])
 
     def _heard_on_listen(self, pushed: Pushed) -> None:
         now = time.perf_counter()
@@ -587,7 +597,7 @@ class McpClient:
         if self.conn is None:
             self._record(name, time.perf_counter(), 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
             return None
-        return self._exchange(name, lambda **kw: self.conn.request(method, params, **kw), intended_start,
+        return self._exchange(name, lambda **kw: self.conn.send(self.conn.prepare(method, params), **kw), intended_start,
                               method=method, params=params)
 
     def call_tool(self, tool: str, arguments: dict | None = None, **kw: Any) -> Any:
@@ -764,7 +774,7 @@ class McpClient:
             size = self._send(transport, out)
             outcome = waiter.get()
         except CallTimeout:
-            outcome = conn.give_up(out.request_id, timed_out(bound, sent)) or waiter.get(block=False)
+            outcome = next(iter(conn.fail(timed_out(bound, sent), gave_up=out.request_id)), None) or waiter.get(block=False)
         finally:
             timer.close()
         return outcome, size, transport.first_event
@@ -813,7 +823,7 @@ class McpClient:
                     sample["uncertain"] = 1  # it may have run: never silently repeated
                 elif recovery.allows(1, time.monotonic()):
                     sample["resent"] = 1
-                    outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
+                    outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.send(self.conn.prepare(method, params), **kw), time.perf_counter())
                     outcome = _dropped(outcome) if type(outcome) is Answered else outcome  # a second 502 is no recovery
                     size += more
                     sample["ok"] = sample["ok"] or type(outcome) is Answered
@@ -928,7 +938,7 @@ class McpClient:
                 reissues.failed(Failure.CONNECT)  # stdio's process or legacy SSE's stream would not come back (yet)
                 continue
             sample["resent"] += 1
-            outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
+            outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.send(self.conn.prepare(method, params), **kw), time.perf_counter())
             size += more
             sample["ids"].append(outcome.request.id if outcome.request is not None else None)
             if type(outcome) is Answered:
@@ -978,7 +988,7 @@ class McpClient:
                 pass
             if waiter.ready():
                 return waiter.get(block=False), size
-            conn.give_up(failed.request.id, "the resumed stream ended without the answer")
+            conn.fail("the resumed stream ended without the answer", gave_up=failed.request.id)
             sample["resume"] = "the resumed stream ended without the answer"
             if not conn.usable:
                 sample["resume"] += f", the session lost ({conn.lost})"

@@ -19,15 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbench.protocol.client import (
-    Answered,
     AnswerReader,
+    Answered,
     ClientConnection,
     Event,
     Failed,
+    GetHead,
+    PostHead,
     Pushed,
     ServerRequest,
     StreamEnded,
     Unmatched,
+    initialize_request,
+    initialized_notification,
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.http import SESSION_ID, Failure, classify_status
@@ -117,17 +121,17 @@ class HttpSession:
         """The handshake, step by step (none in 2026-07-28, which has no handshake)."""
         if not has_handshake(self.conn.version):
             return []
-        ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
+        ex = self.send(self.conn.send(initialize_request(self.conn), ts=time.perf_counter()), deadline=deadline)
         self.instance = ex.instance
         steps = [("initialize", ex)]
         if ex.ok:
-            steps.append(("notifications/initialized", self.send(self.conn.initialized(), deadline=deadline)))
+            steps.append(("notifications/initialized", self.send(self.conn.send(initialized_notification()), deadline=deadline)))
         return steps
 
     def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
              extra: dict | None = None) -> ProbeExchange:
         """One request; `cut_after`: read that many SSE events of its answer, then cut the stream."""
-        return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline, cut_after=cut_after, extra=extra)
+        return self.send(self.conn.send(self.conn.prepare(method, params), ts=time.perf_counter()), deadline=deadline, cut_after=cut_after, extra=extra)
 
     def send(self, out, *, deadline: float, cut_after: int | None = None, extra: dict | None = None, bare: bool = False) -> ProbeExchange:
         """POST `out` and read its answer (`extra`, `bare`: as `Wire.request` takes them)."""
@@ -137,10 +141,10 @@ class HttpSession:
             reply = self.wire.request("POST", out.headers, out.data, deadline=deadline, conn=self._take(), extra=extra, bare=bare)
         except WireError as exc:
             ex.detail, ex.unanswered_close = str(exc), exc.closed
-            self._note(ex, self.conn.post_failed(out, Failure.CONNECT if exc.unreachable else Failure.ANSWER_LOST, str(exc)), 0.0, 0.0)
+            self._note(ex, self.conn.fail(str(exc), Failure.CONNECT if exc.unreachable else Failure.ANSWER_LOST, out=out), 0.0, 0.0)
             return ex
         ex.status, ex.instance, ex.headers = reply.status, reply.instance, reply.response.headers
-        reader = self.conn.post_answer(out, reply.status, reply.content_type, reply.header(SESSION_ID))
+        reader = self.conn.reader(PostHead(out, reply.status, reply.content_type, reply.header(SESSION_ID)))
         self._read(reply, reader, out.request_id, ex, deadline, cut_after)
         return ex
 
@@ -164,7 +168,7 @@ class HttpSession:
             ex.detail = str(exc)
             return ex
         ex.status, ex.instance = reply.status, reply.instance
-        reader = self.conn.get_stream(reply.status, reply.content_type, stream="resume")
+        reader = self.conn.reader(GetHead(reply.status, reply.content_type, stream="resume"))
         if reader is None:
             reply.close()
             return ex
@@ -173,7 +177,7 @@ class HttpSession:
 
     def end(self, *, deadline: float) -> ProbeExchange:
         """End the session with DELETE; the Exchange's status is the server's answer (None: no session to end)."""
-        headers = self.conn.delete_headers()
+        headers = self.conn.headers("delete")
         ex = ProbeExchange(expects_answer=False)
         if headers is None:
             return ex
@@ -250,7 +254,7 @@ class HttpSession:
                     self._note(ex, reader.feed(rest, at), reply.sent, at)
                 break
         if reply.broken and not reply.ended and request_id is not None and not self._done(ex, request_id):
-            if (late := self.conn.give_up(request_id, reply.broken)) is not None:
+            if (late := next(iter(self.conn.fail(reply.broken, gave_up=request_id)), None)) is not None:
                 self._note(ex, [late], reply.sent, time.perf_counter())
             ex.detail = ex.detail or reply.broken
         if keep:
@@ -323,9 +327,9 @@ class LegacySession:
         self._connected = True
         self.instance = self._instance(self.transport.stream_headers)
         stream = ProbeExchange(status=200, instance=self.instance, headers=self.transport.stream_headers, expects_answer=False)
-        ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
+        ex = self.send(self.conn.send(initialize_request(self.conn), ts=time.perf_counter()), deadline=deadline)
         if ex.ok:
-            self.transport.send(self.conn.initialized())
+            self.transport.send(self.conn.send(initialized_notification()))
         return [("connect", stream), ("initialize", ex)]
 
     def _instance(self, headers) -> str | None:
@@ -333,7 +337,7 @@ class LegacySession:
 
     def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
              extra: dict | None = None) -> ProbeExchange:
-        return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline)
+        return self.send(self.conn.send(self.conn.prepare(method, params), ts=time.perf_counter()), deadline=deadline)
 
     def send(self, out, *, deadline: float) -> ProbeExchange:
         deadline = min(deadline, time.monotonic() + self.wire.options.timeout)
@@ -344,7 +348,7 @@ class LegacySession:
             item = self.transport.next_item(self.items, left(deadline))
             if item is None:
                 if time.monotonic() >= deadline:
-                    if (late := self.conn.give_up(out.request_id, "no answer on the stream in time")) is not None:
+                    if (late := next(iter(self.conn.fail("no answer on the stream in time", gave_up=out.request_id)), None)) is not None:
                         ex.failed = late
                     break
                 continue

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpbench.protocol import http as mcphttp
-from mcpbench.protocol.client import AnswerReader, ClientConnection, Event, Outgoing
+from mcpbench.protocol.client import AnswerReader, ClientConnection, Event, GetHead, Outgoing, PostHead
 from mcpbench.protocol.transports import STDIO
 
 # The streams a transport reads besides the answers to its POSTs (which are numbered).
@@ -134,15 +134,15 @@ class Transport:
             self._opened(item)
             return []
         if item.out is not None:
-            return self.conn.post_failed(item.out, mcphttp.Failure.CONNECT, item.reason)
+            return self.conn.fail(item.reason, mcphttp.Failure.CONNECT, out=item.out)
         return []
 
     def _opened(self, item: Opened) -> None:
         """An HTTP answer's head: its body is read by the core's reader for it from now on."""
         if item.out is None:  # the GET stream
-            reader = self.conn.get_stream(item.status, item.content_type, authenticate=item.authenticate)
+            reader = self.conn.reader(GetHead(item.status, item.content_type, authenticate=item.authenticate))
         else:
-            reader = self.conn.post_answer(item.out, item.status, item.content_type, item.session_id, item.authenticate)
+            reader = self.conn.reader(PostHead(item.out, item.status, item.content_type, item.session_id, item.authenticate))
         if reader is not None:
             self._readers[item.stream] = self._reader_for(item.stream, reader)
 
