@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpbench.protocol import http as mcphttp
-from mcpbench.protocol.client import AnswerReader, ClientConnection, Event, GetHead, Outgoing, PostHead
+from mcpbench.protocol.client import STDOUT, AnswerReader, ClientConnection, Event, GetHead, Outgoing, PostHead
 from mcpbench.protocol.transports import STDIO
 
-# The streams a transport reads besides the answers to its POSTs (which are numbered).
-STDOUT, GET, LEGACY_STREAM = "stdout", "get", "legacy"
+# The streams a transport reads besides the answers to its POSTs (which are numbered); stdout is
+# the core's own channel, `STDOUT`.
+GET, LEGACY_STREAM = "get", "legacy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,4 +190,4 @@ def shut_socket(sock: socket.socket | None) -> None:
             pass
 
 
-__all__ = ["GET", "LEGACY_STREAM", "STDOUT", "Arrival", "Dispatch", "Item", "Lost", "Opened", "Sink", "Transport", "shut_socket"]
+__all__ = ["GET", "LEGACY_STREAM", "Arrival", "Dispatch", "Item", "Lost", "Opened", "Sink", "Transport", "shut_socket"]

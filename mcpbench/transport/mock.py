@@ -29,7 +29,7 @@ from mcpbench.protocol.media import EVENT_STREAM
 from mcpbench.protocol.jsonrpc import Message, Request
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO
 from mcpbench.protocol.versions import has_handshake
-from mcpbench.transport.base import LEGACY_STREAM, STDOUT, Arrival, Opened, Sink, Transport
+from mcpbench.transport.base import LEGACY_STREAM, Arrival, Opened, Sink, Transport
 
 # In a handler's answer: the stream ends here.
 CUT = "cut"

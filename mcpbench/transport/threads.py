@@ -47,7 +47,7 @@ from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
-from mcpbench.transport.base import GET, LEGACY_STREAM, STDOUT, Arrival, Item, Lost, Opened, Sink, Transport, shut_socket
+from mcpbench.transport.base import GET, LEGACY_STREAM, Arrival, Item, Lost, Opened, Sink, Transport, shut_socket
 
 # /proc/PID/statm counts pages.
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
