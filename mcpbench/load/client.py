@@ -315,8 +315,9 @@ class McpClient:
         conn = self.conn
         if conn is not None and asked.carrier is not None:
             detail = f"the reply to the server's {asked.request.method} was not delivered: {failed.failure}: {failed.detail}"
-            if (lost := next(iter(conn.fail(detail, gave_up=asked.carrier)), None)) is not None and lost.waiter is not None:
-                lost.waiter.set(replace(lost, failure=failed.failure))  # classed as what failed: the reply's POST
+            for lost in conn.fail(detail, gave_up=asked.carrier):
+                if lost.waiter is not None:
+                    lost.waiter.set(replace(lost, failure=failed.failure))  # classed as what failed: the reply's POST
 
     def _send(self, transport: Transport, out: Outgoing) -> int:
         """Every message leaves here. The ledger hears of it once the send is over, as `UNFINISHED`
@@ -774,7 +775,8 @@ class McpClient:
             size = self._send(transport, out)
             outcome = waiter.get()
         except CallTimeout:
-            outcome = next(iter(conn.fail(timed_out(bound, sent), gave_up=out.request_id)), None) or waiter.get(block=False)
+            lost = conn.fail(timed_out(bound, sent), gave_up=out.request_id)
+            outcome = lost[0] if lost else waiter.get(block=False)
         finally:
             timer.close()
         return outcome, size, transport.first_event

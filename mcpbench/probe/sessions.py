@@ -254,8 +254,7 @@ class HttpSession:
                     self._note(ex, reader.feed(rest, at), reply.sent, at)
                 break
         if reply.broken and not reply.ended and request_id is not None and not self._done(ex, request_id):
-            if (late := next(iter(self.conn.fail(reply.broken, gave_up=request_id)), None)) is not None:
-                self._note(ex, [late], reply.sent, time.perf_counter())
+            self._note(ex, self.conn.fail(reply.broken, gave_up=request_id), reply.sent, time.perf_counter())
             ex.detail = ex.detail or reply.broken
         if keep:
             self._keep(reply)
@@ -348,7 +347,7 @@ class LegacySession:
             item = self.transport.next_item(self.items, left(deadline))
             if item is None:
                 if time.monotonic() >= deadline:
-                    if (late := next(iter(self.conn.fail("no answer on the stream in time", gave_up=out.request_id)), None)) is not None:
+                    for late in self.conn.fail("no answer on the stream in time", gave_up=out.request_id):
                         ex.failed = late
                     break
                 continue

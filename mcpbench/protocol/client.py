@@ -5,12 +5,16 @@ the load users' gevent transports, the mock's forwarder) asks the connection
 what to send and feeds it what arrives, with the times it took::
 
     conn = ClientConnection("streamable-http", "2025-11-25", url="http://127.0.0.1:8000/mcp")
-    out = conn.initialize(waiter=w, ts=now)                      # Outgoing: message, data, headers, url
-    reader = conn.post_answer(out, status, content_type, session_id)   # the answer to that POST
-    events = reader.feed(chunk, ts) + reader.feed(b"", ts)       # Answered, Pushed, ServerRequest, Failed, …
+    out = conn.send(initialize_request(conn), waiter=w, ts=now)   # Outgoing: message, data, headers, url
+    out = conn.send(conn.prepare("tools/list"), waiter=w, ts=now)  # a request; any message goes the same way
+    reader = conn.reader(PostHead(out, status, content_type, session_id))   # the answer to that POST
+    events = reader.feed(chunk, ts) + reader.feed(b"", ts)        # Answered, Pushed, ServerRequest, Failed, …
 
-    conn = ClientConnection("stdio", …);   events = conn.receive_stdout(chunk, ts)
-    conn = ClientConnection("sse", …, url=".../sse");  reader = conn.legacy_stream(status, content_type)
+    conn = ClientConnection("stdio", …);   events = conn.reader(STDOUT).feed(chunk, ts)
+    conn = ClientConnection("sse", …, url=".../sse");  reader = conn.reader(LegacyHead(status, content_type))
+
+What went wrong is reported with `fail` (a POST not made, an answer given up on, the transport
+broken); the headers of the requests the shell makes itself come from `headers(purpose)`.
 
 The user's own headers (credentials, an API key: `headers=`, `set_headers`) go on every
 HTTP request the connection builds, under the protocol's own (which win). The connection
@@ -495,56 +499,6 @@ class ClientConnection:
     def close(self) -> None:
         """The client ended the session (DELETE sent, stdin closed, stream closed)."""
         self.session.close("closed by the client")
-
-    # --- the old surface, until the call sites are renamed (/tmp/h34-client-renames.py) ---------------
-
-    def receive_stdout(self, chunk, ts=0.0, *, why=None):
-        return self.reader(STDOUT).feed(chunk, ts, why=why)
-
-    def post_answer(self, *a, **k):
-        return self.reader(PostHead(*a, **k))
-
-    def get_stream(self, *a, **k):
-        return self.reader(GetHead(*a, **k))
-
-    def legacy_stream(self, *a, **k):
-        return self.reader(LegacyHead(*a, **k))
-
-    def initialize(self, *, params=None, waiter=None, ts=0.0):
-        return self.send(initialize_request(self, params), waiter=waiter, ts=ts)
-
-    def initialized(self, ts=0.0):
-        return self.send(initialized_notification(), ts=ts)
-
-    def notify(self, method, params=None, ts=0.0):
-        return self.send(notification(method, params), ts=ts)
-
-    def request(self, method, params=None, *, waiter=None, ts=0.0, as_version=None):
-        return self.send(self.prepare(method, params, as_version=as_version), waiter=waiter, ts=ts)
-
-    def sent(self, out, *, waiter=None, ts=0.0):
-        self.send(out, waiter=waiter, ts=ts)
-
-    def get_headers(self, *, resume=True):
-        return self.headers("get", resume=resume)
-
-    def resume_headers(self, last_event_id):
-        return self.headers("resume", last_event_id)
-
-    def delete_headers(self):
-        return self.headers("delete")
-
-    def legacy_headers(self):
-        return self.headers("legacy")
-
-    def give_up(self, request_id, detail):
-        return next(iter(self.fail(detail, gave_up=request_id)), None)
-
-    def post_failed(self, out, failure, detail):
-        return self.fail(detail, failure, out=out)
-
-    def broken(self, detail, failure=Failure.CONNECT):
-        return self.fail(detail, failure)
 
     # --- the common path -------------------------------------------------------------------------
 

@@ -167,10 +167,10 @@ class _Upstream:
                 item = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 with self._lock:
-                    failed = next(iter(self.conn.fail(f"no answer within {self.timeout:g} s", gave_up=out.request_id)), None)
-                if failed is None:  # its answer came just now
+                    failed = self.conn.fail(f"no answer within {self.timeout:g} s", gave_up=out.request_id)
+                if not failed:  # its answer came just now
                     continue
-                yield failed
+                yield failed[0]
                 return
             yield item
             if isinstance(item, (Response, ErrorResponse, Failed)):

@@ -397,7 +397,7 @@ def test_get_stream_keeps_its_last_event_id_for_resumption():
 def test_give_up_then_a_late_answer_is_unmatched():
     conn = ClientConnection("stdio", "2025-11-25")
     out = conn.send(conn.prepare("tools/call", {"name": "slow"}), waiter="w")
-    failed = next(iter(conn.fail("no answer within 1 s", gave_up=out.request_id)), None)
+    (failed,) = conn.fail("no answer within 1 s", gave_up=out.request_id)
     assert failed.failure == Failure.ANSWER_LOST and failed.waiter == "w"
     (late,) = conn.reader(STDOUT).feed(line(result(out.request_id)))
     assert type(late) is Unmatched and late.late
