@@ -29,15 +29,7 @@ from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import ENDPOINT_PATHS, HOST, reference_server, serve_argv, start_listening
 from mcpbench.processes import free_port, stop_process
 from mcpbench.protocol.client import (
-    STDOUT,
-    Answered,
-    ClientConnection,
-    EndpointReady,
-    Failed,
-    LegacyHead,
-    Outgoing,
-    PostHead,
-    initialize_request,
+    STDOUT, Answered, ClientConnection, EndpointReady, Failed, LegacyHead, Outgoing, PostHead, initialize_request,
     initialized_notification,
 )
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP

@@ -18,16 +18,8 @@ from typing import Any
 from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import (
-    Answered,
-    ClientConnection,
-    Failed,
-    Garbled,
-    Pushed,
-    ServerRequest,
-    SessionLost,
-    initialize_request,
-    initialized_notification,
-    notification,
+    Answered, ClientConnection, Failed, Garbled, Pushed, ServerRequest, SessionLost, initialize_request,
+    initialized_notification, notification,
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse

@@ -46,17 +46,8 @@ from mcpbench.transport.base import Transport
 from mcpbench.transport.green import CallTimeout, McpFailure
 from mcpbench.protocol.asks import AskPolicy, Refuse
 from mcpbench.protocol.client import (
-    Answered,
-    ClientConnection,
-    Event,
-    Failed,
-    Outgoing,
-    Pushed,
-    ServerRequest,
-    SessionLost,
-    Unmatched,
-    initialize_request,
-    notification,
+    Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, SessionLost, Unmatched,
+    initialize_request, notification,
 )
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status

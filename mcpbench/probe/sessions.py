@@ -19,19 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbench.protocol.client import (
-    AnswerReader,
-    Answered,
-    ClientConnection,
-    Event,
-    Failed,
-    GetHead,
-    PostHead,
-    Pushed,
-    ServerRequest,
-    StreamEnded,
-    Unmatched,
-    initialize_request,
-    initialized_notification,
+    AnswerReader, Answered, ClientConnection, Event, Failed, GetHead, PostHead, Pushed, ServerRequest, StreamEnded,
+    Unmatched, initialize_request, initialized_notification,
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.http import SESSION_ID, Failure, classify_status

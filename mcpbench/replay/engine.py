@@ -49,19 +49,8 @@ from typing import Any
 from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import (
-    Answered,
-    ClientConnection,
-    EndpointReady,
-    Event,
-    Failed,
-    Garbled,
-    Outgoing,
-    Pushed,
-    ServerRequest,
-    SessionLost,
-    Unmatched,
-    initialize_request,
-    initialized_notification,
+    Answered, ClientConnection, EndpointReady, Event, Failed, Garbled, Outgoing, Pushed, ServerRequest, SessionLost,
+    Unmatched, initialize_request, initialized_notification,
 )
 from mcpbench.protocol.errors import McpbenchError, ReplayError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES, AUTHORIZATION, Failure

@@ -38,14 +38,7 @@ from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.asks import Relay
 from mcpbench.protocol.client import (
-    Answered,
-    ClientConnection,
-    Event,
-    Failed,
-    Outgoing,
-    Pushed,
-    ServerRequest,
-    initialize_request,
+    Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, initialize_request,
     initialized_notification,
 )
 from mcpbench.protocol.errors import McpbenchError, TargetError

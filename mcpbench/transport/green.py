@@ -47,14 +47,7 @@ from geventhttpclient.url import URL
 
 from mcpbench.auth.proxy import Proxy, ProxySettings
 from mcpbench.protocol.client import (
-    STDOUT,
-    ClientConnection,
-    EndpointReady,
-    Failed,
-    GetHead,
-    LegacyHead,
-    Outgoing,
-    PostHead,
+    STDOUT, ClientConnection, EndpointReady, Failed, GetHead, LegacyHead, Outgoing, PostHead,
 )
 from mcpbench.protocol.http import (
     AUTHENTICATE, INSTANCE, KEEP_ALIVE_EXPIRY, SESSION_ID, Failure, classify_status, may_send_again,

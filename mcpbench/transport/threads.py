@@ -34,14 +34,7 @@ from mcpbench.auth.proxy import ProxySettings
 from mcpbench.fdio import write_all
 from mcpbench.protocol import http as mcphttp
 from mcpbench.protocol.client import (
-    STDOUT,
-    AnswerReader,
-    ClientConnection,
-    EndpointReady,
-    Event,
-    Garbled,
-    LegacyHead,
-    Outgoing,
+    STDOUT, AnswerReader, ClientConnection, EndpointReady, Event, Garbled, LegacyHead, Outgoing,
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer

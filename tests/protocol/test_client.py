@@ -6,22 +6,8 @@ import pytest
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.asks import Canned, Refuse, Relay
 from mcpbench.protocol.client import (
-    STDOUT,
-    Answered,
-    ClientConnection,
-    EndpointReady,
-    Failed,
-    Garbled,
-    GetHead,
-    LegacyHead,
-    PostHead,
-    Pushed,
-    ServerRequest,
-    SessionLost,
-    StreamEnded,
-    Unmatched,
-    initialize_request,
-    initialized_notification,
+    STDOUT, Answered, ClientConnection, EndpointReady, Failed, Garbled, GetHead, LegacyHead, PostHead, Pushed,
+    ServerRequest, SessionLost, StreamEnded, Unmatched, initialize_request, initialized_notification,
 )
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.session import S2C, SessionState, Trigger

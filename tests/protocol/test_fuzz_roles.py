@@ -12,14 +12,7 @@ from hypothesis import strategies as st
 
 from mcpbench.protocol import versions
 from mcpbench.protocol.client import (
-    STDOUT,
-    Answered,
-    ClientConnection,
-    Failed,
-    GetHead,
-    LegacyHead,
-    PostHead,
-    notification,
+    STDOUT, Answered, ClientConnection, Failed, GetHead, LegacyHead, PostHead, notification,
 )
 from mcpbench.protocol.errors import LocalProtocolError, RemoteProtocolError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response, encode

@@ -4,14 +4,7 @@ import pytest
 
 from mcpbench.protocol.asks import Canned
 from mcpbench.protocol.client import (
-    Answered,
-    ClientConnection,
-    EndpointReady,
-    Failed,
-    Pushed,
-    ServerRequest,
-    SessionLost,
-    initialize_request,
+    Answered, ClientConnection, EndpointReady, Failed, Pushed, ServerRequest, SessionLost, initialize_request,
     initialized_notification,
 )
 from mcpbench.protocol.jsonrpc import Notification, Response
