@@ -47,7 +47,7 @@ from mcpbench.transport.green import CallTimeout, McpFailure
 from mcpbench.protocol.asks import AskPolicy, Refuse
 from mcpbench.protocol.client import (
     Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, SessionLost, Unmatched,
-    initialize_request, notification,
+    initialize_request, initialized_notification, notification,
 )
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
@@ -124,6 +124,11 @@ def _recovery_words(sample: dict, outcome: Failed) -> str:
         said.append("the retry budget spent")
     return "; ".join(said) or "nothing tried"
 
+
+
+def _request(conn: ClientConnection, method: str, params: dict | None, **sending: Any) -> Outgoing:
+    """A request built and sent by `conn` (bound now: a recovered session's new connection is not this one)."""
+    return conn.send(conn.prepare(method, params), **sending)
 
 class McpClient:
     """One user's MCP sessions over one transport kind.
@@ -417,7 +422,7 @@ class McpClient:
         # `self.conn`, not a copy: a handshake recovered under the reconnect policy has a new one.
         if self._exchange(STEP_INITIALIZE, lambda **kw: self.conn.send(initialize_request(self.conn), **kw), handshake=True) is None:
             return False
-        if not self._notify("notifications/initialized", self.conn.initialized):
+        if not self._notify("notifications/initialized", lambda **kw: self.conn.send(initialized_notification(), **kw)):
             return False
         self.ready = True
         if self.get_stream and has_get_stream(self.conn.negotiated):
@@ -702,7 +707,7 @@ class McpClient:
                 gevent.sleep(pause)
                 waited += pause
             begun = time.perf_counter()
-            outcome, more, first = self._attempt(name, partial(self.conn.request, action.method, action.params), begun,
+            outcome, more, first = self._attempt(name, partial(_request, self.conn, action.method, action.params), begun,
                                                  action.method, action.params, timeout=deadline - begun)
             size += more
             first_event = first_event if first_event is not None else first
@@ -737,7 +742,7 @@ class McpClient:
         """The operation's time ran out (or a poll broke): a running task is cancelled (best effort, briefly)."""
         cancel = op.cancel()
         if cancel is not None and self.conn is not None:
-            self._send_and_wait(partial(self.conn.request, cancel.method, cancel.params), time.perf_counter(), CANCEL_TIMEOUT)
+            self._send_and_wait(partial(_request, self.conn, cancel.method, cancel.params), time.perf_counter(), CANCEL_TIMEOUT)
             detail += "; the task cancelled"
         return op.broke(failure, detail)
 

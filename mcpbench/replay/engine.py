@@ -643,7 +643,7 @@ class _SessionRunner:
         What an era switch changes in the recording itself is the core's (`versions.translate`;
         an input round dropped there is asked as server requests, answered from the recording,
         during its retry: the retry's final answer is the one to compare); the 2026-07-28 envelope
-        is the connection's to add (`ClientConnection.request`).
+        is the connection's to add (`ClientConnection.prepare`).
         """
         live = self.run.calls[call.index] if call is not None else None
         method, params = message.method, message.params
