@@ -42,6 +42,7 @@ class Opened:
     ts: float
     authenticate: str | None = None  # the `WWW-Authenticate` challenge of a 401 or 403
     headers: Any = None  # all of the head's headers (an `http.client.HTTPMessage`), where a caller reads more
+    sent: float | None = None  # perf_counter time the request left, where the shell knows it
 
 
 @dataclass(slots=True)  # one per answer on the replay's critical path: not frozen, whose `__init__` costs 3x
@@ -61,6 +62,8 @@ class Lost:
     out: Outgoing | None = None
     fatal: bool = False
     ts: float = 0.0
+    failure: str | None = None  # its `http.Failure` class where the shell tells (CONNECT otherwise)
+    closed: bool = False  # the peer closed the connection without any answer (no status line)
 
 
 Item = Opened | Arrival | Lost
@@ -135,7 +138,7 @@ class Transport:
             self._opened(item)
             return []
         if item.out is not None:
-            return self.conn.fail(item.reason, mcphttp.Failure.CONNECT, out=item.out)
+            return self.conn.fail(item.reason, item.failure or mcphttp.Failure.CONNECT, out=item.out)
         return []
 
     def _opened(self, item: Opened) -> None:
@@ -156,6 +159,16 @@ class Transport:
             return items.get(timeout=timeout) if timeout > 0 else items.get_nowait()
         except queue.Empty:
             return None
+
+    def next_exchange(self, deadline: float, *, extra: dict[str, str] | None = None, bare: bool = False) -> None:
+        """Bound the next exchange (a shell that reads one at a time, `exchange.py`): its deadline
+        (`time.monotonic()`), `extra` headers (they win), `bare`: without the user's headers."""
+
+    def cut(self) -> None:
+        """From the sink: end the stream being read now (a shell that reads one exchange at a time)."""
+
+    def hurry(self, until: float) -> None:
+        """From the sink: the answer is in; read the rest of the stream only until `until`."""
 
     def listen(self) -> None:
         """Open the session's `GET` stream (Streamable HTTP); nothing elsewhere."""
