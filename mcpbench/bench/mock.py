@@ -28,7 +28,10 @@ from urllib.parse import urlsplit
 from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import ENDPOINT_PATHS, HOST, reference_server, serve_argv, start_listening
 from mcpbench.system.processes import free_port, stop_process
-from mcpbench.protocol.client import Answered, ClientConnection, EndpointReady, Failed, Outgoing
+from mcpbench.protocol.client import (
+    STDOUT, Answered, ClientConnection, EndpointReady, Failed, LegacyHead, Outgoing, PostHead, initialize_request,
+    initialized_notification,
+)
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.measures.stats import summary
@@ -65,15 +68,15 @@ def _answered(events: list) -> bool:
 
 def _session(conn: ClientConnection, exchange: SendCall) -> Calls:
     """The handshake; then a function that makes n timed `tools/call echo`s (seconds each)."""
-    exchange(conn.initialize())
-    exchange(conn.initialized())
+    exchange(conn.send(initialize_request(conn)))
+    exchange(conn.send(initialized_notification()))
 
     def calls(n: int) -> Samples:
         samples = []
         for _ in range(n):
             out = conn.prepare("tools/call", PARAMS)
             started = time.perf_counter()
-            conn.sent(out, ts=started)
+            conn.send(out, ts=started)
             exchange(out)
             samples.append(time.perf_counter() - started)
         return samples
@@ -98,7 +101,7 @@ def stdio_client(argv: list[str], log: list | None = None) -> Iterator[Calls]:
                 raise RuntimeError("the stdio server closed its stdout")
             if log is not None:
                 log.extend(("s2c", line, now()) for line in chunk.splitlines() if line.strip())
-            if _answered(conn.receive_stdout(chunk)):
+            if _answered(conn.reader(STDOUT).feed(chunk)):
                 return
 
     try:
@@ -122,7 +125,7 @@ def streamable_client(url: str) -> Iterator[Calls]:
     def exchange(out: Outgoing) -> None:
         link.request("POST", parts.path, body=out.data, headers=out.headers)
         resp = link.getresponse()
-        reader = conn.post_answer(out, resp.status, resp.getheader("content-type"), resp.getheader("mcp-session-id"))
+        reader = conn.reader(PostHead(out, resp.status, resp.getheader("content-type"), resp.getheader("mcp-session-id")))
         events = reader.feed(resp.read()) + reader.feed(b"")
         if out.request_id is not None and not _answered(events):
             raise RuntimeError(f"HTTP {resp.status} without an answer")
@@ -141,9 +144,9 @@ def legacy_client(url: str) -> Iterator[Calls]:
     post_link = http.client.HTTPConnection(parts.hostname, parts.port, timeout=CALL_TIMEOUT)
     conn = ClientConnection(LEGACY_SSE, LATEST_HANDSHAKE, url=url)
     try:
-        stream_link.request("GET", parts.path, headers=conn.legacy_headers())
+        stream_link.request("GET", parts.path, headers=conn.headers("legacy"))
         stream = stream_link.getresponse()
-        reader = conn.legacy_stream(stream.status, stream.getheader("content-type"))
+        reader = conn.reader(LegacyHead(stream.status, stream.getheader("content-type")))
 
         def read() -> list:
             chunk = stream.read1(READ_SIZE)

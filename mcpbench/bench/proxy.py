@@ -73,7 +73,7 @@ from mcpbench.bench.common import Panel, bar_panels, write_result
 from mcpbench.lab.peers.servers import start_listening
 from mcpbench.system.processes import free_port, stop_process
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import Answered, ClientConnection
+from mcpbench.protocol.client import Answered, ClientConnection, PostHead, initialize_request, initialized_notification
 from mcpbench.protocol.http import SESSION_ID
 from mcpbench.protocol.sse import SseEvent, SseParser
 from mcpbench.measures.stats import summary
@@ -151,15 +151,15 @@ class _Client:
         data = response.read()
         if response.status >= 400:
             raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
-        reader = self.protocol.post_answer(out, response.status, response.getheader("content-type"), response.getheader(SESSION_ID))
+        reader = self.protocol.reader(PostHead(out, response.status, response.getheader("content-type"), response.getheader(SESSION_ID)))
         return reader.feed(data) + reader.feed(b"")
 
     def start(self) -> None:
-        self.exchange(self.protocol.initialize())
-        self.exchange(self.protocol.initialized())
+        self.exchange(self.protocol.send(initialize_request(self.protocol)))
+        self.exchange(self.protocol.send(initialized_notification()))
 
     def echo(self) -> None:
-        answers = self.exchange(self.protocol.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+        answers = self.exchange(self.protocol.send(self.protocol.prepare("tools/call", {"name": "echo", "arguments": {"text": "hi"}})))
         if not answers or not isinstance(answers[-1], Answered) or not isinstance(answers[-1].answer, jsonrpc.Response):
             raise RuntimeError(f"echo failed: {answers!r}")
 
@@ -279,9 +279,7 @@ def _ttfe_slow(port: int, new_connection: bool) -> dict | None:
     client = _Client(port)
     try:
         client.start()
-        out = client.protocol.request(
-            "tools/call", {"name": "slow", "arguments": SLOW_ARGS, "_meta": {"progressToken": "bench"}}
-        )
+        out = client.protocol.send(client.protocol.prepare("tools/call", {"name": "slow", "arguments": SLOW_ARGS, "_meta": {"progressToken": "bench"}}))
         raw = _raw_request("POST", "/mcp", port, out.headers, out.data)
         if new_connection:
             started = time.perf_counter()

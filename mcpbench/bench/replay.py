@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mcpbench.bench.common import bar_chart, write_result
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientConnection
+from mcpbench.protocol.client import ClientConnection, initialize_request, initialized_notification
 from mcpbench.protocol.observer import Observed, StdioObserver
 from mcpbench.protocol.session import S2C
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
@@ -76,12 +76,12 @@ def plain_loop(calls: int, trace: Path | None) -> float:
                         return
 
     try:
-        send(client.initialize())
+        send(client.send(initialize_request(client)))
         answer()
-        send(client.initialized())
+        send(client.send(initialized_notification()))
         started = time.perf_counter()
         for index in range(calls):
-            send(client.request("tools/call", {"name": "echo", "arguments": {"text": f"message {index}"}}))
+            send(client.send(client.prepare("tools/call", {"name": "echo", "arguments": {"text": f"message {index}"}})))
             answer()
         elapsed = time.perf_counter() - started
     finally:

@@ -17,7 +17,10 @@ from typing import Any
 
 from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import Answered, ClientConnection, Failed, Garbled, Pushed, ServerRequest, SessionLost
+from mcpbench.protocol.client import (
+    Answered, ClientConnection, Failed, Garbled, Pushed, ServerRequest, SessionLost, initialize_request,
+    initialized_notification, notification,
+)
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.transports import STDIO
@@ -122,9 +125,9 @@ class FuzzSession:
         """
         log = self.handshake
         if self.conn.stateless:
-            outcome = self._exchange(self.conn.request(DISCOVER, None, ts=time.perf_counter()), timeout, log)
+            outcome = self._exchange(self.conn.send(self.conn.prepare(DISCOVER, None), ts=time.perf_counter()), timeout, log)
         else:
-            outcome = self._exchange(self.conn.initialize(ts=time.perf_counter()), timeout, log)
+            outcome = self._exchange(self.conn.send(initialize_request(self.conn), ts=time.perf_counter()), timeout, log)
         if type(outcome.answer) is not jsonrpc.Response:
             why = outcome.detail or (f"JSON-RPC {outcome.answer.code} {outcome.answer.message}" if outcome.answer else "no answer")
             if outcome.garbled:
@@ -133,7 +136,7 @@ class FuzzSession:
                               else f"{self.target}: {DISCOVER} failed: {why}")
         self.server_info = outcome.result
         if not self.conn.stateless:
-            out = self.conn.initialized(time.perf_counter())
+            out = self.conn.send(initialized_notification(), ts=time.perf_counter())
             log.append(("c2s", out.data.rstrip(b"\n"), time.time()))
             self.transport.send(out)
         return outcome
@@ -151,7 +154,7 @@ class FuzzSession:
             self._tokens += 1
             params = dict(params or {})
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": f"mcpbench-fuzz-{self._tokens}"}
-        return self._exchange(self.conn.request(method, params, ts=time.perf_counter()), timeout, [], live)
+        return self._exchange(self.conn.send(self.conn.prepare(method, params), ts=time.perf_counter()), timeout, [], live)
 
     def send_raw(self, data: bytes, wait: float, headers: dict[str, str] | None = None) -> RequestOutcome:
         """Send `data` as the transport carries a message (a stdio line; a POST with the session's headers,
@@ -160,7 +163,7 @@ class FuzzSession:
         request on the same pipe, and is read (and logged) with it."""
         if self.lost:
             return RequestOutcome(lost=True, detail=self.lost, failure="session-lost")
-        out = self.conn.notify(RAW_METHOD)  # this session's headers and URL; the bytes are replaced
+        out = self.conn.send(notification(RAW_METHOD))  # this session's headers and URL; the bytes are replaced
         out.data = data + b"\n" if self.transport.kind == STDIO else data
         if headers is not None and out.headers is not None:
             out.headers = headers
@@ -197,7 +200,7 @@ class FuzzSession:
             if item is None:
                 outcome.timed_out = True
                 outcome.detail = f"no answer within {timeout:g} s"
-                self.conn.give_up(wanted, outcome.detail)
+                self.conn.fail(outcome.detail, gave_up=wanted)
                 break
             if self._carrier_lost(item, outcome):
                 break
@@ -217,7 +220,7 @@ class FuzzSession:
                 return outcome
             now = time.perf_counter()
             if live.ping_id is None and now >= live.sign + live.silence:
-                ping = self.conn.request("ping", None, ts=now)
+                ping = self.conn.send(self.conn.prepare("ping", None), ts=now)
                 log.append(("c2s", ping.data.rstrip(b"\n"), time.time()))
                 self.transport.send(ping)
                 live.ping_id, live.ping_by = ping.request_id, now + live.silence
@@ -227,14 +230,14 @@ class FuzzSession:
                 outcome.timed_out = True
                 outcome.detail = (f"no answer and no sign of life: no progress notification for {live.silence:g} s, "
                                   f"then a ping unanswered for {live.silence:g} s")
-                self.conn.give_up(live.ping_id, outcome.detail)
-                self.conn.give_up(live.request_id, outcome.detail)
+                self.conn.fail(outcome.detail, gave_up=live.ping_id)
+                self.conn.fail(outcome.detail, gave_up=live.request_id)
                 break
             if item is None and time.perf_counter() >= live.sent + live.limit:
                 outcome.timed_out = outcome.alive = True
                 outcome.detail = (f"no answer within {live.limit:g} s, the bound for a live call (it showed life: "
                                   f"{live.progress} progress notifications, {live.pings} pings answered)")
-                self.conn.give_up(live.request_id, outcome.detail)
+                self.conn.fail(outcome.detail, gave_up=live.request_id)
                 break
             if item is None or self._carrier_lost(item, outcome):
                 continue

@@ -47,6 +47,7 @@ from mcpbench.transport.green import CallTimeout, McpFailure
 from mcpbench.protocol.asks import AskPolicy, Refuse
 from mcpbench.protocol.client import (
     Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, SessionLost, Unmatched,
+    initialize_request, initialized_notification, notification,
 )
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import AUTHORIZATION, Failure, classify_status
@@ -123,6 +124,11 @@ def _recovery_words(sample: dict, outcome: Failed) -> str:
         said.append("the retry budget spent")
     return "; ".join(said) or "nothing tried"
 
+
+
+def _request(conn: ClientConnection, method: str, params: dict | None, **sending: Any) -> Outgoing:
+    """A request built and sent by `conn` (bound now: a recovered session's new connection is not this one)."""
+    return conn.send(conn.prepare(method, params), **sending)
 
 class McpClient:
     """One user's MCP sessions over one transport kind.
@@ -305,8 +311,9 @@ class McpClient:
         conn = self.conn
         if conn is not None and asked.carrier is not None:
             detail = f"the reply to the server's {asked.request.method} was not delivered: {failed.failure}: {failed.detail}"
-            if (lost := conn.give_up(asked.carrier, detail)) is not None and lost.waiter is not None:
-                lost.waiter.set(replace(lost, failure=failed.failure))  # classed as what failed: the reply's POST
+            for lost in conn.fail(detail, gave_up=asked.carrier):
+                if lost.waiter is not None:
+                    lost.waiter.set(replace(lost, failure=failed.failure))  # classed as what failed: the reply's POST
 
     def _send(self, transport: Transport, out: Outgoing) -> int:
         """Every message leaves here. The ledger hears of it once the send is over, as `UNFINISHED`
@@ -413,9 +420,9 @@ class McpClient:
             self.start_listening()
             return True
         # `self.conn`, not a copy: a handshake recovered under the reconnect policy has a new one.
-        if self._exchange(STEP_INITIALIZE, lambda **kw: self.conn.initialize(**kw), handshake=True) is None:
+        if self._exchange(STEP_INITIALIZE, lambda **kw: self.conn.send(initialize_request(self.conn), **kw), handshake=True) is None:
             return False
-        if not self._notify("notifications/initialized", self.conn.initialized):
+        if not self._notify("notifications/initialized", lambda **kw: self.conn.send(initialized_notification(), **kw)):
             return False
         self.ready = True
         if self.get_stream and has_get_stream(self.conn.negotiated):
@@ -443,7 +450,7 @@ class McpClient:
         if transport is not None and transport.has_session_header:
             self._authorize()  # a DELETE with a token that is not due (a failure shows in the DELETE's step)
             transport.stop_listening()
-            headers = conn.delete_headers() if conn is not None else None
+            headers = conn.headers("delete") if conn is not None else None
             if headers is not None:
                 start = time.perf_counter()
                 failure = None
@@ -486,10 +493,10 @@ class McpClient:
             return
         conn, transport = self.conn, self.transport
         if conn is not None and listen.ended is None:
-            conn.give_up(listen.request_id, "the client closed the listen stream")
+            conn.fail("the client closed the listen stream", gave_up=listen.request_id)
             if transport is not None and not transport.has_session_header and transport.alive:
                 try:  # stdio and legacy SSE: the stream is the session's; closing the request is a cancellation
-                    self._send(transport, conn.notify("notifications/cancelled", listen.cancel_params()))
+                    self._send(transport, conn.send(notification("notifications/cancelled", listen.cancel_params())))
                 except McpFailure:
                     pass
             listen.closed()
@@ -501,13 +508,13 @@ class McpClient:
         acked = self._acked
         waiter = gevent.event.AsyncResult()
         start = time.perf_counter()
-        out = conn.request(LISTEN, listen.params(), waiter=waiter, ts=start)
+        out = conn.send(conn.prepare(LISTEN, listen.params()), waiter=waiter, ts=start)
         listen.opened(out.request_id, start)
         sender = gevent.spawn(self._send_quietly, transport, out)  # HTTP: holds the response stream until it ends
         try:
             gevent.wait([acked, waiter], timeout=ACK_TIMEOUT, count=1)  # acknowledged, or the stream over already
             if listen.acknowledged is None and not waiter.ready():
-                conn.give_up(out.request_id, "the listen stream was not acknowledged")
+                conn.fail("the listen stream was not acknowledged", gave_up=out.request_id)
                 listen.unacknowledged(ACK_TIMEOUT)
             else:
                 outcome = waiter.get()
@@ -525,7 +532,7 @@ class McpClient:
         try:
             self._send(transport, out)
         except McpFailure as exc:
-            self._dispatch(self.conn.post_failed(out, exc.kind, exc.detail) if self.conn is not None else [])
+            self._dispatch(self.conn.fail(exc.detail, exc.kind, out=out) if self.conn is not None else [])
 
     def _heard_on_listen(self, pushed: Pushed) -> None:
         now = time.perf_counter()
@@ -587,7 +594,7 @@ class McpClient:
         if self.conn is None:
             self._record(name, time.perf_counter(), 0, McpFailure(Failure.STREAM_CLOSED, "not connected"))
             return None
-        return self._exchange(name, lambda **kw: self.conn.request(method, params, **kw), intended_start,
+        return self._exchange(name, lambda **kw: self.conn.send(self.conn.prepare(method, params), **kw), intended_start,
                               method=method, params=params)
 
     def call_tool(self, tool: str, arguments: dict | None = None, **kw: Any) -> Any:
@@ -700,7 +707,7 @@ class McpClient:
                 gevent.sleep(pause)
                 waited += pause
             begun = time.perf_counter()
-            outcome, more, first = self._attempt(name, partial(self.conn.request, action.method, action.params), begun,
+            outcome, more, first = self._attempt(name, partial(_request, self.conn, action.method, action.params), begun,
                                                  action.method, action.params, timeout=deadline - begun)
             size += more
             first_event = first_event if first_event is not None else first
@@ -735,7 +742,7 @@ class McpClient:
         """The operation's time ran out (or a poll broke): a running task is cancelled (best effort, briefly)."""
         cancel = op.cancel()
         if cancel is not None and self.conn is not None:
-            self._send_and_wait(partial(self.conn.request, cancel.method, cancel.params), time.perf_counter(), CANCEL_TIMEOUT)
+            self._send_and_wait(partial(_request, self.conn, cancel.method, cancel.params), time.perf_counter(), CANCEL_TIMEOUT)
             detail += "; the task cancelled"
         return op.broke(failure, detail)
 
@@ -764,7 +771,8 @@ class McpClient:
             size = self._send(transport, out)
             outcome = waiter.get()
         except CallTimeout:
-            outcome = conn.give_up(out.request_id, timed_out(bound, sent)) or waiter.get(block=False)
+            lost = conn.fail(timed_out(bound, sent), gave_up=out.request_id)
+            outcome = lost[0] if lost else waiter.get(block=False)
         finally:
             timer.close()
         return outcome, size, transport.first_event
@@ -813,7 +821,7 @@ class McpClient:
                     sample["uncertain"] = 1  # it may have run: never silently repeated
                 elif recovery.allows(1, time.monotonic()):
                     sample["resent"] = 1
-                    outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
+                    outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.send(self.conn.prepare(method, params), **kw), time.perf_counter())
                     outcome = _dropped(outcome) if type(outcome) is Answered else outcome  # a second 502 is no recovery
                     size += more
                     sample["ok"] = sample["ok"] or type(outcome) is Answered
@@ -928,7 +936,7 @@ class McpClient:
                 reissues.failed(Failure.CONNECT)  # stdio's process or legacy SSE's stream would not come back (yet)
                 continue
             sample["resent"] += 1
-            outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.request(method, params, **kw), time.perf_counter())
+            outcome, more, _ = self._send_and_wait(lambda **kw: self.conn.send(self.conn.prepare(method, params), **kw), time.perf_counter())
             size += more
             sample["ids"].append(outcome.request.id if outcome.request is not None else None)
             if type(outcome) is Answered:
@@ -978,7 +986,7 @@ class McpClient:
                 pass
             if waiter.ready():
                 return waiter.get(block=False), size
-            conn.give_up(failed.request.id, "the resumed stream ended without the answer")
+            conn.fail("the resumed stream ended without the answer", gave_up=failed.request.id)
             sample["resume"] = "the resumed stream ended without the answer"
             if not conn.usable:
                 sample["resume"] += f", the session lost ({conn.lost})"

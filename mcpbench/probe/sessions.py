@@ -6,35 +6,29 @@
     ex = session.resume(ex.failed, deadline=d)         # GET with Last-Event-ID: the rest of that stream
     session.end(deadline=d)                            # DELETE (Streamable HTTP) or the stream closed
 
-Streamable HTTP goes over the probe's `Wire` (each POST's answer, JSON or SSE, read by the core's
-`AnswerReader`); legacy HTTP+SSE over the blocking transport shell's `LegacySseTransport`, which already carries a
-session on its stream. What the server sent, when, and what the core made of it is in the `ProbeExchange`.
+Both go over the one transport interface: Streamable HTTP over the exchange shell
+(`transport.exchange.ExchangeTransport`: one exchange at a time, each POST's answer, JSON or SSE,
+read by the core's `AnswerReader` as its chunks come), or any transport of the interface
+(`MockTransport`); legacy HTTP+SSE over the blocking transport shell's `LegacySseTransport`, which
+already carries a session on its stream. What the server sent, when, and what the core made of it is in the `ProbeExchange`.
 """
 
 import queue
-import select
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcpbench.protocol.client import (
-    Answered,
-    AnswerReader,
-    ClientConnection,
-    Event,
-    Failed,
-    Pushed,
-    ServerRequest,
-    StreamEnded,
-    Unmatched,
+    AnswerReader, Answered, ClientConnection, Event, Failed, GetHead, Outgoing, PostHead, Pushed, ServerRequest,
+    StreamEnded, Unmatched, initialize_request, initialized_notification,
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.http import SESSION_ID, Failure, classify_status
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.versions import LATEST_HANDSHAKE, has_handshake
-from mcpbench.probe.wire import Reply, Wire, WireError, left
+from mcpbench.transport.base import Item, Lost, Opened, Transport
+from mcpbench.probe.wire import Wire, WireError, left
 
 
 # After a streamed answer, how long its stream may take to end before it is cut.
@@ -89,20 +83,40 @@ class ProbeExchange:
         return [event for _, event in self.arrivals if type(event) is kind]
 
 
+@dataclass
+class _Reading:
+    """The exchange an `HttpSession` is reading: what its items go to."""
+
+    ex: ProbeExchange
+    kind: str  # "post", "get" (a stream, resumed or not), "delete"
+    out: Outgoing | None = None
+    request_id: Any = None  # read until this request is answered
+    cut_after: int | None = None
+    reader: AnswerReader | None = None
+    sent: float = 0.0
+    opened: bool = False
+    hurried: bool = False
+
+
 class HttpSession:
-    """A Streamable HTTP session: one kept connection, one exchange at a time.
+    """A Streamable HTTP session: one exchange at a time, on a transport of the one interface.
 
     Args:
         wire: the endpoint and the probe's options.
         version: the version to speak (2026-07-28: no handshake, the envelope on every request).
         policy, capabilities: what the client answers and declares (`ClientConnection`'s).
+
+    Its transport is the wire's (`Wire.transport`: the exchange shell, or a `MockTransport` in
+    tests), with this session as its sink.
     """
 
     def __init__(self, wire: Wire, version: str = LATEST_HANDSHAKE, *, policy: Any = None, capabilities: dict | None = None) -> None:
         self.wire = wire
         self.conn = ClientConnection(STREAMABLE_HTTP, version, url=wire.url, policy=policy, capabilities=capabilities)
-        self._kept = None  # the keep-alive connection, while its last answer was read to the end
+        self.transport: Transport = wire.transport(self._arrived)
+        self.transport.connect(self.conn)
         self.instance: str | None = None  # the instance that answered the handshake
+        self._at: _Reading | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -117,31 +131,25 @@ class HttpSession:
         """The handshake, step by step (none in 2026-07-28, which has no handshake)."""
         if not has_handshake(self.conn.version):
             return []
-        ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
+        ex = self.send(self.conn.send(initialize_request(self.conn), ts=time.perf_counter()), deadline=deadline)
         self.instance = ex.instance
         steps = [("initialize", ex)]
         if ex.ok:
-            steps.append(("notifications/initialized", self.send(self.conn.initialized(), deadline=deadline)))
+            steps.append(("notifications/initialized", self.send(self.conn.send(initialized_notification()), deadline=deadline)))
         return steps
 
     def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
              extra: dict | None = None) -> ProbeExchange:
         """One request; `cut_after`: read that many SSE events of its answer, then cut the stream."""
-        return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline, cut_after=cut_after, extra=extra)
+        out = self.conn.send(self.conn.prepare(method, params), ts=time.perf_counter())
+        return self.send(out, deadline=deadline, cut_after=cut_after, extra=extra)
 
     def send(self, out, *, deadline: float, cut_after: int | None = None, extra: dict | None = None, bare: bool = False) -> ProbeExchange:
-        """POST `out` and read its answer (`extra`, `bare`: as `Wire.request` takes them)."""
-        deadline = min(deadline, time.monotonic() + self.wire.options.timeout)
+        """POST `out` and read its answer (`extra` headers win; `bare`: without the user's headers)."""
         ex = ProbeExchange(expects_answer=out.request_id is not None)
-        try:
-            reply = self.wire.request("POST", out.headers, out.data, deadline=deadline, conn=self._take(), extra=extra, bare=bare)
-        except WireError as exc:
-            ex.detail, ex.unanswered_close = str(exc), exc.closed
-            self._note(ex, self.conn.post_failed(out, Failure.CONNECT if exc.unreachable else Failure.ANSWER_LOST, str(exc)), 0.0, 0.0)
-            return ex
-        ex.status, ex.instance, ex.headers = reply.status, reply.instance, reply.response.headers
-        reader = self.conn.post_answer(out, reply.status, reply.content_type, reply.header(SESSION_ID))
-        self._read(reply, reader, out.request_id, ex, deadline, cut_after)
+        reading = _Reading(ex, "post", out, out.request_id, cut_after)
+        self._exchange(reading, min(deadline, time.monotonic() + self.wire.options.timeout), lambda: self.transport.send(out),
+                       extra=extra, bare=bare)
         return ex
 
     def resume(self, failed: Failed, *, deadline: float, cut_after: int | None = None) -> ProbeExchange:
@@ -156,107 +164,91 @@ class HttpSession:
         """A GET stream (a resumed one with `Last-Event-ID` in `headers`), read until `request_id` is
         answered, the stream ends, `cut_after` events came, or `deadline` (at most `timeout` s, by
         default the probe's request timeout)."""
-        deadline = min(deadline, time.monotonic() + (timeout or self.wire.options.timeout))
         ex = ProbeExchange()
-        try:
-            reply = self.wire.request("GET", headers, deadline=deadline)
-        except WireError as exc:
-            ex.detail = str(exc)
-            return ex
-        ex.status, ex.instance = reply.status, reply.instance
-        reader = self.conn.get_stream(reply.status, reply.content_type, stream="resume")
-        if reader is None:
-            reply.close()
-            return ex
-        self._read(reply, reader, request_id if until_answered else object(), ex, deadline, cut_after, keep=False)
+        reading = _Reading(ex, "get", None, request_id if until_answered else object(), cut_after)
+        self._exchange(reading, min(deadline, time.monotonic() + (timeout or self.wire.options.timeout)),
+                       lambda: self.transport.request("GET", headers))
         return ex
 
     def end(self, *, deadline: float) -> ProbeExchange:
         """End the session with DELETE; the Exchange's status is the server's answer (None: no session to end)."""
-        headers = self.conn.delete_headers()
+        headers = self.conn.headers("delete")
         ex = ProbeExchange(expects_answer=False)
         if headers is None:
             return ex
-        try:
-            reply = self.wire.request("DELETE", headers, deadline=min(deadline, time.monotonic() + self.wire.options.timeout),
-                                      conn=self._take())
-            ex.status, ex.instance = reply.status, reply.instance
-            self._finish(reply)
-            if reply.status >= 400:
-                ex.failed = Failed(None, None, classify_status(reply.status, has_session=True), f"DELETE answered HTTP {reply.status}")
-        except WireError as exc:
-            ex.detail = str(exc)
+        self._exchange(_Reading(ex, "delete"), min(deadline, time.monotonic() + self.wire.options.timeout),
+                       lambda: self.transport.end_session(headers))
+        if ex.status is not None and ex.status >= 400:
+            ex.failed = Failed(None, None, classify_status(ex.status, has_session=True), f"DELETE answered HTTP {ex.status}")
         self.conn.close()
         return ex
 
     def close(self) -> None:
-        kept, self._kept = self._kept, None
-        if kept is not None:
-            kept.close()
+        self.transport.close()
 
     def kept_closed_within(self, deadline: float) -> float | None:
         """Seconds until the server closed the idle kept connection (None: still open at `deadline`, or none kept)."""
-        kept, start = self._kept, time.monotonic()
-        if kept is None or kept.sock is None:
-            return None
-        ready, _, _ = select.select([kept.sock], [], [], left(deadline))
-        if not ready:
-            return None
-        try:
-            closed = kept.sock.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
-            closed = True
-        return time.monotonic() - start if closed else None
+        return self.transport.kept_closed_within(deadline)
 
     # --- reading ------------------------------------------------------------------------------
 
-    def _take(self):
-        kept, self._kept = self._kept, None
-        return kept
+    def _exchange(self, reading: _Reading, deadline: float, start, *, extra: dict | None = None, bare: bool = False) -> None:
+        """Run one exchange on the transport; its items come to `_arrived` meanwhile."""
+        self._at = reading
+        self.transport.next_exchange(deadline, extra=extra, bare=bare)
+        try:
+            start()
+        finally:
+            self._at = None
 
-    def _finish(self, reply: Reply) -> None:
-        """Read what is left of a short answer; keep its connection when the answer ended cleanly."""
-        for _ in reply.chunks(time.monotonic() + 1.0):
-            pass
-        self._keep(reply)
+    def _arrived(self, item: Item) -> None:
+        """The transport's sink: what the exchange being read brought (its head, a chunk, its loss)."""
+        at = self._at
+        if at is None:
+            return
+        ex = at.ex
+        if type(item) is Opened:
+            at.opened, at.sent = True, item.sent if item.sent is not None else item.ts
+            ex.status, ex.instance = item.status, self.transport.instance
+            if at.kind == "post":
+                ex.headers = item.headers
+                at.reader = self.conn.reader(PostHead(at.out, item.status, item.content_type, item.session_id))
+            elif at.kind == "get":
+                at.reader = self.conn.reader(GetHead(item.status, item.content_type, stream="resume"))
+                if at.reader is None:
+                    self.transport.cut()
+            ex.reader = at.reader
+        elif type(item) is Lost:
+            if not at.opened:  # no answer at all
+                ex.detail = item.reason
+                if at.kind == "post":
+                    ex.unanswered_close = item.closed
+                    self._note(ex, self.conn.fail(item.reason, item.failure, out=at.out), 0.0, 0.0)
+            elif at.request_id is not None and not self._done(ex, at.request_id):  # the body broke before the answer
+                self._note(ex, self.conn.fail(item.reason, gave_up=at.request_id), at.sent, time.perf_counter())
+                ex.detail = ex.detail or item.reason
+        elif at.reader is not None:
+            self._read(at, at.reader, item.data, item.ts)
 
-    def _keep(self, reply: Reply) -> None:
-        if reply.ended and not reply.response.will_close:
-            self.close()
-            self._kept = reply.conn
-        else:
-            reply.close()
-
-    def _read(self, reply: Reply, reader: AnswerReader, request_id: Any, ex: ProbeExchange, deadline: float,
-              cut_after: int | None, keep: bool = True) -> None:
-        ex.reader = reader
-        for chunk, ts in reply.chunks(deadline):
-            if cut_after is not None and chunk and reader.answer.streamed:
-                for i in range(len(chunk)):  # byte by byte: the cut comes right after the event's blank line
-                    self._note(ex, reader.feed(chunk[i:i + 1], ts), reply.sent, ts)
-                    if reader.answer.events >= cut_after:
-                        reply.close()
-                        ex.cut = True
-                        self._note(ex, reader.feed(b"", ts), reply.sent, ts)  # the stream ends here, as a proxy's cut ends it
-                        return
-                continue
-            self._note(ex, reader.feed(chunk, ts), reply.sent, ts)
-            if not chunk:
-                ex.closed_at = ts - reply.sent
-            if self._done(ex, request_id) and chunk and reader.answer.streamed:
-                # The answer is in: the stream's end is waited for only briefly (the SDKs end it
-                # at once, and the connection can be kept); one the server holds open is cut.
-                for rest, at in reply.chunks(time.monotonic() + END_GRACE):
-                    self._note(ex, reader.feed(rest, at), reply.sent, at)
-                break
-        if reply.broken and not reply.ended and request_id is not None and not self._done(ex, request_id):
-            if (late := self.conn.give_up(request_id, reply.broken)) is not None:
-                self._note(ex, [late], reply.sent, time.perf_counter())
-            ex.detail = ex.detail or reply.broken
-        if keep:
-            self._keep(reply)
-        else:
-            reply.close()
+    def _read(self, at: _Reading, reader: AnswerReader, chunk: bytes, ts: float) -> None:
+        ex = at.ex
+        if at.cut_after is not None and chunk and reader.answer.streamed:
+            for i in range(len(chunk)):  # byte by byte: the cut comes right after the event's blank line
+                self._note(ex, reader.feed(chunk[i:i + 1], ts), at.sent, ts)
+                if reader.answer.events >= at.cut_after:
+                    self.transport.cut()
+                    ex.cut, at.reader = True, None
+                    self._note(ex, reader.feed(b"", ts), at.sent, ts)  # the stream ends here, as a proxy's cut ends it
+                    return
+            return
+        self._note(ex, reader.feed(chunk, ts), at.sent, ts)
+        if not chunk and not at.hurried:  # (a stream's end after its answer is not waited for: not timed)
+            ex.closed_at = ts - at.sent
+        if not at.hurried and chunk and reader.answer.streamed and self._done(ex, at.request_id):
+            # The answer is in: the stream's end is waited for only briefly (the SDKs end it
+            # at once, and the connection can be kept); one the server holds open is cut.
+            at.hurried = True
+            self.transport.hurry(time.monotonic() + END_GRACE)
 
     @staticmethod
     def _done(ex: ProbeExchange, request_id: Any) -> bool:
@@ -323,9 +315,9 @@ class LegacySession:
         self._connected = True
         self.instance = self._instance(self.transport.stream_headers)
         stream = ProbeExchange(status=200, instance=self.instance, headers=self.transport.stream_headers, expects_answer=False)
-        ex = self.send(self.conn.initialize(ts=time.perf_counter()), deadline=deadline)
+        ex = self.send(self.conn.send(initialize_request(self.conn), ts=time.perf_counter()), deadline=deadline)
         if ex.ok:
-            self.transport.send(self.conn.initialized())
+            self.transport.send(self.conn.send(initialized_notification()))
         return [("connect", stream), ("initialize", ex)]
 
     def _instance(self, headers) -> str | None:
@@ -333,7 +325,7 @@ class LegacySession:
 
     def call(self, method: str, params: dict | None = None, *, deadline: float, cut_after: int | None = None,
              extra: dict | None = None) -> ProbeExchange:
-        return self.send(self.conn.request(method, params, ts=time.perf_counter()), deadline=deadline)
+        return self.send(self.conn.send(self.conn.prepare(method, params), ts=time.perf_counter()), deadline=deadline)
 
     def send(self, out, *, deadline: float) -> ProbeExchange:
         deadline = min(deadline, time.monotonic() + self.wire.options.timeout)
@@ -344,7 +336,7 @@ class LegacySession:
             item = self.transport.next_item(self.items, left(deadline))
             if item is None:
                 if time.monotonic() >= deadline:
-                    if (late := self.conn.give_up(out.request_id, "no answer on the stream in time")) is not None:
+                    for late in self.conn.fail("no answer on the stream in time", gave_up=out.request_id):
                         ex.failed = late
                     break
                 continue

@@ -5,12 +5,16 @@ the load users' gevent transports, the mock's forwarder) asks the connection
 what to send and feeds it what arrives, with the times it took::
 
     conn = ClientConnection("streamable-http", "2025-11-25", url="http://127.0.0.1:8000/mcp")
-    out = conn.initialize(waiter=w, ts=now)                      # Outgoing: message, data, headers, url
-    reader = conn.post_answer(out, status, content_type, session_id)   # the answer to that POST
-    events = reader.feed(chunk, ts) + reader.feed(b"", ts)       # Answered, Pushed, ServerRequest, Failed, …
+    out = conn.send(initialize_request(conn), waiter=w, ts=now)   # Outgoing: message, data, headers, url
+    out = conn.send(conn.prepare("tools/list"), waiter=w, ts=now)  # a request; any message goes the same way
+    reader = conn.reader(PostHead(out, status, content_type, session_id))   # the answer to that POST
+    events = reader.feed(chunk, ts) + reader.feed(b"", ts)        # Answered, Pushed, ServerRequest, Failed, …
 
-    conn = ClientConnection("stdio", …);   events = conn.receive_stdout(chunk, ts)
-    conn = ClientConnection("sse", …, url=".../sse");  reader = conn.legacy_stream(status, content_type)
+    conn = ClientConnection("stdio", …);   events = conn.reader(STDOUT).feed(chunk, ts)
+    conn = ClientConnection("sse", …, url=".../sse");  reader = conn.reader(LegacyHead(status, content_type))
+
+What went wrong is reported with `fail` (a POST not made, an answer given up on, the transport
+broken); the headers of the requests the shell makes itself come from `headers(purpose)`.
 
 The user's own headers (credentials, an API key: `headers=`, `set_headers`) go on every
 HTTP request the connection builds, under the protocol's own (which win). The connection
@@ -197,11 +201,84 @@ class EndpointReady:
 Event = Answered | Failed | ServerRequest | Pushed | Unmatched | Garbled | SessionLost | StreamEnded | EndpointReady
 
 
+# --- the channels bytes come on ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stdout:
+    """The server process's stdout (stdio): one channel for the session's life."""
+
+
+STDOUT = Stdout()
+
+
+@dataclass(frozen=True, slots=True)
+class PostHead:
+    """The head of the answer to the POST of `out`: its body follows.
+    `authenticate` is the answer's `WWW-Authenticate` value (a 401's challenge)."""
+
+    out: Outgoing
+    status: int
+    content_type: str | None
+    session_id: str | None = None
+    authenticate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GetHead:
+    """The head of the answer to a `GET`: the server's stream ("get") or a cut stream resumed ("resume")."""
+
+    status: int
+    content_type: str | None
+    stream: str = "get"
+    authenticate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyHead:
+    """The head of the legacy `GET /sse` stream's answer."""
+
+    status: int
+    content_type: str | None
+    authenticate: str | None = None
+
+
+Channel = Stdout | PostHead | GetHead | LegacyHead
+
+
+# --- what to send, built ---------------------------------------------------------------------------
+
+
+def initialize_request(conn: "ClientConnection", params: dict | None = None) -> Request:
+    """The `initialize` request (handshake era) with the connection's next id; `params` replace the
+    default (a recording's, say). Send it with `conn.send`."""
+    params = params or {"protocolVersion": conn.version, "capabilities": conn.capabilities, "clientInfo": conn.client_info}
+    return Request(id=conn.next_id(), method="initialize", params=params, _parsed=True)
+
+
+def initialized_notification() -> Notification:
+    return Notification(method="notifications/initialized")
+
+
+def notification(method: str, params: dict | None = None) -> Notification:
+    return Notification(method=method, params=params, _parsed=True)
+
+
+_UNSET: Any = object()
+
+
 # --- the connection --------------------------------------------------------------------------------
 
 
 class ClientConnection:
     """One MCP client session over one transport, with no I/O.
+
+    The whole surface, h11's way: `send` what leaves (a message, or a request `prepare` built);
+    `reader(channel)` for what arrives on a channel (stdout, a POST's answer, the GET stream, the
+    legacy stream), whose `feed(chunk, ts)` returns the events; `headers(purpose)` for the HTTP
+    requests the shell makes itself; `fail` for what the shell saw go wrong; `resume` to wait again
+    for an answer a cut stream lost; `close`. Its state: `session` (the table's), `lost`/`lost_by`,
+    `usable`, `negotiated`, `session_id`, `endpoint`.
 
     Args:
         transport: "stdio", "sse" (legacy HTTP+SSE) or "streamable-http".
@@ -233,36 +310,26 @@ class ClientConnection:
         self.transport = transport
         self.version = version
         self.url = url
-        self.policy = policy or Refuse()
-        self.capabilities = {**self.policy.capabilities(), **(capabilities or {})}
+        self._policy = policy or Refuse()
+        self.capabilities = {**self._policy.capabilities(), **(capabilities or {})}
         self.client_info = client_info or CLIENT_INFO
         self.stateless = era_of(version) is Era.STATELESS
         self.session = Session(version if self.stateless else None, transport)
         self.session_id: str | None = None  # Mcp-Session-Id, or the legacy endpoint's session
         self.endpoint: str | None = None  # legacy: where to POST
-        self.last_event_id: str | None = None  # of the GET stream, for Last-Event-ID
+        self.replayed = 0  # SSE events seen twice (a resumed stream sending again what came before)
+        self.extra: dict[str, str] = dict(headers or {})  # the user's headers
+        self.headers_version = 0  # changes with `set_headers`: a request built before is stale
+        self._last_event_id: str | None = None  # of the GET stream, for Last-Event-ID
         self._carrier_gone = False  # a loss took the process or stream the session lived on (`_lose`)
         self._ids = itertools.count(1)
         self._tokens: dict[Any, Any] = {}  # progress token -> request id
         self._given_up: set[Any] = set()
         self._answered = Recent()  # answered ids: duplicates are told apart
         self._event_ids = Recent()  # SSE event ids seen: events replayed are told apart
-        self.replayed = 0  # SSE events seen twice (a resumed stream sending again what came before)
-        self._framer = LineFramer() if transport == STDIO else None
+        self._stdout = StdoutReader(self) if transport == STDIO else None
         self._headers: dict[tuple[str, Any], dict[str, str]] = {}  # POST headers by (method, name), for:
         self._headers_for: tuple[str | None, str | None] = (None, None)  # (negotiated version, session id)
-        self.extra: dict[str, str] = dict(headers or {})  # the user's headers
-        self.headers_version = 0  # changes with `set_headers`: a request built before is stale
-
-    def set_headers(self, headers: dict[str, str]) -> None:
-        """Send these user headers from now on (a renewed token, say); requests already built keep theirs."""
-        if headers != self.extra:
-            self.extra = dict(headers)
-            self.headers_version += 1
-            self._headers.clear()
-
-    def _with_extra(self, headers: dict[str, str]) -> dict[str, str]:
-        return {**self.extra, **headers} if self.extra else headers
 
     # --- state --------------------------------------------------------------------------------
 
@@ -300,23 +367,9 @@ class ClientConnection:
     def next_id(self) -> int:
         return next(self._ids)
 
-    def initialize(self, *, params: dict | None = None, waiter: Any = None, ts: float = 0.0) -> Outgoing:
-        """The `initialize` request (handshake era); `params` replaces the default (a recording's, say)."""
-        params = params or {"protocolVersion": self.version, "capabilities": self.capabilities, "clientInfo": self.client_info}
-        return self.send(Request(id=self.next_id(), method="initialize", params=params, _parsed=True), waiter=waiter, ts=ts)
-
-    def initialized(self, ts: float = 0.0) -> Outgoing:
-        return self.send(Notification(method="notifications/initialized"), ts=ts)
-
-    def request(self, method: str, params: dict | None = None, *, waiter: Any = None, ts: float = 0.0,
-                as_version: str | None = None) -> Outgoing:
-        """A request with a fresh id; in 2026-07-28 its `_meta` carries the envelope (`as_version`: see `prepare`)."""
-        out = self.prepare(method, params, as_version=as_version)
-        self.sent(out, waiter=waiter, ts=ts)
-        return out
-
     def prepare(self, method: str, params: dict | None = None, *, as_version: str | None = None) -> Outgoing:
-        """A request with a fresh id, built but not yet sent: call `sent` as it leaves.
+        """A request with a fresh id, built but not yet sent: `send` it as it leaves. In 2026-07-28
+        its `_meta` carries the envelope.
 
         Lets a shell build its next request while it waits for an answer (the replayer does), so
         that only the write is left for the moment the answer comes. Its headers are those of the
@@ -334,26 +387,123 @@ class ClientConnection:
             params["_meta"] = meta
         return self._outgoing(Request(id=self.next_id(), method=method, params=params, _parsed=True), as_version)
 
-    def sent(self, out: Outgoing, *, waiter: Any = None, ts: float = 0.0) -> None:
-        """The session sees `out` leave (a prepared request): from now on it waits for its answer."""
-        self._observe_sent(out.message, waiter, ts)
-
-    def notify(self, method: str, params: dict | None = None, ts: float = 0.0) -> Outgoing:
-        return self.send(Notification(method=method, params=params, _parsed=True), ts=ts)
-
-    def send(self, message: Message, *, waiter: Any = None, ts: float = 0.0) -> Outgoing:
-        """Any message, as built by the caller (a request keeps its id): the session sees it leave."""
-        self._observe_sent(message, waiter, ts)
-        return self._outgoing(message)
-
-    def _observe_sent(self, message: Message, waiter: Any, ts: float) -> None:
+    def send(self, message: Message | Outgoing, *, waiter: Any = None, ts: float = 0.0) -> Outgoing:
+        """The session sees `message` leave: a request `prepare` built, or any message as the caller
+        built it (a request keeps its id). A request's answer is awaited from now on, for `waiter`."""
+        out = message if type(message) is Outgoing else None
+        message = out.message if out is not None else message
         if type(message) is not Request:
             self.session.observe(C2S, message, ts)
-            return
-        self.session.asking(message, ts, waiter)
-        params = message.params
-        if params and "_meta" in params and (token := progress_token(params)) is not None:
-            self._tokens[token] = message.id
+        else:
+            self.session.asking(message, ts, waiter)
+            params = message.params
+            if params and "_meta" in params and (token := progress_token(params)) is not None:
+                self._tokens[token] = message.id
+        return out if out is not None else self._outgoing(message)
+
+    def set_headers(self, headers: dict[str, str]) -> None:
+        """Send these user headers from now on (a renewed token, say); requests already built keep theirs."""
+        if headers != self.extra:
+            self.extra = dict(headers)
+            self.headers_version += 1
+            self._headers.clear()
+
+    def headers(self, purpose: str, last_event_id: str | None = None, *, resume: bool = True) -> dict[str, str] | None:
+        """Headers of an HTTP request the shell makes itself, by `purpose`:
+        "get": the Streamable HTTP `GET` that opens (or, with `Last-Event-ID` unless `resume` is
+        false, resumes) the server's stream; "resume": a `GET` that resumes a cut POST stream from
+        `last_event_id`; "delete": the `DELETE` that ends the session (None when there is none to
+        end); "legacy": the legacy `GET /sse`."""
+        if purpose == "legacy":
+            return self._with_extra({"accept": GET_ACCEPT})
+        if purpose == "delete":
+            if self.transport != STREAMABLE_HTTP or not self.session_id:
+                return None
+            headers = {SESSION_ID: self.session_id}
+            if self.negotiated:
+                headers[PROTOCOL_VERSION] = self.negotiated
+            return self._with_extra(headers)
+        if purpose not in ("get", "resume"):
+            raise ValueError(f"no headers for {purpose!r}")
+        headers = {"accept": GET_ACCEPT}
+        if self.session_id:
+            headers[SESSION_ID] = self.session_id
+        known = rules(self.negotiated)
+        if known is not None and known.protocol_version_header:
+            headers[PROTOCOL_VERSION] = self.negotiated
+        if purpose == "resume":
+            headers[LAST_EVENT_ID] = last_event_id or ""
+        elif resume and self._last_event_id:
+            headers[LAST_EVENT_ID] = self._last_event_id
+        return self._with_extra(headers)
+
+    # --- receiving ----------------------------------------------------------------------------
+
+    def reader(self, channel: Channel) -> "StdoutReader | AnswerReader | LegacyReader | None":
+        """The reader of what comes on `channel` (feed it the body's chunks, `b""` at its end):
+        `STDOUT`; a POST's answer (`PostHead`); a `GET` stream (`GetHead`: None when the server
+        offers none, 405); the legacy stream (`LegacyHead`)."""
+        kind = type(channel)
+        if kind is Stdout:
+            return self._stdout
+        if kind is PostHead:
+            out, status = channel.out, channel.status
+            if channel.session_id and status < 300 and type(out.message) is Request and out.message.method == "initialize":
+                self.session_id = channel.session_id  # before the answer is read: the next POST needs it
+            has_session = SESSION_ID in (out.headers or ()) if self.transport == STREAMABLE_HTTP else True
+            expected = out.request_id if self.transport == STREAMABLE_HTTP else None  # legacy answers come on the stream
+            answer = PostAnswer(expected, status, channel.content_type, has_session=has_session,
+                                challenge=_challenge(status, channel.authenticate))
+            return AnswerReader(self, answer, out.request_id, "sse")
+        if kind is GetHead:
+            if channel.status == 405:  # Streamable HTTP: a server without the stream MUST answer 405
+                return None
+            resumed = channel.stream == "resume" or bool(self._last_event_id)  # opened with Last-Event-ID
+            answer = PostAnswer(None, channel.status, channel.content_type, has_session=bool(self.session_id),
+                                challenge=_challenge(channel.status, channel.authenticate), resumed=resumed)
+            return AnswerReader(self, answer, None, "get", stream=channel.stream)
+        if kind is LegacyHead:
+            return LegacyReader(self, channel.status, channel.content_type, _challenge(channel.status, channel.authenticate))
+        raise TypeError(f"not a channel: {channel!r}")
+
+    # --- what went wrong ----------------------------------------------------------------------
+
+    def fail(self, detail: str, failure: str | None = None, *, out: Outgoing | None = None, gave_up: Any = _UNSET) -> list[Event]:
+        """The shell reports a failure, with its class (`http.Failure`):
+        - `out=`: the POST of `out` could not be made or read (connection refused, reset, …);
+        - `gave_up=`: the shell stopped waiting for that request id (its clock ran out): a late
+          answer is `Unmatched` (the failure is ANSWER_LOST);
+        - neither: the shell's transport broke (a child's stdin closed, a connection refused; CONNECT
+          unless said): the session is lost and every request in flight has failed."""
+        if out is not None:
+            if out.request_id is None:
+                return [Failed(None, None, failure, detail)]
+            return self._fail(out.request_id, failure, detail)
+        if gave_up is not _UNSET:
+            pending = self.session.pending.pop((C2S, gave_up), None)
+            if pending is None:
+                return []
+            self._given_up.add(gave_up)
+            self._forget_token(gave_up)
+            return [Failed(pending.request, pending.waiter, Failure.ANSWER_LOST, detail)]
+        return self._lose(Trigger.CONNECTION_BROKE, detail, failure or Failure.CONNECT)
+
+    def resume(self, failed: Failed, *, waiter: Any = None) -> dict[str, str] | None:
+        """Wait again for the answer `failed` lost with its stream: the headers of the `GET` that
+        resumes that stream from `failed.last_event_id` (its answer's reader: `GetHead(..., stream="resume")`).
+        None when the session is gone: nothing can be resumed."""
+        if not self.session.resuming(failed.request, failed.sent, waiter):
+            return None
+        return self.headers("resume", failed.last_event_id or "")
+
+    def close(self) -> None:
+        """The client ended the session (DELETE sent, stdin closed, stream closed)."""
+        self.session.close("closed by the client")
+
+    # --- the common path -------------------------------------------------------------------------
+
+    def _with_extra(self, headers: dict[str, str]) -> dict[str, str]:
+        return {**self.extra, **headers} if self.extra else headers
 
     def _outgoing(self, message: Message, as_version: str | None = None) -> Outgoing:
         data = jsonrpc.encode(message)
@@ -385,123 +535,6 @@ class ClientConnection:
             headers = self._headers[cache_key] = self._with_extra(headers)
         return headers
 
-    def get_headers(self, *, resume: bool = True) -> dict[str, str]:
-        """Headers of the Streamable HTTP `GET` that opens (or, with `Last-Event-ID`, resumes) the server's stream."""
-        headers = {"accept": GET_ACCEPT}
-        if self.session_id:
-            headers[SESSION_ID] = self.session_id
-        known = rules(self.negotiated)
-        if known is not None and known.protocol_version_header:
-            headers[PROTOCOL_VERSION] = self.negotiated
-        if resume and self.last_event_id:
-            headers[LAST_EVENT_ID] = self.last_event_id
-        return self._with_extra(headers)
-
-    def resume_headers(self, last_event_id: str) -> dict[str, str]:
-        """Headers of a `GET` that resumes a cut POST stream from `last_event_id`."""
-        return {**self.get_headers(resume=False), LAST_EVENT_ID: last_event_id}
-
-    def delete_headers(self) -> dict[str, str] | None:
-        """Headers of the `DELETE` that ends the session, or None when there is no session to end."""
-        if self.transport != STREAMABLE_HTTP or not self.session_id:
-            return None
-        headers = {SESSION_ID: self.session_id}
-        if self.negotiated:
-            headers[PROTOCOL_VERSION] = self.negotiated
-        return self._with_extra(headers)
-
-    def give_up(self, request_id: Any, detail: str) -> Failed | None:
-        """The shell stopped waiting for `request_id` (its clock ran out): a late answer is `Unmatched`."""
-        pending = self.session.pending.pop((C2S, request_id), None)
-        if pending is None:
-            return None
-        self._given_up.add(request_id)
-        self._forget_token(request_id)
-        return Failed(pending.request, pending.waiter, Failure.ANSWER_LOST, detail)
-
-    def resume(self, failed: Failed, *, waiter: Any = None) -> dict[str, str] | None:
-        """Wait again for the answer `failed` lost with its stream: the headers of the `GET` that
-        resumes that stream from `failed.last_event_id` (read it with `get_stream(..., stream="resume")`).
-        None when the session is gone: nothing can be resumed."""
-        if not self.session.resuming(failed.request, failed.sent, waiter):
-            return None
-        return self.resume_headers(failed.last_event_id or "")
-
-    def post_failed(self, out: Outgoing, failure: str, detail: str) -> list[Event]:
-        """The POST of `out` could not be made or read (connection refused, reset, …)."""
-        if out.request_id is None:
-            return [Failed(None, None, failure, detail)]
-        return self._fail(out.request_id, failure, detail)
-
-    def broken(self, detail: str, failure: str = Failure.CONNECT) -> list[Event]:
-        """The shell's transport broke (a child's stdin closed, a connection refused): the session is
-        lost and every request in flight has failed."""
-        return self._lose(Trigger.CONNECTION_BROKE, detail, failure)
-
-    def close(self) -> None:
-        """The client ended the session (DELETE sent, stdin closed, stream closed)."""
-        self.session.close("closed by the client")
-
-    # --- receiving: stdio ----------------------------------------------------------------------
-
-    def receive_stdout(self, chunk: bytes, ts: float = 0.0, *, why: str | None = None) -> list[Event]:
-        """What the server wrote on stdout; `b""` at its end (the process exited or closed it).
-
-        `why`: at the end, what the shell knows of it (the exit status), for `StreamEnded` and
-        `SessionLost` to say; the requests in flight fail as their stream closed.
-        """
-        out: list[Event] = []
-        for line in self._framer.lines(chunk):  # a whole line comes as bytes: no object per line
-            if type(line) is LineTooLong:
-                out.append(Garbled(f"the server wrote a line of {line.size} bytes", line.head))
-                continue
-            if type(line) is not bytes:
-                line = line.data  # the last line, cut off by the end of stdout
-            if line and not line.isspace():
-                self._carried_text(line, "stdio", None, ts, out)
-        if not chunk:
-            out += self._stream_ended("stdio", "the server process closed its stdout", why=why)
-        return out
-
-    # --- receiving: Streamable HTTP ------------------------------------------------------------
-
-    def post_answer(self, out: Outgoing, status: int, content_type: str | None, session_id: str | None = None,
-                    authenticate: str | None = None) -> "AnswerReader":
-        """The answer to the POST of `out` has begun: feed its body to the reader returned.
-
-        `authenticate`: the answer's `WWW-Authenticate` value (a 401's challenge).
-        """
-        request_id = out.request_id
-        if session_id and status < 300 and type(out.message) is Request and out.message.method == "initialize":
-            self.session_id = session_id  # before the answer is read: the next POST needs it
-        has_session = SESSION_ID in (out.headers or ()) if self.transport == STREAMABLE_HTTP else True
-        expected = request_id if self.transport == STREAMABLE_HTTP else None  # legacy answers come on the stream
-        answer = PostAnswer(expected, status, content_type, has_session=has_session, challenge=_challenge(status, authenticate))
-        return AnswerReader(self, answer, request_id, "sse")
-
-    def get_stream(self, status: int, content_type: str | None, *, stream: str = "get",
-                   authenticate: str | None = None) -> "AnswerReader | None":
-        """The answer to a `GET`: the server's stream ("get") or a cut stream resumed ("resume").
-
-        A reader, or None when the server offers no stream (405).
-        """
-        if status == 405:  # Streamable HTTP: a server without the stream MUST answer 405
-            return None
-        resumed = stream == "resume" or bool(self.last_event_id)  # opened with Last-Event-ID (`get_headers`)
-        answer = PostAnswer(None, status, content_type, has_session=bool(self.session_id), challenge=_challenge(status, authenticate),
-                            resumed=resumed)
-        return AnswerReader(self, answer, None, "get", stream=stream)
-
-    # --- receiving: legacy HTTP+SSE --------------------------------------------------------------
-
-    def legacy_headers(self) -> dict[str, str]:
-        return self._with_extra({"accept": GET_ACCEPT})
-
-    def legacy_stream(self, status: int, content_type: str | None, authenticate: str | None = None) -> "LegacyReader":
-        """The legacy `GET /sse` stream has begun: feed it to the reader returned."""
-        return LegacyReader(self, status, content_type, _challenge(status, authenticate))
-
-    # --- the common path -------------------------------------------------------------------------
 
     def _carried_text(self, data: bytes, via: str, carrier: Any, ts: float, out: list[Event]) -> None:
         try:
@@ -527,7 +560,7 @@ class ClientConnection:
             out.append(Answered(pending.request, message, pending.waiter, pending.started, ts, via, status))
         elif kind is Request:
             self.session.observe(S2C, message, ts)
-            reply = self.policy.answer(message)
+            reply = self._policy.answer(message)
             out.append(ServerRequest(message, self.send(reply, ts=ts) if reply is not None else None, carrier, via))
         elif kind is Notification:
             self.session.observe(S2C, message, ts)
@@ -597,6 +630,34 @@ class ClientConnection:
                 del self._tokens[token]
 
 
+class StdoutReader:
+    """Reads what the server writes on stdout (stdio): lines of JSON-RPC."""
+
+    def __init__(self, conn: ClientConnection) -> None:
+        self.conn = conn
+        self._framer = LineFramer()
+
+    def feed(self, chunk: bytes, ts: float = 0.0, *, why: str | None = None) -> list[Event]:
+        """What `chunk` completes; `b""` at stdout's end (the process exited or closed it).
+
+        `why`: at the end, what the shell knows of it (the exit status), for `StreamEnded` and
+        `SessionLost` to say; the requests in flight fail as their stream closed.
+        """
+        conn = self.conn
+        out: list[Event] = []
+        for line in self._framer.lines(chunk):  # a whole line comes as bytes: no object per line
+            if type(line) is LineTooLong:
+                out.append(Garbled(f"the server wrote a line of {line.size} bytes", line.head))
+                continue
+            if type(line) is not bytes:
+                line = line.data  # the last line, cut off by the end of stdout
+            if line and not line.isspace():
+                conn._carried_text(line, "stdio", None, ts, out)
+        if not chunk:
+            out += conn._stream_ended("stdio", "the server process closed its stdout", why=why)
+        return out
+
+
 @dataclass(eq=False)
 class AnswerReader:
     """Reads the body of one HTTP answer: a POST's JSON or SSE answer, or the `GET` stream.
@@ -639,7 +700,7 @@ class AnswerReader:
         if self.first_event is None and answer.events:
             self.first_event = ts
         if self.stream == "get" and answer.last_event_id:
-            conn.last_event_id = answer.last_event_id
+            conn._last_event_id = answer.last_event_id
         if self.stream == "resume" and not chunk:
             return out + [StreamEnded("resume", f"the resumed stream ended (HTTP {answer.status})", answer.last_event_id)]
         if not self.answered and answer.answer is not None:
@@ -716,6 +777,7 @@ class Recent:
 
 
 __all__ = [
-    "Answered", "AnswerReader", "ClientConnection", "EndpointReady", "Event", "Failed", "Garbled", "LegacyReader",
-    "Outgoing", "Pushed", "ServerRequest", "SessionLost", "StreamEnded", "Unmatched",
+    "STDOUT", "Answered", "AnswerReader", "Channel", "ClientConnection", "EndpointReady", "Event", "Failed", "Garbled",
+    "GetHead", "LegacyHead", "LegacyReader", "Outgoing", "PostHead", "Pushed", "ServerRequest", "SessionLost", "Stdout",
+    "StdoutReader", "StreamEnded", "Unmatched", "initialize_request", "initialized_notification", "notification",
 ]

@@ -9,7 +9,7 @@ closes it (on Streamable HTTP closing the response stream is the cancellation; o
 (the stream cut, never acknowledged) drops the subscription::
 
     listen = Listen(("toolsListChanged",))
-    out = conn.request(LISTEN, listen.params(), waiter=w, ts=now);  listen.opened(out.request_id, now)
+    out = conn.send(conn.prepare(LISTEN, listen.params()), waiter=w, ts=now);  listen.opened(out.request_id, now)
     for each Pushed whose request_id is out.request_id:  event = listen.take(pushed.message, now)
         # Acknowledged | Change | None (not this stream's: counted in `foreign`)
     listen.answered(answer) / listen.broke(detail) / listen.unacknowledged(now)   # -> Ended

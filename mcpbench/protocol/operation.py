@@ -14,7 +14,7 @@ hands back what came::
     action = op.start()
     while type(action) is Send:
         ... wait action.wait (and, when action.answers, the user's think time) ...
-        out = conn.request(action.method, action.params, waiter=w, ts=now)   # a new id every time
+        out = conn.send(conn.prepare(action.method, action.params), waiter=w, ts=now)   # a new id every time
         ... action = op.take(answered.answer, now)    # or op.broke(failure, detail, now)
     # action is Done (the final result) or Stop (a failure class of `http.Failure` and why)
 

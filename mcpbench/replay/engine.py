@@ -49,17 +49,8 @@ from typing import Any
 from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.client import (
-    Answered,
-    ClientConnection,
-    EndpointReady,
-    Event,
-    Failed,
-    Garbled,
-    Outgoing,
-    Pushed,
-    ServerRequest,
-    SessionLost,
-    Unmatched,
+    Answered, ClientConnection, EndpointReady, Event, Failed, Garbled, Outgoing, Pushed, ServerRequest, SessionLost,
+    Unmatched, initialize_request, initialized_notification,
 )
 from mcpbench.protocol.errors import McpbenchError, ReplayError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES, AUTHORIZATION, Failure
@@ -479,14 +470,14 @@ class _SessionRunner:
             if time.perf_counter() + action.wait > deadline:
                 cancel = op.cancel()
                 if cancel is not None:
-                    self._write(self.conn.request(cancel.method, cancel.params, waiter=_Waiter(), ts=time.perf_counter()))
+                    self._write(self.conn.send(self.conn.prepare(cancel.method, cancel.params), waiter=_Waiter(), ts=time.perf_counter()))
                 action = Stop(Failure.ANSWER_LOST, f"task {handle['taskId']} still {op.task.status if op.task else 'running'} "
                                                f"after {budget:g} s: cancelled")
                 break
             self._wait_until(time.perf_counter() + action.wait)
             waiter = _Waiter()
             last_sent = time.perf_counter()
-            self._write(self.conn.request(action.method, action.params, waiter=waiter, ts=last_sent))
+            self._write(self.conn.send(self.conn.prepare(action.method, action.params), waiter=waiter, ts=last_sent))
             # A poll has the whole bound of its own: one sent just before the task's deadline is not
             # lost for having had a millisecond (the loop's next turn sees the deadline and cancels).
             bound = last_sent + budget
@@ -588,14 +579,14 @@ class _SessionRunner:
 
     def _handshake(self) -> None:
         """Open a handshake-era session for a recording that had none (era switch, sessionless traffic)."""
-        self._write(self.conn.initialize(waiter=SYNTHETIC_INITIALIZE, ts=time.perf_counter()))
+        self._write(self.conn.send(initialize_request(self.conn), waiter=SYNTHETIC_INITIALIZE, ts=time.perf_counter()))
         timeout = self.r.timeout_for(None)
         deadline = time.perf_counter() + timeout
         while not self.initialized and not self.run.aborted:
             if not self._pump(deadline):
                 self.run.aborted = f"initialize got no answer within {timeout:g} s"
                 return
-        self._write(self.conn.initialized(time.perf_counter()))
+        self._write(self.conn.send(initialized_notification(), ts=time.perf_counter()))
         self._listen()
 
     def _await(self, live: LiveCall) -> None:
@@ -613,7 +604,7 @@ class _SessionRunner:
             item = next_item(items, remaining) if remaining > 0 else None
             if item is None:
                 live.timed_out = True
-                self.conn.give_up(live.live_ids[-1], f"no answer within {timeout:g} s")
+                self.conn.fail(f"no answer within {timeout:g} s", gave_up=live.live_ids[-1])
                 if not self.heard:  # not one message yet: every other call would wait as long
                     self.run.aborted = (f"{self.r.target_text} sent nothing within {timeout:g} s: "
                                         "not an MCP server, or not answering")
@@ -652,7 +643,7 @@ class _SessionRunner:
         What an era switch changes in the recording itself is the core's (`versions.translate`;
         an input round dropped there is asked as server requests, answered from the recording,
         during its retry: the retry's final answer is the one to compare); the 2026-07-28 envelope
-        is the connection's to add (`ClientConnection.request`).
+        is the connection's to add (`ClientConnection.prepare`).
         """
         live = self.run.calls[call.index] if call is not None else None
         method, params = message.method, message.params
@@ -724,7 +715,7 @@ class _SessionRunner:
             return
         ahead = out is not None
         if not ahead:
-            out = self.conn.request(message.method, message.params, waiter=live, ts=ts, as_version=self._sent_in(message))
+            out = self.conn.send(self.conn.prepare(message.method, message.params, as_version=self._sent_in(message)), waiter=live, ts=ts)
         if live is not None and live.call.foreign_host is not None and out.headers is not None:
             out = self._foreign_host(live.call, out)
         if live is not None and message.method == LISTEN:
@@ -740,7 +731,7 @@ class _SessionRunner:
         if ahead:
             # Built ahead: written first, and the connection told after. Nothing can be answered
             # in between: what arrives is fed to the connection on this thread, after this returns.
-            self.conn.sent(out, waiter=live, ts=ts)
+            self.conn.send(out, waiter=live, ts=ts)
 
     def _foreign_host(self, call: RecordedCall, out: Outgoing) -> Outgoing:
         """A request recorded with a deliberately foreign `Host` (a DNS-rebinding check): sent with that

@@ -38,13 +38,8 @@ from mcpbench.auth.options import ClientAccess
 from mcpbench.protocol import jsonrpc
 from mcpbench.protocol.asks import Relay
 from mcpbench.protocol.client import (
-    Answered,
-    ClientConnection,
-    Event,
-    Failed,
-    Outgoing,
-    Pushed,
-    ServerRequest,
+    Answered, ClientConnection, Event, Failed, Outgoing, Pushed, ServerRequest, initialize_request,
+    initialized_notification,
 )
 from mcpbench.protocol.errors import McpbenchError, TargetError
 from mcpbench.protocol.http import AUTHORIZATION, Failure
@@ -104,7 +99,7 @@ class _Upstream:
             raise
 
     def _handshake(self, hello: dict | None) -> None:
-        params = hello or self.conn.initialize().message.params
+        params = hello or self.conn.send(initialize_request(self.conn)).message.params
         answer = None
         for item in self.exchange("initialize", params):
             if isinstance(item, Failed):
@@ -116,7 +111,7 @@ class _Upstream:
             raise TargetError(f"upstream initialize failed: {reason}")
         self.init_result = answer.result
         self.version = self.conn.negotiated or params.get("protocolVersion")
-        self._send(lambda: self.conn.initialized(time.perf_counter()))
+        self._send(lambda: self.conn.send(initialized_notification(), ts=time.perf_counter()))
 
     def _headers(self, failed: Failed | None = None) -> dict[str, str]:
         """The user's headers and a token that is not due (a new one after `failed`, a 401).
@@ -165,10 +160,10 @@ class _Upstream:
                 item = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 with self._lock:
-                    failed = self.conn.give_up(out.request_id, f"no answer within {self.timeout:g} s")
-                if failed is None:  # its answer came just now
+                    failed = self.conn.fail(f"no answer within {self.timeout:g} s", gave_up=out.request_id)
+                if not failed:  # its answer came just now
                     continue
-                yield failed
+                yield failed[0]
                 return
             yield item
             if isinstance(item, (Response, ErrorResponse, Failed)):
@@ -186,7 +181,7 @@ class _Upstream:
         """From the transport's threads: feed the connection, then route what it says."""
         with self._lock:
             if type(item) is Lost and item.fatal:  # the transport broke: every request in flight fails
-                events = self.conn.broken(item.reason)
+                events = self.conn.fail(item.reason)
             else:
                 events = self.transport.receive(item)
         self._route(events)
@@ -229,7 +224,7 @@ class _Upstream:
         self.transport.close()
         with self._lock:
             self.conn.close()
-            events = self.conn.broken(failing) if failing else []
+            events = self.conn.fail(failing) if failing else []
         self._route(events)
 
 

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpbench.protocol import http as mcphttp
-from mcpbench.protocol.client import AnswerReader, ClientConnection, Event, Outgoing
+from mcpbench.protocol.client import STDOUT, AnswerReader, ClientConnection, Event, GetHead, Outgoing, PostHead
 from mcpbench.protocol.transports import STDIO
 
-# The streams a transport reads besides the answers to its POSTs (which are numbered).
-STDOUT, GET, LEGACY_STREAM = "stdout", "get", "legacy"
+# The streams a transport reads besides the answers to its POSTs (which are numbered); stdout is
+# the core's own channel, `STDOUT`.
+GET, LEGACY_STREAM = "get", "legacy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class Opened:
     ts: float
     authenticate: str | None = None  # the `WWW-Authenticate` challenge of a 401 or 403
     headers: Any = None  # all of the head's headers (an `http.client.HTTPMessage`), where a caller reads more
+    sent: float | None = None  # perf_counter time the request left, where the shell knows it
 
 
 @dataclass(slots=True)  # one per answer on the replay's critical path: not frozen, whose `__init__` costs 3x
@@ -60,6 +62,8 @@ class Lost:
     out: Outgoing | None = None
     fatal: bool = False
     ts: float = 0.0
+    failure: str | None = None  # its `http.Failure` class where the shell tells (CONNECT otherwise)
+    closed: bool = False  # the peer closed the connection without any answer (no status line)
 
 
 Item = Opened | Arrival | Lost
@@ -134,15 +138,15 @@ class Transport:
             self._opened(item)
             return []
         if item.out is not None:
-            return self.conn.post_failed(item.out, mcphttp.Failure.CONNECT, item.reason)
+            return self.conn.fail(item.reason, item.failure or mcphttp.Failure.CONNECT, out=item.out)
         return []
 
     def _opened(self, item: Opened) -> None:
         """An HTTP answer's head: its body is read by the core's reader for it from now on."""
         if item.out is None:  # the GET stream
-            reader = self.conn.get_stream(item.status, item.content_type, authenticate=item.authenticate)
+            reader = self.conn.reader(GetHead(item.status, item.content_type, authenticate=item.authenticate))
         else:
-            reader = self.conn.post_answer(item.out, item.status, item.content_type, item.session_id, item.authenticate)
+            reader = self.conn.reader(PostHead(item.out, item.status, item.content_type, item.session_id, item.authenticate))
         if reader is not None:
             self._readers[item.stream] = self._reader_for(item.stream, reader)
 
@@ -155,6 +159,16 @@ class Transport:
             return items.get(timeout=timeout) if timeout > 0 else items.get_nowait()
         except queue.Empty:
             return None
+
+    def next_exchange(self, deadline: float, *, extra: dict[str, str] | None = None, bare: bool = False) -> None:
+        """Bound the next exchange (a shell that reads one at a time, `exchange.py`): its deadline
+        (`time.monotonic()`), `extra` headers (they win), `bare`: without the user's headers."""
+
+    def cut(self) -> None:
+        """From the sink: end the stream being read now (a shell that reads one exchange at a time)."""
+
+    def hurry(self, until: float) -> None:
+        """From the sink: the answer is in; read the rest of the stream only until `until`."""
 
     def listen(self) -> None:
         """Open the session's `GET` stream (Streamable HTTP); nothing elsewhere."""
@@ -189,4 +203,4 @@ def shut_socket(sock: socket.socket | None) -> None:
             pass
 
 
-__all__ = ["GET", "LEGACY_STREAM", "STDOUT", "Arrival", "Dispatch", "Item", "Lost", "Opened", "Sink", "Transport", "shut_socket"]
+__all__ = ["GET", "LEGACY_STREAM", "Arrival", "Dispatch", "Item", "Lost", "Opened", "Sink", "Transport", "shut_socket"]

@@ -46,7 +46,9 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from geventhttpclient.url import URL
 
 from mcpbench.auth.proxy import Proxy, ProxySettings
-from mcpbench.protocol.client import ClientConnection, EndpointReady, Failed, Outgoing
+from mcpbench.protocol.client import (
+    STDOUT, ClientConnection, EndpointReady, Failed, GetHead, LegacyHead, Outgoing, PostHead,
+)
 from mcpbench.protocol.http import (
     AUTHENTICATE, INSTANCE, KEEP_ALIVE_EXPIRY, SESSION_ID, Failure, classify_status, may_send_again,
 )
@@ -245,10 +247,10 @@ class _HttpPoster(Transport):
                 else:  # written, then no answer: it may have run, and is not sent again unasked
                     said = "sent again once, closed again" if may_send_again(out.message) else "it may have run: not sent again"
                     failure = McpFailure(Failure.STREAM_CLOSED, f"{CLOSED_UNANSWERED} ({said})")
-                self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
+                self.dispatch(self.conn.fail(failure.detail, failure.kind, out=out))
                 return 0
         note_instance(self, resp)
-        reader = self.conn.post_answer(out, resp.status_code, resp.get("content-type"), resp.get(SESSION_ID), resp.get(AUTHENTICATE))
+        reader = self.conn.reader(PostHead(out, resp.status_code, resp.get("content-type"), resp.get(SESSION_ID), resp.get(AUTHENTICATE)))
         streamed = reader.answer.streamed
         draining = False
         try:
@@ -267,7 +269,7 @@ class _HttpPoster(Transport):
                 self.dispatch(reader.feed(b"", time.perf_counter()))
             else:
                 failure = exc if isinstance(exc, McpFailure) else _socket_failure(exc, connected=True)
-                self.dispatch(self.conn.post_failed(out, failure.kind, failure.detail))
+                self.dispatch(self.conn.fail(failure.detail, failure.kind, out=out))
         finally:
             self.first_event = reader.first_event
             if draining:
@@ -328,12 +330,12 @@ class GreenStreamableHttp(_HttpPoster):
     def _listen(self, conn: ClientConnection) -> None:
         while self.conn is conn and conn.usable:
             try:
-                resp = self._client.request("GET", self._uri, headers=conn.get_headers())
+                resp = self._client.request("GET", self._uri, headers=conn.headers("get"))
             except _SOCKET_ERRORS:
                 gevent.sleep(LISTEN_PAUSE)
                 continue
             self.get_streams += 1
-            reader = conn.get_stream(resp.status_code, resp.get("content-type"), authenticate=resp.get(AUTHENTICATE))
+            reader = conn.reader(GetHead(resp.status_code, resp.get("content-type"), authenticate=resp.get(AUTHENTICATE)))
             try:
                 if reader is None:  # 405: the server has no stream for us
                     return
@@ -365,7 +367,7 @@ class GreenStreamableHttp(_HttpPoster):
         except _SOCKET_ERRORS:
             return 0, None, None
         note_instance(self, resp)
-        reader = self.conn.get_stream(resp.status_code, resp.get("content-type"), stream="resume", authenticate=resp.get(AUTHENTICATE))
+        reader = self.conn.reader(GetHead(resp.status_code, resp.get("content-type"), stream="resume", authenticate=resp.get(AUTHENTICATE)))
         try:
             if reader is None:  # 405: the server cannot resume
                 return 0, None, None
@@ -426,7 +428,7 @@ class GreenLegacySse(_HttpPoster):
                                           stream=True)
         try:
             with gevent.Timeout(self._timeout, CallTimeout):
-                self._stream = self._stream_client.request("GET", URL(self.url).request_uri, headers=self.conn.legacy_headers())
+                self._stream = self._stream_client.request("GET", URL(self.url).request_uri, headers=self.conn.headers("legacy"))
         except CallTimeout:
             self.close()
             raise McpFailure(Failure.ANSWER_LOST, "no answer to GET") from None
@@ -435,7 +437,7 @@ class GreenLegacySse(_HttpPoster):
             raise _socket_failure(exc, connected=False) from None
         note_instance(self, self._stream)
         status = self._stream.status_code
-        reader = self.conn.legacy_stream(status, self._stream.get("content-type"), self._stream.get(AUTHENTICATE))
+        reader = self.conn.reader(LegacyHead(status, self._stream.get("content-type"), self._stream.get(AUTHENTICATE)))
         if (refused := reader.refused()) is not None:
             self.close()  # a success status that is no event stream counts as the client's error
             raise McpFailure(classify_status(status, has_session=False, challenge=reader.challenge) or Failure.HTTP_4XX, refused)
@@ -465,7 +467,7 @@ class GreenLegacySse(_HttpPoster):
 
     def send(self, out: Outgoing) -> int:
         if self._closed is not None or out.url is None:  # not sent: it cannot have run
-            self.dispatch(self.conn.post_failed(out, Failure.CONNECT, "not sent: the session's SSE stream closed"))
+            self.dispatch(self.conn.fail("not sent: the session's SSE stream closed", Failure.CONNECT, out=out))
             return 0
         return self._post(out, out.url)
 
@@ -537,11 +539,11 @@ class GreenStdio(Transport):
                 chunk = b""
             if not chunk:
                 self._closed = self._closed or "the server process closed its stdout"
-            self.dispatch(self.conn.receive_stdout(chunk, time.perf_counter()))
+            self.dispatch(self.conn.reader(STDOUT).feed(chunk, time.perf_counter()))
 
     def send(self, out: Outgoing) -> int:
         if self._closed is not None or self.proc is None:  # not sent: it cannot have run
-            self.dispatch(self.conn.post_failed(out, Failure.CONNECT, "not sent: the server process exited"))
+            self.dispatch(self.conn.fail("not sent: the server process exited", Failure.CONNECT, out=out))
             return 0
         view = memoryview(out.data)
         try:
@@ -550,7 +552,7 @@ class GreenStdio(Transport):
                     view = view[gevent.os.nb_write(self._stdin, view) :]
         except OSError:
             self._closed = self._closed or "stdin closed"
-            self.dispatch(self.conn.post_failed(out, Failure.STREAM_CLOSED, "server process stdin closed"))
+            self.dispatch(self.conn.fail("server process stdin closed", Failure.STREAM_CLOSED, out=out))
         return len(out.data)
 
     def close(self) -> None:

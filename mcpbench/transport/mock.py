@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mcpbench.protocol import jsonrpc
-from mcpbench.protocol.client import ClientConnection, EndpointReady, Event, Outgoing
+from mcpbench.protocol.client import STDOUT, ClientConnection, EndpointReady, Event, LegacyHead, Outgoing
 from mcpbench.protocol.media import EVENT_STREAM
 from mcpbench.protocol.jsonrpc import Message, Request
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO
 from mcpbench.protocol.versions import has_handshake
-from mcpbench.transport.base import LEGACY_STREAM, STDOUT, Arrival, Opened, Sink, Transport
+from mcpbench.transport.base import LEGACY_STREAM, Arrival, Opened, Sink, Transport
 
 # In a handler's answer: the stream ends here.
 CUT = "cut"
@@ -66,12 +66,12 @@ class MockTransport(Transport):
         if self.kind != LEGACY_SSE:
             self._readers[STDOUT] = self._stdout
             return []
-        self._readers[LEGACY_STREAM] = conn.legacy_stream(200, EVENT_STREAM).feed
+        self._readers[LEGACY_STREAM] = conn.reader(LegacyHead(200, EVENT_STREAM)).feed
         endpoint = f"event: endpoint\ndata: /messages?session_id={self.session_id}\n\n".encode()
         return [e for e in self.receive(Arrival(LEGACY_STREAM, endpoint, time.perf_counter())) if type(e) is not EndpointReady]
 
     def _stdout(self, data: bytes, ts: float) -> list[Event]:
-        return self.conn.receive_stdout(data, ts)
+        return self.conn.reader(STDOUT).feed(data, ts)
 
     @property
     def alive(self) -> bool:

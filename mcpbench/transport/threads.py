@@ -33,12 +33,14 @@ from mcpbench.auth.fetch import connection, failure, proxy_headers, target
 from mcpbench.auth.proxy import ProxySettings
 from mcpbench.files.fdio import write_all
 from mcpbench.protocol import http as mcphttp
-from mcpbench.protocol.client import AnswerReader, ClientConnection, EndpointReady, Event, Garbled, Outgoing
+from mcpbench.protocol.client import (
+    STDOUT, AnswerReader, ClientConnection, EndpointReady, Event, Garbled, LegacyHead, Outgoing,
+)
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer
 from mcpbench.system.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
-from mcpbench.transport.base import GET, LEGACY_STREAM, STDOUT, Arrival, Item, Lost, Opened, Sink, Transport, shut_socket
+from mcpbench.transport.base import GET, LEGACY_STREAM, Arrival, Item, Lost, Opened, Sink, Transport, shut_socket
 
 # /proc/PID/statm counts pages.
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -131,8 +133,8 @@ class StdioTransport(Transport):
 
     def _stdout(self, data: bytes, ts: float) -> list[Event]:
         if data:
-            return self.conn.receive_stdout(data, ts)
-        return self.conn.receive_stdout(data, ts, why=self.exit_detail)  # the exit status says more than "stdout closed"
+            return self.conn.reader(STDOUT).feed(data, ts)
+        return self.conn.reader(STDOUT).feed(data, ts, why=self.exit_detail)  # the exit status says more than "stdout closed"
 
     def send(self, out: Outgoing) -> None:
         with self._lock:
@@ -360,7 +362,7 @@ class StreamableHttpTransport(Transport):
         if self._listener is not None or self._closing or not self.conn.session_id:
             return
         answered = threading.Event()
-        headers = self.conn.get_headers()  # built here: the connection belongs to this thread
+        headers = self.conn.headers("get")  # built here: the connection belongs to this thread
         self._listener = threading.Thread(target=self._listen, args=(headers, answered), name="mcpbench-http-get", daemon=True)
         self._listener.start()
         answered.wait(CONNECT_TIMEOUT)
@@ -407,7 +409,7 @@ class StreamableHttpTransport(Transport):
         shut_socket(stream)  # wakes the reader blocked on a silent stream
         if self._listener is not None:
             self._listener.join(EXIT_GRACE)
-        headers = self.conn.delete_headers() if self.conn is not None else None
+        headers = self.conn.headers("delete") if self.conn is not None else None
         if headers is not None:
             try:
                 conn = connection(self.url, DELETE_TIMEOUT, self.proxy)
@@ -451,14 +453,14 @@ class LegacySseTransport(Transport):
         proxy = self.proxies.route(url) if self.proxies is not None else None
         self._stream = connection(url, self.timeout, proxy)
         try:
-            self._stream.request("GET", target(url, proxy), headers={**conn.legacy_headers(), **proxy_headers(url, proxy)})
+            self._stream.request("GET", target(url, proxy), headers={**conn.headers("legacy"), **proxy_headers(url, proxy)})
             self._sock = self._stream.sock
             resp = self._stream.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             self._stream.close()
             raise TargetError(failure(url, exc, proxy)) from None
         content_type = resp.getheader("content-type")
-        reader = conn.legacy_stream(resp.status, content_type, resp.getheader(mcphttp.AUTHENTICATE))
+        reader = conn.reader(LegacyHead(resp.status, content_type, resp.getheader(mcphttp.AUTHENTICATE)))
         if reader.refused():
             body = resp.read(REFUSAL_CHARS).decode("utf-8", "replace").strip()
             self._stream.close()

@@ -14,7 +14,7 @@ from mcpbench.fuzz.protocol_cases import BEFORE_HANDSHAKE, expected_refusal, pro
 from mcpbench.fuzz.run import FuzzSettings, ToolInfo, skip_reason
 from mcpbench.fuzz.schemas import from_schema
 from mcpbench.fuzz.session import RequestOutcome
-from mcpbench.protocol.client import ClientConnection
+from mcpbench.protocol.client import ClientConnection, initialize_request
 from mcpbench.protocol.jsonrpc import ErrorResponse, Response
 from mcpbench.protocol.versions import LATEST_HANDSHAKE
 from mcpbench.replay.report import CallResult, fuzz_note
@@ -117,7 +117,7 @@ def test_memory_grows_past_both_an_amount_and_a_factor_over_enough_calls():
 
 def test_the_header_cases_expect_what_the_core_server_rules_answer():
     conn = ClientConnection("streamable-http", LATEST_HANDSHAKE, url="http://127.0.0.1:1/mcp")
-    init = conn.initialize().data
+    init = conn.send(initialize_request(conn)).data
     conn.session_id = "S1"
     refused = {}
     for case in protocol_cases("streamable-http"):

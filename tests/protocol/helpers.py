@@ -1,6 +1,7 @@
 """Helpers for protocol tests: feed a decoder whole, byte by byte, and in random chunks."""
 
 from mcpbench.protocol.framing import Signal
+from mcpbench.protocol.client import STDOUT, LegacyHead, PostHead
 
 
 def drain(machine) -> list:
@@ -56,8 +57,8 @@ class ServerPair:
 
     def open_legacy(self) -> list:
         """Legacy HTTP+SSE: `GET /sse`; the client's events for the stream's head and endpoint."""
-        opened = self.http("GET", self.client.url, self.client.legacy_headers())
-        self.legacy = self.client.legacy_stream(opened.reply.status, dict(opened.reply.headers)["content-type"])
+        opened = self.http("GET", self.client.url, self.client.headers("legacy"))
+        self.legacy = self.client.reader(LegacyHead(opened.reply.status, dict(opened.reply.headers)["content-type"]))
         return self.legacy.feed(opened.reply.body)
 
     def send(self, out) -> list:
@@ -68,7 +69,7 @@ class ServerPair:
             events = []
             for event in self.server.receive_stdin(out.data):
                 if type(event) is Call:
-                    events += self.client.receive_stdout(b"".join(self.server.event(event, m) for m in self.answer(event, self.server)))
+                    events += self.client.reader(STDOUT).feed(b"".join(self.server.event(event, m) for m in self.answer(event, self.server)))
                 elif type(event) is Accepted:
                     self.accepted.append(event)
             return events
@@ -76,7 +77,7 @@ class ServerPair:
         if type(event) is Accepted:
             self.accepted.append(event)
         if type(event) is not Call:
-            reader = self.client.post_answer(out, event.reply.status, dict(event.reply.headers).get("content-type"))
+            reader = self.client.reader(PostHead(out, event.reply.status, dict(event.reply.headers).get("content-type")))
             return reader.feed(event.reply.body) + reader.feed(b"")
         messages = self.answer(event, self.server)
         if event.reply is not None:  # legacy: 202 now, the answer on the stream
@@ -88,5 +89,5 @@ class ServerPair:
             reply = self.server.stream(event)
             body = b"".join(self.server.event(event, m) for m in messages)
         headers = dict(reply.headers)
-        reader = self.client.post_answer(out, reply.status, headers["content-type"], headers.get("mcp-session-id"))
+        reader = self.client.reader(PostHead(out, reply.status, headers["content-type"], headers.get("mcp-session-id")))
         return reader.feed(body) + reader.feed(b"")

@@ -11,7 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpbench.protocol import versions
-from mcpbench.protocol.client import Answered, ClientConnection, Failed
+from mcpbench.protocol.client import (
+    STDOUT, Answered, ClientConnection, Failed, GetHead, LegacyHead, PostHead, notification,
+)
 from mcpbench.protocol.errors import LocalProtocolError, RemoteProtocolError
 from mcpbench.protocol.jsonrpc import ErrorResponse, Request, Response, encode
 from mcpbench.protocol.server import Call, HttpRequest, ServerConnection
@@ -136,25 +138,25 @@ def test_a_client_takes_any_answers_and_settles_each_request_once(transport, ver
     for step in steps:
         match step:
             case ("request", method, request_params):
-                sent.append(conn.request(method, request_params, waiter=len(sent) + 1))
+                sent.append(conn.send(conn.prepare(method, request_params), waiter=len(sent) + 1))
             case ("notify", method, request_params):
-                sent.append(conn.notify(method, request_params))
+                sent.append(conn.send(notification(method, request_params)))
             case ("answer", index, status, content_type, session_id, data, points) if sent and transport != STDIO:
-                feed(conn.post_answer(sent[index % len(sent)], status, content_type, session_id), data, points)
+                feed(conn.reader(PostHead(sent[index % len(sent)], status, content_type, session_id)), data, points)
             case ("get", status, content_type, data, points) if transport == STREAMABLE_HTTP:
-                if (reader := conn.get_stream(status, content_type)) is not None:
+                if (reader := conn.reader(GetHead(status, content_type))) is not None:
                     feed(reader, data, points)
             case ("stdout", data, points) if transport == STDIO:
                 for chunk in [*chunked(data, points), b""]:
-                    settle(conn.receive_stdout(chunk))
+                    settle(conn.reader(STDOUT).feed(chunk))
             case ("legacy", status, content_type, data, points) if transport == LEGACY_SSE:
-                feed(conn.legacy_stream(status, content_type), data, points)
+                feed(conn.reader(LegacyHead(status, content_type)), data, points)
             case ("give_up", index) if sent:
                 out = sent[index % len(sent)]
-                if out.request_id is not None and (failed := conn.give_up(out.request_id, "gave up")) is not None:
-                    settle([failed])
+                if out.request_id is not None:
+                    settle(conn.fail("gave up", gave_up=out.request_id))
             case ("broken",):
-                settle(conn.broken("broke"))
+                settle(conn.fail("broke"))
             case ("close",):
                 conn.close()
     assert all(count == 1 for count in outcomes.values()), outcomes  # one outcome per request, at most

@@ -3,7 +3,7 @@
 import orjson
 import pytest
 
-from mcpbench.protocol.client import Answered, ClientConnection, Failed, Pushed
+from mcpbench.protocol.client import Answered, ClientConnection, Failed, PostHead, Pushed
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.listen import ACK_TIMEOUT, Acknowledged, Change, Listen, listen_filter
 from mcpbench.protocol.versions import LISTEN, LISTEN_ACKNOWLEDGED, META_SUBSCRIPTION_ID
@@ -26,9 +26,9 @@ def tagged(method: str, subscription) -> dict:
 def opened(types=("toolsListChanged",), resources=()):
     conn = ClientConnection("streamable-http", "2026-07-28", url=URL)
     listen = Listen(types, resources)
-    out = conn.request(LISTEN, listen.params(), ts=1.0)
+    out = conn.send(conn.prepare(LISTEN, listen.params()), ts=1.0)
     listen.opened(out.request_id, 1.0)
-    reader = conn.post_answer(out, 200, "text/event-stream")
+    reader = conn.reader(PostHead(out, 200, "text/event-stream"))
     return conn, listen, out, reader
 
 

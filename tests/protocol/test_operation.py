@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from mcpbench.protocol.asks import Canned, Refuse
-from mcpbench.protocol.client import Answered, ClientConnection
+from mcpbench.protocol.client import Answered, ClientConnection, PostHead
 from mcpbench.protocol.http import Failure
 from mcpbench.protocol.operation import (
     DEFAULT_POLL,
@@ -45,11 +45,11 @@ class Wire:
         self.sent: list = []  # the Outgoing of every request, in order
 
     def exchange(self, action: Send, result: dict | None = None, error: dict | None = None) -> Answered:
-        out = self.conn.request(action.method, action.params)
+        out = self.conn.send(self.conn.prepare(action.method, action.params))
         self.sent.append(out)
         body = {"jsonrpc": "2.0", "id": out.request_id}
         body.update({"error": error} if error is not None else {"result": result})
-        reader = self.conn.post_answer(out, 200, "application/json")
+        reader = self.conn.reader(PostHead(out, 200, "application/json"))
         events = reader.feed(orjson.dumps(body)) + reader.feed(b"")
         (answered,) = [e for e in events if type(e) is Answered]
         return answered

@@ -3,7 +3,10 @@
 import pytest
 
 from mcpbench.protocol.asks import Canned
-from mcpbench.protocol.client import Answered, ClientConnection, EndpointReady, Failed, Pushed, ServerRequest, SessionLost
+from mcpbench.protocol.client import (
+    Answered, ClientConnection, EndpointReady, Failed, Pushed, ServerRequest, SessionLost, initialize_request,
+    initialized_notification,
+)
 from mcpbench.protocol.jsonrpc import Notification, Response
 from mcpbench.protocol.server import Accepted, HostCheck, ServerConnection, SessionEnded
 from mcpbench.protocol.versions import allows_server_requests, has_handshake
@@ -49,12 +52,12 @@ def test_a_session_from_start_to_end(transport, version, json):
         (ready,) = pair.open_legacy()
         assert type(ready) is EndpointReady and server.alive(ready.session_id)
     if has_handshake(version):
-        (answered,) = pair.send(client.initialize(waiter="init"))
+        (answered,) = pair.send(client.send(initialize_request(client), waiter="init"))
         assert type(answered) is Answered and answered.waiter == "init" and client.negotiated == version
-        assert pair.send(client.initialized()) == []
+        assert pair.send(client.send(initialized_notification())) == []
         assert [type(a.message) for a in pair.accepted] == [Notification]
 
-    events = pair.send(client.request("tools/call", {"name": "slow", "_meta": {"progressToken": "p1"}}, waiter="call"))
+    events = pair.send(client.send(client.prepare("tools/call", {"name": "slow", "_meta": {"progressToken": "p1"}}), waiter="call"))
     kinds = [type(e) for e in events]
     asks = allows_server_requests(version) and not json
     assert kinds == ([] if json else [Pushed]) + ([ServerRequest] if asks else []) + [Answered]
@@ -66,8 +69,8 @@ def test_a_session_from_start_to_end(transport, version, json):
         assert type(pair.accepted[-1]) is Accepted and pair.accepted[-1].waiter == "asked"
         assert pair.accepted[-1].message.result == SAMPLED
 
-    if transport == "streamable-http" and (headers := client.delete_headers()) is not None:
+    if transport == "streamable-http" and (headers := client.headers("delete")) is not None:
         ended = pair.http("DELETE", client.url, headers)
         assert type(ended) is SessionEnded and not server.alive(ended.session)
-        lost = pair.send(client.request("tools/list", waiter="late"))
+        lost = pair.send(client.send(client.prepare("tools/list"), waiter="late"))
         assert [type(e) for e in lost] == [Failed, SessionLost] and lost[0].waiter == "late"

@@ -1,6 +1,6 @@
 import pytest
 
-from mcpbench.protocol.client import ClientConnection
+from mcpbench.protocol.client import STDOUT, ClientConnection, initialize_request, initialized_notification
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Notification, Request, Response
 from mcpbench.protocol.session import (
     C2S,
@@ -142,13 +142,13 @@ def test_every_table_row_is_reachable():
 
 def test_the_client_core_drives_the_session_in_both_eras():
     old = ClientConnection("stdio", "2025-11-25")
-    init = old.initialize()
+    init = old.send(initialize_request(old))
     assert init.message.params["protocolVersion"] == "2025-11-25" and init.request_id == 1
-    old.receive_stdout(b'{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}\n')
-    old.initialized()
+    old.reader(STDOUT).feed(b'{"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25"}}\n')
+    old.send(initialized_notification())
     assert old.session.state is SessionState.OPERATING
     new = ClientConnection("stdio", "2026-07-28")
-    out = new.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    out = new.send(new.prepare("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
     assert out.message.params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
     assert new.session.state is SessionState.OPERATING
 

@@ -2,7 +2,7 @@
 
 import queue
 
-from mcpbench.protocol.client import Answered, ClientConnection, Failed, SessionLost
+from mcpbench.protocol.client import Answered, ClientConnection, Failed, SessionLost, initialize_request
 from mcpbench.protocol.jsonrpc import Notification, Request, Response
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.transport import CUT, Arrival, MockTransport, Opened
@@ -23,7 +23,7 @@ def test_a_streamable_http_answer_arrives_as_a_head_then_its_body_and_names_the_
                               items.put, kind=STREAMABLE_HTTP, session_id="s-1")
     conn = ClientConnection(STREAMABLE_HTTP, "2025-11-25", url=transport.url)
     assert transport.connect(conn) == []
-    transport.send(conn.initialize(ts=0.0))
+    transport.send(conn.send(initialize_request(conn), ts=0.0))
     queued = []
     while not items.empty():
         queued.append(items.get_nowait())
@@ -39,7 +39,7 @@ def test_a_cut_stdout_loses_the_session_and_fails_what_was_in_flight():
     transport = MockTransport(lambda m: [Notification(method="notifications/message", params={}), CUT], items.put, kind=STDIO)
     conn = ClientConnection(STDIO, "2026-07-28")
     transport.connect(conn)
-    transport.send(conn.request("tools/call", {"name": "x", "arguments": {}}))
+    transport.send(conn.send(conn.prepare("tools/call", {"name": "x", "arguments": {}})))
     events = drain(transport, items)
     assert any(type(e) is SessionLost for e in events) and any(type(e) is Failed for e in events)
     assert not transport.alive and isinstance(transport.sent[0], Request)
@@ -51,5 +51,5 @@ def test_a_legacy_stream_names_its_endpoint_on_connecting_and_carries_the_answer
     conn = ClientConnection(LEGACY_SSE, "2024-11-05", url=transport.url)
     transport.connect(conn)
     assert conn.endpoint == "http://mock.invalid/messages?session_id=abc"
-    transport.send(conn.request("ping", None))
+    transport.send(conn.send(conn.prepare("ping", None)))
     assert [type(e) for e in drain(transport, items) if type(e) is Answered] == [Answered]

@@ -13,6 +13,7 @@ from mcpbench.probe.wire import WireError, left
 from mcpbench.protocol import auth
 from mcpbench.protocol.errors import McpbenchError
 from mcpbench.protocol.http import GET_ACCEPT
+from mcpbench.protocol.client import initialize_request
 
 NAME, TITLE, BOUND = "auth", "Authentication shape", 8.0
 FIX = ("Answer 401 with WWW-Authenticate: Bearer resource_metadata=\"<URL>\" and serve Protected Resource Metadata "
@@ -41,7 +42,7 @@ def _bare(target: ProbeTarget, deadline: float) -> tuple[int | None, str | None]
         return reply.status, reply.header("www-authenticate")
     session = target.session()
     try:
-        ex = session.send(session.conn.initialize(), deadline=deadline, bare=True)
+        ex = session.send(session.conn.send(initialize_request(session.conn)), deadline=deadline, bare=True)
         if ex.ok:
             session.end(deadline=deadline)
     finally:

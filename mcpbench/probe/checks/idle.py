@@ -48,7 +48,7 @@ def _watch_stream(target: ProbeTarget, up_to: float, deadline: float) -> dict:
     try:
         if not session.open(deadline=deadline).ok:
             return {"error": "could not open a session"}
-        ex = session.get(session.conn.get_headers(), deadline=min(deadline, time.monotonic() + up_to), until_answered=False,
+        ex = session.get(session.conn.headers("get"), deadline=min(deadline, time.monotonic() + up_to), until_answered=False,
                          timeout=up_to)
         if ex.status == 405:
             return {"offered": False}

@@ -19,7 +19,7 @@ from mcpbench.probe.checks.buffering import FIX
 from mcpbench.probe.target import ProbeTarget
 from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow
 from mcpbench.probe.wire import WireError
-from mcpbench.protocol.client import Answered, Pushed
+from mcpbench.protocol.client import Answered, PostHead, Pushed
 from mcpbench.protocol.listen import Acknowledged, Change, Listen
 from mcpbench.protocol.versions import LISTEN
 from mcpbench.transport.base import shut_socket
@@ -49,14 +49,14 @@ class _Stream:
         self._thread: threading.Thread | None = None
 
     def open(self, deadline: float) -> None:
-        out = self.session.conn.request(LISTEN, self.listen.params(), ts=time.perf_counter())
+        out = self.session.conn.send(self.session.conn.prepare(LISTEN, self.listen.params()), ts=time.perf_counter())
         self.listen.opened(out.request_id, time.perf_counter())
         try:  # the head within the acknowledgement's wait: a proxy holding the whole answer back sends none
             self.reply = self.session.wire.request("POST", out.headers, out.data, deadline=min(deadline, time.monotonic() + ACK_WAIT))
         except WireError as exc:
             self.error, self.held = str(exc), exc.timed_out
             return
-        reader = self.session.conn.post_answer(out, self.reply.status, self.reply.content_type)
+        reader = self.session.conn.reader(PostHead(out, self.reply.status, self.reply.content_type))
         self._thread = threading.Thread(target=self._read, args=(reader, deadline), name="mcpbench-probe-listen", daemon=True)
         self._thread.start()
 

@@ -15,6 +15,7 @@ from mcpbench.probe.verdicts import FAIL, PASS, WARN, CheckRow
 from mcpbench.probe.wire import WireError
 from mcpbench.protocol.http import GET_ACCEPT, is_event_stream
 from mcpbench.protocol.server import LOOPBACK_BINDS
+from mcpbench.protocol.client import initialize_request
 
 NAME, TITLE, BOUND = "origin", "Host and Origin", 6.0
 FOREIGN_HOST = "rebind.mcpbench.invalid"
@@ -50,7 +51,7 @@ def _try(target: ProbeTarget, extra: dict, deadline: float) -> dict:
         return {"status": reply.status, "mcp": is_event_stream(reply.content_type)}  # the session's stream
     session = target.session()
     try:
-        ex = session.send(session.conn.initialize(), deadline=deadline, extra=extra)
+        ex = session.send(session.conn.send(initialize_request(session.conn)), deadline=deadline, extra=extra)
         if ex.ok:
             session.end(deadline=deadline)
         return {"status": ex.status, "closed": ex.unanswered_close, "mcp": ex.answered is not None, "detail": ex.detail}

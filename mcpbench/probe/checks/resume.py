@@ -112,7 +112,7 @@ def _foreign(target: ProbeTarget, event_id: str, deadline: float) -> dict:
     try:
         if not other.open(deadline=deadline).ok:
             return {"status": None}
-        ex = other.get(other.conn.resume_headers(event_id), deadline=min(deadline, time.monotonic() + FOREIGN_READ),
+        ex = other.get(other.conn.headers("resume", event_id), deadline=min(deadline, time.monotonic() + FOREIGN_READ),
                        cut_after=1, until_answered=False)
         other.end(deadline=deadline)
         return {"status": ex.status, "leaked": len(ex.arrivals)}
