@@ -360,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--call", type=_call, action="append", required=True, metavar="TOOL=JSON",
                         help="a tool and its arguments; repeat: called in turn")
     parser.add_argument("--mode", choices=("legacy", "auto"), default="legacy")
+    parser.add_argument("--max-calls", type=int, help="end after this many calls (--duration is then the bound)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a bad argument (2, said in one line)
@@ -372,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parsed = parse_target(args.target)
             transport, target = parsed.transport, parsed.url or list(parsed.argv)
         summary = run_sdk_client(target, transport, duration=args.duration, calls=args.call, out=args.out,
-                                 timeout=args.timeout, mode=args.mode)
+                                 timeout=args.timeout, mode=args.mode, max_calls=args.max_calls)
     except McpbenchError as exc:
         print(f"sdk_client: {exc}", file=sys.stderr)
         return exc.exit_code
