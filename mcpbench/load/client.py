@@ -356,10 +356,11 @@ class McpClient:
                 self.conn.set_headers(self._sent_headers())
         return None
 
-    def _renew(self, failed: Failed) -> McpFailure | None:
-        """After a 401: a new token (unless another user of a shared source got one since); the failure if none."""
+    def _renew(self, failed: Failed | None = None) -> McpFailure | None:
+        """After a 401 (`failed`, with its challenge, if a request's): a new token (unless another user of a
+        shared source got one since); the failure if none."""
         try:
-            self._token = self.tokens.renew((self._token or {}).get(AUTHORIZATION), failed.challenge)
+            self._token = self.tokens.renew((self._token or {}).get(AUTHORIZATION), failed.challenge if failed else None)
         except McpbenchError as exc:
             return McpFailure(Failure.AUTH_TOKEN_FAILED, str(exc))
         if self.conn is not None:
@@ -453,20 +454,27 @@ class McpClient:
             headers = conn.headers("delete") if conn is not None else None
             if headers is not None:
                 start = time.perf_counter()
-                failure = None
-                size = 0
-                try:
-                    with gevent.Timeout(self.timeout, CallTimeout):
-                        size = transport.end_session(headers)
-                except McpFailure as exc:
-                    failure = exc
-                except CallTimeout:
-                    failure = McpFailure(Failure.ANSWER_LOST, "no answer to DELETE")
+                size, failure = self._delete(transport, headers)
+                if failure is not None and failure.kind == Failure.AUTH_REQUIRED and self.tokens is not None:
+                    # once, as every step: the token may have expired on its way (renewed ahead, yet late on a busy machine)
+                    failure = self._renew()
+                    if failure is None:
+                        size, failure = self._delete(transport, conn.delete_headers())
                 self._record(STEP_DELETE, start, size, failure)
             if conn is not None:
                 conn.close()
         else:
             self.close_transport()
+
+    def _delete(self, transport: Transport, headers: dict[str, str]) -> tuple[int, McpFailure | None]:
+        """One DELETE of the session: the bytes it took, or its failure."""
+        try:
+            with gevent.Timeout(self.timeout, CallTimeout):
+                return transport.end_session(headers), None
+        except McpFailure as exc:
+            return 0, exc
+        except CallTimeout:
+            return 0, McpFailure(Failure.ANSWER_LOST, "no answer to DELETE")
 
     # --- a listen stream (2026-07-28) -------------------------------------------------------------
 

@@ -481,8 +481,8 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
         write_errors.append(f"{merged}: {exc.strerror or exc}")
         merged = parts
     # Interrupted, the run lasted as long as its samples span, not the scenario's duration; so does a
-    # run of K sessions (`sessions:`), which ends when they have (its steps per second are over that span).
-    planned = None if interrupted or scenario.sessions is not None else scenario.duration
+    # run of K sessions (`sessions:`) or calls (`calls:`), which ends when they have (its steps per second are over that span).
+    planned = None if interrupted or scenario.sessions is not None or scenario.calls is not None else scenario.duration
     from mcpbench.load import histograms  # numpy and hdrh: only at the end of a run
 
     columns = histograms.Columns() if isinstance(merged, Path) else None  # the histograms from the summary's pass

@@ -22,6 +22,7 @@ think time, users, spawn rate, duration and thresholds::
     open_model: {rate: 200, max_lateness: 1s}   # constant arrival rate (optional)
     distinct_sources: true                 # loopback targets: each user binds its own 127.0.0.N
     sessions: 50                           # session_per_task: end after this many sessions, with a verdict
+    calls: 40                              # long_lived: end after this many calls (duration is then the bound)
     server_requests:                       # how users answer server→client requests (default: refuse)
       roots/list: {roots: [{uri: "file:///tmp", name: tmp}]}
       sampling/createMessage: {role: assistant, content: {type: text, text: ok}, model: canned}
@@ -100,7 +101,7 @@ TOP_KEYS = (
     "name", "target", "session", "era", "calls_per_session", "mix", "mix_from_trace", "think_time",
     "users", "spawn_rate", "duration", "timeout", "thresholds", "open_model", "distinct_sources",
     "sessions", "server_requests", "reconnect", "exit_code_on_error", "headers", "auth", "proxy",
-    "input_responses", "max_rounds", "listen",
+    "input_responses", "max_rounds", "listen", "calls",
 )
 AUTH_KEYS = ("oauth", "bearer_token_env")
 MIX_KEYS = ("call", "tool", "uri", "prompt", "arguments", "weight", "as_task", "progress")
@@ -179,6 +180,7 @@ class Scenario:
     open_model: OpenModel | None = None
     distinct_sources: bool = False  # each user connects from its own 127.0.0.N (source-affinity balancers)
     sessions: int | None = None  # session_per_task: how many sessions in all (per load process), then stop
+    calls: int | None = None  # long_lived: how many calls in all (per load process), then stop
     server_requests: dict[str, dict | None] = field(default_factory=dict)  # method -> canned result, None: refuse
     reconnect: ReconnectPolicy | None = None  # None: no recovery inside a call (a long-lived user starts anew)
     exit_code_on_error: int = EXIT_CODE_ON_ERROR  # the exit status when a step failed (no fail_ratio threshold)
@@ -203,7 +205,7 @@ class Scenario:
             "think_time": list(self.think_time), "users": self.users, "spawn_rate": self.spawn_rate,
             "duration": self.duration, "timeout": self.timeout, "thresholds": [t.text for t in self.thresholds],
             "open_model": None if self.open_model is None else {"rate": self.open_model.rate, "max_lateness": self.open_model.max_lateness},
-            "distinct_sources": self.distinct_sources, "sessions": self.sessions, "source": self.source,
+            "distinct_sources": self.distinct_sources, "sessions": self.sessions, "calls": self.calls, "source": self.source,
             "server_requests": self.server_requests,
             "reconnect": None if self.reconnect is None else self.reconnect.to_json(),
             "exit_code_on_error": self.exit_code_on_error,
@@ -228,7 +230,7 @@ class Scenario:
             duration=obj["duration"], timeout=obj["timeout"],
             thresholds=tuple(parse_threshold(t) for t in obj["thresholds"]),
             open_model=None if om is None else OpenModel(om["rate"], om["max_lateness"]),
-            distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"),
+            distinct_sources=obj.get("distinct_sources", False), sessions=obj.get("sessions"), calls=obj.get("calls"),
             server_requests=obj.get("server_requests") or {}, source=obj.get("source", "<json>"),
             reconnect=None if obj.get("reconnect") is None else ReconnectPolicy.from_mapping(obj["reconnect"]),
             exit_code_on_error=obj.get("exit_code_on_error", EXIT_CODE_ON_ERROR),
@@ -544,6 +546,7 @@ def scenario_from_node(root: Any, source: str, *, target: str | None = None) -> 
         open_model=open_model,
         distinct_sources=value("distinct_sources", flag, False),
         sessions=value("sessions", positive_int, None),
+        calls=value("calls", positive_int, None),
         server_requests=value("server_requests", server_requests, {}),
         reconnect=value("reconnect", reconnect_policy, None),
         exit_code_on_error=value("exit_code_on_error", exit_status, EXIT_CODE_ON_ERROR),
@@ -623,6 +626,8 @@ def check_consistency(scenario: Scenario) -> None:
         raise ScenarioError("distinct_sources needs an HTTP target on loopback (127.x.x.x or localhost)")
     if scenario.sessions is not None and scenario.session != "session_per_task":
         raise ScenarioError("sessions counts whole sessions: it needs session: session_per_task")
+    if scenario.calls is not None and (scenario.session != "long_lived" or scenario.open_model is not None):
+        raise ScenarioError("calls counts a long-lived session's calls: it needs session: long_lived, no open_model")
     if scenario.open_model is not None and scenario.session != "long_lived":
         raise ScenarioError("open_model schedules single calls: it needs session: long_lived")
     if scenario.replay is not None and (scenario.open_model is not None or scenario.session != "session_per_task"):

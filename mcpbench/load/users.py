@@ -25,7 +25,8 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import gevent
@@ -283,25 +284,30 @@ class ScenarioMixin:
     schedule: ClassVar[ArrivalSchedule | None] = None
     max_sessions: ClassVar[int | None] = None
     """session_per_task: sessions this process runs in all; then the users stop and the run ends."""
+    max_calls: ClassVar[int | None] = None
+    """long_lived: calls this process makes in all; then the users stop and the run ends."""
     replay: ClassVar[SessionQueue | None] = None
     """Recorded traffic as load (traceload.py): each task runs the next recorded session on its schedule."""
 
-    def _claim_session(self) -> None:
-        """Count a new session; once `max_sessions` have started, stop this user instead (the last
-        user to find every session ended ends the run).
+    @contextmanager
+    def _claimed(self, limit: int | None) -> Iterator[None]:
+        """Run a new session (`max_sessions`) or call (`max_calls`), counted; once `limit` have started,
+        stop this user instead (the last user to find every one ended ends the run).
 
         Raises:
-            StopUser: no session is left to start.
+            StopUser: none is left to start.
         """
-        if self.max_sessions is None:
-            return
-        if _quota.started < self.max_sessions:
-            _quota.started += 1
-            return
-        if _quota.running == 0 and not _quota.ending:
-            _quota.ending = True
-            gevent.spawn(self.environment.runner.quit)  # every session has ended: so does the run
-        raise StopUser()
+        if limit is not None and _quota.started >= limit:
+            if _quota.running == 0 and not _quota.ending:
+                _quota.ending = True
+                gevent.spawn(self.environment.runner.quit)  # every one has ended: so does the run
+            raise StopUser()
+        _quota.started += 1
+        _quota.running += 1
+        try:
+            yield
+        finally:
+            _quota.running -= 1
 
     def _think(self) -> None:
         low, high = self.think_time
@@ -323,16 +329,13 @@ class ScenarioMixin:
         elif self.schedule is not None:
             self._open_model_task()
         elif self.session_mode == SESSION_PER_TASK:
-            self._claim_session()
-            _quota.running += 1
-            try:
+            with self._claimed(self.max_sessions):
                 self._session_task()
-            finally:
-                _quota.running -= 1
             self._think()
         else:
             if self._ensure():
-                self._one_call()
+                with self._claimed(self.max_calls):
+                    self._one_call()
             self._think()
 
     def _session_task(self) -> None:
@@ -397,7 +400,7 @@ _shared_tokens: dict[int, TokenSource] = {}
 
 
 class _Quota:
-    """Sessions started and running in this process, for `max_sessions` (users are greenlets of one thread)."""
+    """Sessions (`max_sessions`) or calls (`max_calls`) started and running in this process (users are greenlets of one thread)."""
 
     started = 0
     running = 0
@@ -435,6 +438,7 @@ def build_user_class(scenario: Any, version: str, *, label: str | None = None, w
         "reconnect": scenario.reconnect,
         "access": access,
         "max_sessions": scenario.sessions,
+        "max_calls": scenario.calls,
         "workload": Workload(scenario.mix),
         "calls_per_session": scenario.calls_per_session,
         "think_time": (low, high),

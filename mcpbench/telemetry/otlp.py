@@ -105,6 +105,12 @@ class SpanShipper:
         self.failure: str | None = None
         self._queue: deque = deque()
         self._sending = 0  # spans in the request under way (live)
+        # Live, the sending thread and `close` both count: under this lock a batch is taken from the
+        # queue and counted once, and once `close` has given up (`_abandoned`, counting the batch
+        # under way as dropped) the thread counts nothing more, so the line `close`'s caller says holds.
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._warned = threading.Event()  # the first failure has been said
         self._wake = threading.Event()
         self._closing = False
         self._recovered = True  # the last batch went (or none was sent yet)
@@ -121,10 +127,11 @@ class SpanShipper:
         """
         queue = self._queue
         if self.live:
-            if len(queue) >= QUEUE:
-                self.dropped += 1
-                return
-            queue.append(span)
+            with self._lock:
+                if len(queue) >= QUEUE or self._abandoned:
+                    self.dropped += 1
+                    return
+                queue.append(span)
             if len(queue) >= BATCH:
                 self._wake.set()
         else:
@@ -146,9 +153,19 @@ class SpanShipper:
             self._wake.set()
             # An endpoint that failed is given no more time: what is left is dropped at once.
             self._thread.join(0 if self.failure and not self._recovered else CLOSE_SECONDS)
-            if self._thread.is_alive():  # the endpoint is slow or gone: give up on the rest
-                self.dropped += len(self._queue) + self._sending
-                self._queue.clear()
+            first = False
+            with self._lock:
+                if self._thread.is_alive():  # the endpoint is slow or gone: give up on the rest
+                    self._abandoned = True
+                    self.dropped += len(self._queue) + self._sending
+                    self._queue.clear()
+                    if self.failure is None:  # the first batch is still under way: say what it met so far
+                        self.failure = self.reasons.last or f"no answer within {CLOSE_SECONDS:g} s"
+                        first = True
+            if first:
+                self._warn_failed()
+            elif self.failure is not None:  # the thread may be saying it now: before the caller's last line
+                self._warned.wait(CLOSE_SECONDS)
         finally:
             self.exporter.shutdown()
 
@@ -167,16 +184,29 @@ class SpanShipper:
         except Exception as exc:  # noqa: BLE001 - an exporter bug must not end a recording
             self.reasons.last = short_reason(str(exc))
             ok = False
+        if not self.live:
+            self._settle(batch, ok)
+        return ok
+
+    def _settle(self, batch: list, ok: bool) -> bool:
+        """Count a batch that went or failed (live: under the lock, by the sending thread); whether
+        it was the first failure."""
         if ok:
             self.exported += len(batch)
             self._recovered = True
-            return True
+            return False
         self._recovered = False
-        if self.failure is None:
-            self.failure = self.reasons.last or "failed"
-            if self.live:
-                self.warn(f"mcpbench: warning: OTLP export to {self.url} failed ({self.failure}); the capture goes on, spans not sent are counted")
-        return False
+        if self.live:
+            self.dropped += len(batch)
+        if self.failure is not None:
+            return False
+        self.failure = self.reasons.last or "failed"
+        return True
+
+    def _warn_failed(self) -> None:
+        """Say the first failure, live (outside the lock: stderr may block)."""
+        self.warn(f"mcpbench: warning: OTLP export to {self.url} failed ({self.failure}); the capture goes on, spans not sent are counted")
+        self._warned.set()
 
     def _run(self) -> None:
         """Send the whole queue, a batch at a time, whenever a batch fills or `INTERVAL` passes."""
@@ -184,12 +214,20 @@ class SpanShipper:
         while True:
             self._wake.wait(INTERVAL)
             self._wake.clear()
-            while queue:
-                count = min(BATCH, len(queue))
-                batch = [queue.popleft() for _ in range(count)]
-                self._sending = count
-                if not self._export(batch):
-                    self.dropped += count
-                self._sending = 0
-            if self._closing:
+            while True:
+                with self._lock:
+                    if self._abandoned or not queue:
+                        break
+                    count = min(BATCH, len(queue))
+                    batch = [queue.popleft() for _ in range(count)]
+                    self._sending = count
+                ok = self._export(batch)
+                with self._lock:
+                    self._sending = 0
+                    if self._abandoned:  # `close` gave up on this batch and counted it dropped
+                        return
+                    first = self._settle(batch, ok)
+                if first:
+                    self._warn_failed()
+            if self._closing or self._abandoned:
                 return

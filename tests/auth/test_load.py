@@ -2,11 +2,13 @@
 a fixed token, shared tokens, and no credentials at all (real Locust processes)."""
 
 import csv
+import urllib.error
+import urllib.request
 
 import orjson
 import pytest
 
-from tests.auth.helpers import OAUTH, TOKEN_ENV, assert_no_secret, mcpbench, protected_server
+from tests.auth.helpers import CLIENT_ID, CLIENT_SECRET, OAUTH, SECRET_ENV, TOKEN_ENV, assert_no_secret, mcpbench, protected_server
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +34,10 @@ def count(rows, kind, name) -> int:
 
 
 def test_tokens_that_expire_mid_run_are_renewed_with_no_failed_call(tmp_path):
+    # 120 calls, counted, not timed: each user's ~60 calls with 50 ms of thought before each span 3 s or
+    # more however busy the machine (a 5 s run lost most of its time to Locust's start-up there); 30 s the bound
     with protected_server(lifetime="1500ms") as server:
-        done, out, rows = run(tmp_path, server.url, *OAUTH, duration="5s")
+        done, out, rows = run(tmp_path, server.url, *OAUTH, duration="30s", extra="calls: 120\n")
     assert done.returncode == 0, done.stdout + done.stderr
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["total"]["failures"] == 0 and count(rows, "streamable-http", "tools/call echo") > 10
@@ -95,3 +99,51 @@ def test_a_401_mid_run_renews_the_token_once_and_sends_again_once(tmp_path):
     # and after its renewal; and a last one, unsampled, that the run's end may cut short after one or two
     assert len(posts) - 2 * len(steps) in (2, 3, 4), (len(posts), len(steps))
     assert_no_secret(done.stdout, done.stderr, files=[out])
+
+
+def test_a_delete_refused_for_a_token_expired_on_its_way_renews_it_and_goes_again():
+    """A token renewed ahead of its expiry can still expire before the server reads it (a busy machine):
+    the session's DELETE, refused with a 401, renews the token and goes again, once, as every step does."""
+    import gevent
+
+    from mcpbench.auth.oauth import OAuthConfig, TokenSource
+    from mcpbench.auth.options import ClientAccess
+    from mcpbench.auth.proxy import ProxySettings
+    from tests.support.faults import wait_for
+    from tests.support.load_client import TIMEOUT, Run
+
+    with protected_server(lifetime="1s") as server:
+        access = ClientAccess({}, ProxySettings.read({}), OAuthConfig(CLIENT_ID, SECRET_ENV, discover=True), CLIENT_SECRET,
+                              resource_url=server.url)
+        # This client's clock stands still, so by it the token is never due: the server's expiry alone decides.
+        tokens = TokenSource(access.oauth, CLIENT_SECRET, access.discovery(), clock=lambda: 0.0)
+        run = Run(server.url, None)
+        run.client.tokens = tokens
+
+        def refused(authorization: str) -> bool:
+            request = urllib.request.Request(server.url, method="POST", data=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
+                                             headers={"authorization": authorization, "content-type": "application/json",
+                                                      "accept": "application/json, text/event-stream"})
+            try:
+                urllib.request.urlopen(request, timeout=TIMEOUT).close()
+            except urllib.error.HTTPError as exc:
+                return exc.code == 401
+            return False
+
+        before = []
+
+        def session() -> None:
+            try:
+                assert run.client.start_session(), run.steps
+                wait_for(lambda: refused(tokens.token.header), TIMEOUT, "the server refusing the session's token")
+                before.append(tokens.requests)
+            finally:
+                run.client.end_session()
+                run.client.close_transport()
+
+        greenlet = gevent.spawn(session)
+        greenlet.join(timeout=3 * TIMEOUT)
+        assert greenlet.ready() and greenlet.exception is None, greenlet.exception
+    (delete,) = [step for step in run.steps if step["name"] == "DELETE"]
+    assert delete["exception"] is None, delete  # not auth-required: renewed once and sent again
+    assert tokens.requests == before[0] + 1

@@ -112,8 +112,10 @@ class Counted(Steps):
 def test_a_listen_stream_is_acknowledged_brings_each_change_and_ends_with_the_session(target):
     change = "listen notifications/tools/list_changed"
     steps = Counted(change, 2)
+    # discover: the listen stream opens once the server has answered (stdio: once its process is up), so
+    # its acknowledgement's bound (5 s) does not include the start of a server process on a busy machine
     client = McpClient(lambda: transport_for(target, timeout=TIMEOUT), steps, request_type=target.transport,
-                       version=NEWEST, timeout=TIMEOUT, listen_for=(("toolsListChanged",), ()))
+                       version=NEWEST, timeout=TIMEOUT, listen_for=(("toolsListChanged",), ()), discover=True)
 
     def body():
         assert client._acked.wait(TIMEOUT), "the listen stream was not acknowledged"

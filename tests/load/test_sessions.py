@@ -26,6 +26,10 @@ def test_session_scenario_keys_are_checked():
         scenario_from_text("target: http://127.0.0.1:1/mcp\nsessions: 3\nmix:\n  - {call: tools/list}\n", "p.yaml")
     with pytest.raises(ScenarioError, match=r"p\.yaml:2: sessions: must be a whole number"):
         scenario_from_text(f"target: http://127.0.0.1:1/mcp\nsessions: 0\n{base}", "p.yaml")
+    counted = scenario_from_text("target: http://127.0.0.1:1/mcp\ncalls: 5\nmix:\n  - {call: tools/list}\n", "p.yaml")
+    assert counted.calls == 5 and type(counted).from_json(counted.to_json()) == counted
+    with pytest.raises(ScenarioError, match="calls counts a long-lived session's calls"):
+        scenario_from_text(f"target: http://127.0.0.1:1/mcp\ncalls: 5\n{base}", "p.yaml")
 
 
 def _step(session, step, t, failure=None, detail=None):

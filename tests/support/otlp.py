@@ -6,7 +6,8 @@
 
 Spans come back as plain dicts (name, ids in hex, parent, kind, attributes, events, links,
 status, times, resource), metrics as (name, data point attributes, value) rows. `status` makes it
-answer every request with that HTTP status instead (a refusing endpoint).
+answer every request with that HTTP status instead (a refusing endpoint); `held` makes it take each
+request and answer only once the test calls `release()` (a slow endpoint, under way on cue).
 """
 
 import gzip
@@ -20,6 +21,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+# How long a held request waits for `release()` at most (the test failed before releasing it).
+HOLD_BOUND = 20.0
 KINDS = {Span.SPAN_KIND_CLIENT: "CLIENT", Span.SPAN_KIND_SERVER: "SERVER", Span.SPAN_KIND_INTERNAL: "INTERNAL"}
 
 
@@ -53,8 +56,11 @@ def span_dict(span, resource: dict[str, Any]) -> dict[str, Any]:
 class OtlpReceiver:
     """An OTLP/HTTP endpoint on 127.0.0.1 (an ephemeral port), in a thread of the test."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, *, held: bool = False) -> None:
         self.status = status
+        self._released = threading.Event()
+        if not held:
+            self._released.set()
         self.spans: list[dict[str, Any]] = []
         self.metrics: list[tuple[str, dict[str, Any], Any]] = []
         self.requests = 0
@@ -67,6 +73,7 @@ class OtlpReceiver:
                 if self.headers.get("content-encoding") == "gzip":
                     body = gzip.decompress(body)
                 receiver.take(self.path, self.headers.get("content-type"), body)
+                receiver._released.wait(HOLD_BOUND)
                 payload = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(receiver.status)
                 self.send_header("content-type", "application/x-protobuf")
@@ -118,6 +125,11 @@ class OtlpReceiver:
         self._thread.start()
         return self
 
+    def release(self) -> None:
+        """Answer the requests held, and those to come."""
+        self._released.set()
+
     def __exit__(self, *exc: object) -> None:
+        self.release()
         self.server.shutdown()
         self.server.server_close()

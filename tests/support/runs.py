@@ -33,7 +33,8 @@ MAIN_JOB_STOP: Final = CHILD_STOP_WAIT + 2 * STOP_TIMEOUT
 # A lab run: its cell's Locust (LOCUST_STOP_GRACE), then the cell's instances, proxy and balancer.
 LAB_STOP: Final = LOCUST_STOP_GRACE + 3 * STOP_TIMEOUT
 
-# A small reconnect experiment: one cut Streamable HTTP cell per policy, the SDK client too.
+# A small reconnect experiment: one cut Streamable HTTP cell per policy, the SDK client too. Each cell makes
+# 3 calls, counted, not timed (a busy machine's Locust start-up once left a 5 s cell no call); 30 s the bound.
 RECONNECT_SCENARIO: Final = """\
 name: reconnect-test
 transports: [streamable-http]
@@ -50,7 +51,8 @@ mix:
     progress: true
 users: 1
 spawn_rate: 1
-duration: 5s
+calls: 3
+duration: 30s
 timeout: 10s
 """
 

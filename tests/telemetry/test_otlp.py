@@ -4,6 +4,7 @@ decoded with opentelemetry-proto): names, attributes, parents, a traceparent car
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -11,6 +12,7 @@ from mcpbench.companions.options import signal_url
 from mcpbench.lab.peers.drive import drive, sdk_target
 from mcpbench.load.samples import records as read_records
 from mcpbench.protocol.errors import BadTargetError
+from mcpbench.telemetry import otlp
 from mcpbench.telemetry.calls import TraceParent
 from mcpbench.telemetry.conventions import OTHER, Folder
 from mcpbench.trace.reader import read_trace
@@ -126,6 +128,31 @@ def test_tee_with_an_unreachable_endpoint_records_all_and_counts_what_it_dropped
     messages = [event for event in read_trace(trace) if event["kind"] == "message"]  # the session, recorded whole
     assert len([m for m in messages if m["dir"] == "c2s"]) == len(MESSAGES)
     assert {m["msg"].get("id") for m in messages if m["dir"] == "s2c" and "method" not in m["msg"]} == {1, 2, 3, 4}
+
+
+def test_a_live_shipper_that_gives_up_on_a_batch_counts_it_once(monkeypatch):
+    """`close` gives up on a batch still under way and counts it dropped; whatever the sending thread
+    learns of that batch later changes neither count (they were said) nor says a second warning."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    monkeypatch.setattr(otlp, "CLOSE_SECONDS", 0.1)
+    tracer = TracerProvider().get_tracer("test")
+    said: list[str] = []
+    with OtlpReceiver(held=True) as receiver:
+        shipper = otlp.SpanShipper(receiver.url, live=True, warn=said.append)
+        for name in ("a", "b", "c"):
+            span = tracer.start_span(name)
+            span.end()
+            shipper.add(span)
+        receiver.wait_for(lambda spans: len(spans) == 3)  # the interval sent them: the request is under way, held
+        shipper.close()
+        at_close = (shipper.exported, shipper.dropped)
+        receiver.release()  # the endpoint takes the batch after all
+        shipper._thread.join(otlp.LIVE_TIMEOUT + 10)
+    assert not shipper._thread.is_alive()
+    assert at_close == (shipper.exported, shipper.dropped) == (0, 3)
+    assert said == [f"mcpbench: warning: OTLP export to {shipper.url} failed (no answer within 0.1 s); "
+                    "the capture goes on, spans not sent are counted"]
 
 
 @pytest.mark.slow  # the exporter retries a 503 for its whole timeout (10 s)

@@ -300,6 +300,8 @@ def _run_client(plan: ReconnectPlan, cell: ReconnectCell, target: str, cell_dir:
     calls = [f"{c.target}={orjson.dumps(c.arguments or {}).decode()}" for c in scenario.mix if c.method == "tools/call"]
     argv = [sys.executable, "-m", "mcpbench.lab.peers.sdk_client", "--target", target, "--duration", f"{scenario.duration:g}",
             "--timeout", f"{scenario.timeout:g}", "--out", str(cell_dir / "sdk.jsonl")]
+    if scenario.calls is not None:
+        argv += ["--max-calls", str(scenario.calls)]
     for call in calls:
         argv += ["--call", call]
     with open(cell_dir / "sdk.log", "wb") as log:

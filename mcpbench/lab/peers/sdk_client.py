@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from mcpbench.cliutil import OneLineParser, exit_on_signal
 from mcpbench.protocol.errors import BadTargetError, McpbenchError, TargetError
@@ -183,6 +183,7 @@ def run_sdk_client(
     out: Path,
     timeout: float,
     mode: str = "legacy",
+    max_calls: int | None = None,
 ) -> dict[str, Any]:
     """Run one SDK client session for `duration` seconds, cycling through `calls`; one line per call to `out`.
 
@@ -193,6 +194,8 @@ def run_sdk_client(
         calls: `(tool, arguments)` pairs, called in turn.
         timeout: bound of the handshake and of each call (`anyio.fail_after`).
         mode: the SDK's `legacy` (handshake era: sessions the faults can break) or `auto`.
+        max_calls: end after this many calls, if `duration` has not ended the run before (a run
+            counted, not timed: on a busy machine it still makes its calls).
 
     Returns:
         `{"calls", "ok", "failed", "survived", "first_failure_t", "last_ok_t", "failures", "death",
@@ -213,15 +216,15 @@ def run_sdk_client(
         raise BadTargetError("duration must be >= 0 and timeout > 0")
     server = sdk_server(target, transport)
     name = target if isinstance(target, str) else shlex.join(target)
-    return anyio.run(_run, server, name, duration, list(calls), Path(out), timeout, mode)
+    return anyio.run(_run, server, name, duration, list(calls), Path(out), timeout, mode, max_calls)
 
 
 async def _run(server: Any, name: str, duration: float, calls: list[tuple[str, dict]], out: Path, timeout: float,
-               mode: str) -> dict[str, Any]:
+               mode: str, max_calls: int | None) -> dict[str, Any]:
     import anyio
     from mcp import Client
 
-    end = time.monotonic() + duration
+    end = _Until(time.monotonic() + duration, max_calls)
     lines = _Lines(out)
     state: dict[str, Any] = {"in_flight": None, "connected": False, "done": False, "index": 0}
     death: str | None = None
@@ -259,7 +262,17 @@ async def _run(server: Any, name: str, duration: float, calls: list[tuple[str, d
     return lines.summary(death is None, death)
 
 
-async def _calls(client: Any, calls: list[tuple[str, dict]], end: float, timeout: float, lines: _Lines,
+class _Until(NamedTuple):
+    """When a run ends: at `deadline` (monotonic), or after `max_calls` calls."""
+
+    deadline: float
+    max_calls: int | None
+
+    def more(self, made: int) -> bool:
+        return time.monotonic() < self.deadline and (self.max_calls is None or made < self.max_calls)
+
+
+async def _calls(client: Any, calls: list[tuple[str, dict]], end: _Until, timeout: float, lines: _Lines,
                  state: dict[str, Any]) -> str | None:
     """Call in turn until `end`; None, or why the client died under a call.
 
@@ -269,7 +282,7 @@ async def _calls(client: Any, calls: list[tuple[str, dict]], end: float, timeout
     import anyio
 
     death: str | None = None
-    while time.monotonic() < end:
+    while end.more(state["index"]):
         tool, arguments = calls[state["index"] % len(calls)]
         state["index"] += 1
         step = f"tools/call {tool}"
@@ -301,11 +314,11 @@ async def _calls(client: Any, calls: list[tuple[str, dict]], end: float, timeout
     return death
 
 
-async def _dead_calls(calls: list[tuple[str, dict]], end: float, lines: _Lines, index: int) -> None:
+async def _dead_calls(calls: list[tuple[str, dict]], end: _Until, lines: _Lines, index: int) -> None:
     """What a host whose client's `async with` ended gets until `end`: every call fails at once."""
     import anyio
 
-    while time.monotonic() < end:
+    while end.more(index):
         tool, _ = calls[index % len(calls)]
         index += 1
         lines.write(time.time(), f"tools/call {tool}", 0.0, CLIENT_CLOSED, "the client session is closed")
@@ -347,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--call", type=_call, action="append", required=True, metavar="TOOL=JSON",
                         help="a tool and its arguments; repeat: called in turn")
     parser.add_argument("--mode", choices=("legacy", "auto"), default="legacy")
+    parser.add_argument("--max-calls", type=int, help="end after this many calls (--duration is then the bound)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a bad argument (2, said in one line)
@@ -359,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parsed = parse_target(args.target)
             transport, target = parsed.transport, parsed.url or list(parsed.argv)
         summary = run_sdk_client(target, transport, duration=args.duration, calls=args.call, out=args.out,
-                                 timeout=args.timeout, mode=args.mode)
+                                 timeout=args.timeout, mode=args.mode, max_calls=args.max_calls)
     except McpbenchError as exc:
         print(f"sdk_client: {exc}", file=sys.stderr)
         return exc.exit_code

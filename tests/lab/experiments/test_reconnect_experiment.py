@@ -20,6 +20,7 @@ def test_a_reconnect_run_writes_its_table_csv_and_charts(reconnect_run):
     with open(out / "reconnect.csv", newline="") as handle:
         rows = {row["policy"]: row for row in csv.DictReader(handle)}
     assert set(rows) == {"none", "resume", "none@2026-07-28", "resume@2026-07-28", "sdk"}
+    assert {policy: int(row["calls"]) for policy, row in rows.items()} == dict.fromkeys(rows, 3)  # `calls: 3` ends each cell
     none, resume = rows["none"], rows["resume"]
     # none: the first cut ends the session and every later call fails; resume: the cut answers come back
     assert int(none["breaks"]) == 1 and int(none["recovered_breaks"]) == 0 and int(none["ok_calls"]) == 0

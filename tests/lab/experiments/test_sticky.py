@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 HAPROXY = shutil.which("haproxy") is not None
 NEEDS_HAPROXY = pytest.mark.skipif(not HAPROXY, reason="haproxy is not on PATH")
-# Short cells: 4 users, 2 s, sessions of 3 calls; each cell still holds dozens of sessions (5 are enough to judge).
+# Short cells: 4 users, 12 sessions of 3 calls (5 are enough to judge), counted, not timed, so that a busy
+# machine still gives each cell its sessions (30 s is the bound).
 SCENARIO = """
 target: http://127.0.0.1:9/mcp
 session: session_per_task
@@ -31,7 +32,8 @@ mix:
   - {call: tools/call, tool: echo, arguments: {text: hi}}
 users: 4
 spawn_rate: 4
-duration: 2s
+sessions: 12
+duration: 30s
 timeout: 10s
 """
 # Every shape on each balancer, but the built-in balancer's shapes the main job runs too.
@@ -71,8 +73,8 @@ def test_one_instance_passes_every_policy_through_the_cli(tmp_path):
     policies = "[random, round-robin, sticky, source]"
     scenario.write_text(
         f"modes: [legacy-sse]\npolicies: {policies}\ninstances: [1]\nbalancers: [builtin]\n"
-        "calls_per_session: 2\nmix:\n  - {call: tools/list}\nusers: 2\nspawn_rate: 2\nduration: 1s\ntimeout: 10s\n"
-    )
+        "calls_per_session: 2\nmix:\n  - {call: tools/list}\nusers: 2\nspawn_rate: 2\nsessions: 2\nduration: 30s\ntimeout: 10s\n"
+    )  # 2 sessions a cell, counted, not timed: a 1 s cell on a busy machine ran none
     out = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "mcpbench", "lab", "run", str(scenario), "--out", str(out)],
@@ -82,5 +84,5 @@ def test_one_instance_passes_every_policy_through_the_cli(tmp_path):
     with open(out / "sticky.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 4
-    assert all(int(r["sessions"]) > 0 and r["failed_sessions"] == "0" and float(r["first_instance_share"]) == 1.0 for r in rows), rows
+    assert all(int(r["sessions"]) == 2 and r["failed_sessions"] == "0" and float(r["first_instance_share"]) == 1.0 for r in rows), rows
     assert "sessions kept" in done.stdout and "legacy-sse" in done.stdout

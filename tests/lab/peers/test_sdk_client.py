@@ -150,14 +150,16 @@ def test_a_cut_legacy_sse_stream_ends_the_sdk_client(tmp_path):
 @pytest.mark.slow
 def test_a_killed_stdio_server_ends_the_sdk_client(tmp_path):
     """stdio: the server is killed after 20 messages (handshake and a few calls); the SDK client does
-    not start it again, so it is dead from then on."""
+    not start it again, so it is dead from then on. The run is counted, not timed: 15 calls, the kill
+    within about 9 (on a busy machine 4 s did not reach it), 30 s the bound."""
     out = tmp_path / "sdk.jsonl"
     argv = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", "20", "--",
             sys.executable, "-m", "mcpbench", "lab", "serve", "--transport", "stdio"]
-    summary = run_sdk_client(argv, "stdio", duration=4.0, calls=[ECHO], out=out, timeout=TIMEOUT)
+    summary = run_sdk_client(argv, "stdio", duration=30.0, calls=[ECHO], out=out, timeout=TIMEOUT, max_calls=15)
     lines = read_lines(out)
     check_consistent(summary, lines)
     first_failed = next(i for i, line in enumerate(lines) if not line["ok"])
     assert first_failed >= 1 and all(line["ok"] for line in lines[:first_failed])
     assert not any(line["ok"] for line in lines[first_failed:])
     assert not summary["survived"] and CLIENT_CLOSED in summary["failures"]
+    assert summary["calls"] == 15
