@@ -459,7 +459,7 @@ class McpClient:
                     # once, as every step: the token may have expired on its way (renewed ahead, yet late on a busy machine)
                     failure = self._renew()
                     if failure is None:
-                        size, failure = self._delete(transport, conn.delete_headers())
+                        size, failure = self._delete(transport, conn.headers("delete"))
                 self._record(STEP_DELETE, start, size, failure)
             if conn is not None:
                 conn.close()
