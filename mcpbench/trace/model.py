@@ -303,12 +303,14 @@ class PlainCalls:
 
     def __init__(self) -> None:
         self.owner: list[SessionReport] = []
-        self.at: list[int] = []
+        # positions and codes as machine integers: the loader takes them as numpy arrays without a copy
+        # of each (a list of a million ints, scattered in memory, took 50 ms to convert)
+        self.at = array("q")
         self.ids: list[Any] = []
-        self.names: list[int] = []  # its (method, target, name) in `distinct` (-1: an object's row)
+        self.names = array("q")  # its (method, target, name) in `distinct` (-1: an object's row)
         self.distinct: list[tuple[str, str | None, str]] = []  # each (method, target, name) once, while few (`_names`)
         self.capabilities: list[Any] = []
-        self.answers: list[int] = []
+        self.answers = array("q")
         self.outcomes: dict[int, tuple[str, str]] = {}  # row -> (outcome, detail), where not ok
         self.notified: dict[int, int] = {}  # row -> progress notifications tied to it
         self.objects: dict[int, TracedOperation] = {}  # row -> its object
