@@ -427,7 +427,9 @@ def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
             "http_status": pd.array(columns["http_status"], dtype="float64").astype("Int64"),
             "request_bytes": columns["request_bytes"],
             "answer_bytes": pd.array(columns["answer_bytes"], dtype="float64").astype("Int64"),
-            "detail": columns["detail"].tolist(),  # a list: pandas infers the column's type as it did per row
+            # pandas infers the column's type from an array of objects as from the list of them (in half the
+            # time): strings, or objects when all are null; only an empty list gives another (float64)
+            "detail": columns["detail"] if len(columns["detail"]) else [],
             "rounds": columns["rounds"],
             "client_wait_ms": columns["client_wait_ms"],
         },
