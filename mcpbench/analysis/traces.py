@@ -16,7 +16,6 @@ factorized once), not inferred row by row.
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +46,45 @@ CATEGORIES = ("trace", "session", "transport", "era", "version", "dir", "kind", 
 NO_SESSION = ("-", NOT_MCP)
 
 
-@dataclass
-class TraceFrames:
-    """What `load_trace` returns: the frames and the reader's notes (torn last lines)."""
+class _Built:
+    """A frame built the first time it is read, then kept: a caller who reads `calls` alone (a
+    dashboard's latency chart, `bench analysis`) pays for no other frame."""
 
-    events: pd.DataFrame
-    calls: pd.DataFrame
-    sessions: pd.DataFrame
-    violations: pd.DataFrame
-    notes: list[str] = field(default_factory=list)
-    rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLUMNS))
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, frames: Any, owner: type | None = None) -> Any:
+        if frames is None:
+            return self
+        value = getattr(frames, self.slot)
+        if callable(value):  # (a DataFrame is not)
+            value = value()
+            setattr(frames, self.slot, value)
+        return value
+
+    def __set__(self, frames: Any, value: Any) -> None:
+        setattr(frames, self.slot, value)
+
+
+class TraceFrames:
+    """What `load_trace` returns: the frames and the reader's notes (torn last lines).
+
+    `calls` is built by `load_trace`; `events`, `sessions`, `violations` and `rounds` when first read
+    (each a frame, or what builds it: the same frame either way)."""
+
+    events = _Built()
+    sessions = _Built()
+    violations = _Built()
+    rounds = _Built()
+
+    def __init__(self, events: Any, calls: pd.DataFrame, sessions: Any, violations: Any, notes: list[str] | None = None,
+                 rounds: Any = None) -> None:
+        self.events, self.calls, self.sessions, self.violations = events, calls, sessions, violations
+        self.notes = [] if notes is None else notes
+        self.rounds = (lambda: pd.DataFrame(columns=ROUND_COLUMNS)) if rounds is None else rounds
+
+    def __repr__(self) -> str:
+        return f"TraceFrames(calls={len(self.calls)} rows, notes={self.notes!r})"
 
 
 class _Calls:
@@ -96,14 +124,15 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike], *, events
             if reader.torn:
                 notes.append(reader.torn)
         columns = _call_columns(calls, first_sse, statuses)
-        return TraceFrames(
-            events=_events_frame(ev if ev is not None else {name: [] for name in EVENT_COLUMNS}),
-            calls=_calls_frame(calls, columns),
-            sessions=_sessions_frame(calls, columns),
-            violations=_typed(pd.DataFrame(vio, columns=VIOLATION_COLUMNS), times=("ts",)),
-            notes=notes,
-            rounds=_rounds_frame(calls, columns),
-        )
+        frame = _calls_frame(calls, columns)
+    return TraceFrames(  # the other frames when first read (`_Built`)
+        events=lambda: _events_frame(ev if ev is not None else {name: [] for name in EVENT_COLUMNS}),
+        calls=frame,
+        sessions=lambda: _sessions_frame(calls, columns),
+        violations=lambda: _typed(pd.DataFrame(vio, columns=VIOLATION_COLUMNS), times=("ts",)),
+        notes=notes,
+        rounds=lambda: _rounds_frame(calls, columns),
+    )
 
 
 def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: dict, first_sse: dict, statuses: dict) -> None:
@@ -256,9 +285,9 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
         return code
 
     dirs = np.zeros(n, dtype=np.intp)
-    times = np.array(rows.times, dtype="float64")
-    sizes = np.array(rows.sizes, dtype="float64") if len(rows.sizes) else np.full(len(times), NAN)
-    at, answered = np.array(rows.at, dtype=np.intp), np.array(rows.answers, dtype=np.intp)
+    times = np.frombuffer(rows.times, dtype="float64")  # (the model's arrays, not copied)
+    sizes = np.frombuffer(rows.sizes, dtype=np.int64).astype("float64") if len(rows.sizes) else np.full(len(times), NAN)
+    at, answered = np.frombuffer(rows.at, dtype=np.int64), np.frombuffer(rows.answers, dtype=np.int64)
     plain = np.ones(n, dtype=bool)
     plain[list(objects)] = False
     start, end = np.full(n, NAN), np.full(n, NAN)
@@ -348,7 +377,7 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
 def _names(rows: PlainCalls) -> tuple[pd.Categorical, pd.Categorical, pd.Categorical]:
     """The method, tool and step columns, from the codes of the plain rows' names (each distinct
     (method, target, name) once) and the objects' own, each with a code after those."""
-    codes = np.array(rows.names, dtype=np.intp)
+    codes = np.frombuffer(rows.names, dtype=np.int64).astype(np.intp)  # (a copy: the objects' codes are set in it)
     ops = list(rows.objects.values())
     codes[list(rows.objects)] = np.arange(len(rows.distinct), len(rows.distinct) + len(ops))
     named = rows.distinct + [(op.method, op.target, op.name) for op in ops]
@@ -397,7 +426,9 @@ def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
             "http_status": pd.array(columns["http_status"], dtype="float64").astype("Int64"),
             "request_bytes": columns["request_bytes"],
             "answer_bytes": pd.array(columns["answer_bytes"], dtype="float64").astype("Int64"),
-            "detail": columns["detail"].tolist(),  # a list: pandas infers the column's type as it did per row
+            # pandas infers the column's type from an array of objects as from the list of them (in half the
+            # time): strings, or objects when all are null; only an empty list gives another (float64)
+            "detail": columns["detail"] if len(columns["detail"]) else [],
             "rounds": columns["rounds"],
             "client_wait_ms": columns["client_wait_ms"],
         },

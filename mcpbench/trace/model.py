@@ -303,12 +303,14 @@ class PlainCalls:
 
     def __init__(self) -> None:
         self.owner: list[SessionReport] = []
-        self.at: list[int] = []
+        # positions and codes as machine integers: the loader takes them as numpy arrays without a copy
+        # of each (a list of a million ints, scattered in memory, took 50 ms to convert)
+        self.at = array("q")
         self.ids: list[Any] = []
-        self.names: list[int] = []  # its (method, target, name) in `distinct` (-1: an object's row)
+        self.names = array("q")  # its (method, target, name) in `distinct` (-1: an object's row)
         self.distinct: list[tuple[str, str | None, str]] = []  # each (method, target, name) once, while few (`_names`)
         self.capabilities: list[Any] = []
-        self.answers: list[int] = []
+        self.answers = array("q")
         self.outcomes: dict[int, tuple[str, str]] = {}  # row -> (outcome, detail), where not ok
         self.notified: dict[int, int] = {}  # row -> progress notifications tied to it
         self.objects: dict[int, TracedOperation] = {}  # row -> its object
@@ -519,7 +521,7 @@ class Rebuild:
         # `last`'s state, as locals (see above)
         hot: dict = {}
         hot_progress: dict = {}
-        plain_answers = quiet = False
+        plain = plain_answers = quiet = False
         declared = None
         for event in batch:
             try:  # (zero cost unless raised: a message event as every writer writes it has all four)
@@ -533,15 +535,14 @@ class Rebuild:
                         ended = None
                     last_key, last = key, sessions.get(key)
                     if last is not None:
-                        hot, hot_progress, plain_answers, quiet = last.hot, last.hot_progress, last.plain_answers, last.quiet
+                        hot, hot_progress, plain, plain_answers, quiet = last.hot, last.hot_progress, last.plain, last.plain_answers, last.quiet
                         declared = last.session.client_capabilities
                 report = last
-                if report is not None and report.plain and type(msg) is dict and "jsonrpc" in msg and msg["jsonrpc"] == version:
+                if report is not None and plain and type(msg) is dict and "jsonrpc" in msg and msg["jsonrpc"] == version:
                     if "method" not in msg:  # an answer: to a plain call in flight, a result of no kind the model checks
                         if direction == s2c and plain_answers and "id" in msg and "result" in msg and "error" not in msg and "http" not in event:
                             ident = msg["id"]
-                            if (type(ident) is int or type(ident) is str) and ident in hot:
-                                row = hot[ident]
+                            if (type(ident) is int or type(ident) is str) and (row := hot.get(ident, -1)) >= 0:
                                 result = msg["result"]
                                 if type(result) is dict:
                                     if RESULT_TYPE in result or "task" in result:
