@@ -95,7 +95,7 @@ def test_stdio_lines_are_unchanged_but_for_the_version(tmp_path: Path) -> None:
 )
 def test_bad_v2_lines_name_file_and_line(tmp_path: Path, line: bytes, message: str) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(b'{"v":2,"ts":1,"kind":"trace","transport":"streamable-http"}\n' + line + b"\n")
+    path.write_bytes(traces.lines(traces.header("streamable-http", v=2)) + line + b"\n")
     with pytest.raises(TraceError) as info:
         list(TraceReader(path))
     assert str(path) in str(info.value) and message in str(info.value)

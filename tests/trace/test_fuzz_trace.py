@@ -17,7 +17,7 @@ from mcpbench.protocol.errors import TraceError
 from mcpbench.trace import TraceReader, TraceWriter
 from mcpbench.trace.compress import Compressor
 from tests.support.fuzz import MESSAGE_HEAD, MESSAGE_TAIL, big_size, check_peak, hostile_bytes, json_values
-from tests.support.traces import event, tool_call
+from tests.support.traces import event, lines, tool_call
 from tests.support.traces import header as trace_header
 from tests.trace.recordings import recording
 
@@ -71,7 +71,7 @@ def test_what_is_written_reads_back_the_same(tmp_path_factory, rng, size, suffix
 def test_a_v1_trace_reads_back_whole_compressed_or_not(tmp_path_factory, rng, size, compression, block):
     """v1 lines as the v1 writer wrote them (every field in every event), flushed in blocks of any size."""
     events = recording(rng, size)
-    data = b"".join(orjson.dumps(event) + b"\n" for event in events)
+    data = lines(*events)
     if compression != "plain":
         compressor = Compressor(compression)
         data = b"".join(compressor.data(data[i:i + block]) for i in range(0, len(data), block)) + compressor.end()
@@ -80,7 +80,7 @@ def test_a_v1_trace_reads_back_whole_compressed_or_not(tmp_path_factory, rng, si
     assert list(TraceReader(path)) == events
 
 
-HEADER_LINE = b'{"v":2,"ts":1.0,"session":null,"transport":"streamable-http","dir":null,"kind":"trace"}\n'
+HEADER_LINE = lines(trace_header("streamable-http", v=2))
 files = st.one_of(
     hostile_bytes,
     hostile_bytes.map(lambda data: HEADER_LINE + data),
