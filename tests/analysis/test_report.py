@@ -11,6 +11,7 @@ from mcpbench.analysis.report import collect, findings, headlines
 from mcpbench.protocol.errors import McpbenchError
 from tests.support.browser import find_chromium, render_page, render_page_at
 from tests.support.servers import REPO_ROOT
+from tests.support import traces
 
 SCREENSHOT_DIR = REPO_ROOT / "results" / "test-artefacts"
 
@@ -78,7 +79,7 @@ def test_report_of_one_trace_and_bad_paths(captures, tmp_path):
     assert proc.returncode == 2 and "not a trace, load run, replay report, probe, comparison, lab run or run folder" in proc.stderr
     assert "Traceback" not in proc.stderr
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"v":1,"ts":1.0,"session":null,"transport":"stdio","dir":null,"kind":"trace"}\nnot json\n{"v":1}\n')
+    bad.write_bytes(traces.lines(traces.header()) + b'not json\n{"v":1}\n')
     proc = report_command(str(bad))
     assert proc.returncode == 2 and proc.stderr.startswith(f"mcpbench: {bad}:2: not JSON") and "Traceback" not in proc.stderr
 

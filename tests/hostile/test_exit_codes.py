@@ -149,12 +149,12 @@ def test_usage_errors_are_one_line(tmp_path):
 
 def http_trace(path, kind: str, field: str, value) -> object:
     """A small HTTP trace (an exchange, a GET stream and one SSE event) with one field set to `value`."""
-    base = {"v": 1, "session": "s", "transport": "streamable-http", "dir": None}
+    http = {"session": "s", "transport": "streamable-http"}
     events = [
-        {**base, "ts": 1.0, "kind": "http", "flow": "f1", "method": "POST", "path": "/mcp", "status": 200,
-         "started": 1.0, "responded": 1.1, "ended": 1.2, "request_headers": {}, "response_headers": {}},
-        {**base, "ts": 1.3, "kind": "stream", "flow": "f2", "event": "open", "method": "GET", "path": "/mcp", "status": 200},
-        {**base, "ts": 1.4, "kind": "sse", "dir": "s2c", "flow": "f2", "event": "message", "data": "x"},
+        event(1.0, direction=None, kind="http", flow="f1", method="POST", path="/mcp", status=200, started=1.0, responded=1.1,
+              ended=1.2, request_headers={}, response_headers={}, **http),
+        event(1.3, direction=None, kind="stream", flow="f2", event="open", method="GET", path="/mcp", status=200, **http),
+        event(1.4, direction="s2c", kind="sse", flow="f2", event="message", data="x", **http),
     ]
     line = next(number for number, e in enumerate(events, 2) if e["kind"] == kind)
     events[line - 2][field] = value

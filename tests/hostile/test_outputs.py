@@ -12,15 +12,12 @@ import pytest
 
 from mcpbench.files.outputs import atomic_path, write_atomic
 from tests.hostile.helpers import EXIT_INPUT, EXIT_OK, assert_clean_failure, run
+from tests.support.traces import event, header, lines, sent, write_trace
 
-HEADER = {"v": 1, "ts": 1.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "trace", "recorder": "mitmproxy"}
-HTTP = {
-    "v": 1, "ts": 2.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "http", "flow": "f1",
-    "conn": "conn-1", "mcp": False, "method": "GET", "url": "http://127.0.0.1:1/", "path": "/", "http_version": "HTTP/1.1",
-    "request_headers": {}, "request_size": 0, "started": 1.5, "status": 200, "reason": "OK", "content_type": "text/plain",
-    "response_headers": {}, "response_size": 2, "body": "hi",
-}
-TRACE_BYTES = b"".join(orjson.dumps(e) + b"\n" for e in (HEADER, HTTP))
+HTTP = event(2.0, None, None, kind="http", transport="streamable-http", flow="f1", conn="conn-1", mcp=False, method="GET",
+             url="http://127.0.0.1:1/", path="/", http_version="HTTP/1.1", request_headers={}, request_size=0, started=1.5,
+             status=200, reason="OK", content_type="text/plain", response_headers={}, response_size=2, body="hi")
+TRACE_BYTES = lines(header("streamable-http", recorder="mitmproxy"), HTTP)
 # Refusals come before the target is touched: this one is never started.
 TARGET = f"stdio:{sys.executable} -c pass"
 
@@ -134,9 +131,7 @@ def test_a_whole_file_write_onto_a_device_writes_in_place() -> None:
 def test_a_trace_is_never_written_over_a_file_that_is_not_one(trace: Path, tmp_path: Path, command: str) -> None:
     notes = tmp_path / "notes.md"
     notes.write_text("# my notes\n")
-    message = {"v": 1, "ts": 2.0, "session": "s", "transport": "stdio", "dir": "c2s", "kind": "message",
-               "msg": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}
-    trace.write_bytes(orjson.dumps(HEADER | {"transport": "stdio"}) + b"\n" + orjson.dumps(message) + b"\n")
+    write_trace(trace, [sent(2.0, 1, "tools/list", session="s")], header=header(recorder="mitmproxy"))
     args = {
         "tee": ["tee", "--out", str(notes), "--", sys.executable, "-c", "pass"],
         "record": ["record", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:0", "--out", str(notes)],

@@ -17,20 +17,15 @@ import pytest
 from mcpbench.trace.reader import TraceReader
 from tests.hostile.helpers import EXIT_INPUT, EXIT_OK, MCPBENCH, assert_clean_failure, assert_no_traceback, run
 from tests.support.servers import REPO_ROOT
+from tests.support.traces import event, header, lines, result, sent
 
 # A bound on one command; not a timing assertion.
 WAIT = 60.0
 
-HEADER = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace", "command": ["x"]}
-MESSAGE = {
-    "v": 1, "ts": 2.0, "session": "s1", "transport": "stdio", "dir": "c2s", "kind": "message",
-    "msg": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-}
-ANSWER = {
-    "v": 1, "ts": 3.0, "session": "s1", "transport": "stdio", "dir": "s2c", "kind": "message",
-    "msg": {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}},
-}
-WHOLE = b"".join(orjson.dumps(e) + b"\n" for e in (HEADER, MESSAGE, ANSWER))
+HEADER = header(command=["x"])
+MESSAGE = sent(2.0, 1, "tools/list")
+ANSWER = result(3.0, 1, {"tools": []})
+WHOLE = lines(HEADER, MESSAGE, ANSWER)
 
 
 def inspected_requests(trace: Path) -> int:
@@ -139,9 +134,9 @@ def test_stdio_stderr_lines_keep_their_crs(tmp_path: Path) -> None:
 
 def test_export_says_a_torn_last_line_was_skipped(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    http = {"v": 1, "ts": 2.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "http", "flow": "f",
-            "method": "GET", "url": "http://127.0.0.1:1/", "status": 200}
-    trace.write_bytes(orjson.dumps(HEADER | {"transport": "streamable-http"}) + b"\n" + orjson.dumps(http) + b"\n" + b'{"v":1,"ts":3')
+    http = event(2.0, None, None, kind="http", transport="streamable-http", flow="f", method="GET", url="http://127.0.0.1:1/",
+                 status=200)
+    trace.write_bytes(lines(header("streamable-http", command=["x"]), http) + b'{"v":1,"ts":3')  # torn last line
     result = run(["export", "--har", str(trace)])
     assert_clean_failure(result, EXIT_OK, f"{trace}:3", "torn last line")
     log = orjson.loads(result.stdout)["log"]

@@ -33,6 +33,7 @@ from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_OK, MCPBENC
 from tests.record.helpers import MITMDUMP, peer_server
 from tests.support.processes import forked_children
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
+from tests.support.traces import header, sent, write_trace
 
 # A bound on any one wait; none is a timing assertion.
 WAIT = 60.0
@@ -433,10 +434,7 @@ def test_replay_whose_own_trace_fills_up_reports_and_ends_3(tmp_path: Path, reco
 
 def test_replay_onto_a_full_device_ends_3_before_replaying(tmp_path: Path) -> None:
     recording = tmp_path / "rec.jsonl"
-    header = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
-    message = {"v": 1, "ts": 2.0, "session": "s", "transport": "stdio", "dir": "c2s", "kind": "message",
-               "msg": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}
-    recording.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(message) + b"\n")
+    write_trace(recording, [sent(2.0, 1, "tools/list", session="s")], header=header())
     marker = tmp_path / "started"
     target = f"stdio:{sys.executable} -c \"open({str(marker)!r}, 'w')\""
     result = run(["replay", str(recording), "--target", target, "--out", "/dev/full"])

@@ -46,9 +46,8 @@ def test_load_table_keeps_long_step_names_whole_and_aligned():
 def test_inspect_shows_one_session_per_legacy_sse_stream(tmp_path):
     sse = {"transport": "sse"}
     trace = write_trace(tmp_path / "sse.jsonl", [
-        {**event(1.0, "conn-1", None, {}), **sse, "kind": "stream", "event": "open", "method": "GET", "path": "/sse", "flow": "f1"},
-        {**event(1.1, "S1", "s2c", {}), **sse, "kind": "sse", "event": "endpoint", "data": "/messages/?session_id=S1",
-         "conn_session": "conn-1", "flow": "f1"},
+        event(1.0, "conn-1", None, kind="stream", event="open", method="GET", path="/sse", flow="f1", **sse),
+        event(1.1, "S1", "s2c", kind="sse", event="endpoint", data="/messages/?session_id=S1", conn_session="conn-1", flow="f1", **sse),
         *[{**e, **sse} for e in counter_session("S1", HANDSHAKE, ["1"], start=1.2)],
     ])
     result = run(["inspect", str(trace)])

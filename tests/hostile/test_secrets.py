@@ -21,6 +21,7 @@ from mcpbench.trace.reader import TraceReader
 from tests.hostile.helpers import EXIT_INPUT, MCPBENCH, assert_clean_failure, assert_no_traceback, run
 from tests.support.http_thread import serving
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
+from tests.support.traces import event, header, result, tool_call, write_trace
 
 MARK = "S3CR3T"
 # A bound on any one wait; not a timing assertion.
@@ -189,10 +190,8 @@ def test_stdio_recording_keeps_no_secret_anywhere(tmp_path: Path) -> None:
 @pytest.fixture
 def recorded(tmp_path: Path) -> Path:
     path = tmp_path / "rec.jsonl"
-    header = {"v": 1, "ts": 1.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "trace"}
-    message = {"v": 1, "ts": 2.0, "session": "s", "transport": "streamable-http", "dir": "c2s", "kind": "message", "msg": rpc("tools/list", 1)}
-    path.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(message) + b"\n")
-    return path
+    return write_trace(path, [event(2.0, "s", "c2s", rpc("tools/list", 1), transport="streamable-http")],
+                       header=header("streamable-http"))
 
 
 def test_replay_error_and_report_keep_no_secret(recorded: Path, tmp_path: Path) -> None:
@@ -250,20 +249,17 @@ def test_replay_with_the_recordings_rules_compares_fingerprints_and_shows_no_liv
 
     value = secret("live-answer")
     trace = tmp_path / "rec.jsonl"
-    header = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
-    call = rpc("tools/call", 1, {"name": "login", "arguments": {}})
-    events = [header, {"v": 1, "ts": 2.0, "session": "s", "transport": "stdio", "dir": "c2s", "kind": "message", "msg": call},
-              {"v": 1, "ts": 3.0, "session": "s", "transport": "stdio", "dir": "s2c", "kind": "message",
-               "msg": {"jsonrpc": "2.0", "id": 1, "result": {"password": fingerprint(value)}}}]  # recorded with --redact password
-    trace.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    write_trace(trace, [tool_call(2.0, 1, "login", session="s"),
+                        result(3.0, 1, {"password": fingerprint(value)}, session="s")],  # recorded with --redact password
+                header=header())
     server = tmp_path / "server.py"
     answer = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"password": value}}).decode()
     server.write_text(f"import sys\nfor line in sys.stdin:\n    print({answer!r}, flush=True)\n")
     report = tmp_path / "report.json"
     out = tmp_path / "replay.jsonl"
-    result = run(["replay", str(trace), "--target", f"stdio:{sys.executable} {server}", "--redact", "password",
-                  "--report", str(report), "--out", str(out), "-v"])
-    assert result.returncode == 0, result.stdout + result.stderr  # the same secret: nothing changed
-    assert "Traceback" not in result.stderr
-    for name, data in (("stdout", result.stdout + result.stderr), ("report", report.read_bytes()), ("replay trace", out.read_bytes())):
+    done = run(["replay", str(trace), "--target", f"stdio:{sys.executable} {server}", "--redact", "password",
+                "--report", str(report), "--out", str(out), "-v"])
+    assert done.returncode == 0, done.stdout + done.stderr  # the same secret: nothing changed
+    assert "Traceback" not in done.stderr
+    for name, data in (("stdout", done.stdout + done.stderr), ("report", report.read_bytes()), ("replay trace", out.read_bytes())):
         assert_no_secret(name, data)

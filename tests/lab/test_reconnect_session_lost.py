@@ -26,6 +26,7 @@ from mcpbench.replay.engine import Replayer
 from mcpbench.system.target import Target
 from tests.support.load_client import Run
 from tests.support.servers import serve_argv
+from tests.support.traces import handshake, header, tool_call, tool_text, write_trace
 
 TIMEOUT = 20.0
 LOAD = ReconnectPolicy(mode=REINITIALIZE, backoff=0.01, budget_floor=50)
@@ -43,24 +44,12 @@ CALLS = [BEFORE, ("slow", SLOW, "slept 4s in 2 steps"), AFTER]
 CALLS_404 = [BEFORE, ("echo", {"text": "lost"}, "lost"), AFTER]
 
 
-def write_trace(path: Path, calls, *, handshake_only: bool = False) -> Path:
+def recorded(path: Path, calls, *, handshake_only: bool = False) -> Path:
     """A recorded stdio session: the handshake, then each call and its answer."""
-    base = {"v": 1, "session": "s1", "transport": "stdio"}
-    lines = [
-        {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"},
-        {**base, "ts": 2.0, "dir": "c2s", "kind": "message", "msg": {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}},
-        {**base, "ts": 2.1, "dir": "s2c", "kind": "message", "msg": {"jsonrpc": "2.0", "id": 1, "result": {
-            "protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "reference", "version": "1"}}}},
-        {**base, "ts": 2.2, "dir": "c2s", "kind": "message", "msg": {"jsonrpc": "2.0", "method": "notifications/initialized"}},
-    ]
+    events = handshake(2.0, id_=1, step=0.1, capabilities={"tools": {}}, server="reference")
     for index, (tool, arguments, text) in enumerate([] if handshake_only else calls, start=2):
-        lines.append({**base, "ts": 3.0 + index, "dir": "c2s", "kind": "message", "msg": {
-            "jsonrpc": "2.0", "id": index, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}})
-        lines.append({**base, "ts": 3.5 + index, "dir": "s2c", "kind": "message", "msg": {
-            "jsonrpc": "2.0", "id": index, "result": {"content": [{"type": "text", "text": text}], "isError": False}}})
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    return path
+        events += [tool_call(3.0 + index, index, tool, arguments), tool_text(3.5 + index, index, text)]
+    return write_trace(path, events, header=header())
 
 
 class Spy:
@@ -91,7 +80,7 @@ def forwarding(trace: Path, upstream: Target) -> Target:
     """The mock (`serve-trace`, stdio) holding `trace`'s handshake and forwarding the rest to `upstream`."""
     text = f"stdio:{shlex.join(upstream.argv)}" if upstream.transport == STDIO else (
         f"sse+{upstream.url}" if upstream.transport == LEGACY_SSE else upstream.url)
-    hello = write_trace(trace.with_name("handshake.jsonl"), [], handshake_only=True)
+    hello = recorded(trace.with_name("handshake.jsonl"), [], handshake_only=True)
     return Target(STDIO, argv=(sys.executable, "-m", "mcpbench", "serve-trace", str(hello), "--on-miss", "forward", text))
 
 
@@ -136,7 +125,7 @@ def test_stdio_server_killed_mid_call(tmp_path):
     server = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", str(KILL_AT),
               "--count", "to-server", "--", *serve_argv("stdio")]
     target = Target(STDIO, argv=tuple(server))
-    trace = write_trace(tmp_path / "trace.jsonl", CALLS)
+    trace = recorded(tmp_path / "trace.jsonl", CALLS)
     load, report, reopen = expected(Failure.STREAM_CLOSED, Trigger.STDOUT_CLOSED, "slow")
 
     run = Run(target, LOAD)
@@ -154,7 +143,7 @@ def test_stdio_server_killed_mid_call(tmp_path):
 
 @pytest.mark.slow  # a load, then two replays of a call that sleeps 4 s
 def test_legacy_stream_cut_mid_call(tmp_path):
-    trace = write_trace(tmp_path / "trace.jsonl", CALLS)
+    trace = recorded(tmp_path / "trace.jsonl", CALLS)
     load, report, reopen = expected(Failure.STREAM_CLOSED, Trigger.STREAM_ENDED, "slow")
     with running_lab(1, LEGACY_SSE, policy="round-robin", folder=tmp_path / "lab", faults={"cut_streams_after": CUT}) as lab:
         target = Target(LEGACY_SSE, url=lab.url)
@@ -172,7 +161,7 @@ def test_legacy_stream_cut_mid_call(tmp_path):
 
 @pytest.mark.slow  # the instance restarted three times
 def test_streamable_http_session_unknown_after_a_restart(tmp_path):
-    trace = write_trace(tmp_path / "trace.jsonl", CALLS_404)
+    trace = recorded(tmp_path / "trace.jsonl", CALLS_404)
     load, report, reopen = expected(Failure.SESSION_NOT_FOUND, Trigger.SESSION_NOT_FOUND, "echo")
     with running_lab(1, STREAMABLE_HTTP, policy="round-robin", folder=tmp_path / "lab", restarts=MANUAL) as lab:
         target = Target(STREAMABLE_HTTP, url=lab.url)

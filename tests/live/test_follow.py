@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
 import pytest
 
 from mcpbench.analysis.inspect import summarize
@@ -25,6 +24,7 @@ from mcpbench.trace.follow import TraceTail
 from mcpbench.trace.writer import TraceWriter
 from tests.support.processes import descendants, forked_children
 from tests.support.servers import REPO_ROOT, serve_argv
+from tests.support.traces import header, lines, result, sent
 
 MCPBENCH = [sys.executable, "-m", "mcpbench"]
 WAIT = 30.0
@@ -170,12 +170,14 @@ def test_every_transport_and_era_is_followed_call_by_call(main_job, name: str) -
 # --- the follower and the feed, no processes ---------------------------------------------------
 
 
-def event(n: int, direction: str = "c2s", session: str = "s1") -> bytes:
-    message = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": f"tool{n}"}} if direction == "c2s" else {"jsonrpc": "2.0", "id": n, "result": {}}
-    return orjson.dumps({"v": 2, "ts": 1000.0 + n, "session": session, "transport": "stdio", "dir": direction, "kind": "message", "msg": message}) + b"\n"
+def numbered(n: int, direction: str = "c2s", session: str = "s1") -> bytes:
+    """Call `n` (c2s) or its answer (s2c) as a trace line."""
+    if direction == "c2s":
+        return lines(sent(1000.0 + n, n, "tools/call", {"name": f"tool{n}"}, session=session, v=2))
+    return lines(result(1000.0 + n, n, {}, session=session, v=2))
 
 
-HEADER = b'{"v":2,"ts":1000.0,"session":null,"transport":"stdio","dir":null,"kind":"trace","mcpbench":"0"}\n'
+HEADER = lines(header(v=2, ts=1000.0, mcpbench="0"))
 
 
 def test_the_follower_takes_whole_lines_as_they_are_written_and_a_replaced_trace_anew(tmp_path: Path) -> None:
@@ -184,14 +186,14 @@ def test_the_follower_takes_whole_lines_as_they_are_written_and_a_replaced_trace
     tail = TraceTail(path)
     assert tail.poll() == [] and tail.header is None  # an empty file: waiting for its header
     with open(path, "ab") as out:
-        out.write(HEADER + event(1)[:10])
+        out.write(HEADER + numbered(1)[:10])
         out.flush()
         assert [e["kind"] for e in tail.poll()] == ["trace"]  # the half line waits for its newline
-        out.write(event(1)[10:] + event(1, "s2c"))
+        out.write(numbered(1)[10:] + numbered(1, "s2c"))
         out.flush()
         assert [(e["dir"], e["msg"]["id"]) for e in tail.poll()] == [("c2s", 1), ("s2c", 1)]
         assert tail.poll() == [] and tail.ended is None
-    path.write_bytes(HEADER + event(7))  # a new recording to the same path
+    path.write_bytes(HEADER + numbered(7))  # a new recording to the same path
     assert [e["kind"] for e in tail.poll()] == ["trace", "message"] and tail.generation == 1
     with open(path, "ab") as out:
         out.write(b"not json\n")
@@ -208,7 +210,7 @@ def test_the_feed_stays_bounded_and_keeps_percentiles(tmp_path: Path, monkeypatc
     stats = LiveStats()
     for n in range(1, 201):
         session = f"s{n % 7}"
-        writer.write_lines([event(n, "c2s", session), event(n, "s2c", session)])
+        writer.write_lines([numbered(n, "c2s", session), numbered(n, "s2c", session)])
         stats.take(feed.poll())
     writer.close()
     assert stats.events == 401 and stats.answered == 200

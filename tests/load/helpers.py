@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mcpbench.load.scenario import Scenario, ScenarioError, scenario_from_node
 from tests.support.servers import REPO_ROOT
+from tests.support.traces import handshake, header, tool_call, tool_text, write_trace
 
 # Every load run is bounded: load seconds plus locust startup/shutdown, well under this.
 RUN_TIMEOUT = 90
@@ -41,24 +42,11 @@ def run_load(tmp_path: Path, scenario: str | None, *args, timeout: float = RUN_T
 def spaced_trace(path: Path, sessions: list[tuple[float, list[float]]], *, start: float = 1_800_000_000.0) -> Path:
     """A recorded stdio trace of sessions that begin at the given offsets (seconds), each making an
     `echo` call at each of its own offsets from its start (its handshake at 0), every answer 5 ms later."""
-    import orjson
-
-    lines = [{"v": 1, "ts": start, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}]
+    events = []
     for number, (offset, calls) in enumerate(sessions):
-        base = {"v": 1, "session": f"s{number}", "transport": "stdio", "kind": "message"}
-        begun = start + offset
-        lines += [
-            {**base, "ts": begun, "dir": "c2s", "msg": {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}},
-            {**base, "ts": begun + 0.005, "dir": "s2c", "msg": {"jsonrpc": "2.0", "id": 0, "result": {
-                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "r", "version": "1"}}}},
-            {**base, "ts": begun + 0.006, "dir": "c2s", "msg": {"jsonrpc": "2.0", "method": "notifications/initialized"}},
-        ]
+        session, begun = f"s{number}", start + offset
+        events += handshake(begun, session=session, step=0.005, capabilities={"tools": {}})
         for index, at in enumerate(calls, start=1):
-            lines.append({**base, "ts": begun + at, "dir": "c2s", "msg": {"jsonrpc": "2.0", "id": index, "method": "tools/call",
-                                                                       "params": {"name": "echo", "arguments": {"text": f"s{number}c{index}"}}}})
-            lines.append({**base, "ts": begun + at + 0.005, "dir": "s2c", "msg": {"jsonrpc": "2.0", "id": index, "result": {
-                "content": [{"type": "text", "text": f"s{number}c{index}"}], "isError": False}}})
-    lines.sort(key=lambda line: line["ts"])
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    return path
+            events += [tool_call(begun + at, index, "echo", {"text": f"s{number}c{index}"}, session=session),
+                       tool_text(begun + at + 0.005, index, f"s{number}c{index}", session=session)]
+    return write_trace(path, sorted(events, key=lambda event: event["ts"]), header=header(ts=start))

@@ -23,6 +23,7 @@ from mcpbench.system.target import parse_target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from tests.load.helpers import scenario_from_text
 from tests.support.servers import REPO_ROOT, free_port
+from tests.support.traces import event, header, write_trace
 
 GOOD = """\
 target: http://127.0.0.1:9/mcp
@@ -219,7 +220,6 @@ def test_arrival_schedule_counts_late_and_dropped():
 
 
 def test_mix_from_trace(tmp_path):
-    lines = [{"v": 1, "ts": 0, "kind": "trace", "session": None, "transport": "stdio", "dir": None}]
     msgs = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"}}},
@@ -229,9 +229,7 @@ def test_mix_from_trace(tmp_path):
         {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "a"},
                                                                        "inputResponses": {"k": {}}, "requestState": "s"}},
     ]
-    lines += [{"v": 1, "ts": i, "kind": "message", "session": "s", "transport": "stdio", "dir": "c2s", "msg": m} for i, m in enumerate(msgs)]
-    path = tmp_path / "t.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    path = write_trace(tmp_path / "t.jsonl", [event(i, "s", "c2s", m) for i, m in enumerate(msgs)], header=header(ts=0))
     mix = {c.step: c for c in mix_from_trace(path)}
     assert set(mix) == {"tools/call echo", "resources/read"}
     assert mix["tools/call echo"].weight == 2.0 and mix["tools/call echo"].arguments == {"text": "a"}

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Final
 
 import mcp_types as types
-import orjson
 
 from tests.support.servers import HOST, REPO_ROOT, free_port, stop_process, wait_for_port
+from tests.support.traces import event, handshake, header, notified, over_http, tool_call, tool_text, write_trace
 
 VARIANT_SERVER: Final = Path(__file__).with_name("variant_server.py")
 # Whole-session budget inside an event loop: far above a loopback session.
@@ -53,26 +53,14 @@ def text_of(result: types.CallToolResult) -> str:
 
 def notify_trace(path: Path) -> Path:
     """A recorded session of the peer server: handshake, GET stream, `notify` (its notification came on GET)."""
-    base = {"v": 1, "session": "s1", "transport": "streamable-http"}
     post = {"method": "POST", "path": "/mcp"}
     get = {"method": "GET", "path": "/mcp", "status": 200, "content_type": "text/event-stream"}
-    events = [
-        {"v": 1, "ts": 1.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "trace"},
-        {**base, "ts": 2.0, "dir": "c2s", "kind": "message", "flow": "f1", "http": post, "msg": {
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}},
-        {**base, "ts": 2.1, "dir": "s2c", "kind": "message", "flow": "f1", "msg": {
-            "jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": True}},
-                                                  "serverInfo": {"name": "peer", "version": "1"}}}},
-        {**base, "ts": 2.2, "dir": "c2s", "kind": "message", "flow": "f2", "http": post,
-         "msg": {"jsonrpc": "2.0", "method": "notifications/initialized"}},
-        {**base, "ts": 2.3, "dir": None, "kind": "stream", "flow": "f3", "event": "open", "conn": "c", **get},
-        {**base, "ts": 3.0, "dir": "c2s", "kind": "message", "flow": "f4", "http": post, "msg": {
-            "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "notify", "arguments": {}}}},
-        {**base, "ts": 3.1, "dir": "s2c", "kind": "message", "flow": "f3", "http": get,
-         "msg": {"jsonrpc": "2.0", "method": LIST_CHANGED}},
-        {**base, "ts": 3.2, "dir": "s2c", "kind": "message", "flow": "f4", "msg": {
-            "jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "sent"}], "isError": False}}},
-    ]
-    path.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events))
-    return path
+    init, answer, initialized = handshake(2.0, id_=1, step=0.1, capabilities={"tools": {"listChanged": True}}, server="peer")
+    return write_trace(path, [
+        over_http(init, "f1", session="s1", http=post), over_http(answer, "f1", session="s1", via=None),
+        over_http(initialized, "f2", session="s1", http=post),
+        event(2.3, "s1", None, kind="stream", transport="streamable-http", flow="f3", event="open", conn="c", **get),
+        over_http(tool_call(3.0, 2, "notify"), "f4", session="s1", http=post),
+        over_http(notified(3.1, LIST_CHANGED, None), "f3", session="s1", via=None, http=get),
+        over_http(tool_text(3.2, 2, "sent"), "f4", session="s1", via=None),
+    ], header=header("streamable-http"))

@@ -9,7 +9,6 @@ import copy
 import json
 from xml.etree import ElementTree
 
-import orjson
 import pytest
 
 from mcpbench.lab.peers import variant_server
@@ -17,6 +16,7 @@ from mcpbench.protocol.jsonrpc import ErrorResponse, Response
 from mcpbench.replay.contract import BREAKING, COMPATIBLE, compare_surfaces, surface
 from tests.replay.helpers import cli
 from tests.support.recordings import stdio_target
+from tests.support.traces import header, result, sent, write_trace
 from tests.testing.helpers import stdio_command
 
 CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"subscribe": True}, "prompts": {}}
@@ -135,24 +135,20 @@ def test_pages_are_joined_and_an_error_is_an_empty_listing():
     assert gone.listings["tools/list"] == {} and gone.notes == ["the live server answered tools/list with an error: Method not found"]
 
 
-def write_trace(path, decl: dict):
+def contract_trace(path, decl: dict):
     """A stdio trace of one session declaring `decl`."""
-    events = [{"v": 2, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}]
+    events = []
     for number, (method, params, answer) in enumerate(calls(decl), 1):
-        base_event = {"v": 2, "session": "s1", "transport": "stdio", "kind": "message"}
-        events.append({**base_event, "ts": 1.0 + number, "dir": "c2s",
-                       "msg": {"jsonrpc": "2.0", "id": number, "method": method, "params": params or {}}})
-        events.append({**base_event, "ts": 1.5 + number, "dir": "s2c", "msg": {"jsonrpc": "2.0", "id": number, "result": answer.result}})
-    path.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events))
-    return path
+        events += [sent(1.0 + number, number, method, params or {}, v=2), result(1.5 + number, number, answer.result, v=2)]
+    return write_trace(path, events, header=header(v=2))
 
 
 def test_diff_contract_exit_status_junit_and_json(tmp_path):
-    a = write_trace(tmp_path / "a.jsonl", base())
+    a = contract_trace(tmp_path / "a.jsonl", base())
     new = base()
     new["tools"].pop(1)
     new["tools"].append({"name": "new", "inputSchema": {"type": "object"}})
-    b = write_trace(tmp_path / "b.jsonl", new)
+    b = contract_trace(tmp_path / "b.jsonl", new)
     junit, report = tmp_path / "c.xml", tmp_path / "c.json"
     done = cli("diff", "--contract", str(a), str(b), "--junit-xml", str(junit), "--report", str(report))
     assert done.returncode == 1, done.stderr
@@ -164,7 +160,7 @@ def test_diff_contract_exit_status_junit_and_json(tmp_path):
 
     only_added = base()
     only_added["tools"].append({"name": "new", "inputSchema": {"type": "object"}})
-    c = write_trace(tmp_path / "c.jsonl", only_added)
+    c = contract_trace(tmp_path / "c.jsonl", only_added)
     assert cli("diff", "--contract", str(a), str(c)).returncode == 0
     assert cli("diff", "--contract", "--fail-on", "any", str(a), str(c)).returncode == 1
     assert cli("diff", "--contract", str(a), str(a)).returncode == 0

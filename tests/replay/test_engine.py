@@ -1,6 +1,5 @@
 """The engine's ordering, id remapping and server-request answers, with a MockTransport (no process)."""
 
-import orjson
 import pytest
 
 from mcpbench.protocol.jsonrpc import Notification, Request, Response
@@ -11,19 +10,12 @@ from mcpbench.replay.engine import DEFAULT_TIMEOUT, Pace, Replayer
 from mcpbench.replay.report import Judging, build, learn_noise, render
 from mcpbench.transport import MockTransport
 from mcpbench.system.target import parse_target
-
-HEADER = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
-
+from tests.support.traces import event, header, write_trace
 
 def trace_file(tmp_path, messages):
     """messages: (dir, msg) pairs, written with increasing timestamps."""
-    lines = [HEADER] + [
-        {"v": 1, "ts": 10.0 + i * 0.01, "session": "s1", "transport": "stdio", "dir": d, "kind": "message", "msg": m}
-        for i, (d, m) in enumerate(messages)
-    ]
-    path = tmp_path / "t.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    return path
+    return write_trace(tmp_path / "t.jsonl", [event(10.0 + i * 0.01, "s1", d, m) for i, (d, m) in enumerate(messages)],
+                       header=header())
 
 
 def req(id_, method, **params):

@@ -12,6 +12,7 @@ from mcpbench.replay.engine import Replayer
 from mcpbench.replay.report import Judging, build
 from mcpbench.system.target import parse_target
 from tests.support.servers import HOST
+from tests.support.traces import handshake, header, over_http, tool_call, tool_text, write_trace
 
 VERSION = "2025-11-25"
 # How long the server holds each answer stream open after the answer: far longer than the replay needs.
@@ -23,28 +24,14 @@ CALLS = ("one", "two", "three")
 
 def three_calls(path: Path) -> Path:
     """A recorded session: handshake, then three tools/call, each answered before the next."""
-    base = {"v": 1, "session": "s1", "transport": "streamable-http"}
     post = {"method": "POST", "path": "/mcp"}
-    events = [
-        {"v": 1, "ts": 1.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "trace"},
-        {**base, "ts": 2.0, "dir": "c2s", "kind": "message", "flow": "f0", "http": post, "msg": {
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}},
-        {**base, "ts": 2.1, "dir": "s2c", "kind": "message", "flow": "f0", "msg": {
-            "jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": VERSION, "capabilities": {"tools": {}},
-                                                  "serverInfo": {"name": "held", "version": "1"}}}},
-        {**base, "ts": 2.2, "dir": "c2s", "kind": "message", "flow": "f1", "http": post,
-         "msg": {"jsonrpc": "2.0", "method": "notifications/initialized"}},
-    ]
+    init, answer, initialized = handshake(2.0, VERSION, id_=0, step=0.1, capabilities={"tools": {}}, server="held")
+    events = [over_http(init, "f0", session="s1", http=post), over_http(answer, "f0", session="s1", via=None),
+              over_http(initialized, "f1", session="s1", http=post)]
     for i, name in enumerate(CALLS, start=1):
-        events += [
-            {**base, "ts": 3.0 + i, "dir": "c2s", "kind": "message", "flow": f"c{i}", "http": post, "msg": {
-                "jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": {}}}},
-            {**base, "ts": 3.1 + i, "dir": "s2c", "kind": "message", "flow": f"c{i}", "msg": {
-                "jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": name}], "isError": False}}},
-        ]
-    path.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in events))
-    return path
+        events += [over_http(tool_call(3.0 + i, i, name), f"c{i}", session="s1", http=post),
+                   over_http(tool_text(3.1 + i, i, name), f"c{i}", session="s1", via=None)]
+    return write_trace(path, events, header=header("streamable-http"))
 
 
 class HoldingServer(http.server.ThreadingHTTPServer):

@@ -14,6 +14,7 @@ from mcpbench.lab.peers.drive import SAMPLED_TEXT
 from mcpbench.replay import plan as plans
 from tests.replay.helpers import cli, variant_target
 from tests.support.recordings import MODES, stdio_target
+from tests.support.traces import header, lines, notified
 
 
 def report_of(path: Path) -> dict:
@@ -62,8 +63,8 @@ def test_cross_transport_replay_and_http_traces(recordings, tmp_path, mode, tran
     out = tmp_path / "http.jsonl"
     done = cli("replay", str(recordings[mode]), "--target", target, "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    header = orjson.loads(out.read_bytes().split(b"\n", 1)[0])
-    assert header["transport"] == transport and URL_SECRET.encode() not in out.read_bytes()
+    first = orjson.loads(out.read_bytes().split(b"\n", 1)[0])
+    assert first["transport"] == transport and URL_SECRET.encode() not in out.read_bytes()
     again = cli("replay", str(out), "--target", target, "--report", str(tmp_path / "r.json"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert report_of(tmp_path / "r.json")["counts"]["identical"] >= 10
@@ -123,16 +124,14 @@ def test_learn_noise_against_a_deterministic_server_learns_nothing(recordings, t
 
 
 def test_bad_input_one_line_exit_2_and_partial_report(recordings, tmp_path):
-    header = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
     cases = {
-        "newer.jsonl": [{**header, "v": 99}],
+        "newer.jsonl": [header(v=99)],
         "empty.jsonl": [],
-        "server-only.jsonl": [header, {"v": 1, "ts": 2.0, "session": "s", "transport": "stdio", "dir": "s2c",
-                                       "kind": "message", "msg": {"jsonrpc": "2.0", "method": "notifications/message"}}],
+        "server-only.jsonl": [header(), notified(2.0, "notifications/message", None, session="s")],
     }
-    for name, lines in cases.items():
+    for name, events in cases.items():
         path = tmp_path / name
-        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        path.write_bytes(lines(*events))
         report = tmp_path / f"{name}.report.json"
         done = cli("replay", str(path), "--target", stdio_target(), "--report", str(report))
         assert done.returncode == 2, (name, done.stdout, done.stderr)

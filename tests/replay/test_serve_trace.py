@@ -18,6 +18,7 @@ from mcpbench.replay.mock_answers import UNANSWERED
 from tests.replay.helpers import TIMEOUT, cli, mock_server, text_of
 from tests.support.recordings import MODES
 from tests.support.servers import stdio_params
+from tests.support.traces import header, result, sent, write_trace
 
 
 async def check_client(target: Any, mode: str) -> None:
@@ -57,18 +58,11 @@ def test_replaying_against_the_mock_of_the_same_trace_is_identical(recordings, t
 
 
 def test_repeated_identical_calls_are_answered_in_recorded_order(tmp_path):
-    import orjson
-
-    header = {"v": 1, "ts": 1.0, "session": None, "transport": "stdio", "dir": None, "kind": "trace"}
-    lines = [header]
+    events = []
     for i, text in enumerate(["first", "second"]):
-        base = {"v": 1, "session": "s", "transport": "stdio", "kind": "message"}
-        lines.append({**base, "ts": 2.0 + i, "dir": "c2s",
-                      "msg": {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "clock"}}})
-        lines.append({**base, "ts": 2.5 + i, "dir": "s2c",
-                      "msg": {"jsonrpc": "2.0", "id": i + 1, "result": {"content": [{"type": "text", "text": text}]}}})
-    path = tmp_path / "t.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        events += [sent(2.0 + i, i + 1, "tools/call", {"name": "clock"}, session="s"),
+                   result(2.5 + i, i + 1, {"content": [{"type": "text", "text": text}]}, session="s")]
+    path = write_trace(tmp_path / "t.jsonl", events, header=header())
     answers = TraceAnswers(plans.load(path))
     ask = Request(id=99, method="tools/call", params={"name": "clock", "_meta": {"progressToken": 7}})
     texts = [answers.lookup(ask).answer["result"]["content"][0]["text"] for _ in range(3)]

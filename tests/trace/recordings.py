@@ -8,6 +8,8 @@ committed `data/v1-mixed.jsonl`, Hypothesis's `st.randoms()` draws round-trip ca
 import random
 from typing import Any
 
+from tests.support.traces import header as trace_header
+
 UPSTREAMS = ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", None]
 SESSIONS = ["2247fd34cfdb", "9c01aa77e2f4", "conn-da934ce3c836", None]
 CONNS = ["conn-da934ce3c836", "conn-0b1c2d3e4f50"]
@@ -169,8 +171,8 @@ class _Recorder:
 def recording(rng: random.Random, exchanges: int, *, odd: bool = True) -> list[dict]:
     """A trace's events, the header first, as version 1 wrote them; `odd`: odd shapes mixed in."""
     upstream = rng.choice(UPSTREAMS)
-    header: dict[str, Any] = {"v": 1, "ts": 1796300422.25, "session": None, "transport": "streamable-http", "dir": None,
-                              "kind": "trace", "mcpbench": "0.1.0", "started": "2026-12-03T12:20:22.250000Z", "recorder": "mitmproxy"}
+    header = trace_header("streamable-http", ts=1796300422.25, mcpbench="0.1.0", started="2026-12-03T12:20:22.250000Z",
+                          recorder="mitmproxy")
     if upstream is not None:
         header["upstream"] = upstream
     recorder = _Recorder(rng, header)

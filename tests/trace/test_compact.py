@@ -20,6 +20,7 @@ from mcpbench.protocol.errors import TraceError
 from mcpbench.trace import FORMAT_VERSION, TraceReader, TraceWriter
 from mcpbench.trace import compact
 from mcpbench.trace.compact import Compactor, Expander, apply_delta, header_delta
+from tests.support import traces
 from tests.trace.recordings import recording
 
 DATA = Path(__file__).with_name("data")
@@ -94,7 +95,7 @@ def test_stdio_lines_are_unchanged_but_for_the_version(tmp_path: Path) -> None:
 )
 def test_bad_v2_lines_name_file_and_line(tmp_path: Path, line: bytes, message: str) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(b'{"v":2,"ts":1,"kind":"trace","transport":"streamable-http"}\n' + line + b"\n")
+    path.write_bytes(traces.lines(traces.header("streamable-http", v=2)) + line + b"\n")
     with pytest.raises(TraceError) as info:
         list(TraceReader(path))
     assert str(path) in str(info.value) and message in str(info.value)
@@ -266,9 +267,7 @@ def test_a_new_trace_records_todays_bounds_and_an_old_one_reads_with_them(tmp_pa
 @pytest.mark.parametrize("given", [None, [1, 2], {"max_flows": 0, "max_sessions": 5}, {"max_flows": 5}, {"max_flows": 5, "max_sessions": True}])
 def test_bounds_a_header_gives_wrongly_are_one_line_naming_file_and_line(tmp_path: Path, given) -> None:
     path = tmp_path / "bad.jsonl"
-    header = {"v": 2, "ts": 1.0, "session": None, "transport": "streamable-http", "dir": None, "kind": "trace"}
-    header["compact"] = given
-    path.write_bytes(orjson.dumps(header) + b"\n")
+    path.write_bytes(traces.lines(traces.header("streamable-http", v=2, compact=given)))
     if given is None:  # null: as if absent
         assert list(TraceReader(path))[0]["compact"] is None
         return

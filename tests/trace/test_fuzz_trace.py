@@ -17,6 +17,8 @@ from mcpbench.protocol.errors import TraceError
 from mcpbench.trace import TraceReader, TraceWriter
 from mcpbench.trace.compress import Compressor
 from tests.support.fuzz import MESSAGE_HEAD, MESSAGE_TAIL, big_size, check_peak, hostile_bytes, json_values
+from tests.support.traces import event, lines, tool_call
+from tests.support.traces import header as trace_header
 from tests.trace.recordings import recording
 
 pytestmark = pytest.mark.fuzz
@@ -30,16 +32,16 @@ def stdio_events(rng: random.Random, count: int) -> list[dict]:
     out = []
     for number in range(count):
         roll = rng.random()
-        base = {"ts": 1796300422.5 + number, "session": "1606c084002a", "transport": "stdio"}
+        ts, session = 1796300422.5 + number, "1606c084002a"
         if roll < 0.6:
-            message = {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {"name": "echo", "arguments": {"t": "é\u2028" * rng.randint(0, 3)}}}
-            out.append(base | {"dir": rng.choice(["c2s", "s2c"]), "kind": "message", "msg": message})
+            arguments = {"t": "é\u2028" * rng.randint(0, 3)}
+            out.append(tool_call(ts, number, "echo", arguments, session=session, direction=rng.choice(["c2s", "s2c"])))
         elif roll < 0.8:
-            out.append(base | {"dir": "s2c", "kind": "stderr", "text": rng.choice(["ready", "", "\ttabs", "ü"])})
+            out.append(event(ts, session, "s2c", kind="stderr", text=rng.choice(["ready", "", "\ttabs", "ü"])))
         elif roll < 0.9:
-            out.append(base | {"dir": "s2c", "kind": "violation", "code": "stdout-pollution", "detail": "not JSON", "raw": "junk"})
+            out.append(event(ts, session, "s2c", kind="violation", code="stdout-pollution", detail="not JSON", raw="junk"))
         else:
-            out.append(base | {"dir": None, "kind": "process", "event": "exit", "exit_code": rng.choice([0, 1, None]), "signal": None})
+            out.append(event(ts, session, None, kind="process", event="exit", exit_code=rng.choice([0, 1, None]), signal=None))
     return out
 
 
@@ -55,8 +57,7 @@ def test_what_is_written_reads_back_the_same(tmp_path_factory, rng, size, suffix
     if http:
         header, *events = recording(rng, size, odd=False)
     else:
-        header = {"v": 1, "ts": 1796300422.25, "session": None, "transport": "stdio", "dir": None, "kind": "trace",
-                  "command": ["python", "-m", "server"]}
+        header = trace_header(ts=1796300422.25, command=["python", "-m", "server"])
         events = stdio_events(rng, size * 3)
     path = tmp_path_factory.mktemp("trace") / f"t{suffix}"
     write(path, header, events)
@@ -70,7 +71,7 @@ def test_what_is_written_reads_back_the_same(tmp_path_factory, rng, size, suffix
 def test_a_v1_trace_reads_back_whole_compressed_or_not(tmp_path_factory, rng, size, compression, block):
     """v1 lines as the v1 writer wrote them (every field in every event), flushed in blocks of any size."""
     events = recording(rng, size)
-    data = b"".join(orjson.dumps(event) + b"\n" for event in events)
+    data = lines(*events)
     if compression != "plain":
         compressor = Compressor(compression)
         data = b"".join(compressor.data(data[i:i + block]) for i in range(0, len(data), block)) + compressor.end()
@@ -79,7 +80,7 @@ def test_a_v1_trace_reads_back_whole_compressed_or_not(tmp_path_factory, rng, si
     assert list(TraceReader(path)) == events
 
 
-HEADER_LINE = b'{"v":2,"ts":1.0,"session":null,"transport":"streamable-http","dir":null,"kind":"trace"}\n'
+HEADER_LINE = lines(trace_header("streamable-http", v=2))
 files = st.one_of(
     hostile_bytes,
     hostile_bytes.map(lambda data: HEADER_LINE + data),

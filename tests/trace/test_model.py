@@ -271,7 +271,7 @@ def _mixed_stdio_events() -> list[dict]:
         request(2.0, 1, session="s2"), asks(2.1, 1, session="s2"), request(2.2, 2, responses=answered(), session="s2"),
         done(2.3, 2, session="s2"), request(2.4, 3, "echo", session="s2"), done(2.5, 3, result_type=False, session="s2"),
         sent(3.0, 12, "tools/call", {"name": "late"}),
-        {"v": 1, "ts": 3.1, "session": "s1", "transport": "stdio", "dir": None, "kind": "process", "event": "exit", "exit_code": 0},
+        event(3.1, "s1", None, kind="process", event="exit", exit_code=0),
         result(3.2, 12, {}), sent(3.3, 13, "ping"),
     ]
 

@@ -15,6 +15,7 @@ from mcpbench.cli import main
 from mcpbench.trace import Redactor, TraceReader, TraceWriter
 from mcpbench.trace.compress import Compressor
 from mcpbench.trace.spool import C2S_DATA, S2C_DATA, START, SpoolDecoder, finish, frame, leftover, live, spool_path, start_frame
+from tests.support.traces import lines, sent
 
 SECRET = b"s3cr3t-in-a-param"
 
@@ -153,7 +154,7 @@ def test_trace_imports_nothing_from_capture_use_or_the_lab():
 
 
 def test_a_killed_recording_appended_to_a_shared_trace_reads_complete_beside_the_other_sessions(tmp_path):
-    other = b'{"v":2,"ts":0.5,"session":"s0","transport":"stdio","dir":"c2s","kind":"message","msg":{"jsonrpc":"2.0","id":7,"method":"ping"}}\n'
+    other = lines(sent(0.5, 7, "ping", session="s0", v=2))
     trace = killed_recording(tmp_path, recorded_frames=5, earlier=[other, other])
     events = list(TraceReader(trace))
     assert [e["session"] for e in events[1:3]] == ["s0", "s0"]  # the earlier session's lines, kept
