@@ -28,8 +28,15 @@ def compare_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "mcpbench", "compare", *map(str, args)]
 
 
-# Short real runs: `echo` (instant) and `slow` sleeping 20 ms, the tool a test slows by 20 %.
-# Side by side, two runs start a second or two apart: compare them with TRIM left out at each end.
+# Short real runs bounded in calls, not time: `echo` (instant) and `slow` sleeping 200 ms, the tool
+# a test slows by a fixed 2 s (`lab serve --slow slow=+2s`). On a 2-core machine at a load of 6 to 12
+# the CPU queue, and a run's place among runs starting side by side, moved the p50 of a 1 ms sleep
+# from 44 to 262 ms between runs (slowed by 250 ms it was judged "within noise"); on a 200 ms sleep
+# the p50 stayed within 226 to 357 ms, and 2 s more is several times the whole call. About 50 calls a
+# step a run, by 20 users: a base run takes a second or two, a slowed one about 5 s. 20 sessions a run
+# keep the session start's steps under compare's 50 calls a side, unjudged: they overlap the other
+# runs' Python and Locust start-up, which the order of starting sets (25 users: the same build's
+# `notifications/initialized` came out +593 %, interval +53 % to +3038 % at 99 %).
 SCENARIO = """\
 name: compare-test
 session: long_lived
@@ -41,21 +48,21 @@ mix:
     weight: 1
   - call: tools/call
     tool: slow
-    arguments: {seconds: 0.02, steps: 1}
+    arguments: {seconds: 0.2, steps: 1}
     weight: 1
 think_time: [0.0, 0.005]
-users: 6
-spawn_rate: 6
-duration: 6s
+users: 20
+spawn_rate: 200
+calls: 100
+duration: 30s
 timeout: 10s
 """
-
-
-TRIM = "0.5s"
+SLOWDOWN = "slow=+2s"
 
 
 def loads_side_by_side(tmp_path: Path, urls: dict[str, str]) -> dict[str, Path]:
-    """`mcpbench load` of SCENARIO against each url at the same time (one run folder per name).
+    """`mcpbench load` of SCENARIO against each url at the same time, started in the dict's order
+    (one run folder per name).
 
     Side by side, the runs share whatever else the machine is doing, as two runs minutes apart on a
     shared machine would not.
@@ -80,17 +87,19 @@ def loads_side_by_side(tmp_path: Path, urls: dict[str, str]) -> dict[str, Path]:
     return outs
 
 
-def interleaved_pairs(tmp_path: Path, base_url: str, new_url: str, pairs: int = 2) -> tuple[list[Path], list[Path]]:
-    """`pairs` side-by-side pairs of runs, base started first in one pair and new in the next.
+def interleaved_runs(tmp_path: Path, urls: dict[str, str], rounds: int = 2) -> dict[str, list[Path]]:
+    """`rounds` rounds of runs side by side, one per name a round: the first two names swap places
+    in the order of starting from one round to the next, the rest start after them.
 
-    On a busy 2-core machine the run started first of two comes out slower, by up to tens of
-    percent on a 3 ms call; alternating the order puts that on both sides, and two runs a side let
-    the comparison judge with the spread between runs.
+    On a busy 2-core machine a run's place in the order of starting sets its latency by tens of
+    percent (the others' Python and Locust start-up take the CPU while it runs): the two sides judged
+    for noise take each place once, and two runs a side let the comparison judge with the spread
+    between runs. A third side, slowed many times that, starts last in every round.
     """
-    bases, news = [], []
-    for number in range(pairs):
-        order = {"base": base_url, "new": new_url} if number % 2 == 0 else {"new": new_url, "base": base_url}
-        runs = loads_side_by_side(tmp_path / f"pair-{number}", order)
-        bases.append(runs["base"])
-        news.append(runs["new"])
-    return bases, news
+    names = list(urls)
+    runs: dict[str, list[Path]] = {name: [] for name in names}
+    for number in range(rounds):
+        order = names if number % 2 == 0 else [names[1], names[0], *names[2:]]
+        for name, folder in loads_side_by_side(tmp_path / f"round-{number}", {name: urls[name] for name in order}).items():
+            runs[name].append(folder)
+    return runs
