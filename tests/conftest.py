@@ -19,13 +19,12 @@
 import os
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import peers, runs
+from tests.support import peers, runs, timings
 from tests.support.fuzz import register_profiles
 from tests.support.recordings import MODES, record
 from tests.support.servers import RunningServer, reference_server
@@ -59,12 +58,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.timeout(limit + extra), append=False)
     # Stable: the modules that read a long run go last, whole (xdist's `--dist loadfile` sends a
-    # module to one worker, at the place of its first test). Before them, the modules with the most
-    # slow tests first, the quick modules after them: the two workers then end together, not one
-    # running a long module alone at the end (xdist's own order, by number of tests, left those last).
+    # module to one worker, at the place of its first test). Before them, the longest modules first
+    # by their stored seconds (tests/support/timings.py), the quick ones after them: the two workers
+    # then end together, not one running a long module alone at the end.
     reading = {item.path for item in items if long_runs_of(item)}
-    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
-    items.sort(key=lambda item: (item.path in reading, -slow[item.path]))
+    seconds = timings.seconds_by_module(items)
+    items.sort(key=lambda item: (item.path in reading, -seconds[timings.module_of(item.nodeid)]))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true", default=False,
+                     help="write each module's seconds in this run into tests/module_seconds.json (the workers' order)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("store_durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.pluginmanager.register(timings.Recorder(), "module-seconds")
 
 
 class LongRuns:

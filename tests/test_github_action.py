@@ -71,6 +71,7 @@ def test_the_action_is_composite_and_its_inputs_are_documented():
     assert {"traces", "server", "target", "junit-xml", "summary-md", "contract", "fail-on"} <= set(action["inputs"])
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_folder_of_traces_replays_with_junit_and_the_job_summary(workspace):
     results, outputs, summary = run_action(workspace, {"install": "", "server": server_command(REFERENCE)})
     assert [r.returncode for r in results] == [0, 0], [r.stdout + r.stderr for r in results]

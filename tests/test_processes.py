@@ -4,11 +4,13 @@ import os
 import signal
 import socket
 import subprocess
+import contextlib
 import sys
+import threading
 
 import pytest
 
-from mcpbench.system.processes import dying_with_parent, free_port, start, stop_process, stops_held
+from mcpbench.system.processes import dying_with_parent, entered_side_by_side, free_port, start, stop_process, stops_held
 
 # A child that says it is ready, then ignores SIGTERM (and optionally SIGINT) and sleeps.
 STUBBORN = (
@@ -121,3 +123,31 @@ def test_free_port_gives_a_port_that_can_be_bound():
 def test_a_child_dying_with_its_parent_starts_as_asked():
     proc = start(dying_with_parent([sys.executable, "-c", "print('hello')"]), stdout=subprocess.PIPE, text=True)
     assert proc.communicate(timeout=WAIT) == ("hello\n", None) and proc.returncode == 0
+
+
+def test_side_by_side_enters_all_at_once_and_leaves_only_those_that_entered():
+    together = threading.Barrier(3, timeout=WAIT)  # passes only when the three enter at the same time
+    log = []
+
+    @contextlib.contextmanager
+    def part(name):
+        together.wait()
+        if name == "b":
+            raise OSError("b did not start")
+        log.append(f"enter {name}")
+        try:
+            yield name
+        finally:
+            log.append(f"exit {name}")
+
+    with contextlib.ExitStack() as stack:
+        assert entered_side_by_side(stack, [part("a"), part("c"), part("d")]) == ["a", "c", "d"]
+        assert sorted(log) == ["enter a", "enter c", "enter d"]
+    assert log[3:] == ["exit d", "exit c", "exit a"]  # left in reverse, as a stack leaves
+
+    log.clear()
+    together.reset()
+    with pytest.raises(OSError, match="b did not start"):
+        with contextlib.ExitStack() as stack:
+            entered_side_by_side(stack, [part("a"), part("b"), part("c")])
+    assert sorted(log) == ["enter a", "enter c", "exit a", "exit c"]  # b never entered: never left

@@ -10,6 +10,8 @@ replay and load transports, end their server with the session, their own way.)
 - `wait_for_port` returns once a started server accepts (or fails as soon as it exits).
 - `stop_process` asks a child to stop (its signals in turn, a grace period after each), kills it
   if it will not, and reaps it.
+- `entered_side_by_side` starts several (servers, say) at once, each in its own thread, so their
+  start-ups overlap instead of adding up.
 - `free_port` is a port the OS just gave out; `STOP_SIGNALS` are the signals that end a
   long-running command cleanly (cliutil.py maps them to exit statuses).
 """
@@ -24,7 +26,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Final
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, ExitStack
+from typing import Final, TypeVar
+
+T = TypeVar("T")
 
 # The signals that end a long-running command cleanly (exit 128 + N: 130, 143, 129): Ctrl-C, a
 # kill, and the hang-up a command gets when its terminal or SSH session goes away.
@@ -151,6 +157,30 @@ def wait_for_port(
             if time.monotonic() >= deadline:
                 raise ServerStartError(f"nothing accepted on {host}:{port} within {timeout:g} s ({exc})") from None
         time.sleep(POLL_INTERVAL)
+
+
+def entered_side_by_side(stack: ExitStack, managers: Sequence[AbstractContextManager[T]]) -> list[T]:
+    """Enter every one of `managers` at once, each in a thread of its own; what they gave, in order.
+
+    Every one that entered is left when `stack` closes (the failed ones are not). The first failure is
+    raised once all have finished entering; so is a stop signal that came meanwhile: a start still
+    under way is never abandoned with its process left running.
+    """
+    pool = ThreadPoolExecutor(max_workers=max(1, len(managers)))
+    futures = [pool.submit(manager.__enter__) for manager in managers]
+    stopped: BaseException | None = None
+    while True:  # each start is bounded (STARTUP_TIMEOUT): so is this wait
+        try:
+            pool.shutdown(wait=True)
+            break
+        except BaseException as exc:  # a stop signal: wait for the starts, then let the stack stop them
+            stopped = stopped or exc
+    for manager, future in zip(managers, futures):
+        if future.exception() is None:
+            stack.push(manager.__exit__)
+    if stopped is not None:
+        raise stopped
+    return [future.result() for future in futures]
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -65,6 +65,7 @@ def test_a_wrong_secret_is_refused_in_one_line_exit_2(recordings, oauth_server):
     assert "wrong-" not in done.stderr
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_token_endpoint_and_metadata_that_are_no_oauth_are_exit_3(recordings, tmp_path):
     with sign_in_page() as page:
         for options, named in (

@@ -169,6 +169,7 @@ def test_no_step_in_common_is_exit_2(runs, tmp_path):
     assert status == 2 and "no step in common" in err
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_the_report_shows_a_comparison_beside_a_load_run(runs, tmp_path):
     from mcpbench.analysis.report import write_report
 

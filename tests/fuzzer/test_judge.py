@@ -45,6 +45,7 @@ def answered(result) -> RequestOutcome:
     return RequestOutcome(answer=Response(id=1, result=result), latency=0.01)
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_wrong_type_that_a_lax_validator_would_take_is_not_drawn():
     from hypothesis import find
 

@@ -199,6 +199,7 @@ def test_a_stdio_target_that_does_not_speak_mcp_is_exit_3(tmp_path, server, says
     assert data["exit_code"] == EXIT_ENVIRONMENT and data["counts"]["identical"] == 0
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_inspect_strict_exits_1_on_a_violation_and_0_without(tmp_path):
     clean = counter_trace(tmp_path / "clean.jsonl")
     broken = tmp_path / "broken.jsonl"

@@ -61,6 +61,7 @@ def mixed_trace(path: Path) -> Path:
                        counter_session("s", STATELESS, ["a", "b"], start=5.0))
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("session", ["h", "s"])
 def test_each_client_gets_the_session_of_its_own_era(tmp_path, session):
     trace = mixed_trace(tmp_path / "mixed.jsonl")
@@ -94,6 +95,7 @@ HOSTILE_REQUESTS = [
 ]
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_hostile_clients_get_400_and_the_mock_keeps_serving(tmp_path):
     trace, log, port = counter_trace(tmp_path / "t.jsonl"), tmp_path / "mock.stderr", free_port()
     with open(log, "wb") as stderr:
@@ -137,6 +139,7 @@ def status_of(url: str, headers: dict[str, str]) -> int:
         conn.close()
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
 def test_a_rebinding_request_is_refused_as_the_sdk_refuses_it(tmp_path, transport):
     """Bound to loopback, the mock checks Host (421) and Origin (403) as the official SDK does."""
@@ -165,6 +168,7 @@ def reset(sock: socket.socket) -> None:
     sock.close()
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
 def test_a_client_that_resets_its_connection_gets_no_traceback(tmp_path, transport):
     trace, log = counter_trace(tmp_path / "t.jsonl"), tmp_path / "mock.stderr"

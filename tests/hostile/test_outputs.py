@@ -127,6 +127,7 @@ def test_a_whole_file_write_onto_a_device_writes_in_place() -> None:
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # never replaced by a regular file
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("command", ["tee", "record", "replay"])
 def test_a_trace_is_never_written_over_a_file_that_is_not_one(trace: Path, tmp_path: Path, command: str) -> None:
     notes = tmp_path / "notes.md"

@@ -198,6 +198,7 @@ def test_upstream_failure_answers_502_and_is_recorded(tmp_path: Path, kind: str,
     assert orjson.loads(entry["request"]["postData"]["text"])["method"] == "initialize"
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
 def test_a_request_that_is_not_mcp_keeps_mitmproxys_error_page(tmp_path: Path, kind: str) -> None:
     """The JSON-RPC 502 is for MCP exchanges: a browser's request through the same proxy gets mitmproxy's page."""
@@ -396,6 +397,7 @@ def run_recorder(kind: str, args: list[str], default: Path) -> subprocess.Comple
     return subprocess.CompletedProcess(proc.args, proc.returncode, "", proc.stderr.decode(errors="replace"))
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("kind", ["record", "mitmdump"])
 def test_recorder_on_a_full_device_ends_3_at_start(tmp_path: Path, kind: str) -> None:
     result = run_recorder(kind, start_argv(kind, "/dev/full"), tmp_path / "default")

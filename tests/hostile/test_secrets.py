@@ -152,6 +152,7 @@ def test_http_recording_keeps_no_secret_anywhere(tmp_path: Path) -> None:
     assert_outputs_clean(trace)
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_stdio_recording_keeps_no_secret_anywhere(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     lines = [

@@ -204,6 +204,7 @@ def test_serve_trace_stops_the_live_server_it_forwards_to(tmp_path, sig):
         wait_for_exit(pid, STOP_WAIT)
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("sig", STOP_SIGNALS, ids=signal_id)
 def test_a_probe_stopped_mid_check_ends_with_the_signals_status(tmp_path, sig):
     """`mcpbench probe` takes every stop signal while its checks talk to the server: the documented

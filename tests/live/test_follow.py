@@ -85,6 +85,7 @@ def ask(proc: subprocess.Popen, line: bytes) -> bytes:
     return proc.stdout.readline() if b'"id"' in line else b""
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_pipe_gets_a_line_per_event_as_the_tee_records_and_ends_with_the_recording(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     with watched_tee(trace) as (server, viewer, lines):
@@ -105,6 +106,7 @@ def test_a_pipe_gets_a_line_per_event_as_the_tee_records_and_ends_with_the_recor
     assert len(seen) == len(summarize(trace).sessions[0].entries) + 2  # an entry a line, and the two answers
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_spool_left_by_a_kill_is_read_and_the_pipe_ends(tmp_path: Path) -> None:
     trace = tmp_path / "k.jsonl"
     with watched_tee(trace) as (server, viewer, lines):

@@ -136,6 +136,7 @@ def test_record_live_shows_sessions_as_they_come(tmp_path: Path, http_server) ->
     assert subprocess.run([*MCPBENCH, "inspect", str(trace)], capture_output=True, cwd=REPO_ROOT, timeout=60).returncode == 0
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_compressed_trace_is_shown_whole(tmp_path: Path) -> None:
     from tests.support.recordings import record
 

@@ -244,6 +244,7 @@ def scenario(tmp_path, http_server) -> Path:
     return path
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_master_no_worker_reaches_ends_with_one_line(tmp_path, scenario):
     port, out = free_port(), tmp_path / "out"
     proc = run(scenario, "--master", "--master-bind", f"127.0.0.1:{port}", "--join-timeout", "1s", "--out", out)

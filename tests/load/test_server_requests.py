@@ -47,6 +47,7 @@ def test_a_canned_sampling_answer_reaches_the_tool_on_every_transport(target):
     assert [s["exception"] for s in steps.fired if s["name"] == "tools/call ask"] == [None]
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_refusing_policy_declares_nothing_and_the_server_says_so(target):
     from mcpbench.lab.peers.reference_server import ASK_NEITHER_TEXT
 
@@ -69,6 +70,7 @@ def operate_once(target: Target, policy: Canned, *, max_rounds: int = 10) -> tup
     return in_session(client, steps, lambda: client.operation("tools/call", {"name": "ask", "arguments": {"question": "which model?"}}))
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_an_input_round_is_answered_and_the_step_is_the_whole_operation(target):
     result, steps = operate_once(target, Canned({"sampling/createMessage": SAMPLING}))
     assert text_of(result) == "canned by the scenario"
@@ -188,6 +190,7 @@ def test_a_listen_stream_unacknowledged_or_cut_is_listen_dropped(monkeypatch, mo
 # --- tasks: the lab's task tool (`lab serve --tasks`, `work`) ------------------------------------------
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("version", ["2025-11-25", NEWEST])
 def test_a_task_is_polled_to_its_result_and_one_given_up_on_is_cancelled(version):
     from mcpbench.protocol.operation import TASK_CAPABILITIES

@@ -18,6 +18,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*BALANCER, *args], capture_output=True, text=True, cwd=REPO_ROOT, timeout=RUN_TIMEOUT)
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize(("args", "mention"), [
     (["--listen", "127.0.0.1:0"], "--upstream"),
     (["--upstream", "ftp://x", "--listen", "127.0.0.1:0"], "--upstream"),

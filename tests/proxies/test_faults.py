@@ -80,6 +80,7 @@ def test_decider_is_seeded_and_keeps_to_the_schedule():
     assert not cut.cut_due(opened=0.0, now=9.0) and cut.cut_due(opened=0.0, now=10.0) and not cut.cut_due(opened=8.0, now=12.0)
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_bad_values_are_one_line_and_status_2():
     up = ["faults", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "127.0.0.1:0"]
     assert_clean_failure(run([*up, "--drop", "150%"]), EXIT_INPUT, "--drop")

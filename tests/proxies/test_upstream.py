@@ -9,6 +9,8 @@ import types
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
+import pytest
+
 from mcpbench.protocol.http import KEEP_ALIVE_EXPIRY
 from mcpbench.proxies.upstream import _dead
 from tests.record.helpers import record_proxy
@@ -46,6 +48,7 @@ class Upstream:
         return Handler
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_record_reuses_an_upstream_connection_until_it_has_idled_past_the_expiry(tmp_path):
     upstream = Upstream()
     with serving(upstream.handler()) as port, record_proxy(f"http://127.0.0.1:{port}/mcp", tmp_path / "t.jsonl") as (url, _):

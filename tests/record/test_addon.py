@@ -136,6 +136,7 @@ def test_json_answers(json_http_server, tmp_path: Path, mode: str) -> None:
     assert answers and all(e["http"]["content_type"].startswith("application/json") for e in answers)
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_stateless_server_is_recorded_without_sessions(stateless_http_server, tmp_path: Path) -> None:
     """A handshake against a `stateless_http` server mints no Mcp-Session-Id: every message is keyed
     by its own client connection (`conn-…`, the `conn` of its exchange), with no lifecycle alarms."""
@@ -148,6 +149,7 @@ def test_stateless_server_is_recorded_without_sessions(stateless_http_server, tm
         assert event["session"].startswith("conn-") and event["session"] == exchanges[event["flow"]]["conn"], event
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_get_stream_delivers_while_open(tmp_path: Path) -> None:
     """A server notification on the GET stream reaches the client while the stream is still open."""
     with peer_server() as peer, mitmdump(peer.port, tmp_path / "t.jsonl") as proxy:

@@ -56,6 +56,7 @@ async def _session(url: str, mode: str, capture: HttpCapture) -> None:
         await client.get_prompt("summarize", {"topic": "MCP"})
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("answers", ["json", "sse"])
 def test_record_writes_a_lean_trace_that_reads_back_whole(tmp_path: Path, answers: str, request: pytest.FixtureRequest) -> None:
     out = tmp_path / "t.jsonl"

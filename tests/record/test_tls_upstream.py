@@ -103,6 +103,7 @@ def test_a_private_ca_upstream_is_recorded_with_either_option(tmp_path: Path, tl
     assert not [e for e in events if e["kind"] == "error"]
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_the_recording_replays_against_it_once_its_ca_is_trusted(tmp_path: Path, tls_upstream) -> None:
     upstream, ca = tls_upstream
     out = tmp_path / "t.jsonl"

@@ -166,6 +166,7 @@ def test_diff_contract_exit_status_junit_and_json(tmp_path):
     assert cli("diff", "--contract", str(a), str(a)).returncode == 0
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_replay_contract_against_a_server_without_a_tool(recordings, tmp_path):
     trace = recordings["legacy"]
     same = cli("replay", "--contract", str(trace), "--target", stdio_target())

@@ -28,6 +28,8 @@ from tests.support.servers import stdio_params
 
 LEGACY, MODERN = MODES["legacy"], MODES["auto"]
 ENVELOPE = {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}
+# The module fixture records the SDK client through the tee (some seconds): `-m "not slow"` leaves the module out.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -123,6 +123,7 @@ def test_learn_noise_against_a_deterministic_server_learns_nothing(recordings, t
     assert cli("replay", str(recordings["auto"]), "--target", http_server.url, "--ignore-file", str(noise)).returncode == 0
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_bad_input_one_line_exit_2_and_partial_report(recordings, tmp_path):
     cases = {
         "newer.jsonl": [header(v=99)],

@@ -35,6 +35,7 @@ def junit(path: Path) -> ElementTree.Element:
     return ElementTree.fromstring(path.read_bytes())
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_folder_replays_as_one_suite(suite_dir, tmp_path):
     xml, md, report = tmp_path / "out" / "r.xml", tmp_path / "out" / "r.md", tmp_path / "out" / "r.json"
     done = cli("replay", str(suite_dir), "--target", stdio_target(), "--junit-xml", str(xml), "--summary-md", str(md),

@@ -49,6 +49,7 @@ def spy_lines(path):
     return lines
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_sdk_session_through_tee_is_recorded_exactly(tmp_path, mode):
     server = serve_argv("stdio")
@@ -75,6 +76,7 @@ def test_sdk_session_through_tee_is_recorded_exactly(tmp_path, mode):
     assert [e for e in events if e["kind"] == "violation"] == []
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_inspect_shows_the_recorded_session(tmp_path):
     trace = tmp_path / "t.jsonl"
     run_session(stdio_params(TEE + ["--out", str(trace), "--"] + serve_argv("stdio")), "legacy")
@@ -233,6 +235,7 @@ def test_kill_9_mid_session_loses_nothing_written(tmp_path):
     assert len(list(reader)) == len(events) and "torn last line" in reader.torn
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_10000_messages_10_bytes_to_8_mib_pass_unchanged(tmp_path):
     rng = random.Random(7)
     sizes = [rng.randint(10, 4096) for _ in range(9990)] + [1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20, 6 << 20, 7 << 20, 8 << 20, 10, 8 << 20]

@@ -99,6 +99,7 @@ def test_export_sends_a_span_per_call_under_its_session(recordings, mode):
         assert sampling["kind"] == "SERVER" and sampling["parent"] == session["span_id"]
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_tee_sends_spans_as_it_records_and_a_traceparent_continues_the_callers_trace(tmp_path):
     with OtlpReceiver() as receiver:
         result = tee_session(tmp_path / "s.jsonl", ["--otlp", receiver.url])
@@ -247,6 +248,7 @@ def test_load_sends_each_step_as_a_span_under_its_client_session(tmp_path, http_
     assert echo["resource"]["service.name"] == "load-test"
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_export_of_load_samples_gives_failures_their_class_and_skips_what_is_no_step(tmp_path):
     (tmp_path / "scenario.json").write_text('{"target": "http://10.1.2.3:8101/mcp"}')
     samples = tmp_path / "samples.jsonl"

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+import pytest
+
 from tests.testing.helpers import run
 
 
@@ -12,6 +14,7 @@ def test_registered_as_a_pytest11_entry_point():
     assert found.get("mcpbench") == "mcpbench.testing.plugin"
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_loaded_without_being_named_its_option_and_marker_present(pytester):
     run(pytester, "--markers").stdout.fnmatch_lines(["@pytest.mark.mcp_trace(*"])
     run(pytester, "--help").stdout.fnmatch_lines(["*--mcp-record-mode={none,once,new_episodes,all}*"])

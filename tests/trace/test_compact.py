@@ -193,6 +193,7 @@ def _round_trip(events: list[dict], rng) -> None:
         assert expander.expand(orjson.loads(line)) == event, line
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @pytest.mark.fuzz
 @settings(deadline=None)
 @given(st.randoms(use_true_random=False), st.integers(min_value=1, max_value=12))

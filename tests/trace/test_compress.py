@@ -79,6 +79,7 @@ def test_a_killed_writer_leaves_every_complete_event_readable(tmp_path: Path) ->
     assert result.exit_code == 0 and "stops short" in result.output
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_the_tee_writes_a_compressed_trace_that_inspect_and_diff_read(tmp_path: Path) -> None:
     plain, packed = tmp_path / "t.jsonl", tmp_path / "t.jsonl.gz"
     for out in (plain, packed):
@@ -95,6 +96,7 @@ def test_the_tee_writes_a_compressed_trace_that_inspect_and_diff_read(tmp_path: 
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_record_writes_a_compressed_trace_that_inspect_and_export_read(tmp_path: Path, http_server) -> None:
     out = tmp_path / "t.jsonl.gz"
     with record_command(http_server.url, out) as (proc, url):

@@ -51,6 +51,7 @@ def write(path, header: dict, events: list[dict]) -> None:
             writer.write({k: v for k, v in event.items() if k != "v"})
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @given(st.randoms(use_true_random=False), st.integers(min_value=0, max_value=8), st.sampled_from(SUFFIXES), st.booleans())
 def test_what_is_written_reads_back_the_same(tmp_path_factory, rng, size, suffix, http):
     """v2 as the writer writes it (compressed or not): the events read back are those written."""
@@ -66,6 +67,7 @@ def test_what_is_written_reads_back_the_same(tmp_path_factory, rng, size, suffix
     assert read[1:] == [e | {"v": 2} for e in events]
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 @given(st.randoms(use_true_random=False), st.integers(min_value=1, max_value=8), st.sampled_from(["plain", "gzip", "zstd"]),
        st.integers(min_value=1, max_value=4096))
 def test_a_v1_trace_reads_back_whole_compressed_or_not(tmp_path_factory, rng, size, compression, block):

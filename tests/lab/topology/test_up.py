@@ -82,6 +82,7 @@ def test_detach_then_down(tmp_path):
                 os.kill(stray, signal.SIGKILL)
 
 
+@pytest.mark.slow  # several seconds of processes (`-m "not slow"` leaves it out)
 def test_a_busy_port_or_a_missing_haproxy_is_one_line_and_status_3(tmp_path):
     from tests.hostile.helpers import EXIT_ENVIRONMENT, EXIT_INPUT, assert_clean_failure, run
 
