@@ -59,8 +59,17 @@ def without_banners(result: subprocess.CompletedProcess) -> subprocess.Completed
 
 
 def limit_file_size(limit: int):
-    """A `preexec_fn` that caps the size of any file the process writes (a disk that fills up)."""
-    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    """A `preexec_fn` that caps the size of any file the process writes (a disk that fills up).
+
+    The child writes no bytecode: Python writes a `.pyc` with one unchecked write, so under the cap
+    it would leave a truncated one in the worktree's `__pycache__`, and every later import of that
+    module, in any test, would fail (EOFError: marshal data too short)."""
+
+    def limit_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # in the forked child only, before its exec
+
+    return limit_size
 
 
 @dataclass
