@@ -59,8 +59,17 @@ def without_banners(result: subprocess.CompletedProcess) -> subprocess.Completed
 
 
 def limit_file_size(limit: int):
-    """A `preexec_fn` that caps the size of any file the process writes (a disk that fills up)."""
-    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    """A `preexec_fn` that caps the size of any file the process writes (a disk that fills up).
+
+    The child writes no bytecode: Python writes a `.pyc` with one unchecked write, so under the cap
+    it would leave a truncated one in the worktree's `__pycache__`, and every later import of that
+    module, in any test, would fail (EOFError: marshal data too short)."""
+
+    def limit_size() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # in the forked child only, before its exec
+
+    return limit_size
 
 
 @dataclass
@@ -491,7 +500,7 @@ def test_sse_stream_cut_mid_event_keeps_the_bytes_it_had(tmp_path: Path) -> None
 # --- load: a sample file that cannot be written -------------------------------------------------------
 
 # Room for the small result files (scenario, Locust's CSVs and log, the summary) but not for the
-# samples of a few seconds of load.
+# samples of the run: its 200 calls make ~30 KB of them (~150 bytes a sample).
 LOAD_FSIZE_LIMIT = 15_000
 
 
@@ -499,9 +508,12 @@ LOAD_FSIZE_LIMIT = 15_000
 @pytest.mark.slow
 def test_load_whose_samples_fill_up_runs_on_and_ends_3(tmp_path: Path, workers: str, http_server) -> None:
     out = tmp_path / "run"
-    scenario = REPO_ROOT / "scenarios" / "streamable-http.yaml"
+    # Bounded by count, not by wall time: on a loaded machine a 4 s run made too few calls to fill
+    # the file, and ended 1 on its p95 threshold instead; the duration is only a ceiling.
+    scenario = tmp_path / "streamable-http.yaml"
+    scenario.write_text((REPO_ROOT / "scenarios" / "streamable-http.yaml").read_text() + "calls: 200\n")
     proc = subprocess.run(
-        [*MCPBENCH, "load", str(scenario), "--target", http_server.url, "--duration", "4s", "--users", "4",
+        [*MCPBENCH, "load", str(scenario), "--target", http_server.url, "--duration", "60s", "--users", "4",
          "--workers", workers, "--out", str(out)],
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=WAIT * 3, preexec_fn=limit_file_size(LOAD_FSIZE_LIMIT),
     )
