@@ -150,6 +150,8 @@ def map_errors(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        global received
+        received = None  # a signal an earlier command in this process got (a test's, an embedder's) is not this one's
         install_stop_handlers()
         try:
             try:

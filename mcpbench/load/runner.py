@@ -80,6 +80,11 @@ class LoadRunError(McpbenchError):
     """A load run could not be carried out (Locust failed to start, or never ended)."""
 
 
+class LocustFailed(EnvironmentProblem):
+    """The Locust process ended on its own, in error, before measuring anything (it could not import
+    its locustfile, say): its exit status and the last line it wrote (exit 3, never a stop signal)."""
+
+
 class WorkersMissing(EnvironmentProblem):
     """The master's workers did not all reach it in time."""
 
@@ -503,7 +508,7 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
         summary["samples_per_process"] = per_process
     if locust_exit not in (0, None) and summary["total"]["count"] == 0 and not interrupted:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
-        raise LoadRunError(f"locust exited with {locust_exit}: {tail[0] if tail else 'no output'} (log: {log_path})")
+        raise LocustFailed(f"locust {ended(locust_exit)}: {tail[0] if tail else 'no output'} (log: {log_path})")
     verdicts = [ThresholdVerdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
     result = RunResult(out_dir, summary, verdicts, locust_exit)
     if scenario.sessions is not None:  # were sessions kept? (the samples are merged by now)
@@ -527,6 +532,16 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
             write_errors.append(f"{out_dir / histograms.FILE}: {exc.strerror or exc}")
     result.write_errors = write_errors
     return result
+
+
+def ended(status: int) -> str:
+    """How a child ended, from its `returncode`: its exit status, or the signal that killed it."""
+    if status < 0:
+        try:
+            return f"was killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"was killed by signal {-status}"
+    return f"exited with status {status}"
 
 
 def _read_roster(path: Path) -> dict[str, Any]:
