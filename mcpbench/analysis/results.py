@@ -6,6 +6,7 @@ is the one `mcpbench load` wrote).
 """
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from mcpbench.load.samples import records
+from mcpbench.load.samples import numbered_records, records
 from mcpbench.protocol.errors import McpbenchError
 
 SAMPLE_COLUMNS = ["t", "type", "step", "latency_ms", "size", "failure", "ttfe_ms", "uncorrected_ms"]
@@ -25,6 +26,18 @@ CHANGE_COLUMNS = ["session", "index", "step", "path", "kind", "old", "new"]
 
 class ResultsError(McpbenchError):
     """A folder or file is not what the loader expects (names it)."""
+
+
+class DroppedSamples(UserWarning):
+    """Samples a loader left out, named by file and line (a start time that is not the run's)."""
+
+
+# A sample that started further than this from the run's median start is not one of the run's steps
+# (a clock not yet set, 0, a time in milliseconds): kept, one such `t` makes a per-second series of
+# the run (`resample("1s")`) decades long, gigabytes of empty seconds.
+STRAY_SPAN = 7 * 86400.0
+# The dropped lines a warning names (then how many more).
+NAMED_LINES = 5
 
 
 @dataclass
@@ -84,11 +97,24 @@ def load_samples(path: str | os.PathLike) -> pd.DataFrame:
     """The raw samples of a load run (`samples.jsonl`): one row per step Locust reported.
 
     The open model's per-process counter lines are skipped; a torn last line
-    (a process killed mid-write) is skipped too.
+    (a process killed mid-write) is skipped too. A sample whose start time `t` is missing, not a
+    number, or not within `STRAY_SPAN` of the run's is dropped with a `DroppedSamples` warning
+    naming its file and line: no guess at when it ran, and no series over time spanning years.
     """
-    rows = [row for row in records(path) if "step" in row]
-    frame = pd.DataFrame(rows).reindex(columns=SAMPLE_COLUMNS)
-    frame["t"] = pd.to_datetime(np.asarray(frame["t"], dtype="float64"), unit="s", utc=True)
+    numbered = [(number, row) for number, row in numbered_records(path) if "step" in row]
+    frame = pd.DataFrame([row for _, row in numbered]).reindex(columns=SAMPLE_COLUMNS)
+    t = pd.to_numeric(frame["t"], errors="coerce").to_numpy(dtype="float64")
+    finite = np.isfinite(t)
+    stray = ~finite
+    if finite.any():
+        stray |= np.abs(t - np.median(t[finite])) > STRAY_SPAN
+    if stray.any():
+        lines = [f"line {numbered[i][0]} (t={numbered[i][1].get('t')!r})" for i in np.flatnonzero(stray)]
+        more = f" and {len(lines) - NAMED_LINES} more" if len(lines) > NAMED_LINES else ""
+        warnings.warn(f"{path}: {len(lines)} samples dropped, their start time t is not one of the run's: "
+                      f"{', '.join(lines[:NAMED_LINES])}{more}", DroppedSamples, stacklevel=2)
+        frame, t = frame[~stray].reset_index(drop=True), t[~stray]
+    frame["t"] = pd.to_datetime(t, unit="s", utc=True)
     for column in ("latency_ms", "ttfe_ms", "uncorrected_ms"):
         frame[column] = frame[column].astype("float64")
     frame["size"] = frame["size"].astype("Int64")

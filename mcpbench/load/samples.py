@@ -66,14 +66,19 @@ def records(path: str | Path, *, missing_ok: bool = False) -> Iterator[dict]:
     """
     if missing_ok and not Path(path).is_file():
         return
+    yield from (record for _, record in numbered_records(path))
+
+
+def numbered_records(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """`records`, each with its line number (from 1): what a reader names when it drops one."""
     with open(path, "rb") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, 1):
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
             if isinstance(record, dict):
-                yield record
+                yield number, record
 
 
 def sample_line(request_type: str, name: str, response_time: float, response_length: int, exception: Any = None, context: Any = None, start_time: float | None = None) -> bytes:
@@ -82,6 +87,10 @@ def sample_line(request_type: str, name: str, response_time: float, response_len
     failure = None
     if exception is not None:
         failure = ctx.get("failure") or getattr(exception, "kind", None) or "error"
+    if not isinstance(start_time, int | float) or not math.isfinite(start_time):
+        # A listener called without the start (an event fired by another hand): now, less the latency,
+        # is when the step started; a null would leave it out of every series over time.
+        start_time = time.time() - response_time / 1000.0
     record: dict[str, Any] = {
         "t": start_time, "type": request_type, "step": name,
         "latency_ms": round(response_time, 3), "size": response_length, "failure": failure,

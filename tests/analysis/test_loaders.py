@@ -95,6 +95,36 @@ def test_load_samples_skips_counters(tmp_path):
     assert frame["failure"].astype(str).tolist()[1] == "tool-error"
 
 
+
+def test_load_samples_drops_start_times_not_the_runs(tmp_path):
+    """A stray `t` (0: a clock not yet set; milliseconds; null; text) is dropped with a warning naming
+    its line, not kept to make the run's per-second series decades long."""
+    from mcpbench.analysis.results import DroppedSamples
+
+    path = tmp_path / "samples.jsonl"
+    start = 1_765_000_000.0
+    good = [{"t": start + i / 10, "type": "stdio", "step": "ping", "latency_ms": 1.0, "size": 1, "failure": None} for i in range(20)]
+    stray = [{**good[0], "t": t} for t in (0, start * 1000, None, "soon")]
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in [*good[:10], *stray, *good[10:]]))
+    with pytest.warns(DroppedSamples) as caught:
+        frame = load_samples(path)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert message.startswith(f"{path}: 4 samples dropped") and "line 11 (t=0)" in message and "line 14 (t='soon')" in message
+    assert len(frame) == 20
+    assert len(frame.set_index("t")["step"].resample("1s").size()) == 2  # two seconds, not 56 years of them
+
+
+def test_a_sample_without_its_start_is_written_with_now():
+    import time
+
+    from mcpbench.load.samples import sample_line
+
+    before = time.time()
+    for start in (None, float("nan")):
+        t = orjson.loads(sample_line("stdio", "ping", 250.0, 1, start_time=start))["t"]
+        assert before - 1.0 <= t <= time.time()
+
 @pytest.mark.timeout(300)
 def test_load_run_lab_and_replay(load_folder, lab_folder, captures, tmp_path):
     run = load_run(load_folder)
