@@ -39,10 +39,11 @@ def found(data: dict) -> set[tuple[str, str]]:
     return {(f["class"], f["tool"]) for f in data["findings"]}
 
 
-def replay_row(trace: str, target: str, tool: str) -> str:
-    """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...); the report says the finding reproduced."""
-    # replay's own timeout (30 s at least): a stdio server's cold start on a busy machine takes seconds; a hang's replay waits it out
-    result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target], capture_output=True, text=True,
+def replay_row(trace: str, target: str, tool: str, *, timeout: float | None = None) -> str:
+    """The replay report's row of the trace's `tools/call` (`identical`, `unanswered`, ...); the report says the finding reproduced.
+    `timeout`: replay's `--timeout` (each request's bound), else its own (30 s at least): a hang's replay waits it out."""
+    bound = () if timeout is None else ("--timeout", f"{timeout:g}")
+    result = subprocess.run([*MCPBENCH, "replay", trace, "-t", target, *bound], capture_output=True, text=True,
                             timeout=RUN_TIMEOUT, cwd=REPO_ROOT)
     rows = [line for line in result.stdout.splitlines() if f"tools/call {tool} " in line or (tool == "tools/list" and " tools/list " in line)]
     assert rows, result.stdout + result.stderr

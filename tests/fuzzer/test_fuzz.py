@@ -31,6 +31,10 @@ REPLAYED = {"crash": "unanswered", "hang": "unanswered", "leak": "identical", "a
             "output-schema": "identical", "non-deterministic": "changed", "protocol": "identical", "slow": "identical",
             "memory": "identical"}
 STATELESS = "2026-07-28"
+# A replayed hang's bound on each request: the planted hang sleeps forever, so any bound past the fuzz
+# run's own (--hang-after 3) shows it unanswered again; 10 s leaves a busy machine's cold start (2 s at
+# load 5) room for the handshake, where replay's own bound (30 s at least) only made the test wait.
+HANG_REPLAY_TIMEOUT = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +75,10 @@ def test_each_stdio_finding_replays_from_its_trace(stdio_run):
     assert {f["class"] for f in mine} == set(REPLAYED)
 
     def replayed(finding: dict) -> str:
-        return replay_row(finding["trace"], FAULTY_STDIO, "tools/list" if finding["kind"] == "invalid-schema" else finding["tool"])
+        return replay_row(finding["trace"], FAULTY_STDIO, "tools/list" if finding["kind"] == "invalid-schema" else finding["tool"],
+                          timeout=HANG_REPLAY_TIMEOUT if finding["class"] == "hang" else None)
 
-    # Each replay is a server process of its own, mostly waiting (a hang's 30 s, a slow call): a few at once.
+    # Each replay is a server process of its own, mostly waiting (a hang's 10 s, a slow call): a few at once.
     with ThreadPoolExecutor(max_workers=3) as pool:
         for finding, row in zip(mine, pool.map(replayed, mine)):
             assert REPLAYED[finding["class"]] in row, finding
@@ -152,7 +157,9 @@ def test_recorded_calls_are_sent_first_as_they_were(tmp_path):
     recorded = tmp_path / "recorded.jsonl"
     with TraceWriter(recorded, transport="stdio") as writer:
         writer.message("s1", "c2s", b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"parse","arguments":{"text":"seven"}}}', 1.0)
-    result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--trace", str(recorded), "--tool", "parse", "--cases", "1", "--seed", "4")
+    # No protocol cases: they are not calls (other tests judge them), and took 4 of the run's 5 s.
+    result, data = fuzz_json(FAULTY_STDIO, tmp_path, "--trace", str(recorded), "--tool", "parse", "--cases", "1", "--seed", "4",
+                             "--no-protocol")
     assert result.returncode == 1 and data["calls"] == 1, result.stderr
     [leak] = data["findings"]
     assert leak["class"] == "leak" and leak["seeded"] and leak["arguments"] == {"text": "seven"}

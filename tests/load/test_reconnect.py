@@ -217,9 +217,11 @@ def test_the_same_policy_recovers_a_killed_stdio_server(tmp_path):
     wrapper = [sys.executable, "-m", "mcpbench", "faults", "stdio", "--kill-after-messages", "6", "--", *server]
     run = Run(Target(STDIO, argv=tuple(wrapper)), ReconnectPolicy(mode="reinitialize", backoff=0.01, budget_floor=50,
                                                     idempotent=frozenset({"echo"})))
-    results = run.calls(*[("echo", {"text": str(i)}) for i in range(5)])
-    assert [r["content"][0]["text"] for r in results] == [str(i) for i in range(5)], run.steps
-    assert run.reconnects and all(r["action"] == "reinitialize" and r["ok"] for r in run.reconnects)
+    # Each process answers one call and is killed under the next: three calls, two kills (a process the
+    # policy started is killed and started again too); each more call was one more cold start (2-3 s).
+    results = run.calls(*[("echo", {"text": str(i)}) for i in range(3)])
+    assert [r["content"][0]["text"] for r in results] == [str(i) for i in range(3)], run.steps
+    assert len(run.reconnects) >= 2 and all(r["action"] == "reinitialize" and r["ok"] for r in run.reconnects)
     assert run.failures("initialize").count(None) == 1 + len(run.reconnects)
 
 
