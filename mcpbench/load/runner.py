@@ -46,10 +46,10 @@ from mcpbench.load.runfile import RUNFILE_NAME, runfile_text
 from mcpbench.load.scenario import Scenario, ScenarioError, Threshold
 from mcpbench.load.sessions import SessionTally, count_sessions, read_samples
 from mcpbench.load.transit import DRAIN_TIMEOUT, ROSTER_FILE
-from mcpbench.load.worker import MASTER_PORT, start_worker
+from mcpbench.load.worker import MASTER_PORT, last_line, start_worker
 from mcpbench.system.listen import check_listen
 from mcpbench.files.outputs import new_run_folder, write_atomic
-from mcpbench.system.processes import dying_with_parent, free_port, start, stop_process
+from mcpbench.system.processes import dying_with_parent, ended, free_port, start, stop_process
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem, McpbenchError, TargetError
 from mcpbench.protocol.http import AUTH_FAILURES
 from mcpbench.system.target import Target, parse_target
@@ -507,8 +507,7 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
     if per_process is not None:  # lines per Locust process (with a master: its 0, then each worker's)
         summary["samples_per_process"] = per_process
     if locust_exit not in (0, None) and summary["total"]["count"] == 0 and not interrupted:
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
-        raise LocustFailed(f"locust {ended(locust_exit)}: {tail[0] if tail else 'no output'} (log: {log_path})")
+        raise LocustFailed(f"locust {ended(locust_exit)}: {last_line(log_path) or 'no output'} (log: {log_path})")
     verdicts = [ThresholdVerdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
     result = RunResult(out_dir, summary, verdicts, locust_exit)
     if scenario.sessions is not None:  # were sessions kept? (the samples are merged by now)
@@ -532,16 +531,6 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
             write_errors.append(f"{out_dir / histograms.FILE}: {exc.strerror or exc}")
     result.write_errors = write_errors
     return result
-
-
-def ended(status: int) -> str:
-    """How a child ended, from its `returncode`: its exit status, or the signal that killed it."""
-    if status < 0:
-        try:
-            return f"was killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"was killed by signal {-status}"
-    return f"exited with status {status}"
 
 
 def _read_roster(path: Path) -> dict[str, Any]:

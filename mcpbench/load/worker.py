@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import orjson
 
-from mcpbench.system.processes import dying_with_parent, start, stop_process
+from mcpbench.system.processes import dying_with_parent, ended, start, stop_process
 from mcpbench.protocol.errors import EnvironmentProblem
 
 # Locust's default master port.
@@ -155,7 +155,8 @@ class _Reports:
             self.read(0.1)
 
 
-def _last_line(path: Path) -> str | None:
+def last_line(path: Path) -> str | None:
+    """The last non-blank line of a child's log (None: none, or it cannot be read)."""
     try:
         lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
@@ -189,7 +190,7 @@ def run_worker(host: str, port: int = MASTER_PORT, *, join_timeout: float, echo:
         reports.read(0)
         if reports.joined is None:
             if proc.poll() is not None:  # refused the run (another version), or Locust could not start
-                raise MasterError(_last_line(log_path) or f"the worker's Locust exited with {proc.returncode}")
+                raise MasterError(last_line(log_path) or f"the worker's Locust {ended(proc.returncode)}")
             raise MasterError(f"the master at {where} sent no mcpbench run within {join_timeout:g} s")
         echo(f"mcpbench: worker {reports.joined} joined the master at {where}")
         while proc.poll() is None:  # the master ends the run (and Locust quits a worker whose master is gone)
@@ -197,7 +198,7 @@ def run_worker(host: str, port: int = MASTER_PORT, *, join_timeout: float, echo:
         reports.drain()
         if reports.done is None:  # the log stays, named in the message
             keep_log = True
-            raise MasterError(f"worker {reports.joined} ended before its run did: {_last_line(log_path) or f'exit status {proc.returncode}'} (log: {log_path})")
+            raise MasterError(f"worker {reports.joined} ended before its run did: {last_line(log_path) or f'Locust {ended(proc.returncode)}'} (log: {log_path})")
     finally:
         if write_fd >= 0:
             os.close(write_fd)

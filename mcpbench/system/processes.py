@@ -12,6 +12,7 @@ replay and load transports, end their server with the session, their own way.)
   if it will not, and reaps it.
 - `entered_side_by_side` starts several (servers, say) at once, each in its own thread, so their
   start-ups overlap instead of adding up.
+- `ended` says how a child ended (its exit status, or the signal that killed it).
 - `free_port` is a port the OS just gave out; `STOP_SIGNALS` are the signals that end a
   long-running command cleanly (cliutil.py maps them to exit statuses).
 """
@@ -183,12 +184,21 @@ def entered_side_by_side(stack: ExitStack, managers: Sequence[AbstractContextMan
     return [future.result() for future in futures]
 
 
+def ended(status: int) -> str:
+    """How a child ended, from its `returncode`: its exit status, or the signal that killed it."""
+    if status < 0:
+        try:
+            return f"was killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A currently free TCP port on `host` (the OS picks it; IPv6 for a host with a colon)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
 
 
 # ---- a child that dies with its parent ----------------------------------------------------------

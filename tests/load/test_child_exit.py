@@ -6,7 +6,8 @@ import signal
 import pytest
 
 from mcpbench import cliutil
-from mcpbench.load.runner import LocustFailed, ended, run_scenario
+from mcpbench.load.runner import LocustFailed, run_scenario
+from mcpbench.system.processes import ended
 from mcpbench.protocol.errors import EXIT_ENVIRONMENT, EnvironmentProblem
 from tests.load.helpers import scenario_from_text
 
