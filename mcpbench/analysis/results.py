@@ -109,10 +109,11 @@ def load_samples(path: str | os.PathLike) -> pd.DataFrame:
     if finite.any():
         stray |= np.abs(t - np.median(t[finite])) > STRAY_SPAN
     if stray.any():
-        lines = [f"line {numbered[i][0]} (t={numbered[i][1].get('t')!r})" for i in np.flatnonzero(stray)]
-        more = f" and {len(lines) - NAMED_LINES} more" if len(lines) > NAMED_LINES else ""
-        warnings.warn(f"{path}: {len(lines)} samples dropped, their start time t is not one of the run's: "
-                      f"{', '.join(lines[:NAMED_LINES])}{more}", DroppedSamples, stacklevel=2)
+        dropped = np.flatnonzero(stray)  # only the lines the warning names are put in words
+        named = [f"line {numbered[i][0]} (t={numbered[i][1].get('t')!r})" for i in dropped[:NAMED_LINES]]
+        more = f" and {len(dropped) - NAMED_LINES} more" if len(dropped) > NAMED_LINES else ""
+        warnings.warn(f"{path}: {len(dropped)} samples dropped, their start time t is not one of the run's: "
+                      f"{', '.join(named)}{more}", DroppedSamples, stacklevel=2)
         frame, t = frame[~stray].reset_index(drop=True), t[~stray]
     frame["t"] = pd.to_datetime(t, unit="s", utc=True)
     for column in ("latency_ms", "ttfe_ms", "uncorrected_ms"):
