@@ -38,6 +38,7 @@ from mcpbench.protocol.client import (
 )
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.framing import Line, LineFramer
+from mcpbench.system.processes import ended
 from mcpbench.system.target import Target
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.transport.base import GET, LEGACY_STREAM, Arrival, Item, Lost, Opened, Sink, Transport, shut_socket
@@ -153,7 +154,7 @@ class StdioTransport(Transport):
         if not chunk:  # an end the replay did not cause: the server went away
             self._stdout_open = False
             try:
-                self.exit_detail = f"the server process exited with status {self.proc.wait(EXIT_GRACE)}"
+                self.exit_detail = f"the server process {ended(self.proc.wait(EXIT_GRACE))}"  # or the signal that killed it
             except subprocess.TimeoutExpired:
                 self.exit_detail = "the server process closed its stdout"
         return Arrival(STDOUT, chunk, time.perf_counter())
