@@ -46,10 +46,13 @@ _VERSION = itemgetter("v")
 _KNOWN = frozenset(range(1, FORMAT_VERSION + 1))
 _TS = itemgetter("ts")
 _KIND = itemgetter("kind")
+_DIRECTION = itemgetter("dir")
+_SESSION = itemgetter("session")
 
 # The types the fields every event has may take (docs/trace-format.md); a field of another
 # type is a bad line, named with its file and line, not a crash further on.
 _NUMBER = frozenset({int, float})
+_STR = frozenset({str})
 _SESSION_TYPES = frozenset({str, type(None)})
 _DIRECTIONS = frozenset({"c2s", "s2c", None})
 _MSG_TYPES = frozenset({dict, list, type(None)})
@@ -240,25 +243,35 @@ def _well_formed(events: list[Any]) -> bool:
     typed kind, and `session`, `dir` and `msg` of their types (one C-level pass each).
 
     An event that is no object fails the first pass (a JSON array, string, number or null cannot be
-    subscripted by a key, nor taken by `dict.get`: TypeError), and a session's type is checked on
-    the batch's few distinct sessions (an unhashable one raises TypeError): no pass of their own."""
+    subscripted by a key: TypeError), and the types of `kind` and `session` are checked on the batch's
+    few distinct values (an unhashable one raises TypeError): no pass of their own.
+
+    `ts` is checked by the batch's earliest, a cheaper pass than one over its types: `min` compares
+    each `ts` with the least so far, and JSON's other values (string, array, object, null) raise
+    TypeError against a number, so a least that is a number means numbers only; one above 1 means
+    no bool among them (False and True compare as 0 and 1). Any other (a bool, or times from 0 as
+    tests write them) is decided by the pass over the types."""
     if not events:
         return True
     try:  # a missing key (KeyError), no object or an unhashable value (TypeError): the slow path names it
         versions = set(map(_VERSION, events))
-        ts_types = set(map(type, map(_TS, events)))
         kinds = set(map(_KIND, events))
-        directions = set(map(dict.get, events, repeat("dir")))
-        sessions = set(map(dict.get, events, repeat("session")))
+        earliest = min(map(_TS, events))
+        try:  # the writers write both: a subscript is the cheaper pass
+            directions = set(map(_DIRECTION, events))
+            sessions = set(map(_SESSION, events))
+        except KeyError:  # either may be left out
+            directions = set(map(dict.get, events, repeat("dir")))
+            sessions = set(map(dict.get, events, repeat("session")))
     except (KeyError, TypeError):
         return False
     return (
         versions <= _KNOWN
-        and ts_types <= _NUMBER
-        and all(type(kind) is str for kind in kinds)
+        and ((type(earliest) in _NUMBER and earliest > 1) or set(map(type, map(_TS, events))) <= _NUMBER)
+        and set(map(type, kinds)) <= _STR
         and _TYPED_KINDS.isdisjoint(kinds)
         and directions <= _DIRECTIONS
-        and all(type(session) in _SESSION_TYPES for session in sessions)
+        and set(map(type, sessions)) <= _SESSION_TYPES
         and set(map(type, map(dict.get, events, repeat("msg")))) <= _MSG_TYPES
     )
 
