@@ -119,7 +119,8 @@ class TraceReader:
                 if not cut:
                     pieces.append(block)
                     continue
-                data = b"".join((*pieces, block[:cut])) if pieces else block[:cut]
+                # (a view of the block: the join is its one copy, not a slice and then a join)
+                data = b"".join((*pieces, memoryview(block)[:cut])) if pieces or cut < len(block) else block
                 pieces = [block[cut:]] if cut < len(block) else []
                 yield from self._lines(data)
             tail = b"".join(pieces)
@@ -158,18 +159,19 @@ class TraceReader:
 
     def _lines(self, data: bytes) -> Iterator[list[dict[str, Any]]]:
         """The events of whole lines `data` (ending in a newline), a batch at a time."""
+        view = memoryview(data)
         start = 0
         while start < len(data):
             end = data.find(b"\n", start + BATCH_BYTES - 1) + 1 or len(data)
-            yield from self._block(data[start:end])
+            yield from self._block(view[start:end])
             start = end
 
-    def _block(self, data: bytes) -> Iterator[list[dict[str, Any]]]:
+    def _block(self, data: memoryview) -> Iterator[list[dict[str, Any]]]:
         """The events of whole lines `data` (ending in a newline): all at once when they parse and
         check as a batch, else one by one (a list each), up to the bad line, which raises."""
         first = self.lines + 1
-        try:  # (the last line's comma before a null: one copy of the lines, not three)
-            events = orjson.loads(b"".join((b"[", data.replace(b"\n", b","), b"null]")))
+        try:  # (the last line's comma before a null: two copies of the lines, the join and the replace)
+            events = orjson.loads(b"".join((b"[", data, b"null]")).replace(b"\n", b","))
             events.pop()
         except orjson.JSONDecodeError:
             events = None  # a blank or bad line: go line by line to find it
@@ -189,7 +191,7 @@ class TraceReader:
             for number, event in enumerate(events, first):
                 yield [self._expand(self._check(event, number), number)]  # raises with the reason at a bad line
             return
-        for number, line in enumerate(data.split(b"\n")[:-1], first):
+        for number, line in enumerate(bytes(data).split(b"\n")[:-1], first):
             self.lines = number
             if not line.strip():
                 continue
