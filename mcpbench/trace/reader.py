@@ -17,7 +17,7 @@ cache while the caller uses them.
 import contextlib
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import repeat
 from operator import contains, itemgetter
 from pathlib import Path
@@ -121,10 +121,8 @@ class TraceReader:
                 if not cut:
                     pieces.append(block)
                     continue
-                # (a view of the block: the join is its one copy, not a slice and then a join)
-                data = b"".join((*pieces, memoryview(block)[:cut])) if pieces or cut < len(block) else block
+                yield from self._lines(block, cut, pieces)
                 pieces = [block[cut:]] if cut < len(block) else []
-                yield from self._lines(data)
             tail = b"".join(pieces)
             if rest is not None:
                 if rest.lines:  # they replace the torn line the kill left, if any
@@ -159,21 +157,25 @@ class TraceReader:
         """
         return (event for batch in self._lines(data) for event in batch)
 
-    def _lines(self, data: bytes) -> Iterator[list[dict[str, Any]]]:
-        """The events of whole lines `data` (ending in a newline), a batch at a time."""
+    def _lines(self, data: bytes, stop: int | None = None, pieces: Sequence[bytes] = ()) -> Iterator[list[dict[str, Any]]]:
+        """The events of whole lines `data[:stop]` (ending in a newline), a batch at a time; `pieces`,
+        if any, are the start of its first line (read before). Batches are views of `data`: each
+        batch's join is the one copy of its lines (with the brackets, before the replace)."""
+        stop = len(data) if stop is None else stop
         view = memoryview(data)
         start = 0
-        while start < len(data):
-            end = data.find(b"\n", start + BATCH_BYTES - 1) + 1 or len(data)
-            yield from self._block(view[start:end])
+        while start < stop:
+            end = data.find(b"\n", start + BATCH_BYTES - 1, stop) + 1 or stop
+            yield from self._block((*pieces, view[start:end]))
+            pieces = ()
             start = end
 
-    def _block(self, data: memoryview) -> Iterator[list[dict[str, Any]]]:
-        """The events of whole lines `data` (ending in a newline): all at once when they parse and
-        check as a batch, else one by one (a list each), up to the bad line, which raises."""
+    def _block(self, parts: tuple[bytes | memoryview, ...]) -> Iterator[list[dict[str, Any]]]:
+        """The events of whole lines, `parts` joined (ending in a newline): all at once when they parse
+        and check as a batch, else one by one (a list each), up to the bad line, which raises."""
         first = self.lines + 1
         try:  # (the last line's comma before a null: two copies of the lines, the join and the replace)
-            events = orjson.loads(b"".join((b"[", data, b"null]")).replace(b"\n", b","))
+            events = orjson.loads(b"".join((b"[", *parts, b"null]")).replace(b"\n", b","))
             events.pop()
         except orjson.JSONDecodeError:
             events = None  # a blank or bad line: go line by line to find it
@@ -193,7 +195,7 @@ class TraceReader:
             for number, event in enumerate(events, first):
                 yield [self._expand(self._check(event, number), number)]  # raises with the reason at a bad line
             return
-        for number, line in enumerate(bytes(data).split(b"\n")[:-1], first):
+        for number, line in enumerate(b"".join(parts).split(b"\n")[:-1], first):
             self.lines = number
             if not line.strip():
                 continue
