@@ -34,10 +34,8 @@ from mcpbench.trace.spool import leftover
 REQUIRED = ("v", "ts", "kind")
 
 # One read from the file: few system calls, and the memory held at once (one
-# read, plus a line longer than that while it is gathered). Not more: at 1 MiB the
-# blocks and their joins took fresh pages from the system each time (a 1M-event
-# trace: 59,000 page faults and 0.13 s more CPU than at 128 KiB; 96-256 KiB alike).
-READ_BYTES = 128 * 1024
+# read, plus a line longer than that while it is gathered).
+READ_BYTES = 1024 * 1024
 
 # Lines parsed per `orjson.loads`: one call per line costs ~2x more on small
 # lines, while a batch of MiBs builds more objects than the CPU caches hold and
