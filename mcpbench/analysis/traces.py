@@ -384,7 +384,7 @@ def _names(rows: PlainCalls) -> tuple[pd.Categorical, pd.Categorical, pd.Categor
     method = [m for m, _, _ in named]
     tool = [target if m == "tools/call" else None for m, target, _ in named]
     step = [name for _, _, name in named]
-    return _category(codes, method), _category(codes, tool), _category(codes, step)
+    return tuple(_categories(codes, method, tool, step))
 
 
 def _answer_bytes(op: TracedOperation) -> float:
@@ -405,50 +405,87 @@ def _per_flow(flows: list, values: dict) -> np.ndarray:
 
 
 def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
+    """The `calls` frame of the columns, each made in its final type: pandas takes them as they are
+    (`copy=False`: no copy of each, no stacking of the same-typed ones into one block). The lazy
+    frames read some of the same columns (`outcome`, `request_bytes`, `rounds`): the frame holds
+    copies of those, so that changing it changes no other frame."""
     owners, owner = calls.owners, columns["owner"]
     start = columns["start"]
-    frame = pd.DataFrame(
+    trace, session, transport, era, version = _categories(
+        owner, [trace for trace, _ in owners], [_session_id(o) for _, o in owners], [o.transport for _, o in owners],
+        [_era(o) for _, o in owners], [o.session.version for _, o in owners])
+    return pd.DataFrame(
         {
-            "trace": _category(owner, [trace for trace, _ in owners]),
-            "session": _category(owner, [_session_id(o) for _, o in owners]),
-            "transport": _category(owner, [o.transport for _, o in owners]),
-            "era": _category(owner, [_era(o) for _, o in owners]),
-            "version": _category(owner, [o.session.version for _, o in owners]),
+            "trace": trace,
+            "session": session,
+            "transport": transport,
+            "era": era,
+            "version": version,
             "dir": _factorized(columns["dir"]),
             "method": _factorized(columns["method"]),
             "tool": _factorized(columns["tool"]),
             "step": _factorized(columns["step"]),
-            "start": start,
+            "start": _times(start),
             "latency_ms": (columns["end"] - start) * 1000.0,
             "ttfe_ms": columns["ttfe_ms"],
-            "outcome": _factorized(columns["outcome"]),
-            "error_code": pd.array(columns["error_code"], dtype="float64").astype("Int64"),
-            "http_status": pd.array(columns["http_status"], dtype="float64").astype("Int64"),
-            "request_bytes": columns["request_bytes"],
-            "answer_bytes": pd.array(columns["answer_bytes"], dtype="float64").astype("Int64"),
-            # pandas infers the column's type from an array of objects as from the list of them (in half the
-            # time): strings, or objects when all are null; only an empty list gives another (float64)
-            "detail": columns["detail"] if len(columns["detail"]) else [],
-            "rounds": columns["rounds"],
+            "outcome": _factorized(columns["outcome"]).copy(),
+            "error_code": pd.array(columns["error_code"], dtype="Int64"),
+            "http_status": pd.array(columns["http_status"], dtype="Int64"),
+            "request_bytes": columns["request_bytes"].copy(),
+            "answer_bytes": pd.array(columns["answer_bytes"], dtype="Int64"),
+            "detail": _texts(columns["detail"]),
+            "rounds": columns["rounds"].copy(),
             "client_wait_ms": columns["client_wait_ms"],
         },
         columns=CALL_COLUMNS,
+        copy=False,
     )
-    return _typed(frame, times=("start",))
+
+
+def _times(seconds: np.ndarray) -> Any:
+    """A column of UTC timestamps from seconds since the epoch (NaN: NaT)."""
+    return pd.to_datetime(np.asarray(seconds, dtype="float64"), unit="s", utc=True).array
+
+
+# The type pandas infers for a column of strings: its string type (pandas 3), or objects (before).
+_STRINGS = pd.Series(np.array(["text"], dtype=object)).dtype
+
+
+def _texts(values: np.ndarray) -> Any:
+    """A column of objects (text or None: `detail`) as pandas makes it: of its string type where it
+    infers that, else the objects as they are. The type is found in one pass over the rows, not in
+    pandas' two (an inference, then a conversion that checks every row again)."""
+    if not len(values):
+        return []  # (as pandas infers an empty column: float64)
+    if _STRINGS != np.dtype(object) and pd.api.types.infer_dtype(values, skipna=True) == "string":
+        return pd.array(values, dtype=_STRINGS, copy=False)
+    return values
 
 
 def _category(codes: np.ndarray, values: Any) -> pd.Categorical:
-    """The categorical column of `values[code]` for each code (-1: null), in bulk.
+    """The categorical column of `values[code]` for each code (-1: null), in bulk."""
+    return _categories(codes, values)[0]
 
-    Its dtype is the one `astype("category")` gives a column of those values (pandas infers
+
+def _categories(codes: np.ndarray, *columns: Any) -> list[pd.Categorical]:
+    """Categorical columns of one set of codes: for each list of values, `values[code]` for each
+    code (-1: null), in bulk.
+
+    Each dtype is the one `astype("category")` gives a column of those values (pandas infers
     the categories' type from the values): found on the few distinct values used, not on every row.
+    Each column's codes are cut in one pass, in the integer type pandas keeps them in, valid already.
     """
-    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))  # (sorted, as np.unique's)
-    distinct = [values[i] for i in used.tolist()] + ([None] if (codes < 0).any() else [])
-    small = pd.DataFrame({"c": distinct})["c"].astype("category")
-    lookup = np.full(len(values) + 1, -1, dtype=np.intp)  # the last place answers code -1
-    lookup[used] = small.cat.codes.to_numpy()[: len(used)]
-    return pd.Categorical.from_codes(lookup[codes], dtype=small.dtype)
+    null = len(codes) > 0 and codes.min() < 0
+    used = np.flatnonzero(np.bincount(codes[codes >= 0] if null else codes, minlength=max(map(len, columns))))  # (sorted)
+    made = []
+    for values in columns:
+        distinct = [values[i] for i in used.tolist()] + ([None] if null else [])
+        small = pd.DataFrame({"c": distinct})["c"].astype("category")
+        known = small.cat.codes.to_numpy()
+        lookup = np.full(len(values) + 1, -1, dtype=known.dtype)  # the last place answers code -1
+        lookup[used] = known[: len(used)]
+        made.append(pd.Categorical.from_codes(lookup[codes], dtype=small.dtype, validate=False))
+    return made
 
 
 def _factorized(values: Any) -> pd.Categorical:
