@@ -217,9 +217,12 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 other(event, step)
     rebuild.finish()
     rows = rebuild.calls
-    # each row's owner index: its session's, found once per session (a row holds its session)
-    codes, reports = pd.factorize(np.fromiter(map(id, rows.owner), dtype=np.int64, count=len(rows.owner)))
-    calls.files.append((rows, np.array([index[i] for i in reports.tolist()], dtype=np.intp)[codes] if len(codes) else codes.astype(np.intp)))
+    # each row's owner index: its session's (a row holds its session), found once per run of rows of
+    # one session (most rows follow one of the same session)
+    sessions = np.fromiter(map(id, rows.owner), dtype=np.int64, count=len(rows.owner))
+    runs = np.flatnonzero(np.concatenate(([True], sessions[1:] != sessions[:-1]))) if len(sessions) else np.zeros(0, dtype=np.intp)
+    per_run = np.array([index[i] for i in sessions[runs].tolist()], dtype=np.intp)
+    calls.files.append((rows, np.repeat(per_run, np.diff(np.append(runs, len(sessions))))))
 
 
 def _era(report: SessionReport) -> str | None:
