@@ -150,10 +150,6 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
 
     def other(event: dict, step: EventEffect) -> None:
         nonlocal last, owner
-        kind = event["kind"]
-        ts = event["ts"]
-        direction = event.get("dir")
-        flow = event.get("flow")
         report = step.session
         if report is not last:  # most events belong to the session of the one before
             last = report
@@ -162,17 +158,9 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 owner = index[id(report)] = len(owners)
                 owners.append((name, report))
                 per_owner.append(0)
-        label = None
         for entry in step.added:
-            kind_ = entry.kind
-            if kind_ == "request":
-                label = entry.op.method
-            elif kind_ == "notification":
-                label = entry.name
-            elif kind_ == violation:
+            if entry.kind == violation:
                 per_owner[owner] += 1
-                if label is None:
-                    label = entry.name
                 vio["trace"].append(name)
                 vio["ts"].append(entry.ts)
                 vio["session"].append(_session_id(report))
@@ -180,31 +168,26 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 vio["dir"].append(entry.dir)
                 vio["code"].append(entry.name)
                 vio["detail"].append(entry.detail)
-        for entry in step.answered:
-            label = entry.op.method
-        if kind == message_kind:
-            if flow is not None and direction == "s2c" and flow not in first_sse and ("sse" in event or event.get("via") == "sse"):
-                first_sse[flow] = ts
-        elif kind == Kind.HTTP:
-            if flow is not None and event.get("status") is not None:
-                statuses[flow] = event["status"]
-            label = f"{event.get('method')} {event.get('path')}"
-        elif kind == Kind.SSE:
-            if flow is not None and flow not in first_sse:
-                first_sse[flow] = ts
-            label = event.get("event")
-        elif kind in (Kind.STREAM, Kind.PROCESS):
-            label = event.get("event")
-        elif kind == Kind.ERROR:
-            label = event.get("code") or event.get("status") or "error"
+        kind = event["kind"]
+        flow = event.get("flow")
+        if flow is not None:  # an HTTP exchange: when its first SSE event came, its status
+            if kind == message_kind:
+                if event.get("dir") == "s2c" and flow not in first_sse and ("sse" in event or event.get("via") == "sse"):
+                    first_sse[flow] = event["ts"]
+            elif kind == Kind.HTTP:
+                if event.get("status") is not None:
+                    statuses[flow] = event["status"]
+            elif kind == Kind.SSE:
+                if flow not in first_sse:
+                    first_sse[flow] = event["ts"]
         if ev is not None:
             ev["trace"].append(name)
-            ev["ts"].append(ts)
+            ev["ts"].append(event["ts"])
             ev["session"].append(event.get("session"))
             ev["transport"].append(report.transport)
-            ev["dir"].append(direction)
+            ev["dir"].append(event.get("dir"))
             ev["kind"].append(kind)
-            ev["name"].append(label if label is None or isinstance(label, str) else str(label))
+            ev["name"].append(_label(event, step))
             ev["flow"].append(flow)
 
     if ev is None:
@@ -223,6 +206,30 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
     runs = np.flatnonzero(np.concatenate(([True], sessions[1:] != sessions[:-1]))) if len(sessions) else np.zeros(0, dtype=np.intp)
     per_run = np.array([index[i] for i in sessions[runs].tolist()], dtype=np.intp)
     calls.files.append((rows, np.repeat(per_run, np.diff(np.append(runs, len(sessions))))))
+
+
+def _label(event: dict, step: EventEffect) -> str | None:
+    """An event's `name` in the `events` frame: the method of the request it began or answered, the
+    notification's, the violation's code; an HTTP exchange's method and path, a stream's event."""
+    label = None
+    for entry in step.added:
+        kind = entry.kind
+        if kind == "request":
+            label = entry.op.method
+        elif kind == "notification":
+            label = entry.name
+        elif kind == "violation" and label is None:
+            label = entry.name
+    for entry in step.answered:
+        label = entry.op.method
+    kind = event["kind"]
+    if kind == Kind.HTTP:
+        label = f"{event.get('method')} {event.get('path')}"
+    elif kind in (Kind.SSE, Kind.STREAM, Kind.PROCESS):
+        label = event.get("event")
+    elif kind == Kind.ERROR:
+        label = event.get("code") or event.get("status") or "error"
+    return label if label is None or isinstance(label, str) else str(label)
 
 
 def _era(report: SessionReport) -> str | None:
