@@ -158,9 +158,13 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 owner = index[id(report)] = len(owners)
                 owners.append((name, report))
                 per_owner.append(0)
+        label = None  # the event's name in the events frame (only made with `ev`)
         for entry in step.added:
-            if entry.kind == violation:
+            kind_ = entry.kind
+            if kind_ == violation:
                 per_owner[owner] += 1
+                if label is None:
+                    label = entry.name
                 vio["trace"].append(name)
                 vio["ts"].append(entry.ts)
                 vio["session"].append(_session_id(report))
@@ -168,6 +172,11 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 vio["dir"].append(entry.dir)
                 vio["code"].append(entry.name)
                 vio["detail"].append(entry.detail)
+            elif ev is not None:
+                if kind_ == "request":
+                    label = entry.op.method
+                elif kind_ == "notification":
+                    label = entry.name
         kind = event["kind"]
         flow = event.get("flow")
         if flow is not None:  # an HTTP exchange: when its first SSE event came, its status
@@ -181,13 +190,21 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 if flow not in first_sse:
                     first_sse[flow] = event["ts"]
         if ev is not None:
+            for entry in step.answered:
+                label = entry.op.method
+            if kind == Kind.HTTP:
+                label = f"{event.get('method')} {event.get('path')}"
+            elif kind in (Kind.SSE, Kind.STREAM, Kind.PROCESS):
+                label = event.get("event")
+            elif kind == Kind.ERROR:
+                label = event.get("code") or event.get("status") or "error"
             ev["trace"].append(name)
             ev["ts"].append(event["ts"])
             ev["session"].append(event.get("session"))
             ev["transport"].append(report.transport)
             ev["dir"].append(event.get("dir"))
             ev["kind"].append(kind)
-            ev["name"].append(_label(event, step))
+            ev["name"].append(label if label is None or isinstance(label, str) else str(label))
             ev["flow"].append(flow)
 
     if ev is None:
@@ -206,30 +223,6 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
     runs = np.flatnonzero(np.concatenate(([True], sessions[1:] != sessions[:-1]))) if len(sessions) else np.zeros(0, dtype=np.intp)
     per_run = np.array([index[i] for i in sessions[runs].tolist()], dtype=np.intp)
     calls.files.append((rows, np.repeat(per_run, np.diff(np.append(runs, len(sessions))))))
-
-
-def _label(event: dict, step: EventEffect) -> str | None:
-    """An event's `name` in the `events` frame: the method of the request it began or answered, the
-    notification's, the violation's code; an HTTP exchange's method and path, a stream's event."""
-    label = None
-    for entry in step.added:
-        kind = entry.kind
-        if kind == "request":
-            label = entry.op.method
-        elif kind == "notification":
-            label = entry.name
-        elif kind == "violation" and label is None:
-            label = entry.name
-    for entry in step.answered:
-        label = entry.op.method
-    kind = event["kind"]
-    if kind == Kind.HTTP:
-        label = f"{event.get('method')} {event.get('path')}"
-    elif kind in (Kind.SSE, Kind.STREAM, Kind.PROCESS):
-        label = event.get("event")
-    elif kind == Kind.ERROR:
-        label = event.get("code") or event.get("status") or "error"
-    return label if label is None or isinstance(label, str) else str(label)
 
 
 def _era(report: SessionReport) -> str | None:
