@@ -150,10 +150,6 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
 
     def other(event: dict, step: EventEffect) -> None:
         nonlocal last, owner
-        kind = event["kind"]
-        ts = event["ts"]
-        direction = event.get("dir")
-        flow = event.get("flow")
         report = step.session
         if report is not last:  # most events belong to the session of the one before
             last = report
@@ -162,14 +158,10 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 owner = index[id(report)] = len(owners)
                 owners.append((name, report))
                 per_owner.append(0)
-        label = None
+        label = None  # the event's name in the events frame (only made with `ev`)
         for entry in step.added:
             kind_ = entry.kind
-            if kind_ == "request":
-                label = entry.op.method
-            elif kind_ == "notification":
-                label = entry.name
-            elif kind_ == violation:
+            if kind_ == violation:
                 per_owner[owner] += 1
                 if label is None:
                     label = entry.name
@@ -180,29 +172,37 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 vio["dir"].append(entry.dir)
                 vio["code"].append(entry.name)
                 vio["detail"].append(entry.detail)
-        for entry in step.answered:
-            label = entry.op.method
-        if kind == message_kind:
-            if flow is not None and direction == "s2c" and flow not in first_sse and ("sse" in event or event.get("via") == "sse"):
-                first_sse[flow] = ts
-        elif kind == Kind.HTTP:
-            if flow is not None and event.get("status") is not None:
-                statuses[flow] = event["status"]
-            label = f"{event.get('method')} {event.get('path')}"
-        elif kind == Kind.SSE:
-            if flow is not None and flow not in first_sse:
-                first_sse[flow] = ts
-            label = event.get("event")
-        elif kind in (Kind.STREAM, Kind.PROCESS):
-            label = event.get("event")
-        elif kind == Kind.ERROR:
-            label = event.get("code") or event.get("status") or "error"
+            elif ev is not None:
+                if kind_ == "request":
+                    label = entry.op.method
+                elif kind_ == "notification":
+                    label = entry.name
+        kind = event["kind"]
+        flow = event.get("flow")
+        if flow is not None:  # an HTTP exchange: when its first SSE event came, its status
+            if kind == message_kind:
+                if event.get("dir") == "s2c" and flow not in first_sse and ("sse" in event or event.get("via") == "sse"):
+                    first_sse[flow] = event["ts"]
+            elif kind == Kind.HTTP:
+                if event.get("status") is not None:
+                    statuses[flow] = event["status"]
+            elif kind == Kind.SSE:
+                if flow not in first_sse:
+                    first_sse[flow] = event["ts"]
         if ev is not None:
+            for entry in step.answered:
+                label = entry.op.method
+            if kind == Kind.HTTP:
+                label = f"{event.get('method')} {event.get('path')}"
+            elif kind in (Kind.SSE, Kind.STREAM, Kind.PROCESS):
+                label = event.get("event")
+            elif kind == Kind.ERROR:
+                label = event.get("code") or event.get("status") or "error"
             ev["trace"].append(name)
-            ev["ts"].append(ts)
+            ev["ts"].append(event["ts"])
             ev["session"].append(event.get("session"))
             ev["transport"].append(report.transport)
-            ev["dir"].append(direction)
+            ev["dir"].append(event.get("dir"))
             ev["kind"].append(kind)
             ev["name"].append(label if label is None or isinstance(label, str) else str(label))
             ev["flow"].append(flow)
@@ -217,9 +217,12 @@ def _read(reader: TraceReader, name: str, calls: _Calls, ev: dict | None, vio: d
                 other(event, step)
     rebuild.finish()
     rows = rebuild.calls
-    # each row's owner index: its session's, found once per session (a row holds its session)
-    codes, reports = pd.factorize(np.fromiter(map(id, rows.owner), dtype=np.int64, count=len(rows.owner)))
-    calls.files.append((rows, np.array([index[i] for i in reports.tolist()], dtype=np.intp)[codes] if len(codes) else codes.astype(np.intp)))
+    # each row's owner index: its session's (a row holds its session), found once per run of rows of
+    # one session (most rows follow one of the same session)
+    sessions = np.fromiter(map(id, rows.owner), dtype=np.int64, count=len(rows.owner))
+    runs = np.flatnonzero(np.concatenate(([True], sessions[1:] != sessions[:-1]))) if len(sessions) else np.zeros(0, dtype=np.intp)
+    per_run = np.array([index[i] for i in sessions[runs].tolist()], dtype=np.intp)
+    calls.files.append((rows, np.repeat(per_run, np.diff(np.append(runs, len(sessions))))))
 
 
 def _era(report: SessionReport) -> str | None:
@@ -243,18 +246,18 @@ def _call_columns(calls: _Calls, first_sse: dict, statuses: dict) -> dict[str, A
         return _file_columns(PlainCalls(), np.zeros(0, dtype=np.intp), first_sse, statuses)
     columns: dict[str, Any] = {}
     for name, first in files[0].items():
-        if name == "multi":
+        if name == "objects":
             offsets = np.cumsum([0] + [len(f["owner"]) for f in files])
             columns[name] = {row + int(offset): op for f, offset in zip(files, offsets) for row, op in f[name].items()}
-        elif name == "round_outcome":  # codes into each file's values: into the values of all, in one list
+        elif name == "outcome_code":  # codes into each file's values: into the values of all, in one list
             merged: dict[str, int] = {}
             parts = []
             for f in files:
-                remap = np.array([merged.setdefault(value, len(merged)) for value in f["values"]] + [-1], dtype=np.intp)
-                parts.append(remap[f[name]])  # (a null, -1, stays -1: the last place)
+                remap = np.array([merged.setdefault(value, len(merged)) for value in f["values"]], dtype=np.intp)
+                parts.append(remap[f[name]])
             columns[name], columns["values"] = np.concatenate(parts), list(merged)
         elif name == "values":
-            continue  # with round_outcome
+            continue  # with outcome_code
         elif isinstance(first, list):
             columns[name] = [value for f in files for value in f[name]]
         else:
@@ -267,8 +270,8 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
 
     The plain calls (a row of columns each, no object: a request, its answer) are cut in bulk from
     the model's columns; the other operations (objects) one by one over plain lists, each in its
-    place. A one-round operation gives the `rounds` frame its row here too (`_rounds_frame`: the
-    operations of several rounds apart, in `multi`).
+    place. What only the `rounds` frame reads is left to it (`_rounds_frame`): the plain rows' ids,
+    the objects, and the outcomes' codes.
     """
     n = len(rows.owner)
     objects = rows.objects
@@ -284,68 +287,48 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
             values.append(value)
         return code
 
-    dirs = np.zeros(n, dtype=np.intp)
-    times = np.frombuffer(rows.times, dtype="float64")  # (the model's arrays, not copied)
-    sizes = np.frombuffer(rows.sizes, dtype=np.int64).astype("float64") if len(rows.sizes) else np.full(len(times), NAN)
-    at, answered = np.frombuffer(rows.at, dtype=np.int64), np.frombuffer(rows.answers, dtype=np.int64)
-    plain = np.ones(n, dtype=bool)
-    plain[list(objects)] = False
-    start, end = np.full(n, NAN), np.full(n, NAN)
-    request_bytes, answer_bytes = np.zeros(n), np.full(n, NAN)
-    if plain.any():  # a plain row's call is answered: one still open became an object
-        start[plain], end[plain] = times[at[plain]], times[answered[plain]]
-        request_bytes[plain], answer_bytes[plain] = sizes[at[plain]], sizes[answered[plain]]
-    round_sent = request_bytes.copy()
-    round_latencies = (end - start) * 1000.0
+    if len(objects) < n:  # plain rows (`take_all`): each from its request's and its answer's events (an object's set below)
+        times = np.frombuffer(rows.times, dtype="float64")  # (the model's arrays, not copied)
+        sizes = np.frombuffer(rows.sizes, dtype=np.int64)  # (measured: `Rebuild(measure=True)`)
+        at, answered = np.frombuffer(rows.at, dtype=np.int64), np.frombuffer(rows.answers, dtype=np.int64)
+        start, end = times[at], times[answered]  # (a plain row's call is answered: one still open became an object)
+        request_bytes, answer_bytes = sizes[at], sizes[answered].astype("float64")
+    else:  # every row an object (or none)
+        start, end = np.full(n, NAN), np.full(n, NAN)
+        request_bytes, answer_bytes = np.zeros(n, dtype=np.int64), np.full(n, NAN)
+    dirs = np.zeros(n, dtype=np.intp)  # "c2s"
     outcomes = np.ones(n, dtype=np.intp)  # "ok"
     details = np.full(n, None, dtype=object)
     for row, (outcome_, detail) in rows.outcomes.items():
         if row not in objects:
             outcomes[row], details[row] = coded(outcome_), detail or None
-    round_outcomes = outcomes.copy()
-    round_ids = list(rows.ids)
     error_codes = np.full(n, NAN)
     rounds_ = np.ones(n, dtype="int64")
     waits = np.zeros(n)
-    first_flows: list = [None] * n
-    last_flows: list = [None] * n
-    multi: dict[int, TracedOperation] = {}
+    first_flows: dict[int, Any] = {}  # by row: flows are an object's (HTTP)
+    last_flows: dict[int, Any] = {}
     for row, op in objects.items():
         rounds = op.rounds
-        first = rounds[0]
+        first, last = rounds[0], rounds[-1]
         dirs[row] = coded(op.dir)
         start[row] = first.ts
         end[row] = NAN if op.end is None else op.end
         outcomes[row] = coded(op.outcome or "unanswered")
-        if len(rounds) == 1:
-            last = first
-            size = first.request_bytes
-            request_bytes[row] = size or 0
-            round_sent[row] = NAN if size is None else size
-            size = first.answer_bytes
-            answer_bytes[row] = NAN if size is None else size
-            round_ids[row] = first.id
-            latency = first.latency
-            round_latencies[row] = NAN if latency is None else latency * 1000.0
-            round_outcomes[row] = coded(first.outcome or "unanswered")
-        else:
-            multi[row] = op
-            round_sent[row] = NAN  # filled by `_rounds_frame`
-            round_ids[row] = None
-            round_latencies[row] = NAN
-            round_outcomes[row] = -1  # (null) filled by `_rounds_frame`
-            last = rounds[-1]
-            request_bytes[row] = sum(r.request_bytes or 0 for r in rounds)
-            answer_bytes[row] = _answer_bytes(op)
+        request_bytes[row] = sum(r.request_bytes or 0 for r in rounds)
+        answer_bytes[row] = _answer_bytes(op)
+        if len(rounds) > 1:
+            rounds_[row] = len(rounds)
             waits[row] = op.client_wait * 1000.0
-        rounds_[row] = len(rounds)
         code = last.error_code
         error_codes[row] = NAN if code is None or op.end is None else code
         details[row] = _detail(op) if code is not None else (op.detail or None)
-        first_flows[row] = first.flow
-        last_flows[row] = last.flow
+        if first.flow is not None:
+            first_flows[row] = first.flow
+        if last.flow is not None:
+            last_flows[row] = last.flow
     method, tool, step = _names(rows)
-    columns: dict[str, Any] = {
+    sse = _per_flow(first_flows, first_sse, n)
+    return {
         "owner": owner,
         "dir": _category(dirs, values),
         "method": method,
@@ -353,25 +336,20 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
         "step": step,
         "start": start,
         "end": end,
-        "request_bytes": request_bytes.astype("int64"),
+        "ttfe_ms": np.where(sse >= start, (sse - start) * 1000.0, NAN) if first_flows else sse,
+        "request_bytes": request_bytes,
         "answer_bytes": answer_bytes,
         "error_code": error_codes,
+        "http_status": _per_flow(last_flows, statuses, n),
         "outcome": _category(outcomes, values),
+        "outcome_code": outcomes,  # codes into `values`: the `rounds` frame's, for a row of one round
+        "values": values,
         "detail": details,
         "rounds": rounds_,
         "client_wait_ms": waits,
-        "round_id": round_ids,
-        "round_latency_ms": round_latencies,
-        "round_outcome": round_outcomes,  # codes into `values`, as the one-round operations' outcomes
-        "values": values,
-        "round_request_bytes": round_sent,
-        "multi": multi,
+        "ids": rows.ids,  # a plain row's request id (the `rounds` frame's)
+        "objects": objects,  # the other operations, by row (the `rounds` frame reads their rounds)
     }
-    # flows are only in HTTP recordings: a stdio trace skips the per-row look-ups
-    sse = _per_flow(first_flows, first_sse)
-    columns["ttfe_ms"] = np.where(sse >= start, (sse - start) * 1000.0, NAN)
-    columns["http_status"] = _per_flow(last_flows, statuses)
-    return columns
 
 
 def _names(rows: PlainCalls) -> tuple[pd.Categorical, pd.Categorical, pd.Categorical]:
@@ -384,7 +362,7 @@ def _names(rows: PlainCalls) -> tuple[pd.Categorical, pd.Categorical, pd.Categor
     method = [m for m, _, _ in named]
     tool = [target if m == "tools/call" else None for m, target, _ in named]
     step = [name for _, _, name in named]
-    return _category(codes, method), _category(codes, tool), _category(codes, step)
+    return tuple(_categories(codes, method, tool, step))
 
 
 def _answer_bytes(op: TracedOperation) -> float:
@@ -397,58 +375,96 @@ def _session_id(report: Any) -> str | None:
     return None if report.id in NO_SESSION else report.id
 
 
-def _per_flow(flows: list, values: dict) -> np.ndarray:
-    """Each row's value for its HTTP exchange (NaN without one)."""
-    if not values:
-        return np.full(len(flows), NAN)
-    return np.fromiter((values.get(f, NAN) if f is not None else NAN for f in flows), dtype="float64", count=len(flows))
+def _per_flow(flows: dict[int, Any], values: dict, count: int) -> np.ndarray:
+    """Each row's value for its HTTP exchange (`flows`: by row), NaN without one."""
+    column = np.full(count, NAN)
+    if flows and values:
+        column[np.fromiter(flows, dtype=np.intp, count=len(flows))] = [values.get(flow, NAN) for flow in flows.values()]
+    return column
 
 
 def _calls_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
+    """The `calls` frame of the columns, each made in its final type: pandas takes them as they are
+    (`copy=False`: no copy of each, no stacking of the same-typed ones into one block). The lazy
+    frames read some of the same columns (`outcome`, `request_bytes`, `rounds`): the frame holds
+    copies of those, so that changing it changes no other frame."""
     owners, owner = calls.owners, columns["owner"]
     start = columns["start"]
-    frame = pd.DataFrame(
+    trace, session, transport, era, version = _categories(
+        owner, [trace for trace, _ in owners], [_session_id(o) for _, o in owners], [o.transport for _, o in owners],
+        [_era(o) for _, o in owners], [o.session.version for _, o in owners])
+    return pd.DataFrame(
         {
-            "trace": _category(owner, [trace for trace, _ in owners]),
-            "session": _category(owner, [_session_id(o) for _, o in owners]),
-            "transport": _category(owner, [o.transport for _, o in owners]),
-            "era": _category(owner, [_era(o) for _, o in owners]),
-            "version": _category(owner, [o.session.version for _, o in owners]),
+            "trace": trace,
+            "session": session,
+            "transport": transport,
+            "era": era,
+            "version": version,
             "dir": _factorized(columns["dir"]),
             "method": _factorized(columns["method"]),
             "tool": _factorized(columns["tool"]),
             "step": _factorized(columns["step"]),
-            "start": start,
+            "start": _times(start),
             "latency_ms": (columns["end"] - start) * 1000.0,
             "ttfe_ms": columns["ttfe_ms"],
-            "outcome": _factorized(columns["outcome"]),
-            "error_code": pd.array(columns["error_code"], dtype="float64").astype("Int64"),
-            "http_status": pd.array(columns["http_status"], dtype="float64").astype("Int64"),
-            "request_bytes": columns["request_bytes"],
-            "answer_bytes": pd.array(columns["answer_bytes"], dtype="float64").astype("Int64"),
-            # pandas infers the column's type from an array of objects as from the list of them (in half the
-            # time): strings, or objects when all are null; only an empty list gives another (float64)
-            "detail": columns["detail"] if len(columns["detail"]) else [],
-            "rounds": columns["rounds"],
+            "outcome": _factorized(columns["outcome"]).copy(),
+            "error_code": pd.array(columns["error_code"], dtype="Int64"),
+            "http_status": pd.array(columns["http_status"], dtype="Int64"),
+            "request_bytes": columns["request_bytes"].copy(),
+            "answer_bytes": pd.array(columns["answer_bytes"], dtype="Int64"),
+            "detail": _texts(columns["detail"]),
+            "rounds": columns["rounds"].copy(),
             "client_wait_ms": columns["client_wait_ms"],
         },
         columns=CALL_COLUMNS,
+        copy=False,
     )
-    return _typed(frame, times=("start",))
+
+
+def _times(seconds: np.ndarray) -> Any:
+    """A column of UTC timestamps from seconds since the epoch (NaN: NaT)."""
+    return pd.to_datetime(np.asarray(seconds, dtype="float64"), unit="s", utc=True).array
+
+
+# The type pandas infers for a column of strings: its string type (pandas 3), or objects (before).
+_STRINGS = pd.Series(np.array(["text"], dtype=object)).dtype
+
+
+def _texts(values: np.ndarray) -> Any:
+    """A column of objects (text or None: `detail`) as pandas makes it: of its string type where it
+    infers that, else the objects as they are. The type is found in one pass over the rows, not in
+    pandas' two (an inference, then a conversion that checks every row again)."""
+    if not len(values):
+        return []  # (as pandas infers an empty column: float64)
+    if _STRINGS != np.dtype(object) and pd.api.types.infer_dtype(values, skipna=True) == "string":
+        return pd.array(values, dtype=_STRINGS, copy=False)
+    return values
 
 
 def _category(codes: np.ndarray, values: Any) -> pd.Categorical:
-    """The categorical column of `values[code]` for each code (-1: null), in bulk.
+    """The categorical column of `values[code]` for each code (-1: null), in bulk."""
+    return _categories(codes, values)[0]
 
-    Its dtype is the one `astype("category")` gives a column of those values (pandas infers
+
+def _categories(codes: np.ndarray, *columns: Any) -> list[pd.Categorical]:
+    """Categorical columns of one set of codes: for each list of values, `values[code]` for each
+    code (-1: null), in bulk.
+
+    Each dtype is the one `astype("category")` gives a column of those values (pandas infers
     the categories' type from the values): found on the few distinct values used, not on every row.
+    Each column's codes are cut in one pass, in the integer type pandas keeps them in, valid already.
     """
-    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))  # (sorted, as np.unique's)
-    distinct = [values[i] for i in used.tolist()] + ([None] if (codes < 0).any() else [])
-    small = pd.DataFrame({"c": distinct})["c"].astype("category")
-    lookup = np.full(len(values) + 1, -1, dtype=np.intp)  # the last place answers code -1
-    lookup[used] = small.cat.codes.to_numpy()[: len(used)]
-    return pd.Categorical.from_codes(lookup[codes], dtype=small.dtype)
+    null = len(codes) > 0 and codes.min() < 0
+    used = np.flatnonzero(np.bincount(codes[codes >= 0] if null else codes, minlength=max(map(len, columns))))  # (sorted)
+    made = []
+    for values in columns:
+        distinct = [values[i] for i in used.tolist()] + ([None] if null else [])
+        small = pd.DataFrame({"c": distinct})["c"].astype("category")
+        known = small.cat.codes.to_numpy()
+        lookup = np.full(len(values) + 1, -1, dtype=known.dtype)  # the last place answers code -1
+        lookup[used] = known[: len(used)]
+        made.append(pd.Categorical.from_codes(lookup[codes], dtype=small.dtype, validate=False))
+    return made
 
 
 def _factorized(values: Any) -> pd.Categorical:
@@ -500,42 +516,46 @@ def _rounds_frame(calls: _Calls, columns: dict[str, Any]) -> pd.DataFrame:
     """One row per request of an operation: `call` is the operation's row in `calls`, `wait_ms` the
     client's time between the previous round's answer and this request (NaN on a first round).
 
-    A one-round operation's row was cut with its `calls` row (`_call_columns`); the rounds of the
-    others are read here and put in their places. The trace and session columns come from each
-    row's owner, as in `calls`."""
-    owners, multi = calls.owners, columns["multi"]
+    A plain call's row is its `calls` row (one round: a request, its answer); the rounds of the
+    other operations (objects) are read from them here and put in their places. The trace and
+    session columns come from each row's owner, as in `calls`."""
+    owners, objects = calls.owners, columns["objects"]
     sizes = columns["rounds"]
     count = len(sizes)
     call = np.arange(count, dtype="int64")
     number = np.ones(count, dtype="int64")
-    ids = np.array(columns["round_id"] + [None], dtype=object)[:-1]  # (a None last: ids stay objects, never a 2-D array)
-    start, latencies, outcomes = columns["start"], columns["round_latency_ms"], columns["round_outcome"]
+    ids = np.array(columns["ids"] + [None], dtype=object)[:-1]  # (a None last: ids stay objects, never a 2-D array)
+    start = columns["start"]
+    latencies = (columns["end"] - start) * 1000.0
+    outcomes = columns["outcome_code"]
     values = list(columns["values"])  # the outcomes' codes are places in it (`_file_columns`)
     code_of = {value: code for code, value in enumerate(values)}
-    sent, received = columns["round_request_bytes"], columns["answer_bytes"]
+    sent, received = columns["request_bytes"].astype("float64"), columns["answer_bytes"]
     waits = np.full(count, NAN)
-    several = np.flatnonzero(sizes > 1)
-    if len(several):  # each operation's rows in its place: repeat its one row, then fill the rounds in
+    first_row = call
+    if (sizes > 1).any():  # each operation's rows in its place: repeat its one row (the rounds filled in below)
         place = np.repeat(np.arange(count), sizes)
         call, ids, start, latencies, outcomes, sent, received, waits = (
             column[place] for column in (call, ids, start, latencies, outcomes, sent, received, waits))
         first_row = np.cumsum(sizes) - sizes
         number = np.arange(len(place), dtype="int64") - first_row[place] + 1
-        for row in several.tolist():
-            before = None
-            for at, entry in enumerate(multi[row].rounds, first_row[row]):
-                ids[at] = entry.id
-                start[at] = entry.ts
-                latencies[at] = NAN if entry.latency is None else entry.latency * 1000.0
-                waits[at] = NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0
-                outcome_ = entry.outcome or "unanswered"
-                if outcome_ not in code_of:
-                    code_of[outcome_] = len(values)
-                    values.append(outcome_)
-                outcomes[at] = code_of[outcome_]
-                sent[at] = NAN if entry.request_bytes is None else entry.request_bytes
-                received[at] = NAN if entry.answer_bytes is None else entry.answer_bytes
-                before = entry
+    else:  # (the columns of `calls` the rounds are written in: copies)
+        start, outcomes, received = start.copy(), outcomes.copy(), received.copy()
+    for row, op in objects.items():
+        before = None
+        for at, entry in enumerate(op.rounds, int(first_row[row])):
+            ids[at] = entry.id
+            start[at] = entry.ts
+            latencies[at] = NAN if entry.latency is None else entry.latency * 1000.0
+            waits[at] = NAN if before is None or before.end is None else max(0.0, entry.ts - before.end) * 1000.0
+            outcome_ = entry.outcome or "unanswered"
+            if outcome_ not in code_of:
+                code_of[outcome_] = len(values)
+                values.append(outcome_)
+            outcomes[at] = code_of[outcome_]
+            sent[at] = NAN if entry.request_bytes is None else entry.request_bytes
+            received[at] = NAN if entry.answer_bytes is None else entry.answer_bytes
+            before = entry
     if not set(map(type, ids)) <= _ID_TYPES:  # a JSON-RPC id is a string or an integer: anything else as text
         ids = np.array([ident if ident is None or type(ident) in (int, str) else str(ident) for ident in ids] + [None], dtype=object)[:-1]
     owner = np.repeat(columns["owner"], sizes)

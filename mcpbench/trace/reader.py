@@ -17,7 +17,7 @@ cache while the caller uses them.
 import contextlib
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import repeat
 from operator import contains, itemgetter
 from pathlib import Path
@@ -46,10 +46,13 @@ _VERSION = itemgetter("v")
 _KNOWN = frozenset(range(1, FORMAT_VERSION + 1))
 _TS = itemgetter("ts")
 _KIND = itemgetter("kind")
+_DIRECTION = itemgetter("dir")
+_SESSION = itemgetter("session")
 
 # The types the fields every event has may take (docs/trace-format.md); a field of another
 # type is a bad line, named with its file and line, not a crash further on.
 _NUMBER = frozenset({int, float})
+_STR = frozenset({str})
 _SESSION_TYPES = frozenset({str, type(None)})
 _DIRECTIONS = frozenset({"c2s", "s2c", None})
 _MSG_TYPES = frozenset({dict, list, type(None)})
@@ -116,9 +119,8 @@ class TraceReader:
                 if not cut:
                     pieces.append(block)
                     continue
-                data = b"".join((*pieces, block[:cut])) if pieces else block[:cut]
+                yield from self._lines(block, cut, pieces)
                 pieces = [block[cut:]] if cut < len(block) else []
-                yield from self._lines(data)
             tail = b"".join(pieces)
             if rest is not None:
                 if rest.lines:  # they replace the torn line the kill left, if any
@@ -153,20 +155,25 @@ class TraceReader:
         """
         return (event for batch in self._lines(data) for event in batch)
 
-    def _lines(self, data: bytes) -> Iterator[list[dict[str, Any]]]:
-        """The events of whole lines `data` (ending in a newline), a batch at a time."""
+    def _lines(self, data: bytes, stop: int | None = None, pieces: Sequence[bytes] = ()) -> Iterator[list[dict[str, Any]]]:
+        """The events of whole lines `data[:stop]` (ending in a newline), a batch at a time; `pieces`,
+        if any, are the start of its first line (read before). Batches are views of `data`: each
+        batch's join is the one copy of its lines (with the brackets, before the replace)."""
+        stop = len(data) if stop is None else stop
+        view = memoryview(data)
         start = 0
-        while start < len(data):
-            end = data.find(b"\n", start + BATCH_BYTES - 1) + 1 or len(data)
-            yield from self._block(data[start:end])
+        while start < stop:
+            end = data.find(b"\n", start + BATCH_BYTES - 1, stop) + 1 or stop
+            yield from self._block((*pieces, view[start:end]))
+            pieces = ()
             start = end
 
-    def _block(self, data: bytes) -> Iterator[list[dict[str, Any]]]:
-        """The events of whole lines `data` (ending in a newline): all at once when they parse and
-        check as a batch, else one by one (a list each), up to the bad line, which raises."""
+    def _block(self, parts: tuple[bytes | memoryview, ...]) -> Iterator[list[dict[str, Any]]]:
+        """The events of whole lines, `parts` joined (ending in a newline): all at once when they parse
+        and check as a batch, else one by one (a list each), up to the bad line, which raises."""
         first = self.lines + 1
-        try:  # (the last line's comma before a null: one copy of the lines, not three)
-            events = orjson.loads(b"".join((b"[", data.replace(b"\n", b","), b"null]")))
+        try:  # (the last line's comma before a null: two copies of the lines, the join and the replace)
+            events = orjson.loads(b"".join((b"[", *parts, b"null]")).replace(b"\n", b","))
             events.pop()
         except orjson.JSONDecodeError:
             events = None  # a blank or bad line: go line by line to find it
@@ -186,7 +193,7 @@ class TraceReader:
             for number, event in enumerate(events, first):
                 yield [self._expand(self._check(event, number), number)]  # raises with the reason at a bad line
             return
-        for number, line in enumerate(data.split(b"\n")[:-1], first):
+        for number, line in enumerate(b"".join(parts).split(b"\n")[:-1], first):
             self.lines = number
             if not line.strip():
                 continue
@@ -240,25 +247,35 @@ def _well_formed(events: list[Any]) -> bool:
     typed kind, and `session`, `dir` and `msg` of their types (one C-level pass each).
 
     An event that is no object fails the first pass (a JSON array, string, number or null cannot be
-    subscripted by a key, nor taken by `dict.get`: TypeError), and a session's type is checked on
-    the batch's few distinct sessions (an unhashable one raises TypeError): no pass of their own."""
+    subscripted by a key: TypeError), and the types of `kind` and `session` are checked on the batch's
+    few distinct values (an unhashable one raises TypeError): no pass of their own.
+
+    `ts` is checked by the batch's earliest, a cheaper pass than one over its types: `min` compares
+    each `ts` with the least so far, and JSON's other values (string, array, object, null) raise
+    TypeError against a number, so a least that is a number means numbers only; one above 1 means
+    no bool among them (False and True compare as 0 and 1). Any other (a bool, or times from 0 as
+    tests write them) is decided by the pass over the types."""
     if not events:
         return True
     try:  # a missing key (KeyError), no object or an unhashable value (TypeError): the slow path names it
         versions = set(map(_VERSION, events))
-        ts_types = set(map(type, map(_TS, events)))
         kinds = set(map(_KIND, events))
-        directions = set(map(dict.get, events, repeat("dir")))
-        sessions = set(map(dict.get, events, repeat("session")))
+        earliest = min(map(_TS, events))
+        try:  # the writers write both: a subscript is the cheaper pass
+            directions = set(map(_DIRECTION, events))
+            sessions = set(map(_SESSION, events))
+        except KeyError:  # either may be left out
+            directions = set(map(dict.get, events, repeat("dir")))
+            sessions = set(map(dict.get, events, repeat("session")))
     except (KeyError, TypeError):
         return False
     return (
         versions <= _KNOWN
-        and ts_types <= _NUMBER
-        and all(type(kind) is str for kind in kinds)
+        and ((type(earliest) in _NUMBER and earliest > 1) or set(map(type, map(_TS, events))) <= _NUMBER)
+        and set(map(type, kinds)) <= _STR
         and _TYPED_KINDS.isdisjoint(kinds)
         and directions <= _DIRECTIONS
-        and all(type(session) in _SESSION_TYPES for session in sessions)
+        and set(map(type, sessions)) <= _SESSION_TYPES
         and set(map(type, map(dict.get, events, repeat("msg")))) <= _MSG_TYPES
     )
 

@@ -220,3 +220,50 @@ def test_the_main_jobs_ask_is_one_operation_of_two_rounds_in_every_view(captures
         assert [r["outcome"] for r in operation["rounds"]] == ["input-required", "ok"], name
         text = CliRunner().invoke(main, ["inspect", str(path)]).output
         assert text.count("tools/call ask") == 1 and "(2 rounds" in text and "round 2 (id" in text, name
+
+
+def interleaved_trace(path):
+    """Two stdio sessions whose plain calls interleave (answered, tool errors, JSON-RPC errors, one left
+    open), then a 2026-07-28 operation of two rounds: rows of every kind the frames are cut from."""
+    from tests.support.traces import answered, asks, done, event, handshake, request, tool_call, tool_text, write_trace
+
+    calls, ts = [], 2.0
+    for i in range(1, 30):
+        for session in ("a", "b"):
+            calls.append(tool_call(ts, i, ("echo", "fail", "big")[i % 3], session=session))
+            ts += 0.001
+        for session in ("b", "a"):
+            if i % 7 == 0:
+                calls.append(event(ts, session, "s2c", {"jsonrpc": "2.0", "id": i, "error": {"code": -32000 - i, "message": f"bad {i}"}}))
+            elif i % 5 == 0:
+                calls.append(event(ts, session, "s2c", {"jsonrpc": "2.0", "id": i, "result": {"content": [], "isError": True}}))
+            elif not (i == 29 and session == "a"):
+                calls.append(tool_text(ts, i, "x" * i, session=session))
+            ts += 0.001
+    rounds = [request(90.0, 1, session="m"), asks(90.1, 1, session="m"), request(93.1, 2, responses=answered(), session="m"),
+              done(93.3, 2, session="m")]
+    return write_trace(path, handshake(1.0, session="a"), handshake(1.05, session="b"), calls, rounds)
+
+
+def test_the_frames_are_the_same_with_or_without_events(tmp_path):
+    # without events the model takes plain calls on its hot path, as columns; with them every event makes objects
+    path = interleaved_trace(tmp_path / "t.jsonl")
+    fast, whole = load_trace(path, events=False), load_trace(path)
+    for name in ("calls", "rounds", "sessions", "violations"):
+        pd.testing.assert_frame_equal(getattr(fast, name), getattr(whole, name), check_exact=True, obj=name)
+    calls = fast.calls
+    assert calls["outcome"].astype(str).value_counts().to_dict() == {"ok": 42, "error": 8, "tool-error": 10, "unanswered": 1}
+    assert calls["session"].astype(str).tolist() == ["a", "b"] * 30 + ["m"]  # in the order they began
+    assert calls["rounds"].tolist() == [1] * 60 + [2] and fast.rounds["session"].astype(str).tolist() == ["a", "b"] * 30 + ["m"] * 2
+    assert calls["error_code"].dropna().tolist() == [-32007, -32007, -32014, -32014, -32021, -32021, -32028, -32028]
+
+
+def test_changing_the_calls_frame_changes_no_other(tmp_path):
+    path = interleaved_trace(tmp_path / "t.jsonl")
+    frames, untouched = load_trace(path, events=False), load_trace(path, events=False)
+    calls = frames.calls
+    calls.loc[calls.index, ["rounds", "request_bytes"]] = 9
+    calls.loc[calls.index, "outcome"] = "ok"
+    calls.loc[calls.index, "latency_ms"] = 0.0
+    for name in ("rounds", "sessions"):
+        pd.testing.assert_frame_equal(getattr(frames, name), getattr(untouched, name), check_exact=True, obj=name)
