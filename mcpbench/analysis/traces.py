@@ -288,9 +288,9 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
         return code
 
     if len(objects) < n:  # plain rows (`take_all`): each from its request's and its answer's events (an object's set below)
-        times = np.frombuffer(rows.times, dtype="float64")  # (the model's arrays, not copied)
-        sizes = np.frombuffer(rows.sizes, dtype=np.int64)  # (measured: `Rebuild(measure=True)`)
-        at, answered = np.frombuffer(rows.at, dtype=np.int64), np.frombuffer(rows.answers, dtype=np.int64)
+        times = np.fromiter(rows.times, dtype="float64", count=len(rows.times))  # (the model's lists, once each)
+        sizes = np.fromiter(rows.sizes, dtype=np.int64, count=len(rows.sizes))  # (measured: `Rebuild(measure=True)`)
+        at, answered = np.fromiter(rows.at, dtype=np.int64, count=n), np.fromiter(rows.answers, dtype=np.int64, count=n)
         start, end = times[at], times[answered]  # (a plain row's call is answered: one still open became an object)
         request_bytes, answer_bytes = sizes[at], sizes[answered].astype("float64")
     else:  # every row an object (or none)
@@ -355,7 +355,7 @@ def _file_columns(rows: PlainCalls, owner: np.ndarray, first_sse: dict, statuses
 def _names(rows: PlainCalls) -> tuple[pd.Categorical, pd.Categorical, pd.Categorical]:
     """The method, tool and step columns, from the codes of the plain rows' names (each distinct
     (method, target, name) once) and the objects' own, each with a code after those."""
-    codes = np.frombuffer(rows.names, dtype=np.int64).astype(np.intp)  # (a copy: the objects' codes are set in it)
+    codes = np.fromiter(rows.names, dtype=np.intp, count=len(rows.names))  # (the objects' codes are set in it)
     ops = list(rows.objects.values())
     codes[list(rows.objects)] = np.arange(len(rows.distinct), len(rows.distinct) + len(ops))
     named = rows.distinct + [(op.method, op.target, op.name) for op in ops]

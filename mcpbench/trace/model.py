@@ -25,7 +25,6 @@ operations, and a plain call's objects are made when a view asks for them (`Plai
 """
 
 import json
-from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -303,19 +302,21 @@ class PlainCalls:
 
     def __init__(self) -> None:
         self.owner: list[SessionReport] = []
-        # positions and codes as machine integers: the loader takes them as numpy arrays without a copy
-        # of each (a list of a million ints, scattered in memory, took 50 ms to convert)
-        self.at = array("q")
+        # Plain lists, not `array`s of machine numbers: an array converts each number it takes with
+        # `PyArg_Parse`, about 600 machine instructions; these columns take one or two numbers an event,
+        # which cost a tenth of the hot path (a million-event trace: 0.17 s). The loader converts each
+        # list to numpy once (`as_numpy`): 10-20 ns a number.
+        self.at: list[int] = []
         self.ids: list[Any] = []
-        self.names = array("q")  # its (method, target, name) in `distinct` (-1: an object's row)
+        self.names: list[int] = []  # its (method, target, name) in `distinct` (-1: an object's row)
         self.distinct: list[tuple[str, str | None, str]] = []  # each (method, target, name) once, while few (`_names`)
         self.capabilities: list[Any] = []
-        self.answers = array("q")
+        self.answers: list[int] = []
         self.outcomes: dict[int, tuple[str, str]] = {}  # row -> (outcome, detail), where not ok
         self.notified: dict[int, int] = {}  # row -> progress notifications tied to it
         self.objects: dict[int, TracedOperation] = {}  # row -> its object
-        self.times = array("d")  # by position: each event's `ts`
-        self.sizes = array("q")  # by position (`Rebuild(measure=True)`): each event's message as compact JSON
+        self.times: list[float] = []  # by position: each event's `ts`
+        self.sizes: list[int] = []  # by position (`Rebuild(measure=True)`): each event's message as compact JSON
         self.bases: list[tuple[int, int]] = []  # (first position, its line minus its position) per `take_all`
 
     def add(self, op: TracedOperation, report: SessionReport, position: int) -> None:
@@ -490,8 +491,9 @@ class Rebuild:
             times.extend(map(_TS, batch))  # C-level passes over the batch: what the rows read back by position
             if self.measure:
                 try:
-                    sizes.extend(array("q", map(len, map(orjson.dumps, map(dict.get, batch, repeat("msg"))))))
-                except orjson.JSONEncodeError:  # deeper than orjson writes: one at a time
+                    sizes.extend(map(len, map(orjson.dumps, map(dict.get, batch, repeat("msg")))))
+                except orjson.JSONEncodeError:  # deeper than orjson writes: the batch again, one at a time
+                    del sizes[position:]
                     sizes.extend([_size(event.get("msg")) for event in batch])
             position = self._plain(batch, position, other)
         for report in self.sessions.values():

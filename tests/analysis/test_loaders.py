@@ -1,3 +1,5 @@
+import json
+
 import pandas as pd
 import pytest
 
@@ -6,6 +8,7 @@ from mcpbench.analysis.results import ResultsError
 from mcpbench.analysis.tables import latency_table, outcome_table
 from mcpbench.analysis.traces import CALL_COLUMNS, EVENT_COLUMNS, ROUND_COLUMNS, SESSION_COLUMNS, VIOLATION_COLUMNS
 from mcpbench.trace import TraceWriter
+from tests.support.traces import HEADER, handshake, tool_call, tool_text
 
 import orjson
 
@@ -267,3 +270,24 @@ def test_changing_the_calls_frame_changes_no_other(tmp_path):
     calls.loc[calls.index, "latency_ms"] = 0.0
     for name in ("rounds", "sessions"):
         pd.testing.assert_frame_equal(getattr(frames, name), getattr(untouched, name), check_exact=True, obj=name)
+
+
+def test_a_message_deeper_than_orjson_writes_is_measured_in_its_place(tmp_path):
+    """Sizes are measured a batch at a time; a message too deep for orjson measures that batch again one
+    by one, so every call keeps its own sizes, the deep one's as compact JSON too."""
+    deep: dict = {}
+    for _ in range(300):  # orjson writes 254 levels
+        deep = {"a": deep}
+    calls = [(tool_call(2.0 + i, i, "echo", arguments), tool_text(2.5 + i, i, f"answer {i}"))
+             for i, arguments in enumerate([{"x": 1}, deep, {}], start=1)]
+    events = [*handshake(), *[e for pair in calls for e in pair]]
+    trace = tmp_path / "deep.jsonl"  # written by `json`: orjson cannot
+    trace.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in [HEADER, *events]))
+
+    def compact(event: dict) -> int:
+        return len(json.dumps(event["msg"], separators=(",", ":"), ensure_ascii=False).encode())
+
+    frame = load_trace(trace, events=False).calls
+    frame = frame[frame["method"] == "tools/call"]
+    assert frame["request_bytes"].tolist() == [compact(request) for request, _ in calls]
+    assert frame["answer_bytes"].tolist() == [compact(answer) for _, answer in calls]
