@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     server = build_server(args.seal_state)
     if args.transport == STDIO:
+        from mcpbench.lab.peers.reference_server import settled
+
+        settled()
         server.run(transport="stdio")
         return
     from mcpbench.lab.peers.reference_server import _serve_http

@@ -55,6 +55,7 @@ Other SDK behaviour worth knowing when reading traces of this server:
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
+import gc
 import json
 
 import anyio
@@ -360,9 +361,18 @@ def serve(
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
     server = build_server(auth, slowdowns, tasks, seal_state=seal_state, task_store=task_store, progress_ledger=progress_ledger)
     if transport == "stdio":
+        settled()
         server.run(transport="stdio")
         return
     anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, quirks or Quirks(), request_log)
+
+
+def settled() -> None:
+    """Called once the server is built, before it serves: what is loaded by then (the SDK's ~600 pydantic
+    models, the app) is kept out of the garbage collector's passes (`gc.freeze`). None of it is ever
+    freed before the process ends, and the collector walked all of it again at each full pass and at exit,
+    where that took 0.15 s of CPU at every server's stop."""
+    gc.freeze()
 
 
 # The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):
@@ -394,4 +404,5 @@ async def _serve_http(server: MCPServer, transport: str, host: str, port: int, j
     if request_log:
         app = RequestLog(app, request_log)  # outermost: it sees every request, the quirks' refusals too
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    settled()
     await uvicorn.Server(config).serve()
