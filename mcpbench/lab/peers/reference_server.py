@@ -55,7 +55,6 @@ Other SDK behaviour worth knowing when reading traces of this server:
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
-import gc
 import json
 
 import anyio
@@ -82,6 +81,7 @@ from mcpbench import __version__
 from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.lab.peers.slowdown import Slowdown, slowed
 from mcpbench.protocol.transports import TRANSPORTS
+from mcpbench.system.processes import settled
 
 if TYPE_CHECKING:
     from mcpbench.lab.peers.auth_server import LabAuth
@@ -365,14 +365,6 @@ def serve(
         server.run(transport="stdio")
         return
     anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, quirks or Quirks(), request_log)
-
-
-def settled() -> None:
-    """Called once the server is built, before it serves: what is loaded by then (the SDK's ~600 pydantic
-    models, the app) is kept out of the garbage collector's passes (`gc.freeze`). None of it is ever
-    freed before the process ends, and the collector walked all of it again at each full pass and at exit,
-    where that took 0.15 s of CPU at every server's stop."""
-    gc.freeze()
 
 
 # The reconnect delay a resumable server suggests in its priming events (SSE `retry:`, in ms):

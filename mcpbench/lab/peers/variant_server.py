@@ -12,7 +12,8 @@ import sys
 import time
 from typing import Final
 
-from mcpbench.lab.peers.reference_server import build_server, settled
+from mcpbench.lab.peers.reference_server import build_server
+from mcpbench.system.processes import settled
 
 ECHO_SUFFIX: Final = " (v2)"
 # Far above the latency slack (250 ms) and 3x any loopback call, well under a test's budget.
