@@ -1,13 +1,14 @@
 """What every click command shares: error mapping, signal handling and common options.
 
 A module of its own so each capability's `cli.py` can import it without
-importing `mcpbench.cli`, which imports them all.
+importing `mcpbench.cli`, which registers them all.
 """
 
 import argparse
 import atexit
 import contextlib
 import functools
+import importlib
 import math
 import os
 import signal
@@ -102,7 +103,28 @@ def exit_on_signal() -> None:
         signal.signal(sig, stop)
 
 
-class OneLineErrors(click.Group):
+class LazyGroup(click.Group):
+    """A group whose commands may live in modules imported only when one of them runs (or help lists them).
+
+    `lazy`: command name -> "module:attribute". A command's process then imports its own capability,
+    not every other's: `mcpbench tee` or `lab serve` start without loading load, fuzz, probe and the rest.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.lazy:
+            module, _, attribute = self.lazy[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+
+class OneLineErrors(LazyGroup):
     """A group whose usage errors are one line on stderr (`mcpbench: Invalid value for '--port': …`), exit 2.
 
     Click's own output adds a usage line and a hint around the message; a user, a script or a

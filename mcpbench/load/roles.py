@@ -47,6 +47,7 @@ from mcpbench.load.users import McpUser, build_user_class
 from mcpbench.files.outputs import write_atomic
 from mcpbench.protocol.versions import era_name
 from mcpbench.system.target import parse_target
+from mcpbench.system.processes import settled
 
 # A worker sends what waits at least this often (and at once when a whole batch waits).
 FLUSH_INTERVAL = 0.5
@@ -115,6 +116,7 @@ def install(scenario: Scenario | dict, *, workers: int = 1) -> dict[str, type]:
         # The last added runs first: from the start of the shutdown on, a second stop signal (a
         # process group's Ctrl-C, then `mcpbench load` stopping its Locust) would cut it short.
         environment.events.quitting.add_listener(_hold_stop_signals)
+        settled()  # Locust, gevent and the locustfile are loaded
 
     events.init.add_listener(on_init)
     return classes

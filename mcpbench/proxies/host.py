@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from mcpbench.system.listen import parse_address
-from mcpbench.system.processes import STOP_SIGNALS
+from mcpbench.system.processes import STOP_SIGNALS, settled
 from mcpbench.protocol.errors import BadTargetError, BindError
 
 # The listen address the parse errors give as an example (`mcpbench record`'s default).
@@ -222,6 +222,7 @@ def stock_host_stops(master) -> None:
     except (RuntimeError, ValueError):
         return
     logging.getLogger("asyncio").addFilter(_QUIET_CANCELLED)  # once: a filter is added once
+    settled()  # mitmdump and its addons are loaded
 
 
 async def run_master(master, host: str, port: int) -> None:
@@ -235,6 +236,7 @@ async def run_master(master, host: str, port: int) -> None:
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop, sig, master)
+    settled()
     try:
         await master.run()
     except SystemExit:

@@ -38,6 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcpbench import __version__
 from mcpbench.protocol.transports import STDIO, TRANSPORTS
+from mcpbench.system.processes import settled
 
 SERVER_NAME: Final = "mcpbench-faulty"
 CRASH_STATUS: Final = 3
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     server = build_server(args.seal_state)
     if args.transport == STDIO:
+        settled()
         server.run(transport="stdio")
         return
     from mcpbench.lab.peers.reference_server import _serve_http

@@ -81,6 +81,7 @@ from mcpbench import __version__
 from mcpbench.lab.peers.quirks import Quirks
 from mcpbench.lab.peers.slowdown import Slowdown, slowed
 from mcpbench.protocol.transports import TRANSPORTS
+from mcpbench.system.processes import settled
 
 if TYPE_CHECKING:
     from mcpbench.lab.peers.auth_server import LabAuth
@@ -360,6 +361,7 @@ def serve(
         raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
     server = build_server(auth, slowdowns, tasks, seal_state=seal_state, task_store=task_store, progress_ledger=progress_ledger)
     if transport == "stdio":
+        settled()
         server.run(transport="stdio")
         return
     anyio.run(_serve_http, server, transport, host, port, json_response, stateless, resumable, quirks or Quirks(), request_log)
@@ -394,4 +396,5 @@ async def _serve_http(server: MCPServer, transport: str, host: str, port: int, j
     if request_log:
         app = RequestLog(app, request_log)  # outermost: it sees every request, the quirks' refusals too
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    settled()
     await uvicorn.Server(config).serve()

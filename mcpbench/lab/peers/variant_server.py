@@ -13,6 +13,7 @@ import time
 from typing import Final
 
 from mcpbench.lab.peers.reference_server import build_server
+from mcpbench.system.processes import settled
 
 ECHO_SUFFIX: Final = " (v2)"
 # Far above the latency slack (250 ms) and 3x any loopback call, well under a test's budget.
@@ -33,7 +34,9 @@ def main(mode: str) -> None:
     if mode == "work-fails":
         from mcpbench.lab.peers.tasks import Tasks
 
-        build_server(tasks=Tasks(failing=True)).run(transport="stdio")
+        server = build_server(tasks=Tasks(failing=True))
+        settled()
+        server.run(transport="stdio")
         return
     server = build_server()
     if mode == "echo-text":
@@ -54,6 +57,7 @@ def main(mode: str) -> None:
         reference_server.ASK_INPUT_KEY = ASK_NEW_KEY  # read by `ask` at each call
     else:
         raise SystemExit(f"unknown mode {mode!r}")
+    settled()
     server.run(transport="stdio")
 
 
