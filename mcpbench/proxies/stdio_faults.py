@@ -6,6 +6,11 @@ counts the messages passing with the protocol core's `LineFramer` (a non-blank l
 Once the Nth message has passed (the rest of the read that carried it passes too), or T seconds
 after the start, the server gets SIGKILL; the wrapper then closes its stdout, so the client sees
 the server go, and exits as the server did (137 for the kill). SIGINT, SIGTERM and SIGHUP are passed on.
+
+From the moment the server is to die, nothing more it writes reaches the client: it is silenced
+before the read that completes the Nth message to it is passed on. A server that answers faster
+than SIGKILL lands would otherwise get its answer out, and the fault would depend on the machine's
+load (a request killed mid-call, or answered and then a dead server).
 """
 
 import os
@@ -51,7 +56,8 @@ class Killer:
             return self.messages is not None and self.seen >= self.messages
 
 
-def _pump(source: int, sink: int, direction: str, killer: Killer, kill) -> None:
+def _pump(source: int, sink: int, direction: str, killer: Killer, kill, silenced: threading.Event) -> None:
+    to_server = direction == "to-server"
     while True:
         try:
             chunk = os.read(source, READ_SIZE)
@@ -59,11 +65,16 @@ def _pump(source: int, sink: int, direction: str, killer: Killer, kill) -> None:
             chunk = b""
         if not chunk:
             break
+        if not to_server and silenced.is_set():
+            continue  # the server is being killed: read on to its end, pass nothing
+        reached = killer.feed(direction, chunk)
+        if reached and to_server:
+            silenced.set()  # before the server can answer what completes the count
         try:
             write_all(sink, chunk)
         except OSError:
             break
-        if killer.feed(direction, chunk):
+        if reached:
             kill(f"after {killer.seen} messages")
     if direction == "to-server":
         os.close(sink)  # the client's EOF reaches the server
@@ -83,9 +94,11 @@ def run_killer(argv: list[str], *, messages: int | None = None, seconds: float |
     started = time.monotonic()
     proc = subprocess.Popen(dying_with_parent(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     killed = threading.Event()
+    silenced = threading.Event()  # what the server writes from now on is dropped (see the module's docstring)
     lock = threading.Lock()
 
     def kill(why: str) -> None:
+        silenced.set()
         with lock:
             if killed.is_set() or proc.poll() is not None:
                 return
@@ -104,10 +117,10 @@ def run_killer(argv: list[str], *, messages: int | None = None, seconds: float |
     if timer is not None:
         timer.daemon = True
         timer.start()
-    inbound = threading.Thread(target=_pump, args=(0, proc.stdin.fileno(), "to-server", killer, kill), daemon=True)
+    inbound = threading.Thread(target=_pump, args=(0, proc.stdin.fileno(), "to-server", killer, kill, silenced), daemon=True)
     inbound.start()
     try:
-        _pump(proc.stdout.fileno(), 1, "from-server", killer, kill)
+        _pump(proc.stdout.fileno(), 1, "from-server", killer, kill, silenced)
         status = proc.wait()
     finally:
         if timer is not None:

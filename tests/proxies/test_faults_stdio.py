@@ -1,11 +1,14 @@
 """`mcpbench faults stdio`: the wrapped server is killed after N messages or at a time; bytes pass untouched."""
 
 import json
+import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
+from mcpbench.proxies import stdio_faults
 from mcpbench.proxies.stdio_faults import Killer
 from tests.support.faults import fault_records, read_first_line
 from tests.support.servers import REPO_ROOT, serve_argv
@@ -90,3 +93,27 @@ def test_sigterm_is_passed_to_the_server():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_server_is_silenced_before_the_counted_message_reaches_it(monkeypatch):
+    """However fast the server answers the message that completes the count, the answer does not get out
+    before the kill: the server is silenced before that message is passed on, and from then on what it
+    writes is read and dropped."""
+    silenced, passed, kills = threading.Event(), [], []
+    monkeypatch.setattr(stdio_faults, "write_all", lambda fd, data: passed.append((data, silenced.is_set())))
+
+    def pump(direction: str, data: bytes, killer: Killer) -> None:
+        source, writer = os.pipe()
+        os.write(writer, data)
+        os.close(writer)
+        sink = os.open(os.devnull, os.O_WRONLY)  # (the to-server pump closes it: the client's EOF)
+        stdio_faults._pump(source, sink, direction, killer, kills.append, silenced)
+        os.close(source)
+        if direction != "to-server":
+            os.close(sink)
+
+    pump("from-server", b'{"id":0}\n', Killer(1, "to-server"))  # not counted: passes, nobody silenced
+    pump("to-server", b'{"id":1}\n', Killer(1, "to-server"))
+    pump("from-server", b'{"id":1,"result":{}}\n', Killer(1, "to-server"))
+    assert passed == [(b'{"id":0}\n', False), (b'{"id":1}\n', True)]
+    assert kills == ["after 1 messages"]
