@@ -295,8 +295,10 @@ def _check_types(event: dict[str, Any], where: str) -> None:
         raise wrong("session", "a string or null")
     if (direction := event.get("dir")) is not None and (type(direction) is not str or direction not in _DIRECTIONS):
         raise wrong("dir", '"c2s", "s2c" or null')
-    if event["kind"] == Kind.MESSAGE and type(event.get("msg")) not in (dict, list):
-        raise TraceError(f"{where}: a message event's 'msg' must be a JSON-RPC object or batch")
+    # A message event without a message (null, or no `msg`) is read: the trace model makes it an
+    # invalid-message violation, as the batch check lets it through (`_well_formed`).
+    if type(event.get("msg")) not in _MSG_TYPES:
+        raise wrong("msg", "a JSON-RPC object or batch")
 
 
 def _check_kind_fields(event: dict[str, Any], where: str) -> None:

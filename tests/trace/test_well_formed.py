@@ -159,3 +159,15 @@ def test_a_bad_field_deep_in_a_batch_is_named_at_its_line(tmp_path, monkeypatch,
     path.write_bytes(b"\n".join(data))
     with pytest.raises(TraceError, match=re.escape(f"t.jsonl:21: {message}")):
         list(TraceReader(path))
+
+
+def test_a_message_event_without_a_message_reads_the_same_beside_a_bad_line(tmp_path):
+    """A message event whose `msg` is null or missing passes the batch check (the model makes it an
+    invalid-message violation) and the line-by-line check alike: a bad line in its batch is the one named."""
+    fine = lines(header(), event(2.0, "s1", "c2s"), {**event(3.0, "s1", "c2s"), "msg": None})
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(fine)
+    assert len(list(TraceReader(path))) == 3
+    path.write_bytes(fine + b'{"v":1,"ts":"late","session":"s1","dir":"c2s","kind":"message","msg":{}}\n')
+    with pytest.raises(TraceError, match=r"t\.jsonl:4: field 'ts'"):
+        list(TraceReader(path))
