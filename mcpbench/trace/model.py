@@ -305,7 +305,7 @@ class PlainCalls:
         # Plain lists, not `array`s of machine numbers: an array converts each number it takes with
         # `PyArg_Parse`, about 600 machine instructions; these columns take one or two numbers an event,
         # which cost a tenth of the hot path (a million-event trace: 0.17 s). The loader converts each
-        # list to numpy once (`as_numpy`): 10-20 ns a number.
+        # list to numpy once (`analysis/traces._file_columns`, `np.fromiter`): 10-20 ns a number.
         self.at: list[int] = []
         self.ids: list[Any] = []
         self.names: list[int] = []  # its (method, target, name) in `distinct` (-1: an object's row)
