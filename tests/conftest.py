@@ -59,7 +59,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(limit + extra), append=False)
     # Stable: the modules that read a long run go last, whole (xdist's `--dist loadfile` sends a
     # module to one worker, at the place of its first test). Before them, the longest modules first
-    # by their stored seconds (tests/support/timings.py), the quick ones after them: the two workers
+    # by their stored seconds (tests/support/timings.py), the quick ones after them: the workers
     # then end together, not one running a long module alone at the end.
     reading = {item.path for item in items if long_runs_of(item)}
     seconds = timings.seconds_by_module(items)
