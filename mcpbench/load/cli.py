@@ -251,5 +251,7 @@ def _load(args: LoadArgs) -> None:
         send_samples(telemetry, result.out_dir / "samples.jsonl")  # says how it went; the measurement's status stands
     if result.write_errors:  # the run went on; its results did not all reach the disk
         click.echo(f"mcpbench: {result.write_errors[0]}: the samples are incomplete", err=True)
+    elif result.cut_short:
+        click.echo(f"mcpbench: {result.cut_short}", err=True)
     sys.exit(result.exit_code)
 

@@ -173,6 +173,7 @@ class RunResult:
     # `<file>: <reason>` for each result file that could not be written in full.
     write_errors: list[str] = field(default_factory=list)
     failed_steps: FailedSteps | None = None  # None: a fail_ratio threshold judges failures
+    cut_short: str | None = None  # how Locust ended before the run's end (crashed, killed), if it did
     sessions: SessionTally | None = None  # a run of K sessions (`sessions:`): what its sessions did
 
     @property
@@ -181,11 +182,11 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """3 for results that could not be written, 1 for a failed threshold, else the status of
-        failed steps (`exit_code_on_error`, as Locust's), else 0; at least 1 when a run of K
-        sessions broke one of them or made none."""
-        if self.write_errors:
-            return EXIT_ENVIRONMENT  # the disk, not the target: the results cannot be trusted
+        """3 for results that could not be written or a run Locust left before its end, 1 for a failed
+        threshold, else the status of failed steps (`exit_code_on_error`, as Locust's), else 0; at
+        least 1 when a run of K sessions broke one of them or made none."""
+        if self.write_errors or self.cut_short:
+            return EXIT_ENVIRONMENT  # the disk or the load generator, not the target: the results cannot be trusted
         if not self.passed:
             status = 1
         elif self.failed_steps is not None and not self.failed_steps.ok:
@@ -201,10 +202,13 @@ class RunResult:
         from mcpbench.ci.cases import FAILED, PASSED, Case, Suite
 
         total = self.summary.get("total", {})
+        notes = [f"{error}: the samples are incomplete" for error in self.write_errors]
+        if self.cut_short:
+            notes.append(self.cut_short)
         suite = Suite(name, time=self.summary.get("duration_s"),
                       stats={"thresholds": len(self.verdicts), "failed": sum(not v.ok for v in self.verdicts),
                              "requests": total.get("count", ""), "failures": total.get("failures", "")},
-                      notes=[f"{error}: the samples are incomplete" for error in self.write_errors])
+                      notes=notes)
         for verdict in self.verdicts:
             suite.cases.append(Case(verdict.threshold.text, "mcpbench.load", PASSED if verdict.ok else FAILED,
                                     message=verdict.line(), detail=verdict.line(), output=output))
@@ -331,11 +335,16 @@ def default_out_dir(scenario: Scenario) -> Path:
     return new_run_folder(RESULTS_DIR, scenario.name)
 
 
+def _run_seconds(scenario: Scenario) -> int:
+    """Locust's `--run-time`: whole seconds, at least one."""
+    return max(1, round(scenario.duration))
+
+
 def locust_command(scenario: Scenario, out_dir: Path, *, ui: bool = False, web_port: int | None = None, fleet: Fleet | None = None, locustfile: Path = LOCUSTFILE) -> list[str]:
     """The `python -m locust …` command line of the run (alone, or its master); it dies with us."""
     cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--loglevel", "WARNING"]
     cmd += [
-        "-u", str(scenario.users), "-r", f"{scenario.spawn_rate:g}", "--run-time", f"{max(1, round(scenario.duration))}s",
+        "-u", str(scenario.users), "-r", f"{scenario.spawn_rate:g}", "--run-time", f"{_run_seconds(scenario)}s",
         "--csv", str(out_dir / "locust"), "--exit-code-on-error", "0",
     ]
     if ui:
@@ -463,14 +472,17 @@ def run_scenario(
                 for folder in folders:
                     shutil.rmtree(folder, ignore_errors=True)
     with stop_signals_noted():
-        return _report(scenario, out_dir, procs, fleet, log_path, write_errors, ran if interrupted else None)
+        return _report(scenario, out_dir, procs, fleet, log_path, write_errors, ran, interrupted)
 
 
 def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fleet: Fleet | None, log_path: Path,
-            write_errors: list[str], interrupted_after: float | None) -> RunResult:
-    """Merge the samples, write the summary with the threshold verdicts; `interrupted_after`: the
-    seconds the run had lasted when a stop signal ended it, or None."""
-    interrupted = interrupted_after is not None
+            write_errors: list[str], ran: float, interrupted: bool) -> RunResult:
+    """Merge the samples, write the summary with the threshold verdicts; `ran`: the seconds Locust
+    ran, `interrupted`: whether a stop signal ended it."""
+    # A run that ends by the clock ends no sooner than its run time (Locust counts it once started):
+    # sooner, something stopped Locust (a SIGTERM ends it as cleanly as the clock).
+    timed = scenario.replay is None and scenario.ramp is None and scenario.sessions is None and scenario.calls is None
+    early = timed and ran < _run_seconds(scenario)
     if scenario.replay is not None or scenario.ramp is not None:
         # It ends on its own (a recorded schedule once its sessions ran, a capacity ramp after its break):
         # no planned duration, so that its rate is over the span of its samples, as an interrupted run's.
@@ -485,15 +497,18 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
     except OSError as exc:  # the parts stay where they are, complete as far as they were written
         write_errors.append(f"{merged}: {exc.strerror or exc}")
         merged = parts
-    # Interrupted, the run lasted as long as its samples span, not the scenario's duration; so does a
-    # run of K sessions (`sessions:`) or calls (`calls:`), which ends when they have (its steps per second are over that span).
-    planned = None if interrupted or scenario.sessions is not None or scenario.calls is not None else scenario.duration
+    # Locust ends with status 0 (`--exit-code-on-error 0`) unless it crashed or was killed: a run it
+    # left before its end is no whole measurement, however good its samples look (exit 3, said).
+    cut_short = (locust_exit not in (0, None) or early) and not interrupted
+    # Interrupted or cut short, the run lasted as long as its samples span, not the scenario's duration; so
+    # does a run of K sessions (`sessions:`) or calls (`calls:`), which ends when they have (its steps per second are over that span).
+    planned = None if interrupted or cut_short or scenario.sessions is not None or scenario.calls is not None else scenario.duration
     from mcpbench.load import histograms  # numpy and hdrh: only at the end of a run
 
     columns = histograms.Columns() if isinstance(merged, Path) else None  # the histograms from the summary's pass
     summary = samples_mod.summarize(merged, planned, columns)
     if interrupted and not summary["total"]["count"]:
-        summary["duration_s"] = round(interrupted_after, 3)  # stopped before any sample: the time Locust ran
+        summary["duration_s"] = round(ran, 3)  # stopped before any sample: the time Locust ran
     summary["interrupted"] = interrupted
     if scenario.input_responses and any("operation" in row for row in summary["steps"]):
         # An answer the server never asked for is a warning, not a failure: the scenario may outlive a tool.
@@ -510,6 +525,11 @@ def _report(scenario: Scenario, out_dir: Path, procs: list[subprocess.Popen], fl
         raise LocustFailed(f"locust {ended(locust_exit)}: {last_line(log_path) or 'no output'} (log: {log_path})")
     verdicts = [ThresholdVerdict(t, actual := samples_mod.metric(summary, t.metric, t.step), t.check(actual)) for t in scenario.thresholds]
     result = RunResult(out_dir, summary, verdicts, locust_exit)
+    if cut_short:
+        how = f"{ended(locust_exit)} ({last_line(log_path) or 'no output'})" if locust_exit else "stopped"  # (0: its stats table)
+        length = f"of a {_run_seconds(scenario)} s run" if timed else "before the run's end"
+        result.cut_short = summary["locust_cut_short"] = (
+            f"locust {how} after {ran:.1f} s {length} (log: {log_path}); the summary covers the {summary['duration_s']:.1f} s its samples span")
     if scenario.sessions is not None:  # were sessions kept? (the samples are merged by now)
         result.sessions = count_sessions(read_samples(merged), SessionTally())
     if not scenario.judges_failures:

@@ -1,8 +1,13 @@
 """What the load tests share: `mcpbench load` as a bounded subprocess, scenarios from text."""
 
+import contextlib
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from mcpbench.load.scenario import Scenario, ScenarioError, scenario_from_node
 from tests.support.servers import REPO_ROOT
@@ -25,6 +30,34 @@ def scenario_from_text(text: str, source: str = "<text>") -> Scenario:
 
 def load_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "mcpbench", "load", *map(str, args)]
+
+
+@contextlib.contextmanager
+def load_running(tmp_path: Path, scenario: str) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """`mcpbench load` of `scenario` (YAML text) into `tmp_path`/out, started (its output piped): the
+    test acts on it mid-run; killed at the end if it still runs."""
+    path = tmp_path / "scenario.yaml"
+    path.write_text(scenario)
+    out = tmp_path / "out"
+    run = subprocess.Popen(load_cmd(path, "--out", out), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield run, out
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+
+
+def samples_written(run: subprocess.Popen, out: Path, enough: Callable[[list[Path]], bool], within: float = 60) -> list[Path]:
+    """A running load's sample files (`samples.<pid of its Locust process>.jsonl`, flushed every
+    second) once `enough` of them; the test fails when the run ends or `within` seconds pass first."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and run.poll() is None:
+        parts = sorted(out.glob("samples.*.jsonl"))
+        if enough(parts):
+            return parts
+        time.sleep(0.1)
+    pytest.fail(f"not enough samples in {out} before {'the run ended' if run.poll() is not None else 'the deadline'}")
 
 
 def run_load(tmp_path: Path, scenario: str | None, *args, timeout: float = RUN_TIMEOUT) -> tuple[subprocess.CompletedProcess, Path]:

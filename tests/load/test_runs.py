@@ -1,15 +1,15 @@
 """Short, bounded headless Locust runs against the reference server on 127.0.0.1 (real processes)."""
 
 import csv
+import os
 import shlex
-import subprocess
-import time
+import signal
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.load.helpers import RUN_TIMEOUT, load_cmd, run_load
+from tests.load.helpers import RUN_TIMEOUT, load_running, run_load, samples_written
 from tests.support.servers import REPO_ROOT, reference_server, serve_argv
 
 KNOWN_FAILURES = {
@@ -139,34 +139,39 @@ def test_threshold_that_must_fail_exits_non_zero(tmp_path, http_server):
 
 @pytest.mark.slow
 def test_server_killed_mid_run_gives_classified_failures(tmp_path):
-    with reference_server("streamable-http") as server:
-        path = tmp_path / "scenario.yaml"
-        path.write_text(f"target: {server.url}\n{MIX}users: 3\nspawn_rate: 10\nduration: 6s\ntimeout: 2s\nthresholds: ['fail_ratio < 0.01']\n")
-        out = tmp_path / "out"
-        run = subprocess.Popen(load_cmd(path, "--out", out), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            # Wait (bounded) until the samples (flushed every second) show answered calls, then kill the server.
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and run.poll() is None:
-                answered = sum(p.read_bytes().count(b'"failure":null') for p in out.glob("samples.*.jsonl"))
-                if answered >= 20:
-                    break
-                time.sleep(0.1)
-            else:
-                pytest.fail("no calls were answered before the deadline")
-            server.proc.kill()  # dies, no graceful shutdown (uvicorn would keep serving busy connections)
-            server.proc.wait()
-            stdout, stderr = run.communicate(timeout=RUN_TIMEOUT)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
+    with reference_server("streamable-http") as server, load_running(
+            tmp_path, f"target: {server.url}\n{MIX}users: 3\nspawn_rate: 10\nduration: 6s\ntimeout: 2s\nthresholds: ['fail_ratio < 0.01']\n") as (run, out):
+        # Once the samples show answered calls, kill the server.
+        samples_written(run, out, lambda parts: sum(p.read_bytes().count(b'"failure":null') for p in parts) >= 20)
+        server.proc.kill()  # dies, no graceful shutdown (uvicorn would keep serving busy connections)
+        server.proc.wait()
+        stdout, stderr = run.communicate(timeout=RUN_TIMEOUT)
     assert run.returncode == 1, stdout + stderr  # the fail_ratio threshold fails; no crash
     assert "Traceback" not in stderr
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert summary["total"]["failures"] > 0
     assert set(summary["failure_classes"]) <= KNOWN_FAILURES
     assert summary["total"]["count"] > summary["total"]["failures"]  # calls succeeded before the kill
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "terminated"])
+def test_locust_gone_mid_run_is_exit_3_and_said_however_good_its_samples(tmp_path, kill):
+    """Killed (a crash) or stopped cleanly by a SIGTERM that was not ours, Locust leaves a run that is
+    no whole measurement: exit 3 and one line saying so, its samples kept and its rate over their span."""
+    with reference_server("streamable-http") as server, load_running(
+            tmp_path, f"target: {server.url}\n{MIX}users: 2\nspawn_rate: 10\nduration: 60s\nthresholds: ['fail_ratio < 0.01']\n") as (run, out):
+        parts = samples_written(run, out, lambda parts: sum(p.read_bytes().count(b"\n") for p in parts) >= 5)
+        os.kill(int(parts[0].name.split(".")[1]), kill)  # the Locust process: its pid names its samples
+        stdout, stderr = run.communicate(timeout=RUN_TIMEOUT)
+    assert run.returncode == 3, stdout + stderr  # the thresholds passed: only the cut says it is no measurement
+    assert "Traceback" not in stderr
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith("mcpbench: locust ") and "of a 60 s run" in line, stderr
+    assert ("killed by SIGKILL" if kill == signal.SIGKILL else "locust stopped after") in line
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["locust_cut_short"] in line and summary["total"]["count"] >= 5
+    assert summary["duration_s"] < 60 and summary["total"]["rps"] == pytest.approx(summary["total"]["count"] / summary["duration_s"])
 
 
 @pytest.mark.parametrize(
