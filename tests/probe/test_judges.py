@@ -7,6 +7,8 @@ from mcpbench.probe.run import NAMES, UnknownCheck, select
 from mcpbench.probe.target import ProbeSettings, ProbeTarget, ProgressCall
 from mcpbench.probe.verdicts import FAIL, NA, PASS, WARN, CheckRow, exit_status, render
 from mcpbench.probe.wire import ProbeOptions, Wire
+from mcpbench.protocol.client import Pushed, Unmatched
+from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Response
 
 
 def test_selection_keeps_the_order_leaves_idle_to_opt_in_and_names_the_unknown():
@@ -147,3 +149,17 @@ def test_a_404_on_a_sessions_get_stream_is_routing_too():
     assert not routing.lost(ProbeExchange(status=405))
     row = idle.judge({"up_to": 2.0, "stream": {"routed": "the session's GET stream got HTTP 404"}, "connection": {}})
     assert row.verdict == WARN and "idle streams not measured" in row.evidence and "server offers no GET stream" not in row.evidence
+
+
+def test_a_foreign_event_id_counts_as_a_leak_only_what_it_brings_of_the_first_sessions_call():
+    """Behind a balancer each instance numbers its events itself: the first session's event id can name
+    an event of the second session's own on another instance, whose replay (its `initialize` answer) is
+    no leak; the first call's answer and progress are."""
+    call_id = 2
+    own_answer = Unmatched(Response(id=1, result={"protocolVersion": "2025-11-25"}), late=False, via="get", duplicate=True)
+    own_notice = Pushed(Notification(method="notifications/message", params={"level": "info", "data": "hi"}), None, None, "get")
+    progress = Pushed(Notification(method="notifications/progress", params={"progressToken": resume.PROGRESS_TOKEN, "progress": 1}), None, None, "get")
+    answer = Unmatched(Response(id=call_id, result={"content": []}), late=False, via="get")
+    failed = Unmatched(ErrorResponse(id=call_id, code=-32603, message="boom"), late=False, via="get")
+    assert [resume._of_call(e, call_id) for e in (own_answer, own_notice, progress, answer, failed)] == [False, False, True, True, True]
+    assert not resume._of_call(answer, None)  # no call of the first session's known: no answer is its

@@ -12,6 +12,7 @@ answers to another).
 
 import dataclasses
 import time
+from typing import Any
 
 from mcpbench.probe import routing
 from mcpbench.probe.sessions import ProbeExchange
@@ -25,6 +26,7 @@ NAME, TITLE, BOUND = "resume", "Resumability", 20.0
 MAX_RETRY_WAIT = 2.0
 # How long the second session's GET with a foreign Last-Event-ID is read: a leaking store replays at once.
 FOREIGN_READ = 3.0
+PROGRESS_TOKEN = "probe-resume"  # the first session's call's: its progress is told apart by it
 FIX_STORE = ("Give the server an event store (every SSE event gets an id, a priming event comes first with a retry), "
              "so that a client resumes a cut stream with Last-Event-ID.")
 FIX_RESUME = ("Pass a GET with Last-Event-ID through, unbuffered, to the instance that holds the stream, and replay "
@@ -48,7 +50,7 @@ def run(target: ProbeTarget, deadline: float) -> CheckRow:
             return CheckRow(NAME, WARN, "could not open a session to try it")
         figures = _cut_and_resume(target, session, deadline)
         if figures.get("first_id"):
-            figures["foreign"] = _foreign(target, figures["first_id"], deadline)
+            figures["foreign"] = _foreign(target, figures["first_id"], figures.get("call_id"), deadline)
         session.end(deadline=deadline)
     finally:
         session.close()
@@ -57,7 +59,7 @@ def run(target: ProbeTarget, deadline: float) -> CheckRow:
 
 def _cut_and_resume(target: ProbeTarget, session, deadline: float) -> dict:
     progress = target.progress
-    method, params = ("tools/call", progress.params("probe-resume")) if progress else ("tools/list", None)
+    method, params = ("tools/call", progress.params(PROGRESS_TOKEN)) if progress else ("tools/list", None)
     first = session.call(method, params, deadline=deadline, cut_after=1)
     opening = first.reader.answer.first if first.reader is not None else None
     figures = {
@@ -101,13 +103,14 @@ def _tally(exchanges: list[ProbeExchange], first: ProbeExchange, session) -> dic
                 if type(e) is Pushed and isinstance(e.message.params, dict) and "progress" in e.message.params]
     totals = [e.message.params.get("total") for ex in exchanges for _, e in ex.arrivals
               if type(e) is Pushed and isinstance(e.message.params, dict) and e.message.params.get("total") is not None]
-    return {"answers": answers, "progress": progress, "total": totals[-1] if totals else None,
+    return {"call_id": request_id, "answers": answers, "progress": progress, "total": totals[-1] if totals else None,
             "duplicated_events": session.conn.replayed, "statuses": [ex.status for ex in exchanges],
             "details": [ex.detail for ex in exchanges if ex.detail]}
 
 
-def _foreign(target: ProbeTarget, event_id: str, deadline: float) -> dict:
-    """A second session's GET with the first session's `Last-Event-ID`: what it brought."""
+def _foreign(target: ProbeTarget, event_id: str, call_id: Any, deadline: float) -> dict:
+    """A second session's GET with the first session's `Last-Event-ID`: what it brought of the first
+    session's call (`call_id`), and what else."""
     other = target.session()
     try:
         if not other.open(deadline=deadline).ok:
@@ -115,9 +118,23 @@ def _foreign(target: ProbeTarget, event_id: str, deadline: float) -> dict:
         ex = other.get(other.conn.headers("resume", event_id), deadline=min(deadline, time.monotonic() + FOREIGN_READ),
                        cut_after=1, until_answered=False)
         other.end(deadline=deadline)
-        return {"status": ex.status, "leaked": len(ex.arrivals)}
+        leaked = sum(_of_call(event, call_id) for _, event in ex.arrivals)
+        return {"status": ex.status, "leaked": leaked, "other": len(ex.arrivals) - leaked}
     finally:
         other.close()
+
+
+def _of_call(event: Any, call_id: Any) -> bool:
+    """Whether a message is the first session's call's: its answer, or its progress.
+
+    Behind a balancer each instance numbers its events itself, so the first session's event id may
+    name an event of the second session's own on another instance: resuming that replays the second
+    session's own events (its `initialize` answer), which is no leak."""
+    if type(event) is Pushed:  # its progress (`notifications/progress` names the token)
+        params = event.message.params
+        return isinstance(params, dict) and params.get("progressToken") == PROGRESS_TOKEN
+    answer = event.answer if type(event) in (Answered, Unmatched) else None
+    return answer is not None and call_id is not None and answer.id == call_id
 
 
 def judge(figures: dict) -> CheckRow:
