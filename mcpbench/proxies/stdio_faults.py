@@ -76,7 +76,7 @@ def _pump(source: int, sink: int, direction: str, killer: Killer, kill, silenced
             break
         if reached:
             kill(f"after {killer.seen} messages")
-    if direction == "to-server":
+    if to_server:
         os.close(sink)  # the client's EOF reaches the server
 
 
