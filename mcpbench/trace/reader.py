@@ -44,6 +44,10 @@ BATCH_BYTES = 32 * 1024
 
 _VERSION = itemgetter("v")
 _KNOWN = frozenset(range(1, FORMAT_VERSION + 1))
+# The known versions' objects: CPython keeps one object of each small int, and the parser hands out
+# those, so a version is known when it is one of these objects. A `true` or a `1.0` is equal to 1 and
+# hashes as 1 (a set of the values would take it for the 1 read before it), but is an object of its own.
+_KNOWN_OBJECTS = frozenset(map(id, _KNOWN))
 _TS = itemgetter("ts")
 _KIND = itemgetter("kind")
 _DIRECTION = itemgetter("dir")
@@ -243,7 +247,7 @@ class TraceReader:
 
 
 def _well_formed(events: list[Any]) -> bool:
-    """Whether every event is an object with a known `v`, a numeric `ts`, a string `kind` of no
+    """Whether every event is an object with a known `v` (an integer), a numeric `ts`, a string `kind` of no
     typed kind, and `session`, `dir` and `msg` of their types (one C-level pass each).
 
     An event that is no object fails the first pass (a JSON array, string, number or null cannot be
@@ -258,7 +262,7 @@ def _well_formed(events: list[Any]) -> bool:
     if not events:
         return True
     try:  # a missing key (KeyError), no object or an unhashable value (TypeError): the slow path names it
-        versions = set(map(_VERSION, events))
+        versions = set(map(id, map(_VERSION, events)))
         kinds = set(map(_KIND, events))
         earliest = min(map(_TS, events))
         try:  # the writers write both: a subscript is the cheaper pass
@@ -270,7 +274,7 @@ def _well_formed(events: list[Any]) -> bool:
     except (KeyError, TypeError):
         return False
     return (
-        versions <= _KNOWN
+        versions <= _KNOWN_OBJECTS
         and ((type(earliest) in _NUMBER and earliest > 1) or set(map(type, map(_TS, events))) <= _NUMBER)
         and set(map(type, kinds)) <= _STR
         and _TYPED_KINDS.isdisjoint(kinds)

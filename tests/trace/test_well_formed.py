@@ -24,14 +24,14 @@ EPOCH = 1796000000.25
 
 def reference(events):
     """`_well_formed`'s verdict, event by event: every event an object whose `v` is a known version
-    (compared as JSON numbers compare), `ts` an int or a float, `kind` a string of no typed kind, `dir`
+    (an integer: the line-by-line check's rule), `ts` an int or a float, `kind` a string of no typed kind, `dir`
     one of the three, `session` a string or null, and `msg` an object, an array, null or absent."""
 
     def one(event):
         if type(event) is not dict or not {"v", "ts", "kind"} <= event.keys():
             return False
         try:
-            known = event["v"] in _KNOWN and event.get("dir") in ("c2s", "s2c", None)
+            known = type(event["v"]) is int and event["v"] in _KNOWN and event.get("dir") in ("c2s", "s2c", None)
         except TypeError:  # an unhashable value is no version and no direction
             return False
         return (known and type(event["ts"]) in (int, float) and type(event["kind"]) is str
@@ -147,6 +147,9 @@ def test_any_batch_gets_the_same_verdict(batch, start):
     (b'"ts":true', "field 'ts' must be a number (epoch seconds), not true"),
     (b'"ts":"1"', "field 'ts' must be a number (epoch seconds), not \"1\""),
     (b'"session":["s"]', "field 'session' must be a string or null"),
+    # equal to 1 and 2, as the versions read before them in the batch are: still no versions
+    (b'"v":true', "field 'v' must be an integer, not true"),
+    (b'"v":2.0', "field 'v' must be an integer, not 2.0"),
 ])
 def test_a_bad_field_deep_in_a_batch_is_named_at_its_line(tmp_path, monkeypatch, odd, message):
     monkeypatch.setattr(reader_module, "BATCH_BYTES", 4096)
