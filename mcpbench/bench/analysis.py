@@ -324,12 +324,12 @@ def _chart(path: Path, data: dict) -> Path:
                        compared["plan"]["after_cpu_seconds"], None, compared["plan"]["before_cpu_seconds"]))
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6))
     for ax, (title, unit, value, target, earlier) in zip(axes, panels):
+        # Each value in its bar's name, not over the bar, where a value near its target sat on the target's line.
         if earlier is not None:
-            bars = ax.bar([f"before ({BASELINE})", "after"], [earlier, value], color=["#8c8c8c", "#4c72b0"])
+            ax.bar([f"before ({BASELINE})\n{earlier:.2f}", f"after\n{value:.2f}"], [earlier, value], color=["#8c8c8c", "#4c72b0"])
         else:
-            bars = ax.bar(["measured"], [value], color="#4c72b0", label="measured")
-        ax.bar_label(bars, fmt="%.3g")
-        ax.set_ylim(top=1.3 * max(v for v in (value, earlier, target) if v is not None))  # room for the labels and the legend
+            ax.bar([f"measured\n{value:.2f}"], [value], color="#4c72b0", label="measured")
+        ax.set_ylim(top=1.3 * max(v for v in (value, earlier, target) if v is not None))  # room for the legend
         if target is not None:
             ax.axhline(target, color="#c44e52", linestyle="--", label=f"target <= {target:g}")
         ax.set_title(title)
