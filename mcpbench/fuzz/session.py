@@ -24,7 +24,7 @@ from mcpbench.protocol.client import (
 from mcpbench.protocol.errors import TargetError
 from mcpbench.protocol.jsonrpc import ErrorResponse
 from mcpbench.protocol.transports import STDIO
-from mcpbench.protocol.versions import DISCOVER, LATEST_HANDSHAKE
+from mcpbench.protocol.versions import DISCOVER, LATEST_HANDSHAKE, PROGRESS
 from mcpbench.transport.base import Lost, Opened, Transport
 from mcpbench.transport.threads import open_transport
 from mcpbench.system.target import Target
@@ -35,7 +35,6 @@ Logged = tuple[str, bytes, float]
 RAW = "c2s-raw"
 # The notification whose headers a protocol case's bytes are sent with (never sent itself).
 RAW_METHOD = "notifications/mcpbench-fuzz"
-PROGRESS = "notifications/progress"
 
 
 @dataclass

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from mcpbench.protocol.jsonrpc import Batch, ErrorResponse, Message, Notification, Request, Response
 from mcpbench.protocol.rules import applies
 from mcpbench.protocol.versions import (
+    CANCELLED,
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
@@ -175,6 +176,9 @@ class Pending:
     request: Request
     started: float
     waiter: object = None
+    # Its sender cancelled it (`notifications/cancelled`): the receiver should send no answer now, so
+    # a session that ends without one lost nothing (an answer that still comes pairs as usual).
+    cancelled: bool = False
 
 
 SessionEvent = Exchange | Violation | StateChange
@@ -242,6 +246,11 @@ class Session:
                 self._advance(Trigger.INITIALIZED, out)
                 if self.state is OPERATING and self.handshake_finished is None:
                     self.handshake_finished = ts
+            elif message.method == CANCELLED and type(message.params) is dict:
+                # the request's own sender cancels it: its key is in the cancellation's direction
+                request_id = message.params.get("requestId")
+                if type(request_id) in (str, int) and (pending := self.pending.get((direction, request_id))) is not None:
+                    pending.cancelled = True
         else:
             self._answer(direction, message, ts, out)
         return self._holding(out) if out else out

@@ -119,6 +119,9 @@ INPUT_CAPABILITIES = {"sampling/createMessage": "sampling", "elicitation/create"
 # tasks/update, and has no tasks/result or tasks/list): the requests naming a task, its terminal statuses.
 TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"})
 TASK_STATUS = "notifications/tasks/status"
+# Notifications about one request in flight: how far it got, and its sender giving up on it.
+PROGRESS = "notifications/progress"
+CANCELLED = "notifications/cancelled"
 TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "cancelled"})
 META_RELATED_TASK = META_PREFIX + "related-task"
 # The 2026-07-28 tasks extension (SEP-2663): the capability a client declares in `extensions`, the

@@ -20,7 +20,7 @@ from typing import Any
 from mcpbench.trace.model import INPUT_REQUIRED, NOT_MCP, Entry, EventEffect, SessionReport, TracedOperation, ended, open_outcome
 from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import STDIO
-from mcpbench.protocol.versions import ERA_NAMES, progress_token
+from mcpbench.protocol.versions import CANCELLED, ERA_NAMES, PROGRESS, progress_token
 from mcpbench.telemetry import conventions as otel
 from mcpbench.trace.format import Kind
 
@@ -32,9 +32,6 @@ MAX_EVENTS = 128
 MAX_SESSIONS = 10_000
 # How a session ends without an error: its client closed it, or closed the legacy stream it lived on.
 NORMAL_ENDS = frozenset({Trigger.CLOSE, Trigger.STREAM_ENDED})
-# Notifications that concern one call in flight, and the parameter that names it.
-PROGRESS = "notifications/progress"
-CANCELLED = "notifications/cancelled"
 # The span events of a multi round-trip operation's later requests and of each round's answer.
 ROUND = "mcp.round"
 ROUND_ANSWERED = "mcp.round.answered"

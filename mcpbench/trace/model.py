@@ -51,6 +51,8 @@ from mcpbench.protocol.transports import LEGACY_SSE, STREAMABLE_HTTP
 from mcpbench.protocol.rules import applies
 from mcpbench.protocol.server import ERROR_NAMES
 from mcpbench.protocol.versions import (
+    CANCELLED,
+    PROGRESS,
     INPUT_CAPABILITIES,
     INPUT_METHODS,
     INPUT_REQUESTS,
@@ -984,8 +986,6 @@ def ended(report: SessionReport) -> bool:
     return report.session.state in (CLOSED, LOST)
 
 
-PROGRESS = "notifications/progress"
-CANCELLED = "notifications/cancelled"
 C2S_VALUE, S2C_VALUE = C2S.value, S2C.value
 DIRECTIONS = {C2S_VALUE: C2S, S2C_VALUE: S2C}
 

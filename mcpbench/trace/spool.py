@@ -120,14 +120,15 @@ class SpoolDecoder:
         return offset, records
 
     def finish(self) -> list[bytes]:
-        """Close the session: one `error` event per client request still awaiting its answer.
+        """Close the session: one `error` event per client request still awaiting its answer (one the
+        client cancelled awaits none: a listen stream it closed, a call it gave up on).
 
         Stamped with the last frame's time, so that a spool read back ends as its recorder ended it.
         """
         records = [
             self._encode(Kind.ERROR, C2S, self.last_ts, detail=f"{pending.request.method}: {UNANSWERED}", id=request_id)
             for (direction, request_id), pending in self.session.pending.items()
-            if direction is C2S
+            if direction is C2S and not pending.cancelled
         ]
         self.session.close()
         return records

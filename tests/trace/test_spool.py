@@ -8,6 +8,7 @@ import hashlib
 import os
 from pathlib import Path
 
+import orjson
 from click.testing import CliRunner
 
 import mcpbench.trace
@@ -161,3 +162,21 @@ def test_a_killed_recording_appended_to_a_shared_trace_reads_complete_beside_the
     assert_complete([e for e in events if e.get("session") == "s1"])
     added = finish(trace)
     assert added is not None and len(added.lines) == 7 and list(TraceReader(trace)) == events
+
+
+def test_a_request_its_client_cancelled_is_not_ended_unanswered(tmp_path):
+    """The TypeScript SDK closes a stdio listen stream with `notifications/cancelled` and the server
+    answers nothing, as the specification wants: the session's end reports only what still awaited
+    an answer (before: "subscriptions/listen: the session ended before its answer")."""
+    writer = TraceWriter(tmp_path / "t.jsonl", transport="stdio")
+    decoder = SpoolDecoder(writer, "s1")
+    sent_lines = [b'{"jsonrpc":"2.0","id":"listen:0","method":"subscriptions/listen","params":{}}\n',
+                  b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}}\n',
+                  b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"listen:0"}}\n',
+                  # a cancellation of an id the client never sent, and one the server sends of the client's id
+                  b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":8}}\n']
+    data = b"".join(b"".join(frame(C2S_DATA, 1_000_000 * (n + 1), line)) for n, line in enumerate(sent_lines))
+    data += b"".join(frame(S2C_DATA, 9_000_000, b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}\n'))
+    decoder.take(data, len(data))
+    errors = [orjson.loads(line) for line in decoder.finish()]
+    assert [(e["kind"], e["id"], e["detail"]) for e in errors] == [("error", 7, "tools/call: the session ended before its answer")]
