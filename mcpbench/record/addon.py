@@ -216,20 +216,22 @@ class McpRecorder:
         return ex.session
 
     def _record_request(self, ex: HttpExchange) -> None:
-        """Record the request's message and problems, now that its session key is known."""
+        """Record the request's message, then its problems, now that its session key is known.
+
+        The message first: a reader learns from it what the problems are of (a sessionless request's
+        protocol version, which groups its violations with it)."""
         if not ex.mcp:
             return
         ts = ex.req_ts
+        message = ex.req_message
+        if message is not None:
+            raw, ex.req_message, ex.req_raw = ex.req_raw, None, None
+            if type(message) is Request:
+                ex.req_call = (message.id, f"{message.method} (id {message.id!r})")
+            self._message(ex, C2S, raw, message, ts)
         for item in ex.req_problems:
             self.output.violation(ex, C2S, ts, item.code, item.detail, item.raw)
         ex.req_problems = []
-        message = ex.req_message
-        if message is None:
-            return
-        raw, ex.req_message, ex.req_raw = ex.req_raw, None, None
-        if type(message) is Request:
-            ex.req_call = (message.id, f"{message.method} (id {message.id!r})")
-        self._message(ex, C2S, raw, message, ts)
 
     # ---- answers ----------------------------------------------------------------------------------
 
