@@ -6,7 +6,8 @@
   `tests.support.servers.reference_server`.
 - `recordings`: a stdio recording of the reference server per era (tests/support/recordings.py).
 - Peers that differ from the SDK 2.x as the specification allows (tests/support/peers): an SDK 1.x
-  server (`sdk1_http_server`, skipped with its reason where its virtualenv cannot be made), a strict
+  server (`sdk1_http_server`, skipped with its reason where its virtualenv cannot be made), the
+  TypeScript SDK's server and client (`ts_sdk`, skipped likewise without Node.js), a strict
   handshake-only server (`strict_http_server`; `session_http_server` wants a session id on every
   POST), and recordings of the SDK 2.x client's `auto` mode (a `server/discover` probe, then the
   handshake) and of sessionless traffic (`*_recording`).
@@ -173,6 +174,15 @@ def sdk1_python(request: pytest.FixtureRequest) -> Path:
     """A virtualenv's interpreter with the official SDK 1.x: made once, kept in pytest's cache folder."""
     try:
         return peers.sdk1_python(request.config.cache.mkdir("sdk1-venv"))
+    except peers.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def ts_sdk(request: pytest.FixtureRequest) -> Path:
+    """A folder with the official TypeScript SDK (v2) and its peers' scripts: made once, kept in pytest's cache folder."""
+    try:
+        return peers.ts_sdk(request.config.cache.mkdir("ts-sdk"))
     except peers.Unavailable as exc:
         pytest.skip(str(exc))
 

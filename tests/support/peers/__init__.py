@@ -5,10 +5,15 @@
 - `strict_server.py`: a handshake-only server on the core's `ServerConnection` that checks
   `MCP-Protocol-Version` and, with `--require-session`, wants a session id on every POST;
 - the probing client is the official SDK 2.x client in its default `auto` mode (`session`):
-  it sends `server/discover` and falls back to the handshake when the server answers with an error.
+  it sends `server/discover` and falls back to the handshake when the server answers with an error;
+- `ts/server.mjs` and `ts/client.mjs`: a server and a client on the official TypeScript SDK (v2), in
+  both eras, run by Node.js from a folder where `npm ci` installed `ts/package-lock.json` (`ts_sdk`,
+  made once under pytest's cache folder and kept there; unavailable with a one-line reason).
 """
 
 import contextlib
+import json
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -25,6 +30,9 @@ HERE: Final = Path(__file__).parent
 SDK1_SERVER: Final = HERE / "sdk1_server.py"
 STRICT_SERVER: Final = HERE / "strict_server.py"
 SDK1_REQUIREMENT: Final = "mcp<2"
+TS_PEERS: Final = HERE / "ts"
+TS_FILES: Final = ("package.json", "package-lock.json", "server.mjs", "client.mjs")
+NODE_MAJOR: Final = 20  # the SDK's `engines`
 # Making the virtualenv downloads or unpacks a dozen packages: bounded, once per cache folder.
 VENV_TIMEOUT: Final = 300
 # A whole client session against a loopback peer: far above what one takes.
@@ -57,6 +65,53 @@ def sdk1_python(folder: Path) -> Path:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise Unavailable(f"cannot make the SDK 1.x virtualenv ({' '.join(step[:3])}): {last}")
     return python
+
+
+def ts_sdk(folder: Path) -> Path:
+    """`folder`, with the TypeScript SDK installed (`npm ci` of ts/package-lock.json, on first use or
+    when the lock changed) and the peers' scripts beside it, where Node.js resolves their imports.
+
+    Raises:
+        Unavailable: Node.js or npm is missing or too old, or the packages cannot be had.
+    """
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise Unavailable("Node.js and npm are not on PATH: the TypeScript SDK peers need them")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+    if int(version.lstrip("v").split(".")[0] or 0) < NODE_MAJOR:
+        raise Unavailable(f"Node.js {version} is older than the TypeScript SDK's {NODE_MAJOR}")
+    lock = (TS_PEERS / "package-lock.json").read_bytes()
+    installed = folder / "node_modules" / ".package-lock.json"
+    if not installed.exists() or (folder / "package-lock.json").read_bytes() != lock:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in TS_FILES[:2]:
+            shutil.copyfile(TS_PEERS / name, folder / name)
+        try:
+            done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=folder,
+                                  capture_output=True, text=True, timeout=VENV_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Unavailable(f"npm ci of the TypeScript SDK took over {VENV_TIMEOUT} s") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise Unavailable(f"cannot install the TypeScript SDK (npm ci): {last}")
+    for name in TS_FILES[2:]:  # each time: an edited script runs as edited
+        shutil.copyfile(TS_PEERS / name, folder / name)
+    return folder
+
+
+def ts_server_argv(folder: Path, transport: str) -> list[str]:
+    """The TypeScript server's command: `stdio`, or `http` (`http_peer` adds the port)."""
+    return [shutil.which("node") or "node", str(folder / "server.mjs"), transport]
+
+
+def ts_client(folder: Path, era: str, *target: str) -> dict[str, Any]:
+    """One session of the TypeScript client (`era`: auto or legacy) against `target` (a URL, or `stdio`
+    and a command): what it got, as it prints it. A failed step fails the test with the client's words."""
+    argv = [shutil.which("node") or "node", str(folder / "client.mjs"), era, *target]
+    done = subprocess.run(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=2 * SESSION_TIMEOUT)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines, f"the TypeScript client failed ({done.returncode}): {done.stdout}{done.stderr}"
+    return json.loads(lines[-1])
 
 
 @contextlib.contextmanager
