@@ -172,17 +172,19 @@ def reconnect_run(long_runs: LongRuns) -> tuple[subprocess.CompletedProcess, Pat
 @pytest.fixture(scope="session")
 def sdk1_python(request: pytest.FixtureRequest) -> Path:
     """A virtualenv's interpreter with the official SDK 1.x: made once, kept in pytest's cache folder."""
-    try:
-        return peers.sdk1_python(request.config.cache.mkdir("sdk1-venv"))
-    except peers.Unavailable as exc:
-        pytest.skip(str(exc))
+    return _made_or_skipped(peers.sdk1_python, request.config.cache.mkdir("sdk1-venv"))
 
 
 @pytest.fixture(scope="session")
 def ts_sdk(request: pytest.FixtureRequest) -> Path:
     """A folder with the official TypeScript SDK (v2) and its peers' scripts: made once, kept in pytest's cache folder."""
+    return _made_or_skipped(peers.ts_sdk, request.config.cache.mkdir("ts-sdk"))
+
+
+def _made_or_skipped(make, folder: Path) -> Path:
+    """A peer's installation made in `folder`, or the test skipped with the one line that says why not."""
     try:
-        return peers.ts_sdk(request.config.cache.mkdir("ts-sdk"))
+        return make(folder)
     except peers.Unavailable as exc:
         pytest.skip(str(exc))
 
