@@ -425,7 +425,7 @@ def _trace_sections(frames: TraceFrames, drawn: list) -> list[str]:
     return out
 
 
-OUTCOME_ORDER = ("ok", "input-required", "tool-error", "error", "http-error", "unanswered")
+OUTCOME_ORDER = ("ok", "input-required", "tool-error", "error", "http-error", "unanswered", "cancelled")
 
 
 def _protocol(sessions: pd.DataFrame) -> list:

@@ -37,6 +37,7 @@ OUTCOMES = {
     "error": ("err", "JSON-RPC error"),
     "http-error": ("err", "HTTP error (its time not in the trace)"),
     "unanswered": ("lost", "no answer in the trace"),
+    "cancelled": ("cancel", "cancelled by its sender, no answer"),
 }
 PROBLEMS = ("error", "http-error", "unanswered")
 
@@ -290,7 +291,7 @@ figure.timeline figcaption{font-weight:600;font-size:.92em;overflow-wrap:anywher
 .bar{position:absolute;top:4px;height:10px;min-width:3px;border-radius:2px}
 .bar.next{box-shadow:-3px 0 0 #fff}
 .ok,.sw.ok{background:#2da44e}.round,.sw.round{background:#8250df}.toolerr,.sw.toolerr{background:#d4a72c}
-.err,.sw.err{background:#cf222e}.lost,.sw.lost{background:repeating-linear-gradient(135deg,#8c959f 0 4px,#d0d7de 4px 8px)}
+.err,.sw.err{background:#cf222e}.cancel,.sw.cancel{background:#8c959f}.lost,.sw.lost{background:repeating-linear-gradient(135deg,#8c959f 0 4px,#d0d7de 4px 8px)}
 .mark{position:absolute;width:8px;height:8px;top:5px;margin-left:-4px;transform:rotate(45deg)}
 .mark.prog,.sw.prog{background:#0969da;border:1px solid #fff}.mark.viol,.sw.viol{background:#cf222e}
 .sw.prog,.sw.viol{width:.7em;height:.7em;transform:rotate(45deg);margin-left:.2em}

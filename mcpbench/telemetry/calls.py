@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpbench.trace.model import INPUT_REQUIRED, NOT_MCP, Entry, EventEffect, SessionReport, TracedOperation, ended, open_outcome
+from mcpbench.trace.model import CANCELLED_OUTCOME, INPUT_REQUIRED, NOT_MCP, Entry, EventEffect, SessionReport, TracedOperation, ended, open_outcome
 from mcpbench.protocol.session import Trigger
 from mcpbench.protocol.transports import STDIO
 from mcpbench.protocol.versions import CANCELLED, ERA_NAMES, PROGRESS, progress_token
@@ -334,9 +334,9 @@ class CallTracker:
         if call.outcome == INPUT_REQUIRED:  # asked for input, never retried: it ended with that answer
             call.end = op.last.end if op is not None and op.last.end is not None else call.end
             return call
-        if call.outcome != "unanswered":
+        if call.outcome not in ("unanswered", CANCELLED_OUTCOME):
             return call
-        call.error_type = "cancelled" if call.cancelled else otel.UNANSWERED
+        call.error_type = "cancelled" if call.cancelled or call.outcome == CANCELLED_OUTCOME else otel.UNANSWERED
         return call
 
     def _forget(self, call: TracedCall) -> None:

@@ -202,6 +202,7 @@ class TracedOperation:
     task: Task | None = None  # the task it became, or (tasks/get, tasks/result, …) the task it names
     stream: ListenStream | None = None  # a `subscriptions/listen` request: its stream
     log_level: Any = None  # the log level its request asked for (2026-07-28 `_meta`)
+    cancelled: str | None = None  # its sender cancelled it (`notifications/cancelled`): the reason given, or ""
 
     @property
     def start(self) -> float:
@@ -519,7 +520,7 @@ class Rebuild:
         outcomes, notified, requests = calls.outcomes, calls.notified, self._requests
         take, sessions = self.take, self.sessions
         base = calls.bases[-1][1]
-        message, c2s, s2c, progress, task_status, version = Kind.MESSAGE, C2S_VALUE, S2C_VALUE, PROGRESS, TASK_STATUS, jsonrpc.JSONRPC_VERSION
+        message, c2s, s2c, progress, task_status, cancelled, version = Kind.MESSAGE, C2S_VALUE, S2C_VALUE, PROGRESS, TASK_STATUS, CANCELLED, jsonrpc.JSONRPC_VERSION
         last_key, last = None, None  # the session of the event before (most events are of the one before)
         ended = None  # the last event of `last` the hot path took: its time is `last.end` once the run ends
         # `last`'s state, as locals (see above)
@@ -568,7 +569,7 @@ class Rebuild:
                         if type(method) is not str or (params is not None and type(params) is not dict):
                             pass  # no valid message: `take` says why
                         elif "id" not in msg:  # a notification
-                            if quiet and method != task_status and (direction == c2s or direction == s2c):
+                            if quiet and method != task_status and method != cancelled and (direction == c2s or direction == s2c):
                                 ended = event
                                 op: Any = None
                                 if method == progress and (hot_progress or report.progress):
@@ -740,9 +741,15 @@ class Rebuild:
                     op.outcome = open_outcome(op)
                     if op.outcome == INPUT_REQUIRED:
                         op.detail, op.end = op.last.detail, op.last.end
+                    elif op.outcome == CANCELLED_OUTCOME:
+                        op.detail = op.cancelled
                     done.append(op)
             for entry in report.open_calls.values():
-                entry.outcome = LISTENING if entry.op is not None and entry.op.stream is not None else "unanswered"
+                op = entry.op
+                if op is not None and op.outcome in (LISTENING, CANCELLED_OUTCOME):
+                    entry.outcome, entry.detail = op.outcome, op.detail
+                else:
+                    entry.outcome = "unanswered"
             report.open_calls.clear()
             report.awaiting.clear()
             report.running.clear()
@@ -770,13 +777,16 @@ _UNUSUAL_REQUESTS = frozenset({"initialize", LISTEN, *TASK_METHODS})
 
 def open_outcome(op: TracedOperation) -> str:
     """The outcome of an operation still open when its trace (or session) ends: a listen stream still
-    listening, a task as last seen, a request that asked for input and was never retried, or unanswered."""
+    listening, a task as last seen, a request that asked for input and was never retried, one its
+    sender cancelled, or unanswered."""
     if op.stream is not None:
         return LISTENING
     if op.task is not None and op.task.op is op:
         return f"task-{op.task.status}"
     if op.asked is not None and op.last.end is not None:
         return INPUT_REQUIRED
+    if op.cancelled is not None:
+        return CANCELLED_OUTCOME
     return "unanswered"
 
 
@@ -913,10 +923,14 @@ def _message(step: EventEffect, message: jsonrpc.Message, direction: Direction, 
                 _task_notification(step, report, item, entry)
             if entry.op is None and direction is S2C:
                 _scoped(step, report, item, entry, flows.get(flow) if flow is not None else None, flow)
-            elif item.method == CANCELLED and report.streams and type(item.params) is dict and type(cancelled := item.params.get("requestId")) in (str, int):
-                op = report.streams.get((flow, cancelled) if report.sessionless else cancelled)
+            elif item.method == CANCELLED and type(item.params) is dict and type(cancelled := item.params.get("requestId")) in (str, int):
+                op = report.streams.get((flow, cancelled) if report.sessionless else cancelled) if report.streams else None
                 if op is not None:  # the client closed its listen stream
                     _stream_ended(step, op, ts, "closed", "cancelled by the client")
+                elif not report.sessionless and (asked := report.open_calls.get((way, cancelled))) is not None and asked.op is not None:
+                    # its sender gave up on it: an answer may still come (it pairs), none is owed
+                    reason = item.params.get("reason")
+                    asked.op.cancelled = reason if type(reason) is str else ""
     known = flows.get(flow) if flow is not None else None
     if direction is S2C and type(message) is ErrorResponse:
         status = http.get("status")
@@ -1205,7 +1219,8 @@ def _finished(report: SessionReport, op: TracedOperation, outcome_: str, detail:
 # 2026-07-28's `io.modelcontextprotocol/tasks` extension (SEP-2663): a result that is a task handle.
 TASK_RESULT_TYPE = "task"
 # An operation that became a task ends with its task: how each terminal status ends it.
-TASK_OUTCOMES = {"completed": "ok", "failed": "failed", "cancelled": "cancelled"}
+CANCELLED_OUTCOME = "cancelled"  # an operation its sender cancelled, that no answer ended (a task's too)
+TASK_OUTCOMES = {"completed": "ok", "failed": "failed", "cancelled": CANCELLED_OUTCOME}
 
 
 def _named_task(step: EventEffect, report: SessionReport, method: str, params: dict | None, entry: Entry) -> Task | None:

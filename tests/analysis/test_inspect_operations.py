@@ -47,3 +47,23 @@ def test_the_2026_error_codes_are_named_in_inspect_and_the_frame_keeps_the_code(
     assert "error: -32021 (missing client capability): elicitation required" in render(summarize(path))
     calls = load_trace(path).calls
     assert calls["error_code"].tolist() == [-32021] and calls["detail"].tolist() == ["elicitation required"]
+
+
+def test_a_call_its_client_cancelled_is_cancelled_not_unanswered_and_an_answer_after_still_pairs(tmp_path):
+    from mcpbench.analysis.traces import load_trace
+    from tests.support.traces import notified
+    from tests.support.views import assert_views_agree
+
+    cancel = {"requestId": 1, "reason": "the user pressed stop"}
+    path = write_trace(tmp_path / "t.jsonl", [*handshake(), sent(2.0, 1, "tools/call", {"name": "slow"}),
+                                              sent(2.1, 2, "tools/call", {"name": "slow"}),
+                                              notified(2.5, "notifications/cancelled", cancel, direction="c2s"),
+                                              notified(2.6, "notifications/cancelled", {"requestId": 2}, direction="c2s"),
+                                              result(2.7, 2, {"content": []})])  # the server answered it all the same
+    text = render(summarize(path))
+    assert "tools/call slow                                  cancelled: the user pressed stop" in text
+    assert "3 requests (2 ok, 1 cancelled)" in text and "unanswered" not in text
+    assert_views_agree(path)
+    frames = load_trace(path)
+    assert frames.calls["outcome"].astype(str).tolist() == ["ok", "cancelled", "ok"]
+    assert frames.sessions["unanswered"].tolist() == [0]  # a call its client gave up on is no server fault

@@ -44,7 +44,8 @@ def finished_by_events(path: Path) -> Counter:
     """inspect's operations that an event finished (not the trace's end: the live view is still watching those)."""
     report = summarize(path)
     return Counter(op.name for s in report.sessions for op in s.operations
-                   if op.outcome not in ("unanswered", "listening", "input-required") and not op.outcome.startswith("task-"))
+                   if op.outcome not in ("unanswered", "listening", "input-required") and not op.outcome.startswith("task-")
+                   and not (op.outcome == "cancelled" and op.end is None))  # cancelled, and the trace ended with no answer
 
 
 def by_telemetry(path: Path) -> Counter:
