@@ -923,14 +923,8 @@ def _message(step: EventEffect, message: jsonrpc.Message, direction: Direction, 
                 _task_notification(step, report, item, entry)
             if entry.op is None and direction is S2C:
                 _scoped(step, report, item, entry, flows.get(flow) if flow is not None else None, flow)
-            elif item.method == CANCELLED and type(item.params) is dict and type(cancelled := item.params.get("requestId")) in (str, int):
-                op = report.streams.get((flow, cancelled) if report.sessionless else cancelled) if report.streams else None
-                if op is not None:  # the client closed its listen stream
-                    _stream_ended(step, op, ts, "closed", "cancelled by the client")
-                elif not report.sessionless and (asked := report.open_calls.get((way, cancelled))) is not None and asked.op is not None:
-                    # its sender gave up on it: an answer may still come (it pairs), none is owed
-                    reason = item.params.get("reason")
-                    asked.op.cancelled = reason if type(reason) is str else ""
+            if item.method == CANCELLED and type(item.params) is dict and type(cancelled := item.params.get("requestId")) in (str, int):
+                _cancelled(step, report, item.params, cancelled, way, flow, ts)
     known = flows.get(flow) if flow is not None else None
     if direction is S2C and type(message) is ErrorResponse:
         status = http.get("status")
@@ -1332,6 +1326,20 @@ def _stream_ended(step: EventEffect, op: TracedOperation, ts: float, ending: str
     op.end = ts
     _forget_stream(report, op)
     step.finished.append(op)
+
+
+def _cancelled(step: EventEffect, report: SessionReport, params: dict, request_id: Any, way: str, flow: Any, ts: float) -> None:
+    """A `notifications/cancelled` from `way`, of that side's own request `request_id`: the client
+    closing its listen stream, or either side giving up on a request (an answer may still come, and
+    pairs; none is owed)."""
+    op = None
+    if way == C2S_VALUE and report.streams:
+        op = report.streams.get((flow, request_id) if report.sessionless else request_id)
+    if op is not None:
+        _stream_ended(step, op, ts, "closed", "cancelled by the client")
+    elif not report.sessionless and (asked := report.open_calls.get((way, request_id))) is not None and asked.op is not None:
+        reason = params.get("reason")
+        asked.op.cancelled = reason if type(reason) is str else ""
 
 
 def _scoped(step: EventEffect, report: SessionReport, item: Notification, entry: Entry, known: "_Flow | None", flow: Any) -> None:

@@ -67,3 +67,16 @@ def test_a_call_its_client_cancelled_is_cancelled_not_unanswered_and_an_answer_a
     frames = load_trace(path)
     assert frames.calls["outcome"].astype(str).tolist() == ["ok", "cancelled", "ok"]
     assert frames.sessions["unanswered"].tolist() == [0]  # a call its client gave up on is no server fault
+
+
+def test_a_server_request_its_server_cancelled_is_cancelled(tmp_path):
+    from tests.support.traces import notified
+    from tests.support.views import assert_views_agree
+
+    path = write_trace(tmp_path / "t.jsonl", [*handshake(), sent(2.0, 1, "tools/call", {"name": "ask"}),
+                                              sent(2.1, "s-1", "sampling/createMessage", {"messages": []}, direction="s2c"),
+                                              notified(2.5, "notifications/cancelled", {"requestId": "s-1", "reason": "gave up"}),
+                                              result(2.6, 1, {"content": []})])
+    text = render(summarize(path))
+    assert "← sampling/createMessage                           cancelled: gave up" in text and "(2 ok, 1 cancelled)" in text
+    assert_views_agree(path)
