@@ -17,6 +17,7 @@ import pandas as pd
 
 from mcpbench.analysis.page import counted, number
 from mcpbench.analysis.traces import TraceFrames
+from mcpbench.protocol.versions import PROGRESS
 
 # Sessions drawn: enough to see every kind of session of a run, few enough to keep the file small.
 MAX_SESSIONS = 12
@@ -94,7 +95,7 @@ def timelines(frames: TraceFrames, limit: int = MAX_SESSIONS) -> list[Timeline]:
     sessions = frames.sessions
     calls = frames.calls
     events = frames.events
-    progress = events[(events["kind"] == "message") & (events["name"] == "notifications/progress")] if len(events) else events
+    progress = events[(events["kind"] == "message") & (events["name"] == PROGRESS)] if len(events) else events
     violations = frames.violations
 
     def draw(anchor: str, info: pd.Series, mine: pd.DataFrame, key_is: Any) -> Timeline:

@@ -59,7 +59,7 @@ from mcpbench.protocol.reconnect import (NONE, REINITIALIZE, REISSUE, REPORT, RE
 from mcpbench.protocol.recovery import plan_recovery
 from mcpbench.protocol.session import C2S, S2C
 from mcpbench.protocol.transports import STREAMABLE_HTTP
-from mcpbench.protocol.versions import LATEST_HANDSHAKE, LISTEN, has_get_stream, has_handshake, step_name
+from mcpbench.protocol.versions import CANCELLED, LATEST_HANDSHAKE, LISTEN, has_get_stream, has_handshake, step_name
 
 # Sends that did not finish (the call's time ran out, a user was stopped mid-call), as `on_message`
 # tells them: they may be in the trace, once at most (the soak's ledger reads them so).
@@ -504,7 +504,7 @@ class McpClient:
             conn.fail("the client closed the listen stream", gave_up=listen.request_id)
             if transport is not None and not transport.has_session_header and transport.alive:
                 try:  # stdio and legacy SSE: the stream is the session's; closing the request is a cancellation
-                    self._send(transport, conn.send(notification("notifications/cancelled", listen.cancel_params())))
+                    self._send(transport, conn.send(notification(CANCELLED, listen.cancel_params())))
                 except McpFailure:
                     pass
             listen.closed()

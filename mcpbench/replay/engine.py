@@ -62,6 +62,7 @@ from mcpbench.protocol.jsonrpc import ErrorResponse, Notification, Request, Resp
 from mcpbench.protocol.session import S2C
 from mcpbench.protocol.transports import LEGACY_SSE, STDIO, STREAMABLE_HTTP
 from mcpbench.protocol.versions import (
+    CANCELLED,
     INPUT_REQUESTS,
     INPUT_RESPONSES,
     LATEST_HANDSHAKE,
@@ -101,7 +102,7 @@ MAX_INPUT_ROUNDS = 8
 
 # `_ahead`: a step built after the wait, not before it.
 _LIVE = object()
-_BUILT_LIVE = frozenset({"initialize", "notifications/cancelled"})
+_BUILT_LIVE = frozenset({"initialize", CANCELLED})
 
 # At the end of a session that listens on a GET stream, how long to wait for
 # server messages the recording had outside any call and the replay has not
@@ -664,7 +665,7 @@ class _SessionRunner:
         if params and self.task_ids and params.get("taskId") in self.task_ids:  # a task sent as recorded (cancelled)
             params = {**params, "taskId": self.task_ids[params["taskId"]]}
         if isinstance(message, Notification):
-            if method == "notifications/cancelled" and params and "requestId" in params:
+            if method == CANCELLED and params and "requestId" in params:
                 params = {**params, "requestId": self._live_id_of(params["requestId"])}
             return message if params is message.params else Notification(method=method, params=params, _parsed=True)
         # A request's recorded id goes nowhere: the connection gives each request a live one.

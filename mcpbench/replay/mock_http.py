@@ -29,6 +29,7 @@ from mcpbench.protocol.server import (
     SessionEnded,
     StreamOpened,
 )
+from mcpbench.protocol.versions import CANCELLED
 from mcpbench.replay.engine import Pace
 from mcpbench.replay.forward import Forwarder
 from mcpbench.replay.mock_answers import TraceAnswers, answer_for
@@ -73,7 +74,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._write(event.reply)
             if event.waiter is not None:
                 event.waiter.put(event.message)
-            elif getattr(event.message, "method", None) == "notifications/cancelled":
+            elif getattr(event.message, "method", None) == CANCELLED:
                 server.answers.cancelled(event.session, event.message.params)
         elif kind is SessionEnded:
             server.ended(event.session)

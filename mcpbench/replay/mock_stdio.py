@@ -6,6 +6,7 @@ import threading
 from mcpbench.files.fdio import write_all
 from mcpbench.protocol.server import STDIO_SESSION, Accepted, Call, Refused, ServerConnection
 from mcpbench.protocol.transports import STDIO
+from mcpbench.protocol.versions import CANCELLED
 from mcpbench.replay.engine import Pace
 from mcpbench.replay.forward import Forwarder
 from mcpbench.replay.mock_answers import TraceAnswers, answer_for
@@ -52,7 +53,7 @@ def serve_stdio(answers: TraceAnswers, stdin: int = 0, stdout: int = 1, *, forwa
             elif kind is Accepted:
                 if event.waiter is not None:
                     event.waiter.put(event.message)
-                elif getattr(event.message, "method", None) == "notifications/cancelled":
+                elif getattr(event.message, "method", None) == CANCELLED:
                     answers.cancelled(STDIO_SESSION, event.message.params)
             elif kind is Refused:
                 try:
