@@ -205,7 +205,9 @@ def test_a_2026_07_28_run_of_ask_reports_whole_operations_with_their_rounds(tmp_
     scenario = (f"target: {http_server.url}\nera: 2026-07-28\n"
                 "mix:\n  - {call: tools/call, tool: ask, arguments: {question: \"ready?\"}}\n"
                 "input_responses:\n  sampling: sampled by the scenario\n  roots: [file:///tmp]\n  think_time: 0.01\n"
-                "users: 2\nspawn_rate: 10\nduration: 2s\n")
+                # Bounded in calls, not time: on a loaded machine a 2 s run once ended before any call
+                # had its answer (0 samples; the users' start-up took the run), and no row was there.
+                "users: 2\nspawn_rate: 10\ncalls: 4\nduration: 60s\n")
     proc, out = run_load(tmp_path, scenario)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = orjson.loads((out / "summary.json").read_bytes())
