@@ -8,8 +8,8 @@ percent): judged between runs (t over 2 + 2 runs). The same build's runs load on
 slowed comparison needs two (two processes of one build were seen 80 % apart on `echo` for a whole
 run at a load of 15, docs/compare.md), so the step not slowed is held to "not slower" rather than to
 "within noise". The slowdown (2 s on a 200 ms sleep) is ten times the call and the sleep holds the
-spread between runs under a factor of 2, so the t interval over 2 degrees of freedom (t = 31.6 at
-99.9 %) still lies wholly above zero;
+spread between runs under a factor of 2, so the t interval over 2 degrees of freedom (t = 4.3)
+still lies wholly above zero;
 `mcpbench bench compare` measures the 20 % a longer run can judge.
 """
 
@@ -47,10 +47,7 @@ def test_the_same_build_within_noise_and_a_slowed_tool_slower_on_its_step_alone(
     assert status == 0 and "FAIL" not in output, output
     assert "2 + 2 runs: each run's quantile is one observation" in output
 
-    # Also at 99.9 %: the slowed server is a second process, and under load (a CI run beside other
-    # tests) its echo came out +42 % [+8.6 %, +85 %] at 95 %, "slower". The slowdown is ten times the
-    # call: at t = 31.6 its interval (+971 % ± 4 % at 95 % there) still lies far above zero.
-    status, verdicts, output = judged(runs["base"], runs["slowed"], tmp_path / "slowed-compare", confidence=0.999)
+    status, verdicts, output = judged(runs["base"], runs["slowed"], tmp_path / "slowed-compare", confidence=0.95)
     assert verdicts["tools/call slow"] == "slower", output
     assert verdicts["tools/call echo"] != "slower", output
     assert status == 1 and "FAIL  tools/call slow: p50" in output and "FAIL  tools/call echo" not in output
